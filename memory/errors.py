@@ -1,0 +1,26 @@
+"""The memory layer's exceptions, one tree.
+
+    MemoryLayerError
+     ├── StoreUnavailable    the database cannot be opened, read or written
+     ├── EmbeddingFailed     the embedding model could not be loaded or run
+     └── MigrationFailed     a schema migration did not apply
+
+The proxy catches `MemoryLayerError` (and, in one place, anything else) around the memory
+steps, and forwards the request without memory: memory never fails a chat request.
+"""
+
+
+class MemoryLayerError(Exception):
+    """Base class of every error the memory layer raises on purpose."""
+
+
+class StoreUnavailable(MemoryLayerError):
+    """The SQLite store could not be opened, read or written."""
+
+
+class EmbeddingFailed(MemoryLayerError):
+    """The embedding model could not be loaded or failed on input."""
+
+
+class MigrationFailed(MemoryLayerError):
+    """A numbered migration failed; its transaction was rolled back."""

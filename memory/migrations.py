@@ -1,0 +1,183 @@
+"""Numbered schema migrations, each applied in one transaction together with its record.
+
+A shipped migration is never edited; a fix is a new, higher-numbered migration. Applied
+names are recorded in `_moim_migrations`. `messages` is the source of truth and only ever
+gains columns; `chunks`, `chunks_fts` and the vector table are derived and may be dropped
+and rebuilt by `moim reindex`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import sqlean
+
+from memory.errors import MigrationFailed
+
+Connection = Any  # a sqlean / sqlite3 connection
+
+Migration = Callable[[Connection], None]
+
+
+def m001_initial(db: Connection) -> None:
+    db.executescript(
+        """
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            -- identity of the message inside its session (see memory.ingest.message_key)
+            message_key TEXT NOT NULL,
+            -- hash of role + text alone: "is this message present in a request?"
+            content_hash TEXT NOT NULL,
+            role TEXT NOT NULL,
+            name TEXT,
+            content TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            model TEXT,
+            tokens INTEGER NOT NULL DEFAULT 0,
+            partial INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            indexed INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (user_id, session_id, message_key)
+        );
+        CREATE INDEX messages_by_user ON messages (user_id, session_id, id);
+        CREATE INDEX messages_unindexed ON messages (indexed) WHERE indexed = 0;
+
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            message_id INTEGER NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            role TEXT NOT NULL,
+            name TEXT,
+            position INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX chunks_by_user ON chunks (user_id, id);
+        CREATE INDEX chunks_by_message ON chunks (message_id);
+
+        CREATE VIRTUAL TABLE chunks_fts USING fts5 (
+            text, content = 'chunks', content_rowid = 'id', tokenize = 'porter unicode61'
+        );
+        CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+            INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+        CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+            INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END;
+
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        """
+    )
+
+
+def m002_facts(db: Connection) -> None:
+    db.executescript(
+        """
+        CREATE TABLE facts (
+            id INTEGER PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            category TEXT NOT NULL DEFAULT 'profile',
+            policy TEXT NOT NULL DEFAULT 'speak',
+            pinned INTEGER NOT NULL DEFAULT 0,
+            status TEXT NOT NULL DEFAULT 'active',
+            confidence REAL NOT NULL DEFAULT 1.0,
+            source TEXT NOT NULL DEFAULT 'api',
+            source_message_id INTEGER,
+            rule TEXT,
+            expires_at REAL,
+            superseded_by INTEGER REFERENCES facts (id),
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            last_injected_at REAL
+        );
+        -- at most one active fact per key and user; superseded values stay as history
+        CREATE UNIQUE INDEX facts_active_key ON facts (user_id, key) WHERE status = 'active';
+        CREATE INDEX facts_by_user ON facts (user_id, key, id);
+        """
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_facts)
+
+
+def applied(db: Connection) -> list[str]:
+    """Names of the migrations already applied (never writes)."""
+    exists = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_moim_migrations'"
+    ).fetchone()
+    if not exists:
+        return []
+    return [row[0] for row in db.execute("SELECT name FROM _moim_migrations ORDER BY name")]
+
+
+def migrate(db: Connection) -> list[str]:
+    """Apply every pending migration in order; return the names applied now.
+
+    Each migration and its `_moim_migrations` row commit together or not at all.
+    """
+    names = [m.__name__ for m in MIGRATIONS]
+    if len(set(names)) != len(names):
+        raise MigrationFailed("duplicate migration names")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS _moim_migrations (name TEXT PRIMARY KEY, applied_at REAL)"
+    )
+    done = set(applied(db))
+    ran: list[str] = []
+    for migration in MIGRATIONS:
+        name = migration.__name__
+        if name in done:
+            continue
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            # executescript would COMMIT first; run statements one by one inside our txn.
+            _run_in_transaction(db, migration)
+            db.execute(
+                "INSERT INTO _moim_migrations (name, applied_at) VALUES (?, ?)", (name, time.time())
+            )
+            db.execute("COMMIT")
+        except Exception as exc:
+            db.execute("ROLLBACK")
+            raise MigrationFailed(f"{name}: {exc}") from exc
+        ran.append(name)
+    return ran
+
+
+class _ScriptInTransaction:
+    """Adapter giving a migration an `executescript` that does not commit."""
+
+    def __init__(self, db: Connection) -> None:
+        self._db = db
+
+    def executescript(self, script: str) -> None:
+        for statement in _split_sql(script):
+            self._db.execute(statement)
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self._db.execute(sql, params)
+
+
+def _run_in_transaction(db: Connection, migration: Migration) -> None:
+    migration(_ScriptInTransaction(db))
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a script into whole statements (trigger bodies included), via SQLite's parser."""
+    statements: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        if not current and (not line.strip() or line.strip().startswith("--")):
+            continue
+        current += line
+        if sqlean.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return statements

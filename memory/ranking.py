@@ -1,0 +1,76 @@
+"""Step 3b, rank: fuse the two retrievers, re-rank, and decide whether to recall at all.
+
+Reciprocal rank fusion (Cormack et al. 2009; True Memory §4) merges the dense and lexical
+rankings without calibrating their scores: each list gives 1 / (k + rank). A small recency
+bonus with a half-life breaks near-ties toward newer memories (MemX §3.4 uses recency as one
+of its re-ranking factors). Rejection follows MemX §3.6: with no lexical evidence and a weak
+best cosine, the honest answer is to recall nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from memory.records import Chunk, Hit
+
+SECONDS_PER_DAY = 86_400.0
+
+
+def rrf(rankings: Sequence[Sequence[int]], k: int = 60) -> dict[int, float]:
+    """Reciprocal-rank-fused scores of ids over several best-first rankings."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+def fuse(
+    chunks: Mapping[int, Chunk],
+    dense: Sequence[tuple[int, float]],
+    lexical: Sequence[int],
+    similarities: Mapping[int, float],
+    k: int = 60,
+) -> list[Hit]:
+    """Hits for the chunks that survived filtering, by fused score, best first."""
+    dense_ids = [i for i, _ in dense if i in chunks]
+    lexical_ids = [i for i in lexical if i in chunks]
+    scores = rrf([dense_ids, lexical_ids], k)
+    dense_rank = {i: r for r, i in enumerate(dense_ids, start=1)}
+    lexical_rank = {i: r for r, i in enumerate(lexical_ids, start=1)}
+    hits = [
+        Hit(
+            chunk=chunks[i],
+            score=score,
+            similarity=similarities.get(i),
+            dense_rank=dense_rank.get(i),
+            lexical_rank=lexical_rank.get(i),
+        )
+        for i, score in scores.items()
+    ]
+    return sorted(hits, key=lambda h: (-h.score, -h.chunk.id))
+
+
+def rerank(hits: Sequence[Hit], now: float, half_life_days: float, weight: float, k: int = 60) -> list[Hit]:
+    """Add a recency bonus of at most `weight` × a first-rank RRF score, halving per half-life."""
+    if half_life_days <= 0 or weight <= 0:
+        return list(hits)
+    top = 1.0 / (k + 1)
+    rescored = []
+    for hit in hits:
+        age_days = max(0.0, now - hit.chunk.created_at) / SECONDS_PER_DAY
+        bonus = weight * top * math.pow(0.5, age_days / half_life_days)
+        rescored.append(replace(hit, score=hit.score + bonus))
+    return sorted(rescored, key=lambda h: (-h.score, -h.chunk.id))
+
+
+def should_abstain(hits: Sequence[Hit], min_similarity: float) -> bool:
+    """True when nothing was found lexically and the best cosine is below the threshold."""
+    if not hits:
+        return True
+    if any(h.lexical_rank is not None for h in hits):
+        return False
+    best = max((h.similarity for h in hits if h.similarity is not None), default=-1.0)
+    return best < min_similarity

@@ -1,0 +1,112 @@
+"""The records that pass between the steps of a request.
+
+Each step of the flow in DESIGN.md takes and returns these frozen dataclasses; dicts stay at
+the JSON edge (the request body is forwarded as the dict it arrived as, plus the block).
+Times are Unix seconds (float, UTC).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+Policy = Literal["speak", "adapt", "avoid"]
+FactStatus = Literal["active", "superseded", "stale", "archived"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One stored message, verbatim. `content` is the text; `payload` the original JSON."""
+
+    id: int
+    user_id: str
+    session_id: str
+    role: str
+    name: str | None
+    content: str
+    created_at: float
+    partial: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A slice of one message's text (a chunk never spans two messages)."""
+
+    id: int
+    message_id: int
+    user_id: str
+    session_id: str
+    role: str
+    name: str | None
+    text: str
+    created_at: float
+    # content hash of the source message, to tell whether it is present in a request
+    message_hash: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A recalled chunk with how it was found.
+
+    `score` is the fused, re-ranked score (higher is better; RRF units, about 0.01–0.05).
+    `similarity` is the cosine between query and chunk in [-1, 1], None if not computed.
+    Ranks are 1-based positions in each retriever's list, None when absent from it.
+    """
+
+    chunk: Chunk
+    score: float
+    similarity: float | None
+    dense_rank: int | None
+    lexical_rank: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpt:
+    """What the block shows of a hit: text cut to the tier's size, and where it came from."""
+
+    text: str
+    session_id: str
+    created_at: float
+    similarity: float | None
+    this_session: bool
+    speaker: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A structured fact about a user (semantic memory)."""
+
+    id: int
+    user_id: str
+    key: str
+    value: str
+    category: str
+    policy: Policy = "speak"
+    pinned: bool = False
+    status: FactStatus = "active"
+    confidence: float = 1.0
+    source: str = "api"
+    source_message_id: int | None = None
+    expires_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """A budget tier (CALMem §6.2): how many excerpts of how many characters."""
+
+    level: int
+    max_excerpts: int
+    max_chars: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBlock:
+    """The rendered MOIM block and what went into it."""
+
+    text: str
+    tokens: int
+    excerpts: int
+    facts: int

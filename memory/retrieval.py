@@ -1,0 +1,116 @@
+"""Step 3a, recall: find a user's chunks relevant to the conversation's last turn.
+
+Dense (cosine over the user's vectors) and lexical (FTS5 BM25) retrieval run on the same
+query; both are filtered by `user_id` in the query itself. Chunks whose message is present
+in the current request are dropped (the model already sees them), as are roles that are not
+recalled. `memory.ranking` fuses what is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memory.embedding import Embedder
+from memory.fts import fts_query
+from memory.ingest import RECALLED_ROLES
+from memory.ranking import fuse, rerank, should_abstain
+from memory.records import Hit
+from memory.settings import Settings
+from memory.store import Store
+from memory.tokens import message_text
+from memory.vectors import VectorIndex
+
+# A last user message shorter than this many words ("yes, do that", "why?") says little on
+# its own; the preceding assistant turn is added to the query.
+_SHORT_QUERY_WORDS = 6
+_CONTEXT_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """Everything recall found, before the budget cuts it down."""
+
+    hits: list[Hit]
+    abstained: bool
+    query: str
+
+
+def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The last user message, plus the tail of the previous turn when it is short."""
+    last_user = None
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            last_user = index
+            break
+    if last_user is None:
+        return ""
+    query = message_text(messages[last_user]).strip()
+    if len(query.split()) < _SHORT_QUERY_WORDS and last_user > 0:
+        previous = message_text(messages[last_user - 1]).strip()
+        if previous:
+            query = previous[-_CONTEXT_CHARS:] + "\n" + query
+    return query
+
+
+def retrieve(
+    store: Store,
+    index: VectorIndex,
+    embedder: Embedder,
+    settings: Settings,
+    user_id: str,
+    query: str,
+    exclude_hashes: Collection[str],
+    now: float,
+    limit: int | None = None,
+) -> Retrieval:
+    """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present."""
+    if not query.strip():
+        return Retrieval([], True, query)
+    wanted = settings.candidates if limit is None else max(limit, settings.candidates)
+    match = fts_query(query)
+    lexical = store.lexical_search(user_id, match, wanted) if match else []
+    vector = embedder.embed_query(query)
+    dense = _dense(store, index, settings, user_id, vector, wanted)
+    chunks = store.chunks(user_id, list({*lexical, *(i for i, _ in dense)}))
+    visible = {
+        i: c
+        for i, c in chunks.items()
+        if c.message_hash not in exclude_hashes and c.role in RECALLED_ROLES
+    }
+    similarities = dict(dense)
+    missing = [i for i in visible if i not in similarities]
+    similarities.update(_similarities(store, user_id, vector, missing))
+    hits = fuse(visible, dense, lexical, similarities, settings.rrf_k)
+    hits = rerank(
+        hits, now, settings.recency_half_life_days, settings.recency_weight, settings.rrf_k
+    )
+    if should_abstain(hits, settings.min_similarity):
+        return Retrieval([], True, query)
+    return Retrieval(hits, False, query)
+
+
+def _dense(
+    store: Store,
+    index: VectorIndex,
+    settings: Settings,
+    user_id: str,
+    vector: np.ndarray,
+    k: int,
+) -> list[tuple[int, float]]:
+    if settings.vector_search == "db":
+        return store.dense_search(user_id, vector, k)
+    return index.search(user_id, vector, k)
+
+
+def _similarities(
+    store: Store, user_id: str, vector: np.ndarray, ids: list[int]
+) -> dict[int, float]:
+    """Cosines for lexical-only candidates, so every hit can show its similarity."""
+    if not ids:
+        return {}
+    found = store.vectors(user_id, ids)
+    return {i: float(v @ vector) for i, v in found.items()}

@@ -1,0 +1,46 @@
+"""What the memory layer needs to know, as one frozen record.
+
+The proxy builds it from its `Config`; library users build it directly. Nothing in `memory`
+reads the environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from memory.budget import DEFAULT_TIER_RULES, TierRule
+
+Placement = Literal["system", "before_last_user"]
+
+BUNDLED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Memory-layer settings. Defaults are the embedded, offline configuration."""
+
+    db_path: Path = Path("moim.db")
+    # Any fastembed model name works for users with network; the default is bundled offline.
+    embedding_model: str = BUNDLED_MODEL
+    embedding_batch_size: int = 16
+    # "ram": exact cosine over an in-RAM matrix per user (fast); "db": sqlite-vec scan (low RAM).
+    vector_search: Literal["ram", "db"] = "ram"
+    tier_rules: tuple[TierRule, ...] = DEFAULT_TIER_RULES
+    placement: Placement = "system"
+    chunk_size: int = 1000
+    chunk_overlap: int = 200
+    # Candidates taken from each retriever before fusion.
+    candidates: int = 40
+    # Reciprocal rank fusion constant (Cormack et al.; True Memory §4).
+    rrf_k: int = 60
+    # Recency re-ranking: a hit loses half its recency bonus every `recency_half_life_days`.
+    recency_half_life_days: float = 30.0
+    recency_weight: float = 0.1
+    # MemX-style rejection: with no lexical hit, a best cosine below this recalls nothing.
+    min_similarity: float = 0.35
+    facts_max_tokens: int = 400
+    capture_facts: bool = True
+    context_windows: dict[str, int] = field(default_factory=dict)
+    default_context_window: int = 128_000

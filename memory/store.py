@@ -1,0 +1,399 @@
+"""The SQLite store: verbatim messages, their chunks, FTS5 and sqlite-vec indexes.
+
+One database file holds everything. Every function that reads or writes a user's data takes
+`user_id` and filters on it in the SQL itself: isolation lives in the query. Writes are
+serialised by one lock (SQLite has one writer); reads run on per-thread connections in WAL
+mode, so they never wait for the writer. Facts have their own SQL in `memory/fact_store.py`,
+which uses this module's connections.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlean
+import sqlite_vec
+
+from memory.errors import StoreUnavailable
+from memory.migrations import migrate
+from memory.records import Chunk, Message
+
+Connection = Any
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message about to be stored (see `memory.ingest` for how keys are computed)."""
+
+    message_key: str
+    content_hash: str
+    role: str
+    name: str | None
+    content: str
+    payload: str
+    model: str | None
+    tokens: int
+    partial: bool
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    user_id: str
+    messages: int
+    chunks: int
+    facts: int
+    sessions: int
+
+
+class Store:
+    """A migrated SQLite database, opened once per process."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self.dim: int | None = None
+        with self._errors():
+            migrate(self.connection())
+
+    # -- connections -----------------------------------------------------------------------
+
+    def connection(self) -> Connection:
+        """This thread's connection (WAL, foreign keys, sqlite-vec loaded)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _connect(self.path)
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One write transaction, serialised with every other writer of this process."""
+        with self._errors(), self._write_lock:
+            db = self.connection()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._errors():
+            return list(self.connection().execute(sql, params).fetchall())
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlean.Error as exc:
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+    # -- vectors table ---------------------------------------------------------------------
+
+    def ensure_vectors(self, model: str, dim: int) -> bool:
+        """Create the vector table for this model; return True when a reindex is needed.
+
+        Vectors are derived data. When the configured model differs from the one that built
+        them, they are dropped and every message is marked for re-indexing.
+        """
+        current = dict(self.read("SELECT key, value FROM meta WHERE key LIKE 'embedding_%'"))
+        same = current.get("embedding_model") == model and current.get("embedding_dim") == str(dim)
+        with self.write() as db:
+            if not same:
+                db.execute("DROP TABLE IF EXISTS chunk_vectors")
+                db.execute("DELETE FROM chunks")
+                db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+                db.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedding_model', ?), "
+                    "('embedding_dim', ?)",
+                    (model, str(dim)),
+                )
+            db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS chunk_vectors USING vec0 ("
+                "chunk_id INTEGER PRIMARY KEY, user_id TEXT PARTITION KEY, "
+                f"embedding FLOAT[{int(dim)}] distance_metric=cosine)"
+            )
+        self.dim = dim
+        return not same and bool(self.read("SELECT 1 FROM messages LIMIT 1"))
+
+    # -- messages --------------------------------------------------------------------------
+
+    def add_messages(self, user_id: str, session_id: str, rows: Sequence[NewMessage]) -> int:
+        """Store messages not yet stored in this session (by `message_key`); count new ones."""
+        added = 0
+        with self.write() as db:
+            for m in rows:
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO messages (user_id, session_id, message_key, "
+                    "content_hash, role, name, content, payload, model, tokens, partial, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        user_id,
+                        session_id,
+                        m.message_key,
+                        m.content_hash,
+                        m.role,
+                        m.name,
+                        m.content,
+                        m.payload,
+                        m.model,
+                        m.tokens,
+                        int(m.partial),
+                        m.created_at,
+                    ),
+                )
+                added += cur.rowcount
+        return added
+
+    def unindexed_messages(self, limit: int = 256) -> list[Message]:
+        """Messages of any user not yet chunked and embedded, oldest first."""
+        rows = self.read(
+            "SELECT id, user_id, session_id, role, name, content, created_at, partial "
+            "FROM messages WHERE indexed = 0 ORDER BY id LIMIT ?",
+            (limit,),
+        )
+        return [Message(*row[:7], partial=bool(row[7])) for row in rows]
+
+    def count_unindexed(self) -> int:
+        return int(self.read("SELECT count(*) FROM messages WHERE indexed = 0")[0][0])
+
+    def messages(self, user_id: str, session_id: str | None = None) -> list[Message]:
+        """A user's messages in storage order, optionally of one session."""
+        sql = (
+            "SELECT id, user_id, session_id, role, name, content, created_at, partial "
+            "FROM messages WHERE user_id = ?"
+        )
+        params: list[Any] = [user_id]
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params.append(session_id)
+        rows = self.read(sql + " ORDER BY id", params)
+        return [Message(*row[:7], partial=bool(row[7])) for row in rows]
+
+    # -- chunks ----------------------------------------------------------------------------
+
+    def add_chunks(
+        self, message: Message, texts: Sequence[str], vectors: np.ndarray | None
+    ) -> list[int]:
+        """Store a message's chunks, their FTS rows and vectors; mark the message indexed."""
+        ids: list[int] = []
+        with self.write() as db:
+            db.execute("DELETE FROM chunks WHERE message_id = ?", (message.id,))
+            for position, text in enumerate(texts):
+                cur = db.execute(
+                    "INSERT INTO chunks (message_id, user_id, session_id, role, name, position, "
+                    "text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        message.id,
+                        message.user_id,
+                        message.session_id,
+                        message.role,
+                        message.name,
+                        position,
+                        text,
+                        message.created_at,
+                    ),
+                )
+                chunk_id = int(cur.lastrowid)
+                ids.append(chunk_id)
+                if vectors is not None:
+                    db.execute(
+                        "INSERT OR REPLACE INTO chunk_vectors (chunk_id, user_id, embedding) "
+                        "VALUES (?, ?, ?)",
+                        (chunk_id, message.user_id, _blob(vectors[position])),
+                    )
+            db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
+        return ids
+
+    def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
+        """The user's chunks with these ids (ids of other users are silently absent)."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.read(
+            "SELECT c.id, c.message_id, c.user_id, c.session_id, c.role, c.name, c.text, "
+            "c.created_at, m.content_hash FROM chunks c JOIN messages m ON m.id = c.message_id "
+            f"WHERE c.user_id = ? AND c.id IN ({marks})",
+            [user_id, *ids],
+        )
+        return {row[0]: Chunk(*row) for row in rows}
+
+    def neighbours(self, user_id: str, message_id: int, before: int, after: int) -> list[Message]:
+        """Messages around one message in its session (for widening an excerpt)."""
+        rows = self.read(
+            "SELECT id, user_id, session_id, role, name, content, created_at, partial FROM ("
+            " SELECT * FROM messages WHERE user_id = ? AND session_id = "
+            "  (SELECT session_id FROM messages WHERE id = ? AND user_id = ?)"
+            "  AND id < ? AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?) "
+            "UNION ALL SELECT id, user_id, session_id, role, name, content, created_at, partial "
+            "FROM (SELECT * FROM messages WHERE user_id = ? AND session_id = "
+            "  (SELECT session_id FROM messages WHERE id = ? AND user_id = ?)"
+            "  AND id >= ? AND role IN ('user', 'assistant') ORDER BY id LIMIT ?)",
+            (
+                user_id,
+                message_id,
+                user_id,
+                message_id,
+                before,
+                user_id,
+                message_id,
+                user_id,
+                message_id,
+                after + 1,
+            ),
+        )
+        found = [Message(*row[:7], partial=bool(row[7])) for row in rows]
+        return sorted(found, key=lambda m: m.id)
+
+    def lexical_search(self, user_id: str, match: str, limit: int) -> list[int]:
+        """Chunk ids of the user matching an FTS5 expression, best BM25 first.
+
+        `match` must come from `memory.fts.fts_query`, never from raw user text.
+        """
+        rows = self.read(
+            "SELECT c.id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+            "WHERE chunks_fts MATCH ? AND c.user_id = ? ORDER BY bm25(chunks_fts) LIMIT ?",
+            (match, user_id, limit),
+        )
+        return [row[0] for row in rows]
+
+    def dense_search(self, user_id: str, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the user's nearest chunks, via sqlite-vec."""
+        rows = self.read(
+            "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ? "
+            "AND user_id = ?",
+            (_blob(vector), limit, user_id),
+        )
+        return [(row[0], 1.0 - float(row[1])) for row in rows]
+
+    def user_vectors(self, user_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """All of a user's chunk ids and vectors, as (int64 ids, float32 matrix)."""
+        rows = self.read(
+            "SELECT chunk_id, embedding FROM chunk_vectors WHERE user_id = ? ORDER BY chunk_id",
+            (user_id,),
+        )
+        dim = self.dim or 0
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        if not rows:
+            return ids, np.zeros((0, dim), dtype=np.float32)
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+        return ids, matrix.reshape(len(rows), -1).copy()
+
+    def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored vectors of some of the user's chunks."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.read(
+            f"SELECT chunk_id, embedding FROM chunk_vectors WHERE user_id = ? "
+            f"AND chunk_id IN ({marks})",
+            [user_id, *ids],
+        )
+        return {row[0]: np.frombuffer(row[1], dtype=np.float32) for row in rows}
+
+    def reset_index(self) -> int:
+        """Drop every derived row (chunks, FTS, vectors); return messages to re-index."""
+        with self.write() as db:
+            db.execute("DELETE FROM chunks")
+            db.execute("DELETE FROM chunk_vectors")
+            db.execute("UPDATE messages SET indexed = 0")
+        return self.count_unindexed()
+
+    # -- per-user housekeeping -------------------------------------------------------------
+
+    def stats(self, user_id: str) -> Stats:
+        row = self.read(
+            "SELECT (SELECT count(*) FROM messages WHERE user_id = ?), "
+            "(SELECT count(*) FROM chunks WHERE user_id = ?), "
+            "(SELECT count(*) FROM facts WHERE user_id = ? AND status = 'active'), "
+            "(SELECT count(DISTINCT session_id) FROM messages WHERE user_id = ?)",
+            (user_id, user_id, user_id, user_id),
+        )[0]
+        return Stats(user_id, *row)
+
+    def delete_user(self, user_id: str) -> int:
+        """Forget everything of one user; return the number of messages removed."""
+        with self.write() as db:
+            db.execute("DELETE FROM chunk_vectors WHERE user_id = ?", (user_id,))
+            db.execute("DELETE FROM chunks WHERE user_id = ?", (user_id,))
+            db.execute("DELETE FROM facts WHERE user_id = ?", (user_id,))
+            cur = db.execute("DELETE FROM messages WHERE user_id = ?", (user_id,))
+            return int(cur.rowcount)
+
+    def export_messages(self, user_id: str) -> Iterator[dict[str, Any]]:
+        """The user's messages as JSON-ready dicts, in storage order (ids included)."""
+        rows = self.read(
+            "SELECT id, session_id, message_key, content_hash, role, name, content, payload, "
+            "model, tokens, partial, created_at FROM messages WHERE user_id = ? ORDER BY id",
+            (user_id,),
+        )
+        keys = (
+            "id session_id message_key content_hash role name content payload model tokens "
+            "partial created_at"
+        ).split()
+        for row in rows:
+            item = dict(zip(keys, row, strict=True))
+            item["payload"] = json.loads(item["payload"])
+            item["partial"] = bool(item["partial"])
+            yield item
+
+    def import_message(self, user_id: str, item: dict[str, Any]) -> bool:
+        """Store one exported message for `user_id`, keeping its id when that id is free."""
+        with self.write() as db:
+            taken = item.get("id") is not None and db.execute(
+                "SELECT 1 FROM messages WHERE id = ?", (item["id"],)
+            ).fetchone()
+            cur = db.execute(
+                "INSERT OR IGNORE INTO messages (id, user_id, session_id, message_key, "
+                "content_hash, role, name, content, payload, model, tokens, partial, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    None if taken else item.get("id"),
+                    user_id,
+                    item["session_id"],
+                    item["message_key"],
+                    item["content_hash"],
+                    item["role"],
+                    item.get("name"),
+                    item["content"],
+                    json.dumps(item.get("payload", {}), ensure_ascii=False),
+                    item.get("model"),
+                    int(item.get("tokens", 0)),
+                    int(bool(item.get("partial", False))),
+                    float(item["created_at"]),
+                ),
+            )
+            return cur.rowcount > 0
+
+    def integrity_ok(self) -> bool:
+        return self.read("PRAGMA quick_check")[0][0] == "ok"
+
+
+def _connect(path: str) -> Connection:
+    try:
+        conn = sqlean.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        # WAL is set once per connection, outside any transaction (sqlite-utils' rule).
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA busy_timeout = 10000")
+    except sqlean.Error as exc:
+        raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
+    return conn
+
+
+def _blob(vector: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()

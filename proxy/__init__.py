@@ -1,0 +1,1 @@
+"""moim's HTTP side: the proxy, the memory API, the CLI."""

@@ -1,0 +1,166 @@
+"""The memory API: JSON endpoints over one user's memory (CONTRACT.md "Memory API").
+
+Same authentication as chat, and the user comes from the same headers (or a bound key).
+Every handler runs the memory layer's synchronous call in a worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from memory import Hit
+from proxy.auth import authenticate
+from proxy.errors import BadRequest
+from proxy.identity import identify
+
+if TYPE_CHECKING:
+    from proxy.app import AppState
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/v1/memory/stats", stats, methods=["GET"]),
+        Route("/v1/memory/flush", flush, methods=["POST"]),
+        Route("/v1/memory/search", search, methods=["GET"]),
+        Route("/v1/memory", forget, methods=["DELETE"]),
+        Route("/v1/memory/export", export, methods=["GET"]),
+        Route("/v1/memory/import", import_, methods=["POST"]),
+    ]
+
+
+def _state(request: Request) -> AppState:
+    state: AppState = request.app.state.moim
+    return state
+
+
+def user_of(request: Request) -> str:
+    """The user this memory request is about, after authentication."""
+    state = _state(request)
+    caller = authenticate(request.headers, state.config)
+    who = identify(request.headers, {}, request.path_params.get("user_id"), caller.bound_user)
+    caller.check_user(who.user_id)
+    return who.user_id
+
+
+async def _run(func: Callable[..., Any], *args: Any) -> Any:
+    return await anyio.to_thread.run_sync(func, *args)
+
+
+async def stats(request: Request) -> Response:
+    state = _state(request)
+    user_id = user_of(request)
+    counts = await _run(state.layer.stats, user_id)
+    return JSONResponse(
+        {
+            "user_id": user_id,
+            "messages": counts.messages,
+            "chunks": counts.chunks,
+            "facts": counts.facts,
+            "sessions": counts.sessions,
+            "pending": state.writer.pending,
+        }
+    )
+
+
+async def flush(request: Request) -> Response:
+    state = _state(request)
+    authenticate(request.headers, state.config)
+    done = await state.writer.flush(timeout=120.0)
+    return JSONResponse({"flushed": done, "pending": state.writer.pending},
+                        status_code=200 if done else 504)
+
+
+async def search(request: Request) -> Response:
+    state = _state(request)
+    user_id = user_of(request)
+    query = request.query_params.get("q", "")
+    if not query.strip():
+        raise BadRequest("query parameter 'q' is required", param="q")
+    k = _positive_int(request.query_params.get("k", "10"), "k", maximum=100)
+    hits: list[Hit] = await _run(state.layer.search, user_id, query, k)
+    return JSONResponse({"results": [_hit_json(h) for h in hits]})
+
+
+def _hit_json(hit: Hit) -> dict[str, Any]:
+    why = []
+    if hit.dense_rank is not None:
+        why.append(f"dense rank {hit.dense_rank}")
+    if hit.lexical_rank is not None:
+        why.append(f"lexical rank {hit.lexical_rank}")
+    return {
+        "id": hit.chunk.id,
+        "text": hit.chunk.text,
+        "score": round(hit.score, 6),
+        "similarity": None if hit.similarity is None else round(hit.similarity, 4),
+        "session_id": hit.chunk.session_id,
+        "message_id": hit.chunk.message_id,
+        "role": hit.chunk.role,
+        "name": hit.chunk.name,
+        "created_at": hit.chunk.created_at,
+        "why": ", ".join(why),
+    }
+
+
+async def forget(request: Request) -> Response:
+    state = _state(request)
+    user_id = user_of(request)
+    await state.writer.flush(timeout=30.0)  # so no queued turn resurrects the user after
+    removed = await _run(state.layer.forget, user_id)
+    return JSONResponse({"user_id": user_id, "deleted": True, "messages": removed})
+
+
+async def export(request: Request) -> Response:
+    state = _state(request)
+    user_id = user_of(request)
+    items = await _run(lambda: list(state.layer.export(user_id)))
+
+    async def lines() -> Any:
+        for item in items:
+            yield json.dumps(item, ensure_ascii=False) + "\n"
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+async def import_(request: Request) -> Response:
+    state = _state(request)
+    user_id = user_of(request)
+    raw = await request.body()
+    items = []
+    for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise BadRequest(f"line {number} is not JSON", code="invalid_jsonl") from None
+        if not isinstance(item, dict) or not _valid_item(item):
+            raise BadRequest(f"line {number} is not an exported memory item", code="invalid_jsonl")
+        items.append(item)
+    added = await _run(state.layer.import_, user_id, items)
+    return JSONResponse({"user_id": user_id, "imported": added})
+
+
+def _valid_item(item: dict[str, Any]) -> bool:
+    if item.get("type", "message") != "message":
+        return item.get("type") == "fact" and isinstance(item.get("key"), str)
+    fields = ("session_id", "message_key", "content_hash", "role", "content")
+    return all(isinstance(item.get(f), str) for f in fields) and isinstance(
+        item.get("created_at"), (int, float)
+    )
+
+
+def _positive_int(value: str, name: str, maximum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= maximum:
+        raise BadRequest(f"'{name}' must be an integer from 1 to {maximum}", param=name)
+    return number

@@ -1,0 +1,160 @@
+"""The Starlette application: routes, lifespan, and the one piece of shared state.
+
+`AppState` is everything a request may touch: the frozen config, the memory layer (store,
+embedder, vector index), the background writer, the pooled httpx client for upstreams, and
+counters for `/metrics`. It is built in the lifespan and kept on `app.state.moim`; there are
+no other globals. `ProxyError`s become OpenAI-shaped JSON in one handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import httpx
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from memory import MemoryLayer
+from proxy import admin
+from proxy.auth import authenticate
+from proxy.config import Config
+from proxy.errors import ProxyError
+from proxy.pipeline import chat
+from proxy.upstream import list_models
+from proxy.writer import Writer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class AppState:
+    config: Config
+    layer: MemoryLayer
+    writer: Writer
+    client: httpx.AsyncClient
+    requests: dict[int, int] = field(default_factory=dict)
+
+
+def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
+    """The moim ASGI app for `config` (a prepared `layer` may be passed in, e.g. by tests)."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        memory = layer or MemoryLayer(config.memory)
+        client = httpx.AsyncClient(
+            timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+        )
+        writer = Writer(memory, config.ingest_queue_size)
+        app.state.moim = AppState(config, memory, writer, client)
+        # Load the embedding model off the request path; the writer then resumes any
+        # indexing a previous process left unfinished.
+        loading = asyncio.create_task(_warm_up(memory, writer))
+        try:
+            yield
+        finally:
+            loading.cancel()
+            await writer.stop()
+            await client.aclose()
+
+    routes = [
+        Route("/v1/chat/completions", _chat, methods=["POST"]),
+        Route("/chat/completions", _chat, methods=["POST"]),
+        Route("/u/{user_id}/v1/chat/completions", _chat, methods=["POST"]),
+        Route("/u/{user_id}/chat/completions", _chat, methods=["POST"]),
+        Route("/v1/models", _models, methods=["GET"]),
+        Route("/models", _models, methods=["GET"]),
+        Route("/u/{user_id}/v1/models", _models, methods=["GET"]),
+        Route("/health", _health, methods=["GET"]),
+        Route("/health/liveliness", _health, methods=["GET"]),
+        Route("/health/readiness", _readiness, methods=["GET"]),
+        Route("/metrics", _metrics, methods=["GET"]),
+        *admin.routes(),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={ProxyError: _proxy_error, HTTPException: _http_error},
+    )
+
+
+async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
+    import anyio.to_thread
+
+    try:
+        await anyio.to_thread.run_sync(lambda: layer.embedder)
+    except Exception:
+        logger.exception("embedding model failed to load; memory will fail open")
+    await writer.start()
+
+
+def state_of(request: Request) -> AppState:
+    state: AppState = request.app.state.moim
+    return state
+
+
+async def _chat(request: Request) -> Response:
+    state = state_of(request)
+    response = await chat(request, state, request.path_params.get("user_id"))
+    state.requests[response.status_code] = state.requests.get(response.status_code, 0) + 1
+    return response
+
+
+async def _models(request: Request) -> Response:
+    state = state_of(request)
+    authenticate(request.headers, state.config)
+    body = await list_models(state.client, state.config, request.headers.get("authorization"))
+    return Response(body, media_type="application/json")
+
+
+async def _health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def _readiness(request: Request) -> Response:
+    state = state_of(request)
+    ready = state.layer.ready
+    return JSONResponse({"status": "ok" if ready else "loading", "embedder": ready},
+                        status_code=200 if ready else 503)
+
+
+async def _metrics(request: Request) -> Response:
+    state = state_of(request)
+    authenticate(request.headers, state.config)
+    lines = [
+        "# HELP moim_chat_requests_total Chat requests answered, by status.",
+        "# TYPE moim_chat_requests_total counter",
+        *(f'moim_chat_requests_total{{status="{s}"}} {n}' for s, n in sorted(state.requests.items())),
+        "# HELP moim_ingest_pending Turns received but not yet stored and indexed.",
+        "# TYPE moim_ingest_pending gauge",
+        f"moim_ingest_pending {state.writer.pending}",
+        "# HELP moim_memory_write_failures_total Failed memory writes.",
+        "# TYPE moim_memory_write_failures_total counter",
+        f"moim_memory_write_failures_total {state.writer.failures}",
+        "# HELP moim_vector_users_loaded Users whose vectors are held in RAM.",
+        "# TYPE moim_vector_users_loaded gauge",
+        f"moim_vector_users_loaded {state.layer.index.loaded_users()}",
+    ]
+    return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+
+async def _proxy_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ProxyError)
+    return Response(json.dumps(exc.body()), status_code=exc.status, media_type="application/json")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    body = {"error": {"message": str(exc.detail), "type": kind, "param": None,
+                      "code": str(exc.status_code)}}
+    return Response(json.dumps(body), status_code=exc.status_code,
+                    media_type="application/json", headers=exc.headers)

@@ -1,0 +1,55 @@
+"""Who may call moim, and for which users.
+
+Without proxy keys (`auth.keys`), moim is a pass-through: the client's `Authorization`
+goes to the provider. With them, `Authorization: Bearer <proxy key>` is required on every
+endpoint but health; a key bound to a user speaks only for that user, a key with `users`
+for those, an admin key for anyone. Keys are compared in constant time and never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from proxy.config import Config, ProxyKey
+from proxy.errors import Forbidden, Unauthorized
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The authenticated caller: its proxy key (None in pass-through) and raw header."""
+
+    key: ProxyKey | None
+    authorization: str | None
+
+    @property
+    def bound_user(self) -> str | None:
+        return self.key.user_id if self.key is not None else None
+
+    def check_user(self, user_id: str) -> None:
+        """Refuse a user this key may not act for."""
+        if self.key is None or self.key.admin or self.key.user_id is not None:
+            return
+        if self.key.users and user_id not in self.key.users:
+            raise Forbidden(f"this key may not act for user {user_id!r}", code="user_not_allowed")
+
+
+def authenticate(headers: Mapping[str, str], config: Config) -> Caller:
+    """The caller of a request, or Unauthorized when proxy keys are configured and absent."""
+    authorization = headers.get("authorization")
+    if not config.keys:
+        return Caller(None, authorization)
+    presented = ""
+    if authorization and authorization[:7].lower() == "bearer ":
+        presented = authorization[7:].strip()
+    if not presented:
+        presented = (headers.get("x-api-key") or "").strip()
+    match = None
+    for key in config.keys:
+        # compare against every key, always, so timing says nothing about which matched
+        if hmac.compare_digest(key.key.encode(), presented.encode()):
+            match = key
+    if match is None:
+        raise Unauthorized("a valid moim proxy key is required", code="invalid_api_key")
+    return Caller(match, authorization)

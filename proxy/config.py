@@ -1,0 +1,233 @@
+"""Configuration: one frozen `Config`, built once at startup.
+
+Precedence: built-in defaults, then `config.yaml` (from `--config`, `MOIM_CONFIG`, or
+`./config.yaml` when present), then the `MOIM_*` environment variables of CONTRACT.md.
+Types are checked here, and a bad value names its key. Nothing else in moim reads the
+environment; tests construct `Config(...)` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memory import Settings, tier_rules_from_config
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRoute:
+    """Where one model name goes: an OpenAI-compatible base URL, or litellm."""
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+    openai_compatible: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyKey:
+    """A key clients present to moim; optionally bound to one user or a set of users."""
+
+    key: str
+    user_id: str | None = None
+    users: tuple[str, ...] = ()
+    admin: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    upstream_base_url: str | None = None
+    upstream_api_key: str | None = None
+    connect_timeout: float = 10.0
+    # Completions can think for minutes before the first byte: httpx's 5 s default cuts them.
+    read_timeout: float = 600.0
+    memory_enabled: bool = True
+    memory_tools: bool = False
+    memory: Settings = field(default_factory=Settings)
+    routes: Mapping[str, ModelRoute] = field(default_factory=dict)
+    keys: tuple[ProxyKey, ...] = ()
+    refuse_open_bind: bool = False
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_messages: int = 10_000
+    ingest_queue_size: int = 10_000
+
+    @property
+    def db_path(self) -> Path:
+        return self.memory.db_path
+
+
+def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
+    """Defaults, then the YAML file, then environment overrides."""
+    if path is None and env.get("MOIM_CONFIG"):
+        path = Path(env["MOIM_CONFIG"])
+    if path is None and Path("config.yaml").exists():
+        path = Path("config.yaml")
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: top level must be a mapping")
+        data = loaded or {}
+    config = from_mapping(data)
+    return apply_env(config, env)
+
+
+def from_mapping(data: Mapping[str, Any]) -> Config:
+    """A `Config` from parsed YAML (see the commented `config.yaml` for every key)."""
+    server = _section(data, "server")
+    upstream = _section(data, "upstream")
+    mem = _section(data, "memory")
+    auth = _section(data, "auth")
+    windows = _section(data, "context_windows")
+    settings = Settings(
+        db_path=Path(_get(data, "db", str, "moim.db")),
+        embedding_model=_get(mem, "embedding_model", str, Settings.embedding_model, "memory."),
+        vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
+        placement=_choice(mem, "placement", ("system", "before_last_user"), "system"),
+        min_similarity=_get(mem, "min_similarity", float, Settings.min_similarity, "memory."),
+        recency_half_life_days=_get(
+            mem, "recency_half_life_days", float, Settings.recency_half_life_days, "memory."
+        ),
+        facts_max_tokens=_get(mem, "facts_max_tokens", int, Settings.facts_max_tokens, "memory."),
+        capture_facts=_get(mem, "capture_facts", bool, True, "memory."),
+        context_windows={str(k): _int(v, f"context_windows.{k}") for k, v in windows.items()},
+    )
+    if "tiers" in mem:
+        try:
+            settings = replace(settings, tier_rules=tier_rules_from_config(mem["tiers"]))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"memory.tiers: {exc}") from exc
+    return Config(
+        host=_get(server, "host", str, "127.0.0.1", "server."),
+        port=_get(server, "port", int, 8080, "server."),
+        upstream_base_url=_get(upstream, "base_url", str, None, "upstream."),
+        upstream_api_key=_get(upstream, "api_key", str, None, "upstream."),
+        connect_timeout=_get(upstream, "connect_timeout", float, 10.0, "upstream."),
+        read_timeout=_get(upstream, "read_timeout", float, 600.0, "upstream."),
+        memory_enabled=_get(mem, "enabled", bool, True, "memory."),
+        memory_tools=_get(mem, "tools", bool, False, "memory."),
+        memory=settings,
+        routes=_routes(_section(data, "models")),
+        keys=_keys(auth),
+        refuse_open_bind=_get(auth, "refuse_open_bind", bool, False, "auth."),
+        max_body_bytes=_get(server, "max_body_bytes", int, 32 * 1024 * 1024, "server."),
+        max_messages=_get(server, "max_messages", int, 10_000, "server."),
+        ingest_queue_size=_get(mem, "ingest_queue_size", int, 10_000, "memory."),
+    )
+
+
+def apply_env(config: Config, env: Mapping[str, str]) -> Config:
+    """The CONTRACT's environment overrides; each beats config.yaml."""
+    changes: dict[str, Any] = {}
+    if env.get("MOIM_HOST"):
+        changes["host"] = env["MOIM_HOST"]
+    if env.get("MOIM_PORT"):
+        changes["port"] = _int(env["MOIM_PORT"], "MOIM_PORT")
+    if env.get("MOIM_UPSTREAM_BASE_URL"):
+        changes["upstream_base_url"] = env["MOIM_UPSTREAM_BASE_URL"]
+    if env.get("MOIM_UPSTREAM_API_KEY"):
+        changes["upstream_api_key"] = env["MOIM_UPSTREAM_API_KEY"]
+    if env.get("MOIM_MEMORY"):
+        value = env["MOIM_MEMORY"].strip().lower()
+        if value not in ("on", "off"):
+            raise ConfigError("MOIM_MEMORY must be 'on' or 'off'")
+        changes["memory_enabled"] = value == "on"
+    if env.get("MOIM_PROXY_KEYS"):
+        extra = tuple(ProxyKey(k.strip()) for k in env["MOIM_PROXY_KEYS"].split(",") if k.strip())
+        changes["keys"] = config.keys + extra
+    config = replace(config, **changes)
+    if env.get("MOIM_DB"):
+        config = replace(config, memory=replace(config.memory, db_path=Path(env["MOIM_DB"])))
+    return config
+
+
+def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: must be a mapping")
+    return value
+
+
+def _get(data: Mapping[str, Any], key: str, kind: type, default: Any, prefix: str = "") -> Any:
+    value = data.get(key)
+    if value is None:
+        return default
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is int:
+        return _int(value, prefix + key)
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ConfigError(f"{prefix}{key}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def _int(value: Any, key: str) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+
+
+def _choice(data: Mapping[str, Any], key: str, options: tuple[str, ...], default: str) -> Any:
+    value = data.get(key, default)
+    if value not in options:
+        raise ConfigError(f"memory.{key}: expected one of {', '.join(options)}, got {value!r}")
+    return value
+
+
+def _routes(models: Mapping[str, Any]) -> dict[str, ModelRoute]:
+    routes = {}
+    for name, spec in models.items():
+        if isinstance(spec, str):
+            spec = {"model": spec}
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("model"), str):
+            raise ConfigError(f"models.{name}: expected a mapping with a 'model' string")
+        routes[str(name)] = ModelRoute(
+            model=spec["model"],
+            api_base=_get(spec, "api_base", str, None, f"models.{name}."),
+            api_key=_get(spec, "api_key", str, None, f"models.{name}."),
+            openai_compatible=_get(spec, "openai_compatible", bool, False, f"models.{name}."),
+        )
+    return routes
+
+
+def _keys(auth: Mapping[str, Any]) -> tuple[ProxyKey, ...]:
+    keys = []
+    for index, item in enumerate(auth.get("keys") or []):
+        if isinstance(item, str):
+            item = {"key": item}
+        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
+            raise ConfigError(f"auth.keys[{index}]: expected a mapping with a 'key' string")
+        users = item.get("users") or []
+        if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
+            raise ConfigError(f"auth.keys[{index}].users: expected a list of user ids")
+        keys.append(
+            ProxyKey(
+                key=item["key"],
+                user_id=_get(item, "user_id", str, None, f"auth.keys[{index}]."),
+                users=tuple(users),
+                admin=_get(item, "admin", bool, False, f"auth.keys[{index}]."),
+            )
+        )
+    for index, key in enumerate(auth.get("admin_keys") or []):
+        if not isinstance(key, str):
+            raise ConfigError(f"auth.admin_keys[{index}]: expected a string")
+        keys.append(ProxyKey(key=key, admin=True))
+    return tuple(keys)

@@ -1,0 +1,67 @@
+"""The proxy's exceptions, one tree; `app.py` renders them in OpenAI's error shape.
+
+    ProxyError                 status, message, type, param, code
+     ├── BadRequest            400  the request is malformed
+     │    └── PayloadTooLarge  413  the body is over the configured limit
+     ├── Unauthorized          401  a proxy key is required or wrong
+     ├── Forbidden             403  the key may not act for that user
+     ├── NotFound              404  no such memory item
+     └── UpstreamError         the provider's own status and body, passed through
+"""
+
+from __future__ import annotations
+
+
+class ProxyError(Exception):
+    """An error moim answers itself, as `{"error": {"message", "type", "param", "code"}}`."""
+
+    status = 500
+    type = "server_error"
+
+    def __init__(self, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict[str, dict[str, str | None]]:
+        return {
+            "error": {"message": self.message, "type": self.type, "param": self.param,
+                      "code": self.code}
+        }
+
+
+class BadRequest(ProxyError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class PayloadTooLarge(BadRequest):
+    status = 413
+
+
+class Unauthorized(ProxyError):
+    status = 401
+    type = "authentication_error"
+
+
+class Forbidden(ProxyError):
+    status = 403
+    type = "permission_error"
+
+
+class NotFound(ProxyError):
+    status = 404
+    type = "not_found_error"
+
+
+class UpstreamError(ProxyError):
+    """The provider failed; carries its status and raw body to pass on unchanged."""
+
+    type = "upstream_error"
+
+    def __init__(self, status: int, content: bytes, headers: dict[str, str] | None = None):
+        super().__init__(f"upstream returned {status}")
+        self.status = status
+        self.content = content
+        self.headers = headers or {}

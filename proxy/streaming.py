@@ -1,0 +1,144 @@
+"""Step 6b, stream back: relay the provider's bytes as they arrive, and gather the reply.
+
+The bytes reach the client exactly as the provider sent them. On the side, a
+`ReplyCollector` parses the server-sent events (or the JSON body) into the assistant message
+that `remember` stores. The turn is handed over when the provider's `[DONE]` arrives, before
+those last bytes are sent, so a client that calls `/v1/memory/flush` right after its stream
+finds its turn; when the client leaves early, the relay's `finally` hands over what was
+produced, marked partial.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+import httpx
+
+logger = logging.getLogger(__name__)
+
+EndCallback = Callable[[bool], None]  # called once with partial=True/False
+
+
+class ReplyCollector:
+    """The assistant message (choice 0) rebuilt from a stream or a JSON body."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._buffer = b""
+        self._content: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._role_seen = False
+
+    def feed(self, data: bytes) -> bool:
+        """Consume SSE bytes; return True once `data: [DONE]` has been seen."""
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                self.done = True
+                continue
+            try:
+                event = json.loads(payload)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                self._event(event)
+        return self.done
+
+    def feed_json(self, body: bytes) -> None:
+        """Consume a non-streamed ChatCompletion body."""
+        try:
+            data = json.loads(body)
+            message = data["choices"][0]["message"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return
+        if isinstance(message, dict):
+            if isinstance(message.get("content"), str):
+                self._content.append(message["content"])
+            for index, call in enumerate(message.get("tool_calls") or []):
+                if isinstance(call, dict):
+                    self._calls[index] = call
+            self._role_seen = True
+            self.done = True
+
+    def _event(self, event: dict[str, Any]) -> None:
+        for choice in event.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                continue
+            self._role_seen = True
+            if isinstance(delta.get("content"), str):
+                self._content.append(delta["content"])
+            for call in delta.get("tool_calls") or []:
+                if isinstance(call, dict):
+                    self._merge_call(call)
+
+    def _merge_call(self, delta: dict[str, Any]) -> None:
+        index = delta.get("index", 0)
+        call = self._calls.setdefault(
+            index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+        )
+        if delta.get("id"):
+            call["id"] = delta["id"]
+        function = delta.get("function") or {}
+        if function.get("name"):
+            call["function"]["name"] += function["name"]
+        if function.get("arguments"):
+            call["function"]["arguments"] += function["arguments"]
+
+    def reply(self) -> dict[str, Any] | None:
+        """The assistant message, or None when nothing was produced."""
+        content = "".join(self._content)
+        if not content and not self._calls:
+            return None
+        message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        return message
+
+
+async def relay(
+    source: AsyncIterator[bytes],
+    collector: ReplyCollector,
+    on_end: EndCallback,
+    close: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[bytes]:
+    """Yield the source's bytes unchanged; call `on_end` exactly once, then `close`.
+
+    `source` is an httpx response's `aiter_raw()` (OpenAI-compatible upstreams) or the SSE
+    bytes made from a litellm stream.
+    """
+    ended = False
+    try:
+        async for data in source:
+            if collector.feed(data) and not ended:
+                ended = True
+                on_end(False)
+            yield data
+    except (httpx.HTTPError, *_litellm_errors()) as exc:
+        # The provider broke off mid-stream: end the client's stream cleanly, keep the part.
+        logger.warning("upstream stream ended early: %s", type(exc).__name__)
+    finally:
+        if not ended:
+            on_end(True)
+        if close is not None:
+            with anyio.CancelScope(shield=True):
+                await close()
+
+
+def _litellm_errors() -> tuple[type[Exception], ...]:
+    """litellm's provider errors derive from openai's, which only exist once it is loaded."""
+    import sys
+
+    openai = sys.modules.get("openai")
+    return (openai.APIError,) if openai is not None else ()

@@ -1,0 +1,169 @@
+"""Step 6a, forward: send the request to its provider.
+
+OpenAI-compatible upstreams (`MOIM_UPSTREAM_BASE_URL`, or a config route marked
+`openai_compatible`) get the body as bytes over one pooled httpx client, and their answer is
+relayed byte for byte. Every other provider goes through `litellm.acompletion`, imported on
+first use only (it costs ~2.5 s and ~165 MB), whose output is re-serialised as OpenAI JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+
+from proxy.config import Config
+from proxy.errors import UpstreamError
+
+# Provider prefixes litellm understands; `prefix/model` with one of these goes to litellm.
+LITELLM_PREFIXES = frozenset(
+    "openai azure azure_ai anthropic bedrock vertex_ai gemini mistral cohere groq ollama "
+    "ollama_chat together_ai fireworks_ai deepseek xai openrouter perplexity huggingface "
+    "replicate databricks watsonx sagemaker cerebras nvidia_nim hosted_vllm vllm lm_studio "
+    "text-completion-openai cloudflare ai21 voyage anyscale deepinfra sambanova".split()
+)
+# Request headers a provider may need; nothing else of the client's is forwarded.
+FORWARDED_HEADERS = ("openai-organization", "openai-project", "openai-beta", "user-agent")
+# Response headers never relayed: hop-by-hop, or recomputed by our server.
+DROPPED_RESPONSE_HEADERS = frozenset(
+    "connection keep-alive transfer-encoding content-length content-encoding date server "
+    "proxy-connection upgrade".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a model name goes and what it is called there."""
+
+    kind: Literal["openai", "litellm"]
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+
+
+def resolve(model: str, config: Config) -> Target:
+    """Route a model name: config aliases, then `provider/…` names, then the upstream URL."""
+    route = config.routes.get(model)
+    if route is not None:
+        if route.openai_compatible and route.api_base:
+            return Target("openai", route.model, route.api_base, route.api_key)
+        return Target("litellm", route.model, route.api_base, route.api_key)
+    prefix = model.split("/", 1)[0] if "/" in model else None
+    if prefix in LITELLM_PREFIXES or not config.upstream_base_url:
+        return Target("litellm", model, None, None)
+    return Target("openai", model, config.upstream_base_url, config.upstream_api_key)
+
+
+def provider_key(target: Target, config: Config, client_auth: str | None) -> str | None:
+    """The `Authorization` value for the provider.
+
+    Without proxy keys the client's own header passes through; with them, the client's
+    header carried a proxy key, so only configured provider keys may be used.
+    """
+    if target.api_key:
+        return f"Bearer {target.api_key}"
+    if not config.keys and client_auth:
+        return client_auth
+    return None
+
+
+async def open_openai(
+    client: httpx.AsyncClient,
+    target: Target,
+    content: bytes,
+    authorization: str | None,
+    headers: Mapping[str, str],
+) -> httpx.Response:
+    """POST to an OpenAI-compatible `/chat/completions`; the caller closes the response."""
+    assert target.base_url is not None
+    outbound = {"content-type": "application/json", "accept-encoding": "identity"}
+    if authorization:
+        outbound["authorization"] = authorization
+    for name in FORWARDED_HEADERS:
+        if name in headers:
+            outbound[name] = headers[name]
+    request = client.build_request(
+        "POST", target.base_url.rstrip("/") + "/chat/completions", content=content,
+        headers=outbound,
+    )
+    return await client.send(request, stream=True)
+
+
+def relayed_headers(response: httpx.Response) -> dict[str, str]:
+    """The provider's response headers that the client should see."""
+    return {
+        k: v for k, v in response.headers.items() if k.lower() not in DROPPED_RESPONSE_HEADERS
+    }
+
+
+async def list_models(client: httpx.AsyncClient, config: Config, authorization: str | None) -> bytes:
+    """The upstream's `/models` body, or a list built from the configured routes."""
+    if config.upstream_base_url:
+        headers = {}
+        auth = f"Bearer {config.upstream_api_key}" if config.upstream_api_key else None
+        auth = auth or (authorization if not config.keys else None)
+        if auth:
+            headers["authorization"] = auth
+        response = await client.get(config.upstream_base_url.rstrip("/") + "/models",
+                                    headers=headers)
+        if response.status_code >= 400:
+            raise UpstreamError(response.status_code, response.content,
+                                relayed_headers(response))
+        return response.content
+    data = [{"id": name, "object": "model", "created": 0, "owned_by": "moim"}
+            for name in config.routes]
+    return json.dumps({"object": "list", "data": data}).encode()
+
+
+# -- litellm ---------------------------------------------------------------------------------
+
+
+def _litellm() -> Any:
+    # Read the bundled cost map instead of fetching it from the network at import time.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_TELEMETRY", "False")
+    import litellm
+
+    litellm.telemetry = False
+    return litellm
+
+
+async def call_litellm(
+    target: Target, body: Mapping[str, Any], authorization: str | None, timeout: float
+) -> Any:
+    """`litellm.acompletion` with the client's body; raises UpstreamError on provider errors."""
+    litellm = _litellm()
+    params = {k: v for k, v in body.items() if k not in ("model",)}
+    params["model"] = target.model
+    if target.base_url:
+        params["api_base"] = target.base_url
+    key = authorization.removeprefix("Bearer ").strip() if authorization else None
+    if key:
+        params["api_key"] = key
+    params.setdefault("timeout", timeout)
+    try:
+        return await litellm.acompletion(**params)
+    except Exception as exc:  # litellm maps every provider error onto its own classes
+        status = getattr(exc, "status_code", None)
+        status = status if isinstance(status, int) and 400 <= status < 600 else 502
+        message = getattr(exc, "message", None) or str(exc)
+        error = {"error": {"message": message, "type": type(exc).__name__, "param": None,
+                           "code": str(status)}}
+        raise UpstreamError(status, json.dumps(error).encode()) from exc
+
+
+async def litellm_sse(stream: Any) -> AsyncIterator[bytes]:
+    """A litellm stream as OpenAI server-sent events, ending with `[DONE]`."""
+    async for chunk in stream:
+        payload = chunk.model_dump(exclude_none=True) if hasattr(chunk, "model_dump") else chunk
+        yield b"data: " + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n"
+    yield b"data: [DONE]\n\n"
+
+
+def litellm_json(response: Any) -> bytes:
+    payload = response.model_dump(exclude_none=True) if hasattr(response, "model_dump") else response
+    return json.dumps(payload, ensure_ascii=False).encode()
