@@ -71,10 +71,12 @@ def retrieve(
     if not query.strip():
         return Retrieval([], True, query)
     wanted = settings.candidates if limit is None else max(limit, settings.candidates)
-    match = fts_query(query)
+    match = fts_query(query) if settings.retrievers != "dense" else None
     lexical = store.lexical_search(user_id, match, wanted) if match else []
     vector = embedder.embed_query(query)
-    dense = _dense(store, index, settings, user_id, vector, wanted)
+    dense: list[tuple[int, float]] = []
+    if settings.retrievers != "lexical":
+        dense = _dense(store, index, settings, user_id, vector, wanted)
     chunks = store.chunks(user_id, list({*lexical, *(i for i, _ in dense)}))
     visible = {
         i: c

@@ -31,6 +31,8 @@ class Settings:
     placement: Placement = "system"
     chunk_size: int = 1000
     chunk_overlap: int = 200
+    # Which retrievers recall uses: both fused (default), or one alone (for benchmarks).
+    retrievers: Literal["hybrid", "dense", "lexical"] = "hybrid"
     # Candidates taken from each retriever before fusion.
     candidates: int = 40
     # Reciprocal rank fusion constant (Cormack et al.; True Memory §4).
