@@ -7,6 +7,7 @@ from memory.budget import TierRule, fill_ratio, select_tier, tier_rules_from_con
 from memory.embedding import Embedder, FastEmbedder
 from memory.errors import EmbeddingFailed, MemoryLayerError, MigrationFailed, StoreUnavailable
 from memory.ingest import Turn, content_hash
+from memory.journal import Journal
 from memory.layer import MemoryLayer, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
 from memory.render import BLOCK_END, BLOCK_START, inject_block, strip_block
@@ -24,6 +25,7 @@ __all__ = [
     "Fact",
     "FastEmbedder",
     "Hit",
+    "Journal",
     "MemoryBlock",
     "MemoryLayer",
     "MemoryLayerError",

@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 from starlette.applications import Starlette
@@ -22,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from memory import MemoryLayer
+from memory import Journal, MemoryLayer
 from proxy import admin
 from proxy.auth import authenticate
 from proxy.config import Config
@@ -53,7 +54,8 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
         )
-        writer = Writer(memory, config.ingest_queue_size)
+        journal = Journal(Path(f"{config.db_path}.journal"))
+        writer = Writer(memory, journal, config.ingest_queue_size)
         app.state.moim = AppState(config, memory, writer, client)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.

@@ -1,32 +1,38 @@
 """Step 7's driver: one background writer that stores and indexes turns, off the request path.
 
-Responses hand their finished turn to `submit`, which never blocks. One task drains the
-queue and runs `MemoryLayer.remember` in a worker thread, so SQLite has one writer and the
-event loop never waits on it. `flush` returns once every turn submitted before the call is
-stored and indexed.
+A finished turn is handed to `submit`, which appends it to the write-ahead journal (an
+append to a file, no database) and queues it; that happens before the client gets the last
+byte of its response, so a crash after a completed response loses nothing. One task drains
+the queue and runs `MemoryLayer.store_only` and then `index_pending` in a worker thread, so
+SQLite has one writer and the event loop never waits on it.
 
-When the queue is full (a burst beyond `ingest_queue_size` turns), a turn is stored by a
-thread of its own without waiting for the queue; its indexing then happens with the next
-turn, or at the next start, from the message log. A turn is never dropped.
+Back-pressure: the queue holds at most `maxsize` turns. Past that, turns go to the journal
+only (RAM stays bounded) and are stored from it when the queue has drained. If storing
+fails (a locked or full disk), the journal keeps the turn and the writer retries from the
+journal once a later store succeeds; the failure is reported once, as `x-memory-error`.
+
+`flush` returns once every turn submitted before the call is stored and indexed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 import anyio.to_thread
 
-from memory import MemoryLayer, MemoryLayerError, Turn
+from memory import Journal, MemoryLayer, Turn
 
 logger = logging.getLogger(__name__)
 
 
 class Writer:
-    def __init__(self, layer: MemoryLayer, maxsize: int = 10_000) -> None:
+    def __init__(self, layer: MemoryLayer, journal: Journal, maxsize: int = 10_000) -> None:
         self._layer = layer
+        self._journal = journal
         self._queue: deque[Turn] = deque()
         self._maxsize = maxsize
         self._wakeup = asyncio.Event()
@@ -34,10 +40,11 @@ class Writer:
         self._submitted = 0
         self._stored = 0
         self._indexed = 0
+        self._journal_only = False  # turns are in the journal that the queue does not hold
         self._task: asyncio.Task[None] | None = None
         self.failures = 0
+        self.spilled = 0
         self.last_error: str | None = None
-        self.overflow = 0
 
     @property
     def pending(self) -> int:
@@ -45,8 +52,8 @@ class Writer:
         return self._submitted - self._indexed
 
     async def start(self) -> None:
+        self._journal_only = True  # a previous process may have left turns in the journal
         self._task = asyncio.create_task(self._run(), name="moim-writer")
-        # Work a crash interrupted is resumed from the message log.
         self._wakeup.set()
 
     async def stop(self) -> None:
@@ -57,16 +64,20 @@ class Writer:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        self._journal.close()
 
     def submit(self, turn: Turn) -> None:
-        """Hand over a finished turn. Never blocks, never raises."""
+        """Make a finished turn durable in the journal and queue it. Never raises."""
         self._submitted += 1
+        try:
+            self._journal.append(turn)
+        except OSError as exc:
+            self._fail(exc)
         if len(self._queue) >= self._maxsize:
-            self.overflow += 1
-            asyncio.get_running_loop().run_in_executor(None, self._store_only, turn)
-            self._stored += 1
-            return
-        self._queue.append(turn)
+            self.spilled += 1
+            self._journal_only = True
+        else:
+            self._queue.append(turn)
         self._wakeup.set()
 
     def take_error(self) -> str | None:
@@ -93,35 +104,48 @@ class Writer:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            while self._queue:
-                turn = self._queue.popleft()
-                await self._guarded(self._layer.store_only, turn)
-                self._stored += 1
+            await self._drain()
             stored = self._stored
             await self._guarded(self._layer.index_pending)
             async with self._progress:
-                self._indexed = stored
+                self._indexed = max(self._indexed, stored)
                 self._progress.notify_all()
 
-    async def _guarded(self, work: object, *args: object) -> None:
-        started = time.perf_counter()
+    async def _drain(self) -> None:
+        """Store every queued turn, then whatever only the journal holds; empty the journal."""
+        clean = True
+        while self._queue:
+            turn = self._queue.popleft()
+            clean = await self._guarded(self._layer.store_only, turn) and clean
+            self._stored += 1
+        if self._journal_only and clean:
+            # Everything submitted so far is in the journal; storing it again is idempotent.
+            submitted = self._submitted
+            turns = self._journal.replay()
+            clean = await self._guarded(self._store_all, turns)
+            if clean:
+                self._journal_only = False
+                self._stored = max(self._stored, submitted)
+        if not clean:
+            self._journal_only = True  # retry from the journal after the next success
+            self._stored = self._submitted - len(self._queue)
+        elif not self._queue:
+            self._journal.clear()  # no await since the check: no append can slip in between
+
+    def _store_all(self, turns: list[Turn]) -> None:
+        for turn in turns:
+            self._layer.store_only(turn)
+
+    async def _guarded(self, work: Callable[..., Any], *args: Any) -> bool:
         try:
-            await anyio.to_thread.run_sync(work, *args)  # type: ignore[arg-type]
-        except MemoryLayerError as exc:
+            await anyio.to_thread.run_sync(work, *args)
+        except Exception as exc:  # a failed write must not stop the writer: log, count, go on
+            logger.exception("memory write failed")
             self._fail(exc)
-        except Exception as exc:  # a bug must not stop the writer: log, count, go on
-            logger.exception("memory writer failed")
-            self._fail(exc)
-        logger.debug("writer step took %.1f ms", (time.perf_counter() - started) * 1000)
+            return False
+        return True
 
     def _fail(self, exc: BaseException) -> None:
         self.failures += 1
-        self.last_error = f"{type(exc).__name__}: {exc}"[:200]
-        logger.error("memory write failed: %s", self.last_error)
-
-    def _store_only(self, turn: Turn) -> None:
-        try:
-            self._layer.store_only(turn)
-        except Exception as exc:  # runs in a thread: nobody else would see it
-            logger.exception("memory write failed")
-            self._fail(exc)
+        self.last_error = f"memory write failed: {type(exc).__name__}"
+        logger.error("%s: %s", self.last_error, exc)
