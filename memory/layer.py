@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory.budget import cut_excerpt, select_tier
+from memory.budget import select_tier
 from memory.embedding import Embedder, FastEmbedder
+from memory.excerpts import build_excerpts
 from memory.fts import fts_terms
 from memory.ingest import Turn, content_hash, index_pending, store_turn
 from memory.records import Excerpt, Fact, Hit, MemoryBlock, Tier
@@ -106,9 +107,8 @@ class MemoryLayer:
                 self.store, self.index, self.embedder, self.settings, request.user_id,
                 query, exclude, now,
             )
-            hits = found.hits[: tier.max_excerpts]
-            terms = fts_terms(query)
-            excerpts = [_excerpt(h, tier.max_chars, terms, request.session_id) for h in hits]
+            hits = found.hits[: self.settings.hit_pool]
+            excerpts = build_excerpts(hits, tier, fts_terms(query), request.session_id)
         block = self._render(facts, excerpts, request, now)
         return Recollection(tier, block, hits if block else [])
 
@@ -206,14 +206,3 @@ class MemoryLayer:
         self.index_pending()
         return added
 
-
-def _excerpt(hit: Hit, max_chars: int, terms: list[str], session_id: str) -> Excerpt:
-    chunk = hit.chunk
-    return Excerpt(
-        text=cut_excerpt(chunk.text, max_chars, terms),
-        session_id=chunk.session_id,
-        created_at=chunk.created_at,
-        similarity=hit.similarity,
-        this_session=chunk.session_id == session_id,
-        speaker=chunk.name,
-    )

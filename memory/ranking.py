@@ -66,6 +66,21 @@ def rerank(hits: Sequence[Hit], now: float, half_life_days: float, weight: float
     return sorted(rescored, key=lambda h: (-h.score, -h.chunk.id))
 
 
+def drop_weak(hits: Sequence[Hit], min_similarity: float, min_lexical_similarity: float) -> list[Hit]:
+    """Drop hits that only one weak signal supports.
+
+    A dense-only hit below `min_similarity` is noise that happened to rank; a lexical hit
+    whose cosine is below `min_lexical_similarity` shares a word with the query but not its
+    meaning. Hits without a known similarity are kept.
+    """
+    kept = []
+    for hit in hits:
+        floor = min_similarity if hit.lexical_rank is None else min_lexical_similarity
+        if hit.similarity is None or hit.similarity >= floor:
+            kept.append(hit)
+    return kept
+
+
 def should_abstain(hits: Sequence[Hit], min_similarity: float) -> bool:
     """True when nothing was found lexically and the best cosine is below the threshold."""
     if not hits:

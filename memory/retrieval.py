@@ -17,7 +17,7 @@ import numpy as np
 from memory.embedding import Embedder
 from memory.fts import fts_query
 from memory.ingest import RECALLED_ROLES
-from memory.ranking import fuse, rerank, should_abstain
+from memory.ranking import drop_weak, fuse, rerank, should_abstain
 from memory.records import Hit
 from memory.settings import Settings
 from memory.store import Store
@@ -92,7 +92,8 @@ def retrieve(
     )
     if should_abstain(hits, settings.min_similarity):
         return Retrieval([], True, query)
-    return Retrieval(hits, False, query)
+    hits = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
+    return Retrieval(hits, not hits, query)
 
 
 def _dense(

@@ -35,6 +35,8 @@ class Settings:
     retrievers: Literal["hybrid", "dense", "lexical"] = "hybrid"
     # Candidates taken from each retriever before fusion.
     candidates: int = 40
+    # Best fused hits that may go into the block's excerpts (gathered per session).
+    hit_pool: int = 20
     # Reciprocal rank fusion constant (Cormack et al.; True Memory §4).
     rrf_k: int = 60
     # Recency re-ranking: a hit loses half its recency bonus every `recency_half_life_days`.
@@ -42,6 +44,8 @@ class Settings:
     recency_weight: float = 0.1
     # MemX-style rejection: with no lexical hit, a best cosine below this recalls nothing.
     min_similarity: float = 0.35
+    # A keyword match whose meaning is this far from the query is not recalled either.
+    min_lexical_similarity: float = 0.15
     facts_max_tokens: int = 400
     capture_facts: bool = True
     context_windows: dict[str, int] = field(default_factory=dict)
