@@ -59,7 +59,7 @@ class FastEmbedder:
         self.name = model
         self.dim = int(probe.shape[0])
         self._batch_size = batch_size
-        # onnxruntime sessions are thread-safe, but two 2-core runs at once just thrash.
+        # onnxruntime sessions are thread-safe; batches take turns so they do not thrash.
         self._lock = threading.Lock()
         self.embed_query = lru_cache(maxsize=512)(self._embed_query)  # type: ignore[method-assign]
 
@@ -74,9 +74,10 @@ class FastEmbedder:
         return _normalise(np.vstack(rows).astype(np.float32))
 
     def _embed_query(self, text: str) -> np.ndarray:
+        # No lock: onnxruntime runs are thread-safe, and a query must not wait behind the
+        # writer's batch (~50-200 ms) on the request path.
         try:
-            with self._lock:
-                row = next(iter(self._model.query_embed([text])))
+            row = next(iter(self._model.query_embed([text])))
         except Exception as exc:
             raise EmbeddingFailed(str(exc)) from exc
         vector = _normalise(np.asarray(row, dtype=np.float32)[None, :])[0]

@@ -20,6 +20,7 @@ from typing import Any
 
 from memory.chunking import chunk_text
 from memory.embedding import Embedder
+from memory.records import Message
 from memory.render import strip_block
 from memory.settings import Settings
 from memory.store import NewMessage, Store
@@ -81,6 +82,11 @@ def message_keys(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def store_turn(store: Store, turn: Turn) -> int:
     """Store the turn's messages not yet in its session, and the reply; count new rows."""
+    return len(store_new_messages(store, turn))
+
+
+def store_new_messages(store: Store, turn: Turn) -> list[Message]:
+    """Like `store_turn`, but return the messages this call stored (fact capture reads them)."""
     conversation = list(turn.messages)
     if turn.reply is not None:
         conversation.append(turn.reply)
@@ -107,7 +113,13 @@ def store_turn(store: Store, turn: Turn) -> int:
                 created_at=turn.created_at,
             )
         )
-    return store.add_messages(turn.user_id, turn.session_id, rows)
+    ids = store.insert_messages(turn.user_id, turn.session_id, rows)
+    return [
+        Message(new_id, turn.user_id, turn.session_id, row.role, row.name, row.content,
+                row.created_at, row.partial)
+        for new_id, row in zip(ids, rows, strict=True)
+        if new_id
+    ]
 
 
 def index_pending(

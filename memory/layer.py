@@ -15,11 +15,22 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memory import fact_store
 from memory.budget import select_tier
+from memory.cues import capture_facts
 from memory.embedding import Embedder, FastEmbedder
 from memory.excerpts import build_excerpts
+from memory.facts import (
+    MAX_SILENCE,
+    apply_captures,
+    check_status,
+    facts_for_block,
+    resolve_key,
+    restore_facts,
+)
+from memory.facts import set_fact as _set_fact
 from memory.fts import fts_terms
-from memory.ingest import Turn, content_hash, index_pending, store_turn
+from memory.ingest import Turn, content_hash, index_pending, store_new_messages
 from memory.records import Excerpt, Fact, Hit, MemoryBlock, Tier
 from memory.render import render_block
 from memory.retrieval import build_query, retrieve
@@ -134,6 +145,21 @@ class MemoryLayer:
             else:
                 return None
 
+    def continue_session(
+        self, user_id: str, derived: str, messages: Sequence[Mapping[str, Any]]
+    ) -> str:
+        """The session a request without a session id belongs to.
+
+        The id derived from the opening messages holds while the client keeps them; a client
+        that slides its window drops the opening, so the request's earlier user and assistant
+        turns are looked up instead, and the conversation stays one session.
+        """
+        earlier = [m for m in messages[:-1] if m.get("role") in ("user", "assistant")]
+        if not earlier or self.store.has_session(user_id, derived):
+            return derived
+        found = self.store.session_with(user_id, [content_hash(m) for m in earlier])
+        return found or derived
+
     def search(self, user_id: str, query: str, k: int = 10) -> list[Hit]:
         """The user's chunks for a free-text query, ranked, without abstention or budget."""
         found = retrieve(
@@ -143,8 +169,61 @@ class MemoryLayer:
         return found.hits[:k]
 
     def facts(self, user_id: str) -> list[Fact]:
-        """The user's active facts, pinned first."""
-        return []
+        """The user's facts for a block: unexpired, pinned first, within `facts_max_tokens`.
+
+        Facts past their expiry turn stale first; the ones returned are marked as injected.
+        """
+        return facts_for_block(self.store, user_id, self.settings.facts_max_tokens, time.time())
+
+    # -- facts (semantic memory) -----------------------------------------------------------
+
+    def set_fact(
+        self,
+        user_id: str,
+        key: str,
+        value: str,
+        category: str | None = "profile",
+        policy: str | None = None,
+        pinned: bool | None = None,
+        ttl_seconds: float | None = None,
+        source: str = "api",
+    ) -> Fact:
+        """Upsert a fact by key (a new value supersedes the old, which is kept as history).
+
+        `category`, `policy` or `pinned` given as None keep the current fact's (for a new
+        key: profile, speak, unpinned). Raises ValueError naming a bad field.
+        """
+        return _set_fact(
+            self.store, user_id, key, value, category=category, policy=policy, pinned=pinned,
+            ttl_seconds=ttl_seconds, source=source, now=time.time(),
+        )
+
+    def forget_fact(self, user_id: str, key_or_id: str) -> Fact | None:
+        """Archive a fact by key, or by the id of any of its rows; None when none is current."""
+        key = resolve_key(self.store, user_id, key_or_id)
+        return fact_store.archive_fact(self.store, user_id, key, time.time())
+
+    def fact_history(self, user_id: str, key_or_id: str) -> list[Fact]:
+        """Every row of a fact's key, oldest first, whatever its status."""
+        key = resolve_key(self.store, user_id, key_or_id)
+        return fact_store.fact_history(self.store, user_id, key)
+
+    def list_facts(self, user_id: str, status: str | None = None) -> list[Fact]:
+        """The user's fact rows with this status (every status when None), oldest first.
+
+        Raises ValueError for a status other than active, superseded, stale or archived.
+        """
+        wanted = None if status is None else check_status(status)
+        return fact_store.list_facts(self.store, user_id, wanted)
+
+    def pin_fact(self, user_id: str, key_or_id: str, pinned: bool = True) -> Fact | None:
+        """Pin (or unpin) the active fact of a key; pinned facts never expire and come first."""
+        key = resolve_key(self.store, user_id, key_or_id)
+        return fact_store.set_pinned(self.store, user_id, key, pinned, time.time())
+
+    def expire_facts(self) -> int:
+        """The lifecycle sweep over every user: due facts turn stale; return how many."""
+        return fact_store.expire_facts(self.store, time.time(), max_silence=MAX_SILENCE)
 
     # -- write side ------------------------------------------------------------------------
 
@@ -155,8 +234,19 @@ class MemoryLayer:
         return stored
 
     def store_only(self, turn: Turn) -> int:
-        """Make a turn durable (one transaction); indexing is left to `index_pending`."""
-        return store_turn(self.store, turn)
+        """Make a turn durable (one transaction); indexing is left to `index_pending`.
+
+        With `capture_facts` on, facts the user states in the turn's newly stored user
+        messages are stored too (`memory/cues.py`). Resent history is not read again, so an
+        old statement never overrides a newer one.
+        """
+        stored = store_new_messages(self.store, turn)
+        if self.settings.capture_facts:
+            for message in stored:
+                if message.role == "user":
+                    captures = capture_facts(message.content)
+                    apply_captures(self.store, turn.user_id, captures, message.id, turn.created_at)
+        return len(stored)
 
     def index_pending(self, batch: int = 64) -> int:
         """Chunk, embed and index every unindexed message; return how many were indexed."""
@@ -192,16 +282,25 @@ class MemoryLayer:
         return removed
 
     def export(self, user_id: str) -> Iterator[dict[str, Any]]:
-        """The user's messages (and facts) as JSON-ready dicts with a `type` field."""
+        """The user's messages, then every fact row (history too), as dicts with a `type`."""
         for item in self.store.export_messages(user_id):
             yield {"type": "message", **item}
+        for item in fact_store.export_facts(self.store, user_id):
+            yield {"type": "fact", **item}
 
     def import_(self, user_id: str, items: Iterable[Mapping[str, Any]]) -> int:
-        """Store exported items for `user_id`, then index them; return messages added."""
+        """Store exported items for `user_id`, then index them; return messages added.
+
+        Fact rows (`"type": "fact"`) are restored with their history (`restore_facts`).
+        """
         added = 0
+        fact_rows = []
         for item in items:
             if item.get("type", "message") == "message":
                 added += self.store.import_message(user_id, dict(item))
+            elif item.get("type") == "fact":
+                fact_rows.append(item)
+        restore_facts(self.store, user_id, fact_rows)
         self.index.drop(user_id)
         self.index_pending()
         return added

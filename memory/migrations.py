@@ -104,7 +104,12 @@ def m002_facts(db: Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_facts)
+def m003_messages_by_hash(db: Connection) -> None:
+    # Finds the stored conversation a request continues when the client sends no session id.
+    db.executescript("CREATE INDEX messages_by_hash ON messages (user_id, content_hash);")
+
+
+MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_facts, m003_messages_by_hash)
 
 
 def applied(db: Connection) -> list[str]:

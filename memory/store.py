@@ -130,30 +130,43 @@ class Store:
 
     def add_messages(self, user_id: str, session_id: str, rows: Sequence[NewMessage]) -> int:
         """Store messages not yet stored in this session (by `message_key`); count new ones."""
-        added = 0
+        return sum(1 for new_id in self.insert_messages(user_id, session_id, rows) if new_id)
+
+    def insert_messages(
+        self, user_id: str, session_id: str, rows: Sequence[NewMessage]
+    ) -> list[int]:
+        """Like `add_messages`, but per row the id it was stored under, or 0 if it already was."""
+        ids: list[int] = []
         with self.write() as db:
             for m in rows:
                 cur = db.execute(
                     "INSERT OR IGNORE INTO messages (user_id, session_id, message_key, "
                     "content_hash, role, name, content, payload, model, tokens, partial, "
                     "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        user_id,
-                        session_id,
-                        m.message_key,
-                        m.content_hash,
-                        m.role,
-                        m.name,
-                        m.content,
-                        m.payload,
-                        m.model,
-                        m.tokens,
-                        int(m.partial),
-                        m.created_at,
-                    ),
+                    (user_id, session_id, m.message_key, m.content_hash, m.role, m.name,
+                     m.content, m.payload, m.model, m.tokens, int(m.partial), m.created_at),
                 )
-                added += cur.rowcount
-        return added
+                ids.append(int(cur.lastrowid) if cur.rowcount else 0)
+        return ids
+
+    def has_session(self, user_id: str, session_id: str) -> bool:
+        rows = self.read(
+            "SELECT 1 FROM messages WHERE user_id = ? AND session_id = ? LIMIT 1",
+            (user_id, session_id),
+        )
+        return bool(rows)
+
+    def session_with(self, user_id: str, hashes: Sequence[str]) -> str | None:
+        """The user's most recent session holding a message with one of these hashes."""
+        if not hashes:
+            return None
+        marks = ",".join("?" * len(hashes))
+        rows = self.read(
+            f"SELECT session_id FROM messages WHERE user_id = ? AND content_hash IN ({marks}) "
+            "ORDER BY id DESC LIMIT 1",
+            [user_id, *hashes],
+        )
+        return str(rows[0][0]) if rows else None
 
     def unindexed_messages(self, limit: int = 256) -> list[Message]:
         """Messages of any user not yet chunked and embedded, oldest first."""

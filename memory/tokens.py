@@ -110,16 +110,20 @@ def count_message_tokens(messages: Sequence[Mapping[str, Any]], model: str) -> i
 
 
 def _count_text(text: str, encoding: tiktoken.Encoding) -> int:
-    """Exact for ordinary texts; for very long ones, exact on a sample and scaled.
+    """Exact for ordinary texts; for very long ones, exact on samples and scaled.
 
     A 400k-character paste costs ~40 ms to encode exactly, on the request path. The fill
     ratio only has to place the request in a tier, so past `_EXACT_LIMIT` characters we
-    encode three evenly spaced 8k-character samples and scale by length (within ~2%).
+    encode twelve evenly spaced 2k-character windows and scale by length (measured within
+    ~2.5% on prose, code and tables; three larger windows were 6-19% off).
     """
     if len(text) <= _EXACT_LIMIT:
         return len(encoding.encode(text, disallowed_special=()))
-    third = _EXACT_LIMIT // 3
-    middle = len(text) // 2 - third // 2
-    samples = (text[:third], text[middle : middle + third], text[-third:])
-    sampled = sum(len(encoding.encode(s, disallowed_special=())) for s in samples)
-    return round(sampled * len(text) / (3 * third))
+    windows = 12
+    width = _EXACT_LIMIT // windows
+    step = len(text) / windows
+    sampled = 0
+    for i in range(windows):
+        start = int(step * i + step / 2 - width / 2)
+        sampled += len(encoding.encode(text[start : start + width], disallowed_special=()))
+    return round(sampled * len(text) / (windows * width))

@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memory import Hit
+from proxy import facts_api
 from proxy.auth import authenticate
 from proxy.errors import BadRequest
 from proxy.identity import identify
@@ -32,6 +33,7 @@ def routes() -> list[Route]:
         Route("/v1/memory", forget, methods=["DELETE"]),
         Route("/v1/memory/export", export, methods=["GET"]),
         Route("/v1/memory/import", import_, methods=["POST"]),
+        *facts_api.routes(),
     ]
 
 

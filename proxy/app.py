@@ -23,13 +23,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from memory import Journal, MemoryLayer
+from memory import Journal, MemoryLayer, count_tokens
 from proxy import admin
 from proxy.auth import authenticate
 from proxy.config import Config
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, UpstreamError
 from proxy.pipeline import chat
-from proxy.upstream import list_models
+from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
 
 logger = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             loading.cancel()
             await writer.stop()
             await client.aclose()
+            await close_litellm()
 
     routes = [
         Route("/v1/chat/completions", _chat, methods=["POST"]),
@@ -93,6 +94,7 @@ async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
 
     try:
         await anyio.to_thread.run_sync(lambda: layer.embedder)
+        await anyio.to_thread.run_sync(lambda: count_tokens("warm", "gpt-4o"))
     except Exception:
         logger.exception("embedding model failed to load; memory will fail open")
     await writer.start()
@@ -149,6 +151,9 @@ async def _metrics(request: Request) -> Response:
 
 
 async def _proxy_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, UpstreamError):  # the provider's own status and body, unchanged
+        return Response(exc.content, status_code=exc.status, headers=exc.headers,
+                        media_type="application/json")
     assert isinstance(exc, ProxyError)
     return Response(json.dumps(exc.body()), status_code=exc.status, media_type="application/json")
 

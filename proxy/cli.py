@@ -3,6 +3,7 @@
     moim serve [--config PATH] [--host H] [--port P]
     moim migrate | reindex | stats --user U
     moim memory stats|export|import|delete --user U
+    moim facts list|set|delete|history|pin|unpin --user U
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import json
 import logging
 import os
 import sys
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +81,8 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
 @CONFIG_OPTION
 def migrate(config_path: Path | None) -> None:
     """Create or upgrade the database schema."""
-    from memory.store import Store
-
     config = _config(config_path)
-    Store(config.db_path)
+    _layer(config)  # opening the store applies pending migrations
     click.echo(f"{config.db_path}: schema up to date")
 
 
@@ -91,18 +91,19 @@ def migrate(config_path: Path | None) -> None:
 def reindex(config_path: Path | None) -> None:
     """Rebuild chunks, full-text and vector indexes from the stored messages."""
     layer = _layer(_config(config_path))
-    layer.embedder  # load before the bar starts
-    with click.progressbar(length=max(1, layer.store.count_unindexed() or
-                                      len(layer.store.read("SELECT id FROM messages"))),
-                           label="re-indexing messages") as bar:
-        last = [0]
+    layer.embedder  # load the model before the bar starts
+    bar: Any = None
 
-        def progress(done: int, total: int) -> None:
-            bar.length = max(total, 1)
-            bar.update(done - last[0])
-            last[0] = done
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=max(total, 1), label="re-indexing messages")
+            bar.__enter__()
+        bar.update(done - bar.pos)
 
-        done = layer.reindex(progress)
+    done = layer.reindex(progress)
+    if bar is not None:
+        bar.__exit__(None, None, None)
     click.echo(f"re-indexed {done} messages")
 
 
@@ -152,6 +153,107 @@ def delete(config_path: Path | None, user_id: str) -> None:
     """Forget everything of one user."""
     removed = _layer(_config(config_path)).forget(user_id)
     click.echo(f"deleted {removed} messages of {user_id}")
+
+
+@main.group()
+def facts() -> None:
+    """List, set, forget or pin one user's facts (semantic memory)."""
+
+
+def _facts_call(config_path: Path | None, call: Callable[[Any], Any]) -> Any:
+    """Run `call` on the memory layer; a bad key or value (ValueError) becomes a usage error."""
+    layer = _layer(_config(config_path))
+    try:
+        return call(layer)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def _echo_facts(*found: Any) -> None:
+    for fact in found:
+        click.echo(json.dumps(asdict(fact), ensure_ascii=False))
+
+
+def _current(fact: Any, key: str, user_id: str) -> Any:
+    if fact is None:
+        raise click.ClickException(f"no current fact {key!r} for user {user_id!r}")
+    return fact
+
+
+@facts.command("list")
+@CONFIG_OPTION
+@USER_OPTION
+@click.option("--status", type=click.Choice(["active", "superseded", "stale", "archived", "all"]),
+              default="active", show_default=True, help="Which rows: current facts, or history.")
+def facts_list(config_path: Path | None, user_id: str, status: str) -> None:
+    """Print the user's facts, one JSON object per line, oldest first."""
+    wanted = None if status == "all" else status
+    _echo_facts(*_facts_call(config_path, lambda layer: layer.list_facts(user_id, wanted)))
+
+
+@facts.command("set")
+@CONFIG_OPTION
+@USER_OPTION
+@click.argument("key")
+@click.argument("value")
+@click.option("--category", default=None,
+              help="profile, preference, constraint, project, … (default: kept, or profile).")
+@click.option("--policy", type=click.Choice(["speak", "adapt", "avoid"]), default=None,
+              help="speak it, use it silently, or avoid it (default: kept, or speak).")
+@click.option("--pin/--no-pin", "pinned", default=None, help="Pinned facts never expire.")
+@click.option("--ttl", "ttl_seconds", type=float, default=None,
+              help="Seconds until the fact goes stale (default: never).")
+def facts_set(config_path: Path | None, user_id: str, key: str, value: str,
+              category: str | None, policy: str | None, pinned: bool | None,
+              ttl_seconds: float | None) -> None:
+    """Set KEY to VALUE; a new value supersedes the old one, which stays in the history."""
+    _echo_facts(_facts_call(config_path, lambda layer: layer.set_fact(
+        user_id, key, value, category=category, policy=policy, pinned=pinned,
+        ttl_seconds=ttl_seconds, source="cli",
+    )))
+
+
+@facts.command("delete")
+@CONFIG_OPTION
+@USER_OPTION
+@click.argument("key")
+def facts_delete(config_path: Path | None, user_id: str, key: str) -> None:
+    """Forget KEY (or a fact id): the fact is archived, and kept in its history."""
+    fact = _facts_call(config_path, lambda layer: layer.forget_fact(user_id, key))
+    fact = _current(fact, key, user_id)
+    click.echo(f"archived {fact.key} of {user_id}")
+
+
+@facts.command("history")
+@CONFIG_OPTION
+@USER_OPTION
+@click.argument("key")
+def facts_history(config_path: Path | None, user_id: str, key: str) -> None:
+    """Print every value KEY (or a fact id) ever had, oldest first, one JSON object per line."""
+    found = _facts_call(config_path, lambda layer: layer.fact_history(user_id, key))
+    if not found:
+        raise click.ClickException(f"no fact {key!r} for user {user_id!r}")
+    _echo_facts(*found)
+
+
+@facts.command("pin")
+@CONFIG_OPTION
+@USER_OPTION
+@click.argument("key")
+def facts_pin(config_path: Path | None, user_id: str, key: str) -> None:
+    """Pin KEY: it never expires and is the first fact in every block."""
+    fact = _facts_call(config_path, lambda layer: layer.pin_fact(user_id, key, True))
+    _echo_facts(_current(fact, key, user_id))
+
+
+@facts.command("unpin")
+@CONFIG_OPTION
+@USER_OPTION
+@click.argument("key")
+def facts_unpin(config_path: Path | None, user_id: str, key: str) -> None:
+    """Unpin KEY: its expiry applies again and it ranks like any other fact."""
+    fact = _facts_call(config_path, lambda layer: layer.pin_fact(user_id, key, False))
+    _echo_facts(_current(fact, key, user_id))
 
 
 def _is_loopback(host: str) -> bool:

@@ -92,16 +92,17 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
     mem = _section(data, "memory")
     auth = _section(data, "auth")
     windows = _section(data, "context_windows")
+    defaults = Settings()
     settings = Settings(
         db_path=Path(_get(data, "db", str, "moim.db")),
-        embedding_model=_get(mem, "embedding_model", str, Settings.embedding_model, "memory."),
+        embedding_model=_get(mem, "embedding_model", str, defaults.embedding_model, "memory."),
         vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
         placement=_choice(mem, "placement", ("system", "before_last_user"), "system"),
-        min_similarity=_get(mem, "min_similarity", float, Settings.min_similarity, "memory."),
+        min_similarity=_get(mem, "min_similarity", float, defaults.min_similarity, "memory."),
         recency_half_life_days=_get(
-            mem, "recency_half_life_days", float, Settings.recency_half_life_days, "memory."
+            mem, "recency_half_life_days", float, defaults.recency_half_life_days, "memory."
         ),
-        facts_max_tokens=_get(mem, "facts_max_tokens", int, Settings.facts_max_tokens, "memory."),
+        facts_max_tokens=_get(mem, "facts_max_tokens", int, defaults.facts_max_tokens, "memory."),
         capture_facts=_get(mem, "capture_facts", bool, True, "memory."),
         context_windows={str(k): _int(v, f"context_windows.{k}") for k, v in windows.items()},
     )
@@ -177,7 +178,7 @@ def _get(data: Mapping[str, Any], key: str, kind: type, default: Any, prefix: st
 
 
 def _int(value: Any, key: str) -> int:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     try:
         return int(value)

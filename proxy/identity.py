@@ -27,6 +27,7 @@ USER_HEADERS = (
 )
 SESSION_HEADERS = ("x-memory-session-id", "x-sm-conversation-id", "x-openwebui-chat-id")
 _ID = re.compile(r"^[\w.@:+\-]{1,256}$", re.UNICODE)
+_INVALID_ID_CHARS = re.compile(r"[^\w.@:+\-]", re.UNICODE)
 
 
 class Mode(StrEnum):
@@ -53,6 +54,8 @@ class Identity:
     tools: bool = False
     # When replaying history: the time to store this request's new messages at.
     timestamp: float | None = None
+    # False when the session id was derived (memory may then find the conversation it continues).
+    explicit_session: bool = True
 
 
 def identify(
@@ -66,7 +69,8 @@ def identify(
     """Who is asking and how, from headers (case-insensitive mapping), body and path."""
     user_id = bound_user or _first_header(headers, USER_HEADERS)
     if user_id is None and isinstance(body.get("user"), str) and body["user"].strip():
-        user_id = body["user"].strip()
+        # OpenAI accepts any string here ("John Smith"); keep it recognisable, make it an id.
+        user_id = _INVALID_ID_CHARS.sub("_", body["user"].strip())[:256]
     user_id = _valid_id(user_id or path_user or "default", "user id")
     session = _first_header(headers, SESSION_HEADERS)
     session_id = (
@@ -80,6 +84,7 @@ def identify(
         context_budget=_budget(headers.get("x-memory-context-budget")),
         tools=_flag(headers.get("x-memory-tools"), tools_default),
         timestamp=_timestamp(headers.get("x-memory-timestamp")),
+        explicit_session=session is not None,
     )
 
 
@@ -104,8 +109,16 @@ def _first_header(headers: Mapping[str, str], names: tuple[str, ...]) -> str | N
     for name in names:
         value = headers.get(name)
         if value and value.strip():
-            return value.strip()
+            return _utf8(value.strip())
     return None
+
+
+def _utf8(value: str) -> str:
+    """HTTP headers arrive decoded as latin-1; a UTF-8 id ("zoë") is re-decoded as UTF-8."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
 
 
 def _valid_id(value: str, what: str) -> str:

@@ -12,7 +12,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -41,6 +41,7 @@ from proxy.upstream import (
     provider_key,
     relayed_headers,
     resolve,
+    upstream_error,
 )
 
 if TYPE_CHECKING:
@@ -86,9 +87,9 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
     started = time.perf_counter()
     report = Report(request_id=request.headers.get("x-request-id") or uuid.uuid4().hex)
     try:
+        caller = authenticate(request.headers, state.config)
         raw = await read_body(request, state.config.max_body_bytes)
         body = parse_chat_body(raw, state.config.max_messages)
-        caller = authenticate(request.headers, state.config)
         who = identify(request.headers, body, path_user, caller.bound_user,
                        state.config.memory_enabled, state.config.memory_tools)
         caller.check_user(who.user_id)
@@ -96,7 +97,9 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
         return _error(exc, report)
     report.mode, report.session_id = who.mode.value, who.session_id
     target = resolve(body["model"], state.config)
-    outbound = await prepare(state, who, body, report)
+    prepared = await prepare(state, who, body, report)
+    who, outbound = prepared.who, prepared.body
+    report.session_id = who.session_id
     report.error = report.error or state.writer.take_error()
     report.overhead_ms = (time.perf_counter() - started) * 1000
     authorization = provider_key(target, state.config, caller.authorization)
@@ -153,42 +156,53 @@ def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
     return body
 
 
-async def prepare(state: AppState, who: Identity, body: dict[str, Any], report: Report) -> bytes | None:
-    """Measure, recall, budget and inject; the new body, or None to send the client's bytes.
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """Who the request is for (session resolved) and the body to send (None: the client's)."""
+
+    who: Identity
+    body: bytes | None = None
+
+
+async def prepare(state: AppState, who: Identity, body: dict[str, Any], report: Report) -> Prepared:
+    """Measure, recall, budget and inject.
 
     The one broad `except` of the request path: whatever fails in memory, the request still
     goes through, without memory, and the response says so.
     """
     if who.mode is Mode.OFF:
-        return None
+        return Prepared(who)
     try:
         return await anyio.to_thread.run_sync(_prepare, state, who, body, report)
     except Exception as exc:
         logger.exception("memory recall failed; forwarding without memory")
         report.error = f"recall failed: {type(exc).__name__}"
-        return None
+        return Prepared(who)
 
 
-def _prepare(state: AppState, who: Identity, body: dict[str, Any], report: Report) -> bytes | None:
+def _prepare(state: AppState, who: Identity, body: dict[str, Any], report: Report) -> Prepared:
     settings = state.layer.settings
     model = body["model"]
     tokens = count_message_tokens(body["messages"], model)
     window = context_window(model, settings.context_windows, settings.default_context_window)
     report.fill_ratio = fill_ratio(tokens, window)
+    if not who.explicit_session:
+        session_id = state.layer.continue_session(who.user_id, who.session_id, body["messages"])
+        who = replace(who, session_id=session_id)
     if not who.mode.reads:
-        return None
+        return Prepared(who)
     recollection = state.layer.recall(
         RecallRequest(who.user_id, who.session_id, model, body["messages"], tokens, window,
                       who.context_budget)
     )
     report.tier = recollection.tier.level
     if recollection.block is None:
-        return None
+        return Prepared(who)
     report.tokens = recollection.block.tokens
     report.chunks = recollection.block.excerpts
     report.facts = recollection.block.facts
     messages = inject_block(body["messages"], recollection.block.text, settings.placement)
-    return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode()
+    return Prepared(who, json.dumps({**body, "messages": messages}, ensure_ascii=False).encode())
 
 
 async def forward(
@@ -216,9 +230,9 @@ async def forward(
         upstream = await open_openai(state.client, target, content, authorization,
                                      request.headers)
     except httpx.TimeoutException:
-        raise UpstreamError(504, _upstream_error("upstream timed out", "upstream_timeout"))
+        raise UpstreamError(504, upstream_error("upstream timed out", "upstream_timeout"))
     except httpx.HTTPError as exc:
-        raise UpstreamError(502, _upstream_error(f"upstream unreachable: {type(exc).__name__}",
+        raise UpstreamError(502, upstream_error(f"upstream unreachable: {type(exc).__name__}",
                                                  "upstream_unreachable"))
     headers = {**relayed_headers(upstream), **report.headers()}
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
@@ -228,7 +242,7 @@ async def forward(
     try:
         data = await upstream.aread()
     except httpx.HTTPError:
-        raise UpstreamError(502, _upstream_error("upstream closed the connection",
+        raise UpstreamError(502, upstream_error("upstream closed the connection",
                                                  "upstream_broken"))
     finally:
         await upstream.aclose()
@@ -276,11 +290,6 @@ def _remember(state: AppState, who: Identity, body: Mapping[str, Any], collector
         )
 
     return on_end
-
-
-def _upstream_error(message: str, code: str) -> bytes:
-    return json.dumps({"error": {"message": message, "type": "upstream_error", "param": None,
-                                 "code": code}}).encode()
 
 
 def _error(exc: ProxyError, report: Report) -> Response:

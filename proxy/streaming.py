@@ -32,11 +32,24 @@ class ReplyCollector:
         self._content: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
         self._role_seen = False
+        self._finished = False
 
     def feed(self, data: bytes) -> bool:
         """Consume SSE bytes; return True once `data: [DONE]` has been seen."""
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
+        return self._lines(lines)
+
+    def end(self) -> bool:
+        """The stream ended: read a last line without its newline; True if the reply is whole.
+
+        Whole means `[DONE]` arrived, or a choice finished (some providers omit `[DONE]`).
+        """
+        self._lines([self._buffer])
+        self._buffer = b""
+        return self.done or self._finished
+
+    def _lines(self, lines: list[bytes]) -> bool:
         for line in lines:
             line = line.strip()
             if not line.startswith(b"data:"):
@@ -77,6 +90,8 @@ class ReplyCollector:
             if not isinstance(delta, dict):
                 continue
             self._role_seen = True
+            if choice.get("finish_reason"):
+                self._finished = True
             if isinstance(delta.get("content"), str):
                 self._content.append(delta["content"])
             for call in delta.get("tool_calls") or []:
@@ -125,6 +140,9 @@ async def relay(
                 ended = True
                 on_end(False)
             yield data
+        if not ended:
+            ended = True
+            on_end(not collector.end())
     except (httpx.HTTPError, *_litellm_errors()) as exc:
         # The provider broke off mid-stream: end the client's stream cleanly, keep the part.
         logger.warning("upstream stream ended early: %s", type(exc).__name__)

@@ -9,15 +9,20 @@ first use only (it costs ~2.5 s and ~165 MB), whose output is re-serialised as O
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio.to_thread
 import httpx
 
 from proxy.config import Config
 from proxy.errors import UpstreamError
+
+logger = logging.getLogger(__name__)
 
 # Provider prefixes litellm understands; `prefix/model` with one of these goes to litellm.
 LITELLM_PREFIXES = frozenset(
@@ -108,8 +113,14 @@ async def list_models(client: httpx.AsyncClient, config: Config, authorization: 
         auth = auth or (authorization if not config.keys else None)
         if auth:
             headers["authorization"] = auth
-        response = await client.get(config.upstream_base_url.rstrip("/") + "/models",
-                                    headers=headers)
+        try:
+            response = await client.get(config.upstream_base_url.rstrip("/") + "/models",
+                                        headers=headers)
+        except httpx.TimeoutException:
+            raise UpstreamError(504, upstream_error("upstream timed out", "upstream_timeout"))
+        except httpx.HTTPError as exc:
+            raise UpstreamError(502, upstream_error(
+                f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable"))
         if response.status_code >= 400:
             raise UpstreamError(response.status_code, response.content,
                                 relayed_headers(response))
@@ -117,6 +128,12 @@ async def list_models(client: httpx.AsyncClient, config: Config, authorization: 
     data = [{"id": name, "object": "model", "created": 0, "owned_by": "moim"}
             for name in config.routes]
     return json.dumps({"object": "list", "data": data}).encode()
+
+
+def upstream_error(message: str, code: str) -> bytes:
+    """An OpenAI-shaped error body for a provider moim could not talk to."""
+    return json.dumps({"error": {"message": message, "type": "upstream_error", "param": None,
+                                 "code": code}}).encode()
 
 
 # -- litellm ---------------------------------------------------------------------------------
@@ -136,7 +153,8 @@ async def call_litellm(
     target: Target, body: Mapping[str, Any], authorization: str | None, timeout: float
 ) -> Any:
     """`litellm.acompletion` with the client's body; raises UpstreamError on provider errors."""
-    litellm = _litellm()
+    # The first import takes seconds: never on the event loop.
+    litellm = await anyio.to_thread.run_sync(_litellm)
     params = {k: v for k, v in body.items() if k not in ("model",)}
     params["model"] = target.model
     if target.base_url:
@@ -154,6 +172,16 @@ async def call_litellm(
         error = {"error": {"message": message, "type": type(exc).__name__, "param": None,
                            "code": str(status)}}
         raise UpstreamError(status, json.dumps(error).encode()) from exc
+
+
+async def close_litellm() -> None:
+    """Close litellm's pooled clients, if litellm was ever loaded."""
+    litellm = sys.modules.get("litellm")
+    if litellm is not None and hasattr(litellm, "close_litellm_async_clients"):
+        try:
+            await litellm.close_litellm_async_clients()
+        except Exception:  # shutting down: nothing left to tell the client
+            logger.debug("closing litellm clients failed", exc_info=True)
 
 
 async def litellm_sse(stream: Any) -> AsyncIterator[bytes]:

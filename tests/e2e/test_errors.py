@@ -1,0 +1,236 @@
+"""Errors look like OpenAI's: the provider's own, relayed as they are, and moim's, in its shape.
+
+CONTRACT.md, "Errors": `{"error": {"message", "type", "param", "code"}}` with a 4xx for bad
+input; the provider's own status and body for provider errors. A request moim refuses is
+neither forwarded nor stored.
+"""
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+
+HELLO = [{"role": "user", "content": "Hello"}]
+
+
+def assert_openai_error(response, status):
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("application/json")
+    error = response.json()["error"]
+    assert sorted(error) == ["code", "message", "param", "type"]
+    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["type"], str) and error["type"]
+    return error
+
+
+def assert_nothing_forwarded_or_stored(proxy, upstream):
+    proxy.flush()
+    assert [r.path for r in upstream.requests] == []
+    assert proxy.layer.store.read("SELECT count(*) FROM messages") == [(0,)]
+
+
+# -- provider errors --------------------------------------------------------------------------
+
+UPSTREAM_ERRORS = [
+    (400, openai.BadRequestError),
+    (401, openai.AuthenticationError),
+    (429, openai.RateLimitError),
+    (500, openai.InternalServerError),
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("status", [s for s, _ in UPSTREAM_ERRORS])
+def test_upstream_error_is_relayed_with_its_status_and_body(proxy, upstream, status, stream):
+    body = {"model": f"error-{status}", "messages": HELLO, "stream": stream}
+
+    relayed = httpx.post(proxy.url + "/chat/completions", json=body)
+    upstream.reset()
+    direct = httpx.post(upstream.url + "/chat/completions", json=body)
+
+    assert relayed.status_code == direct.status_code == status
+    assert relayed.content == direct.content
+    assert relayed.headers.get("retry-after") == ("7" if status == 429 else None)
+
+
+@pytest.mark.parametrize(("status", "exception"), UPSTREAM_ERRORS)
+def test_sdk_raises_the_matching_exception(proxy, upstream, status, exception):
+    with proxy.client() as client, pytest.raises(exception) as raised:
+        client.chat.completions.create(model=f"error-{status}", messages=HELLO)
+
+    assert raised.value.status_code == status
+    assert raised.value.body["code"] == {400: "invalid_request", 401: "invalid_api_key",
+                                         429: "rate_limit_exceeded", 500: "server_error"}[status]
+
+
+def test_upstream_error_turn_is_not_stored(proxy, upstream):
+    response = httpx.post(proxy.url + "/chat/completions",
+                          json={"model": "error-500", "messages": HELLO})
+    proxy.flush()
+
+    assert response.status_code == 500
+    assert proxy.layer.store.messages("default") == []
+
+
+def test_upstream_unreachable_is_a_quick_502(make_proxy, upstream):
+    proxy = make_proxy(upstream_base_url="http://127.0.0.1:9/v1")
+
+    started = time.monotonic()
+    response = httpx.post(proxy.url + "/chat/completions",
+                          json={"model": "gpt-4o-mini", "messages": HELLO}, timeout=10)
+    streamed = httpx.post(proxy.url + "/chat/completions",
+                          json={"model": "gpt-4o-mini", "messages": HELLO, "stream": True},
+                          timeout=10)
+    elapsed = time.monotonic() - started
+
+    assert elapsed < 5
+    for reply in (response, streamed):
+        error = assert_openai_error(reply, 502)
+        assert error["code"] == "upstream_unreachable"
+        assert "x-memory-mode" in reply.headers
+
+
+def test_sdk_sees_an_unreachable_upstream_as_a_server_error(make_proxy, upstream):
+    proxy = make_proxy(upstream_base_url="http://127.0.0.1:9/v1")
+
+    with proxy.client() as client, pytest.raises(openai.InternalServerError) as raised:
+        client.chat.completions.create(model="gpt-4o-mini", messages=HELLO)
+
+    assert raised.value.status_code == 502
+
+
+def test_upstream_cut_off_mid_body_is_a_502(proxy, upstream):
+    response = httpx.post(proxy.url + "/chat/completions",
+                          json={"model": "broken", "messages": HELLO}, timeout=10)
+    proxy.flush()
+
+    error = assert_openai_error(response, 502)
+    assert error["code"] == "upstream_broken"
+    assert proxy.layer.store.messages("default") == []
+
+
+# -- malformed requests -----------------------------------------------------------------------
+
+
+def _body(**fields):
+    return json.dumps(fields).encode()
+
+
+MALFORMED = [
+    ("invalid_json", b'{"model": "gpt-4o-mini", "messages": [', {}, None),
+    ("json_array", b'[{"model": "gpt-4o-mini", "messages": []}]', {}, None),
+    ("not_utf8", b'{"model": "gpt-4o-mini", "messages": "\xff\xfe"}', {}, None),
+    ("missing_model", _body(messages=HELLO), {}, "model"),
+    ("model_not_a_string", _body(model=4, messages=HELLO), {}, "model"),
+    ("missing_messages", _body(model="gpt-4o-mini"), {}, "messages"),
+    ("empty_messages", _body(model="gpt-4o-mini", messages=[]), {}, "messages"),
+    ("messages_not_a_list", _body(model="gpt-4o-mini", messages="Hello"), {}, "messages"),
+    ("message_not_an_object", _body(model="gpt-4o-mini", messages=["Hello"]), {},
+     "messages[0]"),
+    ("message_without_role", _body(model="gpt-4o-mini", messages=[{"content": "Hello"}]), {},
+     "messages[0]"),
+    ("content_wrong_type", _body(model="gpt-4o-mini",
+                                 messages=[{"role": "user", "content": 42}]), {},
+     "messages[0].content"),
+    ("stream_not_a_boolean", _body(model="gpt-4o-mini", messages=HELLO, stream="yes"), {},
+     "stream"),
+    ("invalid_user_id", _body(model="gpt-4o-mini", messages=HELLO),
+     {"x-memory-user-id": "bob smith/../x"}, None),
+    ("invalid_session_id", _body(model="gpt-4o-mini", messages=HELLO),
+     {"x-memory-session-id": "chat#1?"}, None),
+    ("budget_not_an_integer", _body(model="gpt-4o-mini", messages=HELLO),
+     {"x-memory-context-budget": "lots"}, "X-Memory-Context-Budget"),
+    ("budget_negative", _body(model="gpt-4o-mini", messages=HELLO),
+     {"x-memory-context-budget": "-5"}, "X-Memory-Context-Budget"),
+]
+
+
+@pytest.mark.parametrize(("raw", "headers", "param"), [case[1:] for case in MALFORMED],
+                         ids=[case[0] for case in MALFORMED])
+def test_malformed_request_is_a_400_and_goes_nowhere(proxy, upstream, raw, headers, param):
+    response = httpx.post(proxy.url + "/chat/completions", content=raw,
+                          headers={"content-type": "application/json", **headers})
+
+    error = assert_openai_error(response, 400)
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    assert_nothing_forwarded_or_stored(proxy, upstream)
+
+
+def test_invalid_path_user_is_a_400(proxy, upstream):
+    response = httpx.post(proxy.root + "/u/bob%20smith/v1/chat/completions",
+                          json={"model": "gpt-4o-mini", "messages": HELLO})
+
+    assert_openai_error(response, 400)
+    assert_nothing_forwarded_or_stored(proxy, upstream)
+
+
+def test_sdk_raises_bad_request_for_a_malformed_request(proxy, upstream):
+    with proxy.client() as client, pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model="gpt-4o-mini", messages=[])
+
+    assert raised.value.body["param"] == "messages"
+    assert upstream.requests == []
+
+
+def test_body_over_the_limit_is_a_413(make_proxy, upstream):
+    proxy = make_proxy(max_body_bytes=1000)
+    body = _body(model="gpt-4o-mini", messages=[{"role": "user", "content": "x" * 2000}])
+
+    declared = httpx.post(proxy.url + "/chat/completions", content=body,
+                          headers={"content-type": "application/json"})
+    chunked = httpx.post(proxy.url + "/chat/completions",
+                         content=(body[i:i + 300] for i in range(0, len(body), 300)),
+                         headers={"content-type": "application/json"})
+
+    for response in (declared, chunked):
+        error = assert_openai_error(response, 413)
+        assert error["code"] == "payload_too_large"
+    assert_nothing_forwarded_or_stored(proxy, upstream)
+
+
+def test_body_under_the_limit_goes_through(make_proxy, upstream):
+    proxy = make_proxy(max_body_bytes=1000)
+
+    response = httpx.post(proxy.url + "/chat/completions",
+                          json={"model": "gpt-4o-mini", "messages": HELLO})
+
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("GET", "/v1/nothing-here"),
+    ("POST", "/v1/completions"),
+    ("GET", "/u/alice/v1/nothing-here"),
+])
+def test_unknown_route_is_a_404_in_openais_shape(proxy, upstream, method, path):
+    response = httpx.request(method, proxy.root + path)
+
+    error = assert_openai_error(response, 404)
+    assert error["type"] == "not_found_error"
+    assert upstream.requests == []
+
+
+# -- models -----------------------------------------------------------------------------------
+
+
+def test_models_relays_the_upstreams_error(make_proxy, upstream):
+    proxy = make_proxy(upstream_base_url=upstream.url + "/missing")
+    direct = httpx.get(upstream.url + "/missing/models")
+
+    response = httpx.get(proxy.url + "/models")
+
+    assert direct.status_code == 404
+    assert response.status_code == 404
+    assert response.content == direct.content
+
+
+def test_models_with_upstream_unreachable_is_a_502(make_proxy, upstream):
+    proxy = make_proxy(upstream_base_url="http://127.0.0.1:9/v1")
+
+    response = httpx.get(proxy.url + "/models", timeout=10)
+
+    error = assert_openai_error(response, 502)
+    assert error["code"] == "upstream_unreachable"

@@ -1,0 +1,165 @@
+"""A config route through litellm: same OpenAI answer for the client, same memory behaviour.
+
+CONTRACT.md, "Model routing": config.yaml may send a model name through litellm; the body the
+provider then receives is litellm's translation of the client's body plus the block. Here
+litellm's `openai/…` provider talks to the same fake upstream, so both ends can be checked.
+"""
+
+import json
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from proxy.config import ModelRoute
+
+BLOCK_START = "=== Memory Context ==="
+BLOCK_END = "=== End Memory ==="
+
+
+@pytest.fixture
+def routed(make_proxy, upstream):
+    """A proxy whose model `via-litellm` goes through litellm to the fake upstream."""
+    route = ModelRoute(model="openai/gpt-4o-mini", api_base=upstream.url, api_key="sk-up")
+    return make_proxy(routes={"via-litellm": route})
+
+
+@pytest.fixture
+def litellm_not_yet_imported():
+    """Skip unless this process has not loaded litellm yet (set up before the proxy starts)."""
+    if "litellm" in sys.modules:
+        pytest.skip("litellm was already imported in this process")
+
+
+def test_first_litellm_call_does_not_freeze_other_streams(litellm_not_yet_imported, routed,
+                                                          upstream):
+    # Kept first in this module: only the request that loads litellm (~3 s) can show it.
+    gaps = []
+
+    def stream_slowly():
+        body = {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "Go"}]}
+        with httpx.stream("POST", routed.url + "/chat/completions", json=body,
+                          timeout=60) as response:
+            last = time.monotonic()
+            for _ in response.iter_raw():
+                gaps.append(time.monotonic() - last)
+                last = time.monotonic()
+
+    streaming = threading.Thread(target=stream_slowly)
+    streaming.start()
+    time.sleep(0.3)
+    routed_reply = httpx.post(routed.url + "/chat/completions", timeout=60, json={
+        "model": "via-litellm", "messages": [{"role": "user", "content": "Hello"}]})
+    streaming.join()
+
+    assert routed_reply.status_code == 200
+    assert len(gaps) > 30
+    assert max(gaps) < 1.5  # chunks come every 50 ms; the event loop must keep serving them
+
+
+def test_non_streaming_reply_through_litellm(routed, upstream):
+    with routed.client() as client:
+        completion = client.chat.completions.create(
+            model="via-litellm", messages=[{"role": "user", "content": "Hello via litellm"}])
+    routed.flush()
+
+    assert completion.choices[0].message.content == "echo: Hello via litellm"
+    assert completion.choices[0].finish_reason == "stop"
+    assert upstream.last_json["model"] == "gpt-4o-mini"
+    assert upstream.requests[-1].headers["authorization"] == "Bearer sk-up"
+    assert [(m.role, m.content) for m in routed.layer.store.messages("default")] == [
+        ("user", "Hello via litellm"), ("assistant", "echo: Hello via litellm")]
+
+
+def test_streaming_reply_through_litellm_ends_with_done(routed, upstream):
+    body = {"model": "via-litellm", "stream": True,
+            "messages": [{"role": "user", "content": "Stream me a reply please"}]}
+
+    with httpx.stream("POST", routed.url + "/chat/completions", json=body,
+                      timeout=30) as response:
+        data = response.read()
+    routed.flush()
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["x-memory-mode"] == "auto"
+    assert data.endswith(b"data: [DONE]\n\n")
+    events = [json.loads(line[6:]) for line in data.decode().splitlines()
+              if line.startswith("data: ") and line != "data: [DONE]"]
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+    assert text == "echo: Stream me a reply please"
+    assert upstream.last_json["stream"] is True
+    assert [(m.role, m.content, m.partial) for m in routed.layer.store.messages("default")] == [
+        ("user", "Stream me a reply please", False),
+        ("assistant", "echo: Stream me a reply please", False)]
+
+
+def test_sdk_stream_through_litellm(routed, upstream):
+    with routed.client() as client:
+        stream = client.chat.completions.create(
+            model="via-litellm", messages=[{"role": "user", "content": "Tell me more"}],
+            stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+    assert text == "echo: Tell me more"
+
+
+def test_memory_block_reaches_the_provider_through_litellm(routed, upstream):
+    system = "You are a helpful assistant."
+    with routed.client() as client:
+        client.chat.completions.create(
+            model="via-litellm",
+            messages=[{"role": "user", "content": "My dog is called Rex and he loves the beach"}])
+        routed.flush()
+        raw = client.chat.completions.with_raw_response.create(
+            model="via-litellm",
+            messages=[{"role": "system", "content": system},
+                      {"role": "user", "content": "What is my dog called?"}])
+
+    assert int(raw.headers["x-memory-chunks-injected"]) > 0
+    messages = upstream.last_json["messages"]
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[0]["content"].startswith(BLOCK_START + "\n")
+    assert "My dog is called Rex" in messages[0]["content"]
+    assert messages[0]["content"].endswith(BLOCK_END + "\n\n" + system)
+    assert messages[1]["content"] == "What is my dog called?"
+
+
+def test_provider_error_through_litellm_keeps_its_status(routed, upstream):
+    upstream.script.append({"status": 400, "body": {"error": {
+        "message": "Bad thing (test).", "type": "invalid_request_error", "param": None,
+        "code": "invalid_request"}}})
+
+    response = httpx.post(routed.url + "/chat/completions", timeout=30, json={
+        "model": "via-litellm", "messages": [{"role": "user", "content": "Hello"}]})
+    routed.flush()
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert sorted(error) == ["code", "message", "param", "type"]
+    assert "Bad thing (test)." in error["message"]
+    assert "x-memory-mode" in response.headers
+    assert routed.layer.store.messages("default") == []
+
+
+def test_client_leaving_a_litellm_stream_stops_the_provider(routed, upstream):
+    reply = "".join(f"word{i:03d} " for i in range(60))  # 60 chunks, 50 ms apart: 3 s
+    upstream.script.append({"content": reply, "delay": 0.05})
+    body = {"model": "via-litellm", "stream": True,
+            "messages": [{"role": "user", "content": "Talk for a while"}]}
+
+    with httpx.Client(timeout=30) as http:
+        with http.stream("POST", routed.url + "/chat/completions", json=body) as response:
+            chunks = response.iter_raw()
+            next(chunks), next(chunks), next(chunks)
+    deadline = time.monotonic() + 5
+    while upstream.disconnects == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    routed.flush()
+
+    assert upstream.disconnects == 1
+    messages = routed.layer.store.messages("default")
+    assert [(m.role, m.partial) for m in messages] == [("user", False), ("assistant", True)]
+    assert reply.startswith(messages[1].content) and messages[1].content != reply

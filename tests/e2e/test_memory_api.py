@@ -1,0 +1,188 @@
+"""The memory API (CONTRACT.md "Memory API") against the real proxy and the real embedder."""
+
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+from memory import BLOCK_END, BLOCK_START
+
+MODEL = "gpt-4o-mini"
+KAYAK = "I keep my red kayak at the marina in Porto, berth number 14"
+PASTA = "My carbonara uses guanciale, pecorino and plenty of black pepper"
+KAYAK_QUESTION = "Where do I keep my kayak, and which berth is it?"
+
+
+@pytest.fixture
+def api_proxy(make_proxy):
+    """A proxy that stores turns but captures no facts, so counts are exact."""
+    return make_proxy(settings={"capture_facts": False})
+
+
+def as_user(user):
+    return {"X-Memory-User-Id": user}
+
+
+def chat(proxy, user, text, **headers):
+    """`user` says `text` in a new conversation; return moim's response headers."""
+    with proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": text}],
+            extra_headers={**as_user(user), **headers},
+        )
+    return raw.headers
+
+
+def api(proxy, method, path, user, **kwargs):
+    return httpx.request(method, proxy.root + path, headers=as_user(user), timeout=60, **kwargs)
+
+
+def stats(proxy, user):
+    response = api(proxy, "GET", "/v1/memory/stats", user)
+    assert response.status_code == 200
+    return response.json()
+
+
+def search(proxy, user, q, k=10):
+    response = api(proxy, "GET", "/v1/memory/search", user, params={"q": q, "k": k})
+    assert response.status_code == 200, response.text
+    return response.json()["results"]
+
+
+def recalled_block(proxy, upstream, user, question):
+    """The block moim injects for `question` (read mode: nothing stored), or None."""
+    chat(proxy, user, question, **{"X-Memory-Mode": "read"})
+    content = upstream.last_json["messages"][0]["content"]
+    if upstream.last_json["messages"][0]["role"] != "system" or BLOCK_START not in content:
+        return None
+    return content[content.index(BLOCK_START) : content.index(BLOCK_END) + len(BLOCK_END)]
+
+
+# -- stats, flush, search --------------------------------------------------------------------
+
+
+def test_stats_count_per_user(api_proxy):
+    chat(api_proxy, "alice", KAYAK)
+    chat(api_proxy, "alice", PASTA)
+    api_proxy.flush()
+    assert stats(api_proxy, "alice") == {
+        "user_id": "alice", "messages": 4, "chunks": 4, "facts": 0, "sessions": 2, "pending": 0,
+    }
+    assert stats(api_proxy, "bob") == {
+        "user_id": "bob", "messages": 0, "chunks": 0, "facts": 0, "sessions": 0, "pending": 0,
+    }
+
+
+def test_flush_returns_once_everything_is_indexed(api_proxy):
+    chat(api_proxy, "alice", KAYAK)
+    response = httpx.post(api_proxy.root + "/v1/memory/flush", timeout=60)
+    assert (response.status_code, response.json()) == (200, {"flushed": True, "pending": 0})
+    assert stats(api_proxy, "alice")["chunks"] == 2
+
+
+def test_search_returns_ranked_results(api_proxy):
+    chat(api_proxy, "alice", KAYAK)
+    chat(api_proxy, "alice", PASTA)
+    api_proxy.flush()
+    results = search(api_proxy, "alice", "kayak berth at the marina")
+    assert {"id", "text", "score", "session_id", "message_id", "created_at"} <= set(results[0])
+    assert results[0]["text"] == KAYAK
+    scores = [r["score"] for r in results]
+    assert scores == sorted(scores, reverse=True)
+    assert all(r["session_id"].startswith("s-") for r in results)
+    assert all(abs(r["created_at"] - datetime.now(UTC).timestamp()) < 300 for r in results)
+
+
+def test_search_k_limits_the_results(api_proxy):
+    chat(api_proxy, "alice", KAYAK)
+    chat(api_proxy, "alice", PASTA)
+    api_proxy.flush()
+    assert len(search(api_proxy, "alice", "kayak carbonara marina", k=1)) == 1
+
+
+def test_search_is_per_user(api_proxy):
+    chat(api_proxy, "alice", KAYAK)
+    api_proxy.flush()
+    assert search(api_proxy, "bob", "kayak berth at the marina") == []
+
+
+@pytest.mark.parametrize(
+    "params, param",
+    [
+        ({"q": "kayak", "k": "0"}, "k"),
+        ({"q": "kayak", "k": "101"}, "k"),
+        ({"q": "kayak", "k": "-3"}, "k"),
+        ({"q": "kayak", "k": "ten"}, "k"),
+        ({"k": "5"}, "q"),
+        ({"q": "   ", "k": "5"}, "q"),
+    ],
+)
+def test_search_validation_is_an_openai_shaped_400(api_proxy, params, param):
+    response = api(api_proxy, "GET", "/v1/memory/search", "alice", params=params)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert (error["type"], error["param"]) == ("invalid_request_error", param)
+    assert isinstance(error["message"], str) and error["message"]
+
+
+# -- forget, export, import ------------------------------------------------------------------
+
+
+def test_delete_forgets_only_that_user(api_proxy, upstream):
+    chat(api_proxy, "alice", KAYAK)
+    chat(api_proxy, "bob", KAYAK)
+    api_proxy.flush()
+    response = api(api_proxy, "DELETE", "/v1/memory", "alice")
+    assert response.status_code == 200
+    assert response.json() == {"user_id": "alice", "deleted": True, "messages": 2}
+    assert stats(api_proxy, "alice") == {
+        "user_id": "alice", "messages": 0, "chunks": 0, "facts": 0, "sessions": 0, "pending": 0,
+    }
+    assert search(api_proxy, "alice", "kayak marina") == []
+    assert recalled_block(api_proxy, upstream, "alice", KAYAK_QUESTION) is None
+    assert stats(api_proxy, "bob")["messages"] == 2
+    assert search(api_proxy, "bob", "kayak marina")[0]["text"] == KAYAK
+    assert KAYAK in recalled_block(api_proxy, upstream, "bob", KAYAK_QUESTION)
+
+
+def test_export_delete_import_restores_the_same_recall(proxy, upstream):
+    chat(proxy, "alice", KAYAK)
+    chat(proxy, "alice", PASTA)
+    proxy.flush()
+    before = recalled_block(proxy, upstream, "alice", KAYAK_QUESTION)
+    assert KAYAK in before
+    exported = api(proxy, "GET", "/v1/memory/export", "alice")
+    assert exported.status_code == 200
+    assert exported.headers["content-type"].startswith("application/x-ndjson")
+    api(proxy, "DELETE", "/v1/memory", "alice")
+    assert recalled_block(proxy, upstream, "alice", KAYAK_QUESTION) is None
+    imported = api(proxy, "POST", "/v1/memory/import", "alice", content=exported.content)
+    assert imported.status_code == 200
+    assert imported.json()["imported"] == 4
+    assert recalled_block(proxy, upstream, "alice", KAYAK_QUESTION) == before
+    assert api(proxy, "GET", "/v1/memory/export", "alice").text == exported.text
+
+
+def test_import_rejects_a_line_that_is_not_json(api_proxy):
+    body = b'{"type": "message"}\nnot json\n'
+    response = api(api_proxy, "POST", "/v1/memory/import", "alice", content=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_jsonl"
+    assert stats(api_proxy, "alice")["messages"] == 0
+
+
+# -- replayed history ------------------------------------------------------------------------
+
+
+def test_memory_timestamp_sets_the_stored_date_and_the_block_shows_it(api_proxy, upstream):
+    chat(api_proxy, "alice", KAYAK, **{"X-Memory-Timestamp": "2023-04-05"})
+    api_proxy.flush()
+    midnight = datetime(2023, 4, 5, tzinfo=UTC).timestamp()
+    exported = api(api_proxy, "GET", "/v1/memory/export", "alice").text.splitlines()
+    assert len(exported) == 2
+    assert all(f'"created_at": {midnight}' in line for line in exported)
+    assert search(api_proxy, "alice", "kayak marina")[0]["created_at"] == midnight
+    block = recalled_block(api_proxy, upstream, "alice", KAYAK_QUESTION)
+    assert " — 2023-04-05 (" in block

@@ -1,0 +1,76 @@
+"""The `memory` package's public surface, and the direction of imports (STYLE.md point 3).
+
+Like httpx's `test_exported_members.py`: adding or removing a public name is a decision, and
+this list must change with it.
+"""
+
+import ast
+from pathlib import Path
+
+import memory
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def imported_modules(package):
+    """(file, top-level module) for every import statement in a package's sources."""
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield path.relative_to(ROOT).as_posix(), alias.name
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                yield path.relative_to(ROOT).as_posix(), node.module
+
+
+def test_memory_exports_exactly_these_names():
+    assert memory.__all__ == [
+        "BLOCK_END",
+        "BLOCK_START",
+        "Chunk",
+        "Embedder",
+        "EmbeddingFailed",
+        "Excerpt",
+        "Fact",
+        "FastEmbedder",
+        "Hit",
+        "Journal",
+        "MemoryBlock",
+        "MemoryLayer",
+        "MemoryLayerError",
+        "Message",
+        "MigrationFailed",
+        "RecallRequest",
+        "Recollection",
+        "Settings",
+        "Stats",
+        "StoreUnavailable",
+        "Tier",
+        "TierRule",
+        "Turn",
+        "content_hash",
+        "context_window",
+        "count_message_tokens",
+        "count_tokens",
+        "fill_ratio",
+        "inject_block",
+        "message_text",
+        "select_tier",
+        "strip_block",
+        "tier_rules_from_config",
+    ]
+
+
+def test_every_exported_name_exists():
+    assert [name for name in memory.__all__ if not hasattr(memory, name)] == []
+
+
+def test_memory_imports_nothing_from_proxy_starlette_or_httpx():
+    forbidden = {"proxy", "starlette", "httpx"}
+    found = [(f, m) for f, m in imported_modules("memory") if m.split(".")[0] in forbidden]
+    assert found == []
+
+
+def test_proxy_uses_only_the_public_names_of_memory():
+    private = [(f, m) for f, m in imported_modules("proxy") if m.startswith("memory.")]
+    assert private == []

@@ -1,0 +1,114 @@
+"""memory/ranking.py: reciprocal rank fusion, recency re-ranking and abstention."""
+
+import pytest
+
+from memory.ranking import SECONDS_PER_DAY, fuse, rerank, rrf, should_abstain
+from memory.records import Chunk, Hit
+
+NOW = 1_700_000_000.0
+
+
+def chunk(chunk_id, created_at=NOW):
+    return Chunk(chunk_id, 100 + chunk_id, "alice", "s-1", "user", None, f"text {chunk_id}",
+                 created_at, f"hash{chunk_id}")
+
+
+def hit(chunk_id, score=0.0, similarity=None, dense_rank=None, lexical_rank=None,
+        created_at=NOW):
+    return Hit(chunk(chunk_id, created_at), score, similarity, dense_rank, lexical_rank)
+
+
+def test_rrf_of_one_ranking():
+    assert rrf([[7, 8, 9]], k=1) == {7: 1 / 2, 8: 1 / 3, 9: 1 / 4}
+
+
+def test_rrf_sums_reciprocal_ranks_over_rankings():
+    assert rrf([[1, 2, 3], [3, 1]], k=60) == {
+        1: 1 / 61 + 1 / 62,
+        2: 1 / 62,
+        3: 1 / 63 + 1 / 61,
+    }
+
+
+def test_rrf_of_nothing_is_empty():
+    assert rrf([[], []]) == {}
+
+
+def test_fuse_ranks_by_fused_score_and_keeps_both_ranks():
+    chunks = {i: chunk(i) for i in (1, 2, 3)}
+    hits = fuse(chunks, dense=[(1, 0.9), (2, 0.8)], lexical=[2, 3],
+                similarities={1: 0.9, 2: 0.8, 3: 0.4}, k=60)
+    assert hits == [
+        Hit(chunks[2], 1 / 62 + 1 / 61, 0.8, 2, 1),
+        Hit(chunks[1], 1 / 61, 0.9, 1, None),
+        Hit(chunks[3], 1 / 62, 0.4, None, 2),
+    ]
+
+
+def test_fuse_ignores_candidates_that_were_filtered_out():
+    chunks = {2: chunk(2)}
+    hits = fuse(chunks, dense=[(1, 0.9), (2, 0.8)], lexical=[1], similarities={}, k=60)
+    assert hits == [Hit(chunks[2], 1 / 61, None, 1, None)]
+
+
+def test_fuse_breaks_ties_toward_the_newer_chunk_id():
+    chunks = {1: chunk(1), 2: chunk(2)}
+    hits = fuse(chunks, dense=[(1, 0.9)], lexical=[2], similarities={}, k=60)
+    assert [h.chunk.id for h in hits] == [2, 1]
+
+
+def test_rerank_adds_a_recency_bonus_that_halves_every_half_life():
+    fresh = hit(1, score=0.01, created_at=NOW)
+    month_old = hit(2, score=0.01, created_at=NOW - 30 * SECONDS_PER_DAY)
+    ranked = rerank([month_old, fresh], NOW, half_life_days=30, weight=0.1, k=60)
+    assert [h.chunk.id for h in ranked] == [1, 2]
+    assert ranked[0].score == pytest.approx(0.01 + 0.1 / 61)
+    assert ranked[1].score == pytest.approx(0.01 + 0.05 / 61)
+
+
+def test_rerank_recency_does_not_overturn_a_clearly_better_hit():
+    old_but_first = hit(1, score=1 / 61 + 1 / 61, created_at=NOW - 365 * SECONDS_PER_DAY)
+    new_but_weak = hit(2, score=1 / 70, created_at=NOW)
+    ranked = rerank([new_but_weak, old_but_first], NOW, half_life_days=30, weight=0.1, k=60)
+    assert [h.chunk.id for h in ranked] == [1, 2]
+
+
+def test_rerank_breaks_a_near_tie_toward_the_newer_memory():
+    older = hit(1, score=1 / 61, created_at=NOW - 90 * SECONDS_PER_DAY)
+    newer = hit(2, score=1 / 62, created_at=NOW - 1 * SECONDS_PER_DAY)
+    ranked = rerank([older, newer], NOW, half_life_days=30, weight=0.1, k=60)
+    assert [h.chunk.id for h in ranked] == [2, 1]
+
+
+def test_rerank_treats_future_timestamps_as_brand_new():
+    future = hit(1, score=0.0, created_at=NOW + 10 * SECONDS_PER_DAY)
+    assert rerank([future], NOW, 30, 0.1, 60)[0].score == pytest.approx(0.1 / 61)
+
+
+def test_rerank_without_weight_or_half_life_changes_nothing():
+    hits = [hit(1, score=0.01, created_at=NOW - 1e6), hit(2, score=0.02)]
+    assert rerank(hits, NOW, half_life_days=30, weight=0.0) == hits
+    assert rerank(hits, NOW, half_life_days=0, weight=0.1) == hits
+
+
+def test_abstain_when_nothing_was_found():
+    assert should_abstain([], 0.35) is True
+
+
+def test_abstain_when_no_lexical_hit_and_best_cosine_is_low():
+    hits = [hit(1, similarity=0.34, dense_rank=1), hit(2, similarity=0.2, dense_rank=2)]
+    assert should_abstain(hits, 0.35) is True
+
+
+def test_no_abstention_when_best_cosine_reaches_the_threshold():
+    hits = [hit(1, similarity=0.2, dense_rank=2), hit(2, similarity=0.35, dense_rank=1)]
+    assert should_abstain(hits, 0.35) is False
+
+
+def test_a_lexical_hit_is_never_abstained_even_with_a_low_cosine():
+    hits = [hit(1, similarity=0.05, dense_rank=1), hit(2, similarity=0.01, lexical_rank=1)]
+    assert should_abstain(hits, 0.35) is False
+
+
+def test_abstain_when_no_hit_has_a_similarity():
+    assert should_abstain([hit(1, dense_rank=1)], 0.35) is True

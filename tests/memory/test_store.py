@@ -1,0 +1,199 @@
+"""memory/store.py on a real SQLite file: idempotent writes, per-user isolation, export/import.
+
+Vectors come from a deterministic 8-dimension embedder behind the real `Embedder` interface
+(STYLE.md point 17 allows one in unit tests), indexed through `memory.ingest.index_pending`.
+"""
+
+import hashlib
+import re
+
+import numpy as np
+import pytest
+
+from memory.fts import fts_query
+from memory.ingest import Turn, index_pending, store_turn
+from memory.settings import Settings
+from memory.store import NewMessage, Stats, Store
+from memory.vectors import VectorIndex
+
+
+class HashEmbedder:
+    """Bag of words hashed into 8 dimensions, L2-normalised: same text, same vector."""
+
+    name = "test/hash-8"
+    dim = 8
+
+    def embed_documents(self, texts):
+        return np.array([self.embed_query(t) for t in texts], dtype=np.float32).reshape(-1, 8)
+
+    def embed_query(self, text):
+        vector = np.full(8, 0.01, dtype=np.float32)
+        for word in re.findall(r"\w+", text.lower()):
+            vector[hashlib.blake2b(word.encode(), digest_size=1).digest()[0] % 8] += 1.0
+        return vector / np.linalg.norm(vector)
+
+
+SAME_TEXT = "My cat Miso sleeps on the radiator every afternoon"
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(db_path=tmp_path / "moim.db")
+
+
+@pytest.fixture
+def store(settings):
+    store = Store(settings.db_path)
+    store.ensure_vectors(HashEmbedder.name, HashEmbedder.dim)
+    return store
+
+
+def new_message(key, content, role="user", created_at=1_700_000_000.0):
+    return NewMessage(
+        message_key=key,
+        content_hash=key.split("#")[0],
+        role=role,
+        name=None,
+        content=content,
+        payload="{}",
+        model="gpt-4o-mini",
+        tokens=3,
+        partial=False,
+        created_at=created_at,
+    )
+
+
+def remember(store, settings, user_id, session_id, text, reply="noted"):
+    turn = Turn(
+        user_id=user_id,
+        session_id=session_id,
+        model="gpt-4o-mini",
+        messages=({"role": "user", "content": text},),
+        reply={"role": "assistant", "content": reply},
+        created_at=1_700_000_000.0,
+    )
+    store_turn(store, turn)
+    index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
+
+
+@pytest.fixture
+def two_users(store, settings):
+    """Alice and Bob said exactly the same thing; return {user: set of their chunk ids}."""
+    remember(store, settings, "alice", "s-1", SAME_TEXT)
+    remember(store, settings, "bob", "s-1", SAME_TEXT)
+    return {user: set(store.chunks(user, range(1, 100))) for user in ("alice", "bob")}
+
+
+def test_add_messages_is_idempotent_by_message_key(store):
+    rows = [new_message("h1#1", "hello"), new_message("h2#1", "world")]
+    assert store.add_messages("alice", "s-1", rows) == 2
+    assert store.add_messages("alice", "s-1", rows) == 0
+    assert store.add_messages("alice", "s-1", [*rows, new_message("h1#2", "hello")]) == 1
+    assert [m.content for m in store.messages("alice")] == ["hello", "world", "hello"]
+
+
+def test_same_message_key_in_another_session_is_a_new_message(store):
+    assert store.add_messages("alice", "s-1", [new_message("h1#1", "hello")]) == 1
+    assert store.add_messages("alice", "s-2", [new_message("h1#1", "hello")]) == 1
+    assert [m.session_id for m in store.messages("alice")] == ["s-1", "s-2"]
+
+
+def test_each_user_has_their_own_chunks(two_users):
+    assert len(two_users["alice"]) == 2  # the user's message and the reply
+    assert len(two_users["bob"]) == 2
+    assert not two_users["alice"] & two_users["bob"]
+
+
+def test_chunks_of_another_user_are_absent(store, two_users):
+    assert store.chunks("alice", sorted(two_users["bob"])) == {}
+    found = store.chunks("alice", sorted(two_users["alice"] | two_users["bob"]))
+    assert set(found) == two_users["alice"]
+    assert {c.user_id for c in found.values()} == {"alice"}
+
+
+def test_lexical_search_returns_only_the_users_chunks(store, two_users):
+    found = store.lexical_search("alice", fts_query("Miso radiator"), 10)
+    assert len(found) == 1
+    assert set(found) <= two_users["alice"]
+
+
+def test_dense_search_returns_only_the_users_chunks(store, two_users):
+    found = store.dense_search("alice", HashEmbedder().embed_query(SAME_TEXT), 10)
+    assert {chunk_id for chunk_id, _ in found} == two_users["alice"]
+    assert max(similarity for _, similarity in found) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_user_vectors_hold_only_the_users_vectors(store, two_users):
+    ids, matrix = store.user_vectors("bob")
+    assert set(ids.tolist()) == two_users["bob"]
+    assert matrix.shape == (2, 8)
+    assert matrix.dtype == np.float32
+
+
+def test_messages_stats_and_export_are_per_user(store, two_users):
+    assert {m.user_id for m in store.messages("alice")} == {"alice"}
+    assert len(store.messages("alice")) == 2
+    assert store.stats("alice") == Stats("alice", messages=2, chunks=2, facts=0, sessions=1)
+    exported = list(store.export_messages("alice"))
+    assert [item["id"] for item in exported] == [m.id for m in store.messages("alice")]
+    assert not {item["id"] for item in exported} & {m.id for m in store.messages("bob")}
+
+
+def test_unknown_user_sees_nothing(store, two_users):
+    assert store.messages("carol") == []
+    assert store.stats("carol") == Stats("carol", 0, 0, 0, 0)
+    assert store.lexical_search("carol", fts_query("Miso"), 10) == []
+    assert store.dense_search("carol", HashEmbedder().embed_query(SAME_TEXT), 10) == []
+    assert list(store.export_messages("carol")) == []
+
+
+def test_delete_user_removes_only_that_user(store, two_users):
+    assert store.delete_user("alice") == 2
+    assert store.stats("alice") == Stats("alice", 0, 0, 0, 0)
+    assert store.user_vectors("alice")[0].tolist() == []
+    assert store.lexical_search("alice", fts_query("Miso"), 10) == []
+    assert store.stats("bob") == Stats("bob", messages=2, chunks=2, facts=0, sessions=1)
+    assert set(store.user_vectors("bob")[0].tolist()) == two_users["bob"]
+    assert len(store.lexical_search("bob", fts_query("Miso"), 10)) == 1
+
+
+def test_ensure_vectors_with_the_same_model_changes_nothing(store, two_users):
+    assert store.ensure_vectors(HashEmbedder.name, HashEmbedder.dim) is False
+    assert store.count_unindexed() == 0
+    assert store.stats("alice").chunks == 2
+
+
+def test_ensure_vectors_with_another_model_marks_messages_for_reindexing(store, two_users):
+    assert store.ensure_vectors("test/another-model", 8) is True
+    assert store.count_unindexed() == 4
+    assert store.stats("alice").chunks == 0
+    assert store.user_vectors("alice")[0].tolist() == []
+
+
+def test_ensure_vectors_on_an_empty_store_needs_no_reindex(settings):
+    store = Store(settings.db_path)
+    assert store.ensure_vectors("test/one", 8) is False
+    assert store.ensure_vectors("test/two", 4) is False
+
+
+def test_import_keeps_ids_when_free(store, two_users, tmp_path):
+    exported = list(store.export_messages("alice"))
+    fresh = Store(tmp_path / "fresh.db")
+    assert [fresh.import_message("alice", item) for item in exported] == [True, True]
+    assert list(fresh.export_messages("alice")) == exported
+
+
+def test_import_takes_a_new_id_when_the_old_one_is_taken(store, two_users):
+    exported = list(store.export_messages("alice"))
+    for item in exported:  # alice's ids are taken, by alice
+        assert store.import_message("dave", item)
+    restored = list(store.export_messages("dave"))
+    assert [m["content"] for m in restored] == [m["content"] for m in exported]
+    assert not {m["id"] for m in restored} & {m["id"] for m in exported}
+    assert list(store.export_messages("alice")) == exported
+
+
+def test_import_of_an_already_stored_message_adds_nothing(store, two_users):
+    exported = list(store.export_messages("alice"))
+    assert [store.import_message("alice", item) for item in exported] == [False, False]
+    assert len(store.messages("alice")) == 2

@@ -1,0 +1,212 @@
+"""proxy/config.py: defaults, then config.yaml, then the MOIM_* environment (CONTRACT.md).
+
+Environments are passed as dicts; `os.environ` is never touched.
+"""
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from memory import Settings, TierRule
+from proxy.config import Config, ConfigError, ModelRoute, ProxyKey, load_config
+
+FULL_YAML = """
+server: {host: 0.0.0.0, port: 9999}
+db: /data/moim.db
+upstream:
+  base_url: http://127.0.0.1:9000/v1
+  api_key: sk-yaml
+  connect_timeout: 3
+  read_timeout: 120.5
+memory:
+  enabled: false
+  placement: before_last_user
+  vector_search: db
+  min_similarity: 0.5
+  recency_half_life_days: 7
+  tiers:
+    - {below: 0.4, excerpts: 4, chars: 500}
+    - {below: "0.8", excerpts: 1, chars: 100}
+context_windows: {my-local-model: 32768}
+models:
+  local: {model: llama3, api_base: http://127.0.0.1:11434/v1, openai_compatible: true}
+  claude: anthropic/claude-3-5-sonnet-latest
+auth:
+  keys:
+    - {key: sk-moim-alice, user_id: alice}
+    - sk-moim-plain
+  admin_keys: [sk-moim-admin]
+"""
+
+ENV = {
+    "MOIM_HOST": "10.0.0.1",
+    "MOIM_PORT": "7000",
+    "MOIM_DB": "/env/moim.db",
+    "MOIM_UPSTREAM_BASE_URL": "http://env-upstream/v1",
+    "MOIM_UPSTREAM_API_KEY": "sk-env",
+    "MOIM_MEMORY": "on",
+}
+
+
+@pytest.fixture
+def in_empty_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_without_a_file(in_empty_dir):
+    assert load_config(None, {}) == Config()
+
+
+def test_built_in_defaults():
+    config = Config()
+    assert (config.host, config.port, config.upstream_base_url, config.upstream_api_key) == (
+        "127.0.0.1", 8080, None, None,
+    )
+    assert config.memory_enabled is True
+    assert config.db_path == Path("moim.db")
+    assert config.memory == Settings()
+    assert config.memory.embedding_model == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_empty_config_file_means_all_defaults(in_empty_dir):
+    path = write(in_empty_dir / "empty.yaml", "")
+    assert load_config(path, {}) == Config()
+
+
+def test_config_file_with_only_comments_means_all_defaults(in_empty_dir):
+    path = write(in_empty_dir / "comments.yaml", "# nothing here\n")
+    assert load_config(path, {}) == Config()
+
+
+def test_yaml_keys(in_empty_dir):
+    config = load_config(write(in_empty_dir / "moim.yaml", FULL_YAML), {})
+    assert (config.host, config.port) == ("0.0.0.0", 9999)
+    assert config.db_path == Path("/data/moim.db")
+    assert (config.upstream_base_url, config.upstream_api_key) == (
+        "http://127.0.0.1:9000/v1", "sk-yaml",
+    )
+    assert (config.connect_timeout, config.read_timeout) == (3.0, 120.5)
+    assert config.memory_enabled is False
+    memory = config.memory
+    assert (memory.placement, memory.vector_search) == ("before_last_user", "db")
+    assert (memory.min_similarity, memory.recency_half_life_days) == (0.5, 7.0)
+    assert memory.context_windows == {"my-local-model": 32768}
+    assert memory.embedding_model == Settings().embedding_model
+    assert config.routes == {
+        "local": ModelRoute("llama3", "http://127.0.0.1:11434/v1", None, True),
+        "claude": ModelRoute("anthropic/claude-3-5-sonnet-latest"),
+    }
+    assert config.keys == (
+        ProxyKey("sk-moim-alice", user_id="alice"),
+        ProxyKey("sk-moim-plain"),
+        ProxyKey("sk-moim-admin", admin=True),
+    )
+
+
+def test_tiers_are_read_as_exact_fractions(in_empty_dir):
+    config = load_config(write(in_empty_dir / "moim.yaml", FULL_YAML), {})
+    assert config.memory.tier_rules == (
+        TierRule(Fraction(2, 5), 4, 500),
+        TierRule(Fraction(4, 5), 1, 100),
+    )
+
+
+def test_shipped_config_yaml_loads():
+    shipped = Path(__file__).resolve().parents[2] / "config.yaml"
+    config = load_config(shipped, {})
+    assert config.memory.tier_rules == Settings().tier_rules
+    assert config.memory.embedding_model == Settings().embedding_model
+
+
+def test_config_yaml_in_the_working_directory_is_found(in_empty_dir):
+    write(in_empty_dir / "config.yaml", "server: {port: 1234}\n")
+    assert load_config(None, {}).port == 1234
+
+
+def test_moim_config_names_the_file(in_empty_dir):
+    write(in_empty_dir / "config.yaml", "server: {port: 1234}\n")
+    other = write(in_empty_dir / "other.yaml", "server: {port: 4321}\n")
+    assert load_config(None, {"MOIM_CONFIG": str(other)}).port == 4321
+
+
+def test_explicit_path_beats_moim_config(in_empty_dir):
+    named = write(in_empty_dir / "named.yaml", "server: {port: 1111}\n")
+    other = write(in_empty_dir / "other.yaml", "server: {port: 4321}\n")
+    assert load_config(named, {"MOIM_CONFIG": str(other)}).port == 1111
+
+
+def test_environment_beats_yaml(in_empty_dir):
+    config = load_config(write(in_empty_dir / "moim.yaml", FULL_YAML), ENV)
+    assert (config.host, config.port) == ("10.0.0.1", 7000)
+    assert config.db_path == Path("/env/moim.db")
+    assert (config.upstream_base_url, config.upstream_api_key) == (
+        "http://env-upstream/v1", "sk-env",
+    )
+    assert config.memory_enabled is True
+    assert config.memory.placement == "before_last_user"  # untouched by the environment
+
+
+def test_moim_memory_off_turns_memory_off(in_empty_dir):
+    assert load_config(None, {"MOIM_MEMORY": "off"}).memory_enabled is False
+    assert load_config(None, {"MOIM_MEMORY": " OFF "}).memory_enabled is False
+
+
+def test_moim_memory_must_be_on_or_off(in_empty_dir):
+    with pytest.raises(ConfigError, match="MOIM_MEMORY"):
+        load_config(None, {"MOIM_MEMORY": "maybe"})
+
+
+def test_bad_moim_port_names_the_variable(in_empty_dir):
+    with pytest.raises(ConfigError, match="MOIM_PORT"):
+        load_config(None, {"MOIM_PORT": "eighty"})
+
+
+@pytest.mark.parametrize(
+    "yaml_text, key",
+    [
+        ("server: {port: eighty}", "server.port"),
+        ("server: {port: true}", "server.port"),
+        ("server: {port: 8080.5}", "server.port"),
+        ("server: {host: 8080}", "server.host"),
+        ("db: 5", "db"),
+        ("upstream: {base_url: 5}", "upstream.base_url"),
+        ("upstream: {read_timeout: soon}", "upstream.read_timeout"),
+        ("memory: {enabled: 'yes'}", "memory.enabled"),
+        ("memory: {min_similarity: high}", "memory.min_similarity"),
+        ("memory: {placement: everywhere}", "memory.placement"),
+        ("memory: {vector_search: gpu}", "memory.vector_search"),
+        ("memory: {tiers: [{below: 2, excerpts: 1, chars: 1}]}", "memory.tiers"),
+        ("memory: {tiers: [{below: 0.5}]}", "memory.tiers"),
+        ("context_windows: {gpt-4o: big}", "context_windows.gpt-4o"),
+        ("server: [1, 2]", "server"),
+        ("models: {local: {api_base: x}}", "models.local"),
+        ("auth: {keys: [{user_id: alice}]}", "auth.keys[0]"),
+    ],
+)
+def test_bad_value_names_its_key(in_empty_dir, yaml_text, key):
+    path = write(in_empty_dir / "bad.yaml", yaml_text + "\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, {})
+    assert str(raised.value).startswith(key + ":")
+
+
+def test_top_level_must_be_a_mapping(in_empty_dir):
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(write(in_empty_dir / "list.yaml", "- 1\n- 2\n"), {})
+
+
+def test_unreadable_yaml_is_a_config_error(in_empty_dir):
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(write(in_empty_dir / "broken.yaml", "server: {port: [\n"), {})
+
+
+def test_missing_config_file_is_a_config_error(in_empty_dir):
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(in_empty_dir / "absent.yaml", {})

@@ -1,0 +1,225 @@
+"""proxy/identity.py: who is asking (CONTRACT.md "Who and how"), and how memory is used."""
+
+from datetime import UTC, datetime
+
+import pytest
+from starlette.datastructures import Headers
+
+from memory import BLOCK_END, BLOCK_START
+from proxy.errors import BadRequest
+from proxy.identity import Mode, derive_session_id, identify
+
+BODY = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+
+# CONTRACT order of precedence for the user id.
+USER_ALIASES = [
+    "X-Memory-User-Id",
+    "x-sm-user-id",
+    "X-OpenWebUI-User-Id",
+    "x-litellm-end-user-id",
+]
+SESSION_ALIASES = ["X-Memory-Session-Id", "x-sm-conversation-id", "X-OpenWebUI-Chat-Id"]
+
+
+def who(headers=None, body=BODY, **kwargs):
+    return identify(Headers(headers or {}), body, **kwargs)
+
+
+# -- user ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("position", range(len(USER_ALIASES)))
+def test_each_user_header_beats_every_later_fallback(position):
+    headers = {name: f"user-{i}" for i, name in enumerate(USER_ALIASES) if i >= position}
+    body = {**BODY, "user": "body-user"}
+    assert who(headers, body, path_user="path-user").user_id == f"user-{position}"
+
+
+def test_user_headers_are_case_insensitive():
+    assert who({"x-memory-user-id": "ana"}).user_id == "ana"
+    assert who({"X-SM-USER-ID": "ana"}).user_id == "ana"
+
+
+def test_body_user_when_no_header():
+    assert who({}, {**BODY, "user": "ana@example.com"}, path_user="bob").user_id == (
+        "ana@example.com"
+    )
+
+
+def test_path_user_when_no_header_and_no_body_user():
+    assert who({}, BODY, path_user="bob").user_id == "bob"
+
+
+def test_default_user_when_nothing_says():
+    assert who().user_id == "default"
+
+
+def test_blank_header_and_body_user_fall_through():
+    body = {**BODY, "user": "   "}
+    assert who({"X-Memory-User-Id": "  ", "x-sm-user-id": "ana"}, body).user_id == "ana"
+    assert who({"X-Memory-User-Id": " "}, body, path_user="bob").user_id == "bob"
+
+
+def test_header_value_is_trimmed():
+    assert who({"X-Memory-User-Id": "  ana  "}).user_id == "ana"
+
+
+def test_bound_user_overrides_every_header():
+    headers = {name: "mallory" for name in USER_ALIASES}
+    body = {**BODY, "user": "mallory"}
+    assert who(headers, body, path_user="mallory", bound_user="alice").user_id == "alice"
+
+
+@pytest.mark.parametrize(
+    "bad", ["has space", "a/b", "semi;colon", "new\nline", "x" * 257, "<script>"]
+)
+def test_invalid_user_id_header_is_a_bad_request(bad):
+    with pytest.raises(BadRequest) as raised:
+        who({"X-Memory-User-Id": bad}, BODY)
+    assert (raised.value.status, raised.value.code) == (400, "invalid_user_id")
+
+
+@pytest.mark.parametrize(
+    ("given", "user_id"),
+    [("John Smith", "John_Smith"), ("a/b", "a_b"), ("<script>", "_script_"), ("x" * 300, "x" * 256)],
+)
+def test_body_user_that_openai_accepts_becomes_a_valid_id(given, user_id):
+    assert who({}, {**BODY, "user": given}).user_id == user_id
+
+
+def test_utf8_user_id_header_is_decoded_as_utf8():
+    latin1_view = "zoë".encode().decode("latin-1")
+    assert who({"X-Memory-User-Id": latin1_view}, BODY).user_id == "zoë"
+
+
+def test_invalid_path_user_is_a_bad_request():
+    with pytest.raises(BadRequest):
+        who({}, BODY, path_user="a b")
+
+
+@pytest.mark.parametrize(
+    "good", ["ana", "ana@example.com", "team:42", "u_1-2.3+x", "é李", "x" * 256]
+)
+def test_valid_user_ids(good):
+    assert who({}, {**BODY, "user": good}).user_id == good
+
+
+# -- session ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("position", range(len(SESSION_ALIASES)))
+def test_each_session_header_beats_every_later_fallback(position):
+    headers = {name: f"chat-{i}" for i, name in enumerate(SESSION_ALIASES) if i >= position}
+    assert who(headers).session_id == f"chat-{position}"
+
+
+def test_invalid_session_id_is_a_bad_request():
+    with pytest.raises(BadRequest) as raised:
+        who({"X-Memory-Session-Id": "two words"})
+    assert raised.value.code == "invalid_session_id"
+
+
+def test_derived_session_is_stable_as_the_conversation_grows():
+    opening = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Plan a trip to Porto"},
+    ]
+    later = [
+        *opening,
+        {"role": "assistant", "content": "Sure: day one..."},
+        {"role": "user", "content": "Add a day in Braga"},
+    ]
+    first = who({"X-Memory-User-Id": "ana"}, {**BODY, "messages": opening}).session_id
+    again = who({"X-Memory-User-Id": "ana"}, {**BODY, "messages": later}).session_id
+    assert first == again
+    assert first.startswith("s-") and len(first) == 18
+
+
+def test_derived_session_ignores_an_injected_block():
+    plain = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    block = f"{BLOCK_START}\nRecalled.\n{BLOCK_END}\n\nBe brief."
+    injected = [{"role": "system", "content": block}, {"role": "user", "content": "hi"}]
+    assert derive_session_id("ana", {"messages": plain}) == derive_session_id(
+        "ana", {"messages": injected}
+    )
+
+
+def test_derived_session_differs_by_user_and_by_opening():
+    messages = [{"role": "user", "content": "Plan a trip to Porto"}]
+    other = [{"role": "user", "content": "Plan a trip to Lisbon"}]
+    ids = {
+        derive_session_id("ana", {"messages": messages}),
+        derive_session_id("bob", {"messages": messages}),
+        derive_session_id("ana", {"messages": other}),
+    }
+    assert len(ids) == 3
+
+
+# -- mode, budget, timestamp -----------------------------------------------------------------
+
+
+def test_mode_defaults_to_auto():
+    assert who().mode is Mode.AUTO
+
+
+@pytest.mark.parametrize("value, mode", [("auto", Mode.AUTO), ("read", Mode.READ),
+                                         ("WRITE", Mode.WRITE), (" off ", Mode.OFF)])
+def test_mode_header(value, mode):
+    assert who({"X-Memory-Mode": value}).mode is mode
+
+
+def test_what_each_mode_reads_and_writes():
+    assert [(m.value, m.reads, m.writes) for m in Mode] == [
+        ("auto", True, True),
+        ("read", True, False),
+        ("write", False, True),
+        ("off", False, False),
+    ]
+
+
+def test_unknown_mode_is_a_bad_request():
+    with pytest.raises(BadRequest) as raised:
+        who({"X-Memory-Mode": "sometimes"})
+    assert raised.value.param == "X-Memory-Mode"
+
+
+def test_memory_disabled_means_off_whatever_the_header():
+    assert who({"X-Memory-Mode": "auto"}, memory_enabled=False).mode is Mode.OFF
+
+
+def test_context_budget():
+    assert who().context_budget is None
+    assert who({"X-Memory-Context-Budget": "50"}).context_budget == 50
+    assert who({"X-Memory-Context-Budget": "0"}).context_budget == 0
+
+
+@pytest.mark.parametrize("bad", ["-1", "lots", "1.5"])
+def test_bad_context_budget_is_a_bad_request(bad):
+    with pytest.raises(BadRequest) as raised:
+        who({"X-Memory-Context-Budget": bad})
+    assert raised.value.param == "X-Memory-Context-Budget"
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("1700000000", 1_700_000_000.0),
+        ("1700000000.5", 1_700_000_000.5),
+        ("2023-04-05T06:07:08Z", datetime(2023, 4, 5, 6, 7, 8, tzinfo=UTC).timestamp()),
+        ("2023-04-05T08:07:08+02:00", datetime(2023, 4, 5, 6, 7, 8, tzinfo=UTC).timestamp()),
+        ("2023-04-05T06:07:08", datetime(2023, 4, 5, 6, 7, 8, tzinfo=UTC).timestamp()),
+        ("2023-04-05", datetime(2023, 4, 5, tzinfo=UTC).timestamp()),
+    ],
+)
+def test_timestamp_header(value, expected):
+    assert who({"X-Memory-Timestamp": value}).timestamp == expected
+
+
+def test_no_timestamp_header_means_now():
+    assert who().timestamp is None
+
+
+def test_bad_timestamp_is_a_bad_request():
+    with pytest.raises(BadRequest) as raised:
+        who({"X-Memory-Timestamp": "last tuesday"})
+    assert raised.value.param == "X-Memory-Timestamp"
