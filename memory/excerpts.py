@@ -9,11 +9,14 @@ lets a 5 × 600 block hold more evidence than five single chunks (bench/locomo.p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from memory.budget import cut_excerpt
-from memory.records import Excerpt, Hit, Tier
+from memory.records import Chunk, Excerpt, Hit, Message, Tier
+
+# The turns around a hit's message in its session, oldest first (the message included).
+Neighbours = Callable[[Chunk], Sequence[Message]]
 
 # A further hit joins an excerpt only if at least this much of it fits.
 _MIN_PIECE = 80
@@ -23,16 +26,36 @@ _ELLIPSIS = "…"
 @dataclass(slots=True)
 class _Passage:
     session_id: str
-    lines: list[tuple[float, int, str]] = field(default_factory=list)  # (time, chunk id, text)
+    # (time, message id, chunk id, text): sorted, the order things were said
+    lines: list[tuple[float, int, int, str]] = field(default_factory=list)
+    messages: set[int] = field(default_factory=set)
+    best: Chunk | None = None
     similarity: float | None = None
-    hits: int = 0
     used: int = 0
+
+    def room(self) -> int:
+        return self.max_chars - self.used - (1 if self.lines else 0)
+
+    max_chars: int = 0
+
+    def add(self, created_at: float, message_id: int, chunk_id: int, line: str) -> None:
+        self.used += len(line) + (1 if self.lines else 0)
+        self.lines.append((created_at, message_id, chunk_id, line))
+        self.messages.add(message_id)
 
 
 def build_excerpts(
-    hits: Sequence[Hit], tier: Tier, terms: Sequence[str], session_id: str
+    hits: Sequence[Hit],
+    tier: Tier,
+    terms: Sequence[str],
+    session_id: str,
+    neighbours: Neighbours | None = None,
 ) -> list[Excerpt]:
-    """Excerpts for the block: one per session, best session first, within the tier."""
+    """Excerpts for the block: one per session, best session first, within the tier.
+
+    Room left in a passage after its hits is filled with the turns around its best hit
+    (nearest first), when `neighbours` is given: an answer usually sits next to its question.
+    """
     if tier.max_excerpts <= 0 or tier.max_chars <= 0:
         return []
     passages: dict[str, _Passage] = {}
@@ -42,27 +65,52 @@ def build_excerpts(
         if passage is None:
             if len(passages) >= tier.max_excerpts:
                 continue
-            passage = passages[chunk.session_id] = _Passage(chunk.session_id)
-        room = tier.max_chars - passage.used - (1 if passage.lines else 0)
-        if passage.lines and room < _MIN_PIECE:
+            passage = _Passage(chunk.session_id, max_chars=tier.max_chars, best=chunk)
+            passages[chunk.session_id] = passage
+        if chunk.message_id in passage.messages or (passage.lines and passage.room() < _MIN_PIECE):
             continue
-        label = f"{chunk.name or chunk.role}: "
-        text = cut_excerpt(chunk.text, max(room - len(label), 1), terms)
-        if text in ("", _ELLIPSIS):
+        line = _line(chunk.name or chunk.role, chunk.text, passage.room(), terms)
+        if line is None:
             continue
-        line = label + text
-        passage.lines.append((chunk.created_at, chunk.id, line))
-        passage.used += len(line) + (1 if len(passage.lines) > 1 else 0)
-        passage.hits += 1
+        passage.add(chunk.created_at, chunk.message_id, chunk.id, line)
         if hit.similarity is not None:
             passage.similarity = max(passage.similarity or -1.0, hit.similarity)
+    if neighbours is not None:
+        for passage in passages.values():
+            _widen(passage, neighbours, terms)
     return [_excerpt(p, session_id) for p in passages.values()]
+
+
+def _line(speaker: str, text: str, room: int, terms: Sequence[str]) -> str | None:
+    label = f"{speaker}: "
+    cut = cut_excerpt(text, max(room - len(label), 1), terms)
+    if cut in ("", _ELLIPSIS):
+        return None
+    return label + cut
+
+
+def _widen(passage: _Passage, neighbours: Neighbours, terms: Sequence[str]) -> None:
+    """Add whole turns around the passage's best hit, nearest first, while they fit."""
+    assert passage.best is not None
+    around = list(neighbours(passage.best))
+    centre = next((i for i, m in enumerate(around) if m.id == passage.best.message_id), None)
+    if centre is None:
+        return
+    order = sorted(range(len(around)), key=lambda i: (abs(i - centre), i < centre))
+    for i in order:
+        message = around[i]
+        if message.id in passage.messages or not message.content.strip():
+            continue
+        line = f"{message.name or message.role}: {message.content.strip()}"
+        if len(line) + 1 > passage.room():
+            continue
+        passage.add(message.created_at, message.id, 0, line)
 
 
 def _excerpt(passage: _Passage, session_id: str) -> Excerpt:
     lines = sorted(passage.lines)
     return Excerpt(
-        text="\n".join(text for _, _, text in lines),
+        text="\n".join(line[3] for line in lines),
         session_id=passage.session_id,
         created_at=lines[0][0],
         similarity=passage.similarity,

@@ -26,10 +26,9 @@ from memory.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 
-# The durable-memory blog's fact types, in the order the block gives them room: what must
-# never be violated, who the user is, how they like things, then work, rules of the
-# conversation, open threads, dated events. Other lowercase words are valid categories too
-# and come after these.
+# The durable-memory blog's fact types, in the order the block gives them room: what must not
+# be violated, who the user is, how they like things, work, rules of the conversation, open
+# threads, dated events. Any other lowercase word is a valid category too, ranked after these.
 CATEGORIES = (
     "constraint", "profile", "preference", "project", "protocol", "open_loop", "episodic_event",
 )
@@ -46,9 +45,7 @@ DAY = 86_400.0
 MAX_SILENCE = {"open_loop": 60 * DAY, "episodic_event": 30 * DAY}
 # A fact the user stated in chat is trusted a little less than one set through the API.
 USER_STATED_CONFIDENCE = 0.9
-# Tokens are counted in o200k_base whatever the request's model: the cap is a budget, not a
-# promise to the token.
-_COUNT_MODEL = "gpt-4o"
+_COUNT_MODEL = "gpt-4o"  # o200k_base for every request: the cap is a budget, not exact
 
 
 def normalise_key(key: str) -> str:
@@ -161,11 +158,6 @@ def set_fact(
     profile, speak, unpinned). `ttl_seconds` makes the fact go stale that long after `now`;
     None means it never expires. Raises ValueError naming the bad field.
     """
-    if ttl_seconds is not None and not (
-        isinstance(ttl_seconds, (int, float)) and not isinstance(ttl_seconds, bool)
-        and 0 < ttl_seconds < math.inf
-    ):
-        raise ValueError("'ttl_seconds' must be a positive number of seconds")
     if pinned is not None and not isinstance(pinned, bool):
         raise ValueError("'pinned' must be true or false")
     key, value = normalise_key(key), check_value(value)
@@ -173,8 +165,16 @@ def set_fact(
         store, user_id, key, value, None if category is None else check_category(category),
         policy=None if policy is None else check_policy(policy),
         pinned=pinned, source=source,
-        expires_at=None if ttl_seconds is None else now + float(ttl_seconds), now=now,
+        expires_at=None if ttl_seconds is None else now + _ttl(ttl_seconds), now=now,
     )
+
+
+def _ttl(ttl_seconds: object) -> float:
+    """Seconds as a positive float; NaN, infinity, 10**400 and booleans are refused."""
+    if isinstance(ttl_seconds, (int, float)) and not isinstance(ttl_seconds, bool):
+        if 0 < ttl_seconds < 1e300:  # NaN fails both comparisons
+            return float(ttl_seconds)
+    raise ValueError("'ttl_seconds' must be a positive number of seconds")
 
 
 def resolve_key(store: Store, user_id: str, key_or_id: str) -> str:

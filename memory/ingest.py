@@ -142,7 +142,8 @@ def index_pending(
         rows = vectors[offset : offset + len(texts)]
         offset += len(texts)
         ids = store.add_chunks(message, texts, rows if texts else None)
-        index.add(message.user_id, ids, rows)
+        if ids:
+            index.add(message.user_id, ids, rows)
     return len(pending)
 
 

@@ -31,7 +31,7 @@ from memory.facts import (
 from memory.facts import set_fact as _set_fact
 from memory.fts import fts_terms
 from memory.ingest import Turn, content_hash, index_pending, store_new_messages
-from memory.records import Excerpt, Fact, Hit, MemoryBlock, Tier
+from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
 from memory.render import render_block
 from memory.retrieval import build_query, retrieve
 from memory.settings import Settings
@@ -81,6 +81,7 @@ class MemoryLayer:
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
         self._load_lock = threading.Lock()
+        self._index_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -119,9 +120,21 @@ class MemoryLayer:
                 query, exclude, now,
             )
             hits = found.hits[: self.settings.hit_pool]
-            excerpts = build_excerpts(hits, tier, fts_terms(query), request.session_id)
+            excerpts = build_excerpts(
+                hits, tier, fts_terms(query), request.session_id, self._neighbours(request.user_id, exclude)
+            )
         block = self._render(facts, excerpts, request, now)
         return Recollection(tier, block, hits if block else [])
+
+    def _neighbours(self, user_id: str, exclude: set[str]) -> Callable[[Chunk], list[Message]]:
+        around = self.settings.widen_turns
+
+        def neighbours(chunk: Chunk) -> list[Message]:
+            if around <= 0:
+                return []
+            return self.store.neighbours(user_id, chunk.message_id, around, exclude)
+
+        return neighbours
 
     def _render(
         self,
@@ -251,24 +264,26 @@ class MemoryLayer:
     def index_pending(self, batch: int = 64) -> int:
         """Chunk, embed and index every unindexed message; return how many were indexed."""
         total = 0
-        while True:
-            done = index_pending(self.store, self.embedder, self.index, self.settings, batch)
-            total += done
-            if done == 0:
-                return total
+        with self._index_lock:  # one indexer at a time: the writer, an import, a reindex
+            while True:
+                done = index_pending(self.store, self.embedder, self.index, self.settings, batch)
+                total += done
+                if done == 0:
+                    return total
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild chunks, FTS rows and vectors from the message log."""
-        todo = self.store.reset_index()
-        self.index.drop()
-        done = 0
-        while True:
-            step = index_pending(self.store, self.embedder, self.index, self.settings, 64)
-            if step == 0:
-                return done
-            done += step
-            if progress is not None:
-                progress(done, todo)
+        with self._index_lock:
+            todo = self.store.reset_index()
+            self.index.drop()
+            done = 0
+            while True:
+                step = index_pending(self.store, self.embedder, self.index, self.settings, 64)
+                if step == 0:
+                    return done
+                done += step
+                if progress is not None:
+                    progress(done, todo)
 
     # -- housekeeping ----------------------------------------------------------------------
 

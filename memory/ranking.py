@@ -10,12 +10,14 @@ best cosine, the honest answer is to recall nothing.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from memory.records import Chunk, Hit
 
 SECONDS_PER_DAY = 86_400.0
+_WORDS = re.compile(r"[\w-]+")
 
 
 def rrf(rankings: Sequence[Sequence[int]], k: int = 60) -> dict[int, float]:
@@ -64,6 +66,23 @@ def rerank(hits: Sequence[Hit], now: float, half_life_days: float, weight: float
         bonus = weight * top * math.pow(0.5, age_days / half_life_days)
         rescored.append(replace(hit, score=hit.score + bonus))
     return sorted(rescored, key=lambda h: (-h.score, -h.chunk.id))
+
+
+def boost_speakers(hits: Sequence[Hit], query: str, weight: float) -> list[Hit]:
+    """Favour turns said by someone the query names ("What did Ana say about …").
+
+    Names come from the hits themselves (a message's `name`), so nothing is guessed; the
+    bonus is `weight` × a first-rank RRF score, enough to reorder near-ties only.
+    """
+    if weight <= 0:
+        return list(hits)
+    words = {w.lower() for w in _WORDS.findall(query)}
+    named = {h.chunk.name for h in hits if h.chunk.name and h.chunk.name.lower() in words}
+    if not named:
+        return list(hits)
+    bonus = weight / 61.0
+    boosted = [replace(h, score=h.score + bonus) if h.chunk.name in named else h for h in hits]
+    return sorted(boosted, key=lambda h: (-h.score, -h.chunk.id))
 
 
 def drop_weak(hits: Sequence[Hit], min_similarity: float, min_lexical_similarity: float) -> list[Hit]:

@@ -17,7 +17,7 @@ import numpy as np
 from memory.embedding import Embedder
 from memory.fts import fts_query
 from memory.ingest import RECALLED_ROLES
-from memory.ranking import drop_weak, fuse, rerank, should_abstain
+from memory.ranking import boost_speakers, drop_weak, fuse, rerank, should_abstain
 from memory.records import Hit
 from memory.settings import Settings
 from memory.store import Store
@@ -85,11 +85,12 @@ def retrieve(
     }
     similarities = dict(dense)
     missing = [i for i in visible if i not in similarities]
-    similarities.update(_similarities(store, user_id, vector, missing))
+    similarities.update(_similarities(store, index, settings, user_id, vector, missing))
     hits = fuse(visible, dense, lexical, similarities, settings.rrf_k)
     hits = rerank(
         hits, now, settings.recency_half_life_days, settings.recency_weight, settings.rrf_k
     )
+    hits = boost_speakers(hits, query, settings.speaker_weight)
     if should_abstain(hits, settings.min_similarity):
         return Retrieval([], True, query)
     hits = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
@@ -110,10 +111,17 @@ def _dense(
 
 
 def _similarities(
-    store: Store, user_id: str, vector: np.ndarray, ids: list[int]
+    store: Store,
+    index: VectorIndex,
+    settings: Settings,
+    user_id: str,
+    vector: np.ndarray,
+    ids: list[int],
 ) -> dict[int, float]:
     """Cosines for lexical-only candidates, so every hit can show its similarity."""
     if not ids:
         return {}
+    if settings.vector_search == "ram":
+        return index.similarities(user_id, vector, ids)
     found = store.vectors(user_id, ids)
     return {i: float(v @ vector) for i, v in found.items()}

@@ -36,7 +36,11 @@ class Settings:
     # Candidates taken from each retriever before fusion.
     candidates: int = 40
     # Best fused hits that may go into the block's excerpts (gathered per session).
-    hit_pool: int = 20
+    hit_pool: int = 40
+    # Bonus (× a first-rank RRF score) for turns said by someone the query names.
+    speaker_weight: float = 2.0
+    # Turns on each side of a passage's best hit that may fill its leftover room.
+    widen_turns: int = 2
     # Reciprocal rank fusion constant (Cormack et al.; True Memory §4).
     rrf_k: int = 60
     # Recency re-ranking: a hit loses half its recency bonus every `recency_half_life_days`.

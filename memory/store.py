@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,6 +201,14 @@ class Store:
         """Store a message's chunks, their FTS rows and vectors; mark the message indexed."""
         ids: list[int] = []
         with self.write() as db:
+            row = db.execute("SELECT indexed FROM messages WHERE id = ?", (message.id,)).fetchone()
+            if row is None or row[0]:
+                return []  # indexed meanwhile (or deleted): nothing to do
+            db.execute(
+                "DELETE FROM chunk_vectors WHERE chunk_id IN "
+                "(SELECT id FROM chunks WHERE message_id = ?)",
+                (message.id,),
+            )
             db.execute("DELETE FROM chunks WHERE message_id = ?", (message.id,))
             for position, text in enumerate(texts):
                 cur = db.execute(
@@ -241,32 +249,35 @@ class Store:
         )
         return {row[0]: Chunk(*row) for row in rows}
 
-    def neighbours(self, user_id: str, message_id: int, before: int, after: int) -> list[Message]:
-        """Messages around one message in its session (for widening an excerpt)."""
-        rows = self.read(
-            "SELECT id, user_id, session_id, role, name, content, created_at, partial FROM ("
-            " SELECT * FROM messages WHERE user_id = ? AND session_id = "
-            "  (SELECT session_id FROM messages WHERE id = ? AND user_id = ?)"
-            "  AND id < ? AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?) "
-            "UNION ALL SELECT id, user_id, session_id, role, name, content, created_at, partial "
-            "FROM (SELECT * FROM messages WHERE user_id = ? AND session_id = "
-            "  (SELECT session_id FROM messages WHERE id = ? AND user_id = ?)"
-            "  AND id >= ? AND role IN ('user', 'assistant') ORDER BY id LIMIT ?)",
-            (
-                user_id,
-                message_id,
-                user_id,
-                message_id,
-                before,
-                user_id,
-                message_id,
-                user_id,
-                message_id,
-                after + 1,
-            ),
+    def neighbours(
+        self,
+        user_id: str,
+        message_id: int,
+        around: int,
+        exclude_hashes: Collection[str] = (),
+    ) -> list[Message]:
+        """Up to `around` user/assistant turns on each side of a message, in its session.
+
+        Turns whose content hash is in `exclude_hashes` (present in the request) are left out.
+        """
+        columns = "id, user_id, session_id, role, name, content, created_at, partial, content_hash"
+        same_session = (
+            f"SELECT {columns} FROM messages WHERE user_id = ? AND session_id = "
+            "(SELECT session_id FROM messages WHERE id = ? AND user_id = ?) "
+            "AND role IN ('user', 'assistant')"
         )
-        found = [Message(*row[:7], partial=bool(row[7])) for row in rows]
-        return sorted(found, key=lambda m: m.id)
+        rows = self.read(
+            f"SELECT * FROM ({same_session} AND id < ? ORDER BY id DESC LIMIT ?) UNION ALL "
+            f"SELECT * FROM ({same_session} AND id >= ? ORDER BY id LIMIT ?)",
+            (user_id, message_id, user_id, message_id, around,
+             user_id, message_id, user_id, message_id, around + 1),
+        )
+        rows.sort(key=lambda row: row[0])
+        found = [
+            (row[0], Message(*row[:7], partial=bool(row[7])), row[8] not in exclude_hashes)
+            for row in rows
+        ]
+        return [message for mid, message, keep in found if keep or mid == message_id]
 
     def lexical_search(self, user_id: str, match: str, limit: int) -> list[int]:
         """Chunk ids of the user matching an FTS5 expression, best BM25 first.

@@ -45,15 +45,29 @@ class VectorIndex:
         self._users: dict[str, _UserMatrix] = {}
         self._lock = threading.Lock()
 
-    def search(self, user_id: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(chunk id, cosine) of the k nearest chunks of this user, best first."""
+    def _matrix(self, user_id: str) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             matrix = self._users.get(user_id)
             if matrix is None:
                 ids, rows = self._loader(user_id)
                 matrix = _UserMatrix(ids, rows, len(ids))
                 self._users[user_id] = matrix
-            ids, rows = matrix.ids[: matrix.size], matrix.rows[: matrix.size]
+            return matrix.ids[: matrix.size], matrix.rows[: matrix.size]
+
+    def similarities(self, user_id: str, query: np.ndarray, ids: list[int]) -> dict[int, float]:
+        """Cosines of some of the user's chunks (ids not held are absent)."""
+        held, rows = self._matrix(user_id)
+        # ids are appended in increasing order, so the held ids are sorted
+        wanted = np.asarray(ids, dtype=np.int64)
+        positions = np.searchsorted(held, wanted)
+        found = positions < len(held)
+        found[found] = held[positions[found]] == wanted[found]
+        scores = rows[positions[found]] @ query
+        return {int(i): float(s) for i, s in zip(wanted[found], scores, strict=True)}
+
+    def search(self, user_id: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the k nearest chunks of this user, best first."""
+        ids, rows = self._matrix(user_id)
         if len(ids) == 0:
             return []
         scores = rows @ query

@@ -19,7 +19,7 @@ from memory import Hit
 from proxy import facts_api
 from proxy.auth import authenticate
 from proxy.errors import BadRequest
-from proxy.identity import identify
+from proxy.identity import MAX_TIMESTAMP, identify
 
 if TYPE_CHECKING:
     from proxy.app import AppState
@@ -153,9 +153,19 @@ def _valid_item(item: dict[str, Any]) -> bool:
     if item.get("type", "message") != "message":
         return item.get("type") == "fact" and isinstance(item.get("key"), str)
     fields = ("session_id", "message_key", "content_hash", "role", "content")
-    return all(isinstance(item.get(f), str) for f in fields) and isinstance(
-        item.get("created_at"), (int, float)
-    )
+    if not all(isinstance(item.get(f), str) for f in fields):
+        return False
+    created = item.get("created_at")
+    ok_time = isinstance(created, (int, float)) and not isinstance(created, bool)
+    if not ok_time or not 0 <= created < MAX_TIMESTAMP:
+        return False
+    optional = {"id": int, "name": str, "model": str, "tokens": int, "partial": bool}
+    for name, kind in optional.items():
+        value = item.get(name)
+        if value is not None and (not isinstance(value, kind) or
+                                  (kind is int and isinstance(value, bool))):
+            return False
+    return not isinstance(item.get("id"), int) or 0 < item["id"] < 2**62
 
 
 def _positive_int(value: str, name: str, maximum: int) -> int:

@@ -26,6 +26,8 @@ USER_HEADERS = (
     "x-litellm-end-user-id",
 )
 SESSION_HEADERS = ("x-memory-session-id", "x-sm-conversation-id", "x-openwebui-chat-id")
+# 9999-12-31: beyond it dates cannot be shown; NaN and infinities fail the range check.
+MAX_TIMESTAMP = 253_402_300_800.0
 _ID = re.compile(r"^[\w.@:+\-]{1,256}$", re.UNICODE)
 _INVALID_ID_CHARS = re.compile(r"[^\w.@:+\-]", re.UNICODE)
 
@@ -168,16 +170,20 @@ def _timestamp(value: str | None) -> float | None:
     if value is None or not value.strip():
         return None
     text = value.strip()
+    invalid = BadRequest(
+        "X-Memory-Timestamp must be Unix seconds or ISO 8601, between 1970 and 9999",
+        param="X-Memory-Timestamp",
+    )
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise BadRequest(
-            "X-Memory-Timestamp must be Unix seconds or ISO 8601", param="X-Memory-Timestamp"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise invalid from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        seconds = moment.timestamp()
+    if not 0 <= seconds < MAX_TIMESTAMP:
+        raise invalid
+    return seconds

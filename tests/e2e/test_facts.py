@@ -1,0 +1,328 @@
+"""Semantic memory through the real proxy: facts the user states, or sets through the API, are
+in every later block under their policy's heading, at every tier; a new value supersedes the
+old one, which stays in the history; forgetting archives; TTLs expire; users never share.
+
+CONTRACT.md, "Memory API" and "The memory block"; the CLI group `moim facts` on a temp DB.
+"""
+
+import json
+import time
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from proxy.cli import main
+
+BLOCK_START = "=== Memory Context ==="
+KNOWN = "[Known about the user]"
+SILENT = "[Use silently — do not mention]"
+AVOID = "[Do not bring up unless the user does]"
+PAST = "[Relevant past context]"
+
+
+def say(proxy, text, user="ann", **kwargs):
+    """One chat turn as `user` through the openai SDK; the raw response (for headers)."""
+    with proxy.client(default_headers={"X-Memory-User-Id": user}) as client:
+        return client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": text}], **kwargs
+        )
+
+
+def block_sent(upstream):
+    """The MOIM block the upstream received in the last request, or None."""
+    first = upstream.last_json["messages"][0]
+    if first["role"] != "system" or not first["content"].startswith(BLOCK_START):
+        return None
+    return first["content"]
+
+
+def section(block, heading):
+    """The lines under one section heading of a block."""
+    lines = block.splitlines()
+    if heading not in lines:
+        return []
+    body = lines[lines.index(heading) + 1 :]
+    end = next((i for i, line in enumerate(body) if not line.startswith("- ")), len(body))
+    return body[:end]
+
+
+def api(proxy, user="ann"):
+    return httpx.Client(base_url=proxy.root + "/v1/memory",
+                        headers={"X-Memory-User-Id": user}, timeout=10)
+
+
+def test_a_name_said_once_is_in_later_blocks_even_when_the_context_is_nearly_full(
+    make_proxy, upstream
+):
+    proxy = make_proxy(settings={"context_windows": {"gpt-4o-mini": 300}})
+    say(proxy, "Hi! My name is Dana.")
+    proxy.flush()
+
+    long_question = "Please summarise the plot of a long novel for me. " * 22
+    response = say(proxy, long_question)
+
+    assert response.headers["x-memory-tier"] == "3"
+    assert float(response.headers["x-memory-fill-ratio"]) >= 0.70
+    assert response.headers["x-memory-facts-injected"] == "1"
+    block = block_sent(upstream)
+    assert section(block, KNOWN) == ["- name: Dana"]
+    assert PAST not in block
+
+
+def test_moving_supersedes_the_old_city_which_stays_in_the_history(make_proxy, upstream):
+    proxy = make_proxy(settings={"context_windows": {"gpt-4o-mini": 300}})
+    say(proxy, "I live in Berlin")
+    proxy.flush()
+    say(proxy, "Big news: I moved from Berlin to Lisbon")
+    proxy.flush()
+
+    say(proxy, "Where should I go for dinner tonight? " * 25)
+
+    assert section(block_sent(upstream), KNOWN) == ["- home city: Lisbon"]
+    with api(proxy) as client:
+        history = client.get("/facts/home_city/history").json()
+        current = client.get("/facts").json()["facts"]
+    assert [(f["value"], f["status"], f["source"]) for f in history["facts"]] == [
+        ("Berlin", "superseded", "user_stated"),
+        ("Lisbon", "active", "user_stated"),
+    ]
+    assert [(f["key"], f["value"]) for f in current] == [("home_city", "Lisbon")]
+
+
+def test_an_avoid_fact_appears_only_under_the_do_not_bring_up_heading(proxy, upstream):
+    with api(proxy) as client:
+        client.post("/facts", json={"key": "ex", "value": "Sam", "category": "relationship",
+                                    "policy": "avoid"}).raise_for_status()
+        client.post("/facts", json={"key": "tone", "value": "short answers",
+                                    "category": "preference", "policy": "adapt"})
+        client.post("/facts", json={"key": "name", "value": "Dana", "category": "profile"})
+
+    say(proxy, "What should I cook tonight?")
+
+    block = block_sent(upstream)
+    assert section(block, KNOWN) == ["- name: Dana"]
+    assert section(block, SILENT) == ["- tone: short answers"]
+    assert section(block, AVOID) == ["- ex: Sam"]
+    assert block.count("Sam") == 1
+
+
+def test_forgetting_archives_the_fact_out_of_the_block_into_its_history(proxy, upstream):
+    say(proxy, "My name is Dana")
+    proxy.flush()
+    with api(proxy) as client:
+        deleted = client.delete("/facts/name")
+        history = client.get("/facts/name/history").json()["facts"]
+        again = client.delete("/facts/name")
+
+    say(proxy, "What is my name?")
+
+    assert deleted.status_code == 200
+    assert (deleted.json()["key"], deleted.json()["status"]) == ("name", "archived")
+    assert [(f["value"], f["status"]) for f in history] == [("Dana", "archived")]
+    assert again.status_code == 404
+    assert again.json()["error"]["code"] == "fact_not_found"
+    assert block_sent(upstream) is None or KNOWN not in block_sent(upstream)
+
+
+def test_saying_forget_my_name_archives_it_too(proxy):
+    say(proxy, "My name is Dana")
+    proxy.flush()
+    say(proxy, "Please forget my name")
+    proxy.flush()
+
+    with api(proxy) as client:
+        assert client.get("/facts").json() == {"facts": []}
+        history = client.get("/facts/name/history").json()["facts"]
+    assert [f["status"] for f in history] == ["archived"]
+
+
+def test_a_fact_past_its_ttl_is_no_longer_injected_and_turns_stale(proxy, upstream):
+    ttl = 2.0  # long enough for one chat turn on a busy machine; the test waits it out
+    with api(proxy) as client:
+        made = client.post("/facts", json={"key": "trip", "value": "in Rome this week",
+                                           "category": "episodic_event", "ttl_seconds": ttl})
+        client.post("/facts", json={"key": "name", "value": "Dana", "category": "profile"})
+        say(proxy, "Any tips for today?")
+        before = section(block_sent(upstream), KNOWN)
+        time.sleep(max(0.0, made.json()["expires_at"] - time.time()) + 0.05)
+        say(proxy, "Any tips for today?")
+        after = section(block_sent(upstream), KNOWN)
+        statuses = {f["key"]: f["status"] for f in client.get("/facts?status=all").json()["facts"]}
+
+    assert made.json()["expires_at"] == pytest.approx(made.json()["created_at"] + ttl)
+    assert before == ["- name: Dana", "- trip: in Rome this week"]
+    assert after == ["- name: Dana"]
+    assert statuses == {"trip": "stale", "name": "active"}
+
+
+def test_one_users_facts_never_reach_another_user(proxy, upstream):
+    say(proxy, "My name is Dana and I live in Berlin", user="ann")
+    proxy.flush()
+
+    say(proxy, "What is my name and where do I live?", user="bob")
+    bob_block = block_sent(upstream)
+    with api(proxy, user="bob") as bob:
+        bob_facts = bob.get("/facts?status=all").json()
+        bob_history = bob.get("/facts/name/history")
+    with api(proxy, user="ann") as ann:
+        ann_id = ann.get("/facts").json()["facts"][0]["id"]
+    with api(proxy, user="bob") as bob:
+        bob_delete = bob.delete(f"/facts/{ann_id}")
+
+    assert bob_block is None or "Dana" not in bob_block
+    assert bob_facts == {"facts": []}
+    assert bob_history.status_code == 404
+    assert bob_delete.status_code == 404
+    with api(proxy, user="ann") as ann:
+        assert [f["value"] for f in ann.get("/facts").json()["facts"]] == ["Dana", "Berlin"]
+
+
+def test_the_id_returned_on_write_is_accepted_by_delete(proxy):
+    with api(proxy) as client:
+        made = client.post("/facts", json={"key": "Favourite Colour", "value": "green",
+                                           "category": "preference"}).json()
+        deleted = client.delete(f"/facts/{made['id']}")
+        listed = client.get("/facts").json()
+
+    assert set(made) == {"id", "key", "value", "category", "policy", "pinned", "status",
+                         "confidence", "source", "created_at", "updated_at", "expires_at"}
+    assert (made["key"], made["policy"], made["pinned"], made["source"]) == (
+        "favourite_colour", "speak", False, "api"
+    )
+    assert (deleted.json()["id"], deleted.json()["status"]) == (made["id"], "archived")
+    assert listed == {"facts": []}
+
+
+def test_pinned_facts_come_first_and_unpin_restores_the_order(proxy, upstream):
+    with api(proxy) as client:
+        client.post("/facts", json={"key": "name", "value": "Dana", "category": "profile"})
+        client.post("/facts", json={"key": "pet", "value": "a cat", "category": "profile"})
+        pinned = client.post("/facts/pet/pin").json()
+        say(proxy, "Hello there")
+        with_pin = section(block_sent(upstream), KNOWN)
+        unpinned = client.post("/facts/pet/unpin").json()
+        missing = client.post("/facts/nothing/pin")
+
+    assert (pinned["pinned"], unpinned["pinned"]) == (True, False)
+    assert with_pin == ["- pet: a cat", "- name: Dana"]
+    assert missing.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"value": "Dana"}, "key"),
+        ({"key": "name"}, "value"),
+        ({"key": "name", "value": ""}, "value"),
+        ({"key": "name", "value": "x" * 501}, "value"),
+        ({"key": "!!!", "value": "Dana"}, "key"),
+        ({"key": "name", "value": "Dana", "category": "Not A Word"}, "category"),
+        ({"key": "name", "value": "Dana", "policy": "shout"}, "policy"),
+        ({"key": "name", "value": "Dana", "pinned": "yes"}, "pinned"),
+        ({"key": "name", "value": "Dana", "ttl_seconds": -1}, "ttl_seconds"),
+        ({"key": "name", "value": "Dana", "ttl_seconds": 10**400}, "ttl_seconds"),
+        ({"key": "name", "value": "Dana", "ttl_seconds": True}, "ttl_seconds"),
+        ([1, 2], None),
+    ],
+)
+def test_bad_fact_requests_get_openai_shaped_400s(proxy, body, param):
+    with api(proxy) as client:
+        response = client.post("/facts", json=body)
+        listed = client.get("/facts").json()
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["type"], error["param"]) == ("invalid_request_error", param)
+    assert error["message"]
+    assert listed == {"facts": []}
+
+
+def test_a_body_that_is_not_json_an_infinite_ttl_and_an_unknown_status_are_400s(proxy):
+    json_type = {"content-type": "application/json"}
+    with api(proxy) as client:
+        not_json = client.post("/facts", content=b"{not json", headers=json_type)
+        infinite = client.post("/facts", headers=json_type,
+                               content=b'{"key": "k", "value": "v", "ttl_seconds": Infinity}')
+        bad_status = client.get("/facts?status=deleted")
+
+    assert not_json.status_code == 400
+    assert not_json.json()["error"]["code"] == "invalid_json"
+    assert (infinite.status_code, infinite.json()["error"]["param"]) == (400, "ttl_seconds")
+    assert bad_status.status_code == 400
+    assert bad_status.json()["error"]["param"] == "status"
+
+
+def test_export_carries_every_fact_row_and_import_restores_them(proxy):
+    with api(proxy) as ann:
+        ann.post("/facts", json={"key": "home_city", "value": "Berlin", "category": "profile"})
+        ann.post("/facts", json={"key": "home_city", "value": "Lisbon", "category": "profile"})
+        exported = ann.get("/export").text
+    with api(proxy, user="cat") as cat:
+        imported = cat.post("/import", content=exported.encode())
+        history = cat.get("/facts/home_city/history").json()["facts"]
+
+    facts = [json.loads(line) for line in exported.splitlines()]
+    assert [(f["type"], f["value"], f["status"]) for f in facts] == [
+        ("fact", "Berlin", "superseded"),
+        ("fact", "Lisbon", "active"),
+    ]
+    assert imported.status_code == 200
+    assert [(f["value"], f["status"]) for f in history] == [
+        ("Berlin", "superseded"),
+        ("Lisbon", "active"),
+    ]
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+
+
+def moim(tmp_path, *args):
+    """Run `moim facts …` on a temporary database; the click result."""
+    env = {"MOIM_DB": str(tmp_path / "cli.db"), "MOIM_CONFIG": str(tmp_path / "none.yaml")}
+    (tmp_path / "none.yaml").write_text("")
+    return CliRunner().invoke(main, ["facts", *args], env=env)
+
+
+def test_cli_sets_lists_pins_and_forgets_facts_with_history(tmp_path):
+    first = moim(tmp_path, "set", "Home City", "Berlin", "--user", "ann")
+    moim(tmp_path, "set", "home_city", "Lisbon", "--user", "ann", "--pin")
+    listed = moim(tmp_path, "list", "--user", "ann")
+    unpinned = moim(tmp_path, "unpin", "home_city", "--user", "ann")
+    pinned = moim(tmp_path, "pin", "home_city", "--user", "ann")
+    deleted = moim(tmp_path, "delete", str(json.loads(first.output)["id"]), "--user", "ann")
+    history = moim(tmp_path, "history", "home_city", "--user", "ann")
+    others = moim(tmp_path, "list", "--user", "bob", "--status", "all")
+
+    assert first.exit_code == 0, first.output
+    rows = [json.loads(line) for line in listed.output.splitlines()]
+    assert [(r["key"], r["value"], r["pinned"], r["source"]) for r in rows] == [
+        ("home_city", "Lisbon", True, "cli")
+    ]
+    assert json.loads(unpinned.output)["pinned"] is False
+    assert json.loads(pinned.output)["pinned"] is True
+    assert deleted.output == "archived home_city of ann\n"
+    assert [(json.loads(line)["value"], json.loads(line)["status"])
+            for line in history.output.splitlines()] == [
+        ("Berlin", "superseded"),
+        ("Lisbon", "archived"),
+    ]
+    assert (others.exit_code, others.output) == (0, "")
+
+
+def test_cli_reports_bad_input_and_missing_facts(tmp_path):
+    bad = moim(tmp_path, "set", "name", "", "--user", "ann")
+    missing = moim(tmp_path, "delete", "name", "--user", "ann")
+    no_history = moim(tmp_path, "history", "name", "--user", "ann")
+
+    assert bad.exit_code == 2 and "'value' must be 1 to 500 characters long" in bad.output
+    assert missing.exit_code == 1 and "no current fact 'name'" in missing.output
+    assert no_history.exit_code == 1
+
+
+@pytest.mark.parametrize("command", ["list", "set", "delete", "history", "pin", "unpin"])
+def test_every_facts_command_has_help_text(command):
+    result = CliRunner().invoke(main, ["facts", command, "--help"])
+
+    assert result.exit_code == 0
+    assert result.output.split("\n\n")[1].strip()  # the summary under the usage line
