@@ -125,15 +125,24 @@ def _block_rank(fact: Fact) -> tuple[bool, int, float, int]:
 
 
 def facts_for_block(store: Store, user_id: str, max_tokens: int, now: float) -> list[Fact]:
-    """The user's facts for this request's block; records that they were injected.
-
-    Due facts are made stale first, so an expired fact is never shown as current.
+    """The user's current facts for this request's block. Reads only: the request path
+    never writes. Facts past their expiry or their category's silence limit are left out
+    here, and made stale by `retire_facts` in the background writer.
     """
+    active = [f for f in fact_store.active_facts(store, user_id, now) if not _silent(f, now)]
+    return select_for_block(active, max_tokens, lambda text: count_tokens(text, _COUNT_MODEL))
+
+
+def retire_facts(store: Store, user_id: str, injected: Sequence[int], now: float) -> None:
+    """The lifecycle step after a turn: due facts turn stale, injected ones are stamped."""
     fact_store.expire_facts(store, now, user_id=user_id, max_silence=MAX_SILENCE)
-    active = fact_store.active_facts(store, user_id, now)
-    chosen = select_for_block(active, max_tokens, lambda text: count_tokens(text, _COUNT_MODEL))
-    fact_store.mark_injected(store, user_id, [f.id for f in chosen], now)
-    return chosen
+    if injected:
+        fact_store.mark_injected(store, user_id, list(injected), now)
+
+
+def _silent(fact: Fact, now: float) -> bool:
+    limit = MAX_SILENCE.get(fact.category)
+    return not fact.pinned and limit is not None and now - fact.updated_at > limit
 
 
 # -- writes ------------------------------------------------------------------------------------

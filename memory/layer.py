@@ -21,6 +21,7 @@ from memory.cues import capture_facts
 from memory.embedding import Embedder, FastEmbedder
 from memory.excerpts import build_excerpts
 from memory.facts import (
+    retire_facts,
     MAX_SILENCE,
     apply_captures,
     check_status,
@@ -150,7 +151,7 @@ class MemoryLayer:
                 return None
             tokens = count_tokens(text, request.model)
             if request.token_budget is None or tokens <= request.token_budget:
-                return MemoryBlock(text, tokens, len(excerpts), len(facts))
+                return MemoryBlock(text, tokens, len(excerpts), len(facts), tuple(f.id for f in facts))
             if excerpts:
                 excerpts = excerpts[:-1]
             elif facts:
@@ -259,6 +260,7 @@ class MemoryLayer:
                 if message.role == "user":
                     captures = capture_facts(message.content)
                     apply_captures(self.store, turn.user_id, captures, message.id, turn.created_at)
+        retire_facts(self.store, turn.user_id, turn.extra.get("injected_facts", ()), time.time())
         return len(stored)
 
     def index_pending(self, batch: int = 64) -> int:

@@ -110,3 +110,4 @@ class MemoryBlock:
     tokens: int
     excerpts: int
     facts: int
+    fact_ids: tuple[int, ...] = ()

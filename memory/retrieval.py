@@ -70,6 +70,8 @@ def retrieve(
     """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present."""
     if not query.strip():
         return Retrieval([], True, query)
+    if settings.vector_search == "ram" and index.count(user_id) == 0:
+        return Retrieval([], True, query)  # nothing stored: skip the embedding and the searches
     wanted = settings.candidates if limit is None else max(limit, settings.candidates)
     match = fts_query(query) if settings.retrievers != "dense" else None
     lexical = store.lexical_search(user_id, match, wanted) if match else []

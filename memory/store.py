@@ -22,7 +22,7 @@ import sqlean
 import sqlite_vec
 
 from memory.errors import StoreUnavailable
-from memory.migrations import migrate
+from memory.migrations import migrate, owner_token
 from memory.records import Chunk, Message
 
 Connection = Any
@@ -213,7 +213,7 @@ class Store:
             for position, text in enumerate(texts):
                 cur = db.execute(
                     "INSERT INTO chunks (message_id, user_id, session_id, role, name, position, "
-                    "text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "text, created_at, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         message.id,
                         message.user_id,
@@ -223,6 +223,7 @@ class Store:
                         position,
                         text,
                         message.created_at,
+                        owner_token(message.user_id),
                     ),
                 )
                 chunk_id = int(cur.lastrowid)
@@ -284,10 +285,13 @@ class Store:
 
         `match` must come from `memory.fts.fts_query`, never from raw user text.
         """
+        # The owner token narrows the MATCH to this user; the join re-checks the user id.
+        scoped = f'owner:"{owner_token(user_id)}" AND ({match})'
         rows = self.read(
             "SELECT c.id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-            "WHERE chunks_fts MATCH ? AND c.user_id = ? ORDER BY bm25(chunks_fts) LIMIT ?",
-            (match, user_id, limit),
+            "WHERE chunks_fts MATCH ? AND c.user_id = ? "
+            "ORDER BY bm25(chunks_fts, 1.0, 0.0) LIMIT ?",
+            (scoped, user_id, limit),
         )
         return [row[0] for row in rows]
 

@@ -65,6 +65,10 @@ class VectorIndex:
         scores = rows[positions[found]] @ query
         return {int(i): float(s) for i, s in zip(wanted[found], scores, strict=True)}
 
+    def count(self, user_id: str) -> int:
+        """How many vectors the user has (loading them on first use)."""
+        return len(self._matrix(user_id)[0])
+
     def search(self, user_id: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(chunk id, cosine) of the k nearest chunks of this user, best first."""
         ids, rows = self._matrix(user_id)

@@ -98,14 +98,14 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
     report.mode, report.session_id = who.mode.value, who.session_id
     target = resolve(body["model"], state.config)
     prepared = await prepare(state, who, body, report)
-    who, outbound = prepared.who, prepared.body
+    who = prepared.who
     report.session_id = who.session_id
     report.error = report.error or state.writer.take_error()
     report.overhead_ms = (time.perf_counter() - started) * 1000
     authorization = provider_key(target, state.config, caller.authorization)
     try:
-        response = await forward(state, request, target, body, raw, outbound, authorization,
-                                 who, report)
+        response = await forward(state, request, target, body, raw, prepared, authorization,
+                                 report)
     except ProxyError as exc:
         response = _error(exc, report)
     _log(who, body, report, response.status_code)
@@ -162,6 +162,7 @@ class Prepared:
 
     who: Identity
     body: bytes | None = None
+    fact_ids: tuple[int, ...] = ()
 
 
 async def prepare(state: AppState, who: Identity, body: dict[str, Any], report: Report) -> Prepared:
@@ -202,7 +203,8 @@ def _prepare(state: AppState, who: Identity, body: dict[str, Any], report: Repor
     report.chunks = recollection.block.excerpts
     report.facts = recollection.block.facts
     messages = inject_block(body["messages"], recollection.block.text, settings.placement)
-    return Prepared(who, json.dumps({**body, "messages": messages}, ensure_ascii=False).encode())
+    content = json.dumps({**body, "messages": messages}, ensure_ascii=False).encode()
+    return Prepared(who, content, recollection.block.fact_ids)
 
 
 async def forward(
@@ -211,14 +213,14 @@ async def forward(
     target: Target,
     body: dict[str, Any],
     raw: bytes,
-    outbound: bytes | None,
+    prepared: Prepared,
     authorization: str | None,
-    who: Identity,
     report: Report,
 ) -> Response:
     """Send upstream and answer the client; hand the turn to the writer when it ends."""
     collector = ReplyCollector()
-    on_end = _remember(state, who, body, collector)
+    outbound = prepared.body
+    on_end = _remember(state, prepared, body, collector)
     if target.kind == "litellm":
         sent = json.loads(outbound) if outbound is not None else body
         return await _forward_litellm(state, target, sent, authorization, collector, on_end,
@@ -271,8 +273,11 @@ async def _forward_litellm(
     return Response(data, media_type="application/json", headers=report.headers())
 
 
-def _remember(state: AppState, who: Identity, body: Mapping[str, Any], collector: ReplyCollector) -> Any:
+def _remember(
+    state: AppState, prepared: Prepared, body: Mapping[str, Any], collector: ReplyCollector
+) -> Any:
     """The callback that hands a finished (or abandoned) turn to the writer."""
+    who = prepared.who
 
     def on_end(partial: bool) -> None:
         if not who.mode.writes:
@@ -286,6 +291,7 @@ def _remember(state: AppState, who: Identity, body: Mapping[str, Any], collector
                 reply=collector.reply(),
                 created_at=who.timestamp if who.timestamp is not None else time.time(),
                 partial=partial,
+                extra={"injected_facts": prepared.fact_ids},
             )
         )
 

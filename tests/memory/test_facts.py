@@ -15,6 +15,7 @@ from memory.facts import (
     normalise_key,
     resolve_key,
     restore_facts,
+    retire_facts,
     select_for_block,
     set_fact,
 )
@@ -44,13 +45,23 @@ def rows(store, user_id="ann"):
 # -- the block ---------------------------------------------------------------------------------
 
 
-def test_facts_for_block_sweeps_selects_and_marks_what_it_returns(store):
+def test_facts_for_block_leaves_expired_out_and_writes_nothing(store):
     upsert(store, "name", "Dana")
     upsert(store, "trip", "Rome", expires_at=NOW + 1)
+    before = rows(store)
 
     chosen = facts_for_block(store, "ann", 400, NOW + 2)
 
     assert [f.key for f in chosen] == ["name"]
+    assert rows(store) == before
+
+
+def test_retire_facts_makes_due_facts_stale_and_stamps_injected_ones(store):
+    name = upsert(store, "name", "Dana")
+    upsert(store, "trip", "Rome", expires_at=NOW + 1)
+
+    retire_facts(store, "ann", [name.id], NOW + 2)
+
     assert [(r["key"], r["status"], r["last_injected_at"]) for r in rows(store)] == [
         ("name", "active", NOW + 2),
         ("trip", "stale", None),

@@ -27,17 +27,20 @@ def tables(db):
     return [row[0] for row in rows]
 
 
+ALL = ["m001_initial", "m002_facts", "m003_messages_by_hash", "m004_fts_owner"]
+
+
 def test_blank_database_applies_every_migration_in_order(db):
-    assert migrate(db) == ["m001_initial", "m002_facts", "m003_messages_by_hash"]
+    assert migrate(db) == ALL
     recorded = db.execute("SELECT name FROM _moim_migrations ORDER BY rowid").fetchall()
-    assert [row[0] for row in recorded] == ["m001_initial", "m002_facts", "m003_messages_by_hash"]
-    assert applied(db) == ["m001_initial", "m002_facts", "m003_messages_by_hash"]
+    assert [row[0] for row in recorded] == ALL
+    assert applied(db) == ALL
 
 
 def test_migrating_again_applies_nothing(db):
     migrate(db)
     assert migrate(db) == []
-    assert db.execute("SELECT count(*) FROM _moim_migrations").fetchone()[0] == 3
+    assert db.execute("SELECT count(*) FROM _moim_migrations").fetchone()[0] == len(ALL)
 
 
 def test_applied_on_a_blank_database_is_empty_and_writes_nothing(db):
@@ -77,6 +80,7 @@ def test_chunks_columns(db):
         ("position", "INTEGER", 1, None, 0),
         ("text", "TEXT", 1, None, 0),
         ("created_at", "REAL", 1, None, 0),
+        ("owner", "TEXT", 1, "''", 0),
     ]
 
 
@@ -126,3 +130,33 @@ def test_later_failing_migration_keeps_the_earlier_ones(db):
     assert applied(db) == ["m001_initial"]
     assert "messages" in tables(db)
     assert columns(db, "facts") == [("x", "", 0, None, 0)]
+
+
+def test_m004_moves_existing_chunks_into_the_owner_scoped_index(tmp_path):
+    import sqlean
+
+    from memory.migrations import MIGRATIONS, owner_token
+
+    db = sqlean.connect(str(tmp_path / "old.db"), isolation_level=None)
+    db.execute("CREATE TABLE _moim_migrations (name TEXT PRIMARY KEY, applied_at REAL)")
+    for migration in MIGRATIONS[:3]:  # a database as moim left it before m004
+        db.execute("BEGIN")
+        from memory.migrations import _run_in_transaction
+
+        _run_in_transaction(db, migration)
+        db.execute("INSERT INTO _moim_migrations VALUES (?, 0)", (migration.__name__,))
+        db.execute("COMMIT")
+    db.execute(
+        "INSERT INTO messages (id, user_id, session_id, message_key, content_hash, role, "
+        "content, payload, created_at) VALUES (1, 'ann', 's', 'k', 'h', 'user', 'tulips', '{}', 0)"
+    )
+    db.execute(
+        "INSERT INTO chunks (message_id, user_id, session_id, role, position, text, created_at) "
+        "VALUES (1, 'ann', 's', 'user', 0, 'I planted tulips', 0)"
+    )
+
+    assert migrate(db) == ["m004_fts_owner"]
+    scoped = f'owner:"{owner_token("ann")}" AND "tulips"'
+    assert db.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (scoped,)).fetchall() == [(1,)]
+    other = f'owner:"{owner_token("bob")}" AND "tulips"'
+    assert db.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (other,)).fetchall() == []
