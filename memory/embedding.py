@@ -71,7 +71,8 @@ class FastEmbedder:
                 rows = list(self._model.embed(list(texts), batch_size=self._batch_size))
         except Exception as exc:
             raise EmbeddingFailed(str(exc)) from exc
-        return _normalise(np.vstack(rows).astype(np.float32))
+        matrix: np.ndarray = _normalise(np.vstack(rows).astype(np.float32))
+        return matrix
 
     def _embed_query(self, text: str) -> np.ndarray:
         # No lock: onnxruntime runs are thread-safe, and a query must not wait behind the
@@ -80,7 +81,7 @@ class FastEmbedder:
             row = next(iter(self._model.query_embed([text])))
         except Exception as exc:
             raise EmbeddingFailed(str(exc)) from exc
-        vector = _normalise(np.asarray(row, dtype=np.float32)[None, :])[0]
+        vector: np.ndarray = _normalise(np.asarray(row, dtype=np.float32)[None, :])[0]
         vector.setflags(write=False)
         return vector
 
@@ -91,7 +92,8 @@ class FastEmbedder:
 def _normalise(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return matrix / norms
+    normalised: np.ndarray = matrix / norms
+    return normalised
 
 
 @lru_cache(maxsize=1)

@@ -86,13 +86,13 @@ def check_policy(policy: object) -> Policy:
     """How the fact is surfaced: speak, adapt (use silently) or avoid (do not bring up)."""
     if policy not in POLICIES:
         raise ValueError(f"'policy' must be one of {', '.join(POLICIES)}")
-    return cast(Policy, policy)
+    return policy
 
 
 def check_status(status: object) -> FactStatus:
     if status not in STATUSES:
         raise ValueError(f"'status' must be one of {', '.join(STATUSES)}")
-    return cast(FactStatus, status)
+    return status
 
 
 # -- the block ---------------------------------------------------------------------------------

@@ -21,13 +21,13 @@ from memory.cues import capture_facts
 from memory.embedding import Embedder, FastEmbedder
 from memory.excerpts import build_excerpts
 from memory.facts import (
-    retire_facts,
     MAX_SILENCE,
     apply_captures,
     check_status,
     facts_for_block,
     resolve_key,
     restore_facts,
+    retire_facts,
 )
 from memory.facts import set_fact as _set_fact
 from memory.fts import fts_terms

@@ -175,7 +175,7 @@ class Store:
             "FROM messages WHERE indexed = 0 ORDER BY id LIMIT ?",
             (limit,),
         )
-        return [Message(*row[:7], partial=bool(row[7])) for row in rows]
+        return [_message(row) for row in rows]
 
     def count_unindexed(self) -> int:
         return int(self.read("SELECT count(*) FROM messages WHERE indexed = 0")[0][0])
@@ -191,7 +191,7 @@ class Store:
             sql += " AND session_id = ?"
             params.append(session_id)
         rows = self.read(sql + " ORDER BY id", params)
-        return [Message(*row[:7], partial=bool(row[7])) for row in rows]
+        return [_message(row) for row in rows]
 
     # -- chunks ----------------------------------------------------------------------------
 
@@ -275,7 +275,7 @@ class Store:
         )
         rows.sort(key=lambda row: row[0])
         found = [
-            (row[0], Message(*row[:7], partial=bool(row[7])), row[8] not in exclude_hashes)
+            (row[0], _message(row), row[8] not in exclude_hashes)
             for row in rows
         ]
         return [message for mid, message, keep in found if keep or mid == message_id]
@@ -401,10 +401,10 @@ class Store:
                     float(item["created_at"]),
                 ),
             )
-            return cur.rowcount > 0
+            return bool(cur.rowcount > 0)
 
     def integrity_ok(self) -> bool:
-        return self.read("PRAGMA quick_check")[0][0] == "ok"
+        return bool(self.read("PRAGMA quick_check")[0][0] == "ok")
 
 
 def _connect(path: str) -> Connection:
@@ -421,6 +421,14 @@ def _connect(path: str) -> Connection:
     except sqlean.Error as exc:
         raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
     return conn
+
+
+def _message(row: Sequence[Any]) -> Message:
+    """A Message from the first eight columns (id … created_at, partial) of a row."""
+    return Message(
+        id=row[0], user_id=row[1], session_id=row[2], role=row[3], name=row[4],
+        content=row[5], created_at=row[6], partial=bool(row[7]),
+    )
 
 
 def _blob(vector: np.ndarray) -> bytes:

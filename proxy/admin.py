@@ -156,8 +156,9 @@ def _valid_item(item: dict[str, Any]) -> bool:
     if not all(isinstance(item.get(f), str) for f in fields):
         return False
     created = item.get("created_at")
-    ok_time = isinstance(created, (int, float)) and not isinstance(created, bool)
-    if not ok_time or not 0 <= created < MAX_TIMESTAMP:
+    if not isinstance(created, (int, float)) or isinstance(created, bool):
+        return False
+    if not 0 <= created < MAX_TIMESTAMP:
         return False
     optional = {"id": int, "name": str, "model": str, "tokens": int, "partial": bool}
     for name, kind in optional.items():

@@ -134,6 +134,7 @@ async def relay(
     bytes made from a litellm stream.
     """
     ended = False
+    broken: tuple[type[BaseException], ...] = (httpx.HTTPError, *_litellm_errors())
     try:
         async for data in source:
             if collector.feed(data) and not ended:
@@ -143,7 +144,7 @@ async def relay(
         if not ended:
             ended = True
             on_end(not collector.end())
-    except (httpx.HTTPError, *_litellm_errors()) as exc:
+    except broken as exc:
         # The provider broke off mid-stream: end the client's stream cleanly, keep the part.
         logger.warning("upstream stream ended early: %s", type(exc).__name__)
     finally:
