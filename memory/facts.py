@@ -16,7 +16,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from memory import fact_store
 from memory.cues import Capture
