@@ -3,7 +3,9 @@
     MemoryLayerError
      ├── StoreUnavailable    the database cannot be opened, read or written
      ├── EmbeddingFailed     the embedding model could not be loaded or run
-     └── MigrationFailed     a schema migration did not apply
+     ├── MigrationFailed     a schema migration did not apply
+     └── ConsolidationRejected   (memory/consolidation.py) a model's operations failed
+                                 the strict parse or the write gate; nothing was applied
 
 The proxy catches `MemoryLayerError` (and, in one place, anything else) around the memory
 steps, and forwards the request without memory: memory never fails a chat request.

@@ -4,6 +4,7 @@
     moim migrate | reindex | stats --user U
     moim memory stats|export|import|delete --user U
     moim facts list|set|delete|history|pin|unpin --user U
+    moim consolidate --user U --model M
 """
 
 from __future__ import annotations
@@ -254,6 +255,35 @@ def facts_unpin(config_path: Path | None, user_id: str, key: str) -> None:
     """Unpin KEY: its expiry applies again and it ranks like any other fact."""
     fact = _facts_call(config_path, lambda layer: layer.pin_fact(user_id, key, False))
     _echo_facts(_current(fact, key, user_id))
+
+
+@main.command()
+@CONFIG_OPTION
+@USER_OPTION
+@click.option("--model", required=True,
+              help="Model that proposes the operations: a models: alias, provider/model "
+                   "(litellm), or a model of the upstream URL.")
+@click.option("--turns", type=click.IntRange(1, 1000), default=40, show_default=True,
+              help="How many recent user and assistant messages the model reads.")
+def consolidate(config_path: Path | None, user_id: str, model: str, turns: int) -> None:
+    """Ask MODEL for fact operations from the user's recent turns; apply what the gate passes.
+
+    Off unless run. A reply that is not the expected JSON changes nothing; operations under
+    the write gate's thresholds, or near-duplicates of other facts, are skipped with a reason.
+    Prints a JSON summary (keys and counts, no fact values).
+    """
+    import asyncio
+
+    from proxy.consolidate import run_once
+    from proxy.errors import UpstreamError
+
+    config = _config(config_path)
+    try:
+        report = asyncio.run(run_once(config, _layer(config), user_id, model, turns))
+    except UpstreamError as exc:
+        detail = exc.content.decode("utf-8", "replace")[:500]
+        raise click.ClickException(f"{exc.message}: {detail}") from exc
+    click.echo(json.dumps(report.summary(), ensure_ascii=False))
 
 
 def _is_loopback(host: str) -> bool:
