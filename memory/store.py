@@ -27,6 +27,9 @@ from memory.records import Chunk, Message
 
 Connection = Any
 
+# Bump when the vector table's definition changes: vectors are then rebuilt from messages.
+_VECTOR_LAYOUT = "2"
+
 
 @dataclass(frozen=True, slots=True)
 class NewMessage:
@@ -103,25 +106,27 @@ class Store:
     def ensure_vectors(self, model: str, dim: int) -> bool:
         """Create the vector table for this model; return True when a reindex is needed.
 
-        Vectors are derived data. When the configured model differs from the one that built
-        them, they are dropped and every message is marked for re-indexing.
+        Vectors are derived data. When the configured model (or the table's layout) differs
+        from the one that built them, they are dropped and every message is marked for
+        re-indexing.
         """
-        current = dict(self.read("SELECT key, value FROM meta WHERE key LIKE 'embedding_%'"))
-        same = current.get("embedding_model") == model and current.get("embedding_dim") == str(dim)
+        wanted = {"embedding_model": model, "embedding_dim": str(dim),
+                  "vector_layout": _VECTOR_LAYOUT}
+        current = dict(self.read("SELECT key, value FROM meta"))
+        same = all(current.get(k) == v for k, v in wanted.items())
         with self.write() as db:
             if not same:
                 db.execute("DROP TABLE IF EXISTS chunk_vectors")
                 db.execute("DELETE FROM chunks")
                 db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
-                db.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedding_model', ?), "
-                    "('embedding_dim', ?)",
-                    (model, str(dim)),
-                )
+                db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                               list(wanted.items()))
+            # Partitioned by user; small chunks, as sqlite-vec preallocates a chunk per user
+            # (its default 1,024 rows made every user cost 1.6 MB on disk).
             db.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS chunk_vectors USING vec0 ("
                 "chunk_id INTEGER PRIMARY KEY, user_id TEXT PARTITION KEY, "
-                f"embedding FLOAT[{int(dim)}] distance_metric=cosine)"
+                f"embedding FLOAT[{int(dim)}] distance_metric=cosine, chunk_size=16)"
             )
         self.dim = dim
         return not same and bool(self.read("SELECT 1 FROM messages LIMIT 1"))
@@ -404,7 +409,20 @@ class Store:
             return bool(cur.rowcount > 0)
 
     def integrity_ok(self) -> bool:
-        return bool(self.read("PRAGMA quick_check")[0][0] == "ok")
+        """PRAGMA integrity_check plus FTS5's own check, on a fresh connection.
+
+        A long-lived connection's cached FTS5 structure can be older than the writer's and
+        then reports a healthy index as malformed.
+        """
+        conn = _connect(self.path)
+        try:
+            ok = conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+            return bool(ok)
+        except sqlean.Error:
+            return False
+        finally:
+            conn.close()
 
 
 def _connect(path: str) -> Connection:

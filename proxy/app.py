@@ -125,9 +125,12 @@ async def _health(request: Request) -> Response:
 
 async def _readiness(request: Request) -> Response:
     state = state_of(request)
-    ready = state.layer.ready
-    return JSONResponse({"status": "ok" if ready else "loading", "embedder": ready},
-                        status_code=200 if ready else 503)
+    loaded, recovered = state.layer.ready, state.writer.recovered
+    ready = loaded and recovered
+    return JSONResponse(
+        {"status": "ok" if ready else "starting", "embedder": loaded, "recovered": recovered},
+        status_code=200 if ready else 503,
+    )
 
 
 async def _metrics(request: Request) -> Response:

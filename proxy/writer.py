@@ -37,10 +37,13 @@ class Writer:
         self._maxsize = maxsize
         self._wakeup = asyncio.Event()
         self._progress = asyncio.Condition()
-        self._submitted = 0
+        # Recovery counts as the first unit of work: until the writer has stored what a
+        # previous process left in the journal and indexed what it left unindexed, `flush`
+        # waits and readiness says no.
+        self._submitted = 1
         self._stored = 0
         self._indexed = 0
-        self._journal_only = False  # turns are in the journal that the queue does not hold
+        self._journal_only = True  # turns are in the journal that the queue does not hold
         self._task: asyncio.Task[None] | None = None
         self.failures = 0
         self.spilled = 0
@@ -51,8 +54,12 @@ class Writer:
         """Turns received but not yet stored and indexed."""
         return self._submitted - self._indexed
 
+    @property
+    def recovered(self) -> bool:
+        """The previous process's leftovers are stored and indexed."""
+        return self._indexed >= 1
+
     async def start(self) -> None:
-        self._journal_only = True  # a previous process may have left turns in the journal
         self._task = asyncio.create_task(self._run(), name="moim-writer")
         self._wakeup.set()
 
@@ -128,7 +135,7 @@ class Writer:
                 self._stored = max(self._stored, submitted)
         if not clean:
             self._journal_only = True  # retry from the journal after the next success
-            self._stored = self._submitted - len(self._queue)
+            self._stored = self._submitted - len(self._queue)  # flush must not hang on it
         elif not self._queue:
             self._journal.clear()  # no await since the check: no append can slip in between
 

@@ -1,0 +1,263 @@
+"""Proxy keys: who may call moim, for which users, and which key the provider sees.
+
+CONTRACT.md, "Chat" (provider key) and "Memory API (same auth as chat)": with `auth.keys`
+configured, every endpoint but health needs a proxy key; a key bound to a user overrides any
+user header (no spoofing); a key with `users` may act only for those; the provider gets the
+configured provider key, never the client's proxy key; keys are never logged (STYLE.md 13).
+"""
+
+import logging
+
+import httpx
+import pytest
+
+from proxy.config import ProxyKey
+
+KEYS = (
+    ProxyKey("sk-alice", user_id="alice"),
+    ProxyKey("sk-team", users=("bob", "carol")),
+    ProxyKey("sk-admin", admin=True),
+)
+PROVIDER_KEY = "sk-provider"
+CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello there"}]}
+# Every authenticated endpoint: (method, path relative to the root, JSON body or None).
+ENDPOINTS = [
+    ("POST", "/v1/chat/completions", CHAT),
+    ("POST", "/chat/completions", CHAT),
+    ("POST", "/u/alice/v1/chat/completions", CHAT),
+    ("GET", "/v1/models", None),
+    ("GET", "/models", None),
+    ("GET", "/u/alice/v1/models", None),
+    ("GET", "/v1/memory/stats", None),
+    ("POST", "/v1/memory/flush", None),
+    ("GET", "/v1/memory/search?q=hello", None),
+    ("GET", "/v1/memory/facts", None),
+    ("POST", "/v1/memory/facts", {"key": "city", "value": "Paris", "category": "personal"}),
+    ("DELETE", "/v1/memory/facts/city", None),
+    ("DELETE", "/v1/memory", None),
+    ("GET", "/v1/memory/export", None),
+    ("POST", "/v1/memory/import", None),
+    ("GET", "/metrics", None),
+]
+
+
+@pytest.fixture
+def keyed(make_proxy):
+    return make_proxy(keys=KEYS, upstream_api_key=PROVIDER_KEY)
+
+
+def call(proxy, method, path, body=None, key=None, headers=None):
+    headers = dict(headers or {})
+    if key is not None:
+        headers["authorization"] = f"Bearer {key}"
+    return httpx.request(method, proxy.root + path, json=body, headers=headers, timeout=30)
+
+
+def assert_openai_error(response, status):
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert isinstance(error["message"], str) and error["message"]
+
+
+def chat_as(proxy, key, text, headers=None, path="/v1/chat/completions"):
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}]}
+    return call(proxy, "POST", path, body, key=key, headers=headers)
+
+
+# -- who may call ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS)
+def test_no_key_is_refused_with_an_openai_shaped_401(keyed, upstream, method, path, body):
+    assert_openai_error(call(keyed, method, path, body), 401)
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS)
+def test_wrong_key_is_refused_with_an_openai_shaped_401(keyed, upstream, method, path, body):
+    assert_openai_error(call(keyed, method, path, body, key="sk-wrong"), 401)
+    assert_openai_error(call(keyed, method, path, body, key=PROVIDER_KEY), 401)
+    assert upstream.requests == []
+
+
+def test_a_key_that_is_a_prefix_of_a_real_key_is_refused(keyed):
+    assert_openai_error(chat_as(keyed, "sk-alic", "hi"), 401)
+    assert_openai_error(chat_as(keyed, "sk-alice2", "hi"), 401)
+    assert_openai_error(
+        call(keyed, "GET", "/v1/models", headers={"authorization": "sk-alice"}), 401
+    )
+
+
+def test_unauthenticated_garbage_body_is_refused_before_it_is_parsed(keyed, upstream):
+    """Authentication comes first: a caller without a key learns nothing about body rules."""
+    response = httpx.post(
+        keyed.root + "/v1/chat/completions",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
+    assert_openai_error(response, 401)
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize("path", ["/health", "/health/liveliness", "/health/readiness"])
+def test_health_needs_no_key(keyed, path):
+    response = httpx.get(keyed.root + path, timeout=10)
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+
+
+def test_a_valid_key_may_also_come_as_x_api_key(keyed):
+    response = httpx.get(keyed.root + "/v1/models", headers={"x-api-key": "sk-alice"})
+    assert response.status_code == 200
+    assert {m["id"] for m in response.json()["data"]} >= {"gpt-4o-mini"}
+
+
+# -- for which users ---------------------------------------------------------------------------
+
+
+def test_a_key_bound_to_alice_reads_and_writes_alice_whatever_the_headers_say(keyed, upstream):
+    spoof = {
+        "x-memory-user-id": "mallory",
+        "x-sm-user-id": "mallory",
+        "x-openwebui-user-id": "mallory",
+    }
+    first = chat_as(keyed, "sk-alice", "My favourite colour is ultramarine blue", spoof)
+    assert first.status_code == 200, first.text
+    keyed.flush()
+
+    stored = keyed.layer.store.messages("alice")
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "My favourite colour is ultramarine blue"),
+        ("assistant", "echo: My favourite colour is ultramarine blue"),
+    ]
+    assert keyed.layer.store.messages("mallory") == []
+
+    # The path form and the body's `user` cannot redirect it either.
+    body = {
+        **CHAT,
+        "user": "mallory",
+        "messages": [{"role": "user", "content": "What is my favourite colour?"}],
+    }
+    second = call(
+        keyed, "POST", "/u/mallory/v1/chat/completions", body, key="sk-alice", headers=spoof
+    )
+    assert second.status_code == 200, second.text
+    assert "ultramarine" in upstream.last_json["messages"][0]["content"]  # alice's memory
+    keyed.flush()
+    assert keyed.layer.store.messages("mallory") == []
+    assert len(keyed.layer.store.messages("alice")) == 4
+
+    stats = call(keyed, "GET", "/v1/memory/stats", key="sk-alice", headers=spoof)
+    assert stats.json()["user_id"] == "alice"
+    assert stats.json()["messages"] == 4
+    search = call(keyed, "GET", "/v1/memory/search?q=colour", key="sk-alice", headers=spoof)
+    assert search.status_code == 200
+    assert any("ultramarine" in hit["text"] for hit in search.json()["results"])
+
+
+def test_a_key_bound_to_alice_cannot_delete_mallorys_memory(keyed):
+    assert (
+        chat_as(
+            keyed, "sk-admin", "Mallory keeps a pet ferret", {"x-memory-user-id": "mallory"}
+        ).status_code
+        == 200
+    )
+    keyed.flush()
+    before = len(keyed.layer.store.messages("mallory"))
+    assert before == 2
+    response = call(
+        keyed, "DELETE", "/v1/memory", key="sk-alice", headers={"x-memory-user-id": "mallory"}
+    )
+    assert response.status_code == 200
+    assert response.json()["user_id"] == "alice"
+    assert len(keyed.layer.store.messages("mallory")) == before
+
+
+def test_a_key_for_bob_and_carol_may_act_for_them_only(keyed):
+    for user in ("bob", "carol"):
+        response = chat_as(keyed, "sk-team", f"I am {user}", {"x-memory-user-id": user})
+        assert response.status_code == 200, response.text
+    assert_openai_error(chat_as(keyed, "sk-team", "I am dave", {"x-memory-user-id": "dave"}), 403)
+    assert_openai_error(chat_as(keyed, "sk-team", "no user header"), 403)
+    assert_openai_error(chat_as(keyed, "sk-team", "path", path="/u/dave/v1/chat/completions"), 403)
+    keyed.flush()
+    assert [m.content for m in keyed.layer.store.messages("bob")] == ["I am bob", "echo: I am bob"]
+    assert len(keyed.layer.store.messages("carol")) == 2
+    assert keyed.layer.store.messages("dave") == []
+    assert keyed.layer.store.messages("default") == []
+
+    bob = call(keyed, "GET", "/v1/memory/stats", key="sk-team", headers={"x-memory-user-id": "bob"})
+    assert bob.status_code == 200 and bob.json()["messages"] == 2
+    for method, path in (
+        ("GET", "/v1/memory/stats"),
+        ("GET", "/v1/memory/export"),
+        ("GET", "/v1/memory/search?q=dave"),
+        ("DELETE", "/v1/memory"),
+    ):
+        response = call(keyed, method, path, key="sk-team", headers={"x-memory-user-id": "dave"})
+        assert_openai_error(response, 403)
+
+
+def test_an_admin_key_may_act_for_anyone(keyed):
+    response = chat_as(keyed, "sk-admin", "I am dave", {"x-memory-user-id": "dave"})
+    assert response.status_code == 200
+    keyed.flush()
+    assert len(keyed.layer.store.messages("dave")) == 2
+
+
+# -- which key the provider sees ---------------------------------------------------------------
+
+
+def test_the_provider_gets_the_configured_key_never_the_proxy_key(keyed, upstream):
+    for key in ("sk-alice", "sk-team", "sk-admin"):
+        headers = {"x-memory-user-id": "bob"} if key == "sk-team" else {}
+        assert chat_as(keyed, key, "Hello", headers).status_code == 200
+        assert upstream.requests[-1].headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+        with keyed.client(api_key=key, default_headers=headers) as client:
+            client.chat.completions.create(
+                model="gpt-4o-mini", stream=True, messages=[{"role": "user", "content": "Hi"}]
+            ).close()
+            assert upstream.requests[-1].headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+            client.models.list()
+            assert upstream.requests[-1].path == "/v1/models"
+            assert upstream.requests[-1].headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+    for recorded in upstream.requests:
+        assert not any(key.key in value for key in KEYS for value in recorded.headers.values())
+        assert not any(key.key.encode() in recorded.body for key in KEYS)
+
+
+def test_without_a_provider_key_the_proxy_key_is_not_passed_on(make_proxy, upstream):
+    proxy = make_proxy(keys=KEYS)
+    assert chat_as(proxy, "sk-alice", "Hello").status_code == 200
+    assert "authorization" not in upstream.requests[-1].headers
+    assert call(proxy, "GET", "/v1/models", key="sk-alice").status_code == 200
+    assert "authorization" not in upstream.requests[-1].headers
+
+
+# -- no secrets in logs ------------------------------------------------------------------------
+
+
+def test_keys_never_appear_in_logs(keyed, caplog):
+    caplog.set_level(logging.DEBUG)
+    secrets = [k.key for k in KEYS] + [PROVIDER_KEY]
+    chat_as(keyed, "sk-alice", "Remember that my locker code is 4711")
+    chat_as(keyed, "sk-team", "Hi", {"x-memory-user-id": "bob"})
+    chat_as(keyed, "sk-team", "Hi", {"x-memory-user-id": "dave"})  # 403
+    chat_as(keyed, "sk-wrong", "Hi")  # 401
+    with keyed.client(api_key="sk-admin") as client:
+        stream = client.chat.completions.create(
+            model="gpt-4o-mini", stream=True, messages=[{"role": "user", "content": "Hi"}]
+        )
+        list(stream)
+        client.models.list()
+    for path in ("/v1/memory/stats", "/v1/memory/search?q=locker", "/metrics"):
+        call(keyed, "GET", path, key="sk-alice")
+    call(keyed, "GET", "/v1/models", key="sk-alice")
+    keyed.flush()
+    assert caplog.records, "nothing was logged: the capture is not working"
+    logged = "\n".join(
+        f"{r.name} {r.getMessage()} {r.exc_text or ''} {r.__dict__}" for r in caplog.records
+    )
+    for secret in secrets:
+        assert secret not in logged

@@ -1,0 +1,306 @@
+"""Upstream faults through the real proxy: moim answers fast, relays faithfully, never breaks.
+
+CONTRACT.md, "Errors": the provider's own status and body for provider errors, OpenAI's shape
+for what moim answers itself. STYLE.md 12: a stream that breaks or is left still has its
+turn stored, marked partial. After every fault the store passes SQLite's integrity check.
+
+Faults the session's fake upstream cannot produce come from `faulty`, a tiny provider defined
+here whose model name picks the fault.
+"""
+
+import asyncio
+import json
+import threading
+import time
+from contextlib import closing
+
+import httpx
+import pytest
+import sqlean
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.conftest import serve_app
+
+STALL = 5.0  # how long the faulty upstream goes quiet; every timeout here is far shorter
+READ_TIMEOUT = 0.5
+USER = {"x-memory-user-id": "fault-user"}
+
+
+def _chunk(content):
+    event = {
+        "id": "chatcmpl-fault",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "fault",
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}],
+    }
+    return f"data: {json.dumps(event)}\n\n".encode()
+
+
+GARBAGE_SSE = [
+    _chunk("Hello, "),
+    b"this line is not an event at all\n\n",
+    b": a comment line\n\ndata: {not json\n\n",
+    b"data: [1, 2, 3]\n\nevent: ping\nid: 7\n\n",
+    _chunk("world"),
+    b"\x00\xff binary junk \xfe\n\n",
+    b"data: [DONE]\n\n",
+]
+TRUNCATED_JSON = b'{"id": "chatcmpl-fault", "object": "chat.completion", "choices": [{"ind'
+
+
+async def _wait_or_leave(request, seconds):
+    """Sleep, but return early once the client (moim) hangs up, so shutdown is quick."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if await request.is_disconnected():
+            return
+        await asyncio.sleep(0.05)
+
+
+async def _faulty(request: Request) -> Response:
+    body = json.loads(await request.body())
+    model = body["model"]
+    if model == "stall-before-headers":
+        await _wait_or_leave(request, STALL)
+        return Response(b"{}", media_type="application/json")
+    if model == "stall-mid-stream":
+
+        async def events():
+            yield _chunk("Hello, ")
+            yield _chunk("world")
+            await asyncio.sleep(STALL)  # cancelled by Starlette when moim hangs up
+            yield _chunk(" never sent")
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+    if model == "garbage-sse":
+
+        async def garbage():
+            for part in GARBAGE_SSE:
+                yield part
+
+        return StreamingResponse(garbage(), media_type="text/event-stream")
+    if model == "truncated-json":
+        return Response(TRUNCATED_JSON, media_type="application/json")
+    return Response(b'{"error": "unknown fault"}', status_code=404)
+
+
+@pytest.fixture(scope="module")
+def faulty():
+    app = Starlette(routes=[Route("/v1/chat/completions", _faulty, methods=["POST"])])
+    with serve_app(app) as root:
+        yield root + "/v1"
+
+
+def chat_body(model, text="Tell me something", stream=False):
+    return {"model": model, "stream": stream, "messages": [{"role": "user", "content": text}]}
+
+
+def post(proxy, body, **kwargs):
+    return httpx.post(
+        proxy.url + "/chat/completions", json=body, headers=USER, timeout=30, **kwargs
+    )
+
+
+def assert_openai_error(response, status, code=None):
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    if code is not None:
+        assert error["code"] == code
+
+
+def stored(proxy, user="fault-user"):
+    proxy.flush()
+    assert proxy.layer.store.integrity_ok()
+    return [(m.role, m.content, m.partial) for m in proxy.layer.store.messages(user)]
+
+
+def wait_for(predicate, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+# -- before any byte of the answer -------------------------------------------------------------
+
+
+def test_connection_refused_is_a_fast_openai_shaped_502(make_proxy):
+    proxy = make_proxy(upstream_base_url="http://127.0.0.1:9/v1")
+    post(proxy, chat_body("gpt-4o-mini"))  # the first request loads tiktoken's tables (~1 s)
+    for stream in (False, True):
+        started = time.monotonic()
+        response = post(proxy, chat_body("gpt-4o-mini", stream=stream))
+        assert time.monotonic() - started < 1.0
+        assert_openai_error(response, 502, "upstream_unreachable")
+        assert response.headers["x-request-id"]
+    assert stored(proxy) == []
+
+
+def test_no_headers_before_the_read_timeout_is_a_504_soon_after_it(make_proxy, faulty):
+    proxy = make_proxy(upstream_base_url=faulty, read_timeout=READ_TIMEOUT)
+    for stream in (False, True):
+        started = time.monotonic()
+        response = post(proxy, chat_body("stall-before-headers", stream=stream))
+        elapsed = time.monotonic() - started
+        assert_openai_error(response, 504, "upstream_timeout")
+        assert READ_TIMEOUT <= elapsed < 2.0
+    assert stored(proxy) == []
+
+
+# -- provider errors ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["error-500", "error-429", "error-400", "error-401"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_provider_errors_keep_their_status_body_and_retry_after(proxy, upstream, model, stream):
+    body = chat_body(model, stream=stream)
+    direct = httpx.post(upstream.url + "/chat/completions", json=body)
+    response = post(proxy, body)
+    assert response.status_code == direct.status_code == int(model[-3:])
+    assert response.content == direct.content
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers.get("retry-after") == ("7" if model == "error-429" else None)
+    assert response.headers["x-memory-mode"] == "auto"
+    assert proxy.layer.store.integrity_ok()
+
+
+def test_the_sdk_sees_the_providers_rate_limit_error(proxy):
+    import openai
+
+    with proxy.client() as client, pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(**chat_body("error-429"))
+    assert caught.value.response.headers["retry-after"] == "7"
+    assert caught.value.body["code"] == "rate_limit_exceeded"
+
+
+# -- during the answer -------------------------------------------------------------------------
+
+
+def test_a_stream_that_stalls_ends_cleanly_with_its_part_which_is_stored_partial(
+    make_proxy, faulty
+):
+    proxy = make_proxy(upstream_base_url=faulty, read_timeout=READ_TIMEOUT)
+    started = time.monotonic()
+    with proxy.client(default_headers=USER) as client:
+        stream = client.chat.completions.create(**chat_body("stall-mid-stream", "Greet me", True))
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
+    assert time.monotonic() - started < 2.0
+    assert text == "Hello, world"
+    assert stored(proxy) == [("user", "Greet me", False), ("assistant", "Hello, world", True)]
+
+
+def test_a_stream_whose_connection_drops_ends_cleanly_and_is_stored_partial(proxy):
+    with httpx.stream(
+        "POST",
+        proxy.url + "/chat/completions",
+        headers=USER,
+        timeout=10,
+        json=chat_body("broken", "Count for me", stream=True),
+    ) as response:
+        assert response.status_code == 200
+        data = b"".join(response.iter_raw())
+    assert b"[DONE]" not in data
+    assert data.count(b"data: ") == 4  # the role chunk and three content chunks
+    assert stored(proxy) == [
+        ("user", "Count for me", False),
+        ("assistant", "tick 00 tick 01 tick 02 ", True),
+    ]
+
+
+def test_garbage_between_events_is_relayed_as_sent_and_the_valid_events_are_stored(
+    make_proxy, faulty
+):
+    proxy = make_proxy(upstream_base_url=faulty)
+    with httpx.stream(
+        "POST",
+        proxy.url + "/chat/completions",
+        headers=USER,
+        timeout=10,
+        json=chat_body("garbage-sse", "Say hello", stream=True),
+    ) as response:
+        assert response.status_code == 200
+        data = b"".join(response.iter_raw())
+    assert data == b"".join(GARBAGE_SSE)
+    assert stored(proxy) == [("user", "Say hello", False), ("assistant", "Hello, world", False)]
+
+
+def test_a_truncated_json_body_is_relayed_as_sent(make_proxy, faulty):
+    proxy = make_proxy(upstream_base_url=faulty)
+    response = post(proxy, chat_body("truncated-json", "Answer briefly"))
+    assert response.status_code == 200
+    assert response.content == TRUNCATED_JSON
+    assert stored(proxy) == [("user", "Answer briefly", False)]
+
+
+def test_a_body_cut_off_by_a_dropped_connection_is_an_openai_shaped_502(proxy):
+    response = post(proxy, chat_body("broken", "Count for me"))
+    assert_openai_error(response, 502, "upstream_broken")
+    assert proxy.layer.store.integrity_ok()
+    assert httpx.get(proxy.root + "/health").status_code == 200
+
+
+# -- the client leaves -------------------------------------------------------------------------
+
+
+def test_a_client_that_leaves_mid_stream_closes_the_upstream_and_leaks_nothing(proxy, upstream):
+    body = chat_body("slow", "Take your time", stream=True)
+    with proxy.client(default_headers=USER) as client:  # warm every pool and worker thread
+        list(client.chat.completions.create(**chat_body("gpt-4o-mini", "Warm up", stream=True)))
+    proxy.flush()
+    baseline = threading.active_count()
+
+    with httpx.stream(
+        "POST", proxy.url + "/chat/completions", json=body, headers=USER, timeout=10
+    ) as response:
+        received = b""
+        for part in response.iter_raw():
+            received += part
+            if received.count(b"tick") >= 3:
+                break
+    assert wait_for(lambda: upstream.disconnects == 1), "moim kept the upstream stream open"
+
+    messages = stored(proxy)
+    assert messages[:2] == [("user", "Warm up", False), ("assistant", "echo: Warm up", False)]
+    assert messages[2] == ("user", "Take your time", False)
+    role, content, partial = messages[3]
+    assert (role, partial) == ("assistant", True)
+    assert content.startswith("tick 00 tick 01 tick 02 ") and len(content) < len("tick 00 ") * 40
+    assert wait_for(lambda: threading.active_count() <= baseline), (
+        f"{threading.active_count()} threads, {baseline} before"
+    )
+    metrics = httpx.get(proxy.root + "/metrics").text
+    assert "moim_ingest_pending 0" in metrics
+    assert "moim_memory_write_failures_total 0" in metrics
+
+
+# -- the check every test above relies on ------------------------------------------------------
+
+
+def test_the_integrity_check_reports_the_store_as_it_is_now(proxy):
+    """`integrity_ok()` runs on its caller's long-lived connection; while other connections
+    (the writer's) add chunks and merge FTS5 segments, it must not report a sound store as
+    malformed (SQLite's FTS5 integrity check trusts that connection's cached structure)."""
+    store = proxy.layer.store
+    checks = [store.integrity_ok()]
+    with proxy.client() as client:
+        for turn in range(24):
+            client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=[
+                    {"role": "user", "content": f"Plant number {turn} on my balcony is a fern"}
+                ],
+            )
+            if turn % 4 == 3:
+                proxy.flush()
+                checks.append(store.integrity_ok())
+    with closing(sqlean.connect(str(proxy.config.db_path))) as fresh:
+        assert fresh.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert checks == [True] * 7

@@ -1,0 +1,512 @@
+"""Whatever a client sends, moim answers without a 5xx of its own and keeps running.
+
+CONTRACT.md, "Errors": a 4xx for bad input, never a 5xx caused by the memory layer. The
+fake upstream answers every plain model name with an echo, so any 5xx here is moim's: the
+model names that make it fail on purpose (`error-500`, `broken`, …) and `provider/…` names
+(litellm, which would leave this machine) are never generated.
+
+The strategies are public so `bench/fuzz.py` can drive them at volume. In the default
+suite each endpoint gets 100 to 300 examples (fewer where a request reaches the memory
+layer); `MOIM_FUZZ_EXAMPLES` (default 300) scales them all.
+"""
+
+import json
+import os
+import string
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from urllib.parse import quote
+
+import httpx
+import pytest
+import sqlean
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from memory import MemoryLayer, Settings
+from proxy.app import build_app
+from proxy.config import Config
+from proxy.upstream import LITELLM_PREFIXES
+from tests.conftest import Proxy, serve_app
+from tests.upstream import MODELS
+
+EXAMPLES = int(os.environ.get("MOIM_FUZZ_EXAMPLES", "300"))  # bodies refused early: cheap
+PIPELINE_EXAMPLES = max(EXAMPLES // 3, 1)  # requests that reach recall, storage or the model
+SPECIAL_MODELS = {"error-400", "error-401", "error-429", "error-500", "slow", "broken", *MODELS} - {
+    "gpt-4o-mini",
+    "gpt-4o",
+}
+MEMORY_HEADERS = (
+    "x-memory-user-id",
+    "x-memory-session-id",
+    "x-memory-mode",
+    "x-memory-context-budget",
+    "x-memory-timestamp",
+    "x-memory-tools",
+    "x-sm-user-id",
+    "x-sm-conversation-id",
+    "x-openwebui-user-id",
+    "x-openwebui-chat-id",
+    "x-litellm-end-user-id",
+    "x-request-id",
+)
+CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+
+# -- strategies --------------------------------------------------------------------------------
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40)
+json_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5)
+    ),
+    max_leaves=10,
+)
+
+
+def _harmless_model(name):
+    prefix = name.split("/", 1)[0] if "/" in name else None
+    return name.strip() not in SPECIAL_MODELS and prefix not in LITELLM_PREFIXES
+
+
+models = (
+    st.sampled_from(["gpt-4o-mini", "gpt-4o", "gpt-3.5-turbo", "claude-x", "llama3"])
+    | st.text(min_size=1, max_size=30)
+).filter(_harmless_model)
+roles = st.sampled_from(["user", "assistant", "system", "developer", "tool", "function"]) | (
+    st.text(max_size=12)
+)
+# The fake upstream reads list content as dicts with a string `text` when `type` is "text"
+# (anything else makes *it* fail with a 500), so parts vary everywhere but there.
+content_parts = st.lists(
+    st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=200)})
+    | st.fixed_dictionaries(
+        {
+            "type": st.just("image_url"),
+            "image_url": st.fixed_dictionaries({"url": st.text(max_size=30)}),
+        }
+    )
+    | st.dictionaries(st.text(max_size=8), json_values, max_size=3).filter(
+        lambda part: part.get("type") != "text"
+    ),
+    max_size=4,
+)
+contents = st.none() | st.text(max_size=400) | content_parts | scalars
+tool_calls = st.lists(
+    st.fixed_dictionaries(
+        {
+            "id": st.text(max_size=10),
+            "type": st.just("function"),
+            "function": st.fixed_dictionaries(
+                {"name": st.text(max_size=10), "arguments": st.text(max_size=40)}
+            ),
+        }
+    )
+    | json_values,
+    max_size=2,
+)
+messages = st.fixed_dictionaries(
+    {"role": roles, "content": contents},
+    optional={
+        "name": st.text(max_size=10) | json_values,
+        "tool_calls": tool_calls,
+        "tool_call_id": st.text(max_size=10) | json_values,
+    },
+)
+chat_bodies = st.fixed_dictionaries(
+    {"model": models, "messages": st.lists(messages, min_size=1, max_size=6)},
+    optional={
+        "stream": st.booleans(),
+        "user": st.text(max_size=20) | json_values,
+        "temperature": st.floats(allow_nan=False) | json_values,
+        "n": st.integers(0, 3),
+        # the fake upstream reads `stream_options` as a mapping (anything else makes it fail)
+        "stream_options": st.dictionaries(
+            st.sampled_from(["include_usage", "x"]), json_values, max_size=2
+        ),
+        "tools": json_values,
+        "response_format": json_values,
+        "extra": json_values,
+    },
+)
+# What HTTP allows in a header value: printable ASCII, not empty, no surrounding blanks.
+printable = (
+    st.text(alphabet=string.printable[:95], min_size=1, max_size=40).map(str.strip).filter(bool)
+)
+header_values = {
+    "x-memory-mode": st.sampled_from(["auto", "read", "write", "off", "AUTO", "Off"]) | printable,
+    "x-memory-context-budget": st.integers(-5, 10**30).map(str) | printable,
+    "x-memory-timestamp": st.sampled_from(
+        [
+            "nan",
+            "inf",
+            "-inf",
+            "1e308",
+            "-1e308",
+            "0",
+            "2024-02-30",
+            "9999-12-31T23:59:59-23:59",
+            "0001-01-01T00:00:00+14:00",
+            "2024-01-01T00:00:00Z",
+        ]
+    )
+    | st.floats().map(repr)
+    | st.datetimes().map(lambda d: d.isoformat())
+    | printable,
+    "x-memory-tools": st.sampled_from(["on", "off", "true", "1"]) | printable,
+}
+memory_headers = st.dictionaries(
+    st.sampled_from(MEMORY_HEADERS),
+    printable,
+    max_size=5,
+).flatmap(
+    lambda chosen: st.fixed_dictionaries(
+        {name: header_values.get(name, printable) for name in chosen}
+    )
+)
+
+
+def jsonl(items):
+    return "\n".join(json.dumps(item) for item in items).encode()
+
+
+export_items = st.fixed_dictionaries(
+    {
+        "session_id": st.text(max_size=10),
+        "message_key": st.text(max_size=10),
+        "content_hash": st.text(max_size=10),
+        "role": roles,
+        "content": st.text(max_size=200),
+        "created_at": st.floats() | st.integers(),
+    },
+    optional={
+        "type": st.sampled_from(["message", "fact"]) | json_values,
+        "id": json_values,
+        "name": json_values,
+        "payload": json_values,
+        "model": json_values,
+        "tokens": json_values,
+        "partial": json_values,
+        "key": json_values,
+        "value": json_values,
+        "category": json_values,
+    },
+)
+import_bodies = (
+    st.binary(max_size=300)
+    | st.lists(json_values, max_size=4).map(jsonl)
+    | st.lists(export_items, min_size=1, max_size=4).map(jsonl)
+)
+fact_bodies = (
+    st.fixed_dictionaries(
+        {"key": st.text(max_size=20) | json_values, "value": st.text(max_size=60) | json_values},
+        optional={
+            "category": st.text(max_size=12) | json_values,
+            "policy": json_values,
+            "pinned": json_values,
+            "ttl_seconds": json_values,
+        },
+    ).map(lambda d: json.dumps(d).encode())
+    | json_values.map(lambda v: json.dumps(v).encode())
+    | st.binary(max_size=200)
+)
+search_params = st.fixed_dictionaries(
+    {"q": st.text(max_size=60)},
+    optional={"k": st.integers(-3, 200).map(str) | printable},
+)
+
+
+# -- the proxy under fuzz ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fuzzed(tmp_path_factory, upstream, embedder):
+    memory = Settings(db_path=tmp_path_factory.mktemp("fuzz") / "moim.db")
+    config = Config(memory=memory, upstream_base_url=upstream.url)
+    layer = MemoryLayer(memory, embedder_factory=lambda _: embedder)
+    with (
+        serve_app(build_app(config, layer)) as root,
+        httpx.Client(base_url=root, timeout=30) as http,
+    ):
+        yield Proxy(root + "/v1", root, config, layer), http
+    # a fresh connection: a long-lived one may report a stale FTS5 index (see test_faults)
+    with closing(sqlean.connect(str(memory.db_path))) as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+def fuzz_settings(examples):
+    """No shrinking and one bug per test: a failure is reported as found, within seconds
+    (the plain examples at the end of this module are the minimal cases)."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        report_multiple_bugs=False,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+        ],
+    )
+
+
+def settle(http):
+    """Wait until the server has logged the crash behind a 5xx, before pytest reports ours.
+
+    CPython 3.11 before 3.11.8 keeps `ast` construction state per interpreter, not per
+    thread (python/cpython#106905): the server thread formatting its traceback while pytest
+    formats ours can end the whole session in an INTERNALERROR. The server logs right after
+    sending the 500, on its one event loop, so one more round trip orders the two.
+    """
+    http.get("/health")
+
+
+def not_moims_fault(response, http):
+    if response.status_code >= 500:
+        settle(http)
+    assert response.status_code < 500, (response.status_code, response.text)
+
+
+def still_healthy(http):
+    assert http.get("/health").status_code == 200
+    metrics = http.get("/metrics").text
+    assert "moim_memory_write_failures_total 0" in metrics, metrics
+
+
+@pytest.mark.slow
+@fuzz_settings(EXAMPLES)
+@given(body=json_values, path=st.sampled_from(CHAT_PATHS))
+def test_chat_any_json_value(fuzzed, body, path):
+    _, http = fuzzed
+    not_moims_fault(
+        http.post(
+            path, content=json.dumps(body).encode(), headers={"content-type": "application/json"}
+        ),
+        http,
+    )
+
+
+@pytest.mark.slow
+@fuzz_settings(EXAMPLES)
+@given(body=st.binary(max_size=500), path=st.sampled_from(CHAT_PATHS))
+def test_chat_any_bytes(fuzzed, body, path):
+    _, http = fuzzed
+    not_moims_fault(http.post(path, content=body), http)
+
+
+@pytest.mark.slow
+@fuzz_settings(PIPELINE_EXAMPLES)
+@given(body=chat_bodies, headers=memory_headers, path=st.sampled_from(CHAT_PATHS))
+def test_chat_shaped_bodies_with_any_memory_headers(fuzzed, body, headers, path):
+    proxy, http = fuzzed
+    response = http.post(path, content=json.dumps(body).encode(), headers=headers)
+    not_moims_fault(response, http)
+
+
+@pytest.mark.slow
+@fuzz_settings(PIPELINE_EXAMPLES)
+@given(body=chat_bodies, user=st.text(min_size=1, max_size=20))
+def test_chat_any_user_in_the_path(fuzzed, body, user):
+    _, http = fuzzed
+    path = f"/u/{quote(user, safe='')}/v1/chat/completions"
+    not_moims_fault(http.post(path, content=json.dumps(body).encode()), http)
+
+
+@pytest.mark.slow
+@fuzz_settings(EXAMPLES // 2)
+@given(body=import_bodies, headers=memory_headers)
+def test_import_any_body(fuzzed, body, headers):
+    _, http = fuzzed
+    not_moims_fault(http.post("/v1/memory/import", content=body, headers=headers), http)
+
+
+@pytest.mark.slow
+@fuzz_settings(EXAMPLES)
+@given(body=fact_bodies, headers=memory_headers)
+def test_facts_any_body(fuzzed, body, headers):
+    _, http = fuzzed
+    not_moims_fault(http.post("/v1/memory/facts", content=body, headers=headers), http)
+
+
+@pytest.mark.slow
+@fuzz_settings(PIPELINE_EXAMPLES)
+@given(params=search_params, headers=memory_headers)
+def test_search_any_query(fuzzed, params, headers):
+    _, http = fuzzed
+    not_moims_fault(http.get("/v1/memory/search", params=params, headers=headers), http)
+
+
+@pytest.mark.slow
+@fuzz_settings(PIPELINE_EXAMPLES)
+@given(
+    headers=memory_headers,
+    path=st.sampled_from(
+        ["/v1/memory/stats", "/v1/memory/export", "/v1/memory/facts", "/v1/models"]
+    ),
+)
+def test_reads_with_any_memory_headers(fuzzed, headers, path):
+    _, http = fuzzed
+    not_moims_fault(http.get(path, headers=headers), http)
+
+
+def test_the_proxy_survived_the_fuzz(fuzzed):
+    proxy, http = fuzzed
+    still_healthy(http)
+    assert proxy.layer.store.integrity_ok()
+    with proxy.client() as client:
+        reply = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "still there?"}]
+        )
+    assert reply.choices[0].message.content == "echo: still there?"
+
+
+# -- what the fuzz found, pinned as plain examples ---------------------------------------------
+
+IMPORTED = {
+    "type": "message",
+    "session_id": "s-1",
+    "message_key": "k#1",
+    "content_hash": "k",
+    "role": "user",
+    "content": "I keep bees on the roof",
+    "created_at": 1700000000.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "raw"),
+    [
+        ("tokens", "{}"),
+        ("tokens", '"many"'),
+        ("tokens", "[1]"),
+        ("tokens", "1e400"),
+        ("id", "[1]"),
+        ("id", '"abc"'),
+        ("id", "1.5"),
+        ("id", str(2**70)),
+        ("name", '{"first": "Ana"}'),
+        ("model", "[1]"),
+        ("created_at", "NaN"),
+        ("created_at", "Infinity"),
+        pytest.param("created_at", str(10**400), id="created_at-10**400"),
+    ],
+)
+def test_import_refuses_an_item_whose_field_has_the_wrong_type(fuzzed, field, raw):
+    _, http = fuzzed
+    user = f"import-{field}-{abs(hash(raw)) % 10**6}"
+    line = json.dumps({**IMPORTED, field: "__RAW__"}).replace('"__RAW__"', raw)
+    response = http.post(
+        "/v1/memory/import",
+        content=line.encode(),
+        headers={"x-memory-user-id": user, "connection": "close"},
+    )
+    settle(http)
+    assert response.status_code == 400, (response.status_code, response.text)
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert http.get("/v1/memory/stats", headers={"x-memory-user-id": user}).json()["messages"] == 0
+
+
+@pytest.mark.parametrize("stamp", ["nan", "NaN", "inf", "-inf", "Infinity"])
+def test_a_non_finite_memory_timestamp_is_refused(fuzzed, stamp):
+    _, http = fuzzed
+    response = http.post(
+        "/v1/chat/completions",
+        headers={"x-memory-timestamp": stamp},
+        json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "My bike is red"}]},
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == "X-Memory-Timestamp"
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "1e20",
+        "1e308",
+        "-1e308",
+        "-62135596800",
+        "9999-12-31T23:59:59-23:59",
+        "0001-01-01T00:00:00+14:00",
+        "2024-01-01T00:00:00Z",
+        "1700000000",
+    ],
+)
+def test_a_memory_timestamp_moim_accepts_is_one_it_can_store_and_recall(fuzzed, stamp):
+    """Refusing an out-of-range time is fine; accepting it and then failing every later
+    recall and search of that user is not."""
+    _, http = fuzzed
+    user = {"x-memory-user-id": f"stamp-{abs(hash(stamp)) % 10**6}"}
+    told = http.post(
+        "/v1/chat/completions",
+        headers={**user, "x-memory-timestamp": stamp},
+        json={
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "user", "content": "My bike is red and fast"}],
+        },
+    )
+    if told.status_code == 400:
+        return
+    assert told.status_code == 200, told.text
+    http.post("/v1/memory/flush")
+    assert http.get("/v1/memory/stats", headers=user).json()["messages"] == 2
+    asked = http.post(
+        "/v1/chat/completions",
+        headers=user,
+        json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Is my bike red?"}]},
+    )
+    assert asked.status_code == 200
+    assert asked.headers.get("x-memory-error") is None
+    assert int(asked.headers["x-memory-chunks-injected"]) > 0
+    found = http.get("/v1/memory/search", params={"q": "bike"}, headers=user)
+    assert found.status_code == 200, found.text
+    assert found.json()["results"]
+
+
+def test_concurrent_imports_index_each_message_once(make_proxy):
+    """Import indexes in its request while the writer indexes too: each message must still
+    end with exactly its chunks, one vector each, and no vector of a deleted chunk."""
+    proxy = make_proxy()
+
+    def import_notes(user):
+        lines = [
+            json.dumps(
+                {
+                    **IMPORTED,
+                    "session_id": f"s-{user}",
+                    "message_key": f"k{i}#1",
+                    "content_hash": f"k{i}",
+                    "created_at": 1700000000.0 + i,
+                    "content": f"{user} note {i}: the tomatoes need water",
+                }
+            )
+            for i in range(30)
+        ]
+        return httpx.post(
+            proxy.root + "/v1/memory/import",
+            content="\n".join(lines).encode(),
+            headers={"x-memory-user-id": user},
+            timeout=60,
+        )
+
+    users = [f"importer-{n}" for n in range(3)]
+    with ThreadPoolExecutor(len(users)) as pool:
+        statuses = [r.status_code for r in pool.map(import_notes, users)]
+    proxy.flush()
+    store = proxy.layer.store
+    counts = {
+        "statuses": statuses,
+        "messages": store.read("SELECT count(*) FROM messages")[0][0],
+        "chunks": store.read("SELECT count(*) FROM chunks")[0][0],
+        "vectors": store.read("SELECT count(*) FROM chunk_vectors")[0][0],
+        "orphan vectors": store.read(
+            "SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)"
+        )[0][0],
+    }
+    assert counts == {
+        "statuses": [200, 200, 200],
+        "messages": 90,
+        "chunks": 90,
+        "vectors": 90,
+        "orphan vectors": 0,
+    }
