@@ -28,6 +28,7 @@ from memory import (
     fill_ratio,
     inject_block,
 )
+from proxy import tools
 from proxy.auth import authenticate
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError, UpstreamError
 from proxy.identity import Identity, Mode, identify
@@ -228,6 +229,9 @@ async def forward(
     content = outbound if outbound is not None else raw
     if target.model != body["model"]:  # a config alias names another model upstream
         content = json.dumps({**json.loads(content), "model": target.model}).encode()
+    if tools.applies(prepared.who, target, body):  # memory tools: the loop lives in tools.py
+        return await tools.forward_with_tools(state, request.headers, target, content, prepared,
+                                              authorization, collector, on_end, report)
     try:
         upstream = await open_openai(state.client, target, content, authorization,
                                      request.headers)
