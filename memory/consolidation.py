@@ -143,9 +143,12 @@ def _operation(item: object) -> Operation:
     if reason is not None and not isinstance(reason, str):
         raise ValueError("'reason' must be a string")
     return Operation(
-        op=cast(Op, op), key=normalise_key(item["key"]), value=value,
+        op=cast(Op, op),
+        key=normalise_key(item["key"]),
+        value=value,
         category=None if category is None else check_category(category),
-        confidence=_unit(item, "confidence"), salience=_unit(item, "salience"),
+        confidence=_unit(item, "confidence"),
+        salience=_unit(item, "salience"),
         reason=(reason or "")[:200],
     )
 
@@ -261,17 +264,30 @@ def apply_operations(
 def _apply_one(store: Store, user_id: str, op: Operation, now: float) -> Fact:
     if op.op in ("add", "update"):
         return fact_store.upsert_fact(
-            store, user_id, op.key, check_value(op.value), op.category,
-            confidence=op.confidence, source=SOURCE, rule=f"{SOURCE}:{op.op}", now=now,
+            store,
+            user_id,
+            op.key,
+            check_value(op.value),
+            op.category,
+            confidence=op.confidence,
+            source=SOURCE,
+            rule=f"{SOURCE}:{op.op}",
+            now=now,
         )
     current = fact_store.get_fact(store, user_id, op.key)
     if current is None:
         raise ConsolidationRejected(f"{op.op}: no active fact {op.key!r}")
     if op.op == "reinforce":
         return fact_store.upsert_fact(
-            store, user_id, op.key, current.value, None,
-            confidence=min(1.0, current.confidence + REINFORCE_STEP), source=SOURCE,
-            expires_at=current.expires_at, now=now,
+            store,
+            user_id,
+            op.key,
+            current.value,
+            None,
+            confidence=min(1.0, current.confidence + REINFORCE_STEP),
+            source=SOURCE,
+            expires_at=current.expires_at,
+            now=now,
         )
     if op.op == "close_open_loop" and current.category != "open_loop":
         raise ConsolidationRejected(f"close_open_loop: {op.key!r} is not an open loop")

@@ -70,8 +70,6 @@ class Capture:
     policy: Literal["speak", "adapt", "avoid"] = "speak"
 
 
-
-
 def _ends(rest: str) -> bool:
     """True when `rest`, the text after a value, is empty or opens a new clause."""
     words = rest.split()

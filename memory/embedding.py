@@ -111,8 +111,12 @@ def bundled_model_dir() -> Path:
         raise EmbeddingFailed(f"{onnx} does not match its published SHA256")
     target = Path(tempfile.mkdtemp(prefix="moim-minilm-"))
     assets = resources.files("memory.assets") / "minilm"
-    for name in ("config.json", "special_tokens_map.json", "tokenizer.json",
-                 "tokenizer_config.json"):
+    for name in (
+        "config.json",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ):
         (target / name).write_bytes((assets / name).read_bytes())
     try:
         (target / "model.onnx").symlink_to(onnx)

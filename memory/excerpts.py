@@ -117,4 +117,3 @@ def _excerpt(passage: _Passage, session_id: str) -> Excerpt:
         this_session=passage.session_id == session_id,
         speaker=None,
     )
-

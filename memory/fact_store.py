@@ -38,9 +38,20 @@ _EXPORTED = (
 
 def _fact(row: Sequence[Any]) -> Fact:
     return Fact(
-        id=row[0], user_id=row[1], key=row[2], value=row[3], category=row[4], policy=row[5],
-        pinned=bool(row[6]), status=row[7], confidence=row[8], source=row[9],
-        source_message_id=row[10], expires_at=row[11], created_at=row[12], updated_at=row[13],
+        id=row[0],
+        user_id=row[1],
+        key=row[2],
+        value=row[3],
+        category=row[4],
+        policy=row[5],
+        pinned=bool(row[6]),
+        status=row[7],
+        confidence=row[8],
+        source=row[9],
+        source_message_id=row[10],
+        expires_at=row[11],
+        created_at=row[12],
+        updated_at=row[13],
     )
 
 
@@ -90,9 +101,17 @@ def upsert_fact(
                 "UPDATE facts SET value = ?, category = ?, policy = ?, pinned = ?, "
                 "confidence = max(confidence, ?), expires_at = ?, updated_at = ? "
                 "WHERE id = ? AND user_id = ?",
-                (value, category or current.category, policy or current.policy,
-                 int(current.pinned if pinned is None else pinned), confidence, expires_at, now,
-                 current.id, user_id),
+                (
+                    value,
+                    category or current.category,
+                    policy or current.policy,
+                    int(current.pinned if pinned is None else pinned),
+                    confidence,
+                    expires_at,
+                    now,
+                    current.id,
+                    user_id,
+                ),
             )
             fact_id = current.id
         else:  # a new value: the old row stays, as superseded history
@@ -107,9 +126,21 @@ def upsert_fact(
                 "INSERT INTO facts (user_id, key, value, category, policy, pinned, status, "
                 "confidence, source, source_message_id, rule, expires_at, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)",
-                (user_id, key, value, category or inherited.category, policy or inherited.policy,
-                 int(inherited.pinned if pinned is None else pinned), confidence, source,
-                 source_message_id, rule, expires_at, now, now),
+                (
+                    user_id,
+                    key,
+                    value,
+                    category or inherited.category,
+                    policy or inherited.policy,
+                    int(inherited.pinned if pinned is None else pinned),
+                    confidence,
+                    source,
+                    source_message_id,
+                    rule,
+                    expires_at,
+                    now,
+                    now,
+                ),
             )
             fact_id = int(cur.lastrowid)
             if current is not None:
@@ -211,12 +242,18 @@ def mark_injected(store: Store, user_id: str, ids: Sequence[int], now: float) ->
     """Record that these facts of the user went into a block at `now` (`last_injected_at`)."""
     if ids:
         with store.write() as db:
-            db.execute(f"UPDATE facts SET last_injected_at = ? WHERE user_id = ? AND id IN "
-                       f"({','.join('?' * len(ids))})", [now, user_id, *ids])
+            db.execute(
+                f"UPDATE facts SET last_injected_at = ? WHERE user_id = ? AND id IN "
+                f"({','.join('?' * len(ids))})",
+                [now, user_id, *ids],
+            )
 
 
 def expire_facts(
-    store: Store, now: float, *, user_id: str | None = None,
+    store: Store,
+    now: float,
+    *,
+    user_id: str | None = None,
     max_silence: Mapping[str, float] | None = None,
 ) -> int:
     """Turn unpinned active facts `stale` when past `expires_at`; return how many changed.
@@ -238,8 +275,9 @@ def expire_facts(
     if not store.read(f"SELECT 1 FROM facts WHERE {where} LIMIT 1", params):
         return 0
     with store.write() as db:
-        cur = db.execute(f"UPDATE facts SET status = 'stale', updated_at = ? WHERE {where}",
-                         [now, *params])
+        cur = db.execute(
+            f"UPDATE facts SET status = 'stale', updated_at = ? WHERE {where}", [now, *params]
+        )
         return int(cur.rowcount)
 
 
@@ -285,15 +323,30 @@ def import_facts(store: Store, user_id: str, items: Sequence[Mapping[str, Any]])
                 "confidence, source, source_message_id, rule, expires_at, superseded_by, "
                 "created_at, updated_at, last_injected_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)",
-                (user_id, item["key"], item["value"], item["category"], item["policy"],
-                 int(item["pinned"]), status, item["confidence"], item["source"],
-                 item.get("rule"), item.get("expires_at"), live.id if live else None,
-                 item["created_at"], item["updated_at"], item.get("last_injected_at")),
+                (
+                    user_id,
+                    item["key"],
+                    item["value"],
+                    item["category"],
+                    item["policy"],
+                    int(item["pinned"]),
+                    status,
+                    item["confidence"],
+                    item["source"],
+                    item.get("rule"),
+                    item.get("expires_at"),
+                    live.id if live else None,
+                    item["created_at"],
+                    item["updated_at"],
+                    item.get("last_injected_at"),
+                ),
             )
             stored[item.get("id")] = int(cur.lastrowid)
             links += [(int(cur.lastrowid), superseded_by)] if superseded_by is not None else []
             added += 1
         for fact_id, old in links:
-            db.execute("UPDATE facts SET superseded_by = ? WHERE id = ? AND user_id = ?",
-                       (stored.get(old), fact_id, user_id))
+            db.execute(
+                "UPDATE facts SET superseded_by = ? WHERE id = ? AND user_id = ?",
+                (stored.get(old), fact_id, user_id),
+            )
     return added

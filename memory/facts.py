@@ -30,7 +30,13 @@ logger = logging.getLogger(__name__)
 # be violated, who the user is, how they like things, work, rules of the conversation, open
 # threads, dated events. Any other lowercase word is a valid category too, ranked after these.
 CATEGORIES = (
-    "constraint", "profile", "preference", "project", "protocol", "open_loop", "episodic_event",
+    "constraint",
+    "profile",
+    "preference",
+    "project",
+    "protocol",
+    "open_loop",
+    "episodic_event",
 )
 POLICIES: tuple[Policy, ...] = ("speak", "adapt", "avoid")
 STATUSES: tuple[FactStatus, ...] = ("active", "superseded", "stale", "archived")
@@ -76,9 +82,7 @@ def check_value(value: object) -> str:
 def check_category(category: object) -> str:
     """A category: one of `CATEGORIES` or any other lowercase word (letters, digits, `_`)."""
     if not isinstance(category, str) or not _CATEGORY.fullmatch(category.strip()):
-        raise ValueError(
-            f"'category' must be a lowercase word such as {', '.join(CATEGORIES)}"
-        )
+        raise ValueError(f"'category' must be a lowercase word such as {', '.join(CATEGORIES)}")
     return category.strip()
 
 
@@ -171,10 +175,16 @@ def set_fact(
         raise ValueError("'pinned' must be true or false")
     key, value = normalise_key(key), check_value(value)
     return fact_store.upsert_fact(
-        store, user_id, key, value, None if category is None else check_category(category),
+        store,
+        user_id,
+        key,
+        value,
+        None if category is None else check_category(category),
         policy=None if policy is None else check_policy(policy),
-        pinned=pinned, source=source,
-        expires_at=None if ttl_seconds is None else now + _ttl(ttl_seconds), now=now,
+        pinned=pinned,
+        source=source,
+        expires_at=None if ttl_seconds is None else now + _ttl(ttl_seconds),
+        now=now,
     )
 
 
@@ -232,9 +242,15 @@ def _capture(
     now: float,
 ) -> Fact:
     return fact_store.upsert_fact(
-        store, user_id, key, check_value(capture.value), check_category(capture.category),
+        store,
+        user_id,
+        key,
+        check_value(capture.value),
+        check_category(capture.category),
         policy=None if current is not None else check_policy(capture.policy),
-        confidence=USER_STATED_CONFIDENCE, source="user_stated", source_message_id=message_id,
+        confidence=USER_STATED_CONFIDENCE,
+        source="user_stated",
+        source_message_id=message_id,
         rule=capture.rule,
         # restating a value keeps its expiry; a new value has none
         expires_at=current.expires_at

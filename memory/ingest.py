@@ -54,7 +54,11 @@ def content_hash(message: Mapping[str, Any]) -> str:
     This canonical form is a contract: changing it makes stored messages look new again.
     """
     calls = [
-        (c.get("id"), (c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+        (
+            c.get("id"),
+            (c.get("function") or {}).get("name"),
+            (c.get("function") or {}).get("arguments"),
+        )
         for c in (message.get("tool_calls") or [])
         if isinstance(c, Mapping)
     ]
@@ -91,7 +95,9 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
     if turn.reply is not None:
         conversation.append(turn.reply)
     rows = []
-    for index, (message, key) in enumerate(zip(conversation, message_keys(conversation))):
+    for index, (message, key) in enumerate(
+        zip(conversation, message_keys(conversation), strict=True)
+    ):
         is_reply = turn.reply is not None and index == len(conversation) - 1
         text = message_text(message)
         payload = dict(message)
@@ -115,8 +121,16 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
         )
     ids = store.insert_messages(turn.user_id, turn.session_id, rows)
     return [
-        Message(new_id, turn.user_id, turn.session_id, row.role, row.name, row.content,
-                row.created_at, row.partial)
+        Message(
+            new_id,
+            turn.user_id,
+            turn.session_id,
+            row.role,
+            row.name,
+            row.content,
+            row.created_at,
+            row.partial,
+        )
         for new_id, row in zip(ids, rows, strict=True)
         if new_id
     ]

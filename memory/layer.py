@@ -107,9 +107,7 @@ class MemoryLayer:
     def recall(self, request: RecallRequest, now: float | None = None) -> Recollection:
         """The tier for this request and the memory block to inject into it."""
         now = time.time() if now is None else now
-        tier = select_tier(
-            request.request_tokens, request.context_window, self.settings.tier_rules
-        )
+        tier = select_tier(request.request_tokens, request.context_window, self.settings.tier_rules)
         facts = self.facts(request.user_id)
         hits: list[Hit] = []
         excerpts: list[Excerpt] = []
@@ -117,12 +115,22 @@ class MemoryLayer:
             query = build_query(request.messages)
             exclude = {content_hash(m) for m in request.messages}
             found = retrieve(
-                self.store, self.index, self.embedder, self.settings, request.user_id,
-                query, exclude, now,
+                self.store,
+                self.index,
+                self.embedder,
+                self.settings,
+                request.user_id,
+                query,
+                exclude,
+                now,
             )
             hits = found.hits[: self.settings.hit_pool]
             excerpts = build_excerpts(
-                hits, tier, fts_terms(query), request.session_id, self._neighbours(request.user_id, exclude)
+                hits,
+                tier,
+                fts_terms(query),
+                request.session_id,
+                self._neighbours(request.user_id, exclude),
             )
         block = self._render(facts, excerpts, request, now)
         return Recollection(tier, block, hits if block else [])
@@ -151,7 +159,9 @@ class MemoryLayer:
                 return None
             tokens = count_tokens(text, request.model)
             if request.token_budget is None or tokens <= request.token_budget:
-                return MemoryBlock(text, tokens, len(excerpts), len(facts), tuple(f.id for f in facts))
+                return MemoryBlock(
+                    text, tokens, len(excerpts), len(facts), tuple(f.id for f in facts)
+                )
             if excerpts:
                 excerpts = excerpts[:-1]
             elif facts:
@@ -177,8 +187,15 @@ class MemoryLayer:
     def search(self, user_id: str, query: str, k: int = 10) -> list[Hit]:
         """The user's chunks for a free-text query, ranked, without abstention or budget."""
         found = retrieve(
-            self.store, self.index, self.embedder, self.settings, user_id, query, (),
-            time.time(), limit=k,
+            self.store,
+            self.index,
+            self.embedder,
+            self.settings,
+            user_id,
+            query,
+            (),
+            time.time(),
+            limit=k,
         )
         return found.hits[:k]
 
@@ -208,8 +225,16 @@ class MemoryLayer:
         key: profile, speak, unpinned). Raises ValueError naming a bad field.
         """
         return _set_fact(
-            self.store, user_id, key, value, category=category, policy=policy, pinned=pinned,
-            ttl_seconds=ttl_seconds, source=source, now=time.time(),
+            self.store,
+            user_id,
+            key,
+            value,
+            category=category,
+            policy=policy,
+            pinned=pinned,
+            ttl_seconds=ttl_seconds,
+            source=source,
+            now=time.time(),
         )
 
     def forget_fact(self, user_id: str, key_or_id: str) -> Fact | None:
@@ -321,4 +346,3 @@ class MemoryLayer:
         self.index.drop(user_id)
         self.index_pending()
         return added
-

@@ -55,7 +55,9 @@ def fuse(
     return sorted(hits, key=lambda h: (-h.score, -h.chunk.id))
 
 
-def rerank(hits: Sequence[Hit], now: float, half_life_days: float, weight: float, k: int = 60) -> list[Hit]:
+def rerank(
+    hits: Sequence[Hit], now: float, half_life_days: float, weight: float, k: int = 60
+) -> list[Hit]:
     """Add a recency bonus of at most `weight` × a first-rank RRF score, halving per half-life."""
     if half_life_days <= 0 or weight <= 0:
         return list(hits)
@@ -85,7 +87,9 @@ def boost_speakers(hits: Sequence[Hit], query: str, weight: float) -> list[Hit]:
     return sorted(boosted, key=lambda h: (-h.score, -h.chunk.id))
 
 
-def drop_weak(hits: Sequence[Hit], min_similarity: float, min_lexical_similarity: float) -> list[Hit]:
+def drop_weak(
+    hits: Sequence[Hit], min_similarity: float, min_lexical_similarity: float
+) -> list[Hit]:
     """Drop hits that only one weak signal supports.
 
     A dense-only hit below `min_similarity` is noise that happened to rank; a lexical hit

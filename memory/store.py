@@ -110,8 +110,11 @@ class Store:
         from the one that built them, they are dropped and every message is marked for
         re-indexing.
         """
-        wanted = {"embedding_model": model, "embedding_dim": str(dim),
-                  "vector_layout": _VECTOR_LAYOUT}
+        wanted = {
+            "embedding_model": model,
+            "embedding_dim": str(dim),
+            "vector_layout": _VECTOR_LAYOUT,
+        }
         current = dict(self.read("SELECT key, value FROM meta"))
         same = all(current.get(k) == v for k, v in wanted.items())
         with self.write() as db:
@@ -119,8 +122,9 @@ class Store:
                 db.execute("DROP TABLE IF EXISTS chunk_vectors")
                 db.execute("DELETE FROM chunks")
                 db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
-                db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                               list(wanted.items()))
+                db.executemany(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(wanted.items())
+                )
             # Partitioned by user; small chunks, as sqlite-vec preallocates a chunk per user
             # (its default 1,024 rows made every user cost 1.6 MB on disk).
             db.execute(
@@ -148,8 +152,20 @@ class Store:
                     "INSERT OR IGNORE INTO messages (user_id, session_id, message_key, "
                     "content_hash, role, name, content, payload, model, tokens, partial, "
                     "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (user_id, session_id, m.message_key, m.content_hash, m.role, m.name,
-                     m.content, m.payload, m.model, m.tokens, int(m.partial), m.created_at),
+                    (
+                        user_id,
+                        session_id,
+                        m.message_key,
+                        m.content_hash,
+                        m.role,
+                        m.name,
+                        m.content,
+                        m.payload,
+                        m.model,
+                        m.tokens,
+                        int(m.partial),
+                        m.created_at,
+                    ),
                 )
                 ids.append(int(cur.lastrowid) if cur.rowcount else 0)
         return ids
@@ -275,14 +291,21 @@ class Store:
         rows = self.read(
             f"SELECT * FROM ({same_session} AND id < ? ORDER BY id DESC LIMIT ?) UNION ALL "
             f"SELECT * FROM ({same_session} AND id >= ? ORDER BY id LIMIT ?)",
-            (user_id, message_id, user_id, message_id, around,
-             user_id, message_id, user_id, message_id, around + 1),
+            (
+                user_id,
+                message_id,
+                user_id,
+                message_id,
+                around,
+                user_id,
+                message_id,
+                user_id,
+                message_id,
+                around + 1,
+            ),
         )
         rows.sort(key=lambda row: row[0])
-        found = [
-            (row[0], _message(row), row[8] not in exclude_hashes)
-            for row in rows
-        ]
+        found = [(row[0], _message(row), row[8] not in exclude_hashes) for row in rows]
         return [message for mid, message, keep in found if keep or mid == message_id]
 
     def lexical_search(self, user_id: str, match: str, limit: int) -> list[int]:
@@ -383,9 +406,10 @@ class Store:
     def import_message(self, user_id: str, item: dict[str, Any]) -> bool:
         """Store one exported message for `user_id`, keeping its id when that id is free."""
         with self.write() as db:
-            taken = item.get("id") is not None and db.execute(
-                "SELECT 1 FROM messages WHERE id = ?", (item["id"],)
-            ).fetchone()
+            taken = (
+                item.get("id") is not None
+                and db.execute("SELECT 1 FROM messages WHERE id = ?", (item["id"],)).fetchone()
+            )
             cur = db.execute(
                 "INSERT OR IGNORE INTO messages (id, user_id, session_id, message_key, "
                 "content_hash, role, name, content, payload, model, tokens, partial, created_at) "
@@ -444,8 +468,14 @@ def _connect(path: str) -> Connection:
 def _message(row: Sequence[Any]) -> Message:
     """A Message from the first eight columns (id … created_at, partial) of a row."""
     return Message(
-        id=row[0], user_id=row[1], session_id=row[2], role=row[3], name=row[4],
-        content=row[5], created_at=row[6], partial=bool(row[7]),
+        id=row[0],
+        user_id=row[1],
+        session_id=row[2],
+        role=row[3],
+        name=row[4],
+        content=row[5],
+        created_at=row[6],
+        partial=bool(row[7]),
     )
 
 

@@ -75,8 +75,9 @@ async def flush(request: Request) -> Response:
     state = _state(request)
     authenticate(request.headers, state.config)
     done = await state.writer.flush(timeout=120.0)
-    return JSONResponse({"flushed": done, "pending": state.writer.pending},
-                        status_code=200 if done else 504)
+    return JSONResponse(
+        {"flushed": done, "pending": state.writer.pending}, status_code=200 if done else 504
+    )
 
 
 async def search(request: Request) -> Response:
@@ -163,8 +164,9 @@ def _valid_item(item: dict[str, Any]) -> bool:
     optional = {"id": int, "name": str, "model": str, "tokens": int, "partial": bool}
     for name, kind in optional.items():
         value = item.get(name)
-        if value is not None and (not isinstance(value, kind) or
-                                  (kind is int and isinstance(value, bool))):
+        if value is not None and (
+            not isinstance(value, kind) or (kind is int and isinstance(value, bool))
+        ):
             return False
     return not isinstance(item.get("id"), int) or 0 < item["id"] < 2**62
 

@@ -139,7 +139,10 @@ async def _metrics(request: Request) -> Response:
     lines = [
         "# HELP moim_chat_requests_total Chat requests answered, by status.",
         "# TYPE moim_chat_requests_total counter",
-        *(f'moim_chat_requests_total{{status="{s}"}} {n}' for s, n in sorted(state.requests.items())),
+        *(
+            f'moim_chat_requests_total{{status="{s}"}} {n}'
+            for s, n in sorted(state.requests.items())
+        ),
         "# HELP moim_ingest_pending Turns received but not yet stored and indexed.",
         "# TYPE moim_ingest_pending gauge",
         f"moim_ingest_pending {state.writer.pending}",
@@ -155,8 +158,9 @@ async def _metrics(request: Request) -> Response:
 
 async def _proxy_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, UpstreamError):  # the provider's own status and body, unchanged
-        return Response(exc.content, status_code=exc.status, headers=exc.headers,
-                        media_type="application/json")
+        return Response(
+            exc.content, status_code=exc.status, headers=exc.headers, media_type="application/json"
+        )
     assert isinstance(exc, ProxyError)
     return Response(json.dumps(exc.body()), status_code=exc.status, media_type="application/json")
 
@@ -164,7 +168,17 @@ async def _proxy_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-    body = {"error": {"message": str(exc.detail), "type": kind, "param": None,
-                      "code": str(exc.status_code)}}
-    return Response(json.dumps(body), status_code=exc.status_code,
-                    media_type="application/json", headers=exc.headers)
+    body = {
+        "error": {
+            "message": str(exc.detail),
+            "type": kind,
+            "param": None,
+            "code": str(exc.status_code),
+        }
+    }
+    return Response(
+        json.dumps(body),
+        status_code=exc.status_code,
+        media_type="application/json",
+        headers=exc.headers,
+    )

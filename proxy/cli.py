@@ -1,10 +1,10 @@
 """The `moim` command: thin verbs over the library.
 
-    moim serve [--config PATH] [--host H] [--port P]
-    moim migrate | reindex | stats --user U
-    moim memory stats|export|import|delete --user U
-    moim facts list|set|delete|history|pin|unpin --user U
-    moim consolidate --user U --model M
+moim serve [--config PATH] [--host H] [--port P]
+moim migrate | reindex | stats --user U
+moim memory stats|export|import|delete --user U
+moim facts list|set|delete|history|pin|unpin --user U
+moim consolidate --user U --model M
 """
 
 from __future__ import annotations
@@ -24,11 +24,19 @@ import click
 from proxy.config import Config, ConfigError, load_config
 
 CONFIG_OPTION = click.option(
-    "--config", "config_path", type=click.Path(path_type=Path), default=None,
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    default=None,
     help="config.yaml to read (default: $MOIM_CONFIG, else ./config.yaml if present).",
 )
-USER_OPTION = click.option("--user", "user_id", default="default", show_default=True,
-                           help="The memory namespace (user id).")
+USER_OPTION = click.option(
+    "--user",
+    "user_id",
+    default="default",
+    show_default=True,
+    help="The memory namespace (user id).",
+)
 
 
 def _config(config_path: Path | None) -> Config:
@@ -66,16 +74,22 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     if not _is_loopback(config.host) and not config.keys:
         if config.refuse_open_bind:
             raise click.ClickException(
-                f"refusing to bind {config.host} without proxy keys (auth.refuse_open_bind)")
+                f"refusing to bind {config.host} without proxy keys (auth.refuse_open_bind)"
+            )
         click.secho(
             f"WARNING: moim is listening on {config.host} with no proxy keys: anyone who can "
             "reach this port can read and write every user's memory. Set auth.keys.",
-            fg="red", err=True, bold=True,
+            fg="red",
+            err=True,
+            bold=True,
         )
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     click.echo(f"moim on http://{config.host}:{config.port}/v1  (db {config.db_path})", err=True)
-    uvicorn.run(build_app(config), host=config.host, port=config.port, log_level=log_level,
-                access_log=False)
+    uvicorn.run(
+        build_app(config), host=config.host, port=config.port, log_level=log_level, access_log=False
+    )
 
 
 @main.command()
@@ -92,7 +106,7 @@ def migrate(config_path: Path | None) -> None:
 def reindex(config_path: Path | None) -> None:
     """Rebuild chunks, full-text and vector indexes from the stored messages."""
     layer = _layer(_config(config_path))
-    layer.embedder  # load the model before the bar starts
+    _ = layer.embedder  # load the model before the bar starts
     bar: Any = None
 
     def progress(done: int, total: int) -> None:
@@ -114,8 +128,17 @@ def reindex(config_path: Path | None) -> None:
 def stats(config_path: Path | None, user_id: str) -> None:
     """Counts of one user's stored memory."""
     counts = _layer(_config(config_path)).stats(user_id)
-    click.echo(json.dumps({"user_id": user_id, "messages": counts.messages, "chunks": counts.chunks,
-                           "facts": counts.facts, "sessions": counts.sessions}))
+    click.echo(
+        json.dumps(
+            {
+                "user_id": user_id,
+                "messages": counts.messages,
+                "chunks": counts.chunks,
+                "facts": counts.facts,
+                "sessions": counts.sessions,
+            }
+        )
+    )
 
 
 @main.group()
@@ -184,8 +207,13 @@ def _current(fact: Any, key: str, user_id: str) -> Any:
 @facts.command("list")
 @CONFIG_OPTION
 @USER_OPTION
-@click.option("--status", type=click.Choice(["active", "superseded", "stale", "archived", "all"]),
-              default="active", show_default=True, help="Which rows: current facts, or history.")
+@click.option(
+    "--status",
+    type=click.Choice(["active", "superseded", "stale", "archived", "all"]),
+    default="active",
+    show_default=True,
+    help="Which rows: current facts, or history.",
+)
 def facts_list(config_path: Path | None, user_id: str, status: str) -> None:
     """Print the user's facts, one JSON object per line, oldest first."""
     wanted = None if status == "all" else status
@@ -197,21 +225,51 @@ def facts_list(config_path: Path | None, user_id: str, status: str) -> None:
 @USER_OPTION
 @click.argument("key")
 @click.argument("value")
-@click.option("--category", default=None,
-              help="profile, preference, constraint, project, … (default: kept, or profile).")
-@click.option("--policy", type=click.Choice(["speak", "adapt", "avoid"]), default=None,
-              help="speak it, use it silently, or avoid it (default: kept, or speak).")
+@click.option(
+    "--category",
+    default=None,
+    help="profile, preference, constraint, project, … (default: kept, or profile).",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(["speak", "adapt", "avoid"]),
+    default=None,
+    help="speak it, use it silently, or avoid it (default: kept, or speak).",
+)
 @click.option("--pin/--no-pin", "pinned", default=None, help="Pinned facts never expire.")
-@click.option("--ttl", "ttl_seconds", type=float, default=None,
-              help="Seconds until the fact goes stale (default: never).")
-def facts_set(config_path: Path | None, user_id: str, key: str, value: str,
-              category: str | None, policy: str | None, pinned: bool | None,
-              ttl_seconds: float | None) -> None:
+@click.option(
+    "--ttl",
+    "ttl_seconds",
+    type=float,
+    default=None,
+    help="Seconds until the fact goes stale (default: never).",
+)
+def facts_set(
+    config_path: Path | None,
+    user_id: str,
+    key: str,
+    value: str,
+    category: str | None,
+    policy: str | None,
+    pinned: bool | None,
+    ttl_seconds: float | None,
+) -> None:
     """Set KEY to VALUE; a new value supersedes the old one, which stays in the history."""
-    _echo_facts(_facts_call(config_path, lambda layer: layer.set_fact(
-        user_id, key, value, category=category, policy=policy, pinned=pinned,
-        ttl_seconds=ttl_seconds, source="cli",
-    )))
+    _echo_facts(
+        _facts_call(
+            config_path,
+            lambda layer: layer.set_fact(
+                user_id,
+                key,
+                value,
+                category=category,
+                policy=policy,
+                pinned=pinned,
+                ttl_seconds=ttl_seconds,
+                source="cli",
+            ),
+        )
+    )
 
 
 @facts.command("delete")
@@ -260,11 +318,19 @@ def facts_unpin(config_path: Path | None, user_id: str, key: str) -> None:
 @main.command()
 @CONFIG_OPTION
 @USER_OPTION
-@click.option("--model", required=True,
-              help="Model that proposes the operations: a models: alias, provider/model "
-                   "(litellm), or a model of the upstream URL.")
-@click.option("--turns", type=click.IntRange(1, 1000), default=40, show_default=True,
-              help="How many recent user and assistant messages the model reads.")
+@click.option(
+    "--model",
+    required=True,
+    help="Model that proposes the operations: a models: alias, provider/model "
+    "(litellm), or a model of the upstream URL.",
+)
+@click.option(
+    "--turns",
+    type=click.IntRange(1, 1000),
+    default=40,
+    show_default=True,
+    help="How many recent user and assistant messages the model reads.",
+)
 def consolidate(config_path: Path | None, user_id: str, model: str, turns: int) -> None:
     """Ask MODEL for fact operations from the user's recent turns; apply what the gate passes.
 

@@ -43,7 +43,7 @@ from proxy.upstream import (
     open_openai,
     provider_key,
     resolve,
-    upstream_error,
+    unreachable,
 )
 
 logger = logging.getLogger(__name__)
@@ -87,10 +87,16 @@ class Report:
     def summary(self) -> dict[str, Any]:
         """JSON-ready, without fact values (those stay out of logs and terminals)."""
         return {
-            "user_id": self.user_id, "model": self.model, "turns": self.turns,
-            "facts": self.facts, "proposed": self.proposed, "applied": dict(self.applied),
-            "rejected": [{"op": r.operation.op, "key": r.operation.key, "reason": r.reason}
-                         for r in self.rejected],
+            "user_id": self.user_id,
+            "model": self.model,
+            "turns": self.turns,
+            "facts": self.facts,
+            "proposed": self.proposed,
+            "applied": dict(self.applied),
+            "rejected": [
+                {"op": r.operation.op, "key": r.operation.key, "reason": r.reason}
+                for r in self.rejected
+            ],
             "batch_rejected": self.batch_rejected,
         }
 
@@ -101,17 +107,34 @@ def build_prompt(facts: Sequence[Fact], turns: Sequence[Message]) -> list[dict[s
     Facts are given as JSON so the model can reuse their keys; each turn is dated and cut to
     2,000 characters. The reply's shape is `memory.parse_operations`'s contract.
     """
-    known = [{"key": f.key, "value": f.value, "category": f.category,
-              "confidence": round(f.confidence, 2), "pinned": f.pinned} for f in facts]
-    lines = [f"[{datetime.fromtimestamp(m.created_at, UTC):%Y-%m-%d} {m.role}] "
-             f"{m.content[:MAX_TURN_CHARS]}" for m in turns]
-    user = ("Existing facts (JSON):\n" + json.dumps(known, ensure_ascii=False) + "\n\n"
-            "Recent conversation, oldest first:\n" + "\n".join(lines))
+    known = [
+        {
+            "key": f.key,
+            "value": f.value,
+            "category": f.category,
+            "confidence": round(f.confidence, 2),
+            "pinned": f.pinned,
+        }
+        for f in facts
+    ]
+    lines = [
+        f"[{datetime.fromtimestamp(m.created_at, UTC):%Y-%m-%d} {m.role}] "
+        f"{m.content[:MAX_TURN_CHARS]}"
+        for m in turns
+    ]
+    user = (
+        "Existing facts (JSON):\n" + json.dumps(known, ensure_ascii=False) + "\n\n"
+        "Recent conversation, oldest first:\n" + "\n".join(lines)
+    )
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
 async def consolidate_user(
-    config: Config, layer: MemoryLayer, client: httpx.AsyncClient, user_id: str, model: str,
+    config: Config,
+    layer: MemoryLayer,
+    client: httpx.AsyncClient,
+    user_id: str,
+    model: str,
     turns: int = RECENT_TURNS,
 ) -> Report:
     """One consolidation of one user's facts; returns what was applied and rejected.
@@ -132,36 +155,58 @@ async def consolidate_user(
         return _refused(report, exc.reason)
     # `layer.embedder` may load the model (about a second): not on the event loop either
     result = await anyio.to_thread.run_sync(
-        lambda: gate(operations, facts, layer.embedder.embed_documents))
+        lambda: gate(operations, facts, layer.embedder.embed_documents)
+    )
     for rejection in result.rejected:
-        logger.info("consolidation user_id=%s op=%s key=%s rejected: %s", user_id,
-                    rejection.operation.op, rejection.operation.key, rejection.reason)
+        logger.info(
+            "consolidation user_id=%s op=%s key=%s rejected: %s",
+            user_id,
+            rejection.operation.op,
+            rejection.operation.key,
+            rejection.reason,
+        )
     try:
         await anyio.to_thread.run_sync(
-            apply_operations, layer.store, user_id, result.accepted, time.time())
+            apply_operations, layer.store, user_id, result.accepted, time.time()
+        )
     except ConsolidationRejected as exc:
         return _refused(report, exc.reason, proposed=len(operations))
     applied = Counter[str](o.op for o in result.accepted)
-    logger.info("consolidation user_id=%s model=%s turns=%d proposed=%d applied=%d rejected=%d",
-                user_id, model, len(recent), len(operations), len(result.accepted),
-                len(result.rejected))
-    return Report(user_id, model, len(recent), len(facts), len(operations), dict(applied),
-                  result.rejected)
+    logger.info(
+        "consolidation user_id=%s model=%s turns=%d proposed=%d applied=%d rejected=%d",
+        user_id,
+        model,
+        len(recent),
+        len(operations),
+        len(result.accepted),
+        len(result.rejected),
+    )
+    return Report(
+        user_id, model, len(recent), len(facts), len(operations), dict(applied), result.rejected
+    )
 
 
 def _read(layer: MemoryLayer, user_id: str, turns: int) -> tuple[list[Message], list[Fact]]:
     """The last `turns` user and assistant messages with text, oldest first; active facts."""
     # Store.messages reads the whole log; a `last N` query would spare that on long histories.
-    said = [m for m in layer.store.messages(user_id)
-            if m.role in ("user", "assistant") and m.content.strip()]
+    said = [
+        m
+        for m in layer.store.messages(user_id)
+        if m.role in ("user", "assistant") and m.content.strip()
+    ]
     return said[-turns:] if turns > 0 else [], layer.list_facts(user_id, "active")
 
 
 def _refused(report: Report, reason: str, proposed: int = 0) -> Report:
-    logger.warning("consolidation user_id=%s model=%s rejected, nothing applied: %s",
-                   report.user_id, report.model, reason)
-    return Report(report.user_id, report.model, report.turns, report.facts, proposed,
-                  batch_rejected=reason)
+    logger.warning(
+        "consolidation user_id=%s model=%s rejected, nothing applied: %s",
+        report.user_id,
+        report.model,
+        reason,
+    )
+    return Report(
+        report.user_id, report.model, report.turns, report.facts, proposed, batch_rejected=reason
+    )
 
 
 async def ask_model(
@@ -173,8 +218,13 @@ async def ask_model(
     answer with no text in it).
     """
     target = resolve(model, config)
-    body = {"model": target.model, "messages": messages, "temperature": 0, "stream": False,
-            "response_format": {"type": "json_object"}}
+    body = {
+        "model": target.model,
+        "messages": messages,
+        "temperature": 0,
+        "stream": False,
+        "response_format": {"type": "json_object"},
+    }
     authorization = provider_key(target, config, None)
     if target.kind == "litellm":
         response = await call_litellm(target, body, authorization, config.read_timeout)
@@ -185,12 +235,8 @@ async def ask_model(
             content = await answer.aread()
         finally:
             await answer.aclose()
-    except httpx.TimeoutException:
-        raise UpstreamError(
-            504, upstream_error("upstream timed out", "upstream_timeout")) from None
     except httpx.HTTPError as exc:
-        raise UpstreamError(502, upstream_error(
-            f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable")) from exc
+        raise unreachable(exc) from exc
     if answer.status_code >= 400:
         raise UpstreamError(answer.status_code, content)
     return _reply_text(content)
@@ -207,8 +253,9 @@ def _reply_text(content: bytes) -> str:
     return text
 
 
-async def run_once(config: Config, layer: MemoryLayer, user_id: str, model: str,
-                   turns: int = RECENT_TURNS) -> Report:
+async def run_once(
+    config: Config, layer: MemoryLayer, user_id: str, model: str, turns: int = RECENT_TURNS
+) -> Report:
     """`consolidate_user` with its own httpx client (and litellm's closed), for the CLI."""
     timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
     try:

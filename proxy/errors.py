@@ -1,12 +1,12 @@
 """The proxy's exceptions, one tree; `app.py` renders them in OpenAI's error shape.
 
-    ProxyError                 status, message, type, param, code
-     ├── BadRequest            400  the request is malformed
-     │    └── PayloadTooLarge  413  the body is over the configured limit
-     ├── Unauthorized          401  a proxy key is required or wrong
-     ├── Forbidden             403  the key may not act for that user
-     ├── NotFound              404  no such memory item
-     └── UpstreamError         the provider's own status and body, passed through
+ProxyError                 status, message, type, param, code
+ ├── BadRequest            400  the request is malformed
+ │    └── PayloadTooLarge  413  the body is over the configured limit
+ ├── Unauthorized          401  a proxy key is required or wrong
+ ├── Forbidden             403  the key may not act for that user
+ ├── NotFound              404  no such memory item
+ └── UpstreamError         the provider's own status and body, passed through
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ class ProxyError(Exception):
 
     def body(self) -> dict[str, dict[str, str | None]]:
         return {
-            "error": {"message": self.message, "type": self.type, "param": self.param,
-                      "code": self.code}
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
         }
 
 

@@ -52,10 +52,18 @@ def routes() -> list[Route]:
 def fact_json(fact: Fact) -> dict[str, Any]:
     """A fact as the API shows it."""
     return {
-        "id": fact.id, "key": fact.key, "value": fact.value, "category": fact.category,
-        "policy": fact.policy, "pinned": fact.pinned, "status": fact.status,
-        "confidence": fact.confidence, "source": fact.source, "created_at": fact.created_at,
-        "updated_at": fact.updated_at, "expires_at": fact.expires_at,
+        "id": fact.id,
+        "key": fact.key,
+        "value": fact.value,
+        "category": fact.category,
+        "policy": fact.policy,
+        "pinned": fact.pinned,
+        "status": fact.status,
+        "confidence": fact.confidence,
+        "source": fact.source,
+        "created_at": fact.created_at,
+        "updated_at": fact.updated_at,
+        "expires_at": fact.expires_at,
     }
 
 
@@ -75,8 +83,7 @@ async def _call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def _found(fact: Fact | None, key: str) -> Fact:
     if fact is None:
-        raise NotFound(f"no current fact '{key}' for this user", param="key",
-                       code="fact_not_found")
+        raise NotFound(f"no current fact '{key}' for this user", param="key", code="fact_not_found")
     return fact
 
 
@@ -104,9 +111,15 @@ async def set_fact(request: Request) -> Response:
         if field in body and not isinstance(body[field], str):
             raise BadRequest(f"'{field}' must be a string", param=field)
     fact = await _call(
-        _layer(request).set_fact, user_id, body["key"], body["value"],
-        category=body.get("category"), policy=body.get("policy"), pinned=body.get("pinned"),
-        ttl_seconds=body.get("ttl_seconds"), source="api",
+        _layer(request).set_fact,
+        user_id,
+        body["key"],
+        body["value"],
+        category=body.get("category"),
+        policy=body.get("policy"),
+        pinned=body.get("pinned"),
+        ttl_seconds=body.get("ttl_seconds"),
+        source="api",
     )
     return JSONResponse(fact_json(fact))
 

@@ -75,9 +75,7 @@ def identify(
         user_id = _INVALID_ID_CHARS.sub("_", body["user"].strip())[:256]
     user_id = _valid_id(user_id or path_user or "default", "user id")
     session = _first_header(headers, SESSION_HEADERS)
-    session_id = (
-        _valid_id(session, "session id") if session else derive_session_id(user_id, body)
-    )
+    session_id = _valid_id(session, "session id") if session else derive_session_id(user_id, body)
     mode = _mode(headers.get("x-memory-mode"), memory_enabled)
     return Identity(
         user_id=user_id,
@@ -126,8 +124,8 @@ def _utf8(value: str) -> str:
 def _valid_id(value: str, what: str) -> str:
     if not _ID.match(value):
         raise BadRequest(
-            f"invalid {what}: use 1-256 letters, digits or . _ - @ : +", code="invalid_" +
-            what.replace(" ", "_"),
+            f"invalid {what}: use 1-256 letters, digits or . _ - @ : +",
+            code="invalid_" + what.replace(" ", "_"),
         )
     return value
 

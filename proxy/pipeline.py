@@ -28,7 +28,7 @@ from memory import (
     fill_ratio,
     inject_block,
 )
-from proxy import tools
+from proxy import tool_loop, tools
 from proxy.auth import authenticate
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError, UpstreamError
 from proxy.identity import Identity, Mode, identify
@@ -42,6 +42,7 @@ from proxy.upstream import (
     provider_key,
     relayed_headers,
     resolve,
+    unreachable,
     upstream_error,
 )
 
@@ -91,8 +92,14 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
         caller = authenticate(request.headers, state.config)
         raw = await read_body(request, state.config.max_body_bytes)
         body = parse_chat_body(raw, state.config.max_messages)
-        who = identify(request.headers, body, path_user, caller.bound_user,
-                       state.config.memory_enabled, state.config.memory_tools)
+        who = identify(
+            request.headers,
+            body,
+            path_user,
+            caller.bound_user,
+            state.config.memory_enabled,
+            state.config.memory_tools,
+        )
         caller.check_user(who.user_id)
     except ProxyError as exc:
         return _error(exc, report)
@@ -105,8 +112,7 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
     report.overhead_ms = (time.perf_counter() - started) * 1000
     authorization = provider_key(target, state.config, caller.authorization)
     try:
-        response = await forward(state, request, target, body, raw, prepared, authorization,
-                                 report)
+        response = await forward(state, request, target, body, raw, prepared, authorization, report)
     except ProxyError as exc:
         response = _error(exc, report)
     _log(who, body, report, response.status_code)
@@ -136,22 +142,32 @@ def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object", code="invalid_body")
     if not isinstance(body.get("model"), str) or not body["model"].strip():
-        raise BadRequest("'model' is required and must be a string", param="model",
-                         code="invalid_model")
+        raise BadRequest(
+            "'model' is required and must be a string", param="model", code="invalid_model"
+        )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' is required and must be a non-empty array",
-                         param="messages", code="invalid_messages")
+        raise BadRequest(
+            "'messages' is required and must be a non-empty array",
+            param="messages",
+            code="invalid_messages",
+        )
     if len(messages) > max_messages:
         raise BadRequest(f"'messages' has more than {max_messages} items", param="messages")
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise BadRequest(f"messages[{index}] must be an object with a 'role' string",
-                             param=f"messages[{index}]", code="invalid_message")
+            raise BadRequest(
+                f"messages[{index}] must be an object with a 'role' string",
+                param=f"messages[{index}]",
+                code="invalid_message",
+            )
         content = message.get("content")
         if content is not None and not isinstance(content, (str, list)):
-            raise BadRequest(f"messages[{index}].content must be a string, an array or null",
-                             param=f"messages[{index}].content", code="invalid_message")
+            raise BadRequest(
+                f"messages[{index}].content must be a string, an array or null",
+                param=f"messages[{index}].content",
+                code="invalid_message",
+            )
     if "stream" in body and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be a boolean", param="stream")
     return body
@@ -194,8 +210,9 @@ def _prepare(state: AppState, who: Identity, body: dict[str, Any], report: Repor
     if not who.mode.reads:
         return Prepared(who)
     recollection = state.layer.recall(
-        RecallRequest(who.user_id, who.session_id, model, body["messages"], tokens, window,
-                      who.context_budget)
+        RecallRequest(
+            who.user_id, who.session_id, model, body["messages"], tokens, window, who.context_budget
+        )
     )
     report.tier = recollection.tier.level
     if recollection.block is None:
@@ -224,32 +241,39 @@ async def forward(
     on_end = _remember(state, prepared, body, collector)
     if target.kind == "litellm":
         sent = json.loads(outbound) if outbound is not None else body
-        return await _forward_litellm(state, target, sent, authorization, collector, on_end,
-                                      report)
+        return await _forward_litellm(state, target, sent, authorization, collector, on_end, report)
     content = outbound if outbound is not None else raw
     if target.model != body["model"]:  # a config alias names another model upstream
         content = json.dumps({**json.loads(content), "model": target.model}).encode()
-    if tools.applies(prepared.who, target, body):  # memory tools: the loop lives in tools.py
-        return await tools.forward_with_tools(state, request.headers, target, content, prepared,
-                                              authorization, collector, on_end, report)
+    if tools.applies(prepared.who, target, body):  # memory tools: the loop is tool_loop.py
+        return await tool_loop.forward_with_tools(
+            state,
+            request.headers,
+            target,
+            content,
+            prepared,
+            authorization,
+            collector,
+            on_end,
+            report,
+        )
     try:
-        upstream = await open_openai(state.client, target, content, authorization,
-                                     request.headers)
-    except httpx.TimeoutException:
-        raise UpstreamError(504, upstream_error("upstream timed out", "upstream_timeout"))
+        upstream = await open_openai(state.client, target, content, authorization, request.headers)
     except httpx.HTTPError as exc:
-        raise UpstreamError(502, upstream_error(f"upstream unreachable: {type(exc).__name__}",
-                                                 "upstream_unreachable"))
+        raise unreachable(exc) from exc
     headers = {**relayed_headers(upstream), **report.headers()}
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
     if upstream.status_code < 400 and streaming:
-        return StreamingResponse(relay(upstream.aiter_raw(), collector, on_end, upstream.aclose),
-                                 status_code=upstream.status_code, headers=headers)
+        return StreamingResponse(
+            relay(upstream.aiter_raw(), collector, on_end, upstream.aclose),
+            status_code=upstream.status_code,
+            headers=headers,
+        )
     try:
         data = await upstream.aread()
-    except httpx.HTTPError:
-        raise UpstreamError(502, upstream_error("upstream closed the connection",
-                                                 "upstream_broken"))
+    except httpx.HTTPError as exc:
+        message = upstream_error("upstream closed the connection", "upstream_broken")
+        raise UpstreamError(502, message) from exc
     finally:
         await upstream.aclose()
     if upstream.status_code < 400:
@@ -269,8 +293,11 @@ async def _forward_litellm(
 ) -> Response:
     result = await call_litellm(target, body, authorization, state.config.read_timeout)
     if body.get("stream") is True:
-        return StreamingResponse(relay(litellm_sse(result), collector, on_end),
-                                 media_type="text/event-stream", headers=report.headers())
+        return StreamingResponse(
+            relay(litellm_sse(result), collector, on_end),
+            media_type="text/event-stream",
+            headers=report.headers(),
+        )
     data = litellm_json(result)
     collector.feed_json(data)
     on_end(False)
@@ -306,17 +333,29 @@ def _error(exc: ProxyError, report: Report) -> Response:
     headers = report.headers()
     if isinstance(exc, UpstreamError):
         headers = {**exc.headers, **headers}
-        return Response(exc.content, status_code=exc.status, headers=headers,
-                        media_type="application/json")
-    return Response(json.dumps(exc.body()), status_code=exc.status, headers=headers,
-                    media_type="application/json")
+        return Response(
+            exc.content, status_code=exc.status, headers=headers, media_type="application/json"
+        )
+    return Response(
+        json.dumps(exc.body()),
+        status_code=exc.status,
+        headers=headers,
+        media_type="application/json",
+    )
 
 
 def _log(who: Identity, body: Mapping[str, Any], report: Report, status: int) -> None:
     logger.info(
         "request_id=%s user_id=%s model=%s mode=%s tier=%s fill_ratio=%.4f chunks=%s "
         "overhead_ms=%.2f status=%s%s",
-        report.request_id, who.user_id, body.get("model"), report.mode, report.tier,
-        report.fill_ratio, report.chunks, report.overhead_ms, status,
+        report.request_id,
+        who.user_id,
+        body.get("model"),
+        report.mode,
+        report.tier,
+        report.fill_ratio,
+        report.chunks,
+        report.overhead_ms,
+        status,
         f" memory_error={report.error!r}" if report.error else "",
     )

@@ -13,67 +13,49 @@ are offered: reading tools need a reading mode, writing tools a writing one):
     moim_forget_fact     {key}                             archive a fact
     moim_search_memory   {query, k?}                       ranked excerpts of past messages
 
-The loop, at most `MAX_ROUNDS` upstream calls (the last one offers no moim tools):
-
-- non-streaming: send the body plus moim's tools; if the assistant message calls moim's tools,
-  run them in a worker thread. With no client call in it, append that message (moim's calls
-  only) and one `tool` message per call, and ask again. With client calls too, the response
-  goes to the client with moim's calls removed, so no `tool_call_id` is left without its
-  result (`finish_reason` stays "tool_calls"). A response with no moim call is relayed as the
-  provider sent it; one with calls removed is re-serialised.
-- streaming: each round is streamed but held back until the turn shows it is the client's:
-  the first content delta or client tool call flushes what was held and relays the rest as it
-  arrives. A round that ends having called only moim's tools is never shown; its calls are
-  run and the next round starts. moim calls that arrive after content are run when the round
-  ends (before `[DONE]` is relayed) and their deltas are dropped; client calls are renumbered
-  from index 0 and a `finish_reason` of "tool_calls" with no client call left becomes "stop".
-  So text the model says before calling a moim tool ("Let me note that") reaches the client,
-  and the round it belongs to is the final one: the tool still runs, but the model does not
-  see its result in this request.
-
-The client sees only the final round (its `usage` counts that round only); `remember` stores
-the client's messages and that final reply, never moim's internal rounds. Tool results are
-JSON strings; bad arguments give `{"error": ...}` for the model, never an exception.
+The loop that runs them inside a chat request is in `proxy/tool_loop.py`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
-import httpx
-from starlette.responses import Response, StreamingResponse
-
 from memory import Fact, MemoryLayer, MemoryLayerError
-from proxy.errors import UpstreamError
 from proxy.identity import Identity, Mode
-from proxy.streaming import EndCallback, ReplyCollector, relay
-from proxy.upstream import Target, open_openai, relayed_headers, upstream_error
+from proxy.upstream import Target
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
-    from proxy.pipeline import Prepared, Report
+    pass
 
 logger = logging.getLogger(__name__)
 
 MAX_ROUNDS = 4  # upstream calls per client request; the last one offers no moim tool
 MAX_SEARCH_K = 20
 REMEMBER, RECALL, FORGET, SEARCH = (
-    "moim_remember_fact", "moim_recall_facts", "moim_forget_fact", "moim_search_memory"
+    "moim_remember_fact",
+    "moim_recall_facts",
+    "moim_forget_fact",
+    "moim_search_memory",
 )
 NAMES = (REMEMBER, RECALL, FORGET, SEARCH)
 
 
-def _schema(name: str, description: str, properties: dict[str, Any],
-            required: Sequence[str] = ()) -> dict[str, Any]:
-    parameters = {"type": "object", "properties": properties, "required": list(required),
-                  "additionalProperties": False}
-    return {"type": "function",
-            "function": {"name": name, "description": description, "parameters": parameters}}
+def _schema(
+    name: str, description: str, properties: dict[str, Any], required: Sequence[str] = ()
+) -> dict[str, Any]:
+    parameters = {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
 
 
 _TEXT = {"type": "string"}
@@ -82,12 +64,17 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         REMEMBER,
         "Remember a durable fact about the user for future conversations (a new value for a "
         "key replaces the old). Use short snake_case keys such as name, city, diet.",
-        {"key": {**_TEXT, "description": "what the fact is about, e.g. name"},
-         "value": {**_TEXT, "description": "the fact itself, e.g. Dana"},
-         "category": {**_TEXT, "description": "e.g. profile, preference (default profile)"},
-         "policy": {"type": "string", "enum": ["speak", "adapt", "avoid"],
-                    "description": "speak: may mention; adapt: use silently; "
-                                   "avoid: do not bring up unless the user does"}},
+        {
+            "key": {**_TEXT, "description": "what the fact is about, e.g. name"},
+            "value": {**_TEXT, "description": "the fact itself, e.g. Dana"},
+            "category": {**_TEXT, "description": "e.g. profile, preference (default profile)"},
+            "policy": {
+                "type": "string",
+                "enum": ["speak", "adapt", "avoid"],
+                "description": "speak: may mention; adapt: use silently; "
+                "avoid: do not bring up unless the user does",
+            },
+        },
         ("key", "value"),
     ),
     RECALL: _schema(
@@ -95,14 +82,21 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "List what is remembered about the user (all facts, or the one with this key).",
         {"key": {**_TEXT, "description": "only this fact"}},
     ),
-    FORGET: _schema(FORGET, "Forget a remembered fact about the user, by its key.",
-                    {"key": _TEXT}, ("key",)),
+    FORGET: _schema(
+        FORGET, "Forget a remembered fact about the user, by its key.", {"key": _TEXT}, ("key",)
+    ),
     SEARCH: _schema(
         SEARCH,
         "Search past conversations with the user; returns the most relevant excerpts.",
-        {"query": {**_TEXT, "description": "what to look for"},
-         "k": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_K,
-               "description": "how many excerpts (default 5)"}},
+        {
+            "query": {**_TEXT, "description": "what to look for"},
+            "k": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_SEARCH_K,
+                "description": "how many excerpts (default 5)",
+            },
+        },
         ("query",),
     ),
 }
@@ -111,16 +105,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 def offered(mode: Mode) -> tuple[str, ...]:
     """The tools a mode allows: reading ones when it reads, writing ones when it writes."""
     return tuple(
-        name for name in NAMES
-        if (mode.reads if name in (RECALL, SEARCH) else mode.writes)
+        name for name in NAMES if (mode.reads if name in (RECALL, SEARCH) else mode.writes)
     )
 
 
 def applies(who: Identity, target: Target, body: Mapping[str, Any]) -> bool:
     """Whether this request runs the tool loop (see the module docstring for the exclusions)."""
     return (
-        who.tools and target.kind == "openai" and bool(offered(who.mode))
-        and body.get("n") in (None, 1) and "functions" not in body
+        who.tools
+        and target.kind == "openai"
+        and bool(offered(who.mode))
+        and body.get("n") in (None, 1)
+        and "functions" not in body
     )
 
 
@@ -134,8 +130,10 @@ def with_memory_tools(body: Mapping[str, Any], names: Sequence[str] = NAMES) -> 
 def is_memory_call(call: Any) -> bool:
     """Whether a tool call (`{"id", "type", "function": {"name", "arguments"}}`) is moim's."""
     function = call.get("function") if isinstance(call, Mapping) else None
-    return isinstance(function, Mapping) and isinstance(function.get("name"), str) and (
-        function["name"] in NAMES
+    return (
+        isinstance(function, Mapping)
+        and isinstance(function.get("name"), str)
+        and (function["name"] in NAMES)
     )
 
 
@@ -179,20 +177,25 @@ def _text(arguments: Mapping[str, Any], field: str, required: bool = True) -> st
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value.strip()):
-        raise ValueError(f"'{field}' is required and must be a non-empty string"
-                         if required else f"'{field}' must be a string")
+        raise ValueError(
+            f"'{field}' is required and must be a non-empty string"
+            if required
+            else f"'{field}' must be a string"
+        )
     return value
 
 
 def _fact(fact: Fact) -> dict[str, Any]:
-    return {"key": fact.key, "value": fact.value, "category": fact.category,
-            "policy": fact.policy}
+    return {"key": fact.key, "value": fact.value, "category": fact.category, "policy": fact.policy}
 
 
 def _remember(layer: MemoryLayer, user_id: str, arguments: Mapping[str, Any]) -> Any:
     fact = layer.set_fact(
-        user_id, _text(arguments, "key") or "", _text(arguments, "value") or "",
-        category=_text(arguments, "category", False), policy=_text(arguments, "policy", False),
+        user_id,
+        _text(arguments, "key") or "",
+        _text(arguments, "value") or "",
+        category=_text(arguments, "category", False),
+        policy=_text(arguments, "policy", False),
         source="model_tool",
     )
     return {"remembered": _fact(fact)}
@@ -221,328 +224,18 @@ def _search(layer: MemoryLayer, user_id: str, arguments: Mapping[str, Any]) -> A
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SEARCH_K:
         raise ValueError(f"'k' must be an integer from 1 to {MAX_SEARCH_K}")
     hits = layer.search(user_id, query, k)
-    return {"results": [
-        {"text": h.chunk.text, "role": h.chunk.role, "session_id": h.chunk.session_id,
-         "created_at": h.chunk.created_at, "score": round(h.score, 6)} for h in hits
-    ]}
+    return {
+        "results": [
+            {
+                "text": h.chunk.text,
+                "role": h.chunk.role,
+                "session_id": h.chunk.session_id,
+                "created_at": h.chunk.created_at,
+                "score": round(h.score, 6),
+            }
+            for h in hits
+        ]
+    }
 
 
 _TOOLS = {REMEMBER: _remember, RECALL: _recall, FORGET: _forget, SEARCH: _search}
-
-
-# -- the loop ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Loop:
-    """What every round of one request needs: where to send, and whose memory to use."""
-
-    state: AppState
-    target: Target
-    authorization: str | None
-    headers: Mapping[str, str]
-    who: Identity
-    collector: ReplyCollector
-    on_end: EndCallback
-    report: Report
-
-    async def open(self, body: Mapping[str, Any]) -> httpx.Response:
-        content = json.dumps(body, ensure_ascii=False).encode()
-        try:
-            return await open_openai(self.state.client, self.target, content, self.authorization,
-                                     self.headers)
-        except httpx.TimeoutException:
-            raise UpstreamError(
-                504, upstream_error("upstream timed out", "upstream_timeout")) from None
-        except httpx.HTTPError as exc:
-            raise UpstreamError(502, upstream_error(
-                f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable")) from None
-
-    async def run(self, calls: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Execute moim's calls in a worker thread; one result per call, in order."""
-        layer, user_id, allowed = self.state.layer, self.who.user_id, offered(self.who.mode)
-        return await anyio.to_thread.run_sync(
-            lambda: [execute(layer, user_id, call, allowed) for call in calls]
-        )
-
-    def headers_of(self, upstream: httpx.Response) -> dict[str, str]:
-        return {**relayed_headers(upstream), **self.report.headers()}
-
-    async def whole(self, upstream: httpx.Response, data: bytes | None = None) -> Response:
-        """Answer with a whole (non-SSE) upstream body; a success ends the turn."""
-        if data is None:
-            data = await _read(upstream)
-        if upstream.status_code < 400:
-            self.collector.feed_json(data)
-            self.on_end(False)
-        return Response(data, status_code=upstream.status_code, headers=self.headers_of(upstream))
-
-
-async def forward_with_tools(
-    state: AppState,
-    headers: Mapping[str, str],
-    target: Target,
-    content: bytes,
-    prepared: Prepared,
-    authorization: str | None,
-    collector: ReplyCollector,
-    on_end: EndCallback,
-    report: Report,
-) -> Response:
-    """Forward `content` (the body as it would go upstream) with moim's tools in the loop."""
-    loop = _Loop(state, target, authorization, headers, prepared.who, collector, on_end, report)
-    body = json.loads(content)
-    if body.get("stream") is True:
-        return await _streamed(loop, body)
-    return await _complete(loop, body)
-
-
-def _round_body(body: Mapping[str, Any], messages: list[Any], names: Sequence[str]) -> Any:
-    sent = {**body, "messages": messages}
-    return with_memory_tools(sent, names) if names else sent
-
-
-def _followup(
-    content: Any, calls: Sequence[Mapping[str, Any]], results: Sequence[str]
-) -> list[Any]:
-    """The assistant message with moim's calls only, then one tool message per call."""
-    assistant = {"role": "assistant", "content": content, "tool_calls": list(calls)}
-    return [assistant, *({"role": "tool", "tool_call_id": call["id"], "content": result}
-                         for call, result in zip(calls, results, strict=True))]
-
-
-def _clean(calls: Sequence[Mapping[str, Any]], round_: int) -> list[dict[str, Any]]:
-    """moim's calls as they are sent back, each with an id (a provider may omit it)."""
-    return [{"id": call.get("id") or f"call_moim_{round_}_{i}", "type": "function",
-             "function": {"name": call["function"]["name"],
-                          "arguments": call["function"].get("arguments") or ""}}
-            for i, call in enumerate(calls)]
-
-
-def _broken() -> UpstreamError:
-    return UpstreamError(502, upstream_error("upstream closed the connection", "upstream_broken"))
-
-
-async def _read(upstream: httpx.Response) -> bytes:
-    try:
-        return await upstream.aread()
-    except httpx.HTTPError:
-        raise _broken() from None
-    finally:
-        await upstream.aclose()
-
-
-async def _complete(loop: _Loop, body: dict[str, Any]) -> Response:
-    messages = list(body["messages"])
-    names = offered(loop.who.mode)
-    for round_ in range(MAX_ROUNDS):
-        last = round_ == MAX_ROUNDS - 1
-        upstream = await loop.open(_round_body(body, messages, () if last else names))
-        data = await _read(upstream)
-        message = _message(data) if upstream.status_code < 400 else None
-        calls = (message or {}).get("tool_calls") or []
-        mine = _clean([c for c in calls if is_memory_call(c)], round_)
-        if not mine:
-            return await loop.whole(upstream, data)
-        results = await loop.run(mine)
-        if last or any(not is_memory_call(c) for c in calls):
-            return await loop.whole(upstream, _without_memory_calls(data))
-        assert message is not None
-        messages += _followup(message.get("content"), mine, results)
-    raise AssertionError("unreachable: the last round always answers")
-
-
-def _message(data: bytes) -> dict[str, Any] | None:
-    try:
-        message = json.loads(data)["choices"][0]["message"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    return message if isinstance(message, dict) else None
-
-
-def _without_memory_calls(data: bytes) -> bytes:
-    """The completion with moim's calls removed; no call left means a plain "stop"."""
-    completion = json.loads(data)
-    choice = completion["choices"][0]
-    kept = [c for c in choice["message"]["tool_calls"] if not is_memory_call(c)]
-    if kept:
-        choice["message"]["tool_calls"] = kept
-    else:
-        del choice["message"]["tool_calls"]
-        if choice.get("finish_reason") == "tool_calls":
-            choice["finish_reason"] = "stop"
-    return json.dumps(completion, ensure_ascii=False).encode()
-
-
-# -- streaming ---------------------------------------------------------------------------------
-
-
-async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
-    messages = list(body["messages"])
-    names = offered(loop.who.mode)
-    for round_ in range(MAX_ROUNDS):
-        last = round_ == MAX_ROUNDS - 1
-        upstream = await loop.open(_round_body(body, messages, () if last else names))
-        if upstream.status_code >= 400 or not _is_sse(upstream):
-            return await loop.whole(upstream)
-        events = _sse_events(upstream.aiter_raw())
-        held: list[bytes] = []
-        round_filter = _RoundFilter()
-        try:
-            async for event in events:
-                shown = round_filter.filter(event)
-                if shown is not None:
-                    held.append(shown)
-                if round_filter.spoke:
-                    break
-        except httpx.HTTPError:
-            await upstream.aclose()
-            raise _broken() from None
-        except BaseException:
-            await upstream.aclose()
-            raise
-        mine = _clean(round_filter.calls(), round_)
-        if round_filter.spoke or not mine or last:
-            stream = _rest(loop, held, events, round_filter)
-            return StreamingResponse(relay(stream, loop.collector, loop.on_end, upstream.aclose),
-                                     status_code=upstream.status_code,
-                                     headers=loop.headers_of(upstream))
-        await upstream.aclose()
-        messages += _followup(None, mine, await loop.run(mine))
-    raise AssertionError("unreachable: the last round always answers")
-
-
-def _is_sse(upstream: httpx.Response) -> bool:
-    content_type: str = upstream.headers.get("content-type", "")
-    return content_type.startswith("text/event-stream")
-
-
-async def _sse_events(source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Whole server-sent events (`\\r\\n` read as `\\n`), each ending in a blank line."""
-    buffer = b""
-    async for data in source:
-        buffer = (buffer + data).replace(b"\r\n", b"\n")
-        *events, buffer = buffer.split(b"\n\n")
-        for event in events:
-            if event.strip():
-                yield event + b"\n\n"
-    if buffer.strip():
-        yield buffer.rstrip(b"\n") + b"\n\n"
-
-
-async def _rest(
-    loop: _Loop, held: list[bytes], events: AsyncIterator[bytes], round_filter: _RoundFilter
-) -> AsyncIterator[bytes]:
-    """The final round for the client: what was held, then the rest as it arrives.
-
-    moim calls of this round are run before `[DONE]` is relayed, so a client that reads its
-    facts right after its stream finds them.
-    """
-    for event in held:
-        if _is_done(event):
-            await _settle(loop, round_filter)
-        yield event
-    async for event in events:
-        shown = round_filter.filter(event)
-        if shown is None:
-            continue
-        if _is_done(shown):
-            await _settle(loop, round_filter)
-        yield shown
-    await _settle(loop, round_filter)
-
-
-async def _settle(loop: _Loop, round_filter: _RoundFilter) -> None:
-    calls = round_filter.take_calls()
-    if calls:
-        await loop.run(_clean(calls, MAX_ROUNDS))
-
-
-def _is_done(event: bytes) -> bool:
-    return any(line.startswith(b"data:") and line[5:].strip() == b"[DONE]"
-               for line in event.split(b"\n"))
-
-
-class _RoundFilter:
-    """Reads one streamed round: gathers moim's calls and hides them from the client.
-
-    `spoke` turns True once the round shows content or a client tool call: from then on it
-    is the client's turn, whatever else it holds.
-    """
-
-    def __init__(self) -> None:
-        self.spoke = False
-        self._mine: dict[int, dict[str, Any]] = {}  # upstream index -> merged call
-        self._theirs: dict[int, int] = {}  # upstream index -> index shown to the client
-        self._taken = False
-
-    def calls(self) -> list[dict[str, Any]]:
-        return [self._mine[i] for i in sorted(self._mine)]
-
-    def take_calls(self) -> list[dict[str, Any]]:
-        """moim's calls, once: later calls return nothing."""
-        calls, self._taken = ([] if self._taken else self.calls()), True
-        return calls
-
-    def filter(self, event: bytes) -> bytes | None:
-        """The event as the client should see it; None when nothing of it is left."""
-        lines = event.rstrip(b"\n").split(b"\n")
-        data = [line for line in lines if line.startswith(b"data:")]
-        try:
-            chunk = json.loads(data[0][5:]) if len(data) == 1 else None
-        except ValueError:
-            chunk = None
-        if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
-            return event
-        changed, keep = False, True
-        for choice in chunk["choices"]:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                changed, keep = self._choice(choice)
-        if not changed:
-            return event
-        if not keep and chunk.get("usage") is None and len(chunk["choices"]) == 1:
-            return None
-        rest = [line for line in lines if not line.startswith(b"data:")]
-        encoded = json.dumps(chunk, ensure_ascii=False).encode()
-        return b"\n".join([*rest, b"data: " + encoded]) + b"\n\n"
-
-    def _choice(self, choice: dict[str, Any]) -> tuple[bool, bool]:
-        """Filter choice 0 in place; (changed, anything left to show)."""
-        delta = choice.get("delta")
-        if not isinstance(delta, dict):
-            return False, True
-        if isinstance(delta.get("content"), str) and delta["content"]:
-            self.spoke = True
-        changed = False
-        calls = delta.get("tool_calls")
-        if isinstance(calls, list):
-            shown = [c for c in (self._call(c) for c in calls if isinstance(c, dict)) if c]
-            changed = shown != calls
-            if shown:
-                delta["tool_calls"] = shown
-            else:
-                del delta["tool_calls"]
-        if choice.get("finish_reason") == "tool_calls" and not self._theirs:
-            choice["finish_reason"], changed = "stop", True
-        left = any(v is not None for v in delta.values()) or choice.get("finish_reason")
-        return changed, bool(left) or choice.get("logprobs") is not None
-
-    def _call(self, delta: dict[str, Any]) -> dict[str, Any] | None:
-        """One tool-call delta: merged into moim's call, or renumbered for the client."""
-        index = delta.get("index", 0)
-        function: dict[str, Any] = delta.get("function") or {}
-        if not isinstance(function, dict):
-            function = {}
-        if index not in self._mine and index not in self._theirs:
-            if function.get("name") in NAMES:
-                self._mine[index] = {"id": None, "function": {"name": function["name"],
-                                                             "arguments": ""}}
-            else:
-                self._theirs[index] = len(self._theirs)
-                self.spoke = True
-        if index in self._theirs:
-            return {**delta, "index": self._theirs[index]}
-        call = self._mine[index]
-        call["id"] = delta.get("id") or call["id"]
-        call["function"]["arguments"] += function.get("arguments") or ""
-        return None

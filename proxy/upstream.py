@@ -92,7 +92,9 @@ async def open_openai(
         if name in headers:
             outbound[name] = headers[name]
     request = client.build_request(
-        "POST", target.base_url.rstrip("/") + "/chat/completions", content=content,
+        "POST",
+        target.base_url.rstrip("/") + "/chat/completions",
+        content=content,
         headers=outbound,
     )
     return await client.send(request, stream=True)
@@ -100,12 +102,12 @@ async def open_openai(
 
 def relayed_headers(response: httpx.Response) -> dict[str, str]:
     """The provider's response headers that the client should see."""
-    return {
-        k: v for k, v in response.headers.items() if k.lower() not in DROPPED_RESPONSE_HEADERS
-    }
+    return {k: v for k, v in response.headers.items() if k.lower() not in DROPPED_RESPONSE_HEADERS}
 
 
-async def list_models(client: httpx.AsyncClient, config: Config, authorization: str | None) -> bytes:
+async def list_models(
+    client: httpx.AsyncClient, config: Config, authorization: str | None
+) -> bytes:
     """The upstream's `/models` body, or a list built from the configured routes."""
     if config.upstream_base_url:
         headers = {}
@@ -114,26 +116,33 @@ async def list_models(client: httpx.AsyncClient, config: Config, authorization: 
         if auth:
             headers["authorization"] = auth
         try:
-            response = await client.get(config.upstream_base_url.rstrip("/") + "/models",
-                                        headers=headers)
-        except httpx.TimeoutException:
-            raise UpstreamError(504, upstream_error("upstream timed out", "upstream_timeout"))
+            response = await client.get(
+                config.upstream_base_url.rstrip("/") + "/models", headers=headers
+            )
         except httpx.HTTPError as exc:
-            raise UpstreamError(502, upstream_error(
-                f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable"))
+            raise unreachable(exc) from exc
         if response.status_code >= 400:
-            raise UpstreamError(response.status_code, response.content,
-                                relayed_headers(response))
+            raise UpstreamError(response.status_code, response.content, relayed_headers(response))
         return response.content
-    data = [{"id": name, "object": "model", "created": 0, "owned_by": "moim"}
-            for name in config.routes]
+    data = [
+        {"id": name, "object": "model", "created": 0, "owned_by": "moim"} for name in config.routes
+    ]
     return json.dumps({"object": "list", "data": data}).encode()
+
+
+def unreachable(exc: httpx.HTTPError) -> UpstreamError:
+    """The error a client gets when the provider could not be reached or answer in time."""
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamError(504, upstream_error("upstream timed out", "upstream_timeout"))
+    message = f"upstream unreachable: {type(exc).__name__}"
+    return UpstreamError(502, upstream_error(message, "upstream_unreachable"))
 
 
 def upstream_error(message: str, code: str) -> bytes:
     """An OpenAI-shaped error body for a provider moim could not talk to."""
-    return json.dumps({"error": {"message": message, "type": "upstream_error", "param": None,
-                                 "code": code}}).encode()
+    return json.dumps(
+        {"error": {"message": message, "type": "upstream_error", "param": None, "code": code}}
+    ).encode()
 
 
 # -- litellm ---------------------------------------------------------------------------------
@@ -169,8 +178,14 @@ async def call_litellm(
         status = getattr(exc, "status_code", None)
         status = status if isinstance(status, int) and 400 <= status < 600 else 502
         message = getattr(exc, "message", None) or str(exc)
-        error = {"error": {"message": message, "type": type(exc).__name__, "param": None,
-                           "code": str(status)}}
+        error = {
+            "error": {
+                "message": message,
+                "type": type(exc).__name__,
+                "param": None,
+                "code": str(status),
+            }
+        }
         raise UpstreamError(status, json.dumps(error).encode()) from exc
 
 
@@ -193,5 +208,7 @@ async def litellm_sse(stream: Any) -> AsyncIterator[bytes]:
 
 
 def litellm_json(response: Any) -> bytes:
-    payload = response.model_dump(exclude_none=True) if hasattr(response, "model_dump") else response
+    payload = (
+        response.model_dump(exclude_none=True) if hasattr(response, "model_dump") else response
+    )
     return json.dumps(payload, ensure_ascii=False).encode()
