@@ -49,8 +49,9 @@ def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
     if last_user is None:
         return ""
     query = message_text(messages[last_user]).strip()
-    if len(query.split()) < _SHORT_QUERY_WORDS and last_user > 0:
-        previous = message_text(messages[last_user - 1]).strip()
+    before = messages[last_user - 1] if last_user > 0 else None
+    if len(query.split()) < _SHORT_QUERY_WORDS and before and before.get("role") != "system":
+        previous = message_text(before).strip()
         if previous:
             query = previous[-_CONTEXT_CHARS:] + "\n" + query
     return query

@@ -150,3 +150,11 @@ def test_retrieve_through_sqlite_vec_agrees_on_isolation(store, tmp_path):
     found = recall(store, settings, "bob", "kayak marina Porto")
     assert found.hits[0].chunk.text == KAYAK["content"]
     assert {h.chunk.user_id for h in found.hits} == {"bob"}
+
+
+def test_build_query_never_borrows_the_system_prompt_for_a_short_question():
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "When was Jon in Paris?"},
+    ]
+    assert build_query(messages) == "When was Jon in Paris?"
