@@ -1,9 +1,6 @@
 """memory/ingest.py: message identity, storing a turn, and indexing it into chunks."""
 
-import hashlib
-import re
 
-import numpy as np
 import pytest
 
 from memory.ingest import Turn, content_hash, index_pending, message_keys, store_turn
@@ -11,24 +8,9 @@ from memory.render import BLOCK_END, BLOCK_START
 from memory.settings import Settings
 from memory.store import Store
 from memory.vectors import VectorIndex
+from tests.memory.hash_embedder import HashEmbedder
 
 BLOCK = f"{BLOCK_START}\nRecalled data.\n\n[Relevant past context]\n- something\n{BLOCK_END}"
-
-
-class HashEmbedder:
-    """Bag of words hashed into 8 dimensions, L2-normalised: same text, same vector."""
-
-    name = "test/hash-8"
-    dim = 8
-
-    def embed_documents(self, texts):
-        return np.array([self.embed_query(t) for t in texts], dtype=np.float32).reshape(-1, 8)
-
-    def embed_query(self, text):
-        vector = np.full(8, 0.01, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()):
-            vector[hashlib.blake2b(word.encode(), digest_size=1).digest()[0] % 8] += 1.0
-        return vector / np.linalg.norm(vector)
 
 
 @pytest.fixture

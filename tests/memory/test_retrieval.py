@@ -3,10 +3,7 @@
 Vectors come from a deterministic 8-dimension embedder behind the real `Embedder` interface.
 """
 
-import hashlib
-import re
 
-import numpy as np
 import pytest
 
 from memory.ingest import Turn, content_hash, index_pending, store_turn
@@ -14,24 +11,9 @@ from memory.retrieval import build_query, retrieve
 from memory.settings import Settings
 from memory.store import Store
 from memory.vectors import VectorIndex
+from tests.memory.hash_embedder import HashEmbedder
 
 NOW = 1_700_000_000.0
-
-
-class HashEmbedder:
-    """Bag of words hashed into 8 dimensions, L2-normalised: same text, same vector."""
-
-    name = "test/hash-8"
-    dim = 8
-
-    def embed_documents(self, texts):
-        return np.array([self.embed_query(t) for t in texts], dtype=np.float32).reshape(-1, 8)
-
-    def embed_query(self, text):
-        vector = np.full(8, 0.01, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()):
-            vector[hashlib.blake2b(word.encode(), digest_size=1).digest()[0] % 8] += 1.0
-        return vector / np.linalg.norm(vector)
 
 
 KAYAK = {"role": "user", "content": "I keep my red kayak at the marina in Porto"}

@@ -4,8 +4,6 @@ Vectors come from a deterministic 8-dimension embedder behind the real `Embedder
 (STYLE.md point 17 allows one in unit tests), indexed through `memory.ingest.index_pending`.
 """
 
-import hashlib
-import re
 
 import numpy as np
 import pytest
@@ -15,23 +13,7 @@ from memory.ingest import Turn, index_pending, store_turn
 from memory.settings import Settings
 from memory.store import NewMessage, Stats, Store
 from memory.vectors import VectorIndex
-
-
-class HashEmbedder:
-    """Bag of words hashed into 8 dimensions, L2-normalised: same text, same vector."""
-
-    name = "test/hash-8"
-    dim = 8
-
-    def embed_documents(self, texts):
-        return np.array([self.embed_query(t) for t in texts], dtype=np.float32).reshape(-1, 8)
-
-    def embed_query(self, text):
-        vector = np.full(8, 0.01, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()):
-            vector[hashlib.blake2b(word.encode(), digest_size=1).digest()[0] % 8] += 1.0
-        return vector / np.linalg.norm(vector)
-
+from tests.memory.hash_embedder import HashEmbedder
 
 SAME_TEXT = "My cat Miso sleeps on the radiator every afternoon"
 
