@@ -1,0 +1,258 @@
+"""Load: concurrent OpenAI SDK clients against the real proxy with memory on, for a while.
+
+Run from the repository root:
+
+    /work/venv/bin/python bench/load.py [--clients 32] [--duration 30] [--turns 4]
+        [--stream-share 0.5] [--preload-chunks 100000] [--no-subprocess] [--db PATH]
+
+The fake upstream (tests/upstream.py, echoing the user's message, 8 characters per SSE
+event) runs in a thread of this process; moim runs as `python -m proxy.cli serve` (default:
+its GIL is not the client's) or, with --no-subprocess, in a thread here. Each client is an
+`openai.AsyncOpenAI` of its own with its own user (`x-memory-user-id`, mode auto), closed
+loop: a conversation of --turns exchanges resent in full each request, then a new one;
+streamed or not at random. One warm-up request per client is not counted. Every second the
+proxy's RSS, CPU time and writer queue (`/metrics`) are sampled. At the end: the queue and
+the time `POST /v1/memory/flush` takes to drain it. --preload-chunks N first gives user
+`preload` N synthetic chunks (bench/overhead.py's `populate`), and client 0 is that user;
+with --db the store is kept, and a later run reuses (or finishes) the preload.
+Prints the numbers, writes bench/results/load.json; asserts nothing (STYLE.md 18).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+import openai  # noqa: E402
+
+from bench.ingest import (  # noqa: E402
+    MODEL,
+    SYSTEM,
+    Sampler,
+    chat_text,
+    cores_text,
+    cpu_window,
+    fmt,
+    machine,
+    pct,
+    processes,
+    serve_proxy,
+)
+from bench.overhead import populate  # noqa: E402
+from memory import MemoryLayer, Settings  # noqa: E402
+from memory.store import Store  # noqa: E402
+from tests.upstream import serve_upstream  # noqa: E402
+
+
+async def one_request(client: openai.AsyncOpenAI, messages: list[dict], stream: bool) -> dict:
+    """One chat completion: timings, moim's headers, the reply's text."""
+    start, first = time.perf_counter(), None
+    raw = await client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=messages, stream=stream)
+    if stream:
+        parts = []
+        async for chunk in raw.parse():
+            first = first or time.perf_counter()
+            if chunk.choices and chunk.choices[0].delta.content:
+                parts.append(chunk.choices[0].delta.content)
+        reply = "".join(parts)
+    else:
+        reply = raw.parse().choices[0].message.content or ""
+    end = time.perf_counter()
+    return {"start": start, "end": end, "latency_ms": (end - start) * 1000,
+            "ttfb_ms": None if first is None else (first - start) * 1000, "stream": stream,
+            "overhead_ms": float(raw.headers.get("x-memory-overhead-ms", "nan")),
+            "chunks": int(raw.headers.get("x-memory-chunks-injected", "0")),
+            "memory_error": raw.headers.get("x-memory-error"), "reply": reply}
+
+
+async def client_loop(client: openai.AsyncOpenAI, rng: random.Random, history: list[dict],
+                      args: argparse.Namespace, until: float, rows: list[dict], errors: Counter,
+                      limit: int | None = None) -> None:
+    """Closed loop until `until` (or `limit` requests): conversations of `args.turns`
+    exchanges, each request resending the conversation so far."""
+    while time.perf_counter() < until and (limit is None or limit > 0):
+        limit = None if limit is None else limit - 1
+        if len(history) >= 2 * args.turns:
+            history.clear()  # a new conversation: a new session
+        asked = {"role": "user", "content": chat_text(rng, "user", 50, 250)}
+        messages = [{"role": "system", "content": SYSTEM}, *history, asked]
+        try:
+            row = await one_request(client, messages, rng.random() < args.stream_share)
+        except openai.APIStatusError as exc:
+            errors[f"HTTP {exc.status_code}: {exc.message}"[:160]] += 1
+            continue
+        except (openai.APIError, httpx.HTTPError) as exc:
+            errors[f"{type(exc).__name__}: {exc}"[:160]] += 1
+            continue
+        if not row["reply"]:
+            errors["empty reply"] += 1
+        rows.append(row)
+        history += [asked, {"role": "assistant", "content": row.pop("reply")}]
+
+
+async def drive(root: str, users: list[str], args: argparse.Namespace,
+                sampler: Sampler) -> dict[str, Any]:
+    """One warm-up request per client (not counted), then all clients for `args.duration`."""
+    clients = [openai.AsyncOpenAI(base_url=root + "/v1", api_key="sk-bench", max_retries=0,
+                                  timeout=120, default_headers={"x-memory-user-id": user,
+                                                                "x-memory-mode": "auto"})
+               for user in users]
+    rngs = [random.Random(1000 + i) for i in range(len(users))]
+    histories: list[list[dict]] = [[] for _ in users]
+    warm: dict[str, Any] = {"rows": [], "errors": Counter()}
+    started = time.perf_counter()
+    await asyncio.gather(*(client_loop(c, r, h, args, float("inf"), warm["rows"],
+                                       warm["errors"], limit=1)
+                           for c, r, h in zip(clients, rngs, histories, strict=True)))
+    warm["s"] = time.perf_counter() - started
+    warm["rss_mb"] = sampler.sample()["rss_mb"]
+    rows: list[dict] = []
+    errors: Counter = Counter()
+    window, started = cpu_window(processes(sampler.handle)), time.perf_counter()
+    await asyncio.gather(*(client_loop(c, r, h, args, started + args.duration, rows, errors)
+                           for c, r, h in zip(clients, rngs, histories, strict=True)))
+    elapsed = time.perf_counter() - started
+    cpu = window()
+    for client in clients:
+        await client.close()
+    return {"rows": rows, "errors": errors, "elapsed": elapsed, "warm": warm, "cpu": cpu}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds measured")
+    parser.add_argument("--turns", type=int, default=4, help="exchanges per conversation")
+    parser.add_argument("--stream-share", type=float, default=0.5, help="share streamed")
+    parser.add_argument("--preload-chunks", type=int, default=0,
+                        help="give client 0's user this many synthetic chunks first")
+    parser.add_argument("--subprocess", action=argparse.BooleanOptionalAction, default=True,
+                        help="run the proxy as `python -m proxy.cli serve` (else in threads)")
+    parser.add_argument("--db", type=Path, help="reuse/keep the database here (else a temp dir)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench/results/load.json")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="moim-load-"))
+    db = args.db or tmp / "load.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    about, command = machine(), " ".join([Path(sys.executable).as_posix(), *sys.argv])
+    print(f"# moim load benchmark\n\ncommand: {command}\nmachine: {about}\ncaveat: "
+          f"{os.cpu_count()} cores shared by the {args.clients} clients, the fake upstream and "
+          "the proxy (and by whatever else runs on this machine: see loadavg)", flush=True)
+    salt = "".join(random.Random().choices("abcdefghjkmnpqrstuvwxyz", k=4))
+    users = [f"load-{salt}-{i}" for i in range(args.clients)]
+    layer, preload_s = None, 0.0
+    if args.preload_chunks:
+        layer = MemoryLayer(Settings(db_path=db))
+        preload_s = populate(layer, "preload", args.preload_chunks, np.random.default_rng(7), {})
+        users[0] = "preload"
+        print(f"preloaded user 'preload': {layer.stats('preload').chunks} chunks "
+              f"({preload_s:.0f} s)", flush=True)
+        if args.subprocess:
+            layer = None  # the proxy process opens the file itself
+    with ExitStack() as stack:
+        upstream = stack.enter_context(serve_upstream())
+        handle = stack.enter_context(serve_proxy(upstream.url, db, args.subprocess, layer))
+        sampler = Sampler(handle, also=upstream.requests.clear)
+        idle = sampler.sample()
+        sampler.start()
+        run = asyncio.run(drive(handle.root, users, args, sampler))
+        pending = sampler.sample()["pending"]
+        started = time.perf_counter()
+        flushed = httpx.post(handle.root + "/v1/memory/flush", timeout=180)
+        flush_s = time.perf_counter() - started
+        sampler.stop.set()
+        store = Store(db)
+        stats = {u: store.stats(u) for u in users}
+    about["loadavg_end"] = os.getloadavg()
+    rows, samples = run["rows"], sampler.samples
+    result = {
+        "proxy": handle.mode, "clients": args.clients, "duration_s": run["elapsed"],
+        "requests": len(rows), "requests_per_s": len(rows) / run["elapsed"],
+        "streamed": sum(r["stream"] for r in rows), "errors": dict(run["errors"]),
+        "memory_errors": dict(Counter(r["memory_error"] for r in rows if r["memory_error"])),
+        "latency_ms": pct([r["latency_ms"] for r in rows]),
+        "ttfb_ms_streamed": pct([r["ttfb_ms"] for r in rows if r["ttfb_ms"] is not None]),
+        "overhead_header_ms": pct([r["overhead_ms"] for r in rows
+                                   if r["overhead_ms"] == r["overhead_ms"]]),
+        "chunks_injected_mean": float(np.mean([r["chunks"] for r in rows])) if rows else 0.0,
+        "cpu_cores": run["cpu"], "rss_idle_mb": idle["rss_mb"],
+        "rss_after_warmup_mb": run["warm"]["rss_mb"],
+        "rss_mb": {"min": min(s["rss_mb"] for s in samples),
+                   "max": max(s["rss_mb"] for s in samples)},
+        "samples": samples, "pending_at_end": pending, "flush_s": flush_s,
+        "flush": {"status": flushed.status_code, **flushed.json()},
+        "warmup": {"s": run["warm"]["s"], "errors": dict(run["warm"]["errors"]),
+                   "first_latency_ms": {"max": max((r["latency_ms"] for r in run["warm"]["rows"]),
+                                                   default=None)}},
+        "store": {"preload_chunks": stats.get("preload").chunks if "preload" in stats else 0,
+                  "preload_s": preload_s,
+                  "load_users_messages": sum(stats[u].messages for u in users if u != "preload"),
+                  "load_users_chunks": sum(stats[u].chunks for u in users if u != "preload"),
+                  "db_mb": sum(p.stat().st_size for p in db.parent.glob(db.name + "*")) / 2**20},
+    }
+    report(result, args)
+    print(f"- loadavg start {about['loadavg_start']}, end {about['loadavg_end']}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "command": command, "machine": about, "options": {k: str(v) for k, v in vars(args).items()},
+        "dataset": "synthetic chat turns (bench/ingest.py chat_text), 50-250 characters per user "
+                   "message; replies: the fake upstream's echo", **result}, indent=2))
+    print(f"\nwrote {args.out}")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(r: dict[str, Any], args: argparse.Namespace) -> None:
+    s = r["store"]
+    print(f"\nproxy: {r['proxy']}; clients: {args.clients} × openai.AsyncOpenAI, closed loop, "
+          f"own user each, mode auto, {args.turns} exchanges per conversation, "
+          f"{args.stream_share:.0%} streamed; warm-up {r['warmup']['s']:.1f} s (slowest first "
+          f"request {fmt(r['warmup']['first_latency_ms'])} ms), then {r['duration_s']:.1f} s\n"
+          f"store: preload user {s['preload_chunks']} chunks; load users at the end "
+          f"{s['load_users_messages']} messages, {s['load_users_chunks']} chunks; "
+          f"file {s['db_mb']:.0f} MB\n\n"
+          f"- requests: {r['requests']} ({r['streamed']} streamed), "
+          f"{r['requests_per_s']:.1f} req/s\n"
+          f"- errors: {sum(r['errors'].values())} {r['errors'] or ''}; memory errors "
+          f"(x-memory-error): {r['memory_errors'] or 0}\n"
+          f"- client latency (ms): {fmt(r['latency_ms'])}\n"
+          f"- client TTFB, streamed (ms): {fmt(r['ttfb_ms_streamed'])}\n"
+          f"- x-memory-overhead-ms: {fmt(r['overhead_header_ms'])}; chunks injected mean "
+          f"{r['chunks_injected_mean']:.1f}\n"
+          f"- CPU (cores busy over the run): {cores_text(r['cpu_cores'])}\n"
+          f"- proxy RSS: idle {r['rss_idle_mb']:.0f} MB, after warm-up "
+          f"{r['rss_after_warmup_mb']:.0f} MB, during the run min {r['rss_mb']['min']:.0f} / "
+          f"max {r['rss_mb']['max']:.0f} MB\n"
+          f"- writer queue at the end: {r['pending_at_end']:.0f} turns; flush took "
+          f"{r['flush_s']:.2f} s {r['flush']}")
+    print("\n| t (s) | RSS (MB) | proxy CPU (s) | writer queue |\n|---|---|---|---|")
+    picks = sorted({int(i) for i in np.linspace(0, len(r["samples"]) - 1, 10)})
+    for row in (r["samples"][i] for i in picks):
+        print(f"| {row['t']:.0f} | {row['rss_mb']:.0f} | {row['cpu_s']:.1f} | "
+              f"{row['pending']:.0f} |")
+    rss = (f"{r['rss_mb']['max']:.0f} MB max with {s['preload_chunks']} chunks loaded"
+           if s["preload_chunks"] else "not measured (run with --preload-chunks 100000)")
+    print(f"\n## targets\n\n- ≥ 200 req/s from one process with 0 errors → "
+          f"{r['requests_per_s']:.1f} req/s, {sum(r['errors'].values())} errors\n"
+          f"- RSS ≤ 400 MB at 100k chunks → {rss}\n"
+          f"- caveat: {os.cpu_count()} cores for client, upstream and proxy together")
+
+
+if __name__ == "__main__":
+    main()
