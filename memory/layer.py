@@ -46,7 +46,9 @@ EmbedderFactory = Callable[[Settings], Embedder]
 
 
 def _default_embedder(settings: Settings) -> Embedder:
-    return FastEmbedder(settings.embedding_model, settings.embedding_batch_size)
+    return FastEmbedder(
+        settings.embedding_model, settings.embedding_batch_size, settings.embedding_threads
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,8 @@ class Settings:
     # Any fastembed model name works for users with network; the default is bundled offline.
     embedding_model: str = BUNDLED_MODEL
     embedding_batch_size: int = 16
+    # onnxruntime threads per model run (None: all cores).
+    embedding_threads: int | None = 1
     # "ram": exact cosine over an in-RAM matrix per user (fast); "db": sqlite-vec scan (low RAM).
     vector_search: Literal["ram", "db"] = "ram"
     tier_rules: tuple[TierRule, ...] = DEFAULT_TIER_RULES
