@@ -425,7 +425,7 @@ class Store:
                     item["content"],
                     json.dumps(item.get("payload", {}), ensure_ascii=False),
                     item.get("model"),
-                    int(item.get("tokens", 0)),
+                    int(item.get("tokens") or 0),
                     int(bool(item.get("partial", False))),
                     float(item["created_at"]),
                 ),

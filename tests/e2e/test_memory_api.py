@@ -1,5 +1,6 @@
 """The memory API (CONTRACT.md "Memory API") against the real proxy and the real embedder."""
 
+import json
 from datetime import UTC, datetime
 
 import httpx
@@ -186,3 +187,14 @@ def test_memory_timestamp_sets_the_stored_date_and_the_block_shows_it(api_proxy,
     assert search(api_proxy, "alice", "kayak marina")[0]["created_at"] == midnight
     block = recalled_block(api_proxy, upstream, "alice", KAYAK_QUESTION)
     assert " — 2023-04-05 (" in block
+
+
+def test_import_accepts_null_optional_fields(proxy):
+    line = json.dumps({"type": "message", "session_id": "s1", "message_key": "k#1",
+                       "content_hash": "k", "role": "user", "content": "I grow tomatoes",
+                       "created_at": 1_700_000_000, "tokens": None, "name": None,
+                       "model": None, "partial": None, "id": None})
+    response = httpx.post(proxy.root + "/v1/memory/import", content=line + "\n",
+                          headers={"X-Memory-User-Id": "nulls"}, timeout=60)
+    assert response.status_code == 200, response.text
+    assert response.json() == {"user_id": "nulls", "imported": 1}
