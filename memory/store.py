@@ -225,11 +225,10 @@ class Store:
             row = db.execute("SELECT indexed FROM messages WHERE id = ?", (message.id,)).fetchone()
             if row is None or row[0]:
                 return []  # indexed meanwhile (or deleted): nothing to do
-            db.execute(
-                "DELETE FROM chunk_vectors WHERE chunk_id IN "
-                "(SELECT id FROM chunks WHERE message_id = ?)",
-                (message.id,),
-            )
+            # By id, one at a time: vec0 scans the whole table for an IN (subquery).
+            old = db.execute("SELECT id FROM chunks WHERE message_id = ?", (message.id,))
+            for (chunk_id,) in old.fetchall():
+                db.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (chunk_id,))
             db.execute("DELETE FROM chunks WHERE message_id = ?", (message.id,))
             for position, text in enumerate(texts):
                 cur = db.execute(
