@@ -21,6 +21,7 @@ import numpy as np
 import sqlean
 import sqlite_vec
 
+from memory import vector_table
 from memory.errors import StoreUnavailable
 from memory.migrations import migrate, owner_token
 from memory.records import Chunk, Message
@@ -119,19 +120,13 @@ class Store:
         same = all(current.get(k) == v for k, v in wanted.items())
         with self.write() as db:
             if not same:
-                db.execute("DROP TABLE IF EXISTS chunk_vectors")
+                vector_table.drop(db)
                 db.execute("DELETE FROM chunks")
                 db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
                 db.executemany(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(wanted.items())
                 )
-            # Partitioned by user; small chunks, as sqlite-vec preallocates a chunk per user
-            # (its default 1,024 rows made every user cost 1.6 MB on disk).
-            db.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS chunk_vectors USING vec0 ("
-                "chunk_id INTEGER PRIMARY KEY, user_id TEXT PARTITION KEY, "
-                f"embedding FLOAT[{int(dim)}] distance_metric=cosine, chunk_size=16)"
-            )
+            vector_table.create(db, dim)
         self.dim = dim
         return not same and bool(self.read("SELECT 1 FROM messages LIMIT 1"))
 
@@ -225,10 +220,8 @@ class Store:
             row = db.execute("SELECT indexed FROM messages WHERE id = ?", (message.id,)).fetchone()
             if row is None or row[0]:
                 return []  # indexed meanwhile (or deleted): nothing to do
-            # By id, one at a time: vec0 scans the whole table for an IN (subquery).
             old = db.execute("SELECT id FROM chunks WHERE message_id = ?", (message.id,))
-            for (chunk_id,) in old.fetchall():
-                db.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (chunk_id,))
+            vector_table.delete(db, [row[0] for row in old.fetchall()])
             db.execute("DELETE FROM chunks WHERE message_id = ?", (message.id,))
             for position, text in enumerate(texts):
                 cur = db.execute(
@@ -249,11 +242,7 @@ class Store:
                 chunk_id = int(cur.lastrowid)
                 ids.append(chunk_id)
                 if vectors is not None:
-                    db.execute(
-                        "INSERT OR REPLACE INTO chunk_vectors (chunk_id, user_id, embedding) "
-                        "VALUES (?, ?, ?)",
-                        (chunk_id, message.user_id, _blob(vectors[position])),
-                    )
+                    vector_table.put(db, chunk_id, message.user_id, vectors[position])
             db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
         return ids
 
@@ -324,37 +313,18 @@ class Store:
 
     def dense_search(self, user_id: str, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the user's nearest chunks, via sqlite-vec."""
-        rows = self.read(
-            "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ? "
-            "AND user_id = ?",
-            (_blob(vector), limit, user_id),
-        )
-        return [(row[0], 1.0 - float(row[1])) for row in rows]
+        with self._errors():
+            return vector_table.nearest(self.connection(), user_id, vector, limit)
 
     def user_vectors(self, user_id: str) -> tuple[np.ndarray, np.ndarray]:
-        """All of a user's chunk ids and vectors, as (int64 ids, float32 matrix)."""
-        rows = self.read(
-            "SELECT chunk_id, embedding FROM chunk_vectors WHERE user_id = ? ORDER BY chunk_id",
-            (user_id,),
-        )
-        dim = self.dim or 0
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        if not rows:
-            return ids, np.zeros((0, dim), dtype=np.float32)
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-        return ids, matrix.reshape(len(rows), -1).copy()
+        """All of a user's chunk ids (ascending) and vectors; the matrix may have spare rows."""
+        with self._errors():
+            return vector_table.partition(self.connection(), user_id, self.dim or 0)
 
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored vectors of some of the user's chunks."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self.read(
-            f"SELECT chunk_id, embedding FROM chunk_vectors WHERE user_id = ? "
-            f"AND chunk_id IN ({marks})",
-            [user_id, *ids],
-        )
-        return {row[0]: np.frombuffer(row[1], dtype=np.float32) for row in rows}
+        with self._errors():
+            return vector_table.some(self.connection(), user_id, ids)
 
     def reset_index(self) -> int:
         """Drop every derived row (chunks, FTS, vectors); return messages to re-index."""
@@ -478,5 +448,3 @@ def _message(row: Sequence[Any]) -> Message:
     )
 
 
-def _blob(vector: np.ndarray) -> bytes:
-    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()

@@ -157,6 +157,7 @@ def test_m004_moves_existing_chunks_into_the_owner_scoped_index(tmp_path):
 
     assert migrate(db) == ["m004_fts_owner"]
     scoped = f'owner:"{owner_token("ann")}" AND "tulips"'
-    assert db.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (scoped,)).fetchall() == [(1,)]
+    match = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
+    assert db.execute(match, (scoped,)).fetchall() == [(1,)]
     other = f'owner:"{owner_token("bob")}" AND "tulips"'
-    assert db.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (other,)).fetchall() == []
+    assert db.execute(match, (other,)).fetchall() == []

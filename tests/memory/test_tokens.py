@@ -1,10 +1,10 @@
 """memory/tokens.py: request tokens with tiktoken, and context windows from litellm's map."""
 
 import json
+from pydoc_data.topics import topics
 
 import pytest
 import tiktoken
-from pydoc_data.topics import topics
 
 from memory.tokens import (
     context_window,

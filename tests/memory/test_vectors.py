@@ -1,5 +1,7 @@
 """memory/vectors.py: the in-RAM mirror of each user's vectors."""
 
+import threading
+
 import numpy as np
 
 from memory.vectors import VectorIndex
@@ -102,3 +104,92 @@ def test_drop_everything_reloads_on_next_search():
     index.drop()
     assert index.loaded_users() == 0
     assert [chunk_id for chunk_id, _ in index.search("alice", E[1], 5)] == [7]
+
+
+class SlowLoader(Loader):
+    """A loader that blocks inside the load until the test releases it."""
+
+    def __init__(self, rows, slow_user):
+        super().__init__(rows)
+        self.slow_user = slow_user
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, user_id):
+        result = super().__call__(user_id)
+        if user_id == self.slow_user:
+            self.entered.set()
+            assert self.release.wait(5)
+        return result
+
+
+def in_thread(function, *args):
+    box = {}
+    thread = threading.Thread(target=lambda: box.setdefault("result", function(*args)))
+    thread.start()
+    return thread, box
+
+
+def test_a_slow_load_does_not_hold_up_other_users():
+    loader = SlowLoader({"alice": ([1], E[:1]), "bob": ([2], E[1:2])}, slow_user="alice")
+    index = VectorIndex(loader)
+    thread, box = in_thread(index.search, "alice", E[0], 1)
+    assert loader.entered.wait(5)
+
+    assert index.search("bob", E[1], 1) == [(2, 1.0)]  # answered while alice still loads
+
+    loader.release.set()
+    thread.join(5)
+    assert box["result"] == [(1, 1.0)]
+
+
+def test_concurrent_first_searches_load_a_user_once():
+    loader = SlowLoader({"alice": ([1], E[:1])}, slow_user="alice")
+    index = VectorIndex(loader)
+    threads = [in_thread(index.search, "alice", E[0], 1) for _ in range(4)]
+    assert loader.entered.wait(5)
+    loader.release.set()
+    for thread, box in threads:
+        thread.join(5)
+        assert box["result"] == [(1, 1.0)]
+    assert loader.calls == ["alice"]
+
+
+def test_chunks_indexed_during_a_load_are_not_lost():
+    loader = SlowLoader({"alice": ([1], E[:1])}, slow_user="alice")
+    index = VectorIndex(loader)
+    thread, _ = in_thread(index.count, "alice")
+    assert loader.entered.wait(5)
+
+    index.add("alice", [1, 2], E[[0, 1]])  # 1 is also in the load; 2 is new
+
+    loader.release.set()
+    thread.join(5)
+    assert sorted(i for i, _ in index.search("alice", E[1], 5)) == [1, 2]
+    assert index.count("alice") == 2
+
+
+def test_a_user_dropped_during_a_load_is_loaded_again_next_time():
+    loader = SlowLoader({"alice": ([1], E[:1])}, slow_user="alice")
+    index = VectorIndex(loader)
+    thread, _ = in_thread(index.count, "alice")
+    assert loader.entered.wait(5)
+    index.drop("alice")
+    loader.release.set()
+    thread.join(5)
+
+    assert index.loaded_users() == 0
+    index.count("alice")
+    assert loader.calls == ["alice", "alice"]
+
+
+def test_spare_rows_of_a_loaded_matrix_are_ignored_and_used_for_appends():
+    spare = np.vstack([E[:1], np.full((3, 4), 9.0, dtype=np.float32)])  # one real row
+    index = VectorIndex(lambda user: (np.array([5], dtype=np.int64), spare))
+    assert index.search("alice", E[0], 5) == [(5, 1.0)]
+
+    index.add("alice", [7], E[1:2])
+    index.add("alice", [6], E[2:3])  # an id below the last one stays findable
+
+    assert index.similarities("alice", E[2], [5, 6, 7]) == {5: 0.0, 6: 1.0, 7: 0.0}
+    assert [i for i, _ in index.search("alice", E[1], 1)] == [7]
