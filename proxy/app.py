@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -28,6 +29,7 @@ from proxy import admin
 from proxy.auth import authenticate
 from proxy.config import Config
 from proxy.errors import ProxyError, UpstreamError
+from proxy.limits import HeaderLimit
 from proxy.pipeline import chat
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
@@ -86,6 +88,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_error},
+        middleware=[Middleware(HeaderLimit, max_bytes=config.max_header_bytes)],
     )
 
 

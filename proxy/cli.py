@@ -68,6 +68,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     import uvicorn
 
     from proxy.app import build_app
+    from proxy.limits import parser_limit
 
     config = _config(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
@@ -88,7 +89,12 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     )
     click.echo(f"moim on http://{config.host}:{config.port}/v1  (db {config.db_path})", err=True)
     uvicorn.run(
-        build_app(config), host=config.host, port=config.port, log_level=log_level, access_log=False
+        build_app(config),
+        host=config.host,
+        port=config.port,
+        log_level=log_level,
+        access_log=False,
+        h11_max_incomplete_event_size=parser_limit(config.max_header_bytes),
     )
 
 

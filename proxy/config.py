@@ -59,6 +59,7 @@ class Config:
     refuse_open_bind: bool = False
     max_body_bytes: int = 32 * 1024 * 1024
     max_messages: int = 10_000
+    max_header_bytes: int = 16 * 1024
     ingest_queue_size: int = 10_000
 
     @property
@@ -126,6 +127,7 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
         refuse_open_bind=_get(auth, "refuse_open_bind", bool, False, "auth."),
         max_body_bytes=_get(server, "max_body_bytes", int, 32 * 1024 * 1024, "server."),
         max_messages=_get(server, "max_messages", int, 10_000, "server."),
+        max_header_bytes=_get(server, "max_header_bytes", int, 16 * 1024, "server."),
         ingest_queue_size=_get(mem, "ingest_queue_size", int, 10_000, "memory."),
     )
 

@@ -87,7 +87,9 @@ def serve_app(app: Any) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", log_config=None))
+    server = uvicorn.Server(uvicorn.Config(
+        app, log_level="warning", log_config=None, h11_max_incomplete_event_size=64 * 1024
+    ))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

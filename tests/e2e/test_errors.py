@@ -200,6 +200,33 @@ def test_body_under_the_limit_goes_through(make_proxy, upstream):
     assert response.status_code == 200
 
 
+def test_headers_over_the_limit_are_a_431_for_every_endpoint(proxy, upstream):
+    big = {"x-padding": "p" * 20_000}  # over the default 16 KiB, under uvicorn's own limit
+
+    chat_response = httpx.post(proxy.url + "/chat/completions", headers=big,
+                               json={"model": "gpt-4o-mini", "messages": HELLO})
+    search = httpx.get(proxy.url + "/memory/search", params={"q": "x"}, headers=big)
+
+    for response in (chat_response, search):
+        error = assert_openai_error(response, 431)
+        assert error["code"] == "headers_too_large"
+    assert_nothing_forwarded_or_stored(proxy, upstream)
+
+
+def test_header_limit_counts_all_headers_together(make_proxy, upstream):
+    proxy = make_proxy(max_header_bytes=2048)
+    many = {f"x-extra-{i}": "v" * 100 for i in range(30)}  # each small, ~3.5 KB in all
+
+    refused = httpx.post(proxy.url + "/chat/completions", headers=many,
+                         json={"model": "gpt-4o-mini", "messages": HELLO})
+    accepted = httpx.post(proxy.url + "/chat/completions", headers=dict(list(many.items())[:5]),
+                          json={"model": "gpt-4o-mini", "messages": HELLO})
+
+    assert_openai_error(refused, 431)
+    assert accepted.status_code == 200
+    assert len(upstream.requests) == 1
+
+
 @pytest.mark.parametrize(("method", "path"), [
     ("GET", "/v1/nothing-here"),
     ("POST", "/v1/completions"),
