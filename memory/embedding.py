@@ -15,6 +15,7 @@ import hashlib
 import shutil
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
@@ -66,11 +67,31 @@ class FastEmbedder:
         self._batch_size = batch_size
         # onnxruntime sessions are thread-safe; batches take turns so they do not thrash.
         self._lock = threading.Lock()
-        self.embed_query = lru_cache(maxsize=512)(self._embed_query)  # type: ignore[method-assign]
+        self._queries = RecentVectors(512)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector = self._queries.get(text)
+        if vector is None:
+            vector = self._embed_query(text)
+            self._queries.put(text, vector)
+        return vector
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
+        """Rows for `texts`; a text recently embedded as a query is not embedded again.
+
+        The last user message is usually both the request's query and, once the turn is
+        stored, one of the chunks to index: the model is symmetric, so its query vector is
+        reused and the writer embeds only what is new (about half of each turn).
+        """
+        known = [self._queries.get(text) for text in texts]
+        todo = [text for text, vector in zip(texts, known, strict=True) if vector is None]
+        fresh = iter(self._embed_batch(todo)) if todo else iter(())
+        rows = [next(fresh) if vector is None else vector for vector in known]
+        if not rows:
             return np.zeros((0, self.dim), dtype=np.float32)
+        return np.vstack(rows).astype(np.float32)
+
+    def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         # Batches are padded to their longest text: embed in length order, return in input order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         try:
@@ -97,8 +118,29 @@ class FastEmbedder:
         vector.setflags(write=False)
         return vector
 
-    def embed_query(self, text: str) -> np.ndarray:  # replaced by the cached bound method
-        return self._embed_query(text)
+
+
+class RecentVectors:
+    """A small thread-safe LRU of text → vector (the query cache)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> np.ndarray | None:
+        with self._lock:
+            vector = self._items.get(text)
+            if vector is not None:
+                self._items.move_to_end(text)
+            return vector
+
+    def put(self, text: str, vector: np.ndarray) -> None:
+        with self._lock:
+            self._items[text] = vector
+            self._items.move_to_end(text)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:

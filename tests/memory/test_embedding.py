@@ -23,3 +23,18 @@ def test_a_query_about_a_text_is_nearer_to_it_than_to_an_unrelated_one(embedder)
     dog, ski = embedder.embed_documents(["My dog is called Rex", "I like skiing in winter"])
     query = embedder.embed_query("What is my dog's name?")
     assert float(query @ dog) > float(query @ ski)
+
+
+def test_a_text_embedded_as_a_query_is_not_embedded_again_as_a_document(embedder, monkeypatch):
+    asked = "Which trail did we take to the lake last June?"
+    query = embedder.embed_query(asked)
+    batches = []
+    real = embedder._embed_batch
+    spy = lambda texts: batches.append(texts) or real(texts)  # noqa: E731
+    monkeypatch.setattr(embedder, "_embed_batch", spy)
+
+    rows = embedder.embed_documents(["A reply about the lake trail", asked])
+
+    assert batches == [["A reply about the lake trail"]]
+    assert np.array_equal(rows[1], query)
+    assert np.allclose(rows[1], real([asked])[0], atol=1e-4)  # the same vector a batch gives
