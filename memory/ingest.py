@@ -94,10 +94,14 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
     conversation = list(turn.messages)
     if turn.reply is not None:
         conversation.append(turn.reply)
+    # Clients resend the whole history: only what the session lacks is encoded and counted.
+    stored = store.stored_keys(turn.user_id, turn.session_id)
     rows = []
     for index, (message, key) in enumerate(
         zip(conversation, message_keys(conversation), strict=True)
     ):
+        if key in stored:
+            continue
         is_reply = turn.reply is not None and index == len(conversation) - 1
         text = message_text(message)
         payload = dict(message)

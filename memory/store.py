@@ -165,6 +165,14 @@ class Store:
                 ids.append(int(cur.lastrowid) if cur.rowcount else 0)
         return ids
 
+    def stored_keys(self, user_id: str, session_id: str) -> set[str]:
+        """The message keys a session already holds (to skip re-encoding resent history)."""
+        rows = self.read(
+            "SELECT message_key FROM messages WHERE user_id = ? AND session_id = ?",
+            (user_id, session_id),
+        )
+        return {row[0] for row in rows}
+
     def has_session(self, user_id: str, session_id: str) -> bool:
         rows = self.read(
             "SELECT 1 FROM messages WHERE user_id = ? AND session_id = ? LIMIT 1",
