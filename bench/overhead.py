@@ -229,6 +229,7 @@ def main() -> None:
     if args.million:
         big = MemoryLayer(Settings(db_path=db.with_name(db.stem + "-1m.db")),
                           embedder_factory=lambda _: embedder)
+        assert big.embedder is embedder  # creates the vector table
         build["1M"] = sum(populate(big, f"m{u}", 1000, np_rng, pool) for u in range(1000))
         print(f"store 1M: {build['1M']:.0f} s", flush=True)
     base = history(np_rng)
