@@ -56,9 +56,11 @@ class FastEmbedder:
 
             if model == BUNDLED_MODEL:
                 path = str(bundled_model_dir())
-                self._model = TextEmbedding(model, specific_model_path=path, threads=threads)
+                self._model = TextEmbedding(
+                    model, specific_model_path=path, threads=threads, enable_cpu_mem_arena=False
+                )
             else:
-                self._model = TextEmbedding(model, threads=threads)
+                self._model = TextEmbedding(model, threads=threads, enable_cpu_mem_arena=False)
             probe = next(iter(self._model.embed(["probe"])))
         except Exception as exc:  # onnxruntime and fastembed raise many kinds
             raise EmbeddingFailed(f"cannot load embedding model {model}: {exc}") from exc
