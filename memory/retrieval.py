@@ -9,6 +9,7 @@ recalled. `memory.ranking` fuses what is left.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,8 @@ from memory.settings import Settings
 from memory.store import Store
 from memory.tokens import message_text
 from memory.vectors import VectorIndex
+
+_LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
 
 # A last user message shorter than this many words ("yes, do that", "why?") says little on
 # its own; the preceding assistant turn is added to the query.
@@ -75,11 +78,17 @@ def retrieve(
         return Retrieval([], True, query)  # nothing stored: skip the embedding and the searches
     wanted = settings.candidates if limit is None else max(limit, settings.candidates)
     match = fts_query(query) if settings.retrievers != "dense" else None
-    lexical = store.lexical_search(user_id, match, wanted) if match else []
-    vector = embedder.embed_query(query)
-    dense: list[tuple[int, float]] = []
-    if settings.retrievers != "lexical":
-        dense = _dense(store, index, settings, user_id, vector, wanted)
+    # The lexical search (SQLite) runs in another thread while this one embeds the query and
+    # scans the vectors (onnxruntime, numpy): all three release the GIL, so on two cores the
+    # recall costs about the slower half, not the sum.
+    searching = _LEXICAL.submit(store.lexical_search, user_id, match, wanted) if match else None
+    try:
+        vector = embedder.embed_query(query)
+        dense: list[tuple[int, float]] = []
+        if settings.retrievers != "lexical":
+            dense = _dense(store, index, settings, user_id, vector, wanted)
+    finally:
+        lexical = searching.result() if searching is not None else []
     chunks = store.chunks(user_id, list({*lexical, *(i for i, _ in dense)}))
     visible = {
         i: c
