@@ -290,15 +290,22 @@ class MemoryLayer:
         retire_facts(self.store, turn.user_id, turn.extra.get("injected_facts", ()), time.time())
         return len(stored)
 
-    def index_pending(self, batch: int = 64) -> int:
-        """Chunk, embed and index every unindexed message; return how many were indexed."""
-        total = 0
+    def index_pending(self, batch: int = 64, passes: int | None = None) -> int:
+        """Chunk, embed and index unindexed messages, oldest first, `batch` at a time.
+
+        Everything pending by default; at most `passes` batches when given (the writer
+        indexes a batch, then stores newly finished turns, so neither waits on the other).
+        Returns how many messages were indexed.
+        """
+        total, done_passes = 0, 0
         with self._index_lock:  # one indexer at a time: the writer, an import, a reindex
-            while True:
+            while passes is None or done_passes < passes:
                 done = index_pending(self.store, self.embedder, self.index, self.settings, batch)
                 total += done
+                done_passes += 1
                 if done == 0:
-                    return total
+                    break
+        return total
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild chunks, FTS rows and vectors from the message log."""

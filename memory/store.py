@@ -204,6 +204,14 @@ class Store:
     def count_unindexed(self) -> int:
         return int(self.read("SELECT count(*) FROM messages WHERE indexed = 0")[0][0])
 
+    def index_frontier(self) -> tuple[int, int | None]:
+        """(the newest message id, the oldest unindexed one or None): indexing progress."""
+        row = self.read(
+            "SELECT (SELECT coalesce(max(id), 0) FROM messages), "
+            "(SELECT min(id) FROM messages WHERE indexed = 0)"
+        )[0]
+        return int(row[0]), row[1]
+
     def messages(self, user_id: str, session_id: str | None = None) -> list[Message]:
         """A user's messages in storage order, optionally of one session."""
         sql = (

@@ -2,9 +2,11 @@
 
 A finished turn is handed to `submit`, which appends it to the write-ahead journal (an
 append to a file, no database) and queues it; that happens before the client gets the last
-byte of its response, so a crash after a completed response loses nothing. One task drains
-the queue and runs `MemoryLayer.store_only` and then `index_pending` in a worker thread, so
-SQLite has one writer and the event loop never waits on it.
+byte of its response, so a crash after a completed response loses nothing. One task
+alternates, in worker threads: store every queued turn (`MemoryLayer.store_only`, fast),
+index one batch of messages (`index_pending`, embedding: slow), and again. So SQLite has one
+writer, the event loop never waits on it, turns reach SQLite within one batch's time even
+under a backlog, and progress (`pending`, `flush`) advances batch by batch.
 
 Back-pressure: the queue holds at most `maxsize` turns. Past that, turns go to the journal
 only (RAM stays bounded) and are stored from it when the queue has drained. If storing
@@ -28,6 +30,9 @@ from memory import Journal, MemoryLayer, Turn
 
 logger = logging.getLogger(__name__)
 
+# Messages indexed per pass; between passes the writer stores newly finished turns.
+_BATCH = 64
+
 
 class Writer:
     def __init__(self, layer: MemoryLayer, journal: Journal, maxsize: int = 10_000) -> None:
@@ -44,6 +49,9 @@ class Writer:
         self._stored = 0
         self._indexed = 0
         self._journal_only = True  # turns are in the journal that the queue does not hold
+        # (turns stored so far, newest message id then): a turn counts as indexed once every
+        # message up to its mark is
+        self._marks: deque[tuple[int, int]] = deque()
         self._task: asyncio.Task[None] | None = None
         self.failures = 0
         self.spilled = 0
@@ -111,12 +119,12 @@ class Writer:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            await self._drain()
-            stored = self._stored
-            await self._guarded(self._layer.index_pending)
-            async with self._progress:
-                self._indexed = max(self._indexed, stored)
-                self._progress.notify_all()
+            while True:
+                await self._drain()
+                indexed = await self._guarded_count(self._layer.index_pending, _BATCH, 1)
+                await self._advance(failed=indexed is None)
+                if not indexed:  # nothing left (or indexing failed): wait for new turns
+                    break
 
     async def _drain(self) -> None:
         """Store every queued turn, then whatever only the journal holds; empty the journal."""
@@ -125,6 +133,7 @@ class Writer:
             turn = self._queue.popleft()
             clean = await self._guarded(self._layer.store_only, turn) and clean
             self._stored += 1
+            await self._mark()
         if self._journal_only and clean:
             # Everything submitted so far is in the journal; storing it again is idempotent.
             submitted = self._submitted
@@ -133,15 +142,53 @@ class Writer:
             if clean:
                 self._journal_only = False
                 self._stored = max(self._stored, submitted)
+                await self._mark()
         if not clean:
             self._journal_only = True  # retry from the journal after the next success
             self._stored = self._submitted - len(self._queue)  # flush must not hang on it
+            await self._mark()
         elif not self._queue:
             self._journal.clear()  # no await since the check: no append can slip in between
+
+    async def _mark(self) -> None:
+        """Note the newest message id once `self._stored` turns are stored."""
+        try:
+            newest, _ = await anyio.to_thread.run_sync(self._layer.store.index_frontier)
+        except Exception:  # the store is failing: progress falls back to whole cycles
+            newest = 1 << 62
+        self._marks.append((self._stored, newest))
+
+    async def _advance(self, failed: bool) -> None:
+        """Count as indexed every stored turn whose messages all are (ids below the frontier).
+
+        A failed indexing pass counts everything stored as done, so `flush` cannot hang on
+        an embedding model that fails; the messages stay unindexed in SQLite and the next
+        pass (or `moim reindex`) picks them up.
+        """
+        oldest: int | None = None
+        if not failed:
+            try:
+                _, oldest = await anyio.to_thread.run_sync(self._layer.store.index_frontier)
+            except Exception:
+                failed = True
+        while self._marks and (failed or oldest is None or self._marks[0][1] < oldest):
+            indexed = self._marks.popleft()[0]
+            async with self._progress:
+                self._indexed = max(self._indexed, indexed)
+                self._progress.notify_all()
 
     def _store_all(self, turns: list[Turn]) -> None:
         for turn in turns:
             self._layer.store_only(turn)
+
+    async def _guarded_count(self, work: Callable[..., int], *args: Any) -> int | None:
+        """`work(*args)` in a worker thread; None when it failed (logged and counted)."""
+        try:
+            return int(await anyio.to_thread.run_sync(work, *args))
+        except Exception as exc:
+            logger.exception("memory indexing failed")
+            self._fail(exc)
+            return None
 
     async def _guarded(self, work: Callable[..., Any], *args: Any) -> bool:
         try:

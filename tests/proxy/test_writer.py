@@ -1,0 +1,101 @@
+"""proxy/writer.py: turns are stored, then indexed batch by batch, and progress shows it.
+
+The embedder here is the deterministic test embedder behind a gate, so the test decides
+when each indexing batch may run; SQLite, the journal and the memory layer are real.
+"""
+
+import asyncio
+import threading
+import time
+
+from memory import Journal, MemoryLayer, Settings, Turn
+from proxy.writer import _BATCH, Writer
+from tests.memory.hash_embedder import HashEmbedder
+
+
+class GatedEmbedder(HashEmbedder):
+    """Each `embed_documents` call (one indexing batch) waits for a permit."""
+
+    def __init__(self):
+        self.permits = threading.Semaphore(0)
+        self.waiting = threading.Event()
+
+    def embed_documents(self, texts):
+        self.waiting.set()
+        assert self.permits.acquire(timeout=10), "the test never released this batch"
+        self.waiting.clear()
+        return super().embed_documents(texts)
+
+
+def turn(k):
+    return Turn(
+        user_id="u",
+        session_id=f"s{k}",
+        model="gpt-4o-mini",
+        messages=({"role": "user", "content": f"question number {k}"},),
+        reply={"role": "assistant", "content": f"answer number {k}"},
+        created_at=time.time(),
+    )
+
+
+async def until(condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def test_progress_advances_with_each_indexing_batch(tmp_path):
+    gate = GatedEmbedder()
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: gate)
+    turns = 100  # two messages each: 200 messages, four batches
+
+    async def scenario():
+        writer = Writer(layer, Journal(tmp_path / "journal"))
+        await writer.start()
+        await until(lambda: writer.recovered)
+        for k in range(turns):
+            writer.submit(turn(k))
+        await until(gate.waiting.is_set)  # all stored; the first batch waits for its permit
+        assert layer.store.count_unindexed() == 2 * turns
+        assert writer.pending == turns
+
+        gate.permits.release()
+        first_batch_turns = _BATCH // 2
+        await until(lambda: writer.pending == turns - first_batch_turns)
+        assert layer.store.count_unindexed() == 2 * turns - _BATCH
+
+        for _ in range(10):
+            gate.permits.release()
+        assert await writer.flush(timeout=10)
+        assert writer.pending == 0
+        assert layer.store.count_unindexed() == 0
+        await writer.stop()
+
+    asyncio.run(scenario())
+
+
+def test_turns_finished_during_a_batch_are_stored_before_the_next_one(tmp_path):
+    gate = GatedEmbedder()
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: gate)
+
+    async def scenario():
+        writer = Writer(layer, Journal(tmp_path / "journal"))
+        await writer.start()
+        await until(lambda: writer.recovered)
+        for k in range(40):
+            writer.submit(turn(k))
+        await until(gate.waiting.is_set)  # first batch (64 of 80 messages) is embedding
+        writer.submit(turn(99))  # finishes while the batch runs
+
+        gate.permits.release()
+        await until(lambda: len(layer.store.messages("u")) == 82)  # stored before batch two
+        await until(gate.waiting.is_set)  # batch two waits for its permit
+        assert layer.store.count_unindexed() == 82 - _BATCH
+
+        for _ in range(10):
+            gate.permits.release()
+        assert await writer.flush(timeout=10)
+        await writer.stop()
+
+    asyncio.run(scenario())
