@@ -81,7 +81,12 @@ def test_invalid_user_id_header_is_a_bad_request(bad):
 
 @pytest.mark.parametrize(
     ("given", "user_id"),
-    [("John Smith", "John_Smith"), ("a/b", "a_b"), ("<script>", "_script_"), ("x" * 300, "x" * 256)],
+    [
+        ("John Smith", "John_Smith"),
+        ("a/b", "a_b"),
+        ("<script>", "_script_"),
+        ("x" * 300, "x" * 256),
+    ],
 )
 def test_body_user_that_openai_accepts_becomes_a_valid_id(given, user_id):
     assert who({}, {**BODY, "user": given}).user_id == user_id
