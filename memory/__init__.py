@@ -23,6 +23,7 @@ from memory.consolidation import (
 )
 from memory.embedding import Embedder, FastEmbedder
 from memory.errors import EmbeddingFailed, MemoryLayerError, MigrationFailed, StoreUnavailable
+from memory.heap import limit_arenas
 from memory.ingest import Turn, content_hash
 from memory.journal import Journal
 from memory.layer import MemoryLayer, RecallRequest, Recollection
@@ -69,6 +70,7 @@ __all__ = [
     "fill_ratio",
     "gate",
     "inject_block",
+    "limit_arenas",
     "message_text",
     "parse_operations",
     "select_tier",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory import fact_store
+from memory import fact_store, heap
 from memory.budget import select_tier
 from memory.cues import capture_facts
 from memory.embedding import Embedder, FastEmbedder
@@ -305,6 +305,8 @@ class MemoryLayer:
                 done_passes += 1
                 if done == 0:
                     break
+        if total:
+            heap.trim()  # the batch's activations are freed: give the memory back
         return total
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from memory import Journal, MemoryLayer, count_tokens
+from memory import Journal, MemoryLayer, count_tokens, limit_arenas
 from proxy import admin
 from proxy.auth import authenticate
 from proxy.config import Config
@@ -51,6 +51,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        limit_arenas()  # before the worker threads exist: see memory/heap.py
         memory = layer or MemoryLayer(config.memory)
         client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),

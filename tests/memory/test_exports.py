@@ -61,6 +61,7 @@ def test_memory_exports_exactly_these_names():
         "fill_ratio",
         "gate",
         "inject_block",
+        "limit_arenas",
         "message_text",
         "parse_operations",
         "select_tier",
