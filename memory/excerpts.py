@@ -2,9 +2,12 @@
 
 An excerpt is a passage of one earlier session. Hits from the same session are gathered into
 that session's excerpt (best first, while they fit), then shown in the order they were said,
-each line led by its speaker. Conversational turns are short — LoCoMo's average ~120
-characters — so one 600-character excerpt can carry several relevant turns, which is what
-lets a 5 × 600 block hold more evidence than five single chunks (bench/locomo.py measures it).
+one line per turn, led by its speaker (a turn's own line breaks become spaces). Conversational
+turns are short — LoCoMo's average ~140 characters — so one 600-character excerpt can carry
+several relevant turns, which is what lets a 5 × 600 block hold more evidence than five
+single chunks (bench/locomo.py measures it). Only a passage's first turn is ever cut to fit;
+a later hit that does not fit whole is skipped for a shorter one, since a cut turn spends the
+room and may lose the part that mattered.
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ from memory.records import Chunk, Excerpt, Hit, Message, Tier
 # The turns around a hit's message in its session, oldest first (the message included).
 Neighbours = Callable[[Chunk], Sequence[Message]]
 
-# A further hit joins an excerpt only if at least this much of it fits.
-_MIN_PIECE = 80
 _ELLIPSIS = "…"
 
 
@@ -67,9 +68,9 @@ def build_excerpts(
                 continue
             passage = _Passage(chunk.session_id, max_chars=tier.max_chars, best=chunk)
             passages[chunk.session_id] = passage
-        if chunk.message_id in passage.messages or (passage.lines and passage.room() < _MIN_PIECE):
+        if chunk.message_id in passage.messages:
             continue
-        line = _line(chunk.name or chunk.role, chunk.text, passage.room(), terms)
+        line = _line(chunk.name or chunk.role, chunk.text, passage.room(), terms, not passage.lines)
         if line is None:
             continue
         passage.add(chunk.created_at, chunk.message_id, chunk.id, line)
@@ -81,12 +82,18 @@ def build_excerpts(
     return [_excerpt(p, session_id) for p in passages.values()]
 
 
-def _line(speaker: str, text: str, room: int, terms: Sequence[str]) -> str | None:
+def _line(speaker: str, text: str, room: int, terms: Sequence[str], cut: bool) -> str | None:
+    """`speaker: text` on one line; when it does not fit, cut to `room` if `cut`, else None."""
     label = f"{speaker}: "
-    cut = cut_excerpt(text, max(room - len(label), 1), terms)
-    if cut in ("", _ELLIPSIS):
+    flat = " ".join(text.split())
+    if len(label) + len(flat) <= room:
+        return label + flat
+    if not cut:
         return None
-    return label + cut
+    piece = cut_excerpt(flat, max(room - len(label), 1), terms)
+    if piece in ("", _ELLIPSIS):
+        return None
+    return label + piece
 
 
 def _widen(passage: _Passage, neighbours: Neighbours, terms: Sequence[str]) -> None:
@@ -101,8 +108,8 @@ def _widen(passage: _Passage, neighbours: Neighbours, terms: Sequence[str]) -> N
         message = around[i]
         if message.id in passage.messages or not message.content.strip():
             continue
-        line = f"{message.name or message.role}: {message.content.strip()}"
-        if len(line) + 1 > passage.room():
+        line = _line(message.name or message.role, message.content, passage.room(), (), False)
+        if line is None:
             continue
         passage.add(message.created_at, message.id, 0, line)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Collection
 
 __all__ = ["STOPWORDS", "fts_query", "fts_terms"]
 
@@ -56,17 +57,18 @@ def fts_terms(text: str) -> list[str]:
     return terms
 
 
-def fts_query(text: str, max_terms: int = 24) -> str | None:
+def fts_query(text: str, max_terms: int = 24, drop: Collection[str] = ()) -> str | None:
     """A safe FTS5 `MATCH` expression for `text`: its first `max_terms` terms, ORed.
 
     Each term is a double-quoted FTS5 string (inner quotes doubled), so operators, column
     filters, prefix stars and parentheses in the user's text are plain words or dropped.
-    None when `text` has no term left (only stopwords or punctuation): the caller skips
-    lexical search rather than running a query that matches nothing or everything.
+    Terms in `drop` (lowercase, as `fts_terms` gives them) are left out too. None when
+    `text` has no term left (only stopwords or punctuation): the caller skips lexical
+    search rather than running a query that matches nothing or everything.
     """
     if max_terms < 1:
         raise ValueError(f"max_terms must be at least 1, got {max_terms}")
-    terms = fts_terms(text)[:max_terms]
+    terms = [term for term in fts_terms(text) if term not in drop][:max_terms]
     if not terms:
         return None
     return " OR ".join(_quote(term) for term in terms)

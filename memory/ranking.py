@@ -3,29 +3,37 @@
 Reciprocal rank fusion (Cormack et al. 2009; True Memory §4) merges the dense and lexical
 rankings without calibrating their scores: each list gives 1 / (k + rank). A small recency
 bonus with a half-life breaks near-ties toward newer memories (MemX §3.4 uses recency as one
-of its re-ranking factors). Rejection follows MemX §3.6: with no lexical evidence and a weak
-best cosine, the honest answer is to recall nothing.
+of its re-ranking factors). Turns said by someone the query names, and turns from a time
+the query names, get a bonus. Rejection follows MemX §3.6: with no lexical evidence and a
+weak best cosine, the honest answer is to recall nothing.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from memory.records import Chunk, Hit
+from memory.when import Window
 
 SECONDS_PER_DAY = 86_400.0
 _WORDS = re.compile(r"[\w-]+")
 
 
-def rrf(rankings: Sequence[Sequence[int]], k: int = 60) -> dict[int, float]:
-    """Reciprocal-rank-fused scores of ids over several best-first rankings."""
+def rrf(
+    rankings: Sequence[Sequence[int]], k: int = 60, weights: Sequence[float] | None = None
+) -> dict[int, float]:
+    """Reciprocal-rank-fused scores of ids over several best-first rankings.
+
+    Ranking i contributes `weights[i]` / (k + rank) (weight 1 for every ranking when None).
+    """
     scores: dict[int, float] = {}
-    for ranking in rankings:
+    for position, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[position]
         for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
     return scores
 
 
@@ -35,11 +43,15 @@ def fuse(
     lexical: Sequence[int],
     similarities: Mapping[int, float],
     k: int = 60,
+    lexical_weight: float = 1.0,
 ) -> list[Hit]:
-    """Hits for the chunks that survived filtering, by fused score, best first."""
+    """Hits for the chunks that survived filtering, by fused score, best first.
+
+    `lexical_weight` scales the lexical ranking's RRF share against the dense one's (1.0).
+    """
     dense_ids = [i for i, _ in dense if i in chunks]
     lexical_ids = [i for i in lexical if i in chunks]
-    scores = rrf([dense_ids, lexical_ids], k)
+    scores = rrf([dense_ids, lexical_ids], k, (1.0, lexical_weight))
     dense_rank = {i: r for r, i in enumerate(dense_ids, start=1)}
     lexical_rank = {i: r for r, i in enumerate(lexical_ids, start=1)}
     hits = [
@@ -74,9 +86,9 @@ def boost_speakers(hits: Sequence[Hit], query: str, weight: float) -> list[Hit]:
     """Favour turns said by someone the query names ("What did Ana say about …").
 
     Names come from the hits themselves (a message's `name`), so nothing is guessed. The
-    bonus is `weight` × a first-rank RRF score: at the default 2.0 it lifts the named
-    speaker's turns above most others' (LoCoMo categories 1-4 hit +4.8 points; questions
-    that name the wrong speaker, category 5, -24.5: bench/locomo.py).
+    bonus is `weight` × a first-rank RRF score (settings.py says why the default is 1.0):
+    it lifts the named speaker's turns above many others', which costs questions that name
+    the wrong speaker (LoCoMo category 5).
     """
     if weight <= 0:
         return list(hits)
@@ -84,8 +96,26 @@ def boost_speakers(hits: Sequence[Hit], query: str, weight: float) -> list[Hit]:
     named = {h.chunk.name for h in hits if h.chunk.name and h.chunk.name.lower() in words}
     if not named:
         return list(hits)
+    return _boost(hits, lambda chunk: chunk.name in named, weight)
+
+
+def boost_dated(hits: Sequence[Hit], windows: Sequence[Window], weight: float) -> list[Hit]:
+    """Favour turns from a time the query names ("What did Ana cook on 9 November, 2022?").
+
+    `windows` come from `memory.when.query_windows`. The bonus is `weight` × a first-rank RRF
+    score for a hit whose `created_at` falls in any window. LoCoMo categories 1-4, first five
+    conversations, hit +2.0 points at weight 1.0 (bench/tune_recall.py); 91 of 760 questions
+    name a date.
+    """
+    if weight <= 0 or not windows:
+        return list(hits)
+    return _boost(hits, lambda chunk: any(w.contains(chunk.created_at) for w in windows), weight)
+
+
+def _boost(hits: Sequence[Hit], chosen: Callable[[Chunk], bool], weight: float) -> list[Hit]:
+    """Add `weight` × a first-rank RRF score (k = 60) to the chosen hits, then re-sort."""
     bonus = weight / 61.0
-    boosted = [replace(h, score=h.score + bonus) if h.chunk.name in named else h for h in hits]
+    boosted = [replace(h, score=h.score + bonus) if chosen(h.chunk) else h for h in hits]
     return sorted(boosted, key=lambda h: (-h.score, -h.chunk.id))
 
 

@@ -1,9 +1,11 @@
 """Step 3a, recall: find a user's chunks relevant to the conversation's last turn.
 
 Dense (cosine over the user's vectors) and lexical (FTS5 BM25) retrieval run on the same
-query; both are filtered by `user_id` in the query itself. Chunks whose message is present
-in the current request are dropped (the model already sees them), as are roles that are not
-recalled. `memory.ranking` fuses what is left.
+query; both are filtered by `user_id` in the query itself. A speaker's name in the query is
+kept out of the lexical search: every turn that greets them matches it, and BM25 then ranks
+greetings over content (`memory.ranking.boost_speakers` uses the name instead). Chunks whose
+message is present in the current request are dropped (the model already sees them), as are
+roles that are not recalled. `memory.ranking` fuses what is left.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ from typing import Any
 import numpy as np
 
 from memory.embedding import Embedder
-from memory.fts import fts_query
+from memory.fts import fts_query, fts_terms
 from memory.ingest import RECALLED_ROLES
-from memory.ranking import boost_speakers, drop_weak, fuse, rerank, should_abstain
-from memory.records import Hit
+from memory.ranking import boost_dated, boost_speakers, drop_weak, fuse, rerank, should_abstain
+from memory.records import Chunk, Hit
 from memory.settings import Settings
 from memory.store import Store
 from memory.tokens import message_text
 from memory.vectors import VectorIndex
+from memory.when import query_windows
 
 _LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
 
@@ -90,6 +93,11 @@ def retrieve(
     finally:
         lexical = searching.result() if searching is not None else []
     chunks = store.chunks(user_id, list({*lexical, *(i for i, _ in dense)}))
+    named = _speakers(chunks.values()) & set(fts_terms(query))
+    if match and named:  # search again without the names (see the module docstring)
+        unnamed = fts_query(query, drop=named)
+        lexical = store.lexical_search(user_id, unnamed, wanted) if unnamed else []
+        chunks.update(store.chunks(user_id, [i for i in lexical if i not in chunks]))
     visible = {
         i: c
         for i, c in chunks.items()
@@ -98,15 +106,21 @@ def retrieve(
     similarities = dict(dense)
     missing = [i for i in visible if i not in similarities]
     similarities.update(_similarities(store, index, settings, user_id, vector, missing))
-    hits = fuse(visible, dense, lexical, similarities, settings.rrf_k)
+    hits = fuse(visible, dense, lexical, similarities, settings.rrf_k, settings.lexical_weight)
     hits = rerank(
         hits, now, settings.recency_half_life_days, settings.recency_weight, settings.rrf_k
     )
     hits = boost_speakers(hits, query, settings.speaker_weight)
+    hits = boost_dated(hits, query_windows(query), settings.date_weight)
     if should_abstain(hits, settings.min_similarity):
         return Retrieval([], True, query)
     hits = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
     return Retrieval(hits, not hits, query)
+
+
+def _speakers(chunks: Collection[Chunk]) -> set[str]:
+    """The search terms of the speakers' names among these chunks ("Mary-Ann" → mary, ann)."""
+    return {term for name in {c.name for c in chunks if c.name} for term in fts_terms(name)}
 
 
 def _dense(

@@ -129,3 +129,8 @@ def test_raw_user_text_would_break_fts5_but_the_query_does_not(fts):
     with pytest.raises(sqlean.OperationalError):
         fts.execute("select rowid from t where t match ?", ('"unbalanced quote',)).fetchall()
     assert _match(fts, '"unbalanced quote') == []
+
+
+def test_dropped_terms_are_left_out_of_the_query():
+    assert fts_query("What did Caroline research?", drop={"caroline"}) == '"research"'
+    assert fts_query("Caroline?", drop={"caroline"}) is None

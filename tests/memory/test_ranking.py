@@ -1,9 +1,12 @@
 """memory/ranking.py: reciprocal rank fusion, recency re-ranking and abstention."""
 
+from datetime import UTC, datetime
+
 import pytest
 
-from memory.ranking import SECONDS_PER_DAY, fuse, rerank, rrf, should_abstain
+from memory.ranking import SECONDS_PER_DAY, boost_dated, fuse, rerank, rrf, should_abstain
 from memory.records import Chunk, Hit
+from memory.when import Window, query_windows
 
 NOW = 1_700_000_000.0
 
@@ -112,3 +115,31 @@ def test_a_lexical_hit_is_never_abstained_even_with_a_low_cosine():
 
 def test_abstain_when_no_hit_has_a_similarity():
     assert should_abstain([hit(1, dense_rank=1)], 0.35) is True
+
+
+# -- weighted fusion and boosts -------------------------------------------------------------
+
+
+def test_rrf_weights_scale_each_rankings_share():
+    assert rrf([[1], [2]], k=60, weights=(1.0, 2.0)) == {1: 1 / 61, 2: 2 / 61}
+
+
+def test_fuse_with_a_lexical_weight_puts_the_keyword_match_first():
+    chunks = {i: chunk(i) for i in (1, 2)}
+    dense, lexical = [(1, 0.9), (2, 0.5)], [2, 1]
+    assert [h.chunk.id for h in fuse(chunks, dense, lexical, {}, 60, 1.0)] == [2, 1]  # id tie
+    assert [h.chunk.id for h in fuse(chunks, dense, lexical, {}, 60, 1.3)] == [2, 1]
+    assert [h.chunk.id for h in fuse(chunks, dense, lexical, {}, 60, 0.7)] == [1, 2]
+
+
+def test_boost_dated_lifts_hits_from_the_named_time():
+    may, june = datetime(2023, 5, 10, tzinfo=UTC), datetime(2023, 6, 20, tzinfo=UTC)
+    hits = [hit(1, 0.03, created_at=june.timestamp()), hit(2, 0.02, created_at=may.timestamp())]
+    boosted = boost_dated(hits, query_windows("What did I plant in May 2023?"), 1.0)
+    assert [(h.chunk.id, h.score) for h in boosted] == [(2, 0.02 + 1 / 61), (1, 0.03)]
+
+
+def test_boost_dated_without_a_window_or_weight_changes_nothing():
+    hits = [hit(1, 0.03), hit(2, 0.02)]
+    assert boost_dated(hits, [], 1.0) == hits
+    assert boost_dated(hits, [Window(0.0, 2 * NOW)], 0.0) == hits

@@ -140,3 +140,22 @@ def test_build_query_never_borrows_the_system_prompt_for_a_short_question():
         {"role": "user", "content": "When was Jon in Paris?"},
     ]
     assert build_query(messages) == "When was Jon in Paris?"
+
+
+def test_a_speakers_name_in_the_query_is_kept_out_of_the_keyword_search(settings):
+    store = Store(settings.db_path)
+    store.ensure_vectors(HashEmbedder.name, HashEmbedder.dim)
+    greetings = [
+        {"role": "assistant", "name": "Bo", "content": "Hey Ana, good to see you!"},
+        {"role": "assistant", "name": "Bo", "content": "Ana! Long time, Ana."},
+    ]
+    sailboat = {"role": "user", "name": "Ana", "content": "I restored an old sailboat"}
+    for number, message in enumerate([*greetings, sailboat]):
+        turn = Turn("ana", f"s-{number}", "gpt-4o-mini", (message,), None, NOW - 60)
+        store_turn(store, turn)
+    index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
+    found = recall(store, settings, "ana", "What did Ana restore?")
+    lexical = {h.chunk.text: h.lexical_rank for h in found.hits}
+    assert lexical[sailboat["content"]] == 1
+    assert all(lexical.get(g["content"]) is None for g in greetings)
+    assert found.hits[0].chunk.text == sailboat["content"]
