@@ -42,8 +42,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from memory import (MemoryLayer, RecallRequest, Settings,  # noqa: E402
-                    count_message_tokens, inject_block)
+from memory import MemoryLayer, RecallRequest, Settings, count_message_tokens, inject_block  # noqa: E402
 from memory.fts import fts_query  # noqa: E402
 from memory.retrieval import build_query  # noqa: E402
 from memory.store import NewMessage  # noqa: E402
@@ -78,7 +77,7 @@ def texts(rng: np.random.Generator, n: int, low: int = 30, high: int = 60) -> li
     lengths = rng.integers(low, high + 1, n)
     idx = rng.choice(len(WORDS), size=int(lengths.sum()), p=ZIPF)
     ends = np.cumsum(lengths)
-    return [" ".join(WORDS[i] for i in idx[e - k : e]) for e, k in zip(ends, lengths)]
+    return [" ".join(WORDS[i] for i in idx[e - k : e]) for e, k in zip(ends, lengths, strict=True)]
 
 
 def populate(layer: MemoryLayer, user: str, size: int, rng: np.random.Generator,
@@ -92,8 +91,9 @@ def populate(layer: MemoryLayer, user: str, size: int, rng: np.random.Generator,
             pool["texts"] = texts(rng, 300, 25, 40)
             pool["vectors"] = layer.embedder.embed_documents(pool["texts"])
         n, js = min(2000, size - start), rng.integers(300, size=min(2000, size - start))
-        contents = [pool["texts"][j] + " " + more for j, more in zip(js, texts(rng, n, 10, 20))]
-        pick = dict(zip(contents, js))
+        extra = texts(rng, n, 10, 20)
+        contents = [pool["texts"][j] + " " + more for j, more in zip(js, extra, strict=True)]
+        pick = dict(zip(contents, js, strict=True))
         rows = [NewMessage(f"{user}-{start + i}", f"h-{user}-{start + i}",
                            ("user", "assistant")[i % 2], None, content, "{}", MODEL, 60, False,
                            now - 86400 * 365 * (1 - (start + i) / size))
@@ -104,7 +104,7 @@ def populate(layer: MemoryLayer, user: str, size: int, rng: np.random.Generator,
             vectors = pool["vectors"][[pick.get(m.content, 0) for m in batch]]
             vectors = vectors + rng.normal(0, 0.02, vectors.shape).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            for message, vector in zip(batch, vectors):
+            for message, vector in zip(batch, vectors, strict=True):
                 store.add_chunks(message, [message.content], vector[None, :])
     return time.perf_counter() - started
 
@@ -186,13 +186,15 @@ def profile(layer: MemoryLayer, user: str, messages: list[dict], rng: random.Ran
         chunks = timed("store.chunks", store.chunks, user, list({*lexical, *(i for i, _ in dense)}))
         missing = [i for i in chunks if i not in dict(dense)]
         timed("store.vectors (lexical-only)", store.vectors, user, missing)
-        timed("cosines in RAM instead", lambda: matrix[np.searchsorted(all_ids, missing)] @ vector)
+        timed("cosines in RAM instead",
+              lambda m=missing, v=vector: matrix[np.searchsorted(all_ids, m)] @ v)
         msgs[-1]["content"] = question(rng)  # a fresh question: the whole recall, uncached
         found = timed("layer.recall (total)", layer.recall,
                       RecallRequest(user, "s-bench", MODEL, msgs, tokens, 128_000))
         if found.block is not None:
-            timed("inject + json.dumps", lambda: json.dumps({"model": MODEL, "messages":
-                  inject_block(msgs, found.block.text, s.placement)}).encode())
+            text = found.block.text
+            timed("inject + json.dumps", lambda m=msgs, t=text: json.dumps(
+                {"model": MODEL, "messages": inject_block(m, t, s.placement)}).encode())
     return {name: pct(values) for name, values in steps.items()}
 
 
