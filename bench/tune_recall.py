@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import sqlean
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -44,22 +45,27 @@ from memory import BLOCK_END, BLOCK_START, Settings, count_message_tokens  # noq
 from memory.embedding import FastEmbedder  # noqa: E402
 from memory.layer import MemoryLayer, RecallRequest  # noqa: E402
 
-CACHE = Path(tempfile.gettempdir()) / "moim-tune-queries.npz"
+
+def cache_path(model_name: str) -> Path:
+    """Query vectors are cached per embedding model (the name the database's vectors carry)."""
+    slug = "".join(c if c.isalnum() else "-" for c in model_name)
+    return Path(tempfile.gettempdir()) / f"moim-tune-queries-{slug}.npz"
 
 
 class CachedEmbedder:
     """The bundled model behind a disk cache of query vectors (documents are never embedded)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, name: str) -> None:
         self._model: FastEmbedder | None = None
         self._settings = settings
         self.cache: dict[str, np.ndarray] = {}
-        if CACHE.exists():
-            with np.load(CACHE) as saved:
+        self._path = cache_path(name)
+        if self._path.exists():
+            with np.load(self._path) as saved:
                 keys = json.loads(str(saved["keys"]))
                 self.cache = dict(zip(keys, saved["vectors"], strict=True))
         self.misses = 0
-        self.name = settings.embedding_model
+        self.name = name  # as stored with the vectors, so they are not dropped
         self.dim = 384
 
     def embed_documents(self, texts: Any) -> np.ndarray:
@@ -69,6 +75,9 @@ class CachedEmbedder:
         if text not in self.cache:
             if self._model is None:
                 self._model = FastEmbedder(self._settings.embedding_model, 16, 1)
+            if self._model.name != self.name:
+                raise SystemExit(f"the database's vectors are {self.name}, the model is "
+                                 f"{self._model.name}: re-index it or fill the query cache")
             self.cache[text] = self._model.embed_query(text)
             self.misses += 1
         return self.cache[text]
@@ -76,7 +85,8 @@ class CachedEmbedder:
     def save(self) -> None:
         if self.misses:
             keys = list(self.cache)
-            np.savez(CACHE, keys=json.dumps(keys), vectors=np.stack([self.cache[k] for k in keys]))
+            vectors = np.stack([self.cache[k] for k in keys])
+            np.savez(self._path, keys=json.dumps(keys), vectors=vectors)
 
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
@@ -144,7 +154,9 @@ def main() -> None:
         db = Path(tmp) / "locomo.db"
         shutil.copyfile(args.db, db)
         settings = dataclasses.replace(Settings(db_path=db), **overrides)
-        embedder = CachedEmbedder(settings)
+        stored = sqlean.connect(str(db)).execute(
+            "SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+        embedder = CachedEmbedder(settings, stored[0] if stored else settings.embedding_model)
         layer = MemoryLayer(settings, lambda _: embedder)  # type: ignore[arg-type,return-value]
         qs = [q for c in convs for q in c.questions if q.evidence or q.audited]
         started = time.perf_counter()

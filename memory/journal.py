@@ -69,5 +69,19 @@ class Journal:
         """Empty the journal: every turn in it is stored."""
         os.ftruncate(self._fd, 0)
 
+    def keep_last(self, count: int) -> None:
+        """Keep only the newest `count` turns (the rest are stored): under sustained load the
+        queue is never empty when a drain ends, and the journal would otherwise only grow."""
+        lines = self.path.read_bytes().splitlines(keepends=True)
+        kept = lines[-count:] if count > 0 else []
+        fresh = self.path.with_name(self.path.name + ".new")
+        fresh.write_bytes(b"".join(kept))
+        os.replace(fresh, self.path)  # atomic: a crash leaves the old journal or the new one
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
     def close(self) -> None:
         os.close(self._fd)

@@ -32,6 +32,10 @@ logger = logging.getLogger(__name__)
 
 # Messages indexed per pass; between passes the writer stores newly finished turns.
 _BATCH = 64
+# The mark of a turn whose newest message id could not be read: done when all is indexed.
+_UNKNOWN = 1 << 62
+# Past this size the journal is cut down to the turns still queued (see Journal.keep_last).
+_JOURNAL_TRIM_BYTES = 4 * 1024 * 1024
 
 
 class Writer:
@@ -127,35 +131,59 @@ class Writer:
                     break
 
     async def _drain(self) -> None:
-        """Store every queued turn, then whatever only the journal holds; empty the journal."""
+        """Store the queued turns, then whatever only the journal holds; empty the journal.
+
+        Only the turns queued when the drain starts: under sustained load new turns keep
+        arriving, and draining "until empty" would never get to indexing.
+        """
+        turns = [self._queue.popleft() for _ in range(len(self._queue))]
         clean = True
-        while self._queue:
-            turn = self._queue.popleft()
-            clean = await self._guarded(self._layer.store_only, turn) and clean
-            self._stored += 1
-            await self._mark()
+        if turns:
+            failures, newest = await anyio.to_thread.run_sync(self._store_each, turns)
+            for exc in failures:
+                self._fail(exc)
+            clean = not failures
+            for mark in newest:
+                self._stored += 1
+                self._marks.append((self._stored, mark))
         if self._journal_only and clean:
             # Everything submitted so far is in the journal; storing it again is idempotent.
             submitted = self._submitted
-            turns = self._journal.replay()
-            clean = await self._guarded(self._store_all, turns)
+            replayed = self._journal.replay()
+            clean = await self._guarded(self._store_all, replayed)
             if clean:
                 self._journal_only = False
                 self._stored = max(self._stored, submitted)
-                await self._mark()
         if not clean:
             self._journal_only = True  # retry from the journal after the next success
             self._stored = self._submitted - len(self._queue)  # flush must not hang on it
-            await self._mark()
         elif not self._queue:
             self._journal.clear()  # no await since the check: no append can slip in between
+        elif self._journal.size() > _JOURNAL_TRIM_BYTES:
+            self._journal.keep_last(len(self._queue))  # exactly the queued turns (not spilled)
+        await self._mark()
+
+    def _store_each(self, turns: list[Turn]) -> tuple[list[Exception], list[int]]:
+        """Store turns one by one (one transaction each): the failures (logged), and per turn
+        the newest message id once it is stored (its progress mark)."""
+        failures: list[Exception] = []
+        newest: list[int] = []
+        for turn in turns:
+            try:
+                self._layer.store_only(turn)
+                newest.append(self._layer.store.index_frontier()[0])
+            except Exception as exc:  # one bad turn must not stop the others
+                logger.exception("memory write failed")
+                failures.append(exc)
+                newest.append(_UNKNOWN)
+        return failures, newest
 
     async def _mark(self) -> None:
-        """Note the newest message id once `self._stored` turns are stored."""
+        """Note the newest message id now that `self._stored` turns are stored."""
         try:
             newest, _ = await anyio.to_thread.run_sync(self._layer.store.index_frontier)
         except Exception:  # the store is failing: progress falls back to whole cycles
-            newest = 1 << 62
+            newest = _UNKNOWN
         self._marks.append((self._stored, newest))
 
     async def _advance(self, failed: bool) -> None:

@@ -14,9 +14,9 @@ def test_rows_come_back_in_input_order_although_batches_run_by_length(embedder):
     short = "Tea, please"
     together = embedder.embed_documents([long, short, long])
     alone = np.vstack([embedder.embed_documents([long]), embedder.embed_documents([short])])
-    assert np.allclose(together[0], alone[0], atol=1e-4)
-    assert np.allclose(together[1], alone[1], atol=1e-4)
-    assert np.allclose(together[2], alone[0], atol=1e-4)
+    assert np.allclose(together[0], alone[0], atol=1e-6)
+    assert np.allclose(together[1], alone[1], atol=1e-6)
+    assert np.allclose(together[2], alone[0], atol=1e-6)
 
 
 def test_a_query_about_a_text_is_nearer_to_it_than_to_an_unrelated_one(embedder):

@@ -99,3 +99,29 @@ def test_turns_finished_during_a_batch_are_stored_before_the_next_one(tmp_path):
         await writer.stop()
 
     asyncio.run(scenario())
+
+
+def test_indexing_goes_on_while_turns_keep_arriving(tmp_path):
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"),
+                        embedder_factory=lambda _: HashEmbedder())
+
+    async def scenario():
+        writer = Writer(layer, Journal(tmp_path / "journal"))
+        await writer.start()
+        await until(lambda: writer.recovered)
+        indexed_while_arriving = 0
+        deadline = time.monotonic() + 3
+        k = 0
+        while time.monotonic() < deadline and not indexed_while_arriving:
+            writer.submit(turn(k))  # a new turn at every turn of the event loop
+            k += 1
+            await asyncio.sleep(0)
+            if k % 50 == 0:
+                stored = len(layer.store.messages("u"))
+                indexed_while_arriving = stored - layer.store.count_unindexed()
+        assert indexed_while_arriving > 0, "the writer only stored; it never got to index"
+        assert await writer.flush(timeout=30)
+        assert layer.store.count_unindexed() == 0
+        await writer.stop()
+
+    asyncio.run(scenario())
