@@ -38,6 +38,7 @@ from memory.retrieval import build_query, retrieve
 from memory.settings import Settings
 from memory.store import Stats, Store
 from memory.tokens import count_tokens
+from memory.transfer import export_messages, import_message
 from memory.vectors import VectorIndex
 
 logger = logging.getLogger(__name__)
@@ -336,7 +337,7 @@ class MemoryLayer:
 
     def export(self, user_id: str) -> Iterator[dict[str, Any]]:
         """The user's messages, then every fact row (history too), as dicts with a `type`."""
-        for item in self.store.export_messages(user_id):
+        for item in export_messages(self.store, user_id):
             yield {"type": "message", **item}
         for item in fact_store.export_facts(self.store, user_id):
             yield {"type": "fact", **item}
@@ -350,7 +351,7 @@ class MemoryLayer:
         fact_rows = []
         for item in items:
             if item.get("type", "message") == "message":
-                added += self.store.import_message(user_id, dict(item))
+                added += import_message(self.store, user_id, dict(item))
             elif item.get("type") == "fact":
                 fact_rows.append(item)
         restore_facts(self.store, user_id, fact_rows)

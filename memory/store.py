@@ -4,12 +4,12 @@ One database file holds everything. Every function that reads or writes a user's
 `user_id` and filters on it in the SQL itself: isolation lives in the query. Writes are
 serialised by one lock (SQLite has one writer); reads run on per-thread connections in WAL
 mode, so they never wait for the writer. Facts have their own SQL in `memory/fact_store.py`,
-which uses this module's connections.
+the vector table in `memory/vector_table.py`, export and import in `memory/transfer.py`; they
+use this module's connections.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -374,52 +374,6 @@ class Store:
             db.execute("DELETE FROM facts WHERE user_id = ?", (user_id,))
             cur = db.execute("DELETE FROM messages WHERE user_id = ?", (user_id,))
             return int(cur.rowcount)
-
-    def export_messages(self, user_id: str) -> Iterator[dict[str, Any]]:
-        """The user's messages as JSON-ready dicts, in storage order (ids included)."""
-        rows = self.read(
-            "SELECT id, session_id, message_key, content_hash, role, name, content, payload, "
-            "model, tokens, partial, created_at FROM messages WHERE user_id = ? ORDER BY id",
-            (user_id,),
-        )
-        keys = (
-            "id session_id message_key content_hash role name content payload model tokens "
-            "partial created_at"
-        ).split()
-        for row in rows:
-            item = dict(zip(keys, row, strict=True))
-            item["payload"] = json.loads(item["payload"])
-            item["partial"] = bool(item["partial"])
-            yield item
-
-    def import_message(self, user_id: str, item: dict[str, Any]) -> bool:
-        """Store one exported message for `user_id`, keeping its id when that id is free."""
-        with self.write() as db:
-            taken = (
-                item.get("id") is not None
-                and db.execute("SELECT 1 FROM messages WHERE id = ?", (item["id"],)).fetchone()
-            )
-            cur = db.execute(
-                "INSERT OR IGNORE INTO messages (id, user_id, session_id, message_key, "
-                "content_hash, role, name, content, payload, model, tokens, partial, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    None if taken else item.get("id"),
-                    user_id,
-                    item["session_id"],
-                    item["message_key"],
-                    item["content_hash"],
-                    item["role"],
-                    item.get("name"),
-                    item["content"],
-                    json.dumps(item.get("payload", {}), ensure_ascii=False),
-                    item.get("model"),
-                    int(item.get("tokens") or 0),
-                    int(bool(item.get("partial", False))),
-                    float(item["created_at"]),
-                ),
-            )
-            return bool(cur.rowcount > 0)
 
     def integrity_ok(self) -> bool:
         """PRAGMA integrity_check plus FTS5's own check, on a fresh connection.

@@ -14,6 +14,7 @@ import httpx
 import pytest
 import sqlean
 
+from memory.transfer import export_messages
 from tests.upstream import LONG_REPLY
 
 BLOCK_START = "=== Memory Context ==="
@@ -32,7 +33,7 @@ def stored(proxy, user_id="default"):
 
 
 def payloads(proxy, user_id="default"):
-    return [item["payload"] for item in proxy.layer.store.export_messages(user_id)]
+    return [item["payload"] for item in export_messages(proxy.layer.store, user_id)]
 
 
 def remember_dog(proxy, user_id="default"):

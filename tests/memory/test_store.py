@@ -12,6 +12,7 @@ from memory.fts import fts_query
 from memory.ingest import Turn, index_pending, store_turn
 from memory.settings import Settings
 from memory.store import NewMessage, Stats, Store
+from memory.transfer import export_messages, import_message
 from memory.vectors import VectorIndex
 from tests.memory.hash_embedder import HashEmbedder
 
@@ -116,7 +117,7 @@ def test_messages_stats_and_export_are_per_user(store, two_users):
     assert {m.user_id for m in store.messages("alice")} == {"alice"}
     assert len(store.messages("alice")) == 2
     assert store.stats("alice") == Stats("alice", messages=2, chunks=2, facts=0, sessions=1)
-    exported = list(store.export_messages("alice"))
+    exported = list(export_messages(store, "alice"))
     assert [item["id"] for item in exported] == [m.id for m in store.messages("alice")]
     assert not {item["id"] for item in exported} & {m.id for m in store.messages("bob")}
 
@@ -126,7 +127,7 @@ def test_unknown_user_sees_nothing(store, two_users):
     assert store.stats("carol") == Stats("carol", 0, 0, 0, 0)
     assert store.lexical_search("carol", fts_query("Miso"), 10) == []
     assert store.dense_search("carol", HashEmbedder().embed_query(SAME_TEXT), 10) == []
-    assert list(store.export_messages("carol")) == []
+    assert list(export_messages(store, "carol")) == []
 
 
 def test_delete_user_removes_only_that_user(store, two_users):
@@ -159,23 +160,23 @@ def test_ensure_vectors_on_an_empty_store_needs_no_reindex(settings):
 
 
 def test_import_keeps_ids_when_free(store, two_users, tmp_path):
-    exported = list(store.export_messages("alice"))
+    exported = list(export_messages(store, "alice"))
     fresh = Store(tmp_path / "fresh.db")
-    assert [fresh.import_message("alice", item) for item in exported] == [True, True]
-    assert list(fresh.export_messages("alice")) == exported
+    assert [import_message(fresh, "alice", item) for item in exported] == [True, True]
+    assert list(export_messages(fresh, "alice")) == exported
 
 
 def test_import_takes_a_new_id_when_the_old_one_is_taken(store, two_users):
-    exported = list(store.export_messages("alice"))
+    exported = list(export_messages(store, "alice"))
     for item in exported:  # alice's ids are taken, by alice
-        assert store.import_message("dave", item)
-    restored = list(store.export_messages("dave"))
+        assert import_message(store, "dave", item)
+    restored = list(export_messages(store, "dave"))
     assert [m["content"] for m in restored] == [m["content"] for m in exported]
     assert not {m["id"] for m in restored} & {m["id"] for m in exported}
-    assert list(store.export_messages("alice")) == exported
+    assert list(export_messages(store, "alice")) == exported
 
 
 def test_import_of_an_already_stored_message_adds_nothing(store, two_users):
-    exported = list(store.export_messages("alice"))
-    assert [store.import_message("alice", item) for item in exported] == [False, False]
+    exported = list(export_messages(store, "alice"))
+    assert [import_message(store, "alice", item) for item in exported] == [False, False]
     assert len(store.messages("alice")) == 2
