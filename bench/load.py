@@ -41,7 +41,7 @@ import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 import openai  # noqa: E402
 
-from bench.ingest import (  # noqa: E402
+from bench.harness import (  # noqa: E402
     MODEL,
     SYSTEM,
     Sampler,
