@@ -56,6 +56,7 @@ class Writer:
         # (turns stored so far, newest message id then): a turn counts as indexed once every
         # message up to its mark is
         self._marks: deque[tuple[int, int]] = deque()
+        self._replayed = False
         self._task: asyncio.Task[None] | None = None
         self.failures = 0
         self.spilled = 0
@@ -68,8 +69,13 @@ class Writer:
 
     @property
     def recovered(self) -> bool:
-        """The previous process's leftovers are stored and indexed."""
-        return self._indexed >= 1
+        """What a previous process left in the journal is stored in SQLite.
+
+        Not "indexed": after a crash that is seconds, but after an embedding-model change
+        every message is re-embedded, which can take hours, and recall works meanwhile on
+        what is indexed. `flush` waits for the indexing too.
+        """
+        return self._replayed
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="moim-writer")
@@ -154,6 +160,7 @@ class Writer:
             if clean:
                 self._journal_only = False
                 self._stored = max(self._stored, submitted)
+                self._replayed = True
         if not clean:
             self._journal_only = True  # retry from the journal after the next success
             self._stored = self._submitted - len(self._queue)  # flush must not hang on it

@@ -110,17 +110,41 @@ def test_indexing_goes_on_while_turns_keep_arriving(tmp_path):
         await writer.start()
         await until(lambda: writer.recovered)
         indexed_while_arriving = 0
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 10
         k = 0
         while time.monotonic() < deadline and not indexed_while_arriving:
             writer.submit(turn(k))  # a new turn at every turn of the event loop
             k += 1
             await asyncio.sleep(0)
-            if k % 50 == 0:
+            if k % 20 == 0:
                 stored = len(layer.store.messages("u"))
                 indexed_while_arriving = stored - layer.store.count_unindexed()
         assert indexed_while_arriving > 0, "the writer only stored; it never got to index"
         assert await writer.flush(timeout=30)
+        assert layer.store.count_unindexed() == 0
+        await writer.stop()
+
+    asyncio.run(scenario())
+
+
+def test_ready_once_the_journal_is_stored_while_a_backlog_is_still_indexing(tmp_path):
+    gate = GatedEmbedder()
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: gate)
+    journal = Journal(tmp_path / "journal")
+    for k in range(3):
+        layer.store_only(turn(k))  # a backlog: stored, never indexed (e.g. a model change)
+    journal.append(turn(99))  # and a turn a killed process left in the journal only
+
+    async def scenario():
+        writer = Writer(layer, journal)
+        await writer.start()
+        await until(lambda: writer.recovered)
+        assert len(layer.store.messages("u")) == 8  # the journal's turn is in SQLite
+        assert layer.store.count_unindexed() == 8  # the first batch still waits for its permit
+        assert writer.pending == 1
+        for _ in range(5):
+            gate.permits.release()
+        assert await writer.flush(timeout=10)
         assert layer.store.count_unindexed() == 0
         await writer.stop()
 
