@@ -86,6 +86,7 @@ def populate(layer: MemoryLayer, user: str, size: int, rng: np.random.Generator,
     one of 300 pool texts + 10-20 fresh words, its vector the pool text's embedding + noise
     (random vectors have cosines near 0: moim's weak-hit filter would drop every hit)."""
     started, store, now = time.perf_counter(), layer.store, time.time()
+    _ = layer.embedder  # loading it re-creates the vector table if the model changed
     for start in range(layer.stats(user).chunks, size, 2000):
         if not pool:
             pool["texts"] = texts(rng, 300, 25, 40)
