@@ -5,6 +5,9 @@ COPY pyproject.toml README.md config.yaml ./
 COPY proxy ./proxy
 COPY memory ./memory
 RUN pip install --no-cache-dir .
+# Convert the bundled embedding model to int8 once, at build time (memory/bundled_model.py).
+ENV MOIM_CACHE_DIR=/opt/moim-cache
+RUN python -c "from memory.bundled_model import bundled_model_dir; bundled_model_dir()"
 ENV MOIM_HOST=0.0.0.0 MOIM_PORT=8080 MOIM_DB=/data/moim.db
 VOLUME /data
 EXPOSE 8080
