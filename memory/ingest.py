@@ -153,7 +153,11 @@ def index_pending(
         if message.role in RECALLED_ROLES:
             texts = chunk_text(message.content, settings.chunk_size, settings.chunk_overlap)
         planned.append((message, texts))
-    inputs = [_embedding_text(m.name, t) for m, texts in planned for t in texts]
+    inputs = [
+        _embedding_text(m.name, text, _context(store, m, settings) if i == 0 else "")
+        for m, texts in planned
+        for i, text in enumerate(texts)
+    ]
     vectors = embedder.embed_documents(inputs)
     offset = 0
     for message, texts in planned:
@@ -165,6 +169,33 @@ def index_pending(
     return len(pending)
 
 
-def _embedding_text(name: str | None, text: str) -> str:
-    """The speaker's name helps "what did Ana say about …" find Ana's turns."""
-    return f"{name}: {text}" if name else text
+def _context(store: Store, message: Message, settings: Settings) -> str:
+    """The tail of the turn before `message` in its session, as `speaker: text`, or "".
+
+    A reply such as "Yes, last May!" says nothing of its topic; embedded after the end of
+    the turn it answers, its vector carries the topic ("did you go camping?"). LoCoMo
+    (bench/tune_recall.py, 200 characters): dense-only hit +2.2 points, fused +1.1 on the
+    tuning conversations and +1.8 on the held-out ones. Only the first chunk of a message
+    gets it; a later chunk follows its own message's text.
+    """
+    limit = settings.embedding_context_chars
+    if limit <= 0:
+        return ""
+    around = store.neighbours(message.user_id, message.id, 1)
+    previous = next((m for m in reversed(around) if m.id < message.id), None)
+    if previous is None:
+        return ""
+    text = " ".join(previous.content.split())[-limit:]
+    if not text:
+        return ""
+    speaker = previous.name or previous.role
+    return f"{speaker}: {text}"
+
+
+def _embedding_text(name: str | None, text: str, context: str = "") -> str:
+    """`context` (the previous turn's tail) on a line first, then the chunk as `name: text`.
+
+    The speaker's name helps "what did Ana say about …" find Ana's turns.
+    """
+    own = f"{name}: {text}" if name else text
+    return f"{context}\n{own}" if context else own

@@ -28,6 +28,9 @@ class Settings:
     # batch a text's vector would depend on its batch-mates (cosine ~0.99 to itself). One at
     # a time, a text always gets the same vector, at 177 texts/s against 221 for batches of 16.
     embedding_batch_size: int = 1
+    # Characters of the previous turn's end embedded before each message's first chunk, so a
+    # reply carries the topic it answers (memory/ingest.py). Changing it needs a re-index.
+    embedding_context_chars: int = 200
     # onnxruntime threads per model run (None: all cores).
     embedding_threads: int | None = 1
     # "ram": exact cosine over an in-RAM matrix per user (fast); "db": sqlite-vec scan (low RAM).

@@ -47,7 +47,7 @@ def test_a_later_hit_that_does_not_fit_whole_is_skipped_for_a_shorter_one():
         hit(2, "It is a long story about the kayak, its paddles and the spare rudder."),
         hit(3, "Red, the kayak."),
     ]
-    assert texts(build_excerpts(hits, TIER, [], "now")) == [
+    assert texts(build_excerpts(hits, Tier(0, 1, 120), [], "now")) == [
         (
             "s-1",
             "Ana: The marina is in Porto, by the old bridge, past the fish market.\n"
@@ -80,4 +80,52 @@ def test_leftover_room_is_filled_with_the_turns_next_to_the_best_hit():
     excerpts = build_excerpts([hit(2, "At the marina.")], TIER, [], "now", lambda _: around)
     assert texts(excerpts) == [
         ("s-1", "Bo: Where do you keep it?\nAna: At the marina.\nBo: Which one? The big one?")
+    ]
+
+
+def test_a_hit_that_overflows_its_sessions_excerpt_starts_another_of_the_same_session():
+    hits = [
+        hit(1, "The marina is in Porto, by the old bridge, past the fish market."),
+        hit(2, "It is a long story about the kayak, its paddles and the spare rudder."),
+        hit(3, "Other.", session_id="s-2"),
+        hit(4, "Red, the kayak."),  # fits the first excerpt again
+    ]
+    assert texts(build_excerpts(hits, Tier(0, 3, 120), [], "now")) == [
+        (
+            "s-1",
+            "Ana: The marina is in Porto, by the old bridge, past the fish market.\n"
+            "Ana: Red, the kayak.",
+        ),
+        ("s-1", "Ana: It is a long story about the kayak, its paddles and the spare rudder."),
+        ("s-2", "Ana: Other."),
+    ]
+
+
+def test_the_excerpt_limit_counts_every_excerpt_of_a_session():
+    hits = [
+        hit(1, "The marina is in Porto, by the old bridge, past the fish market."),
+        hit(2, "It is a long story about the kayak, its paddles and the spare rudder."),
+        hit(3, "Other.", session_id="s-2"),
+    ]
+    assert [e.session_id for e in build_excerpts(hits, Tier(0, 2, 120), [], "now")] == [
+        "s-1",
+        "s-1",
+    ]
+
+
+def test_widening_does_not_repeat_a_turn_another_excerpt_of_the_session_shows():
+    said = [
+        Message(1, "alice", "s-1", "user", "Ana", "The marina is in Porto by a bridge.", NOW + 1),
+        Message(2, "alice", "s-1", "assistant", "Bo", "The kayak is red and very old.", NOW + 2),
+        Message(3, "alice", "s-1", "user", "Ana", "Yes.", NOW + 3),
+    ]
+    around = {1: said[:2], 2: said}
+    hits = [
+        hit(1, "The marina is in Porto by a bridge."),
+        hit(2, "The kayak is red and very old.", name="Bo"),
+    ]
+    excerpts = build_excerpts(hits, Tier(0, 2, 50), [], "now", lambda c: around[c.message_id])
+    assert texts(excerpts) == [
+        ("s-1", "Ana: The marina is in Porto by a bridge."),
+        ("s-1", "Bo: The kayak is red and very old.\nAna: Yes."),
     ]

@@ -1,5 +1,6 @@
 """memory/ingest.py: message identity, storing a turn, and indexing it into chunks."""
 
+from dataclasses import replace
 
 import pytest
 
@@ -126,8 +127,11 @@ def test_system_and_tool_messages_are_stored_but_not_chunked(store, settings):
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "c1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                }
             ],
         },
         {"role": "tool", "tool_call_id": "c1", "content": "Sunny, 24 degrees in Paris"},
@@ -159,3 +163,57 @@ def test_chunks_never_span_two_messages(store, settings):
 
 def test_index_pending_with_nothing_pending_does_nothing(store, settings):
     assert index(store, settings) == 0
+
+
+class RecordingEmbedder(HashEmbedder):
+    """Remembers every document text it was asked to embed."""
+
+    def __init__(self):
+        self.texts = []
+
+    def embed_documents(self, texts):
+        self.texts.extend(texts)
+        return super().embed_documents(texts)
+
+
+def test_a_turn_is_embedded_after_the_tail_of_the_turn_before_it(store, settings):
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "name": "Ana", "content": "Did you go camping in the mountains?"},
+    ]
+    reply = {"role": "assistant", "name": "Bo", "content": "Yes, last May!"}
+    store_turn(store, turn(messages, reply))
+    embedder = RecordingEmbedder()
+    settings = replace(settings, embedding_context_chars=20)
+    index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
+    assert embedder.texts == [
+        "Ana: Did you go camping in the mountains?",  # the system prompt is not context
+        "Ana: ng in the mountains?\nBo: Yes, last May!",
+    ]
+    # the chunk itself stays verbatim: only its vector carries the context
+    assert [texts for texts in chunks_by_message(store).values()][-1] == ["Yes, last May!"]
+
+
+def test_only_a_messages_first_chunk_gets_the_context(store, settings):
+    long = " ".join(f"omega{i}" for i in range(60))  # several chunks
+    store_turn(
+        store,
+        turn([{"role": "user", "content": "Hi there"}], {"role": "assistant", "content": long}),
+    )
+    embedder = RecordingEmbedder()
+    index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
+    reply_texts = embedder.texts[1:]
+    assert len(reply_texts) > 1
+    assert reply_texts[0].startswith("user: Hi there\nomega0")
+    assert all(not text.startswith("user:") for text in reply_texts[1:])
+
+
+def test_no_context_is_embedded_when_it_is_turned_off(store, settings):
+    store_turn(
+        store,
+        turn([{"role": "user", "content": "Camping?"}], {"role": "assistant", "content": "Yes."}),
+    )
+    embedder = RecordingEmbedder()
+    settings = replace(settings, embedding_context_chars=0)
+    index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
+    assert embedder.texts == ["Camping?", "Yes."]
