@@ -6,15 +6,15 @@ is fetched from a hub.
 
 That package stores each weight as int8 plus a Cast and a Mul. onnxruntime folds those back
 into float32 when it loads the model, so it runs exactly as the float32 model does, as slowly
-and as big (+160 MB per session). moim converts it once into a dynamically quantized model —
+and as big (+160 MB per session). moim converts it once into a dynamically quantized model:
 int8 MatMul weights per output channel, activations quantized at run time, and an int8
-word-embedding table (Gather) — which onnxruntime runs on integer kernels. Measured on this project's 2-core machine, one thread:
-texts/s 60 → 124, one query 8.5 → 3.1 ms, session memory +168 → +28 MB (+74 MB with the
-word-embedding table left in float32, at the same speed and accuracy); vectors keep a
-cosine of 0.991 on average (0.983 at worst, 128 texts) with the float32 ones, and LoCoMo
-recall moved within a point (bench/tune_recall.py: dense-only hit 0.587 → 0.589, fused 0.759
-→ 0.751). Activations are scaled per batch, so a text's vector moves slightly with its
-batch-mates.
+word-embedding table (Gather), which onnxruntime runs on integer kernels. Measured on this
+project's 2-core machine, one thread: texts/s 60 → 124, one query 8.5 → 3.1 ms, session
+memory +168 → +28 MB (+74 MB with the word-embedding table left in float32, at the same
+speed and accuracy). Vectors keep a cosine of 0.991 on average (0.983 at worst, 128 texts)
+with the float32 ones; LoCoMo recall moved within a point (bench/tune_recall.py). Activations
+are scaled per run, so texts are embedded one per run (`Settings.embedding_batch_size`): in a
+batch, a text's vector would move slightly with its batch-mates.
 
 The converted model is cached in `MOIM_CACHE_DIR` (default `$XDG_CACHE_HOME/moim`, else
 `~/.cache/moim`), keyed by the source's SHA256; the conversion is deterministic, takes ~4 s

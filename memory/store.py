@@ -28,8 +28,10 @@ from memory.records import Chunk, Message
 
 Connection = Any
 
-# Bump when the vector table's definition changes: vectors are then rebuilt from messages.
-_VECTOR_LAYOUT = "2"
+# Bump when the vector table's definition, or what is embedded for a chunk, changes: vectors
+# are then rebuilt from messages. 3: a message's first chunk is embedded after the previous
+# turn's tail (memory/ingest.py).
+_VECTOR_LAYOUT = "3"
 
 
 @dataclass(frozen=True, slots=True)
