@@ -161,14 +161,15 @@ class Writer:
                 self._journal_only = False
                 self._stored = max(self._stored, submitted)
                 self._replayed = True
+                await self._mark()
         if not clean:
             self._journal_only = True  # retry from the journal after the next success
             self._stored = self._submitted - len(self._queue)  # flush must not hang on it
+            await self._mark()
         elif not self._queue:
             self._journal.clear()  # no await since the check: no append can slip in between
         elif self._journal.size() > _JOURNAL_TRIM_BYTES:
             self._journal.keep_last(len(self._queue))  # exactly the queued turns (not spilled)
-        await self._mark()
 
     def _store_each(self, turns: list[Turn]) -> tuple[list[Exception], list[int]]:
         """Store turns one by one (one transaction each): the failures (logged), and per turn
@@ -186,7 +187,8 @@ class Writer:
         return failures, newest
 
     async def _mark(self) -> None:
-        """Note the newest message id now that `self._stored` turns are stored."""
+        """Note the newest message id now that `self._stored` jumped (a journal replay, or a
+        failure); queued turns get their marks from `_store_each`."""
         try:
             newest, _ = await anyio.to_thread.run_sync(self._layer.store.index_frontier)
         except Exception:  # the store is failing: progress falls back to whole cycles
