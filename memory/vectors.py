@@ -33,7 +33,7 @@ class _UserMatrix:
     size: int
 
     def append(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        fresh = ~_present(self.ids[: self.size], ids)
+        fresh = ~_find(self.ids[: self.size], ids)[0]
         ids, vectors = ids[fresh], vectors[fresh]
         needed = self.size + len(ids)
         if needed > len(self.rows):
@@ -54,12 +54,13 @@ class _UserMatrix:
         self.size = needed
 
 
-def _present(held: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Which of `ids` are in the ascending array `held` (binary search, not a full scan)."""
+def _find(held: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of `ids` are in the ascending array `held`, and where (binary search, not a
+    full scan): (found mask, positions of the found ones)."""
     positions = np.searchsorted(held, ids)
     found = positions < len(held)
     found[found] = held[positions[found]] == ids[found]
-    return found
+    return found, positions[found]
 
 
 class VectorIndex:
@@ -109,8 +110,8 @@ class VectorIndex:
         """Cosines of some of the user's chunks (ids not held are absent)."""
         held, rows = self._matrix(user_id)
         wanted = np.asarray(ids, dtype=np.int64)
-        found = _present(held, wanted)
-        scores = rows[np.searchsorted(held, wanted[found])] @ query
+        found, positions = _find(held, wanted)
+        scores = rows[positions] @ query
         return {int(i): float(s) for i, s in zip(wanted[found], scores, strict=True)}
 
     def count(self, user_id: str) -> int:
