@@ -73,6 +73,8 @@ class Recollection:
     tier: Tier
     block: MemoryBlock | None
     hits: list[Hit]
+    # True when excerpts were skipped because the embedding model was still loading.
+    warming: bool = False
 
 
 class MemoryLayer:
@@ -105,6 +107,17 @@ class MemoryLayer:
     def ready(self) -> bool:
         return self._embedder is not None
 
+    def _embedder_if_loaded(self) -> Embedder | None:
+        """The embedder, or None while another thread is loading it.
+
+        The first start converts the bundled model (seconds): a request that arrives then
+        goes on with facts only instead of waiting. With no load under way (a layer used
+        directly, without the app's warm-up) the model is loaded here, as before.
+        """
+        if self._embedder is None and self._load_lock.locked():
+            return None
+        return self.embedder
+
     # -- read side -------------------------------------------------------------------------
 
     def recall(self, request: RecallRequest, now: float | None = None) -> Recollection:
@@ -114,13 +127,16 @@ class MemoryLayer:
         facts = self.facts(request.user_id)
         hits: list[Hit] = []
         excerpts: list[Excerpt] = []
+        embedder = None
         if request.episodic and tier.max_excerpts > 0:
+            embedder = self._embedder_if_loaded()
+        if embedder is not None:
             query = build_query(request.messages)
             exclude = {content_hash(m) for m in request.messages}
             found = retrieve(
                 self.store,
                 self.index,
-                self.embedder,
+                embedder,
                 self.settings,
                 request.user_id,
                 query,
@@ -136,7 +152,8 @@ class MemoryLayer:
                 self._neighbours(request.user_id, exclude),
             )
         block = self._render(facts, excerpts, request, now)
-        return Recollection(tier, block, hits if block else [])
+        warming = request.episodic and tier.max_excerpts > 0 and embedder is None
+        return Recollection(tier, block, hits if block else [], warming)
 
     def _neighbours(self, user_id: str, exclude: set[str]) -> Callable[[Chunk], list[Message]]:
         around = self.settings.widen_turns

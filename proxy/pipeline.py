@@ -215,6 +215,8 @@ def _prepare(state: AppState, who: Identity, body: dict[str, Any], report: Repor
         )
     )
     report.tier = recollection.tier.level
+    if recollection.warming:
+        report.error = "embedding model still loading: facts only, no excerpts"
     if recollection.block is None:
         return Prepared(who)
     report.tokens = recollection.block.tokens

@@ -105,6 +105,15 @@ def serve_app(app: Any) -> Iterator[str]:
         sock.close()
 
 
+def wait_ready(root: str, timeout: float = 30) -> None:
+    """Until `/health/readiness` answers 200, as a deployment's readiness probe would."""
+    deadline = time.monotonic() + timeout
+    while httpx.get(root + "/health/readiness").status_code != 200:
+        if time.monotonic() > deadline:
+            raise RuntimeError("proxy did not become ready")
+        time.sleep(0.005)
+
+
 @pytest.fixture
 def make_proxy(tmp_path: Path, upstream: Upstream, embedder: Embedder) -> Iterator[Any]:
     """A factory: `make_proxy(**config_fields)` starts a proxy with a fresh database.
@@ -121,6 +130,7 @@ def make_proxy(tmp_path: Path, upstream: Upstream, embedder: Embedder) -> Iterat
         config = Config(memory=memory, **fields)
         layer = MemoryLayer(memory, embedder_factory=lambda _: embedder)
         root = stack.enter_context(serve_app(build_app(config, layer)))
+        wait_ready(root)
         return Proxy(root + "/v1", root, config, layer)
 
     with stack:

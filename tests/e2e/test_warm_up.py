@@ -1,0 +1,60 @@
+"""Requests that arrive while the embedding model is still loading.
+
+On a first start moim converts and loads the bundled model (seconds). A chat request in that
+time must not wait for it: it goes through with the user's facts (they need no model), no
+excerpts, and says so in `x-memory-error`. Readiness answers 503 until the model is loaded.
+"""
+
+import threading
+
+import httpx
+import openai
+
+from memory import MemoryLayer, Settings
+from proxy.app import build_app
+from proxy.config import Config
+from tests.conftest import serve_app, wait_ready
+from tests.e2e.test_recall import block_in
+
+
+def test_a_request_during_model_load_gets_facts_without_waiting(tmp_path, upstream, embedder):
+    loading, release = threading.Event(), threading.Event()
+
+    def slow_factory(settings):
+        loading.set()
+        release.wait(timeout=60)
+        return embedder
+
+    settings = Settings(db_path=tmp_path / "m.db")
+    layer = MemoryLayer(settings, embedder_factory=slow_factory)
+    layer.set_fact("dana", "profile:name", "Dana")
+    config = Config(memory=settings, upstream_base_url=upstream.url)
+    try:
+        with serve_app(build_app(config, layer)) as root:
+            assert loading.wait(timeout=30)
+            assert httpx.get(root + "/health/readiness").status_code == 503
+            headers = ask(root, "What is my name?")
+
+            assert "still loading" in headers["x-memory-error"]
+            assert "Dana" in block_in(upstream.last_json["messages"])
+            assert headers["x-memory-chunks-injected"] == "0"
+            assert not layer.ready  # the model did not load on the request path
+
+            release.set()
+            wait_ready(root)
+            headers = ask(root, "What is my name?")
+            assert "x-memory-error" not in headers
+    finally:
+        release.set()
+
+
+def ask(root, text):
+    """One chat as user "dana"; moim's response headers. A short timeout: a request that
+    waited for the model would fail the test, not hang it."""
+    with openai.OpenAI(base_url=root + "/v1", api_key="sk-client", max_retries=0,
+                       timeout=10) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": text}],
+            extra_headers={"X-Memory-User-Id": "dana"},
+        )
+    return raw.headers
