@@ -43,12 +43,23 @@ def encoding_for(model: str) -> tiktoken.Encoding:
         )
     name = model.split("/")[-1]
     try:
-        return tiktoken.encoding_for_model(name)
+        encoding = tiktoken.encoding_for_model(name)
     except KeyError:
-        return tiktoken.get_encoding("o200k_base")
+        encoding = tiktoken.get_encoding("o200k_base")
+    _shed_rank_table(encoding)
+    return encoding
 
 
-@cache
+def _shed_rank_table(encoding: tiktoken.Encoding) -> None:
+    """Drop tiktoken's Python copy of the encoding's rank table.
+
+    The Rust encoder that counts holds its own copy; the Python dict (200k entries for
+    o200k) only serves pickling the encoding, and costs ~27 MB of resident memory.
+    """
+    if isinstance(getattr(encoding, "_mergeable_ranks", None), dict):
+        encoding._mergeable_ranks = {}
+
+
 def _model_map() -> dict[str, Any]:
     package = _litellm_dir()
     if package is None:
@@ -65,14 +76,23 @@ def context_window(model: str, overrides: Mapping[str, int] = {}, default: int =
     """The model's input context window in tokens: config, then litellm's map, then default."""
     if model in overrides:
         return overrides[model]
-    models = _model_map()
+    windows = _context_windows()
     for name in (model, model.split("/", 1)[-1]):
-        entry = models.get(name)
+        if name in windows:
+            return windows[name]
+    return default
+
+
+@cache
+def _context_windows() -> dict[str, int]:
+    """Model name → input context window, from litellm's map (only this part of it is kept)."""
+    windows = {}
+    for name, entry in _model_map().items():
         if isinstance(entry, dict):
             size = entry.get("max_input_tokens") or entry.get("max_tokens")
             if isinstance(size, int) and size > 0:
-                return size
-    return default
+                windows[name] = size
+    return windows
 
 
 def message_text(message: Mapping[str, Any]) -> str:

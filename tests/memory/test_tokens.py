@@ -102,3 +102,13 @@ def test_long_natural_text_is_counted_within_three_percent():
 def test_text_at_the_exact_limit_is_counted_exactly():
     text = ("moim remembers. " * 1500)[:24_000]
     assert count_tokens(text, "gpt-4o-mini") == len(o200k().encode(text))
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "gpt-4", "some-unknown-model"])
+def test_a_shed_encoding_still_encodes_and_decodes(model):
+    # moim drops tiktoken's Python copy of the rank table (memory); the encoder must not need it.
+    encoding = encoding_for(model)
+    text = "Grüße aus Lisboa — 東京で会いましょう 🙂"
+    tokens = encoding.encode(text)
+    assert encoding.decode(tokens) == text
+    assert count_tokens(text, model) == len(tokens)
