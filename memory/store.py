@@ -10,6 +10,7 @@ use this module's connections.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -96,6 +97,19 @@ class Store:
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._errors():
             return list(self.connection().execute(sql, params).fetchall())
+
+    def read_one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """The first column of the one row `sql` returns (None when it returns none).
+
+        On the request path, reads that return many rows are packed into one (`group_concat`,
+        `json_group_array`): fetching each row is a step that releases the GIL and takes it
+        back, and while other threads run Python (the event loop), each take-back can wait
+        out the 5 ms switch interval. 80 rows read beside a busy thread took 330 ms; packed
+        into one, 24 ms.
+        """
+        with self._errors():
+            row = self.connection().execute(sql, params).fetchone()
+        return None if row is None else row[0]
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -268,14 +282,21 @@ class Store:
         """The user's chunks with these ids (ids of other users are silently absent)."""
         if not ids:
             return {}
+        # One JSON row, not a row per chunk (see `read_one`). The time goes as text with all
+        # 17 digits (`%!.17g`): JSON would round it to 15, SQLite's plain %g to 16.
         marks = ",".join("?" * len(ids))
-        rows = self.read(
-            "SELECT c.id, c.message_id, c.user_id, c.session_id, c.role, c.name, c.text, "
-            "c.created_at, m.content_hash FROM chunks c JOIN messages m ON m.id = c.message_id "
+        packed = self.read_one(
+            "SELECT json_group_array(json_array(c.id, c.message_id, c.user_id, c.session_id, "
+            "c.role, c.name, c.text, printf('%!.17g', c.created_at), m.content_hash)) "
+            "FROM chunks c JOIN messages m ON m.id = c.message_id "
             f"WHERE c.user_id = ? AND c.id IN ({marks})",
             [user_id, *ids],
         )
-        return {row[0]: Chunk(*row) for row in rows}
+        found = {}
+        for row in json.loads(packed) if packed else []:
+            row[7] = float(row[7])
+            found[row[0]] = Chunk(*row)
+        return found
 
     def neighbours(
         self,
@@ -322,16 +343,22 @@ class Store:
         # The owner token narrows the MATCH to this user; the join re-checks the user id.
         # The join runs on the top `limit` only (a materialised CTE): joining every match
         # before sorting cost 22 ms instead of 15 for a 100k-chunk user (5k matches).
+        # The hits come back as one "id score,…" string, one row (see `read_one`), and are
+        # sorted here: group_concat keeps no order of its own.
         scoped = f'owner:"{owner_token(user_id)}" AND ({match})'
-        rows = self.read(
+        packed = self.read_one(
             "WITH found AS MATERIALIZED ("
             "SELECT rowid AS id, bm25(chunks_fts, 1.0, 0.0) AS score FROM chunks_fts "
             "WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) "
-            "SELECT c.id FROM found JOIN chunks c ON c.id = found.id WHERE c.user_id = ? "
-            "ORDER BY found.score",
+            "SELECT group_concat(id || ' ' || printf('%!.17g', score)) FROM ("
+            "SELECT c.id, found.score FROM found JOIN chunks c ON c.id = found.id "
+            "WHERE c.user_id = ? ORDER BY found.score)",
             (scoped, limit, user_id),
         )
-        return [row[0] for row in rows]
+        if not packed:
+            return []
+        hits = [(float(score), int(i)) for i, score in (h.split(" ") for h in packed.split(","))]
+        return [i for _, i in sorted(hits)]
 
     def dense_search(self, user_id: str, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the user's nearest chunks, via sqlite-vec."""

@@ -180,3 +180,24 @@ def test_import_of_an_already_stored_message_adds_nothing(store, two_users):
     exported = list(export_messages(store, "alice"))
     assert [import_message(store, "alice", item) for item in exported] == [False, False]
     assert len(store.messages("alice")) == 2
+
+
+def test_chunks_come_back_exactly_as_stored(store, settings):
+    # Chunks are read as one packed JSON row: text and time must survive it unchanged.
+    text = 'Quotes "x", a tab\there, a backslash \\ and 🙂 — ünïcode\nnew line'
+    created_at = 1_700_000_000.123456789  # more digits than JSON's 15
+    store.add_messages("carol", "s-1", [new_message("m1", text, created_at=created_at)])
+    index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
+    (chunk,) = store.chunks("carol", range(1, 100)).values()
+    assert (chunk.text, chunk.created_at, chunk.user_id) == (text, created_at, "carol")
+    assert (chunk.session_id, chunk.role, chunk.name) == ("s-1", "user", None)
+
+
+def test_lexical_search_ranks_best_bm25_first(store, settings):
+    for n, text in enumerate(["radiator", "radiator radiator miso", "miso soup", "tea"]):
+        store.add_messages("dave", "s-1", [new_message(f"m{n}", text)])
+    index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
+    found = store.lexical_search("dave", fts_query("miso radiator"), 10)
+    texts = [store.chunks("dave", [i])[i].text for i in found]
+    assert texts[0] == "radiator radiator miso"  # both terms
+    assert set(texts) == {"radiator", "radiator radiator miso", "miso soup"}
