@@ -31,10 +31,11 @@ from typing import Any, Literal, cast, get_args
 import numpy as np
 
 from memory import fact_store
+from memory.database import Connection
 from memory.errors import MemoryLayerError
 from memory.facts import check_category, check_value, normalise_key
 from memory.records import Fact
-from memory.store import Connection, Store
+from memory.store import Store
 
 Op = Literal["add", "update", "reinforce", "contradict", "close_open_loop"]
 OPS: tuple[Op, ...] = get_args(Op)

@@ -22,8 +22,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from memory.database import Connection
 from memory.records import Fact, FactStatus, Policy
-from memory.store import Connection, Store
+from memory.store import Store
 
 _COLUMNS = (
     "id, user_id, key, value, category, policy, pinned, status, confidence, source, "

@@ -5,29 +5,24 @@ One database file holds everything. Every function that reads or writes a user's
 serialised by one lock (SQLite has one writer); reads run on per-thread connections in WAL
 mode, so they never wait for the writer. Facts have their own SQL in `memory/fact_store.py`,
 the vector table in `memory/vector_table.py`, export and import in `memory/transfer.py`; they
-use this module's connections.
+use this module's connections (`memory/database.py`).
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sqlean
-import sqlite_vec
 
 from memory import vector_table
-from memory.errors import StoreUnavailable
+from memory.database import Database, connect
 from memory.migrations import migrate, owner_token
 from memory.records import Chunk, Message
-
-Connection = Any
 
 # Bump when the vector table's definition, or what is embedded for a chunk, changes: vectors
 # are then rebuilt from messages. 3: a message's first chunk is embedded after the previous
@@ -60,63 +55,14 @@ class Stats:
     sessions: int
 
 
-class Store:
-    """A migrated SQLite database, opened once per process."""
+class Store(Database):
+    """moim's migrated SQLite database, opened once per process."""
 
     def __init__(self, path: Path | str) -> None:
-        self.path = str(path)
-        self._local = threading.local()
-        self._write_lock = threading.RLock()
+        super().__init__(path)
         self.dim: int | None = None
         with self._errors():
             migrate(self.connection())
-
-    # -- connections -----------------------------------------------------------------------
-
-    def connection(self) -> Connection:
-        """This thread's connection (WAL, foreign keys, sqlite-vec loaded)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = _connect(self.path)
-            self._local.conn = conn
-        return conn
-
-    @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """One write transaction, serialised with every other writer of this process."""
-        with self._errors(), self._write_lock:
-            db = self.connection()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._errors():
-            return list(self.connection().execute(sql, params).fetchall())
-
-    def read_one(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """The first column of the one row `sql` returns (None when it returns none).
-
-        On the request path, reads that return many rows are packed into one (`group_concat`,
-        `json_group_array`): fetching each row is a step that releases the GIL and takes it
-        back, and while other threads run Python (the event loop), each take-back can wait
-        out the 5 ms switch interval. 80 rows read beside a busy thread took 330 ms; packed
-        into one, 24 ms.
-        """
-        with self._errors():
-            row = self.connection().execute(sql, params).fetchone()
-        return None if row is None else row[0]
-
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlean.Error as exc:
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
     # -- vectors table ---------------------------------------------------------------------
 
@@ -183,11 +129,12 @@ class Store:
 
     def stored_keys(self, user_id: str, session_id: str) -> set[str]:
         """The message keys a session already holds (to skip re-encoding resent history)."""
-        rows = self.read(
-            "SELECT message_key FROM messages WHERE user_id = ? AND session_id = ?",
+        packed = self.read_one(
+            "SELECT json_group_array(message_key) FROM messages "
+            "WHERE user_id = ? AND session_id = ?",
             (user_id, session_id),
         )
-        return {row[0] for row in rows}
+        return set(json.loads(packed))
 
     def has_session(self, user_id: str, session_id: str) -> bool:
         rows = self.read(
@@ -210,12 +157,13 @@ class Store:
 
     def unindexed_messages(self, limit: int = 256) -> list[Message]:
         """Messages of any user not yet chunked and embedded, oldest first."""
-        rows = self.read(
-            "SELECT id, user_id, session_id, role, name, content, created_at, partial "
-            "FROM messages WHERE indexed = 0 ORDER BY id LIMIT ?",
+        packed = self.read_one(
+            f"SELECT json_group_array({_MESSAGE_JSON}) FROM ("
+            "SELECT * FROM messages WHERE indexed = 0 ORDER BY id LIMIT ?)",
             (limit,),
         )
-        return [_message(row) for row in rows]
+        rows = sorted(json.loads(packed))  # by id: json_group_array keeps no order of its own
+        return [_message([*row[:6], float(row[6]), row[7]]) for row in rows]
 
     def count_unindexed(self) -> int:
         return int(self.read("SELECT count(*) FROM messages WHERE indexed = 0")[0][0])
@@ -410,7 +358,7 @@ class Store:
         A long-lived connection's cached FTS5 structure can be older than the writer's and
         then reports a healthy index as malformed.
         """
-        conn = _connect(self.path)
+        conn = connect(self.path)
         try:
             ok = conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
@@ -421,20 +369,11 @@ class Store:
             conn.close()
 
 
-def _connect(path: str) -> Connection:
-    try:
-        conn = sqlean.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
-        conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
-        conn.enable_load_extension(False)
-        # WAL is set once per connection, outside any transaction (sqlite-utils' rule).
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA busy_timeout = 10000")
-    except sqlean.Error as exc:
-        raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
-    return conn
+# A message row as a JSON array for packed reads (`Store.read_one`); the time as exact text.
+_MESSAGE_JSON = (
+    "json_array(id, user_id, session_id, role, name, content, "
+    "printf('%!.17g', created_at), partial)"
+)
 
 
 def _message(row: Sequence[Any]) -> Message:

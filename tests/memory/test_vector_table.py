@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from memory import vector_table
-from memory.store import _connect
+from memory.database import connect
 
 DIM = 8
 
 
 @pytest.fixture
 def db(tmp_path):
-    conn = _connect(str(tmp_path / "vectors.db"))
+    conn = connect(str(tmp_path / "vectors.db"))
     vector_table.create(conn, DIM)
     yield conn
     conn.close()
