@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -36,6 +37,13 @@ from proxy.writer import Writer
 
 logger = logging.getLogger(__name__)
 
+# How long a thread may hold the GIL while another waits for it (CPython: 5 ms). Recall and
+# the writer run on worker threads and take the GIL back after every SQLite step, onnxruntime
+# run and numpy call; with the event loop busy serving other requests, each take-back could
+# wait the full interval. A 10k-chunk recall beside a busy Python thread: 51 ms p50 at 5 ms,
+# 36 ms at 1 ms (notes in README, "Latency, throughput, load").
+GIL_SWITCH_INTERVAL = 0.001
+
 
 @dataclass(slots=True)
 class AppState:
@@ -52,6 +60,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         limit_arenas()  # before the worker threads exist: see memory/heap.py
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         memory = layer or MemoryLayer(config.memory)
         client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
