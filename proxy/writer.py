@@ -14,14 +14,21 @@ fails (a locked or full disk), the journal keeps the turn and the writer retries
 journal once a later store succeeds; the failure is reported once, as `x-memory-error`.
 
 `flush` returns once every turn submitted before the call is stored and indexed.
+
+Indexing runs on a thread of its own at a lower OS priority (nice +10, where the platform
+allows it): when the cores are all busy, requests (their recall embeds a question too) go
+first and indexing catches up when they are not. With cores to spare it makes no difference.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import anyio.to_thread
@@ -36,6 +43,21 @@ _BATCH = 64
 _UNKNOWN = 1 << 62
 # Past this size the journal is cut down to the turns still queued (see Journal.keep_last).
 _JOURNAL_TRIM_BYTES = 4 * 1024 * 1024
+# How much nicer than the process the indexing thread is (Unix nice values, 19 at most).
+_INDEXING_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    """Make the calling thread yield the CPU to the others when they compete (Linux: the
+    nice value is per thread; elsewhere, or where it is not allowed, nothing changes)."""
+    if not hasattr(os, "setpriority"):
+        return
+    try:
+        tid = threading.get_native_id()
+        current = os.getpriority(os.PRIO_PROCESS, tid)
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, current + _INDEXING_NICENESS))
+    except OSError:
+        logger.debug("could not lower the indexing thread's priority", exc_info=True)
 
 
 class Writer:
@@ -58,6 +80,7 @@ class Writer:
         self._marks: deque[tuple[int, int]] = deque()
         self._replayed = False
         self._task: asyncio.Task[None] | None = None
+        self._indexer: ThreadPoolExecutor | None = None
         self.failures = 0
         self.spilled = 0
         self.last_error: str | None = None
@@ -78,6 +101,9 @@ class Writer:
         return self._replayed
 
     async def start(self) -> None:
+        self._indexer = ThreadPoolExecutor(
+            1, thread_name_prefix="moim-indexer", initializer=_lower_priority
+        )
         self._task = asyncio.create_task(self._run(), name="moim-writer")
         self._wakeup.set()
 
@@ -89,6 +115,8 @@ class Writer:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        if self._indexer is not None:
+            self._indexer.shutdown(wait=True)
         self._journal.close()
 
     def submit(self, turn: Turn) -> None:
@@ -131,7 +159,7 @@ class Writer:
             self._wakeup.clear()
             while True:
                 await self._drain()
-                indexed = await self._guarded_count(self._layer.index_pending, _BATCH, 1)
+                indexed = await self._index(_BATCH)
                 await self._advance(failed=indexed is None)
                 if not indexed:  # nothing left (or indexing failed): wait for new turns
                     break
@@ -218,10 +246,13 @@ class Writer:
         for turn in turns:
             self._layer.store_only(turn)
 
-    async def _guarded_count(self, work: Callable[..., int], *args: Any) -> int | None:
-        """`work(*args)` in a worker thread; None when it failed (logged and counted)."""
+    async def _index(self, batch: int) -> int | None:
+        """Index up to `batch` messages on the indexing thread; None when it failed (logged
+        and counted)."""
+        loop = asyncio.get_running_loop()
         try:
-            return int(await anyio.to_thread.run_sync(work, *args))
+            work = self._layer.index_pending
+            return int(await loop.run_in_executor(self._indexer, work, batch, 1))  # one pass
         except Exception as exc:
             logger.exception("memory indexing failed")
             self._fail(exc)

@@ -5,8 +5,12 @@ when each indexing batch may run; SQLite, the journal and the memory layer are r
 """
 
 import asyncio
+import os
+import sys
 import threading
 import time
+
+import pytest
 
 from memory import Journal, MemoryLayer, Settings, Turn
 from proxy.writer import _BATCH, Writer
@@ -149,3 +153,32 @@ def test_ready_once_the_journal_is_stored_while_a_backlog_is_still_indexing(tmp_
         await writer.stop()
 
     asyncio.run(scenario())
+
+
+class NicenessProbe(HashEmbedder):
+    """Records the OS priority (nice value) of the thread that embeds each batch."""
+
+    def __init__(self):
+        self.niceness = []
+
+    def embed_documents(self, texts):
+        self.niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return super().embed_documents(texts)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+def test_indexing_runs_at_a_lower_priority_than_requests(tmp_path):
+    probe = NicenessProbe()
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: probe)
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    async def scenario():
+        writer = Writer(layer, Journal(tmp_path / "journal"))
+        await writer.start()
+        writer.submit(turn(1))
+        assert await writer.flush(timeout=10)
+        await writer.stop()
+
+    asyncio.run(scenario())
+    assert probe.niceness and all(n == min(19, mine + 10) for n in probe.niceness)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # not the caller's
