@@ -228,6 +228,9 @@ def main() -> None:
         build[user] = populate(layer, user, size, np_rng, pool)
         print(f"store {user}: {layer.stats(user).chunks} chunks ({build[user]:.1f} s)", flush=True)
     empty = MemoryLayer(Settings(db_path=tmp / "empty.db"), embedder_factory=lambda _: embedder)
+    # A 1k-chunk user alone in its database: the baseline for the same user among 1M chunks.
+    small = MemoryLayer(Settings(db_path=tmp / "small.db"), embedder_factory=lambda _: embedder)
+    build["u1k"] = populate(small, "u1k", 1000, np_rng, pool)
     big = None
     if args.million:
         big = MemoryLayer(Settings(db_path=db.with_name(db.stem + "-1m.db")),
@@ -242,7 +245,8 @@ def main() -> None:
         relay = stack.enter_context(serve_app(relay_app(upstream.url)))
         moims = {name: stack.enter_context(serve_app(build_app(
                  Config(upstream_base_url=upstream.url, memory=lay.settings), lay)))
-                 for name, lay in (("main", layer), ("empty", empty), ("1M", big)) if lay}
+                 for name, lay in (("main", layer), ("empty", empty), ("small", small),
+                                   ("1M", big)) if lay}
         def on(user: str, server: str = "main", repeat: bool = False) -> tuple:
             headers = {"x-memory-mode": args.memory_mode, "x-memory-user-id": user}
             return moims[server], headers, repeat
@@ -257,6 +261,7 @@ def main() -> None:
             "moim, 100k chunks": on("u100k"),
             "moim, 100k, repeated question": on("u100k", repeat=True),
         }
+        paths["moim, 1k chunks, alone in its DB"] = on("u1k", "small")
         if big is not None:
             paths["moim, 1k chunks of 1M (1k users)"] = on("m0", "1M")
         clients = {name: stack.enter_context(httpx.Client(timeout=60)) for name in paths}
@@ -346,7 +351,17 @@ def report(results: dict, args: Any, tokens: int, elapsed: float, rss: dict, bui
           f"{off['p50'] - bare['p50']:+.2f} ms vs relay\n- memory on, 100k chunks: p50 ≤ 10 ms, "
           f"p99 ≤ 30 ms added → {on['p50'] - d['p50']:+.2f} / {on['p99'] - d['p99']:+.2f} ms\n"
           "- LiteLLM proxy 1.106.2 (measured elsewhere): 11 ms p50 / 16 ms p99 added\n"
+          + _growth(results) +
           "- note: client, proxy and upstream share this process (one GIL) and every core")
+
+
+def _growth(results: dict) -> str:
+    """The same 1k-chunk user alone in its database and among 1M chunks of others (p50)."""
+    alone = results["moim, 1k chunks, alone in its DB"]["ttfb"]["p50"]
+    among = results.get("moim, 1k chunks of 1M (1k users)", {}).get("ttfb", {}).get("p50")
+    if among is None:
+        return ""
+    return f"- no growth from others' data: a 1k-chunk user {among - alone:+.2f} ms p50 among 1M\n"
 
 
 if __name__ == "__main__":
