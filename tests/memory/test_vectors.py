@@ -3,8 +3,9 @@
 import threading
 
 import numpy as np
+import pytest
 
-from memory.vectors import VectorIndex
+from memory.vectors import _BLOCK_ROWS, VectorIndex
 
 E = np.eye(4, dtype=np.float32)  # four orthogonal unit vectors
 
@@ -183,7 +184,7 @@ def test_a_user_dropped_during_a_load_is_loaded_again_next_time():
     assert loader.calls == ["alice", "alice"]
 
 
-def test_spare_rows_of_a_loaded_matrix_are_ignored_and_used_for_appends():
+def test_spare_rows_of_a_loaded_matrix_are_ignored():
     spare = np.vstack([E[:1], np.full((3, 4), 9.0, dtype=np.float32)])  # one real row
     index = VectorIndex(lambda user: (np.array([5], dtype=np.int64), spare))
     assert index.search("alice", E[0], 5) == [(5, 1.0)]
@@ -193,3 +194,47 @@ def test_spare_rows_of_a_loaded_matrix_are_ignored_and_used_for_appends():
 
     assert index.similarities("alice", E[2], [5, 6, 7]) == {5: 0.0, 6: 1.0, 7: 0.0}
     assert [i for i, _ in index.search("alice", E[1], 1)] == [7]
+
+
+def random_units(n, seed):
+    rows = np.random.default_rng(seed).normal(size=(n, 4)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_appends_across_many_blocks_match_one_matrix():
+    # Rows added after the load go into blocks; recall must not see the difference.
+    loaded, added = random_units(100, 1), random_units(_BLOCK_ROWS * 2 + 37, 2)
+    index = VectorIndex(Loader({"alice": (list(range(100)), loaded)}))
+    index.count("alice")
+    ids = list(range(100, 100 + len(added)))
+    for start in range(0, len(added), 1000):  # in indexing-sized batches
+        index.add("alice", ids[start : start + 1000], added[start : start + 1000])
+
+    everything, query = np.vstack([loaded, added]), unit(1, 2, 3, 4)
+    expected = np.argsort(-(everything @ query), kind="stable")[:20]
+    found = index.search("alice", query, 20)
+    assert [i for i, _ in found] == expected.tolist()
+    wanted = [3, 99, 100, 100 + _BLOCK_ROWS, 100 + len(added) - 1, 10**9]
+    cosines = index.similarities("alice", query, wanted)
+    assert set(cosines) == set(wanted[:-1])  # an id not held is absent
+    for i in wanted[:-1]:
+        assert cosines[i] == pytest.approx(float(everything[i] @ query), abs=1e-6)
+    assert index.count("alice") == len(everything)
+
+
+def test_an_id_added_out_of_order_after_blocks_stays_findable():
+    index = VectorIndex(Loader({"alice": ([10, 20], E[:2])}))
+    index.count("alice")
+    index.add("alice", [30, 40], E[2:4])
+    index.add("alice", [15], E[2:3])  # lower than the last id: a reused slot
+    assert index.similarities("alice", E[2], [10, 15, 20, 30, 40]) == {
+        10: 0.0, 15: 1.0, 20: 0.0, 30: 1.0, 40: 0.0}
+    assert sorted(i for i, _ in index.search("alice", E[2], 2)) == [15, 30]
+
+
+def test_a_search_under_way_is_not_changed_by_appends():
+    index = VectorIndex(Loader({"alice": ([1], E[:1])}))
+    view = index._matrix("alice")
+    index.add("alice", [2, 3], E[1:3])
+    assert view.ids.tolist() == [1] and len(view.scores(E[0])) == 1
+    assert index.count("alice") == 3
