@@ -21,6 +21,7 @@ from memory.consolidation import (
     gate,
     parse_operations,
 )
+from memory.consolidation_marks import DueUser
 from memory.embedding import Embedder, FastEmbedder
 from memory.errors import EmbeddingFailed, MemoryLayerError, MigrationFailed, StoreUnavailable
 from memory.heap import limit_arenas
@@ -38,6 +39,7 @@ __all__ = [
     "BLOCK_START",
     "Chunk",
     "ConsolidationRejected",
+    "DueUser",
     "Embedder",
     "EmbeddingFailed",
     "Excerpt",

@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory import fact_store, heap
+from memory import consolidation_marks, fact_store, heap
 from memory.budget import select_tier
+from memory.consolidation_marks import DueUser
 from memory.cues import capture_facts
 from memory.embedding import Embedder, FastEmbedder
 from memory.excerpts import build_excerpts
@@ -283,6 +284,19 @@ class MemoryLayer:
     def expire_facts(self) -> int:
         """The lifecycle sweep over every user: due facts turn stale; return how many."""
         return fact_store.expire_facts(self.store, time.time(), max_silence=MAX_SILENCE)
+
+    def users_due_for_consolidation(
+        self, min_new_turns: int, user_id: str | None = None
+    ) -> list[DueUser]:
+        """Users with at least this many turns since their last consolidation, or just `user_id`."""
+        return consolidation_marks.users_due(self.store, min_new_turns, user_id)
+
+    def mark_consolidated(self, user_id: str, message_id: int) -> bool:
+        """The user's turns up to `message_id` are consolidated (see `consolidation_marks`)."""
+        return consolidation_marks.mark_consolidated(self.store, user_id, message_id)
+
+    def consolidated_through(self, user_id: str) -> int:
+        return consolidation_marks.consolidated_through(self.store, user_id)
 
     # -- write side ------------------------------------------------------------------------
 

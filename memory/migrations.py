@@ -146,11 +146,27 @@ def m004_fts_owner(db: Connection) -> None:
     db.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
 
 
+def m005_consolidation_marks(db: Connection) -> None:
+    # Per user, the newest message an LLM consolidation has read (memory/consolidation_marks.py).
+    # A table of its own, not `meta` rows: it is keyed and deleted by user like every other
+    # per-user table, and `meta` stays the small process-wide map `ensure_vectors` reads whole.
+    db.executescript(
+        """
+        CREATE TABLE consolidation_marks (
+            user_id TEXT PRIMARY KEY,
+            message_id INTEGER NOT NULL,
+            marked_at REAL NOT NULL
+        );
+        """
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_facts,
     m003_messages_by_hash,
     m004_fts_owner,
+    m005_consolidation_marks,
 )
 
 

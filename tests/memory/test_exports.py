@@ -29,6 +29,7 @@ def test_memory_exports_exactly_these_names():
         "BLOCK_START",
         "Chunk",
         "ConsolidationRejected",
+        "DueUser",
         "Embedder",
         "EmbeddingFailed",
         "Excerpt",

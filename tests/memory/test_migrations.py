@@ -27,7 +27,8 @@ def tables(db):
     return [row[0] for row in rows]
 
 
-ALL = ["m001_initial", "m002_facts", "m003_messages_by_hash", "m004_fts_owner"]
+ALL = ["m001_initial", "m002_facts", "m003_messages_by_hash", "m004_fts_owner",
+       "m005_consolidation_marks"]
 
 
 def test_blank_database_applies_every_migration_in_order(db):
@@ -110,7 +111,17 @@ def test_facts_columns(db):
 def test_migrated_database_has_exactly_these_tables(db):
     migrate(db)
     names = [n for n in tables(db) if not n.startswith("chunks_fts_")]  # FTS5's shadow tables
-    assert names == ["_moim_migrations", "chunks", "chunks_fts", "facts", "messages", "meta"]
+    assert names == ["_moim_migrations", "chunks", "chunks_fts", "consolidation_marks", "facts",
+                     "messages", "meta"]
+
+
+def test_consolidation_marks_columns(db):
+    migrate(db)
+    assert columns(db, "consolidation_marks") == [
+        ("user_id", "TEXT", 0, None, 1),
+        ("message_id", "INTEGER", 1, None, 0),
+        ("marked_at", "REAL", 1, None, 0),
+    ]
 
 
 def test_failing_migration_rolls_back_with_its_record(db):
@@ -155,7 +166,7 @@ def test_m004_moves_existing_chunks_into_the_owner_scoped_index(tmp_path):
         "VALUES (1, 'ann', 's', 'user', 0, 'I planted tulips', 0)"
     )
 
-    assert migrate(db) == ["m004_fts_owner"]
+    assert migrate(db) == ["m004_fts_owner", "m005_consolidation_marks"]
     scoped = f'owner:"{owner_token("ann")}" AND "tulips"'
     match = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
     assert db.execute(match, (scoped,)).fetchall() == [(1,)]
