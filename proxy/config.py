@@ -8,6 +8,7 @@ environment; tests construct `Config(...)` directly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,6 +62,11 @@ class Config:
     max_messages: int = 10_000
     max_header_bytes: int = 16 * 1024
     ingest_queue_size: int = 10_000
+    # The optional consolidation schedule (proxy/consolidate.py): no model, no schedule.
+    consolidation_model: str | None = None
+    consolidation_every_minutes: float = 60.0
+    consolidation_min_new_turns: int = 10  # a user is due after this many new turns
+    consolidation_turns: int = 40  # recent user and assistant messages the model reads
 
     @property
     def db_path(self) -> Path:
@@ -93,6 +99,7 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
     mem = _section(data, "memory")
     auth = _section(data, "auth")
     windows = _section(data, "context_windows")
+    schedule = _section(data, "consolidation")
     defaults = Settings()
     settings = Settings(
         db_path=Path(_get(data, "db", str, "moim.db")),
@@ -129,6 +136,7 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
         max_messages=_get(server, "max_messages", int, 10_000, "server."),
         max_header_bytes=_get(server, "max_header_bytes", int, 16 * 1024, "server."),
         ingest_queue_size=_get(mem, "ingest_queue_size", int, 10_000, "memory."),
+        **_consolidation(schedule),
     )
 
 
@@ -148,6 +156,8 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         if value not in ("on", "off"):
             raise ConfigError("MOIM_MEMORY must be 'on' or 'off'")
         changes["memory_enabled"] = value == "on"
+    if env.get("MOIM_CONSOLIDATION_MODEL"):
+        changes["consolidation_model"] = env["MOIM_CONSOLIDATION_MODEL"]
     if env.get("MOIM_PROXY_KEYS"):
         extra = tuple(ProxyKey(k.strip()) for k in env["MOIM_PROXY_KEYS"].split(",") if k.strip())
         changes["keys"] = config.keys + extra
@@ -192,6 +202,29 @@ def _choice(data: Mapping[str, Any], key: str, options: tuple[str, ...], default
     value = data.get(key, default)
     if value not in options:
         raise ConfigError(f"memory.{key}: expected one of {', '.join(options)}, got {value!r}")
+    return value
+
+
+def _consolidation(schedule: Mapping[str, Any]) -> dict[str, Any]:
+    """The `consolidation:` section as `Config` fields; bounds checked, the key named."""
+    every = _get(schedule, "every_minutes", float, 60.0, "consolidation.")
+    if not math.isfinite(every) or every <= 0:
+        raise ConfigError(f"consolidation.every_minutes: must be above 0, got {every!r}")
+    return {
+        "consolidation_model": _get(schedule, "model", str, None, "consolidation.") or None,
+        "consolidation_every_minutes": every,
+        "consolidation_min_new_turns": _at_least(schedule, "min_new_turns", 10, 1),
+        "consolidation_turns": _at_least(schedule, "turns", 40, 1, 1000),
+    }
+
+
+def _at_least(
+    schedule: Mapping[str, Any], key: str, default: int, low: int, high: int | None = None
+) -> int:
+    value: int = _get(schedule, key, int, default, "consolidation.")
+    if value < low or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise ConfigError(f"consolidation.{key}: must be {bounds}, got {value!r}")
     return value
 
 

@@ -210,3 +210,60 @@ def test_unreadable_yaml_is_a_config_error(in_empty_dir):
 def test_missing_config_file_is_a_config_error(in_empty_dir):
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(in_empty_dir / "absent.yaml", {})
+
+
+# -- the consolidation schedule ----------------------------------------------------------------
+
+
+def test_consolidation_schedule_is_off_by_default(in_empty_dir):
+    shipped = load_config(Path(__file__).resolve().parents[2] / "config.yaml", {})
+    empty = load_config(write(in_empty_dir / "empty.yaml", "consolidation:\n"), {})
+    for config in (Config(), shipped, empty):
+        assert (
+            config.consolidation_model,
+            config.consolidation_every_minutes,
+            config.consolidation_min_new_turns,
+            config.consolidation_turns,
+        ) == (None, 60.0, 10, 40)
+
+
+def test_consolidation_schedule_keys(in_empty_dir):
+    text = "consolidation: {model: local, every_minutes: 2.5, min_new_turns: 4, turns: 12}\n"
+    config = load_config(write(in_empty_dir / "moim.yaml", text), {})
+    assert (
+        config.consolidation_model,
+        config.consolidation_every_minutes,
+        config.consolidation_min_new_turns,
+        config.consolidation_turns,
+    ) == ("local", 2.5, 4, 12)
+    path = write(in_empty_dir / "whole.yaml", "consolidation: {every_minutes: 5}\n")
+    whole = load_config(path, {})
+    assert whole.consolidation_every_minutes == 5.0
+
+
+def test_moim_consolidation_model_beats_yaml(in_empty_dir):
+    path = write(in_empty_dir / "moim.yaml", "consolidation: {model: local, turns: 12}\n")
+    config = load_config(path, {"MOIM_CONSOLIDATION_MODEL": "gpt-4o-mini"})
+    assert (config.consolidation_model, config.consolidation_turns) == ("gpt-4o-mini", 12)
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("[gpt-4o-mini]", "consolidation: must be a mapping"),
+        ("{model: 5}", "consolidation.model: expected str, got 5"),
+        ("{every_minutes: 0}", "consolidation.every_minutes: must be above 0, got 0.0"),
+        ("{every_minutes: -1.5}", "consolidation.every_minutes: must be above 0, got -1.5"),
+        ("{every_minutes: .inf}", "consolidation.every_minutes: must be above 0, got inf"),
+        ("{every_minutes: hourly}", "consolidation.every_minutes: expected float, got 'hourly'"),
+        ("{min_new_turns: 0}", "consolidation.min_new_turns: must be at least 1, got 0"),
+        ("{min_new_turns: 2.5}", "consolidation.min_new_turns: expected an integer, got 2.5"),
+        ("{turns: 0}", "consolidation.turns: must be from 1 to 1000, got 0"),
+        ("{turns: 1001}", "consolidation.turns: must be from 1 to 1000, got 1001"),
+    ],
+)
+def test_bad_consolidation_values_name_their_key(in_empty_dir, yaml_text, message):
+    path = write(in_empty_dir / "bad.yaml", f"consolidation: {yaml_text}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, {})
+    assert str(raised.value) == message
