@@ -22,7 +22,10 @@ Replies to ``POST /v1/chat/completions``:
   a stream whose client leaves before its end adds one to ``Upstream.disconnects``;
 - a non-empty ``Upstream.script`` overrides all of that: each chat request pops its first item,
   ``{"content": ..., "tool_calls": [{"id", "name", "arguments"}], "delay": seconds}`` (any subset),
-  or ``{"status": int, "body": dict}`` for a raw error.
+  or ``{"status": int, "body": dict}`` for a raw error;
+- a non-empty ``Upstream.json_script`` (same items) answers, before ``script``, the requests that
+  ask for a JSON object (``response_format``, as moim's consolidation does), so a test can
+  script them while chats go on beside them.
 
 ``GET /v1/models`` lists a few models; any other path gets an OpenAI-shaped 404.
 
@@ -109,15 +112,17 @@ class Upstream:
         self.url = url  # base URL for OpenAI clients, ending in /v1
         self.requests: list[RecordedRequest] = []
         self.script: list[dict[str, Any]] = []
+        self.json_script: list[dict[str, Any]] = []
         self.disconnects = 0  # streams whose client left before the last event
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)])
         self._server: uvicorn.Server | None = None
         self._chats = 0
 
     def reset(self) -> None:
-        """Forget recorded requests, the script, the disconnect count and the id counter."""
+        """Forget recorded requests, the scripts, the disconnect count and the id counter."""
         self.requests.clear()
         self.script.clear()
+        self.json_script.clear()
         self.disconnects = 0
         self._chats = 0
 
@@ -162,7 +167,8 @@ class Upstream:
             prompt_tokens=sum(_tokens(_text(m.get("content"))) for m in messages),
             include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
         )
-        reply = self._next_reply(turn.model, messages)
+        script = self.json_script if body.get("response_format") else []
+        reply = self._next_reply(turn.model, messages, script or self.script)
         if isinstance(reply, Response):
             return reply
         if not body.get("stream"):
@@ -175,9 +181,11 @@ class Upstream:
             return _Truncated(events[: 1 + reply.broken_after], "text/event-stream")
         return _EventStream(events, reply.delay, self._count_disconnect)
 
-    def _next_reply(self, model: str, messages: list[dict[str, Any]]) -> _Reply | Response:
-        if self.script:
-            item = self.script.pop(0)
+    def _next_reply(
+        self, model: str, messages: list[dict[str, Any]], script: list[dict[str, Any]]
+    ) -> _Reply | Response:
+        if script:
+            item = script.pop(0)
             if "status" in item:
                 return JSONResponse(item.get("body", {}), status_code=item["status"])
             calls = tuple(item.get("tool_calls", ()))
