@@ -3,7 +3,9 @@
 `AppState` is everything a request may touch: the frozen config, the memory layer (store,
 embedder, vector index), the background writer, the pooled httpx client for upstreams, and
 counters for `/metrics`. It is built in the lifespan and kept on `app.state.moim`; there are
-no other globals. `ProxyError`s become OpenAI-shaped JSON in one handler.
+no other globals. With `consolidation.model` set, the lifespan also runs the consolidation
+schedule (`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
+`ProxyError`s become OpenAI-shaped JSON in one handler.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from memory import Journal, MemoryLayer, count_tokens, limit_arenas
 from proxy import admin
 from proxy.auth import authenticate
 from proxy.config import Config
+from proxy.consolidate import consolidate_on_schedule
 from proxy.errors import ProxyError, UpstreamError
 from proxy.limits import HeaderLimit
 from proxy.pipeline import chat
@@ -72,10 +75,14 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
+        schedule = _start_schedule(config, memory, client)
         try:
             yield
         finally:
             loading.cancel()
+            if schedule is not None:  # before the client it uses is closed
+                schedule.cancel()
+                await asyncio.wait([schedule])
             await writer.stop()
             await client.aclose()
             await close_litellm()
@@ -100,6 +107,15 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_error},
         middleware=[Middleware(HeaderLimit, max_bytes=config.max_header_bytes)],
     )
+
+
+def _start_schedule(
+    config: Config, layer: MemoryLayer, client: httpx.AsyncClient
+) -> asyncio.Task[None] | None:
+    """LLM consolidation on a schedule: only with a consolidation model, and memory on."""
+    if config.consolidation_model is None or not config.memory_enabled:
+        return None
+    return asyncio.create_task(consolidate_on_schedule(config, layer, client))
 
 
 async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:

@@ -4,11 +4,12 @@ moim serve [--config PATH] [--host H] [--port P]
 moim migrate | reindex | stats --user U
 moim memory stats|export|import|delete --user U
 moim facts list|set|delete|history|pin|unpin --user U
-moim consolidate --user U --model M
+moim consolidate [--user U] [--model M] [--turns N]
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import logging
@@ -323,39 +324,70 @@ def facts_unpin(config_path: Path | None, user_id: str, key: str) -> None:
 
 @main.command()
 @CONFIG_OPTION
-@USER_OPTION
+@click.option(
+    "--user",
+    "user_id",
+    default=None,
+    help="One user; without it, every user due (consolidation.min_new_turns new turns).",
+)
 @click.option(
     "--model",
-    required=True,
+    default=None,
     help="Model that proposes the operations: a models: alias, provider/model "
-    "(litellm), or a model of the upstream URL.",
+    "(litellm), or a model of the upstream URL (default: consolidation.model).",
 )
 @click.option(
     "--turns",
     type=click.IntRange(1, 1000),
-    default=40,
-    show_default=True,
-    help="How many recent user and assistant messages the model reads.",
+    default=None,
+    help="How many recent user and assistant messages the model reads "
+    "(default: consolidation.turns, 40).",
 )
-def consolidate(config_path: Path | None, user_id: str, model: str, turns: int) -> None:
+def consolidate(
+    config_path: Path | None, user_id: str | None, model: str | None, turns: int | None
+) -> None:
     """Ask MODEL for fact operations from the user's recent turns; apply what the gate passes.
 
-    Off unless run. A reply that is not the expected JSON changes nothing; operations under
-    the write gate's thresholds, or near-duplicates of other facts, are skipped with a reason.
-    Prints a JSON summary (keys and counts, no fact values).
+    Off unless run (or scheduled: consolidation.model in config.yaml). A reply that is not the
+    expected JSON changes nothing; operations under the write gate's thresholds, or
+    near-duplicates of other facts, are skipped with a reason. Prints a JSON summary per user
+    (keys and counts, no fact values); a user whose model could not be reached stays due.
     """
-    import asyncio
+    config = _config(config_path)
+    model = model or config.consolidation_model
+    if not model:
+        raise click.UsageError("no model: pass --model or set consolidation.model")
+    turns = turns or config.consolidation_turns
+    if user_id is None:
+        _consolidate_due(config, model, turns)
+    else:
+        _consolidate_user(config, user_id, model, turns)
 
+
+def _consolidate_user(config: Config, user_id: str, model: str, turns: int) -> None:
     from proxy.consolidate import run_once
     from proxy.errors import UpstreamError
 
-    config = _config(config_path)
     try:
         report = asyncio.run(run_once(config, _layer(config), user_id, model, turns))
     except UpstreamError as exc:
         detail = exc.content.decode("utf-8", "replace")[:500]
         raise click.ClickException(f"{exc.message}: {detail}") from exc
     click.echo(json.dumps(report.summary(), ensure_ascii=False))
+
+
+def _consolidate_due(config: Config, model: str, turns: int) -> None:
+    from proxy.consolidate import run_due
+
+    min_new_turns = config.consolidation_min_new_turns
+    outcomes = asyncio.run(run_due(config, _layer(config), model, turns, min_new_turns))
+    for outcome in outcomes:
+        click.echo(json.dumps(outcome.summary(), ensure_ascii=False))
+    failed = sum(1 for outcome in outcomes if outcome.error is not None)
+    if failed:
+        raise click.ClickException(f"{failed} of {len(outcomes)} due users not consolidated")
+    if not outcomes:
+        click.echo(f"no user has {min_new_turns} new turns to consolidate", err=True)
 
 
 def _is_loopback(host: str) -> bool:

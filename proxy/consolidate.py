@@ -1,12 +1,20 @@
 """Optional LLM consolidation, the job: ask a model about a user's recent turns, gate, apply.
 
-Off by default: only `moim consolidate` runs it (there is no schedule yet). It reads the last
+Off by default. `moim consolidate` runs it once; with `consolidation.model` set, the app also
+runs it on a schedule (`consolidate_on_schedule`, below). It reads the last
 40 user and assistant messages and the user's active facts, asks the configured model (any
 model `proxy/upstream.py` can route: an OpenAI-compatible upstream gets one non-streaming POST
 with `response_format: json_object`, anything else goes through litellm) for operations in
 strict JSON, and hands the reply to `memory.consolidation`: parse (a bad reply rejects the
 whole batch), write gate (each operation accepted or rejected with a reason), then one
 transaction. Every rejection is logged with its reason; fact and message text only at DEBUG.
+
+The schedule: at start and then `every_minutes` after each cycle ends, each user with
+`min_new_turns` turns above their mark (`memory/consolidation_marks.py`) is consolidated, one
+after another, and marked once the model answered, even when its batch was refused (a model
+that answers badly is not asked about the same turns every cycle); an unreachable model
+(UpstreamError) leaves the user unmarked, for the next cycle. The model reads the latest
+`turns` messages only: when more arrive between two cycles, the older are marked unread.
 """
 
 from __future__ import annotations
@@ -15,17 +23,20 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import anyio.to_thread
 import httpx
 
 from memory import (
     MAX_OPERATIONS,
     ConsolidationRejected,
+    DueUser,
     Fact,
     MemoryLayer,
     Message,
@@ -256,10 +267,125 @@ def _reply_text(content: bytes) -> str:
 async def run_once(
     config: Config, layer: MemoryLayer, user_id: str, model: str, turns: int = RECENT_TURNS
 ) -> Report:
-    """`consolidate_user` with its own httpx client (and litellm's closed), for the CLI."""
+    """`consolidate_user` with its own httpx client, for the CLI; then the user's mark.
+
+    The mark spares the schedule a second look at the same turns.
+    """
+    due = await anyio.to_thread.run_sync(layer.users_due_for_consolidation, 1, user_id)
+    async with _own_client(config) as client:
+        report = await consolidate_user(config, layer, client, user_id, model, turns)
+    if due:
+        await anyio.to_thread.run_sync(layer.mark_consolidated, user_id, due[0].newest_message_id)
+    return report
+
+
+async def run_due(
+    config: Config, layer: MemoryLayer, model: str, turns: int, min_new_turns: int
+) -> list[Outcome]:
+    """`consolidate_due` with its own httpx client, for the CLI."""
+    async with _own_client(config) as client:
+        return await consolidate_due(config, layer, client, model, turns, min_new_turns)
+
+
+@asynccontextmanager
+async def _own_client(config: Config) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client with the config's timeouts; litellm's clients are closed after it."""
     timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
     try:
         async with httpx.AsyncClient(timeout=timeout) as client:
-            return await consolidate_user(config, layer, client, user_id, model, turns)
+            yield client
     finally:
         await close_litellm()
+
+
+# -- the schedule ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one due user: the report (the model answered), or why not (`error`)."""
+
+    user_id: str
+    report: Report | None = None
+    error: str | None = None  # no fact text in it; the user stays due
+
+    def summary(self) -> dict[str, Any]:
+        if self.report is not None:
+            return self.report.summary()
+        return {"user_id": self.user_id, "error": self.error}
+
+
+async def consolidate_due(
+    config: Config,
+    layer: MemoryLayer,
+    client: httpx.AsyncClient,
+    model: str,
+    turns: int,
+    min_new_turns: int,
+) -> list[Outcome]:
+    """Each user due (`min_new_turns` new turns), once, one after another; marked when answered.
+
+    One user's failure is logged and leaves that user unmarked; the next user goes on.
+    """
+    due = await anyio.to_thread.run_sync(layer.users_due_for_consolidation, min_new_turns)
+    return [await _consolidate_and_mark(config, layer, client, user, model, turns) for user in due]
+
+
+async def _consolidate_and_mark(
+    config: Config,
+    layer: MemoryLayer,
+    client: httpx.AsyncClient,
+    due: DueUser,
+    model: str,
+    turns: int,
+) -> Outcome:
+    user_id = due.user_id
+    try:
+        report = await consolidate_user(config, layer, client, user_id, model, turns)
+        await anyio.to_thread.run_sync(layer.mark_consolidated, user_id, due.newest_message_id)
+    except UpstreamError as exc:
+        logger.warning(
+            "consolidation user_id=%s model=%s not marked, due again next time: %s",
+            user_id,
+            model,
+            exc.message,  # the status only: the provider's body stays out of logs
+        )
+        return Outcome(user_id, error=exc.message)
+    except Exception as exc:  # a bug or a failing store must not end the schedule
+        logger.error(
+            "consolidation user_id=%s model=%s failed, not marked: %s",
+            user_id,
+            model,
+            type(exc).__name__,  # its message may quote a fact: the traceback only at DEBUG
+        )
+        logger.debug("consolidation user_id=%s failed", user_id, exc_info=True)
+        return Outcome(user_id, error=type(exc).__name__)
+    logger.info(
+        "consolidation user_id=%s new_turns=%d marked_through=%d",
+        user_id,
+        due.new_turns,
+        due.newest_message_id,
+    )
+    return Outcome(user_id, report)
+
+
+async def consolidate_on_schedule(
+    config: Config, layer: MemoryLayer, client: httpx.AsyncClient
+) -> None:
+    """Until cancelled: consolidate the due users, then wait `every_minutes`, and again.
+
+    Nothing but cancellation ends it: a failed cycle (the store unavailable, say) is logged
+    and the next one runs on time.
+    """
+    model, every = config.consolidation_model, config.consolidation_every_minutes
+    turns, min_new_turns = config.consolidation_turns, config.consolidation_min_new_turns
+    if model is None:
+        return
+    logger.info("consolidation schedule: model=%s every_minutes=%g", model, every)
+    while True:
+        try:
+            await consolidate_due(config, layer, client, model, turns, min_new_turns)
+        except Exception as exc:
+            logger.error("consolidation cycle failed: %s", type(exc).__name__)
+            logger.debug("consolidation cycle failed", exc_info=True)
+        await anyio.sleep(every * 60)
