@@ -1,13 +1,13 @@
 """Optional LLM consolidation, the job: ask a model about a user's recent turns, gate, apply.
 
-Off by default. `moim consolidate` runs it once; with `consolidation.model` set, the app also
-runs it on a schedule (`consolidate_on_schedule`, below). It reads the last
-40 user and assistant messages and the user's active facts, asks the configured model (any
-model `proxy/upstream.py` can route: an OpenAI-compatible upstream gets one non-streaming POST
-with `response_format: json_object`, anything else goes through litellm) for operations in
-strict JSON, and hands the reply to `memory.consolidation`: parse (a bad reply rejects the
-whole batch), write gate (each operation accepted or rejected with a reason), then one
-transaction. Every rejection is logged with its reason; fact and message text only at DEBUG.
+Off by default: `moim consolidate` runs it once, and with `consolidation.model` set the app
+runs it on a schedule (below). It reads the last 40 user and assistant messages and the
+user's active facts, asks the configured model (any model `proxy/upstream.py` can route:
+an OpenAI-compatible upstream gets one non-streaming POST with `response_format:
+json_object`, anything else goes through litellm) for operations in strict JSON, and hands
+the reply to `memory.consolidation`: parse (a bad reply rejects the whole batch), write gate
+(each operation accepted or rejected with a reason), then one transaction. Every rejection
+is logged with its reason; fact and message text only at DEBUG.
 
 The schedule: at start and then `every_minutes` after each cycle ends, each user with
 `min_new_turns` turns above their mark (`memory/consolidation_marks.py`) is consolidated, one
