@@ -122,8 +122,10 @@ async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
     import anyio.to_thread
 
     try:
-        await anyio.to_thread.run_sync(lambda: layer.embedder)
+        # The tokenizer first (under a second): every request counts tokens, while recall
+        # goes on without the embedding model until it is loaded (seconds on a first start).
         await anyio.to_thread.run_sync(lambda: count_tokens("warm", "gpt-4o"))
+        await anyio.to_thread.run_sync(lambda: layer.embedder)
     except Exception:
         logger.exception("embedding model failed to load; memory will fail open")
     await writer.start()
