@@ -161,12 +161,37 @@ def m005_consolidation_marks(db: Connection) -> None:
     )
 
 
+def m006_turn_numbers(db: Connection) -> None:
+    # A user or assistant message's place among those of its session (1, 2, …), so recall can
+    # tell which hits are neighbouring turns without another query. A trigger numbers every
+    # new one after the session's previous turn (one index step back from its id); rows here
+    # already are, in id order.
+    db.executescript(
+        """
+        ALTER TABLE messages ADD COLUMN turn INTEGER;
+        UPDATE messages SET turn = numbered.n FROM (
+            SELECT id, ROW_NUMBER() OVER (PARTITION BY user_id, session_id ORDER BY id) AS n
+            FROM messages WHERE role IN ('user', 'assistant')
+        ) AS numbered WHERE messages.id = numbered.id;
+        CREATE TRIGGER messages_turn AFTER INSERT ON messages
+        WHEN new.role IN ('user', 'assistant') BEGIN
+            UPDATE messages SET turn = 1 + coalesce((
+                SELECT turn FROM messages
+                WHERE user_id = new.user_id AND session_id = new.session_id AND id < new.id
+                AND turn IS NOT NULL ORDER BY id DESC LIMIT 1
+            ), 0) WHERE id = new.id;
+        END;
+        """
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_facts,
     m003_messages_by_hash,
     m004_fts_owner,
     m005_consolidation_marks,
+    m006_turn_numbers,
 )
 
 

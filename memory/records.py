@@ -43,6 +43,8 @@ class Chunk:
     created_at: float
     # content hash of the source message, to tell whether it is present in a request
     message_hash: str = ""
+    # the source message's place among the user and assistant turns of its session (1, 2, …)
+    turn: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

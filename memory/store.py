@@ -235,7 +235,7 @@ class Store(Database):
         marks = ",".join("?" * len(ids))
         packed = self.read_one(
             "SELECT json_group_array(json_array(c.id, c.message_id, c.user_id, c.session_id, "
-            "c.role, c.name, c.text, printf('%!.17g', c.created_at), m.content_hash)) "
+            "c.role, c.name, c.text, printf('%!.17g', c.created_at), m.content_hash, m.turn)) "
             "FROM chunks c JOIN messages m ON m.id = c.message_id "
             f"WHERE c.user_id = ? AND c.id IN ({marks})",
             [user_id, *ids],

@@ -28,7 +28,7 @@ def tables(db):
 
 
 ALL = ["m001_initial", "m002_facts", "m003_messages_by_hash", "m004_fts_owner",
-       "m005_consolidation_marks"]
+       "m005_consolidation_marks", "m006_turn_numbers"]
 
 
 def test_blank_database_applies_every_migration_in_order(db):
@@ -66,6 +66,7 @@ def test_messages_columns(db):
         ("partial", "INTEGER", 1, "0", 0),
         ("created_at", "REAL", 1, None, 0),
         ("indexed", "INTEGER", 1, "0", 0),
+        ("turn", "INTEGER", 0, None, 0),
     ]
 
 
@@ -166,9 +167,45 @@ def test_m004_moves_existing_chunks_into_the_owner_scoped_index(tmp_path):
         "VALUES (1, 'ann', 's', 'user', 0, 'I planted tulips', 0)"
     )
 
-    assert migrate(db) == ["m004_fts_owner", "m005_consolidation_marks"]
+    assert migrate(db) == ["m004_fts_owner", "m005_consolidation_marks", "m006_turn_numbers"]
     scoped = f'owner:"{owner_token("ann")}" AND "tulips"'
     match = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
     assert db.execute(match, (scoped,)).fetchall() == [(1,)]
     other = f'owner:"{owner_token("bob")}" AND "tulips"'
     assert db.execute(match, (other,)).fetchall() == []
+
+
+def _message(db, mid, session, role, user="u"):
+    db.execute(
+        "INSERT INTO messages (id, user_id, session_id, message_key, content_hash, role, "
+        "content, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, 'x', '{}', 0)",
+        (mid, user, session, f"k{mid}", f"h{mid}", role),
+    )
+
+
+def test_m006_numbers_existing_turns_per_session_in_id_order(db):
+    from memory.migrations import MIGRATIONS, _run_in_transaction
+
+    db.execute("CREATE TABLE _moim_migrations (name TEXT PRIMARY KEY, applied_at REAL)")
+    for migration in MIGRATIONS[:5]:  # a database as moim left it before m006
+        db.execute("BEGIN")
+        _run_in_transaction(db, migration)
+        db.execute("INSERT INTO _moim_migrations VALUES (?, 0)", (migration.__name__,))
+        db.execute("COMMIT")
+    for mid, session, role in [(1, "a", "system"), (2, "a", "user"), (3, "b", "user"),
+                               (4, "a", "tool"), (5, "a", "assistant"), (6, "b", "assistant")]:
+        _message(db, mid, session, role)
+    _message(db, 7, "a", "user", user="v")  # another user's session "a"
+    assert migrate(db) == ["m006_turn_numbers"]
+    turns = dict(db.execute("SELECT id, turn FROM messages").fetchall())
+    assert turns == {1: None, 2: 1, 3: 1, 4: None, 5: 2, 6: 2, 7: 1}
+
+
+def test_new_turns_are_numbered_after_the_sessions_last_turn(db):
+    migrate(db)
+    for mid, session, role in [(1, "a", "system"), (2, "a", "user"), (3, "b", "user"),
+                               (4, "a", "tool"), (5, "a", "assistant"), (6, "a", "user")]:
+        _message(db, mid, session, role)
+    _message(db, 7, "a", "user", user="v")
+    turns = dict(db.execute("SELECT id, turn FROM messages").fetchall())
+    assert turns == {1: None, 2: 1, 3: 1, 4: None, 5: 2, 6: 3, 7: 1}

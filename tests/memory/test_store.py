@@ -190,7 +190,19 @@ def test_chunks_come_back_exactly_as_stored(store, settings):
     index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
     (chunk,) = store.chunks("carol", range(1, 100)).values()
     assert (chunk.text, chunk.created_at, chunk.user_id) == (text, created_at, "carol")
-    assert (chunk.session_id, chunk.role, chunk.name) == ("s-1", "user", None)
+    assert (chunk.session_id, chunk.role, chunk.name, chunk.turn) == ("s-1", "user", None, 1)
+
+
+def test_chunks_know_their_turn_in_the_session(store, settings):
+    remember(store, settings, "erin", "s-1", "first question", reply="first answer")
+    remember(store, settings, "erin", "s-2", "elsewhere")
+    remember(store, settings, "erin", "s-1", "second question", reply="second answer")
+    turns = {c.text: (c.session_id, c.turn) for c in store.chunks("erin", range(1, 100)).values()}
+    assert turns == {
+        "first question": ("s-1", 1), "first answer": ("s-1", 2),
+        "elsewhere": ("s-2", 1), "noted": ("s-2", 2),
+        "second question": ("s-1", 3), "second answer": ("s-1", 4),
+    }
 
 
 def test_lexical_search_ranks_best_bm25_first(store, settings):
