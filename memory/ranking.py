@@ -82,6 +82,32 @@ def rerank(
     return sorted(rescored, key=lambda h: (-h.score, -h.chunk.id))
 
 
+def boost_neighbours(
+    hits: Sequence[Hit], adjacent: Mapping[int, Sequence[int]], weight: float
+) -> list[Hit]:
+    """Favour a turn whose neighbour in the conversation also scored: a question and its answer.
+
+    `adjacent` maps a message id to the ids of the turns just before and after it in its
+    session (`Store.adjacent_turns`). A hit gains `weight` × the best score among its
+    neighbours' hits, so an answer that shares no word with the query ("They were scared but
+    we reassured them") rises with the question it answers ("How did they handle the
+    accident?"). Only hits lend scores; the best, not the sum, so a turn between two strong
+    neighbours is not lifted past both. LoCoMo categories 1-4 at weight 0.2: hit +2.2 points,
+    all +2.3 on the tuning conversations, +1.9 / +2.1 held out (bench/tune_recall.py).
+    """
+    if weight <= 0:
+        return list(hits)
+    best: dict[int, float] = {}
+    for hit in hits:
+        message = hit.chunk.message_id
+        best[message] = max(best.get(message, hit.score), hit.score)
+    rescored = []
+    for hit in hits:
+        lent = max((best.get(n, 0.0) for n in adjacent.get(hit.chunk.message_id, ())), default=0.0)
+        rescored.append(replace(hit, score=hit.score + weight * lent) if lent > 0 else hit)
+    return sorted(rescored, key=lambda h: (-h.score, -h.chunk.id))
+
+
 def boost_speakers(hits: Sequence[Hit], query: str, weight: float) -> list[Hit]:
     """Favour turns said by someone the query names ("What did Ana say about …").
 

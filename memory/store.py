@@ -314,6 +314,26 @@ class Store:
         found = [(row[0], _message(row), row[8] not in exclude_hashes) for row in rows]
         return [message for mid, message, keep in found if keep or mid == message_id]
 
+    def adjacent_turns(self, user_id: str, message_ids: Collection[int]) -> dict[int, list[int]]:
+        """The user/assistant turns just before and after each message, in its session.
+
+        Maps each of the user's `message_ids` to the ids of its neighbours (none, one or two);
+        ids of other users are absent. One query over the messages' sessions.
+        """
+        if not message_ids:
+            return {}
+        marks = ",".join("?" * len(message_ids))
+        rows = self.read(
+            "SELECT id, prev, next FROM (SELECT id, LAG(id) OVER turns AS prev, "
+            "LEAD(id) OVER turns AS next FROM messages WHERE user_id = ? AND session_id IN "
+            f"(SELECT session_id FROM messages WHERE user_id = ? AND id IN ({marks})) "
+            "AND role IN ('user', 'assistant') "
+            "WINDOW turns AS (PARTITION BY session_id ORDER BY id)) "
+            f"WHERE id IN ({marks})",
+            [user_id, user_id, *message_ids, *message_ids],
+        )
+        return {row[0]: [i for i in row[1:] if i is not None] for row in rows}
+
     def lexical_search(self, user_id: str, match: str, limit: int) -> list[int]:
         """Chunk ids of the user matching an FTS5 expression, best BM25 first.
 
