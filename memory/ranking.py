@@ -83,19 +83,23 @@ def rerank(
 
 
 def boost_neighbours(
-    hits: Sequence[Hit], adjacent: Mapping[int, Sequence[int]], weight: float
+    hits: Sequence[Hit], nearby: Mapping[int, Sequence[tuple[int, int]]], weights: Sequence[float]
 ) -> list[Hit]:
-    """Favour a turn whose neighbour in the conversation also scored: a question and its answer.
+    """Favour a turn whose neighbours in the conversation also scored: a question and its answer.
 
-    `adjacent` maps a message id to the ids of the turns just before and after it in its
-    session (`Store.adjacent_turns`). A hit gains `weight` × the best score among its
-    neighbours' hits, so an answer that shares no word with the query ("They were scared but
-    we reassured them") rises with the question it answers ("How did they handle the
-    accident?"). Only hits lend scores; the best, not the sum, so a turn between two strong
-    neighbours is not lifted past both. LoCoMo categories 1-4 at weight 0.2: hit +2.2 points,
-    all +2.3 on the tuning conversations, +1.9 / +2.1 held out (bench/tune_recall.py).
+    `nearby` maps a message id to `(turn id, distance)` pairs of the turns around it in its
+    session (`Store.nearby_turns`); `weights[d - 1]` is the share of a neighbour's score lent
+    at distance d (a missing weight lends nothing). A hit gains the best loan at each
+    distance, summed over distances, so an answer that shares no word with the query ("They
+    were scared but we reassured them") rises with the question it answers ("How did they
+    handle the accident?"); distance 2 is the same speaker's turn before or after. Only hits
+    lend, and only the best loan at a distance counts, so a turn between two strong
+    neighbours is not lifted past both. LoCoMo categories 1-4 (bench/tune_recall.py),
+    original hit / all: 0.2 at distance 1 gained +2.3 / +2.1 points on the tuning
+    conversations and +1.9 / +2.1 held out; 0.05 at distance 2 another +0.6 / +0.6 and
+    +0.9 / +0.6.
     """
-    if weight <= 0:
+    if not any(w > 0 for w in weights):
         return list(hits)
     best: dict[int, float] = {}
     for hit in hits:
@@ -103,8 +107,12 @@ def boost_neighbours(
         best[message] = max(best.get(message, hit.score), hit.score)
     rescored = []
     for hit in hits:
-        lent = max((best.get(n, 0.0) for n in adjacent.get(hit.chunk.message_id, ())), default=0.0)
-        rescored.append(replace(hit, score=hit.score + weight * lent) if lent > 0 else hit)
+        loans = [0.0] * len(weights)  # the best loan at each distance
+        for turn, d in nearby.get(hit.chunk.message_id, ()):
+            if 0 < d <= len(weights):
+                loans[d - 1] = max(loans[d - 1], weights[d - 1] * best.get(turn, 0.0))
+        loan = sum(loans)
+        rescored.append(replace(hit, score=hit.score + loan) if loan > 0 else hit)
     return sorted(rescored, key=lambda h: (-h.score, -h.chunk.id))
 
 

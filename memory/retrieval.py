@@ -118,9 +118,10 @@ def retrieve(
     hits = rerank(
         hits, now, settings.recency_half_life_days, settings.recency_weight, settings.rrf_k
     )
-    if settings.neighbour_weight > 0:
-        adjacent = store.adjacent_turns(user_id, {h.chunk.message_id for h in hits})
-        hits = boost_neighbours(hits, adjacent, settings.neighbour_weight)
+    weights = (settings.neighbour_weight, settings.second_neighbour_weight)
+    if any(w > 0 for w in weights):
+        nearby = store.nearby_turns(user_id, {h.chunk.message_id for h in hits})
+        hits = boost_neighbours(hits, nearby, weights)
     hits = boost_speakers(hits, query, settings.speaker_weight)
     hits = boost_dated(hits, query_windows(query), settings.date_weight)
     if should_abstain(hits, settings.min_similarity):

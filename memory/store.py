@@ -314,25 +314,32 @@ class Store:
         found = [(row[0], _message(row), row[8] not in exclude_hashes) for row in rows]
         return [message for mid, message, keep in found if keep or mid == message_id]
 
-    def adjacent_turns(self, user_id: str, message_ids: Collection[int]) -> dict[int, list[int]]:
-        """The user/assistant turns just before and after each message, in its session.
+    def nearby_turns(
+        self, user_id: str, message_ids: Collection[int]
+    ) -> dict[int, list[tuple[int, int]]]:
+        """The user/assistant turns up to two before and after each message, in its session.
 
-        Maps each of the user's `message_ids` to the ids of its neighbours (none, one or two);
-        ids of other users are absent. One query over the messages' sessions.
+        Maps each of the user's `message_ids` to `(turn id, distance)` pairs, distance 1 or 2
+        (fewer at a session's ends); ids of other users are absent. One query.
         """
         if not message_ids:
             return {}
         marks = ",".join("?" * len(message_ids))
         rows = self.read(
-            "SELECT id, prev, next FROM (SELECT id, LAG(id) OVER turns AS prev, "
-            "LEAD(id) OVER turns AS next FROM messages WHERE user_id = ? AND session_id IN "
+            "SELECT id, b1, a1, b2, a2 FROM (SELECT id, LAG(id) OVER turns AS b1, "
+            "LEAD(id) OVER turns AS a1, LAG(id, 2) OVER turns AS b2, "
+            "LEAD(id, 2) OVER turns AS a2 FROM messages WHERE user_id = ? AND session_id IN "
             f"(SELECT session_id FROM messages WHERE user_id = ? AND id IN ({marks})) "
             "AND role IN ('user', 'assistant') "
             "WINDOW turns AS (PARTITION BY session_id ORDER BY id)) "
             f"WHERE id IN ({marks})",
             [user_id, user_id, *message_ids, *message_ids],
         )
-        return {row[0]: [i for i in row[1:] if i is not None] for row in rows}
+        distances = (1, 1, 2, 2)
+        return {
+            row[0]: [(i, d) for i, d in zip(row[1:], distances, strict=True) if i is not None]
+            for row in rows
+        }
 
     def lexical_search(self, user_id: str, match: str, limit: int) -> list[int]:
         """Chunk ids of the user matching an FTS5 expression, best BM25 first.

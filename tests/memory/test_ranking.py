@@ -156,21 +156,34 @@ def test_boost_dated_without_a_window_or_weight_changes_nothing():
 def test_boost_neighbours_lifts_the_answer_next_to_a_strong_question():
     # chunk n belongs to message 100 + n; 103 answers 102, which matched the query best
     hits = [hit(2, 0.05), hit(1, 0.03), hit(3, 0.02), hit(9, 0.025)]
-    adjacent = {102: [101, 103], 101: [102], 103: [102, 104], 109: [108]}
-    boosted = boost_neighbours(hits, adjacent, 0.2)
+    nearby = {102: [(101, 1), (103, 1)], 101: [(102, 1)], 103: [(102, 1), (104, 1)],
+              109: [(108, 1)]}
+    boosted = boost_neighbours(hits, nearby, (0.2,))
     assert [h.chunk.id for h in boosted] == [2, 1, 3, 9]
     assert {h.chunk.id: h.score for h in boosted} == pytest.approx(
         {2: 0.05 + 0.2 * 0.03, 1: 0.03 + 0.2 * 0.05, 3: 0.02 + 0.2 * 0.05, 9: 0.025}
     )
 
 
-def test_boost_neighbours_takes_the_best_neighbour_not_the_sum():
+def test_boost_neighbours_takes_the_best_neighbour_at_a_distance_not_the_sum():
     hits = [hit(1, 0.04), hit(3, 0.03), hit(2, 0.01)]
-    boosted = boost_neighbours(hits, {102: [101, 103]}, 0.5)
+    boosted = boost_neighbours(hits, {102: [(101, 1), (103, 1)]}, (0.5,))
     assert next(h.score for h in boosted if h.chunk.id == 2) == pytest.approx(0.01 + 0.5 * 0.04)
+
+
+def test_boost_neighbours_adds_the_loans_of_each_distance_at_their_own_weight():
+    hits = [hit(1, 0.04), hit(4, 0.03), hit(2, 0.01)]
+    nearby = {102: [(101, 1), (103, 1), (104, 2)]}
+    boosted = boost_neighbours(hits, nearby, (0.2, 0.1))
+    assert next(h.score for h in boosted if h.chunk.id == 2) == pytest.approx(
+        0.01 + 0.2 * 0.04 + 0.1 * 0.03
+    )
+    # a distance without a weight lends nothing
+    only_first = boost_neighbours(hits, {102: [(104, 2)]}, (0.2,))
+    assert next(h.score for h in only_first if h.chunk.id == 2) == 0.01
 
 
 def test_boost_neighbours_without_weight_or_neighbours_changes_nothing():
     hits = [hit(1, 0.03), hit(2, 0.02)]
-    assert boost_neighbours(hits, {101: [102], 102: [101]}, 0.0) == hits
-    assert boost_neighbours(hits, {}, 0.2) == hits
+    assert boost_neighbours(hits, {101: [(102, 1)], 102: [(101, 1)]}, (0.0, 0.0)) == hits
+    assert boost_neighbours(hits, {}, (0.2, 0.05)) == hits

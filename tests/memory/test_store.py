@@ -182,19 +182,23 @@ def test_import_of_an_already_stored_message_adds_nothing(store, two_users):
     assert len(store.messages("alice")) == 2
 
 
-def test_adjacent_turns_are_the_previous_and_next_turn_of_the_same_session(store):
+def test_nearby_turns_are_up_to_two_turns_each_side_in_the_same_session(store):
     store.add_messages("alice", "s-1", [new_message(f"a{i}", f"first {i}") for i in range(3)])
     store.add_messages("alice", "s-2", [new_message(f"b{i}", f"second {i}") for i in range(2)])
     store.add_messages("alice", "s-1", [new_message("system", "be brief", role="system"),
                                         new_message("a3", "first 3", role="assistant")])
     one = [m.id for m in store.messages("alice", "s-1") if m.role != "system"]
     two = [m.id for m in store.messages("alice", "s-2")]
-    adjacent = store.adjacent_turns("alice", [one[0], one[2], two[0]])
-    assert adjacent == {one[0]: [one[1]], one[2]: [one[1], one[3]], two[0]: [two[1]]}
+    nearby = store.nearby_turns("alice", [one[0], one[2], two[0]])
+    assert {k: sorted(v) for k, v in nearby.items()} == {
+        one[0]: [(one[1], 1), (one[2], 2)],
+        one[2]: [(one[0], 2), (one[1], 1), (one[3], 1)],  # the system turn is skipped
+        two[0]: [(two[1], 1)],
+    }
 
 
-def test_adjacent_turns_of_another_users_messages_are_absent(store):
+def test_nearby_turns_of_another_users_messages_are_absent(store):
     store.add_messages("alice", "s-1", [new_message(f"a{i}", f"first {i}") for i in range(2)])
     ids = [m.id for m in store.messages("alice", "s-1")]
-    assert store.adjacent_turns("bob", ids) == {}
-    assert store.adjacent_turns("alice", []) == {}
+    assert store.nearby_turns("bob", ids) == {}
+    assert store.nearby_turns("alice", []) == {}
