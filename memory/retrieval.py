@@ -20,7 +20,15 @@ import numpy as np
 from memory.embedding import Embedder
 from memory.fts import fts_query, fts_terms
 from memory.ingest import RECALLED_ROLES
-from memory.ranking import boost_dated, boost_speakers, drop_weak, fuse, rerank, should_abstain
+from memory.ranking import (
+    boost_dated,
+    boost_neighbours,
+    boost_speakers,
+    drop_weak,
+    fuse,
+    rerank,
+    should_abstain,
+)
 from memory.records import Chunk, Hit
 from memory.settings import Settings
 from memory.store import Store
@@ -110,6 +118,7 @@ def retrieve(
     hits = rerank(
         hits, now, settings.recency_half_life_days, settings.recency_weight, settings.rrf_k
     )
+    hits = boost_neighbours(hits, (settings.neighbour_weight, settings.second_neighbour_weight))
     hits = boost_speakers(hits, query, settings.speaker_weight)
     hits = boost_dated(hits, query_windows(query), settings.date_weight)
     if should_abstain(hits, settings.min_similarity):

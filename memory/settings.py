@@ -54,6 +54,10 @@ class Settings:
     # The lexical ranking's share in fusion against the dense one's 1.0: on LoCoMo BM25
     # alone beat MiniLM alone (hit 0.669 vs 0.532), and 1.3 fused best (bench/tune_recall.py).
     lexical_weight: float = 1.3
+    # Share of a neighbour turn's score a hit gains, for the turn just before or after it and
+    # for the one two away (memory.ranking.boost_neighbours says why).
+    neighbour_weight: float = 0.2
+    second_neighbour_weight: float = 0.05
     # Turns on each side of a passage's best hit that may fill its leftover room.
     widen_turns: int = 2
     # Reciprocal rank fusion constant (Cormack et al.; True Memory §4).

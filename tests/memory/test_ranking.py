@@ -4,7 +4,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.ranking import SECONDS_PER_DAY, boost_dated, fuse, rerank, rrf, should_abstain
+from memory.ranking import (
+    SECONDS_PER_DAY,
+    boost_dated,
+    boost_neighbours,
+    fuse,
+    rerank,
+    rrf,
+    should_abstain,
+)
 from memory.records import Chunk, Hit
 from memory.when import Window, query_windows
 
@@ -143,3 +151,52 @@ def test_boost_dated_without_a_window_or_weight_changes_nothing():
     hits = [hit(1, 0.03), hit(2, 0.02)]
     assert boost_dated(hits, [], 1.0) == hits
     assert boost_dated(hits, [Window(0.0, 2 * NOW)], 0.0) == hits
+
+
+def turn_hit(chunk_id, score, turn, session="s-1"):
+    """A hit on the chunk of the session's turn `turn` (its only chunk)."""
+    chunk = Chunk(chunk_id, 100 + chunk_id, "alice", session, "user", None, f"text {chunk_id}",
+                  NOW, f"hash{chunk_id}", turn)
+    return Hit(chunk, score, None, None, None)
+
+
+def test_boost_neighbours_lifts_the_answer_next_to_a_strong_question():
+    # turn 3 answers turn 2, which matched the query best; turn 9 has no hit beside it
+    hits = [turn_hit(2, 0.05, 2), turn_hit(1, 0.03, 1), turn_hit(3, 0.02, 3),
+            turn_hit(9, 0.025, 9)]
+    boosted = boost_neighbours(hits, (0.2,))
+    assert [h.chunk.id for h in boosted] == [2, 1, 3, 9]
+    assert {h.chunk.id: h.score for h in boosted} == pytest.approx(
+        {2: 0.05 + 0.2 * 0.03, 1: 0.03 + 0.2 * 0.05, 3: 0.02 + 0.2 * 0.05, 9: 0.025}
+    )
+
+
+def test_boost_neighbours_takes_the_best_neighbour_at_a_distance_not_the_sum():
+    hits = [turn_hit(1, 0.04, 1), turn_hit(3, 0.03, 3), turn_hit(2, 0.01, 2)]
+    boosted = boost_neighbours(hits, (0.5,))
+    assert next(h.score for h in boosted if h.chunk.id == 2) == pytest.approx(0.01 + 0.5 * 0.04)
+
+
+def test_boost_neighbours_adds_the_loans_of_each_distance_at_their_own_weight():
+    hits = [turn_hit(1, 0.04, 1), turn_hit(4, 0.03, 4), turn_hit(2, 0.01, 2)]
+    boosted = boost_neighbours(hits, (0.2, 0.1))
+    assert next(h.score for h in boosted if h.chunk.id == 2) == pytest.approx(
+        0.01 + 0.2 * 0.04 + 0.1 * 0.03
+    )
+    # a distance without a weight lends nothing
+    only_first = boost_neighbours([turn_hit(4, 0.03, 4), turn_hit(2, 0.01, 2)], (0.2,))
+    assert next(h.score for h in only_first if h.chunk.id == 2) == 0.01
+
+
+def test_boost_neighbours_only_within_a_session_and_only_between_numbered_turns():
+    other_session = [turn_hit(1, 0.04, 1, "s-1"), turn_hit(2, 0.01, 2, "s-2")]
+    assert boost_neighbours(other_session, (0.2, 0.05)) == other_session
+    unnumbered = [turn_hit(1, 0.04, None), turn_hit(2, 0.01, 2)]
+    assert boost_neighbours(unnumbered, (0.2, 0.05)) == unnumbered
+
+
+def test_boost_neighbours_without_weight_or_neighbours_changes_nothing():
+    hits = [turn_hit(1, 0.03, 1), turn_hit(2, 0.02, 2)]
+    assert boost_neighbours(hits, (0.0, 0.0)) == hits
+    apart = [turn_hit(1, 0.03, 1), turn_hit(2, 0.02, 7)]
+    assert boost_neighbours(apart, (0.2, 0.05)) == apart
