@@ -107,6 +107,7 @@ def populate(layer: MemoryLayer, user: str, size: int, rng: np.random.Generator,
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             for message, vector in zip(batch, vectors, strict=True):
                 store.add_chunks(message, [message.content], vector[None, :])
+    layer.tidy_index(lambda: False)  # as a running moim's writer does when idle
     return time.perf_counter() - started
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory import consolidation_marks, fact_store, heap
+from memory import consolidation_marks, fact_store, fts_upkeep, heap
 from memory.budget import select_tier
 from memory.consolidation_marks import DueUser
 from memory.cues import capture_facts
@@ -340,6 +340,11 @@ class MemoryLayer:
         if total:
             heap.trim()  # the batch's activations are freed: give the memory back
         return total
+
+    def tidy_index(self, stop: Callable[[], bool]) -> bool:
+        """Merge the FTS index a step at a time until it is whole or `stop()` is true; for
+        the writer's idle time (memory/fts_upkeep.py). True when it merged it whole."""
+        return fts_upkeep.tidy(self.store, stop, self.settings.fts_merge_after)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild chunks, FTS rows and vectors from the message log."""

@@ -60,6 +60,9 @@ class Settings:
     second_neighbour_weight: float = 0.05
     # Turns on each side of a passage's best hit that may fill its leftover room.
     widen_turns: int = 2
+    # The writer merges the FTS index when idle once this many chunks (or 5 %) were added
+    # since it was last whole (memory/fts_upkeep.py).
+    fts_merge_after: int = 1000
     # Reciprocal rank fusion constant (Cormack et al.; True Memory §4).
     rrf_k: int = 60
     # Recency re-ranking: a hit loses half its recency bonus every `recency_half_life_days`.

@@ -81,6 +81,7 @@ class Writer:
         self._replayed = False
         self._task: asyncio.Task[None] | None = None
         self._indexer: ThreadPoolExecutor | None = None
+        self._stopping = False
         self.failures = 0
         self.spilled = 0
         self.last_error: str | None = None
@@ -108,6 +109,7 @@ class Writer:
         self._wakeup.set()
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             await self.flush(timeout=10.0)
             self._task.cancel()
@@ -163,6 +165,7 @@ class Writer:
                 await self._advance(failed=indexed is None)
                 if not indexed:  # nothing left (or indexing failed): wait for new turns
                     break
+            await self._tidy()
 
     async def _drain(self) -> None:
         """Store the queued turns, then whatever only the journal holds; empty the journal.
@@ -245,6 +248,17 @@ class Writer:
     def _store_all(self, turns: list[Turn]) -> None:
         for turn in turns:
             self._layer.store_only(turn)
+
+    async def _tidy(self) -> None:
+        """Merge the FTS index while no turn waits and the writer is not stopping."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._indexer, self._layer.tidy_index, self._busy)
+        except Exception:  # upkeep only: nothing is lost, the next idle time tries again
+            logger.exception("FTS index merge failed")
+
+    def _busy(self) -> bool:
+        return bool(self._queue) or self._stopping
 
     async def _index(self, batch: int) -> int | None:
         """Index up to `batch` messages on the indexing thread; None when it failed (logged

@@ -182,3 +182,25 @@ def test_indexing_runs_at_a_lower_priority_than_requests(tmp_path):
     asyncio.run(scenario())
     assert probe.niceness and all(n == min(19, mine + 10) for n in probe.niceness)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # not the caller's
+
+
+def test_the_writer_merges_the_fts_index_when_idle(tmp_path):
+    from memory import fts_upkeep
+
+    settings = Settings(db_path=tmp_path / "m.db", fts_merge_after=10)
+    layer = MemoryLayer(settings, embedder_factory=lambda _: HashEmbedder())
+
+    async def scenario():
+        writer = Writer(layer, Journal(tmp_path / "journal"))
+        await writer.start()
+        for k in range(20):  # 40 messages, 40 chunks
+            writer.submit(turn(k))
+        assert await writer.flush(timeout=10)
+        await until(lambda: not fts_upkeep.tidy_due(layer.store, 10))
+        started = time.monotonic()
+        await writer.stop()
+        assert time.monotonic() - started < 5
+
+    asyncio.run(scenario())
+    rows = layer.store.read("SELECT value FROM meta WHERE key = 'fts_merged_at_chunks'")
+    assert rows and int(rows[0][0]) == 40
