@@ -35,19 +35,19 @@ _BLOCK_ROWS = 4096
 @dataclass(slots=True)
 class _UserMatrix:
     """A user's chunk ids (ascending) and vectors: the matrix read at load, then blocks of
-    `_BLOCK_ROWS` appended rows; only the last block has spare rows."""
+    `_BLOCK_ROWS` appended rows; every block is full but the last, whose rows past the
+    number of ids are spare."""
 
-    ids: np.ndarray  # int64, ascending, exactly `size` long
+    ids: np.ndarray  # int64, ascending, one per row held
     blocks: list[np.ndarray]  # float32 (n, dim), rows in the order of `ids`
-    size: int
 
     @classmethod
     def loaded(cls, ids: np.ndarray, rows: np.ndarray) -> _UserMatrix:
-        return cls(np.asarray(ids, dtype=np.int64), [rows[: len(ids)]], len(ids))
+        return cls(np.asarray(ids, dtype=np.int64), [rows[: len(ids)]])
 
     def filled(self) -> list[np.ndarray]:
         """Each block's rows that hold vectors, in order."""
-        out, left = [], self.size
+        out, left = [], len(self.ids)
         for block in self.blocks:
             out.append(block[: min(len(block), left)])
             left -= len(out[-1])
@@ -63,28 +63,29 @@ class _UserMatrix:
         ids, vectors = ids[fresh], vectors[fresh]
         if not len(ids):
             return
-        if (self.size and ids.min() <= self.ids[-1]) or not bool(np.all(np.diff(ids) > 0)):
+        if (len(self.ids) and ids.min() <= self.ids[-1]) or not bool(np.all(np.diff(ids) > 0)):
             self._merge_sorted(ids, vectors)  # an id reused out of order: rare
             return
+        row = len(self.ids)  # where the first new vector goes, counting over all blocks
+        capacity = sum(len(block) for block in self.blocks)
         done = 0
         while done < len(ids):
+            if row == capacity:  # the loaded matrix is never written into: it is full
+                self.blocks.append(np.empty((_BLOCK_ROWS, vectors.shape[1]), dtype=np.float32))
+                capacity += _BLOCK_ROWS
             last = self.blocks[-1]
-            used = len(self.filled()[-1])
-            if used == len(last) or len(self.blocks) == 1:  # never write into the loaded one
-                last = np.empty((_BLOCK_ROWS, vectors.shape[1]), dtype=np.float32)
-                self.blocks.append(last)
-                used = 0
-            take = min(len(ids) - done, len(last) - used)
-            last[used : used + take] = vectors[done : done + take]
+            offset = row - (capacity - len(last))
+            take = min(len(ids) - done, len(last) - offset)
+            last[offset : offset + take] = vectors[done : done + take]
             done += take
-            self.size += take
+            row += take
         self.ids = np.concatenate([self.ids, ids])
 
     def _merge_sorted(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         held = np.concatenate([self.ids, ids])
         rows = np.concatenate([*self.filled(), vectors.astype(np.float32)])
         order = np.argsort(held, kind="stable")
-        self.ids, self.blocks, self.size = held[order], [rows[order]], len(held)
+        self.ids, self.blocks = held[order], [rows[order]]
 
 
 @dataclass(frozen=True, slots=True)
