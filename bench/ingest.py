@@ -61,7 +61,7 @@ from bench.harness import (  # noqa: E402
     serve_proxy,
 )
 from memory import FastEmbedder, MemoryLayer, Settings, count_tokens  # noqa: E402
-from memory.fts import fts_query  # noqa: E402
+from memory.fts import search_terms  # noqa: E402
 from memory.store import Store  # noqa: E402
 from tests.upstream import serve_upstream  # noqa: E402
 
@@ -206,7 +206,7 @@ def poll(handle: ProxyHandle, db: Path, args: argparse.Namespace, sent: dict[str
 
     def searchable(s: Sent) -> bool:
         if store is not None:
-            return bool(store.lexical_search(s.user, fts_query(s.marker), 1))
+            return bool(store.lexical_search(s.user, search_terms(s.marker), 1))
         found = client.get("/v1/memory/search", params={"q": s.marker, "k": 3},
                            headers={"x-memory-user-id": s.user}).json()["results"]
         return any(s.marker in hit["text"] for hit in found)

@@ -43,7 +43,7 @@ from starlette.responses import StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
 from memory import MemoryLayer, RecallRequest, Settings, count_message_tokens, inject_block  # noqa: E402
-from memory.fts import fts_query  # noqa: E402
+from memory.fts import search_terms  # noqa: E402
 from memory.retrieval import build_query  # noqa: E402
 from memory.store import NewMessage  # noqa: E402
 from proxy.app import build_app  # noqa: E402
@@ -181,7 +181,7 @@ def profile(layer: MemoryLayer, user: str, messages: list[dict], rng: random.Ran
         msgs = messages + [{"role": "user", "content": question(rng)}]
         tokens = timed("count_message_tokens", count_message_tokens, msgs, MODEL)
         query = build_query(msgs)
-        lexical = timed("fts5 lexical_search", store.lexical_search, user, fts_query(query),
+        lexical = timed("fts5 lexical_search", store.lexical_search, user, search_terms(query),
                         s.candidates)
         vector = timed("embed_query (uncached)", embedder.embed_query, query)
         dense = timed("ram vector search", index.search, user, vector, s.candidates)

@@ -8,7 +8,6 @@ and rebuilt by `moim reindex`.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import sqlean
 
 from memory.errors import MigrationFailed
+from memory.fts import fts_document, owner_token
 
 Connection = Any  # a sqlean / sqlite3 connection
 
@@ -110,15 +110,6 @@ def m003_messages_by_hash(db: Connection) -> None:
     db.executescript("CREATE INDEX messages_by_hash ON messages (user_id, content_hash);")
 
 
-def owner_token(user_id: str) -> str:
-    """The FTS token that marks a user's chunks, so a MATCH can be scoped to one user.
-
-    A hash, not the id itself: ids may hold characters the tokenizer splits on. Changing
-    this form requires rebuilding `chunks_fts` (a new migration).
-    """
-    return "u" + hashlib.blake2b(user_id.encode(), digest_size=10).hexdigest()
-
-
 def m004_fts_owner(db: Connection) -> None:
     # Lexical search filtered by user inside the MATCH: with the user as a join filter, FTS5
     # ranked every user's matches before discarding them, so others' data slowed recall.
@@ -185,6 +176,35 @@ def m006_turn_numbers(db: Connection) -> None:
     )
 
 
+def m007_fts_terms_per_user(db: Connection) -> None:
+    # The lexical index holds each user's own stemmed terms, written by the store
+    # (memory/fts.py), instead of the chunk text with an owner token ANDed into every MATCH:
+    # FTS5 counted all of the owner's chunks for BM25 on each query, and BM25 weighed terms by
+    # every user's counts. Contentless: the text is in `chunks`; the index keeps only terms.
+    db.executescript(
+        """
+        DROP TRIGGER chunks_fts_insert;
+        DROP TRIGGER chunks_fts_delete;
+        DROP TABLE chunks_fts;
+        ALTER TABLE chunks DROP COLUMN owner;
+        CREATE VIRTUAL TABLE chunks_fts USING fts5 (
+            terms, content = '', contentless_delete = 1, tokenize = "unicode61 tokenchars '_'"
+        );
+        CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+            DELETE FROM chunks_fts WHERE rowid = old.id;
+        END;
+        DELETE FROM meta WHERE key LIKE 'fts_merged_at_chunk%';
+        """
+    )
+    rows = db.execute("SELECT id, user_id, text FROM chunks ORDER BY id")
+    while batch := rows.fetchmany(1000):
+        for chunk_id, user_id, text in batch:
+            db.execute(
+                "INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)",
+                (chunk_id, fts_document(user_id, text)),
+            )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_facts,
@@ -192,6 +212,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m004_fts_owner,
     m005_consolidation_marks,
     m006_turn_numbers,
+    m007_fts_terms_per_user,
 )
 
 

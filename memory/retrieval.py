@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from memory.embedding import Embedder
-from memory.fts import fts_query, fts_terms
+from memory.fts import fts_terms, search_terms
 from memory.ingest import RECALLED_ROLES
 from memory.ranking import (
     boost_dated,
@@ -88,11 +88,11 @@ def retrieve(
     if settings.vector_search == "ram" and index.count(user_id) == 0:
         return Retrieval([], True, query)  # nothing stored: skip the embedding and the searches
     wanted = settings.candidates if limit is None else max(limit, settings.candidates)
-    match = fts_query(query) if settings.retrievers != "dense" else None
+    terms = search_terms(query) if settings.retrievers != "dense" else []
     # The lexical search (SQLite) runs in another thread while this one embeds the query and
     # scans the vectors (onnxruntime, numpy): all three release the GIL, so on two cores the
     # recall costs about the slower half, not the sum.
-    searching = _LEXICAL.submit(store.lexical_search, user_id, match, wanted) if match else None
+    searching = _LEXICAL.submit(store.lexical_search, user_id, terms, wanted) if terms else None
     try:
         vector = embedder.embed_query(query)
         dense: list[tuple[int, float]] = []
@@ -102,9 +102,8 @@ def retrieve(
         lexical = searching.result() if searching is not None else []
     chunks = store.chunks(user_id, list({*lexical, *(i for i, _ in dense)}))
     named = _speakers(chunks.values()) & set(fts_terms(query))
-    if match and named:  # search again without the names (see the module docstring)
-        unnamed = fts_query(query, drop=named)
-        lexical = store.lexical_search(user_id, unnamed, wanted) if unnamed else []
+    if terms and named:  # search again without the names (see the module docstring)
+        lexical = store.lexical_search(user_id, search_terms(query, drop=named), wanted)
         chunks.update(store.chunks(user_id, [i for i in lexical if i not in chunks]))
     visible = {
         i: c

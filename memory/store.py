@@ -21,7 +21,8 @@ import sqlean
 
 from memory import vector_table
 from memory.database import Database, connect
-from memory.migrations import migrate, owner_token
+from memory.fts import fts_document, fts_match
+from memory.migrations import migrate
 from memory.records import Chunk, Message
 
 # Bump when the vector table's definition, or what is embedded for a chunk, changes: vectors
@@ -206,7 +207,7 @@ class Store(Database):
             for position, text in enumerate(texts):
                 cur = db.execute(
                     "INSERT INTO chunks (message_id, user_id, session_id, role, name, position, "
-                    "text, created_at, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         message.id,
                         message.user_id,
@@ -216,10 +217,13 @@ class Store(Database):
                         position,
                         text,
                         message.created_at,
-                        owner_token(message.user_id),
                     ),
                 )
                 chunk_id = int(cur.lastrowid)
+                db.execute(
+                    "INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)",
+                    (chunk_id, fts_document(message.user_id, text)),
+                )
                 ids.append(chunk_id)
                 if vectors is not None:
                     vector_table.put(db, chunk_id, message.user_id, vectors[position])
@@ -283,25 +287,24 @@ class Store(Database):
         found = [(row[0], _message(row), row[8] not in exclude_hashes) for row in rows]
         return [message for mid, message, keep in found if keep or mid == message_id]
 
-    def lexical_search(self, user_id: str, match: str, limit: int) -> list[int]:
-        """Chunk ids of the user matching an FTS5 expression, best BM25 first.
-
-        `match` must come from `memory.fts.fts_query`, never from raw user text.
-        """
-        # The owner token narrows the MATCH to this user; the join re-checks the user id.
-        # The join runs on the top `limit` only (a materialised CTE): joining every match
-        # before sorting cost 22 ms instead of 15 for a 100k-chunk user (5k matches).
+    def lexical_search(self, user_id: str, terms: Sequence[str], limit: int) -> list[int]:
+        """Chunk ids of the user holding any of `terms` (from `memory.fts`), best BM25 first."""
+        match = fts_match(user_id, terms)
+        if match is None:
+            return []
+        # The terms are the user's own (see memory/fts.py); the join re-checks the user id.
+        # It runs on the top `limit` only (a materialised CTE): joining every match before
+        # sorting cost 22 ms instead of 15 for a 100k-chunk user (5k matches).
         # The hits come back as one "id score,…" string, one row (see `read_one`), and are
         # sorted here: group_concat keeps no order of its own.
-        scoped = f'owner:"{owner_token(user_id)}" AND ({match})'
         packed = self.read_one(
             "WITH found AS MATERIALIZED ("
-            "SELECT rowid AS id, bm25(chunks_fts, 1.0, 0.0) AS score FROM chunks_fts "
+            "SELECT rowid AS id, bm25(chunks_fts) AS score FROM chunks_fts "
             "WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) "
             "SELECT group_concat(id || ' ' || printf('%!.17g', score)) FROM ("
             "SELECT c.id, found.score FROM found JOIN chunks c ON c.id = found.id "
             "WHERE c.user_id = ? ORDER BY found.score)",
-            (scoped, limit, user_id),
+            (match, limit, user_id),
         )
         if not packed:
             return []

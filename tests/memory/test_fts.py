@@ -1,7 +1,7 @@
 import pytest
 import sqlean
 
-from memory.fts import fts_query, fts_terms
+from memory.fts import fts_document, fts_match, fts_terms, owner_token, search_terms
 
 
 def test_terms_are_lowercased_words_without_stopwords_or_single_characters():
@@ -37,44 +37,74 @@ def test_combining_accents_are_normalised_to_the_precomposed_letter():
     assert fts_terms("cafe\u0301") == ["café"]
 
 
-def test_query_is_quoted_terms_joined_with_or():
-    assert fts_query("deploy the staging server") == '"deploy" OR "staging" OR "server"'
+def test_search_terms_are_the_first_terms_minus_those_dropped():
+    assert search_terms("deploy the staging server") == ["deploy", "staging", "server"]
+    assert search_terms("What did Caroline research?", drop={"caroline"}) == ["research"]
+    assert search_terms("Caroline?", drop={"caroline"}) == []
 
 
-@pytest.mark.parametrize(
-    ("text", "query"),
-    [
-        ('"foo" OR bar', '"foo" OR "bar"'),
-        ("NEAR(alpha beta)", '"near" OR "alpha" OR "beta"'),
-        ("col:val", '"col" OR "val"'),
-        ("text:secret", '"text" OR "secret"'),
-        ("pre*", '"pre"'),
-        ("^start", '"start"'),
-        ('unbalanced "quote here', '"unbalanced" OR "quote"'),
-        ("NOT wanted", '"wanted"'),
-        ("cats AND dogs", '"cats" OR "dogs"'),
-        ("+plus -minus (paren) {brace}", '"plus" OR "minus" OR "paren" OR "brace"'),
-        ("\"\"\" '' ;-- drop table t", '"drop" OR "table"'),
-    ],
-)
-def test_fts_syntax_in_user_text_becomes_plain_quoted_terms(text, query):
-    assert fts_query(text) == query
-
-
-@pytest.mark.parametrize("text", ["", "   ", "the and of what is it", "?!* ^ : ()", "a b c I"])
-def test_text_without_terms_gives_no_query(text):
-    assert fts_query(text) is None
-
-
-def test_query_keeps_at_most_max_terms():
+def test_search_terms_keep_at_most_max_terms():
     text = " ".join(f"word{i}" for i in range(40))
-    assert fts_query(text, max_terms=3) == '"word0" OR "word1" OR "word2"'
-    assert fts_query(text) == " OR ".join(f'"word{i}"' for i in range(24))
+    assert search_terms(text, max_terms=3) == ["word0", "word1", "word2"]
+    assert search_terms(text) == [f"word{i}" for i in range(24)]
 
 
 def test_max_terms_below_one_is_rejected():
     with pytest.raises(ValueError):
-        fts_query("anything", max_terms=0)
+        search_terms("anything", max_terms=0)
+
+
+def test_a_match_is_the_users_stemmed_terms_quoted_and_joined_with_or():
+    owner = owner_token("ann")
+    assert fts_match("ann", ["deploying", "staging", "servers"]) == (
+        f'"{owner}_deploi" OR "{owner}_stage" OR "{owner}_server"'
+    )
+
+
+def test_terms_with_one_stem_are_searched_once():
+    assert fts_match("ann", ["cooking", "cooked", "cooks"]) == f'"{owner_token("ann")}_cook"'
+
+
+def test_no_terms_give_no_match():
+    assert fts_match("ann", []) is None
+
+
+def test_owner_tokens_differ_by_user_and_hold_only_token_characters():
+    assert owner_token("ann") != owner_token("bob")
+    assert owner_token("ann") == owner_token("ann")
+    assert owner_token("a b:c\"d").isalnum()
+
+
+def test_a_document_keeps_repeats_and_drops_stopwords():
+    owner = owner_token("ann")
+    assert fts_document("ann", "The cat saw the cats, a cat!") == " ".join(
+        f"{owner}_{stem}" for stem in ["cat", "saw", "cat", "cat"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        ('"foo" OR bar', ["foo", "bar"]),
+        ("NEAR(alpha beta)", ["near", "alpha", "beta"]),
+        ("col:val", ["col", "val"]),
+        ("text:secret", ["text", "secret"]),
+        ("pre*", ["pre"]),
+        ("^start", ["start"]),
+        ('unbalanced "quote here', ["unbalanced", "quote"]),
+        ("NOT wanted", ["wanted"]),
+        ("cats AND dogs", ["cats", "dogs"]),
+        ("+plus -minus (paren) {brace}", ["plus", "minus", "paren", "brace"]),
+        ("\"\"\" '' ;-- drop table t", ["drop", "table"]),
+    ],
+)
+def test_fts_syntax_in_user_text_becomes_plain_terms(text, terms):
+    assert search_terms(text) == terms
+
+
+@pytest.mark.parametrize("text", ["", "   ", "the and of what is it", "?!* ^ : ()", "a b c I"])
+def test_text_without_terms_gives_no_match(text):
+    assert fts_match("ann", search_terms(text)) is None
 
 
 ROWS = [
@@ -90,15 +120,23 @@ ROWS = [
 
 @pytest.fixture
 def fts():
+    """A table like `chunks_fts`: ann owns ROWS (rowids 1..7), bob owns the same text (11..17)."""
     db = sqlean.connect(":memory:")
-    db.execute("create virtual table t using fts5(text, tokenize='porter unicode61')")
-    db.executemany("insert into t(rowid, text) values (?, ?)", enumerate(ROWS, start=1))
+    db.execute(
+        "create virtual table t using fts5(terms, content='', contentless_delete=1, "
+        "tokenize=\"unicode61 tokenchars '_'\")"
+    )
+    for user, base in (("ann", 0), ("bob", 10)):
+        db.executemany(
+            "insert into t(rowid, terms) values (?, ?)",
+            [(base + i, fts_document(user, text)) for i, text in enumerate(ROWS, start=1)],
+        )
     yield db
     db.close()
 
 
-def _match(db, text):
-    query = fts_query(text)
+def _match(db, text, user="ann"):
+    query = fts_match(user, search_terms(text))
     assert query is not None
     rows = db.execute("select rowid from t where t match ? order by rowid", (query,))
     return [rowid for (rowid,) in rows]
@@ -123,14 +161,15 @@ def _match(db, text):
 )
 def test_queries_run_against_a_real_fts5_table_and_match_words(fts, text, rowids):
     assert _match(fts, text) == rowids
+    assert _match(fts, text, "bob") == [rowid + 10 for rowid in rowids]
 
 
-def test_raw_user_text_would_break_fts5_but_the_query_does_not(fts):
+def test_raw_user_text_would_break_fts5_but_the_match_does_not(fts):
     with pytest.raises(sqlean.OperationalError):
         fts.execute("select rowid from t where t match ?", ('"unbalanced quote',)).fetchall()
     assert _match(fts, '"unbalanced quote') == []
 
 
-def test_dropped_terms_are_left_out_of_the_query():
-    assert fts_query("What did Caroline research?", drop={"caroline"}) == '"research"'
-    assert fts_query("Caroline?", drop={"caroline"}) is None
+def test_a_user_id_cannot_widen_the_match_to_other_users(fts):
+    for user in ['ann" OR "x', "*", "ann bob", ""]:
+        assert _match(fts, "staging auth", user) == []

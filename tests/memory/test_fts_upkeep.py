@@ -3,7 +3,7 @@
 import pytest
 
 from memory import fts_upkeep
-from memory.fts import fts_query
+from memory.fts import search_terms
 from memory.ingest import index_pending
 from memory.settings import Settings
 from memory.store import Store
@@ -50,7 +50,7 @@ def test_not_due_below_the_growth_threshold(store, tmp_path):
 
 def test_a_due_index_is_merged_whole_and_searches_the_same(store, tmp_path):
     fill(store, tmp_path, 80)
-    query = fts_query("radiator budget violin")
+    query = search_terms("radiator budget violin")
     before = store.lexical_search("ann", query, 20)
     assert fts_upkeep.tidy_due(store, min_new=10)
 

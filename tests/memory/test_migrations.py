@@ -28,7 +28,7 @@ def tables(db):
 
 
 ALL = ["m001_initial", "m002_facts", "m003_messages_by_hash", "m004_fts_owner",
-       "m005_consolidation_marks", "m006_turn_numbers"]
+       "m005_consolidation_marks", "m006_turn_numbers", "m007_fts_terms_per_user"]
 
 
 def test_blank_database_applies_every_migration_in_order(db):
@@ -82,7 +82,6 @@ def test_chunks_columns(db):
         ("position", "INTEGER", 1, None, 0),
         ("text", "TEXT", 1, None, 0),
         ("created_at", "REAL", 1, None, 0),
-        ("owner", "TEXT", 1, "''", 0),
     ]
 
 
@@ -144,17 +143,17 @@ def test_later_failing_migration_keeps_the_earlier_ones(db):
     assert columns(db, "facts") == [("x", "", 0, None, 0)]
 
 
-def test_m004_moves_existing_chunks_into_the_owner_scoped_index(tmp_path):
+@pytest.mark.parametrize("before", [3, 6])  # as moim left a database before m004, m007
+def test_existing_chunks_move_into_the_per_user_index(tmp_path, before):
     import sqlean
 
-    from memory.migrations import MIGRATIONS, owner_token
+    from memory.fts import fts_match
+    from memory.migrations import MIGRATIONS, _run_in_transaction
 
     db = sqlean.connect(str(tmp_path / "old.db"), isolation_level=None)
     db.execute("CREATE TABLE _moim_migrations (name TEXT PRIMARY KEY, applied_at REAL)")
-    for migration in MIGRATIONS[:3]:  # a database as moim left it before m004
+    for migration in MIGRATIONS[:before]:
         db.execute("BEGIN")
-        from memory.migrations import _run_in_transaction
-
         _run_in_transaction(db, migration)
         db.execute("INSERT INTO _moim_migrations VALUES (?, 0)", (migration.__name__,))
         db.execute("COMMIT")
@@ -167,12 +166,12 @@ def test_m004_moves_existing_chunks_into_the_owner_scoped_index(tmp_path):
         "VALUES (1, 'ann', 's', 'user', 0, 'I planted tulips', 0)"
     )
 
-    assert migrate(db) == ["m004_fts_owner", "m005_consolidation_marks", "m006_turn_numbers"]
-    scoped = f'owner:"{owner_token("ann")}" AND "tulips"'
+    assert migrate(db) == [m.__name__ for m in MIGRATIONS[before:]]
     match = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
-    assert db.execute(match, (scoped,)).fetchall() == [(1,)]
-    other = f'owner:"{owner_token("bob")}" AND "tulips"'
-    assert db.execute(match, (other,)).fetchall() == []
+    assert db.execute(match, (fts_match("ann", ["tulip"]),)).fetchall() == [(1,)]
+    assert db.execute(match, (fts_match("bob", ["tulips"]),)).fetchall() == []
+    db.execute("DELETE FROM chunks WHERE id = 1")
+    assert db.execute(match, (fts_match("ann", ["tulips"]),)).fetchall() == []
 
 
 def _message(db, mid, session, role, user="u"):
@@ -196,7 +195,7 @@ def test_m006_numbers_existing_turns_per_session_in_id_order(db):
                                (4, "a", "tool"), (5, "a", "assistant"), (6, "b", "assistant")]:
         _message(db, mid, session, role)
     _message(db, 7, "a", "user", user="v")  # another user's session "a"
-    assert migrate(db) == ["m006_turn_numbers"]
+    assert migrate(db) == ["m006_turn_numbers", "m007_fts_terms_per_user"]
     turns = dict(db.execute("SELECT id, turn FROM messages").fetchall())
     assert turns == {1: None, 2: 1, 3: 1, 4: None, 5: 2, 6: 2, 7: 1}
 

@@ -8,7 +8,7 @@ Vectors come from a deterministic 8-dimension embedder behind the real `Embedder
 import numpy as np
 import pytest
 
-from memory.fts import fts_query
+from memory.fts import search_terms
 from memory.ingest import Turn, index_pending, store_turn
 from memory.settings import Settings
 from memory.store import NewMessage, Stats, Store
@@ -95,7 +95,7 @@ def test_chunks_of_another_user_are_absent(store, two_users):
 
 
 def test_lexical_search_returns_only_the_users_chunks(store, two_users):
-    found = store.lexical_search("alice", fts_query("Miso radiator"), 10)
+    found = store.lexical_search("alice", search_terms("Miso radiator"), 10)
     assert len(found) == 1
     assert set(found) <= two_users["alice"]
 
@@ -125,7 +125,7 @@ def test_messages_stats_and_export_are_per_user(store, two_users):
 def test_unknown_user_sees_nothing(store, two_users):
     assert store.messages("carol") == []
     assert store.stats("carol") == Stats("carol", 0, 0, 0, 0)
-    assert store.lexical_search("carol", fts_query("Miso"), 10) == []
+    assert store.lexical_search("carol", search_terms("Miso"), 10) == []
     assert store.dense_search("carol", HashEmbedder().embed_query(SAME_TEXT), 10) == []
     assert list(export_messages(store, "carol")) == []
 
@@ -134,10 +134,10 @@ def test_delete_user_removes_only_that_user(store, two_users):
     assert store.delete_user("alice") == 2
     assert store.stats("alice") == Stats("alice", 0, 0, 0, 0)
     assert store.user_vectors("alice")[0].tolist() == []
-    assert store.lexical_search("alice", fts_query("Miso"), 10) == []
+    assert store.lexical_search("alice", search_terms("Miso"), 10) == []
     assert store.stats("bob") == Stats("bob", messages=2, chunks=2, facts=0, sessions=1)
     assert set(store.user_vectors("bob")[0].tolist()) == two_users["bob"]
-    assert len(store.lexical_search("bob", fts_query("Miso"), 10)) == 1
+    assert len(store.lexical_search("bob", search_terms("Miso"), 10)) == 1
 
 
 def test_ensure_vectors_with_the_same_model_changes_nothing(store, two_users):
@@ -209,7 +209,26 @@ def test_lexical_search_ranks_best_bm25_first(store, settings):
     for n, text in enumerate(["radiator", "radiator radiator miso", "miso soup", "tea"]):
         store.add_messages("dave", "s-1", [new_message(f"m{n}", text)])
     index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
-    found = store.lexical_search("dave", fts_query("miso radiator"), 10)
+    found = store.lexical_search("dave", search_terms("miso radiator"), 10)
     texts = [store.chunks("dave", [i])[i].text for i in found]
     assert texts[0] == "radiator radiator miso"  # both terms
     assert set(texts) == {"radiator", "radiator radiator miso", "miso soup"}
+
+
+def test_another_users_words_do_not_change_a_users_ranking(store, settings):
+    def ranking():
+        found = store.lexical_search("ann", search_terms("miso radiator"), 10)
+        return [store.chunks("ann", [i])[i].text for i in found]
+
+    for n, text in enumerate(["miso soup", "miso broth", "radiator repair"]):
+        store.add_messages("ann", "s-1", [new_message(f"a{n}", text)])
+    index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
+    alone = ranking()
+    assert alone[0] == "radiator repair"  # her rarer word: BM25 weighs it higher
+
+    # Bob says "radiator" fifty times: counted over everyone, it would become the common
+    # word and her miso chunks would move ahead.
+    store.add_messages("bob", "s-1", [new_message(f"b{n}", "radiator") for n in range(50)])
+    index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
+
+    assert ranking() == alone
