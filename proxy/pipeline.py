@@ -266,8 +266,9 @@ async def forward(
     headers = {**relayed_headers(upstream), **report.headers()}
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
     if upstream.status_code < 400 and streaming:
+        kept = collector if prepared.who.mode.writes else None  # nothing to gather otherwise
         return StreamingResponse(
-            relay(upstream.aiter_raw(), collector, on_end, upstream.aclose),
+            relay(upstream.aiter_raw(), kept, on_end, upstream.aclose),
             status_code=upstream.status_code,
             headers=headers,
         )

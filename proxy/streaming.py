@@ -124,26 +124,27 @@ class ReplyCollector:
 
 async def relay(
     source: AsyncIterator[bytes],
-    collector: ReplyCollector,
+    collector: ReplyCollector | None,
     on_end: EndCallback,
     close: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:
     """Yield the source's bytes unchanged; call `on_end` exactly once, then `close`.
 
     `source` is an httpx response's `aiter_raw()` (OpenAI-compatible upstreams) or the SSE
-    bytes made from a litellm stream.
+    bytes made from a litellm stream. Without a collector (a turn that is not stored) the
+    events are not parsed at all.
     """
     ended = False
     broken: tuple[type[BaseException], ...] = (httpx.HTTPError, *_litellm_errors())
     try:
         async for data in source:
-            if collector.feed(data) and not ended:
+            if collector is not None and collector.feed(data) and not ended:
                 ended = True
                 on_end(False)
             yield data
         if not ended:
             ended = True
-            on_end(not collector.end())
+            on_end(collector is not None and not collector.end())
     except broken as exc:
         # The provider broke off mid-stream: end the client's stream cleanly, keep the part.
         logger.warning("upstream stream ended early: %s", type(exc).__name__)
