@@ -8,6 +8,7 @@ and rebuilt by `moim reindex`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,8 @@ import sqlean
 
 from memory.errors import MigrationFailed
 from memory.fts import fts_document, owner_token
+
+logger = logging.getLogger(__name__)
 
 Connection = Any  # a sqlean / sqlite3 connection
 
@@ -243,6 +246,7 @@ def migrate(db: Connection) -> list[str]:
         name = migration.__name__
         if name in done:
             continue
+        logger.info("applying migration %s", name)  # m007 takes ~1 min per 1M chunks
         try:
             db.execute("BEGIN IMMEDIATE")
             # executescript would COMMIT first; run statements one by one inside our txn.
