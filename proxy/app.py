@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio.to_thread
 import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -46,6 +48,10 @@ logger = logging.getLogger(__name__)
 # wait the full interval. A 10k-chunk recall beside a busy Python thread: 51 ms p50 at 5 ms,
 # 36 ms at 1 ms (notes in README, "Latency, throughput, load").
 GIL_SWITCH_INTERVAL = 0.001
+# Blocking work (recall, storing turns, the memory API) runs on anyio's worker threads, and
+# each thread opens its own SQLite connection with its own page cache. anyio allows 40; on a
+# small machine that many only contend for the cores and hold memory.
+WORKER_THREADS = min(40, max(8, 4 * (os.cpu_count() or 1)))
 
 
 @dataclass(slots=True)
@@ -64,6 +70,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         limit_arenas()  # before the worker threads exist: see memory/heap.py
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+        anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
         memory = layer or MemoryLayer(config.memory)
         client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
@@ -119,7 +126,6 @@ def _start_schedule(
 
 
 async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
-    import anyio.to_thread
 
     try:
         # The tokenizer first (under a second): every request counts tokens, while recall
