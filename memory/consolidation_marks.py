@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from memory.store import Store
+from memory.records import Message
+from memory.store import Store, message_from_row
 
 # What counts as a turn, as `proxy/consolidate.py` reads them: user or assistant, with text.
 _COUNTED = "m.role IN ('user', 'assistant') AND trim(m.content, char(32, 9, 10, 13)) != ''"
@@ -74,6 +75,18 @@ def mark_consolidated(
             (user_id, message_id, time.time() if now is None else now, user_id, message_id),
         )
         return bool(cursor.rowcount)
+
+
+def unread_turns(store: Store, user_id: str, limit: int) -> list[Message]:
+    """The user's oldest `limit` turns above their mark, oldest first: the next batch to read."""
+    rows = store.read(
+        "SELECT m.id, m.user_id, m.session_id, m.role, m.name, m.content, m.created_at, "
+        "m.partial FROM messages m WHERE m.user_id = ? AND m.id > coalesce("
+        "(SELECT message_id FROM consolidation_marks WHERE user_id = ?), 0) "
+        f"AND {_COUNTED} ORDER BY m.id LIMIT ?",
+        (user_id, user_id, limit),
+    )
+    return [message_from_row(row) for row in rows]
 
 
 def consolidated_through(store: Store, user_id: str) -> int:

@@ -298,6 +298,10 @@ class MemoryLayer:
     def consolidated_through(self, user_id: str) -> int:
         return consolidation_marks.consolidated_through(self.store, user_id)
 
+    def unread_turns(self, user_id: str, limit: int) -> list[Message]:
+        """The oldest `limit` turns no consolidation has read yet, oldest first."""
+        return consolidation_marks.unread_turns(self.store, user_id, limit)
+
     # -- write side ------------------------------------------------------------------------
 
     def remember(self, turn: Turn) -> int:

@@ -164,7 +164,7 @@ class Store(Database):
             (limit,),
         )
         rows = sorted(json.loads(packed))  # by id: json_group_array keeps no order of its own
-        return [_message([*row[:6], float(row[6]), row[7]]) for row in rows]
+        return [message_from_row([*row[:6], float(row[6]), row[7]]) for row in rows]
 
     def count_unindexed(self) -> int:
         return int(self.read("SELECT count(*) FROM messages WHERE indexed = 0")[0][0])
@@ -188,7 +188,7 @@ class Store(Database):
             sql += " AND session_id = ?"
             params.append(session_id)
         rows = self.read(sql + " ORDER BY id", params)
-        return [_message(row) for row in rows]
+        return [message_from_row(row) for row in rows]
 
     # -- chunks ----------------------------------------------------------------------------
 
@@ -284,7 +284,7 @@ class Store(Database):
             ),
         )
         rows.sort(key=lambda row: row[0])
-        found = [(row[0], _message(row), row[8] not in exclude_hashes) for row in rows]
+        found = [(row[0], message_from_row(row), row[8] not in exclude_hashes) for row in rows]
         return [message for mid, message, keep in found if keep or mid == message_id]
 
     def lexical_search(self, user_id: str, terms: Sequence[str], limit: int) -> list[int]:
@@ -380,7 +380,7 @@ _MESSAGE_JSON = (
 )
 
 
-def _message(row: Sequence[Any]) -> Message:
+def message_from_row(row: Sequence[Any]) -> Message:
     """A Message from the first eight columns (id … created_at, partial) of a row."""
     return Message(
         id=row[0],

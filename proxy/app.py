@@ -33,7 +33,7 @@ from memory import Journal, MemoryLayer, count_tokens, limit_arenas
 from proxy import admin
 from proxy.auth import authenticate
 from proxy.config import Config
-from proxy.consolidate import consolidate_on_schedule
+from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import ProxyError, UpstreamError
 from proxy.limits import HeaderLimit
 from proxy.pipeline import chat

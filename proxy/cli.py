@@ -377,7 +377,7 @@ def _consolidate_user(config: Config, user_id: str, model: str, turns: int) -> N
 
 
 def _consolidate_due(config: Config, model: str, turns: int) -> None:
-    from proxy.consolidate import run_due
+    from proxy.consolidation_schedule import run_due
 
     min_new_turns = config.consolidation_min_new_turns
     outcomes = asyncio.run(run_due(config, _layer(config), model, turns, min_new_turns))

@@ -66,7 +66,7 @@ class Config:
     consolidation_model: str | None = None
     consolidation_every_minutes: float = 60.0
     consolidation_min_new_turns: int = 10  # a user is due after this many new turns
-    consolidation_turns: int = 40  # recent user and assistant messages the model reads
+    consolidation_turns: int = 40  # user and assistant messages the model reads per call
 
     @property
     def db_path(self) -> Path:

@@ -1,7 +1,7 @@
 """Optional LLM consolidation, the job: ask a model about a user's recent turns, gate, apply.
 
 Off by default: `moim consolidate` runs it once, and with `consolidation.model` set the app
-runs it on a schedule (below). It reads the last 40 user and assistant messages and the
+runs it on a schedule. It reads the last 40 user and assistant messages and the
 user's active facts, asks the configured model (any model `proxy/upstream.py` can route:
 an OpenAI-compatible upstream gets one non-streaming POST with `response_format:
 json_object`, anything else goes through litellm) for operations in strict JSON, and hands
@@ -9,12 +9,7 @@ the reply to `memory.consolidation`: parse (a bad reply rejects the whole batch)
 (each operation accepted or rejected with a reason), then one transaction. Every rejection
 is logged with its reason; fact and message text only at DEBUG.
 
-The schedule: at start and then `every_minutes` after each cycle ends, each user with
-`min_new_turns` turns above their mark (`memory/consolidation_marks.py`) is consolidated, one
-after another, and marked once the model answered, even when its batch was refused (a model
-that answers badly is not asked about the same turns every cycle); an unreachable model
-(UpstreamError) leaves the user unmarked, for the next cycle. The model reads the latest
-`turns` messages only: when more arrive between two cycles, the older are marked unread.
+The schedule that runs it for every due user is `proxy/consolidation_schedule.py`.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +31,6 @@ import httpx
 from memory import (
     MAX_OPERATIONS,
     ConsolidationRejected,
-    DueUser,
     Fact,
     MemoryLayer,
     Message,
@@ -94,6 +88,7 @@ class Report:
     applied: Mapping[str, int] = field(default_factory=dict)  # op -> how many
     rejected: tuple[Rejection, ...] = ()
     batch_rejected: str | None = None  # why the whole reply was refused
+    through: int = 0  # the newest message id the model read (0: none)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready, without fact values (those stay out of logs and terminals)."""
@@ -147,15 +142,19 @@ async def consolidate_user(
     user_id: str,
     model: str,
     turns: int = RECENT_TURNS,
+    unread: bool = False,
 ) -> Report:
     """One consolidation of one user's facts; returns what was applied and rejected.
 
-    A user with no turns costs no model call. A reply that fails parsing, or a batch whose
-    facts changed before it could be applied, leaves every fact as it was (`batch_rejected`).
-    Raises UpstreamError when the model cannot be reached or answers with an error status.
+    The model reads the user's last `turns` turns, or with `unread` the oldest `turns` that
+    no consolidation has read yet (the schedule's batches). A user with no turns costs no
+    model call. A reply that fails parsing, or a batch whose facts changed before it could be
+    applied, leaves every fact as it was (`batch_rejected`). Raises UpstreamError when the
+    model cannot be reached or answers with an error status.
     """
-    recent, facts = await anyio.to_thread.run_sync(_read, layer, user_id, turns)
-    report = Report(user_id, model, len(recent), len(facts))
+    recent, facts = await anyio.to_thread.run_sync(_read, layer, user_id, turns, unread)
+    through = recent[-1].id if recent else 0
+    report = Report(user_id, model, len(recent), len(facts), through=through)
     if not recent:
         logger.info("consolidation user_id=%s model=%s turns=0: nothing to read", user_id, model)
         return report
@@ -193,19 +192,32 @@ async def consolidate_user(
         len(result.rejected),
     )
     return Report(
-        user_id, model, len(recent), len(facts), len(operations), dict(applied), result.rejected
+        user_id,
+        model,
+        len(recent),
+        len(facts),
+        len(operations),
+        dict(applied),
+        result.rejected,
+        through=through,
     )
 
 
-def _read(layer: MemoryLayer, user_id: str, turns: int) -> tuple[list[Message], list[Fact]]:
-    """The last `turns` user and assistant messages with text, oldest first; active facts."""
+def _read(
+    layer: MemoryLayer, user_id: str, turns: int, unread: bool
+) -> tuple[list[Message], list[Fact]]:
+    """The turns the model reads (user and assistant messages with text, oldest first), and
+    the active facts."""
+    facts = layer.list_facts(user_id, "active")
+    if unread:
+        return layer.unread_turns(user_id, turns) if turns > 0 else [], facts
     # Store.messages reads the whole log; a `last N` query would spare that on long histories.
     said = [
         m
         for m in layer.store.messages(user_id)
         if m.role in ("user", "assistant") and m.content.strip()
     ]
-    return said[-turns:] if turns > 0 else [], layer.list_facts(user_id, "active")
+    return said[-turns:] if turns > 0 else [], facts
 
 
 def _refused(report: Report, reason: str, proposed: int = 0) -> Report:
@@ -215,9 +227,7 @@ def _refused(report: Report, reason: str, proposed: int = 0) -> Report:
         report.model,
         reason,
     )
-    return Report(
-        report.user_id, report.model, report.turns, report.facts, proposed, batch_rejected=reason
-    )
+    return replace(report, proposed=proposed, batch_rejected=reason)
 
 
 async def ask_model(
@@ -272,23 +282,15 @@ async def run_once(
     The mark spares the schedule a second look at the same turns.
     """
     due = await anyio.to_thread.run_sync(layer.users_due_for_consolidation, 1, user_id)
-    async with _own_client(config) as client:
+    async with own_client(config) as client:
         report = await consolidate_user(config, layer, client, user_id, model, turns)
     if due:
         await anyio.to_thread.run_sync(layer.mark_consolidated, user_id, due[0].newest_message_id)
     return report
 
 
-async def run_due(
-    config: Config, layer: MemoryLayer, model: str, turns: int, min_new_turns: int
-) -> list[Outcome]:
-    """`consolidate_due` with its own httpx client, for the CLI."""
-    async with _own_client(config) as client:
-        return await consolidate_due(config, layer, client, model, turns, min_new_turns)
-
-
 @asynccontextmanager
-async def _own_client(config: Config) -> AsyncIterator[httpx.AsyncClient]:
+async def own_client(config: Config) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client with the config's timeouts; litellm's clients are closed after it."""
     timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
     try:
@@ -296,96 +298,3 @@ async def _own_client(config: Config) -> AsyncIterator[httpx.AsyncClient]:
             yield client
     finally:
         await close_litellm()
-
-
-# -- the schedule ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What happened to one due user: the report (the model answered), or why not (`error`)."""
-
-    user_id: str
-    report: Report | None = None
-    error: str | None = None  # no fact text in it; the user stays due
-
-    def summary(self) -> dict[str, Any]:
-        if self.report is not None:
-            return self.report.summary()
-        return {"user_id": self.user_id, "error": self.error}
-
-
-async def consolidate_due(
-    config: Config,
-    layer: MemoryLayer,
-    client: httpx.AsyncClient,
-    model: str,
-    turns: int,
-    min_new_turns: int,
-) -> list[Outcome]:
-    """Each user due (`min_new_turns` new turns), once, one after another; marked when answered.
-
-    One user's failure is logged and leaves that user unmarked; the next user goes on.
-    """
-    due = await anyio.to_thread.run_sync(layer.users_due_for_consolidation, min_new_turns)
-    return [await _consolidate_and_mark(config, layer, client, user, model, turns) for user in due]
-
-
-async def _consolidate_and_mark(
-    config: Config,
-    layer: MemoryLayer,
-    client: httpx.AsyncClient,
-    due: DueUser,
-    model: str,
-    turns: int,
-) -> Outcome:
-    user_id = due.user_id
-    try:
-        report = await consolidate_user(config, layer, client, user_id, model, turns)
-        await anyio.to_thread.run_sync(layer.mark_consolidated, user_id, due.newest_message_id)
-    except UpstreamError as exc:
-        logger.warning(
-            "consolidation user_id=%s model=%s not marked, due again next time: %s",
-            user_id,
-            model,
-            exc.message,  # the status only: the provider's body stays out of logs
-        )
-        return Outcome(user_id, error=exc.message)
-    except Exception as exc:  # a bug or a failing store must not end the schedule
-        logger.error(
-            "consolidation user_id=%s model=%s failed, not marked: %s",
-            user_id,
-            model,
-            type(exc).__name__,  # its message may quote a fact: the traceback only at DEBUG
-        )
-        logger.debug("consolidation user_id=%s failed", user_id, exc_info=True)
-        return Outcome(user_id, error=type(exc).__name__)
-    logger.info(
-        "consolidation user_id=%s new_turns=%d marked_through=%d",
-        user_id,
-        due.new_turns,
-        due.newest_message_id,
-    )
-    return Outcome(user_id, report)
-
-
-async def consolidate_on_schedule(
-    config: Config, layer: MemoryLayer, client: httpx.AsyncClient
-) -> None:
-    """Until cancelled: consolidate the due users, then wait `every_minutes`, and again.
-
-    Nothing but cancellation ends it: a failed cycle (the store unavailable, say) is logged
-    and the next one runs on time.
-    """
-    model, every = config.consolidation_model, config.consolidation_every_minutes
-    turns, min_new_turns = config.consolidation_turns, config.consolidation_min_new_turns
-    if model is None:
-        return
-    logger.info("consolidation schedule: model=%s every_minutes=%g", model, every)
-    while True:
-        try:
-            await consolidate_due(config, layer, client, model, turns, min_new_turns)
-        except Exception as exc:
-            logger.error("consolidation cycle failed: %s", type(exc).__name__)
-            logger.debug("consolidation cycle failed", exc_info=True)
-        await anyio.sleep(every * 60)

@@ -23,7 +23,7 @@ from memory import MemoryLayer, Settings, Turn
 from proxy.app import build_app
 from proxy.cli import main
 from proxy.config import Config, ModelRoute
-from proxy.consolidate import consolidate_due
+from proxy.consolidation_schedule import consolidate_due
 from tests.conftest import serve_app, wait_ready
 
 MODEL = "gpt-4o-mini"
@@ -83,9 +83,9 @@ def closed_port():
         yield sock.getsockname()[1]
 
 
-async def cycle(config, layer, min_new_turns=4):
+async def cycle(config, layer, min_new_turns=4, turns=40):
     async with httpx.AsyncClient(timeout=30) as client:
-        return await consolidate_due(config, layer, client, MODEL, 40, min_new_turns)
+        return await consolidate_due(config, layer, client, MODEL, turns, min_new_turns)
 
 
 # -- one cycle ---------------------------------------------------------------------------------
@@ -99,7 +99,7 @@ async def test_a_due_user_is_consolidated_and_marked_and_a_user_below_the_thresh
     chat(layer, "bob", "My secret hobby is falconry.")  # two turns
     upstream.json_script.append(add("home_city", "Lisbon"))
 
-    with caplog.at_level(logging.INFO, logger="proxy.consolidate"):
+    with caplog.at_level(logging.INFO, logger="proxy"):
         outcomes = await cycle(config, layer)
 
     assert [(o.user_id, o.error, o.report.summary()["applied"]) for o in outcomes] == [
@@ -109,7 +109,7 @@ async def test_a_due_user_is_consolidated_and_marked_and_a_user_below_the_thresh
     [asked] = consolidation_requests(upstream)
     assert "I love it here." in asked["messages"][1]["content"]
     assert "falconry" not in asked["messages"][1]["content"]
-    assert f"consolidation user_id=ann new_turns=4 marked_through={newest}" in caplog.messages
+    assert f"consolidation user_id=ann turns=4 marked_through={newest}" in caplog.messages
     assert await cycle(config, layer) == []  # marked: not due until new turns arrive
     assert len(upstream.requests) == 1
 
@@ -137,7 +137,7 @@ async def test_an_upstream_error_leaves_the_user_unmarked_and_the_next_user_goes
         add("employer", "Acme"),
     ])
 
-    with caplog.at_level(logging.INFO, logger="proxy.consolidate"):
+    with caplog.at_level(logging.INFO, logger="proxy"):
         outcomes = await cycle(config, layer)
 
     assert [o.summary().get("error") for o in outcomes] == ["upstream returned 500", None]
@@ -147,6 +147,44 @@ async def test_an_upstream_error_leaves_the_user_unmarked_and_the_next_user_goes
             "upstream returned 500") in caplog.messages
     assert "sk-secret" not in caplog.text
     assert [d.user_id for d in layer.users_due_for_consolidation(4)] == ["ann"]
+
+
+@pytest.mark.anyio
+async def test_more_unread_turns_than_one_batch_are_all_read_oldest_first(config, layer, upstream):
+    said = [f"Note number {n} about my garden." for n in range(5)]  # ten turns
+    newest = chat(layer, "ann", *said)
+    upstream.json_script.extend([add("hobby", "gardening"), add("plot", "north"), add("x", "y")])
+
+    outcomes = await cycle(config, layer, turns=4)
+
+    assert [o.report.turns for o in outcomes] == [4, 4, 2]
+    prompts = [r["messages"][1]["content"] for r in consolidation_requests(upstream)]
+    turns = [f"{role}] {text}" for n in range(5)
+             for role, text in (("user", said[n]), ("assistant", f"noted: {said[n]}"))]
+    # every turn in exactly one prompt, the batches in the order things were said
+    assert [[t for t in turns if t in prompt] for prompt in prompts] == [
+        turns[0:4], turns[4:8], turns[8:10]]
+    assert layer.consolidated_through("ann") == newest
+    assert await cycle(config, layer, turns=4) == []
+
+
+@pytest.mark.anyio
+async def test_a_failing_batch_keeps_the_batches_before_it_and_leaves_the_rest_unread(
+    config, layer, upstream
+):
+    chat(layer, "ann", "I moved to Lisbon.", "I love it here.", "I work at Acme.")  # six turns
+    upstream.json_script.extend([
+        add("home_city", "Lisbon"),
+        {"status": 500, "body": {"error": {"message": "down"}}},
+    ])
+
+    outcomes = await cycle(config, layer, turns=4)
+
+    assert [o.summary().get("error") for o in outcomes] == [None, "upstream returned 500"]
+    fourth = layer.store.messages("ann")[3].id
+    assert layer.consolidated_through("ann") == fourth
+    assert [t.content for t in layer.unread_turns("ann", 10)] == [
+        "I work at Acme.", "noted: I work at Acme."]
 
 
 # -- the running proxy -------------------------------------------------------------------------
@@ -188,7 +226,7 @@ def test_an_unreachable_model_leaves_the_user_unmarked_and_is_tried_again(
     unmarked = ("consolidation user_id=ann model=consolidator not marked, due again next time: "
                 "upstream returned 502")
 
-    with caplog.at_level(logging.INFO, logger="proxy.consolidate"):
+    with caplog.at_level(logging.INFO, logger="proxy"):
         with serve_app(build_app(config, layer)) as root:
             wait_ready(root)
             reply = httpx.post(root + "/v1/chat/completions", timeout=30, json={
