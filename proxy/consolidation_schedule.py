@@ -79,6 +79,10 @@ async def _consolidate_and_mark(
         report = outcome.report
         if report is None or report.turns < turns or report.through >= due.newest_message_id:
             return outcomes
+        # Unless the mark moved, the next batch would be this one again (the user was deleted).
+        mark = await anyio.to_thread.run_sync(layer.consolidated_through, due.user_id)
+        if mark < report.through:
+            return outcomes
 
 
 async def _one_batch(
