@@ -246,7 +246,7 @@ def migrate(db: Connection) -> list[str]:
         name = migration.__name__
         if name in done:
             continue
-        logger.info("applying migration %s", name)  # m007 takes ~1 min per 1M chunks
+        logger.info("applying migration %s", name)  # m007: 6.6 s per 100k chunks here
         try:
             db.execute("BEGIN IMMEDIATE")
             # executescript would COMMIT first; run statements one by one inside our txn.
