@@ -340,18 +340,18 @@ def facts_unpin(config_path: Path | None, user_id: str, key: str) -> None:
     "--turns",
     type=click.IntRange(1, 1000),
     default=None,
-    help="How many recent user and assistant messages the model reads "
-    "(default: consolidation.turns, 40).",
+    help="User and assistant messages the model reads per call: one --user's latest, or each "
+    "due user's unread ones, all of them, this many at a time (default: consolidation.turns).",
 )
 def consolidate(
     config_path: Path | None, user_id: str | None, model: str | None, turns: int | None
 ) -> None:
-    """Ask MODEL for fact operations from the user's recent turns; apply what the gate passes.
+    """Ask MODEL for fact operations from users' turns; apply what the gate passes.
 
     Off unless run (or scheduled: consolidation.model in config.yaml). A reply that is not the
     expected JSON changes nothing; operations under the write gate's thresholds, or
-    near-duplicates of other facts, are skipped with a reason. Prints a JSON summary per user
-    (keys and counts, no fact values); a user whose model could not be reached stays due.
+    near-duplicates of other facts, are skipped with a reason. Prints a JSON summary per model
+    call (keys and counts, no fact values); a user whose model could not be reached stays due.
     """
     config = _config(config_path)
     model = model or config.consolidation_model
@@ -383,9 +383,10 @@ def _consolidate_due(config: Config, model: str, turns: int) -> None:
     outcomes = asyncio.run(run_due(config, _layer(config), model, turns, min_new_turns))
     for outcome in outcomes:
         click.echo(json.dumps(outcome.summary(), ensure_ascii=False))
-    failed = sum(1 for outcome in outcomes if outcome.error is not None)
-    if failed:
-        raise click.ClickException(f"{failed} of {len(outcomes)} due users not consolidated")
+    failed = {outcome.user_id for outcome in outcomes if outcome.error is not None}
+    if failed:  # one outcome per batch: count users
+        due = len({outcome.user_id for outcome in outcomes})
+        raise click.ClickException(f"{len(failed)} of {due} due users not consolidated")
     if not outcomes:
         click.echo(f"no user has {min_new_turns} new turns to consolidate", err=True)
 
