@@ -6,7 +6,9 @@ one after another. The model reads the user's unread turns in batches of `turns`
 first, and each batch is marked once the model has answered, even when its reply was
 refused (a model that answers badly is not asked about the same turns every cycle); an
 unreachable model (UpstreamError) leaves the rest unmarked, for the next cycle. A user who
-said more than `turns` things between two cycles has every one of them read.
+said more than `turns` things between two cycles has every one of them read, at most
+`MAX_BATCHES` calls a cycle: a long history (consolidation switched on for an old store)
+is read over several cycles rather than in a burst of model calls.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from proxy.consolidate import Report, consolidate_user, own_client
 from proxy.errors import UpstreamError
 
 logger = logging.getLogger(__name__)
+
+MAX_BATCHES = 5  # model calls per user per cycle
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +77,7 @@ async def _consolidate_and_mark(
 ) -> list[Outcome]:
     """Batches of the user's unread turns until they are read up to `due`'s newest."""
     outcomes: list[Outcome] = []
-    while True:
+    while len(outcomes) < MAX_BATCHES:
         outcome = await _one_batch(config, layer, client, due.user_id, model, turns)
         outcomes.append(outcome)
         report = outcome.report
@@ -83,6 +87,7 @@ async def _consolidate_and_mark(
         mark = await anyio.to_thread.run_sync(layer.consolidated_through, due.user_id)
         if mark < report.through:
             return outcomes
+    return outcomes
 
 
 async def _one_batch(

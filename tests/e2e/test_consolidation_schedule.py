@@ -169,6 +169,19 @@ async def test_more_unread_turns_than_one_batch_are_all_read_oldest_first(config
 
 
 @pytest.mark.anyio
+async def test_a_long_history_is_read_over_several_cycles(config, layer, upstream, monkeypatch):
+    monkeypatch.setattr("proxy.consolidation_schedule.MAX_BATCHES", 2)
+    newest = chat(layer, "ann", *[f"Fact {n} about me." for n in range(5)])  # ten turns
+    upstream.json_script.extend([add(f"k{n}", f"v{n}") for n in range(3)])
+
+    first = await cycle(config, layer, turns=3)
+    fourth = layer.store.messages("ann")[5].id
+    assert ([o.report.turns for o in first], layer.consolidated_through("ann")) == ([3, 3], fourth)
+    second = await cycle(config, layer, turns=3)
+    assert ([o.report.turns for o in second], layer.consolidated_through("ann")) == ([3, 1], newest)
+
+
+@pytest.mark.anyio
 async def test_a_failing_batch_keeps_the_batches_before_it_and_leaves_the_rest_unread(
     config, layer, upstream
 ):
