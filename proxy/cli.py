@@ -3,7 +3,7 @@
 moim serve [--config PATH] [--host H] [--port P]
 moim migrate | reindex | stats --user U
 moim memory stats|export|import|delete --user U
-moim facts list|set|delete|history|pin|unpin --user U
+moim facts list|set|delete|history|pin|unpin --user U   (proxy/cli_facts.py)
 moim consolidate [--user U] [--model M] [--turns N]
 """
 
@@ -13,50 +13,25 @@ import asyncio
 import ipaddress
 import json
 import logging
-import os
 import sys
-from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
-from proxy.config import Config, ConfigError, load_config
-
-CONFIG_OPTION = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="config.yaml to read (default: $MOIM_CONFIG, else ./config.yaml if present).",
-)
-USER_OPTION = click.option(
-    "--user",
-    "user_id",
-    default="default",
-    show_default=True,
-    help="The memory namespace (user id).",
-)
-
-
-def _config(config_path: Path | None) -> Config:
-    try:
-        return load_config(config_path, os.environ)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _layer(config: Config) -> Any:
-    from memory import MemoryLayer
-
-    return MemoryLayer(config.memory)
+from proxy.cli_common import CONFIG_OPTION, USER_OPTION, config_from, layer_from
+from proxy.cli_facts import facts
+from proxy.config import Config
 
 
 @click.group()
 @click.version_option(package_name="moim")
 def main() -> None:
     """moim: long-term memory for any OpenAI-compatible LLM application."""
+
+
+main.add_command(facts)
 
 
 @main.command()
@@ -71,7 +46,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     from proxy.app import build_app
     from proxy.limits import parser_limit
 
-    config = _config(config_path)
+    config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
     if not _is_loopback(config.host) and not config.keys:
         if config.refuse_open_bind:
@@ -103,8 +78,8 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
 @CONFIG_OPTION
 def migrate(config_path: Path | None) -> None:
     """Create or upgrade the database schema."""
-    config = _config(config_path)
-    _layer(config)  # opening the store applies pending migrations
+    config = config_from(config_path)
+    layer_from(config)  # opening the store applies pending migrations
     click.echo(f"{config.db_path}: schema up to date")
 
 
@@ -112,7 +87,7 @@ def migrate(config_path: Path | None) -> None:
 @CONFIG_OPTION
 def reindex(config_path: Path | None) -> None:
     """Rebuild chunks, full-text and vector indexes from the stored messages."""
-    layer = _layer(_config(config_path))
+    layer = layer_from(config_from(config_path))
     _ = layer.embedder  # load the model before the bar starts
     bar: Any = None
 
@@ -134,7 +109,7 @@ def reindex(config_path: Path | None) -> None:
 @USER_OPTION
 def stats(config_path: Path | None, user_id: str) -> None:
     """Counts of one user's stored memory."""
-    counts = _layer(_config(config_path)).stats(user_id)
+    counts = layer_from(config_from(config_path)).stats(user_id)
     click.echo(
         json.dumps(
             {
@@ -161,7 +136,7 @@ memory.add_command(stats, "stats")
 @USER_OPTION
 def export_(config_path: Path | None, user_id: str) -> None:
     """Write the user's messages and facts as JSONL to standard output."""
-    for item in _layer(_config(config_path)).export(user_id):
+    for item in layer_from(config_from(config_path)).export(user_id):
         click.echo(json.dumps(item, ensure_ascii=False))
 
 
@@ -172,7 +147,7 @@ def export_(config_path: Path | None, user_id: str) -> None:
 def import_(config_path: Path | None, user_id: str, source: Any) -> None:
     """Read JSONL (as written by export) into the user's memory, and index it."""
     items = [json.loads(line) for line in source if line.strip()]
-    added = _layer(_config(config_path)).import_(user_id, items)
+    added = layer_from(config_from(config_path)).import_(user_id, items)
     click.echo(f"imported {added} messages for {user_id}")
 
 
@@ -182,144 +157,8 @@ def import_(config_path: Path | None, user_id: str, source: Any) -> None:
 @click.confirmation_option(prompt="Delete every message, chunk and fact of this user?")
 def delete(config_path: Path | None, user_id: str) -> None:
     """Forget everything of one user."""
-    removed = _layer(_config(config_path)).forget(user_id)
+    removed = layer_from(config_from(config_path)).forget(user_id)
     click.echo(f"deleted {removed} messages of {user_id}")
-
-
-@main.group()
-def facts() -> None:
-    """List, set, forget or pin one user's facts (semantic memory)."""
-
-
-def _facts_call(config_path: Path | None, call: Callable[[Any], Any]) -> Any:
-    """Run `call` on the memory layer; a bad key or value (ValueError) becomes a usage error."""
-    layer = _layer(_config(config_path))
-    try:
-        return call(layer)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from exc
-
-
-def _echo_facts(*found: Any) -> None:
-    for fact in found:
-        click.echo(json.dumps(asdict(fact), ensure_ascii=False))
-
-
-def _current(fact: Any, key: str, user_id: str) -> Any:
-    if fact is None:
-        raise click.ClickException(f"no current fact {key!r} for user {user_id!r}")
-    return fact
-
-
-@facts.command("list")
-@CONFIG_OPTION
-@USER_OPTION
-@click.option(
-    "--status",
-    type=click.Choice(["active", "superseded", "stale", "archived", "all"]),
-    default="active",
-    show_default=True,
-    help="Which rows: current facts, or history.",
-)
-def facts_list(config_path: Path | None, user_id: str, status: str) -> None:
-    """Print the user's facts, one JSON object per line, oldest first."""
-    wanted = None if status == "all" else status
-    _echo_facts(*_facts_call(config_path, lambda layer: layer.list_facts(user_id, wanted)))
-
-
-@facts.command("set")
-@CONFIG_OPTION
-@USER_OPTION
-@click.argument("key")
-@click.argument("value")
-@click.option(
-    "--category",
-    default=None,
-    help="profile, preference, constraint, project, … (default: kept, or profile).",
-)
-@click.option(
-    "--policy",
-    type=click.Choice(["speak", "adapt", "avoid"]),
-    default=None,
-    help="speak it, use it silently, or avoid it (default: kept, or speak).",
-)
-@click.option("--pin/--no-pin", "pinned", default=None, help="Pinned facts never expire.")
-@click.option(
-    "--ttl",
-    "ttl_seconds",
-    type=float,
-    default=None,
-    help="Seconds until the fact goes stale (default: never).",
-)
-def facts_set(
-    config_path: Path | None,
-    user_id: str,
-    key: str,
-    value: str,
-    category: str | None,
-    policy: str | None,
-    pinned: bool | None,
-    ttl_seconds: float | None,
-) -> None:
-    """Set KEY to VALUE; a new value supersedes the old one, which stays in the history."""
-    _echo_facts(
-        _facts_call(
-            config_path,
-            lambda layer: layer.set_fact(
-                user_id,
-                key,
-                value,
-                category=category,
-                policy=policy,
-                pinned=pinned,
-                ttl_seconds=ttl_seconds,
-                source="cli",
-            ),
-        )
-    )
-
-
-@facts.command("delete")
-@CONFIG_OPTION
-@USER_OPTION
-@click.argument("key")
-def facts_delete(config_path: Path | None, user_id: str, key: str) -> None:
-    """Forget KEY (or a fact id): the fact is archived, and kept in its history."""
-    fact = _facts_call(config_path, lambda layer: layer.forget_fact(user_id, key))
-    fact = _current(fact, key, user_id)
-    click.echo(f"archived {fact.key} of {user_id}")
-
-
-@facts.command("history")
-@CONFIG_OPTION
-@USER_OPTION
-@click.argument("key")
-def facts_history(config_path: Path | None, user_id: str, key: str) -> None:
-    """Print every value KEY (or a fact id) ever had, oldest first, one JSON object per line."""
-    found = _facts_call(config_path, lambda layer: layer.fact_history(user_id, key))
-    if not found:
-        raise click.ClickException(f"no fact {key!r} for user {user_id!r}")
-    _echo_facts(*found)
-
-
-@facts.command("pin")
-@CONFIG_OPTION
-@USER_OPTION
-@click.argument("key")
-def facts_pin(config_path: Path | None, user_id: str, key: str) -> None:
-    """Pin KEY: it never expires and is the first fact in every block."""
-    fact = _facts_call(config_path, lambda layer: layer.pin_fact(user_id, key, True))
-    _echo_facts(_current(fact, key, user_id))
-
-
-@facts.command("unpin")
-@CONFIG_OPTION
-@USER_OPTION
-@click.argument("key")
-def facts_unpin(config_path: Path | None, user_id: str, key: str) -> None:
-    """Unpin KEY: its expiry applies again and it ranks like any other fact."""
-    fact = _facts_call(config_path, lambda layer: layer.pin_fact(user_id, key, False))
-    _echo_facts(_current(fact, key, user_id))
 
 
 @main.command()
@@ -353,7 +192,7 @@ def consolidate(
     near-duplicates of other facts, are skipped with a reason. Prints a JSON summary per model
     call (keys and counts, no fact values); a user whose model could not be reached stays due.
     """
-    config = _config(config_path)
+    config = config_from(config_path)
     model = model or config.consolidation_model
     if not model:
         raise click.UsageError("no model: pass --model or set consolidation.model")
@@ -369,7 +208,7 @@ def _consolidate_user(config: Config, user_id: str, model: str, turns: int) -> N
     from proxy.errors import UpstreamError
 
     try:
-        report = asyncio.run(run_once(config, _layer(config), user_id, model, turns))
+        report = asyncio.run(run_once(config, layer_from(config), user_id, model, turns))
     except UpstreamError as exc:
         detail = exc.content.decode("utf-8", "replace")[:500]
         raise click.ClickException(f"{exc.message}: {detail}") from exc
@@ -380,7 +219,7 @@ def _consolidate_due(config: Config, model: str, turns: int) -> None:
     from proxy.consolidation_schedule import run_due
 
     min_new_turns = config.consolidation_min_new_turns
-    outcomes = asyncio.run(run_due(config, _layer(config), model, turns, min_new_turns))
+    outcomes = asyncio.run(run_due(config, layer_from(config), model, turns, min_new_turns))
     for outcome in outcomes:
         click.echo(json.dumps(outcome.summary(), ensure_ascii=False))
     failed = {outcome.user_id for outcome in outcomes if outcome.error is not None}

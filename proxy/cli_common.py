@@ -1,0 +1,41 @@
+"""What every `moim` verb shares: the --config and --user options, the config, the layer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from proxy.config import Config, ConfigError, load_config
+
+CONFIG_OPTION = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="config.yaml to read (default: $MOIM_CONFIG, else ./config.yaml if present).",
+)
+USER_OPTION = click.option(
+    "--user",
+    "user_id",
+    default="default",
+    show_default=True,
+    help="The memory namespace (user id).",
+)
+
+
+def config_from(config_path: Path | None) -> Config:
+    """The config (file, then environment); a bad one is a clean CLI error, not a traceback."""
+    try:
+        return load_config(config_path, os.environ)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def layer_from(config: Config) -> Any:
+    """The memory layer (imported here: `moim --help` need not load it)."""
+    from memory import MemoryLayer
+
+    return MemoryLayer(config.memory)

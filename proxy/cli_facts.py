@@ -1,0 +1,149 @@
+"""`moim facts …`: list, set, forget or pin one user's facts from the command line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from proxy.cli_common import CONFIG_OPTION, USER_OPTION, config_from, layer_from
+
+
+@click.group()
+def facts() -> None:
+    """List, set, forget or pin one user's facts (semantic memory)."""
+
+
+def _facts_call(config_path: Path | None, call: Callable[[Any], Any]) -> Any:
+    """Run `call` on the memory layer; a bad key or value (ValueError) becomes a usage error."""
+    layer = layer_from(config_from(config_path))
+    try:
+        return call(layer)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def _echo_facts(*found: Any) -> None:
+    for fact in found:
+        click.echo(json.dumps(asdict(fact), ensure_ascii=False))
+
+
+def _current(fact: Any, key: str, user_id: str) -> Any:
+    if fact is None:
+        raise click.ClickException(f"no current fact {key!r} for user {user_id!r}")
+    return fact
+
+
+@facts.command("list")
+@CONFIG_OPTION
+@USER_OPTION
+@click.option(
+    "--status",
+    type=click.Choice(["active", "superseded", "stale", "archived", "all"]),
+    default="active",
+    show_default=True,
+    help="Which rows: current facts, or history.",
+)
+def facts_list(config_path: Path | None, user_id: str, status: str) -> None:
+    """Print the user's facts, one JSON object per line, oldest first."""
+    wanted = None if status == "all" else status
+    _echo_facts(*_facts_call(config_path, lambda layer: layer.list_facts(user_id, wanted)))
+
+
+@facts.command("set")
+@CONFIG_OPTION
+@USER_OPTION
+@click.argument("key")
+@click.argument("value")
+@click.option(
+    "--category",
+    default=None,
+    help="profile, preference, constraint, project, … (default: kept, or profile).",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(["speak", "adapt", "avoid"]),
+    default=None,
+    help="speak it, use it silently, or avoid it (default: kept, or speak).",
+)
+@click.option("--pin/--no-pin", "pinned", default=None, help="Pinned facts never expire.")
+@click.option(
+    "--ttl",
+    "ttl_seconds",
+    type=float,
+    default=None,
+    help="Seconds until the fact goes stale (default: never).",
+)
+def facts_set(
+    config_path: Path | None,
+    user_id: str,
+    key: str,
+    value: str,
+    category: str | None,
+    policy: str | None,
+    pinned: bool | None,
+    ttl_seconds: float | None,
+) -> None:
+    """Set KEY to VALUE; a new value supersedes the old one, which stays in the history."""
+    _echo_facts(
+        _facts_call(
+            config_path,
+            lambda layer: layer.set_fact(
+                user_id,
+                key,
+                value,
+                category=category,
+                policy=policy,
+                pinned=pinned,
+                ttl_seconds=ttl_seconds,
+                source="cli",
+            ),
+        )
+    )
+
+
+@facts.command("delete")
+@CONFIG_OPTION
+@USER_OPTION
+@click.argument("key")
+def facts_delete(config_path: Path | None, user_id: str, key: str) -> None:
+    """Forget KEY (or a fact id): the fact is archived, and kept in its history."""
+    fact = _facts_call(config_path, lambda layer: layer.forget_fact(user_id, key))
+    fact = _current(fact, key, user_id)
+    click.echo(f"archived {fact.key} of {user_id}")
+
+
+@facts.command("history")
+@CONFIG_OPTION
+@USER_OPTION
+@click.argument("key")
+def facts_history(config_path: Path | None, user_id: str, key: str) -> None:
+    """Print every value KEY (or a fact id) ever had, oldest first, one JSON object per line."""
+    found = _facts_call(config_path, lambda layer: layer.fact_history(user_id, key))
+    if not found:
+        raise click.ClickException(f"no fact {key!r} for user {user_id!r}")
+    _echo_facts(*found)
+
+
+@facts.command("pin")
+@CONFIG_OPTION
+@USER_OPTION
+@click.argument("key")
+def facts_pin(config_path: Path | None, user_id: str, key: str) -> None:
+    """Pin KEY: it never expires and is the first fact in every block."""
+    fact = _facts_call(config_path, lambda layer: layer.pin_fact(user_id, key, True))
+    _echo_facts(_current(fact, key, user_id))
+
+
+@facts.command("unpin")
+@CONFIG_OPTION
+@USER_OPTION
+@click.argument("key")
+def facts_unpin(config_path: Path | None, user_id: str, key: str) -> None:
+    """Unpin KEY: its expiry applies again and it ranks like any other fact."""
+    fact = _facts_call(config_path, lambda layer: layer.pin_fact(user_id, key, False))
+    _echo_facts(_current(fact, key, user_id))
