@@ -90,8 +90,9 @@ def retrieve(
     wanted = settings.candidates if limit is None else max(limit, settings.candidates)
     terms = search_terms(query) if settings.retrievers != "dense" else []
     # The lexical search (SQLite) runs in another thread while this one embeds the query and
-    # scans the vectors (onnxruntime, numpy): all three release the GIL, so on two cores the
-    # recall costs about the slower half, not the sum.
+    # scans the vectors (onnxruntime, numpy); all three release the GIL. For most users the
+    # search hides behind the embedding; at 100k chunks the three contend for memory more
+    # than for cores, and a recall costs about the sum of its parts (README, "Memory on").
     searching = _LEXICAL.submit(store.lexical_search, user_id, terms, wanted) if terms else None
     try:
         vector = embedder.embed_query(query)
