@@ -1,14 +1,14 @@
 """Optional LLM consolidation, the schedule: every due user, batch by batch, marked as read.
 
 At start and then `every_minutes` after each cycle ends, each user with `min_new_turns`
-turns above their mark (`memory/consolidation_marks.py`) is consolidated (`proxy/consolidate.py`),
-one after another. The model reads the user's unread turns in batches of `turns`, oldest
-first, and each batch is marked once the model has answered, even when its reply was
-refused (a model that answers badly is not asked about the same turns every cycle); an
-unreachable model (UpstreamError) leaves the rest unmarked, for the next cycle. A user who
-said more than `turns` things between two cycles has every one of them read, at most
-`MAX_BATCHES` calls a cycle: a long history (consolidation switched on for an old store)
-is read over several cycles rather than in a burst of model calls.
+turns above their mark (`memory/consolidation_marks.py`) is consolidated, one after another
+(`proxy/consolidate.py` asks the model). The model reads the user's unread turns in batches
+of `turns`, oldest first, and each batch is marked once the model has answered, even when
+its reply was refused (a model that answers badly is not asked about the same turns every
+cycle); an unreachable model (UpstreamError) leaves the rest unmarked, for the next cycle. A
+user who said more than `turns` things between two cycles has every one of them read, at
+most `MAX_BATCHES` calls a cycle: a long history (consolidation switched on for an old
+store) is read over several cycles rather than in a burst of model calls.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ MAX_BATCHES = 5  # model calls per user per cycle
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What happened to one due user: the report (the model answered), or why not (`error`)."""
+    """What happened to one batch of a due user: the report (the model answered), or why not."""
 
     user_id: str
     report: Report | None = None
-    error: str | None = None  # no fact text in it; the user stays due
+    error: str | None = None  # no fact text in it; the batch stays unread
 
     def summary(self) -> dict[str, Any]:
         if self.report is not None:
