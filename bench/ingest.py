@@ -206,7 +206,7 @@ def poll(handle: ProxyHandle, db: Path, args: argparse.Namespace, sent: dict[str
 
     def searchable(s: Sent) -> bool:
         if store is not None:
-            return bool(store.lexical_search(s.user, search_terms(s.marker), 1))
+            return bool(store.lexical_search(s.user, search_terms(s.marker), 1, 1.0))
         found = client.get("/v1/memory/search", params={"q": s.marker, "k": 3},
                            headers={"x-memory-user-id": s.user}).json()["results"]
         return any(s.marker in hit["text"] for hit in found)

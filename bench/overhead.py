@@ -182,7 +182,7 @@ def profile(layer: MemoryLayer, user: str, messages: list[dict], rng: random.Ran
         tokens = timed("count_message_tokens", count_message_tokens, msgs, MODEL)
         query = build_query(msgs)
         lexical = timed("fts5 lexical_search", store.lexical_search, user, search_terms(query),
-                        s.candidates)
+                        s.candidates, s.lexical_context_weight)
         vector = timed("embed_query (uncached)", embedder.embed_query, query)
         dense = timed("ram vector search", index.search, user, vector, s.candidates)
         chunks = timed("store.chunks", store.chunks, user, list({*lexical, *(i for i, _ in dense)}))

@@ -31,7 +31,15 @@ from functools import lru_cache
 
 import snowballstemmer
 
-__all__ = ["STOPWORDS", "fts_document", "fts_match", "fts_terms", "owner_token", "search_terms"]
+__all__ = [
+    "STOPWORDS",
+    "fts_document",
+    "fts_match",
+    "fts_terms",
+    "owner_token",
+    "search_terms",
+    "turn_tail",
+]
 
 # Letters and digits, not `_` (unicode61 splits "dark_mode" into "dark" and "mode").
 _TOKEN = re.compile(r"[^\W_]+")
@@ -103,6 +111,11 @@ def fts_match(user_id: str, terms: Sequence[str]) -> str | None:
     if not stems:
         return None
     return " OR ".join(_quote(f"{owner}_{stem}") for stem in stems)
+
+
+def turn_tail(text: str, chars: int) -> str:
+    """The last `chars` characters of a turn, its whitespace collapsed: a reply's context."""
+    return " ".join(text.split())[-chars:] if chars > 0 else ""
 
 
 def _words(text: str) -> Iterator[str]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from memory.chunking import chunk_text
 from memory.embedding import Embedder
+from memory.fts import turn_tail
 from memory.records import Message
 from memory.render import strip_block
 from memory.settings import Settings
@@ -153,8 +154,9 @@ def index_pending(
         if message.role in RECALLED_ROLES:
             texts = chunk_text(message.content, settings.chunk_size, settings.chunk_overlap)
         planned.append((message, texts))
+    contexts = {m.id: _context(store, m, settings) for m, texts in planned if texts}
     inputs = [
-        _embedding_text(m.name, text, _context(store, m, settings) if i == 0 else "")
+        _embedding_text(m.name, text, contexts[m.id] if i == 0 else None)
         for m, texts in planned
         for i, text in enumerate(texts)
     ]
@@ -163,39 +165,41 @@ def index_pending(
     for message, texts in planned:
         rows = vectors[offset : offset + len(texts)]
         offset += len(texts)
-        ids = store.add_chunks(message, texts, rows if texts else None)
+        context = contexts[message.id][1] if texts else ""
+        ids = store.add_chunks(message, texts, rows if texts else None, context)
         if ids:
             index.add(message.user_id, ids, rows)
     return len(pending)
 
 
-def _context(store: Store, message: Message, settings: Settings) -> str:
-    """The tail of the turn before `message` in its session, as `speaker: text`, or "".
+def _context(store: Store, message: Message, settings: Settings) -> tuple[str, str]:
+    """The speaker and the tail of the turn before `message` in its session (or "", "").
 
     A reply such as "Yes, last May!" says nothing of its topic; embedded after the end of
     the turn it answers, its vector carries the topic ("did you go camping?"). LoCoMo
     (bench/tune_recall.py, 200 characters): dense-only hit +2.2 points, fused +1.1 on the
-    tuning conversations and +1.8 on the held-out ones. Only the first chunk of a message
-    gets it; a later chunk follows its own message's text.
+    tuning conversations and +1.8 on the held-out ones. The lexical index holds the same tail
+    in a column of its own (`Store.lexical_search`). Only the first chunk of a message gets
+    it; a later chunk follows its own message's text.
     """
     limit = settings.embedding_context_chars
     if limit <= 0:
-        return ""
+        return "", ""
     around = store.neighbours(message.user_id, message.id, 1)
     previous = next((m for m in reversed(around) if m.id < message.id), None)
     if previous is None:
-        return ""
-    text = " ".join(previous.content.split())[-limit:]
-    if not text:
-        return ""
-    speaker = previous.name or previous.role
-    return f"{speaker}: {text}"
+        return "", ""
+    text = turn_tail(previous.content, limit)
+    return (previous.name or previous.role, text) if text else ("", "")
 
 
-def _embedding_text(name: str | None, text: str, context: str = "") -> str:
-    """`context` (the previous turn's tail) on a line first, then the chunk as `name: text`.
+def _embedding_text(name: str | None, text: str, context: tuple[str, str] | None) -> str:
+    """The previous turn's tail as `speaker: text` on a line first (`context`), then the chunk
+    as `name: text`.
 
     The speaker's name helps "what did Ana say about …" find Ana's turns.
     """
     own = f"{name}: {text}" if name else text
-    return f"{context}\n{own}" if context else own
+    if context is None or not context[1]:
+        return own
+    return f"{context[0]}: {context[1]}\n{own}"

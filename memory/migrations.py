@@ -16,7 +16,7 @@ from typing import Any
 import sqlean
 
 from memory.errors import MigrationFailed
-from memory.fts import fts_document, owner_token
+from memory.fts import fts_document, owner_token, turn_tail
 
 logger = logging.getLogger(__name__)
 
@@ -208,6 +208,43 @@ def m007_fts_terms_per_user(db: Connection) -> None:
             )
 
 
+def m008_fts_context(db: Connection) -> None:
+    # A chunk's FTS row gains a second column, the end of the turn before it (the first chunk
+    # of a message only), as its vector already has: "Yes, last May!" then also matches a
+    # question about camping (memory/ingest.py, Store.lexical_search). 200 characters, as
+    # Settings.embedding_context_chars had when this was written.
+    db.executescript(
+        """
+        DROP TRIGGER chunks_fts_delete;
+        DROP TABLE chunks_fts;
+        CREATE VIRTUAL TABLE chunks_fts USING fts5 (
+            terms, context, content = '', contentless_delete = 1,
+            tokenize = "unicode61 tokenchars '_'"
+        );
+        CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+            DELETE FROM chunks_fts WHERE rowid = old.id;
+        END;
+        DELETE FROM meta WHERE key LIKE 'fts_merged_at_chunk%';
+        """
+    )
+    rows = db.execute(
+        "SELECT c.id, c.user_id, c.text, CASE WHEN c.position = 0 THEN t.before END "
+        "FROM chunks c LEFT JOIN (SELECT id, lag(content) OVER ("
+        "PARTITION BY user_id, session_id ORDER BY id) AS before FROM messages "
+        "WHERE role IN ('user', 'assistant')) t ON t.id = c.message_id ORDER BY c.id"
+    )
+    while batch := rows.fetchmany(1000):
+        for chunk_id, user_id, text, before in batch:
+            db.execute(
+                "INSERT INTO chunks_fts (rowid, terms, context) VALUES (?, ?, ?)",
+                (
+                    chunk_id,
+                    fts_document(user_id, text),
+                    fts_document(user_id, turn_tail(before or "", 200)),
+                ),
+            )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_facts,
@@ -216,6 +253,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m005_consolidation_marks,
     m006_turn_numbers,
     m007_fts_terms_per_user,
+    m008_fts_context,
 )
 
 

@@ -93,7 +93,10 @@ def retrieve(
     # scans the vectors (onnxruntime, numpy); all three release the GIL. For most users the
     # search hides behind the embedding; at 100k chunks the three contend for memory more
     # than for cores, and a recall costs about the sum of its parts (README, "Memory on").
-    searching = _LEXICAL.submit(store.lexical_search, user_id, terms, wanted) if terms else None
+    weight = settings.lexical_context_weight
+    searching = (
+        _LEXICAL.submit(store.lexical_search, user_id, terms, wanted, weight) if terms else None
+    )
     try:
         vector = embedder.embed_query(query)
         dense: list[tuple[int, float]] = []
@@ -104,7 +107,7 @@ def retrieve(
     chunks = store.chunks(user_id, list({*lexical, *(i for i, _ in dense)}))
     named = _speakers(chunks.values()) & set(fts_terms(query))
     if terms and named:  # search again without the names (see the module docstring)
-        lexical = store.lexical_search(user_id, search_terms(query, drop=named), wanted)
+        lexical = store.lexical_search(user_id, search_terms(query, drop=named), wanted, weight)
         chunks.update(store.chunks(user_id, [i for i in lexical if i not in chunks]))
     visible = {
         i: c

@@ -193,9 +193,12 @@ class Store(Database):
     # -- chunks ----------------------------------------------------------------------------
 
     def add_chunks(
-        self, message: Message, texts: Sequence[str], vectors: np.ndarray | None
+        self, message: Message, texts: Sequence[str], vectors: np.ndarray | None, context: str = ""
     ) -> list[int]:
-        """Store a message's chunks, their FTS rows and vectors; mark the message indexed."""
+        """Store a message's chunks, their FTS rows and vectors; mark the message indexed.
+
+        `context` (the end of the turn before) goes into the first chunk's FTS row.
+        """
         ids: list[int] = []
         with self.write() as db:
             row = db.execute("SELECT indexed FROM messages WHERE id = ?", (message.id,)).fetchone()
@@ -220,9 +223,10 @@ class Store(Database):
                     ),
                 )
                 chunk_id = int(cur.lastrowid)
+                before = fts_document(message.user_id, context) if position == 0 else ""
                 db.execute(
-                    "INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)",
-                    (chunk_id, fts_document(message.user_id, text)),
+                    "INSERT INTO chunks_fts (rowid, terms, context) VALUES (?, ?, ?)",
+                    (chunk_id, fts_document(message.user_id, text), before),
                 )
                 ids.append(chunk_id)
                 if vectors is not None:
@@ -287,8 +291,14 @@ class Store(Database):
         found = [(row[0], message_from_row(row), row[8] not in exclude_hashes) for row in rows]
         return [message for mid, message, keep in found if keep or mid == message_id]
 
-    def lexical_search(self, user_id: str, terms: Sequence[str], limit: int) -> list[int]:
-        """Chunk ids of the user holding any of `terms` (from `memory.fts`), best BM25 first."""
+    def lexical_search(
+        self, user_id: str, terms: Sequence[str], limit: int, context_weight: float
+    ) -> list[int]:
+        """Chunk ids of the user holding any of `terms` (from `memory.fts`), best BM25 first.
+
+        A term in a chunk's context (the end of the turn before it) counts `context_weight`
+        times as much as one in its own text.
+        """
         match = fts_match(user_id, terms)
         if match is None:
             return []
@@ -299,12 +309,12 @@ class Store(Database):
         # sorted here: group_concat keeps no order of its own.
         packed = self.read_one(
             "WITH found AS MATERIALIZED ("
-            "SELECT rowid AS id, bm25(chunks_fts) AS score FROM chunks_fts "
+            "SELECT rowid AS id, bm25(chunks_fts, 1.0, ?) AS score FROM chunks_fts "
             "WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) "
             "SELECT group_concat(id || ' ' || printf('%!.17g', score)) FROM ("
             "SELECT c.id, found.score FROM found JOIN chunks c ON c.id = found.id "
             "WHERE c.user_id = ? ORDER BY found.score)",
-            (match, limit, user_id),
+            (float(context_weight), match, limit, user_id),
         )
         if not packed:
             return []

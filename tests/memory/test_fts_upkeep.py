@@ -51,13 +51,13 @@ def test_not_due_below_the_growth_threshold(store, tmp_path):
 def test_a_due_index_is_merged_whole_and_searches_the_same(store, tmp_path):
     fill(store, tmp_path, 80)
     query = search_terms("radiator budget violin")
-    before = store.lexical_search("ann", query, 20)
+    before = store.lexical_search("ann", query, 20, 0.7)
     assert fts_upkeep.tidy_due(store, min_new=10)
 
     assert fts_upkeep.tidy(store, lambda: False, min_new=10) is True
 
     assert merge_is_noop(store)
-    assert store.lexical_search("ann", query, 20) == before
+    assert store.lexical_search("ann", query, 20, 0.7) == before
     assert not fts_upkeep.tidy_due(store, min_new=10)  # until it grows again
     fill(store, tmp_path, 12, start=80)
     assert fts_upkeep.tidy_due(store, min_new=10)

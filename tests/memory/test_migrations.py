@@ -28,7 +28,8 @@ def tables(db):
 
 
 ALL = ["m001_initial", "m002_facts", "m003_messages_by_hash", "m004_fts_owner",
-       "m005_consolidation_marks", "m006_turn_numbers", "m007_fts_terms_per_user"]
+       "m005_consolidation_marks", "m006_turn_numbers", "m007_fts_terms_per_user",
+       "m008_fts_context"]
 
 
 def test_blank_database_applies_every_migration_in_order(db):
@@ -143,8 +144,8 @@ def test_later_failing_migration_keeps_the_earlier_ones(db):
     assert columns(db, "facts") == [("x", "", 0, None, 0)]
 
 
-@pytest.mark.parametrize("before", [3, 6])  # as moim left a database before m004, m007
-def test_existing_chunks_move_into_the_per_user_index(tmp_path, before):
+@pytest.mark.parametrize("before", [3, 6, 7])  # as moim left a database before m004, m007, m008
+def test_existing_chunks_move_into_the_per_user_index_with_their_context(tmp_path, before):
     import sqlean
 
     from memory.fts import fts_match
@@ -157,21 +158,29 @@ def test_existing_chunks_move_into_the_per_user_index(tmp_path, before):
         _run_in_transaction(db, migration)
         db.execute("INSERT INTO _moim_migrations VALUES (?, 0)", (migration.__name__,))
         db.execute("COMMIT")
-    db.execute(
-        "INSERT INTO messages (id, user_id, session_id, message_key, content_hash, role, "
-        "content, payload, created_at) VALUES (1, 'ann', 's', 'k', 'h', 'user', 'tulips', '{}', 0)"
-    )
-    db.execute(
-        "INSERT INTO chunks (message_id, user_id, session_id, role, position, text, created_at) "
-        "VALUES (1, 'ann', 's', 'user', 0, 'I planted tulips', 0)"
-    )
+    for mid, role, text in [(1, "assistant", "What did you plant?"), (2, "user", "Tulips!")]:
+        db.execute(
+            "INSERT INTO messages (id, user_id, session_id, message_key, content_hash, role, "
+            "content, payload, created_at) VALUES (?, 'ann', 's', ?, ?, ?, ?, '{}', 0)",
+            (mid, f"k{mid}", f"h{mid}", role, text),
+        )
+        db.execute(
+            "INSERT INTO chunks (id, message_id, user_id, session_id, role, position, text, "
+            "created_at) VALUES (?, ?, 'ann', 's', ?, 0, ?, 0)",
+            (mid, mid, role, text),
+        )
 
     assert migrate(db) == [m.__name__ for m in MIGRATIONS[before:]]
-    match = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
-    assert db.execute(match, (fts_match("ann", ["tulip"]),)).fetchall() == [(1,)]
-    assert db.execute(match, (fts_match("bob", ["tulips"]),)).fetchall() == []
-    db.execute("DELETE FROM chunks WHERE id = 1")
-    assert db.execute(match, (fts_match("ann", ["tulips"]),)).fetchall() == []
+
+    def found(user, *terms):
+        match = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rowid"
+        return [row[0] for row in db.execute(match, (fts_match(user, terms),))]
+
+    assert found("ann", "tulip") == [2]
+    assert found("ann", "planting") == [1, 2]  # the reply, by the question before it
+    assert found("bob", "tulips") == []
+    db.execute("DELETE FROM chunks WHERE id = 2")
+    assert found("ann", "tulips") == []
 
 
 def _message(db, mid, session, role, user="u"):
@@ -195,7 +204,7 @@ def test_m006_numbers_existing_turns_per_session_in_id_order(db):
                                (4, "a", "tool"), (5, "a", "assistant"), (6, "b", "assistant")]:
         _message(db, mid, session, role)
     _message(db, 7, "a", "user", user="v")  # another user's session "a"
-    assert migrate(db) == ["m006_turn_numbers", "m007_fts_terms_per_user"]
+    assert migrate(db) == ["m006_turn_numbers", "m007_fts_terms_per_user", "m008_fts_context"]
     turns = dict(db.execute("SELECT id, turn FROM messages").fetchall())
     assert turns == {1: None, 2: 1, 3: 1, 4: None, 5: 2, 6: 2, 7: 1}
 

@@ -95,9 +95,10 @@ def test_chunks_of_another_user_are_absent(store, two_users):
 
 
 def test_lexical_search_returns_only_the_users_chunks(store, two_users):
-    found = store.lexical_search("alice", search_terms("Miso radiator"), 10)
-    assert len(found) == 1
-    assert set(found) <= two_users["alice"]
+    found = store.lexical_search("alice", search_terms("Miso radiator"), 10, 0.7)
+    # her message, then the reply "noted", by the end of her message before it (its context)
+    assert set(found) == two_users["alice"]
+    assert [store.chunks("alice", [i])[i].text for i in found] == [SAME_TEXT, "noted"]
 
 
 def test_dense_search_returns_only_the_users_chunks(store, two_users):
@@ -125,7 +126,7 @@ def test_messages_stats_and_export_are_per_user(store, two_users):
 def test_unknown_user_sees_nothing(store, two_users):
     assert store.messages("carol") == []
     assert store.stats("carol") == Stats("carol", 0, 0, 0, 0)
-    assert store.lexical_search("carol", search_terms("Miso"), 10) == []
+    assert store.lexical_search("carol", search_terms("Miso"), 10, 0.7) == []
     assert store.dense_search("carol", HashEmbedder().embed_query(SAME_TEXT), 10) == []
     assert list(export_messages(store, "carol")) == []
 
@@ -134,10 +135,10 @@ def test_delete_user_removes_only_that_user(store, two_users):
     assert store.delete_user("alice") == 2
     assert store.stats("alice") == Stats("alice", 0, 0, 0, 0)
     assert store.user_vectors("alice")[0].tolist() == []
-    assert store.lexical_search("alice", search_terms("Miso"), 10) == []
+    assert store.lexical_search("alice", search_terms("Miso"), 10, 0.7) == []
     assert store.stats("bob") == Stats("bob", messages=2, chunks=2, facts=0, sessions=1)
     assert set(store.user_vectors("bob")[0].tolist()) == two_users["bob"]
-    assert len(store.lexical_search("bob", search_terms("Miso"), 10)) == 1
+    assert set(store.lexical_search("bob", search_terms("Miso"), 10, 0.7)) == two_users["bob"]
 
 
 def test_ensure_vectors_with_the_same_model_changes_nothing(store, two_users):
@@ -207,9 +208,9 @@ def test_chunks_know_their_turn_in_the_session(store, settings):
 
 def test_lexical_search_ranks_best_bm25_first(store, settings):
     for n, text in enumerate(["radiator", "radiator radiator miso", "miso soup", "tea"]):
-        store.add_messages("dave", "s-1", [new_message(f"m{n}", text)])
+        store.add_messages("dave", f"s-{n}", [new_message(f"m{n}", text)])  # no context
     index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
-    found = store.lexical_search("dave", search_terms("miso radiator"), 10)
+    found = store.lexical_search("dave", search_terms("miso radiator"), 10, 0.7)
     texts = [store.chunks("dave", [i])[i].text for i in found]
     assert texts[0] == "radiator radiator miso"  # both terms
     assert set(texts) == {"radiator", "radiator radiator miso", "miso soup"}
@@ -217,11 +218,11 @@ def test_lexical_search_ranks_best_bm25_first(store, settings):
 
 def test_another_users_words_do_not_change_a_users_ranking(store, settings):
     def ranking():
-        found = store.lexical_search("ann", search_terms("miso radiator"), 10)
+        found = store.lexical_search("ann", search_terms("miso radiator"), 10, 0.7)
         return [store.chunks("ann", [i])[i].text for i in found]
 
     for n, text in enumerate(["miso soup", "miso broth", "radiator repair"]):
-        store.add_messages("ann", "s-1", [new_message(f"a{n}", text)])
+        store.add_messages("ann", f"s-{n}", [new_message(f"a{n}", text)])  # no context
     index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
     alone = ranking()
     assert alone[0] == "radiator repair"  # her rarer word: BM25 weighs it higher
@@ -232,3 +233,19 @@ def test_another_users_words_do_not_change_a_users_ranking(store, settings):
     index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
 
     assert ranking() == alone
+
+
+def test_a_reply_is_found_by_the_turn_it_answers_below_the_turn_itself(store, settings):
+    said = [("user", "Did you go camping in the mountains?"), ("assistant", "Yes, last May!"),
+            ("user", "Lovely."), ("user", "Camping again soon?")]
+    store.add_messages("ann", "s-1", [new_message(f"m{n}", text, role)
+                                      for n, (role, text) in enumerate(said)])
+    index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
+
+    def texts(weight):
+        found = store.lexical_search("ann", search_terms("camping trip"), 10, weight)
+        return [store.chunks("ann", [i])[i].text for i in found]
+
+    # "Yes, last May!" by its question's end; "Lovely." follows a turn without the word
+    assert texts(0.7)[-1] == "Yes, last May!"
+    assert set(texts(0.7)) == {said[0][1], said[1][1], said[3][1]}
