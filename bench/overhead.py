@@ -43,7 +43,7 @@ from starlette.responses import StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
 from memory import MemoryLayer, RecallRequest, Settings, count_message_tokens, inject_block  # noqa: E402
-from memory.fts import search_terms  # noqa: E402
+from memory.fts import search_terms, turn_tail  # noqa: E402
 from memory.retrieval import build_query  # noqa: E402
 from memory.store import NewMessage  # noqa: E402
 from proxy.app import build_app  # noqa: E402
@@ -105,8 +105,13 @@ def populate(layer: MemoryLayer, user: str, size: int, rng: np.random.Generator,
             vectors = pool["vectors"][[pick.get(m.content, 0) for m in batch]]
             vectors = vectors + rng.normal(0, 0.02, vectors.shape).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            previous = None
             for message, vector in zip(batch, vectors, strict=True):
-                store.add_chunks(message, [message.content], vector[None, :])
+                # as the writer does: the turn before, in the FTS row's context column
+                same = previous is not None and previous.session_id == message.session_id
+                context = turn_tail(previous.content, 200) if previous and same else ""
+                store.add_chunks(message, [message.content], vector[None, :], context)
+                previous = message
     layer.tidy_index(lambda: False)  # as a running moim's writer does when idle
     return time.perf_counter() - started
 
