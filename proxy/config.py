@@ -23,6 +23,10 @@ class ConfigError(ValueError):
     """The configuration is invalid; the message names the key."""
 
 
+# Proxy keys shorter than this are refused: guessable, and "" would match a request with none.
+MIN_KEY_LENGTH = 8
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRoute:
     """Where one model name goes: an OpenAI-compatible base URL, or litellm."""
@@ -158,9 +162,13 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         changes["memory_enabled"] = value == "on"
     if env.get("MOIM_CONSOLIDATION_MODEL"):
         changes["consolidation_model"] = env["MOIM_CONSOLIDATION_MODEL"]
-    if env.get("MOIM_PROXY_KEYS"):
-        extra = tuple(ProxyKey(k.strip()) for k in env["MOIM_PROXY_KEYS"].split(",") if k.strip())
-        changes["keys"] = config.keys + extra
+    extra = [
+        ProxyKey(_key(key.strip(), f"MOIM_PROXY_KEYS item {number}"))
+        for number, key in enumerate(env.get("MOIM_PROXY_KEYS", "").split(","), start=1)
+        if key.strip()
+    ]
+    if extra:
+        changes["keys"] = _unique([*config.keys, *extra])
     config = replace(config, **changes)
     if env.get("MOIM_DB"):
         config = replace(config, memory=replace(config.memory, db_path=Path(env["MOIM_DB"])))
@@ -245,25 +253,72 @@ def _routes(models: Mapping[str, Any]) -> dict[str, ModelRoute]:
 
 
 def _keys(auth: Mapping[str, Any]) -> tuple[ProxyKey, ...]:
+    """`auth.keys` and `auth.admin_keys`, each key checked by `_key`."""
     keys = []
-    for index, item in enumerate(auth.get("keys") or []):
+    for index, item in enumerate(_list(auth, "keys")):
+        where = f"auth.keys[{index}]"
         if isinstance(item, str):
             item = {"key": item}
         if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
-            raise ConfigError(f"auth.keys[{index}]: expected a mapping with a 'key' string")
+            raise ConfigError(f"{where}: expected a mapping with a 'key' string")
         users = item.get("users") or []
         if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
-            raise ConfigError(f"auth.keys[{index}].users: expected a list of user ids")
+            raise ConfigError(f"{where}.users: expected a list of user ids")
         keys.append(
             ProxyKey(
-                key=item["key"],
-                user_id=_get(item, "user_id", str, None, f"auth.keys[{index}]."),
+                key=_key(item["key"], where),
+                user_id=_get(item, "user_id", str, None, f"{where}."),
                 users=tuple(users),
-                admin=_get(item, "admin", bool, False, f"auth.keys[{index}]."),
+                admin=_get(item, "admin", bool, False, f"{where}."),
             )
         )
-    for index, key in enumerate(auth.get("admin_keys") or []):
-        if not isinstance(key, str):
-            raise ConfigError(f"auth.admin_keys[{index}]: expected a string")
-        keys.append(ProxyKey(key=key, admin=True))
-    return tuple(keys)
+    for index, key in enumerate(_list(auth, "admin_keys")):
+        keys.append(ProxyKey(key=_key(key, f"auth.admin_keys[{index}]"), admin=True))
+    return _unique(keys)
+
+
+def _list(auth: Mapping[str, Any], name: str) -> list[Any]:
+    value = auth.get(name) or []
+    if not isinstance(value, list):
+        raise ConfigError(f"auth.{name}: expected a list")
+    return value
+
+
+def _key(value: Any, where: str) -> str:
+    """A proxy key, checked. Errors name the key's position (`where`), never its value.
+
+    An empty key would let in a request that presents none, and a short one can be guessed.
+    Clients' keys are stripped before comparison, so one with outer spaces could never match.
+    """
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string")
+    if not value.strip():
+        raise ConfigError(f"{where}: the key is empty")
+    if value != value.strip():
+        raise ConfigError(f"{where}: the key starts or ends with whitespace")
+    if not (value.isascii() and value.isprintable()):
+        raise ConfigError(f"{where}: the key must be printable ASCII")
+    if len(value) < MIN_KEY_LENGTH:
+        raise ConfigError(f"{where}: the key is shorter than {MIN_KEY_LENGTH} characters")
+    return value
+
+
+def _unique(keys: list[ProxyKey]) -> tuple[ProxyKey, ...]:
+    """The keys, repeats dropped; the same key with two meanings is refused.
+
+    `authenticate` takes the last key that matches, so an unbound copy of a bound key would
+    silently undo its binding. Positions count from 1 over auth.keys, auth.admin_keys, then
+    the environment.
+    """
+    seen: dict[str, tuple[int, ProxyKey]] = {}
+    unique = []
+    for number, key in enumerate(keys, start=1):
+        if key.key not in seen:
+            seen[key.key] = (number, key)
+            unique.append(key)
+        elif seen[key.key][1] != key:
+            raise ConfigError(
+                f"auth: proxy keys #{seen[key.key][0]} and #{number} are the same key "
+                "with different users or rights"
+            )
+    return tuple(unique)

@@ -267,3 +267,49 @@ def test_bad_consolidation_values_name_their_key(in_empty_dir, yaml_text, messag
     with pytest.raises(ConfigError) as raised:
         load_config(path, {})
     assert str(raised.value) == message
+
+
+# -- proxy keys --------------------------------------------------------------------------------
+
+SECRET = "sk-moim-s3cret"
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("auth: {keys: ['']}", "auth.keys[0]: the key is empty"),
+        ("auth: {keys: [{key: '   '}]}", "auth.keys[0]: the key is empty"),
+        (f"auth: {{keys: [{SECRET}, {{key: '', user_id: bob}}]}}",
+         "auth.keys[1]: the key is empty"),
+        ("auth: {admin_keys: ['']}", "auth.admin_keys[0]: the key is empty"),
+        ("auth: {admin_keys: [5]}", "auth.admin_keys[0]: expected a string"),
+        ("auth: {keys: [sk-1234]}", "auth.keys[0]: the key is shorter than 8 characters"),
+        (f"auth: {{keys: [' {SECRET}']}}", "auth.keys[0]: the key starts or ends with whitespace"),
+        ("auth: {keys: ['sk-moim-\u00e9t\u00e9']}",
+         "auth.keys[0]: the key must be printable ASCII"),
+        ("auth: {keys: sk-moim-plain}", "auth.keys: expected a list"),
+        (f"auth: {{keys: [{{key: {SECRET}, user_id: alice}}], admin_keys: [{SECRET}]}}",
+         "auth: proxy keys #1 and #2 are the same key with different users or rights"),
+    ],
+)
+def test_bad_proxy_key_is_refused_by_position_never_by_value(in_empty_dir, yaml_text, message):
+    path = write(in_empty_dir / "bad.yaml", yaml_text + "\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, {})
+    assert str(raised.value) == message
+    assert SECRET not in str(raised.value)
+
+
+def test_a_key_given_twice_with_one_meaning_counts_once(in_empty_dir):
+    path = write(in_empty_dir / "moim.yaml", f"auth: {{keys: [{SECRET}]}}\n")
+    config = load_config(path, {"MOIM_PROXY_KEYS": f"{SECRET},sk-moim-other"})
+    assert config.keys == (ProxyKey(SECRET), ProxyKey("sk-moim-other"))
+
+
+def test_environment_keys_are_checked_too(in_empty_dir):
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, {"MOIM_PROXY_KEYS": f"{SECRET},,short"})
+    assert str(raised.value) == "MOIM_PROXY_KEYS item 3: the key is shorter than 8 characters"
+    bound = write(in_empty_dir / "moim.yaml", f"auth: {{keys: [{{key: {SECRET}, user_id: a}}]}}\n")
+    with pytest.raises(ConfigError, match=r"^auth: proxy keys #1 and #2 are the same key"):
+        load_config(bound, {"MOIM_PROXY_KEYS": SECRET})
