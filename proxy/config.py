@@ -167,6 +167,8 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         for number, key in enumerate(env.get("MOIM_PROXY_KEYS", "").split(","), start=1)
         if key.strip()
     ]
+    if env.get("MOIM_PROXY_KEYS_FILE"):
+        extra += _keys_file(env["MOIM_PROXY_KEYS_FILE"], "MOIM_PROXY_KEYS_FILE")
     if extra:
         changes["keys"] = _unique([*config.keys, *extra])
     config = replace(config, **changes)
@@ -253,7 +255,7 @@ def _routes(models: Mapping[str, Any]) -> dict[str, ModelRoute]:
 
 
 def _keys(auth: Mapping[str, Any]) -> tuple[ProxyKey, ...]:
-    """`auth.keys` and `auth.admin_keys`, each key checked by `_key`."""
+    """`auth.keys`, `auth.admin_keys` and `auth.keys_file`, each key checked by `_key`."""
     keys = []
     for index, item in enumerate(_list(auth, "keys")):
         where = f"auth.keys[{index}]"
@@ -274,6 +276,9 @@ def _keys(auth: Mapping[str, Any]) -> tuple[ProxyKey, ...]:
         )
     for index, key in enumerate(_list(auth, "admin_keys")):
         keys.append(ProxyKey(key=_key(key, f"auth.admin_keys[{index}]"), admin=True))
+    path = _get(auth, "keys_file", str, None, "auth.")
+    if path is not None:
+        keys.extend(_keys_file(path, "auth.keys_file"))
     return _unique(keys)
 
 
@@ -303,12 +308,25 @@ def _key(value: Any, where: str) -> str:
     return value
 
 
+def _keys_file(path: str, name: str) -> list[ProxyKey]:
+    """Unbound keys from a file: one a line; blank lines and lines starting with `#` skipped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{name}: cannot read {path}: {exc}") from exc
+    return [
+        ProxyKey(_key(line.strip(), f"{name} line {number}"))
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
 def _unique(keys: list[ProxyKey]) -> tuple[ProxyKey, ...]:
     """The keys, repeats dropped; the same key with two meanings is refused.
 
     `authenticate` takes the last key that matches, so an unbound copy of a bound key would
-    silently undo its binding. Positions count from 1 over auth.keys, auth.admin_keys, then
-    the environment.
+    silently undo its binding. Positions count from 1 over auth.keys, auth.admin_keys, the
+    keys file, then the environment.
     """
     seen: dict[str, tuple[int, ProxyKey]] = {}
     unique = []

@@ -313,3 +313,48 @@ def test_environment_keys_are_checked_too(in_empty_dir):
     bound = write(in_empty_dir / "moim.yaml", f"auth: {{keys: [{{key: {SECRET}, user_id: a}}]}}\n")
     with pytest.raises(ConfigError, match=r"^auth: proxy keys #1 and #2 are the same key"):
         load_config(bound, {"MOIM_PROXY_KEYS": SECRET})
+
+
+KEYS_FILE = f"""# moim proxy keys, one a line
+
+{SECRET}
+   # an indented comment
+  sk-moim-second
+"""
+
+
+def test_keys_file_from_yaml_adds_unbound_keys(in_empty_dir):
+    write(in_empty_dir / "keys.txt", KEYS_FILE)
+    text = "auth: {keys: [{key: sk-moim-alice, user_id: alice}], keys_file: keys.txt}\n"
+    config = load_config(write(in_empty_dir / "moim.yaml", text), {})
+    assert config.keys == (
+        ProxyKey("sk-moim-alice", user_id="alice"), ProxyKey(SECRET), ProxyKey("sk-moim-second"),
+    )
+
+
+def test_keys_file_from_the_environment_means_the_same_as_moim_proxy_keys(in_empty_dir):
+    path = write(in_empty_dir / "keys.txt", KEYS_FILE)
+    from_file = load_config(None, {"MOIM_PROXY_KEYS_FILE": str(path)})
+    from_list = load_config(None, {"MOIM_PROXY_KEYS": f"{SECRET}, sk-moim-second"})
+    assert from_file.keys == from_list.keys == (ProxyKey(SECRET), ProxyKey("sk-moim-second"))
+
+
+@pytest.mark.parametrize("source", ["yaml", "env"])
+def test_missing_keys_file_is_a_config_error(in_empty_dir, source):
+    missing = in_empty_dir / "absent-keys.txt"
+    with pytest.raises(ConfigError) as raised:
+        if source == "yaml":
+            load_config(write(in_empty_dir / "moim.yaml", f"auth: {{keys_file: {missing}}}\n"), {})
+        else:
+            load_config(None, {"MOIM_PROXY_KEYS_FILE": str(missing)})
+    name = "auth.keys_file" if source == "yaml" else "MOIM_PROXY_KEYS_FILE"
+    assert str(raised.value).startswith(f"{name}: cannot read {missing}")
+
+
+def test_bad_key_in_a_keys_file_names_its_line_never_its_value(in_empty_dir):
+    path = write(in_empty_dir / "keys.txt", f"{SECRET}\n# comment\nsk-shrt\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, {"MOIM_PROXY_KEYS_FILE": str(path)})
+    assert str(raised.value) == (
+        "MOIM_PROXY_KEYS_FILE line 3: the key is shorter than 8 characters"
+    )
