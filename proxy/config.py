@@ -128,18 +128,18 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
         port=_get(server, "port", int, 8080, "server."),
         upstream_base_url=_get(upstream, "base_url", str, None, "upstream."),
         upstream_api_key=_get(upstream, "api_key", str, None, "upstream."),
-        connect_timeout=_get(upstream, "connect_timeout", float, 10.0, "upstream."),
-        read_timeout=_get(upstream, "read_timeout", float, 600.0, "upstream."),
+        connect_timeout=_above_zero(upstream, "connect_timeout", 10.0, "upstream."),
+        read_timeout=_above_zero(upstream, "read_timeout", 600.0, "upstream."),
         memory_enabled=_get(mem, "enabled", bool, True, "memory."),
         memory_tools=_get(mem, "tools", bool, False, "memory."),
         memory=settings,
         routes=_routes(_section(data, "models")),
         keys=_keys(auth),
         refuse_open_bind=_get(auth, "refuse_open_bind", bool, False, "auth."),
-        max_body_bytes=_get(server, "max_body_bytes", int, 32 * 1024 * 1024, "server."),
-        max_messages=_get(server, "max_messages", int, 10_000, "server."),
-        max_header_bytes=_get(server, "max_header_bytes", int, 16 * 1024, "server."),
-        ingest_queue_size=_get(mem, "ingest_queue_size", int, 10_000, "memory."),
+        max_body_bytes=_at_least(server, "server.", "max_body_bytes", 32 * 1024 * 1024, 1),
+        max_messages=_at_least(server, "server.", "max_messages", 10_000, 1),
+        max_header_bytes=_at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
+        ingest_queue_size=_at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
         **_consolidation(schedule),
     )
 
@@ -217,24 +217,36 @@ def _choice(data: Mapping[str, Any], key: str, options: tuple[str, ...], default
 
 def _consolidation(schedule: Mapping[str, Any]) -> dict[str, Any]:
     """The `consolidation:` section as `Config` fields; bounds checked, the key named."""
-    every = _get(schedule, "every_minutes", float, 60.0, "consolidation.")
-    if not math.isfinite(every) or every <= 0:
-        raise ConfigError(f"consolidation.every_minutes: must be above 0, got {every!r}")
+    prefix = "consolidation."
     return {
-        "consolidation_model": _get(schedule, "model", str, None, "consolidation.") or None,
-        "consolidation_every_minutes": every,
-        "consolidation_min_new_turns": _at_least(schedule, "min_new_turns", 10, 1),
-        "consolidation_turns": _at_least(schedule, "turns", 40, 1, 1000),
+        "consolidation_model": _get(schedule, "model", str, None, prefix) or None,
+        "consolidation_every_minutes": _above_zero(schedule, "every_minutes", 60.0, prefix),
+        "consolidation_min_new_turns": _at_least(schedule, prefix, "min_new_turns", 10, 1),
+        "consolidation_turns": _at_least(schedule, prefix, "turns", 40, 1, 1000),
     }
 
 
 def _at_least(
-    schedule: Mapping[str, Any], key: str, default: int, low: int, high: int | None = None
+    data: Mapping[str, Any],
+    prefix: str,
+    key: str,
+    default: int,
+    low: int,
+    high: int | None = None,
 ) -> int:
-    value: int = _get(schedule, key, int, default, "consolidation.")
+    """An integer setting within bounds; a value outside them names its key."""
+    value: int = _get(data, key, int, default, prefix)
     if value < low or (high is not None and value > high):
         bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
-        raise ConfigError(f"consolidation.{key}: must be {bounds}, got {value!r}")
+        raise ConfigError(f"{prefix}{key}: must be {bounds}, got {value!r}")
+    return value
+
+
+def _above_zero(data: Mapping[str, Any], key: str, default: float, prefix: str) -> float:
+    """A finite number of seconds (or minutes) above 0; anything else names its key."""
+    value: float = _get(data, key, float, default, prefix)
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{prefix}{key}: must be above 0, got {value!r}")
     return value
 
 

@@ -358,3 +358,38 @@ def test_bad_key_in_a_keys_file_names_its_line_never_its_value(in_empty_dir):
     assert str(raised.value) == (
         "MOIM_PROXY_KEYS_FILE line 3: the key is shorter than 8 characters"
     )
+
+
+# -- limits ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("server: {max_body_bytes: -1}", "server.max_body_bytes: must be at least 1, got -1"),
+        ("server: {max_body_bytes: 0}", "server.max_body_bytes: must be at least 1, got 0"),
+        ("server: {max_messages: 0}", "server.max_messages: must be at least 1, got 0"),
+        ("server: {max_header_bytes: -2}", "server.max_header_bytes: must be at least 1, got -2"),
+        ("memory: {ingest_queue_size: -5}", "memory.ingest_queue_size: must be at least 1, got -5"),
+        ("upstream: {connect_timeout: 0}", "upstream.connect_timeout: must be above 0, got 0.0"),
+        ("upstream: {read_timeout: -3}", "upstream.read_timeout: must be above 0, got -3.0"),
+        ("upstream: {read_timeout: .nan}", "upstream.read_timeout: must be above 0, got nan"),
+    ],
+)
+def test_limits_below_one_are_refused_naming_the_key(in_empty_dir, yaml_text, message):
+    path = write(in_empty_dir / "bad.yaml", yaml_text + "\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, {})
+    assert str(raised.value) == message
+
+
+def test_limits_from_yaml(in_empty_dir):
+    text = (
+        "server: {max_body_bytes: 1, max_messages: 2, max_header_bytes: 3}\n"
+        "memory: {ingest_queue_size: 4}\n"
+    )
+    config = load_config(write(in_empty_dir / "moim.yaml", text), {})
+    assert (
+        config.max_body_bytes, config.max_messages, config.max_header_bytes,
+        config.ingest_queue_size,
+    ) == (1, 2, 3, 4)
