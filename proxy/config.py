@@ -107,6 +107,7 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
     defaults = Settings()
     settings = Settings(
         db_path=Path(_get(data, "db", str, "moim.db")),
+        busy_timeout=_above_zero(mem, "busy_timeout", defaults.busy_timeout, "memory."),
         embedding_model=_get(mem, "embedding_model", str, defaults.embedding_model, "memory."),
         vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
         placement=_choice(mem, "placement", ("system", "before_last_user"), "system"),

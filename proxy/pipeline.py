@@ -320,9 +320,8 @@ def _remember(
 
 
 def _error(exc: ProxyError, report: Report) -> Response:
-    headers = report.headers()
+    headers = {**exc.headers, **report.headers()}
     if isinstance(exc, UpstreamError):
-        headers = {**exc.headers, **headers}
         return Response(
             exc.content, status_code=exc.status, headers=headers, media_type="application/json"
         )

@@ -374,6 +374,7 @@ def test_bad_key_in_a_keys_file_names_its_line_never_its_value(in_empty_dir):
         ("upstream: {connect_timeout: 0}", "upstream.connect_timeout: must be above 0, got 0.0"),
         ("upstream: {read_timeout: -3}", "upstream.read_timeout: must be above 0, got -3.0"),
         ("upstream: {read_timeout: .nan}", "upstream.read_timeout: must be above 0, got nan"),
+        ("memory: {busy_timeout: 0}", "memory.busy_timeout: must be above 0, got 0.0"),
     ],
 )
 def test_limits_below_one_are_refused_naming_the_key(in_empty_dir, yaml_text, message):
@@ -386,10 +387,10 @@ def test_limits_below_one_are_refused_naming_the_key(in_empty_dir, yaml_text, me
 def test_limits_from_yaml(in_empty_dir):
     text = (
         "server: {max_body_bytes: 1, max_messages: 2, max_header_bytes: 3}\n"
-        "memory: {ingest_queue_size: 4}\n"
+        "memory: {ingest_queue_size: 4, busy_timeout: 0.5}\n"
     )
     config = load_config(write(in_empty_dir / "moim.yaml", text), {})
     assert (
         config.max_body_bytes, config.max_messages, config.max_header_bytes,
-        config.ingest_queue_size,
-    ) == (1, 2, 3, 4)
+        config.ingest_queue_size, config.memory.busy_timeout,
+    ) == (1, 2, 3, 4, 0.5)
