@@ -11,11 +11,16 @@ absurd heads reach the plain refusal. Every handler that reads a body reads it t
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterable
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proxy.errors import PayloadTooLarge, ProxyError
+
+# A client's x-request-id longer than this is not echoed on a 431: it may be the oversized one.
+MAX_REQUEST_ID = 256
 
 
 class HeadersTooLarge(ProxyError):
@@ -57,12 +62,20 @@ class HeaderLimit:
                     f"request headers are {size} bytes, over the limit of {self.max_bytes}",
                     code="headers_too_large",
                 )
-                await _answer(send, error)
+                await _answer(send, error, _request_id(scope["headers"]))
                 return
         await self.app(scope, receive, send)
 
 
-async def _answer(send: Send, error: ProxyError) -> None:
+def _request_id(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """The client's `x-request-id` as chat echoes it, unless it is what is oversized."""
+    for name, value in headers:
+        if name == b"x-request-id" and 0 < len(value) <= MAX_REQUEST_ID:
+            return value
+    return uuid.uuid4().hex.encode()
+
+
+async def _answer(send: Send, error: ProxyError, request_id: bytes) -> None:
     body = json.dumps(error.body()).encode()
     await send(
         {
@@ -71,6 +84,7 @@ async def _answer(send: Send, error: ProxyError) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                (b"x-request-id", request_id),
             ],
         }
     )

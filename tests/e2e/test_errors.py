@@ -261,7 +261,23 @@ def test_headers_over_the_limit_are_a_431_for_every_endpoint(proxy, upstream):
     for response in (chat_response, search):
         error = assert_openai_error(response, 431)
         assert error["code"] == "headers_too_large"
+        assert len(response.headers["x-request-id"]) == 32
+    assert chat_response.headers["x-request-id"] != search.headers["x-request-id"]
     assert_nothing_forwarded_or_stored(proxy, upstream)
+
+
+def test_a_431_echoes_the_clients_request_id_unless_that_is_what_is_too_large(proxy, upstream):
+    body = {"model": "gpt-4o-mini", "messages": HELLO}
+    padded = httpx.post(proxy.url + "/chat/completions", json=body,
+                        headers={"x-padding": "p" * 20_000, "x-request-id": "req-431"})
+    huge_id = httpx.post(proxy.url + "/chat/completions", json=body,
+                         headers={"x-request-id": "r" * 20_000})
+
+    assert_openai_error(padded, 431)
+    assert padded.headers["x-request-id"] == "req-431"
+    assert_openai_error(huge_id, 431)
+    assert len(huge_id.headers["x-request-id"]) == 32
+    assert upstream.requests == []
 
 
 def test_header_limit_counts_all_headers_together(make_proxy, upstream):
