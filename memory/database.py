@@ -22,8 +22,9 @@ Connection = Any
 class Database:
     """A SQLite file: per-thread connections for reads, one lock-serialised writer."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, busy_timeout: float = 10.0) -> None:
         self.path = str(path)
+        self.busy_timeout = busy_timeout
         self._local = threading.local()
         self._write_lock = threading.RLock()
 
@@ -31,7 +32,7 @@ class Database:
         """This thread's connection (WAL, foreign keys, sqlite-vec loaded)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect(self.path)
+            conn = connect(self.path, self.busy_timeout)
             self._local.conn = conn
         return conn
 
@@ -73,9 +74,12 @@ class Database:
             raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
 
-def connect(path: str) -> Connection:
+def connect(path: str, busy_timeout: float = 10.0) -> Connection:
+    """A connection to `path` that waits up to `busy_timeout` seconds for another's lock."""
     try:
-        conn = sqlean.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        conn = sqlean.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
+        )
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
@@ -83,7 +87,7 @@ def connect(path: str) -> Connection:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000):d}")
     except sqlean.Error as exc:
         raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
     return conn

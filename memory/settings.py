@@ -22,6 +22,9 @@ class Settings:
     """Memory-layer settings. Defaults are the embedded, offline configuration."""
 
     db_path: Path = Path("moim.db")
+    # Seconds a statement waits for another connection's write lock before the store gives up
+    # (StoreUnavailable): the writer then retries from its journal, and the memory API says 503.
+    busy_timeout: float = 10.0
     # Any fastembed model name works for users with network; the default is bundled offline.
     embedding_model: str = BUNDLED_MODEL
     # One text per model run: the bundled int8 model scales activations per run, so in a

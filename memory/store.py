@@ -59,8 +59,8 @@ class Stats:
 class Store(Database):
     """moim's migrated SQLite database, opened once per process."""
 
-    def __init__(self, path: Path | str) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path | str, busy_timeout: float = 10.0) -> None:
+        super().__init__(path, busy_timeout)
         self.dim: int | None = None
         with self._errors():
             migrate(self.connection())
@@ -372,7 +372,7 @@ class Store(Database):
         A long-lived connection's cached FTS5 structure can be older than the writer's and
         then reports a healthy index as malformed.
         """
-        conn = connect(self.path)
+        conn = connect(self.path, self.busy_timeout)
         try:
             ok = conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")

@@ -20,6 +20,7 @@ from proxy import facts_api
 from proxy.auth import authenticate
 from proxy.errors import BadRequest
 from proxy.identity import MAX_TIMESTAMP, identify
+from proxy.limits import read_body
 
 if TYPE_CHECKING:
     from proxy.app import AppState
@@ -134,7 +135,7 @@ async def export(request: Request) -> Response:
 async def import_(request: Request) -> Response:
     state = _state(request)
     user_id = user_of(request)
-    raw = await request.body()
+    raw = await read_body(request, state.config.max_body_bytes)
     items = []
     for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():

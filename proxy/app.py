@@ -5,7 +5,9 @@ embedder, vector index), the background writer, the pooled httpx client for upst
 counters for `/metrics`. It is built in the lifespan and kept on `app.state.moim`; there are
 no other globals. With `consolidation.model` set, the lifespan also runs the consolidation
 schedule (`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
-`ProxyError`s become OpenAI-shaped JSON in one handler.
+`ProxyError`s become OpenAI-shaped JSON in one handler; a `MemoryLayerError` that reaches it
+(only the memory API lets one through: chat fails open in `pipeline.py`) becomes a 503 with
+`Retry-After`, as a locked or unreachable store is worth retrying.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from memory import Journal, MemoryLayer, count_tokens, limit_arenas
+from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens, limit_arenas
 from proxy import admin
 from proxy.auth import authenticate
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
-from proxy.errors import ProxyError, UpstreamError
+from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
 from proxy.limits import HeaderLimit
 from proxy.pipeline import chat
 from proxy.upstream import close_litellm, list_models
@@ -111,7 +113,11 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={ProxyError: _proxy_error, HTTPException: _http_error},
+        exception_handlers={
+            ProxyError: _proxy_error,
+            MemoryLayerError: _memory_error,
+            HTTPException: _http_error,
+        },
         middleware=[Middleware(HeaderLimit, max_bytes=config.max_header_bytes)],
     )
 
@@ -199,7 +205,27 @@ async def _proxy_error(request: Request, exc: Exception) -> Response:
             exc.content, status_code=exc.status, headers=exc.headers, media_type="application/json"
         )
     assert isinstance(exc, ProxyError)
-    return Response(json.dumps(exc.body()), status_code=exc.status, media_type="application/json")
+    return Response(
+        json.dumps(exc.body()),
+        status_code=exc.status,
+        headers=exc.headers,
+        media_type="application/json",
+    )
+
+
+async def _memory_error(request: Request, exc: Exception) -> Response:
+    """A memory-layer failure on the memory API, e.g. SQLite's "database is locked": 503."""
+    logger.warning(
+        "memory API %s %s: store unavailable: %s: %s",
+        request.method,
+        request.url.path,
+        type(exc).__name__,
+        exc,
+    )
+    error = ServiceUnavailable(
+        "the memory store is busy or unavailable; retry shortly", code="memory_unavailable"
+    )
+    return await _proxy_error(request, error)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -3,7 +3,9 @@
 Without proxy keys (`auth.keys`), moim is a pass-through: the client's `Authorization`
 goes to the provider. With them, `Authorization: Bearer <proxy key>` is required on every
 endpoint but health; a key bound to a user speaks only for that user, a key with `users`
-for those, an admin key for anyone. Keys are compared in constant time and never logged.
+for those, and an unbound key or an admin key for any user the request names (CONTRACT.md:
+the memory API has the same auth as chat). A request presenting no key is refused before
+any comparison. Keys are compared in constant time and never logged.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ def authenticate(headers: Mapping[str, str], config: Config) -> Caller:
         presented = authorization[7:].strip()
     if not presented:
         presented = (headers.get("x-api-key") or "").strip()
+    if not presented:  # before comparing: no configured key, however empty, matches nothing
+        raise Unauthorized("a moim proxy key is required", code="invalid_api_key")
     match = None
     for key in config.keys:
         # compare against every key, always, so timing says nothing about which matched

@@ -23,6 +23,10 @@ class ConfigError(ValueError):
     """The configuration is invalid; the message names the key."""
 
 
+# Proxy keys shorter than this are refused: guessable, and "" would match a request with none.
+MIN_KEY_LENGTH = 8
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRoute:
     """Where one model name goes: an OpenAI-compatible base URL, or litellm."""
@@ -103,6 +107,7 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
     defaults = Settings()
     settings = Settings(
         db_path=Path(_get(data, "db", str, "moim.db")),
+        busy_timeout=_above_zero(mem, "busy_timeout", defaults.busy_timeout, "memory."),
         embedding_model=_get(mem, "embedding_model", str, defaults.embedding_model, "memory."),
         vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
         placement=_choice(mem, "placement", ("system", "before_last_user"), "system"),
@@ -124,18 +129,18 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
         port=_get(server, "port", int, 8080, "server."),
         upstream_base_url=_get(upstream, "base_url", str, None, "upstream."),
         upstream_api_key=_get(upstream, "api_key", str, None, "upstream."),
-        connect_timeout=_get(upstream, "connect_timeout", float, 10.0, "upstream."),
-        read_timeout=_get(upstream, "read_timeout", float, 600.0, "upstream."),
+        connect_timeout=_above_zero(upstream, "connect_timeout", 10.0, "upstream."),
+        read_timeout=_above_zero(upstream, "read_timeout", 600.0, "upstream."),
         memory_enabled=_get(mem, "enabled", bool, True, "memory."),
         memory_tools=_get(mem, "tools", bool, False, "memory."),
         memory=settings,
         routes=_routes(_section(data, "models")),
         keys=_keys(auth),
         refuse_open_bind=_get(auth, "refuse_open_bind", bool, False, "auth."),
-        max_body_bytes=_get(server, "max_body_bytes", int, 32 * 1024 * 1024, "server."),
-        max_messages=_get(server, "max_messages", int, 10_000, "server."),
-        max_header_bytes=_get(server, "max_header_bytes", int, 16 * 1024, "server."),
-        ingest_queue_size=_get(mem, "ingest_queue_size", int, 10_000, "memory."),
+        max_body_bytes=_at_least(server, "server.", "max_body_bytes", 32 * 1024 * 1024, 1),
+        max_messages=_at_least(server, "server.", "max_messages", 10_000, 1),
+        max_header_bytes=_at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
+        ingest_queue_size=_at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
         **_consolidation(schedule),
     )
 
@@ -158,9 +163,15 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         changes["memory_enabled"] = value == "on"
     if env.get("MOIM_CONSOLIDATION_MODEL"):
         changes["consolidation_model"] = env["MOIM_CONSOLIDATION_MODEL"]
-    if env.get("MOIM_PROXY_KEYS"):
-        extra = tuple(ProxyKey(k.strip()) for k in env["MOIM_PROXY_KEYS"].split(",") if k.strip())
-        changes["keys"] = config.keys + extra
+    extra = [
+        ProxyKey(_key(key.strip(), f"MOIM_PROXY_KEYS item {number}"))
+        for number, key in enumerate(env.get("MOIM_PROXY_KEYS", "").split(","), start=1)
+        if key.strip()
+    ]
+    if env.get("MOIM_PROXY_KEYS_FILE"):
+        extra += _keys_file(env["MOIM_PROXY_KEYS_FILE"], "MOIM_PROXY_KEYS_FILE")
+    if extra:
+        changes["keys"] = _unique([*config.keys, *extra])
     config = replace(config, **changes)
     if env.get("MOIM_DB"):
         config = replace(config, memory=replace(config.memory, db_path=Path(env["MOIM_DB"])))
@@ -207,24 +218,36 @@ def _choice(data: Mapping[str, Any], key: str, options: tuple[str, ...], default
 
 def _consolidation(schedule: Mapping[str, Any]) -> dict[str, Any]:
     """The `consolidation:` section as `Config` fields; bounds checked, the key named."""
-    every = _get(schedule, "every_minutes", float, 60.0, "consolidation.")
-    if not math.isfinite(every) or every <= 0:
-        raise ConfigError(f"consolidation.every_minutes: must be above 0, got {every!r}")
+    prefix = "consolidation."
     return {
-        "consolidation_model": _get(schedule, "model", str, None, "consolidation.") or None,
-        "consolidation_every_minutes": every,
-        "consolidation_min_new_turns": _at_least(schedule, "min_new_turns", 10, 1),
-        "consolidation_turns": _at_least(schedule, "turns", 40, 1, 1000),
+        "consolidation_model": _get(schedule, "model", str, None, prefix) or None,
+        "consolidation_every_minutes": _above_zero(schedule, "every_minutes", 60.0, prefix),
+        "consolidation_min_new_turns": _at_least(schedule, prefix, "min_new_turns", 10, 1),
+        "consolidation_turns": _at_least(schedule, prefix, "turns", 40, 1, 1000),
     }
 
 
 def _at_least(
-    schedule: Mapping[str, Any], key: str, default: int, low: int, high: int | None = None
+    data: Mapping[str, Any],
+    prefix: str,
+    key: str,
+    default: int,
+    low: int,
+    high: int | None = None,
 ) -> int:
-    value: int = _get(schedule, key, int, default, "consolidation.")
+    """An integer setting within bounds; a value outside them names its key."""
+    value: int = _get(data, key, int, default, prefix)
     if value < low or (high is not None and value > high):
         bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
-        raise ConfigError(f"consolidation.{key}: must be {bounds}, got {value!r}")
+        raise ConfigError(f"{prefix}{key}: must be {bounds}, got {value!r}")
+    return value
+
+
+def _above_zero(data: Mapping[str, Any], key: str, default: float, prefix: str) -> float:
+    """A finite number of seconds (or minutes) above 0; anything else names its key."""
+    value: float = _get(data, key, float, default, prefix)
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{prefix}{key}: must be above 0, got {value!r}")
     return value
 
 
@@ -245,25 +268,88 @@ def _routes(models: Mapping[str, Any]) -> dict[str, ModelRoute]:
 
 
 def _keys(auth: Mapping[str, Any]) -> tuple[ProxyKey, ...]:
+    """`auth.keys`, `auth.admin_keys` and `auth.keys_file`, each key checked by `_key`."""
     keys = []
-    for index, item in enumerate(auth.get("keys") or []):
+    for index, item in enumerate(_list(auth, "keys")):
+        where = f"auth.keys[{index}]"
         if isinstance(item, str):
             item = {"key": item}
         if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
-            raise ConfigError(f"auth.keys[{index}]: expected a mapping with a 'key' string")
+            raise ConfigError(f"{where}: expected a mapping with a 'key' string")
         users = item.get("users") or []
         if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
-            raise ConfigError(f"auth.keys[{index}].users: expected a list of user ids")
+            raise ConfigError(f"{where}.users: expected a list of user ids")
         keys.append(
             ProxyKey(
-                key=item["key"],
-                user_id=_get(item, "user_id", str, None, f"auth.keys[{index}]."),
+                key=_key(item["key"], where),
+                user_id=_get(item, "user_id", str, None, f"{where}."),
                 users=tuple(users),
-                admin=_get(item, "admin", bool, False, f"auth.keys[{index}]."),
+                admin=_get(item, "admin", bool, False, f"{where}."),
             )
         )
-    for index, key in enumerate(auth.get("admin_keys") or []):
-        if not isinstance(key, str):
-            raise ConfigError(f"auth.admin_keys[{index}]: expected a string")
-        keys.append(ProxyKey(key=key, admin=True))
-    return tuple(keys)
+    for index, key in enumerate(_list(auth, "admin_keys")):
+        keys.append(ProxyKey(key=_key(key, f"auth.admin_keys[{index}]"), admin=True))
+    path = _get(auth, "keys_file", str, None, "auth.")
+    if path is not None:
+        keys.extend(_keys_file(path, "auth.keys_file"))
+    return _unique(keys)
+
+
+def _list(auth: Mapping[str, Any], name: str) -> list[Any]:
+    value = auth.get(name) or []
+    if not isinstance(value, list):
+        raise ConfigError(f"auth.{name}: expected a list")
+    return value
+
+
+def _key(value: Any, where: str) -> str:
+    """A proxy key, checked. Errors name the key's position (`where`), never its value.
+
+    An empty key would let in a request that presents none, and a short one can be guessed.
+    Clients' keys are stripped before comparison, so one with outer spaces could never match.
+    """
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string")
+    if not value.strip():
+        raise ConfigError(f"{where}: the key is empty")
+    if value != value.strip():
+        raise ConfigError(f"{where}: the key starts or ends with whitespace")
+    if not (value.isascii() and value.isprintable()):
+        raise ConfigError(f"{where}: the key must be printable ASCII")
+    if len(value) < MIN_KEY_LENGTH:
+        raise ConfigError(f"{where}: the key is shorter than {MIN_KEY_LENGTH} characters")
+    return value
+
+
+def _keys_file(path: str, name: str) -> list[ProxyKey]:
+    """Unbound keys from a file: one a line; blank lines and lines starting with `#` skipped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{name}: cannot read {path}: {exc}") from exc
+    return [
+        ProxyKey(_key(line.strip(), f"{name} line {number}"))
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def _unique(keys: list[ProxyKey]) -> tuple[ProxyKey, ...]:
+    """The keys, repeats dropped; the same key with two meanings is refused.
+
+    `authenticate` takes the last key that matches, so an unbound copy of a bound key would
+    silently undo its binding. Positions count from 1 over auth.keys, auth.admin_keys, the
+    keys file, then the environment.
+    """
+    seen: dict[str, tuple[int, ProxyKey]] = {}
+    unique = []
+    for number, key in enumerate(keys, start=1):
+        if key.key not in seen:
+            seen[key.key] = (number, key)
+            unique.append(key)
+        elif seen[key.key][1] != key:
+            raise ConfigError(
+                f"auth: proxy keys #{seen[key.key][0]} and #{number} are the same key "
+                "with different users or rights"
+            )
+    return tuple(unique)

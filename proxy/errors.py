@@ -6,10 +6,13 @@ ProxyError                 status, message, type, param, code
  ├── Unauthorized          401  a proxy key is required or wrong
  ├── Forbidden             403  the key may not act for that user
  ├── NotFound              404  no such memory item
+ ├── ServiceUnavailable    503  the memory store is busy or down (memory API only), Retry-After
  └── UpstreamError         the provider's own status and body, passed through
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 
 class ProxyError(Exception):
@@ -18,11 +21,18 @@ class ProxyError(Exception):
     status = 500
     type = "server_error"
 
-    def __init__(self, message: str, param: str | None = None, code: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
+        self.headers = dict(headers or {})
 
     def body(self) -> dict[str, dict[str, str | None]]:
         return {
@@ -59,13 +69,22 @@ class NotFound(ProxyError):
     type = "not_found_error"
 
 
+class ServiceUnavailable(ProxyError):
+    """The memory store cannot answer now (locked, unreachable); the client may retry."""
+
+    status = 503
+    type = "server_error"
+
+    def __init__(self, message: str, code: str, retry_after: int = 1):
+        super().__init__(message, code=code, headers={"retry-after": str(retry_after)})
+
+
 class UpstreamError(ProxyError):
     """The provider failed; carries its status and raw body to pass on unchanged."""
 
     type = "upstream_error"
 
     def __init__(self, status: int, content: bytes, headers: dict[str, str] | None = None):
-        super().__init__(f"upstream returned {status}")
+        super().__init__(f"upstream returned {status}", headers=headers)
         self.status = status
         self.content = content
-        self.headers = headers or {}

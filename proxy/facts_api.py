@@ -30,6 +30,7 @@ from starlette.routing import Route
 from memory import Fact
 from proxy import admin
 from proxy.errors import BadRequest, NotFound
+from proxy.limits import read_body
 
 if TYPE_CHECKING:
     from memory import MemoryLayer
@@ -98,8 +99,9 @@ async def list_facts(request: Request) -> Response:
 
 async def set_fact(request: Request) -> Response:
     user_id = admin.user_of(request)
+    raw = await read_body(request, request.app.state.moim.config.max_body_bytes)
     try:
-        body = json.loads(await request.body())
+        body = json.loads(raw)
     except ValueError:
         raise BadRequest("the body must be a JSON object", code="invalid_json") from None
     if not isinstance(body, dict):

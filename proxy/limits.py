@@ -1,18 +1,26 @@
-"""Header-size limit: oversized request headers get a 431 in OpenAI's error shape.
+"""Request limits: request heads over `server.max_header_bytes` get a 431, bodies over
+`server.max_body_bytes` a 413, both in OpenAI's error shape.
 
 uvicorn's HTTP parser (h11) refuses a request head over its own limit with a bare-text 400.
-moim checks first, at a lower limit (`server.max_header_bytes`, 16 KiB by default), and
-answers like the rest of its errors; `moim serve` raises h11's limit to four times moim's so
-that only absurd heads reach the plain refusal.
+moim checks first, at a lower limit (16 KiB by default), in `HeaderLimit`, and answers like
+the rest of its errors; `moim serve` raises h11's limit to four times moim's so that only
+absurd heads reach the plain refusal. Every handler that reads a body reads it through
+`read_body` (chat, `POST /v1/memory/facts`, `POST /v1/memory/import`).
 """
 
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterable
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from proxy.errors import ProxyError
+from proxy.errors import PayloadTooLarge, ProxyError
+
+# A client's x-request-id longer than this is not echoed on a 431: it may be the oversized one.
+MAX_REQUEST_ID = 256
 
 
 class HeadersTooLarge(ProxyError):
@@ -23,6 +31,20 @@ class HeadersTooLarge(ProxyError):
 def parser_limit(max_header_bytes: int) -> int:
     """The h11 limit to run uvicorn with, so moim's own check answers first."""
     return 4 * max_header_bytes
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, refusing more than `limit` bytes without reading it all."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body is over {limit} bytes", code="payload_too_large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body is over {limit} bytes", code="payload_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class HeaderLimit:
@@ -40,12 +62,20 @@ class HeaderLimit:
                     f"request headers are {size} bytes, over the limit of {self.max_bytes}",
                     code="headers_too_large",
                 )
-                await _answer(send, error)
+                await _answer(send, error, _request_id(scope["headers"]))
                 return
         await self.app(scope, receive, send)
 
 
-async def _answer(send: Send, error: ProxyError) -> None:
+def _request_id(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """The client's `x-request-id` as chat echoes it, unless it is what is oversized."""
+    for name, value in headers:
+        if name == b"x-request-id" and 0 < len(value) <= MAX_REQUEST_ID:
+            return value
+    return uuid.uuid4().hex.encode()
+
+
+async def _answer(send: Send, error: ProxyError, request_id: bytes) -> None:
     body = json.dumps(error.body()).encode()
     await send(
         {
@@ -54,6 +84,7 @@ async def _answer(send: Send, error: ProxyError) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                (b"x-request-id", request_id),
             ],
         }
     )

@@ -30,8 +30,9 @@ from memory import (
 )
 from proxy import tool_loop, tools
 from proxy.auth import authenticate
-from proxy.errors import BadRequest, PayloadTooLarge, ProxyError, UpstreamError
+from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.identity import Identity, Mode, identify
+from proxy.limits import read_body
 from proxy.streaming import ReplyCollector, relay
 from proxy.upstream import (
     Target,
@@ -117,20 +118,6 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
         response = _error(exc, report)
     _log(who, body, report, response.status_code)
     return response
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The raw body, refusing more than `limit` bytes without reading it all."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"request body is over {limit} bytes", code="payload_too_large")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request body is over {limit} bytes", code="payload_too_large")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
@@ -333,9 +320,8 @@ def _remember(
 
 
 def _error(exc: ProxyError, report: Report) -> Response:
-    headers = report.headers()
+    headers = {**exc.headers, **report.headers()}
     if isinstance(exc, UpstreamError):
-        headers = {**exc.headers, **headers}
         return Response(
             exc.content, status_code=exc.status, headers=headers, media_type="application/json"
         )

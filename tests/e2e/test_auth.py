@@ -81,6 +81,16 @@ def test_wrong_key_is_refused_with_an_openai_shaped_401(keyed, upstream, method,
     assert upstream.requests == []
 
 
+def test_no_key_is_refused_even_when_a_configured_key_is_empty(make_proxy, upstream):
+    """Config refuses "" (tests/proxy/test_config.py); a `Config` built in code may hold one."""
+    proxy = make_proxy(keys=(ProxyKey(""), ProxyKey("sk-alice", user_id="alice")))
+    for headers in ({}, {"authorization": ""}, {"authorization": "Bearer"}, {"x-api-key": ""}):
+        assert_openai_error(call(proxy, "POST", "/v1/chat/completions", CHAT, headers=headers), 401)
+        assert_openai_error(call(proxy, "GET", "/v1/memory/stats", headers=headers), 401)
+    assert upstream.requests == []
+    assert chat_as(proxy, "sk-alice", "hi").status_code == 200
+
+
 def test_a_key_that_is_a_prefix_of_a_real_key_is_refused(keyed):
     assert_openai_error(chat_as(keyed, "sk-alic", "hi"), 401)
     assert_openai_error(chat_as(keyed, "sk-alice2", "hi"), 401)

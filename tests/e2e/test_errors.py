@@ -200,6 +200,57 @@ def test_body_under_the_limit_goes_through(make_proxy, upstream):
     assert response.status_code == 200
 
 
+def _import_line(text):
+    item = {"session_id": "s1", "message_key": "k1", "content_hash": "h1", "role": "user",
+            "content": text, "created_at": 1_700_000_000}
+    return (json.dumps(item) + "\n").encode()
+
+
+@pytest.mark.parametrize(("path", "content"), [
+    ("/v1/memory/facts", _body(key="city", value="P" * 2000, category="personal")),
+    ("/v1/memory/import", _import_line("x" * 2000)),
+], ids=["facts", "import"])
+def test_memory_api_body_over_the_limit_is_a_413(make_proxy, upstream, path, content):
+    proxy = make_proxy(max_body_bytes=1000)
+
+    declared = httpx.post(proxy.root + path, content=content)
+    chunked = httpx.post(proxy.root + path,
+                         content=(content[i:i + 300] for i in range(0, len(content), 300)))
+
+    for response in (declared, chunked):
+        error = assert_openai_error(response, 413)
+        assert error["code"] == "payload_too_large"
+    assert_nothing_forwarded_or_stored(proxy, upstream)
+    assert proxy.layer.store.read("SELECT count(*) FROM facts") == [(0,)]
+
+
+def test_memory_api_body_under_the_limit_goes_through(make_proxy, upstream):
+    proxy = make_proxy(max_body_bytes=1000)
+
+    fact = httpx.post(proxy.root + "/v1/memory/facts",
+                      json={"key": "city", "value": "Paris", "category": "personal"})
+    imported = httpx.post(proxy.root + "/v1/memory/import", content=_import_line("hello"))
+
+    assert fact.status_code == 200 and fact.json()["value"] == "Paris"
+    assert imported.status_code == 200 and imported.json()["imported"] == 1
+
+
+def test_more_messages_than_the_limit_is_a_400_and_goes_nowhere(make_proxy, upstream):
+    proxy = make_proxy(max_messages=3)
+    messages = [{"role": "user", "content": f"message {i}"} for i in range(4)]
+
+    refused = httpx.post(proxy.url + "/chat/completions",
+                         json={"model": "gpt-4o-mini", "messages": messages})
+
+    error = assert_openai_error(refused, 400)
+    assert (error["type"], error["param"]) == ("invalid_request_error", "messages")
+    assert_nothing_forwarded_or_stored(proxy, upstream)
+    accepted = httpx.post(proxy.url + "/chat/completions",
+                          json={"model": "gpt-4o-mini", "messages": messages[:3]})
+    assert accepted.status_code == 200
+    assert len(upstream.requests) == 1
+
+
 def test_headers_over_the_limit_are_a_431_for_every_endpoint(proxy, upstream):
     big = {"x-padding": "p" * 20_000}  # over the default 16 KiB, under uvicorn's own limit
 
@@ -210,7 +261,23 @@ def test_headers_over_the_limit_are_a_431_for_every_endpoint(proxy, upstream):
     for response in (chat_response, search):
         error = assert_openai_error(response, 431)
         assert error["code"] == "headers_too_large"
+        assert len(response.headers["x-request-id"]) == 32
+    assert chat_response.headers["x-request-id"] != search.headers["x-request-id"]
     assert_nothing_forwarded_or_stored(proxy, upstream)
+
+
+def test_a_431_echoes_the_clients_request_id_unless_that_is_what_is_too_large(proxy, upstream):
+    body = {"model": "gpt-4o-mini", "messages": HELLO}
+    padded = httpx.post(proxy.url + "/chat/completions", json=body,
+                        headers={"x-padding": "p" * 20_000, "x-request-id": "req-431"})
+    huge_id = httpx.post(proxy.url + "/chat/completions", json=body,
+                         headers={"x-request-id": "r" * 20_000})
+
+    assert_openai_error(padded, 431)
+    assert padded.headers["x-request-id"] == "req-431"
+    assert_openai_error(huge_id, 431)
+    assert len(huge_id.headers["x-request-id"]) == 32
+    assert upstream.requests == []
 
 
 def test_header_limit_counts_all_headers_together(make_proxy, upstream):

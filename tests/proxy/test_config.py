@@ -267,3 +267,130 @@ def test_bad_consolidation_values_name_their_key(in_empty_dir, yaml_text, messag
     with pytest.raises(ConfigError) as raised:
         load_config(path, {})
     assert str(raised.value) == message
+
+
+# -- proxy keys --------------------------------------------------------------------------------
+
+SECRET = "sk-moim-s3cret"
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("auth: {keys: ['']}", "auth.keys[0]: the key is empty"),
+        ("auth: {keys: [{key: '   '}]}", "auth.keys[0]: the key is empty"),
+        (f"auth: {{keys: [{SECRET}, {{key: '', user_id: bob}}]}}",
+         "auth.keys[1]: the key is empty"),
+        ("auth: {admin_keys: ['']}", "auth.admin_keys[0]: the key is empty"),
+        ("auth: {admin_keys: [5]}", "auth.admin_keys[0]: expected a string"),
+        ("auth: {keys: [sk-1234]}", "auth.keys[0]: the key is shorter than 8 characters"),
+        (f"auth: {{keys: [' {SECRET}']}}", "auth.keys[0]: the key starts or ends with whitespace"),
+        ("auth: {keys: ['sk-moim-\u00e9t\u00e9']}",
+         "auth.keys[0]: the key must be printable ASCII"),
+        ("auth: {keys: sk-moim-plain}", "auth.keys: expected a list"),
+        (f"auth: {{keys: [{{key: {SECRET}, user_id: alice}}], admin_keys: [{SECRET}]}}",
+         "auth: proxy keys #1 and #2 are the same key with different users or rights"),
+    ],
+)
+def test_bad_proxy_key_is_refused_by_position_never_by_value(in_empty_dir, yaml_text, message):
+    path = write(in_empty_dir / "bad.yaml", yaml_text + "\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, {})
+    assert str(raised.value) == message
+    assert SECRET not in str(raised.value)
+
+
+def test_a_key_given_twice_with_one_meaning_counts_once(in_empty_dir):
+    path = write(in_empty_dir / "moim.yaml", f"auth: {{keys: [{SECRET}]}}\n")
+    config = load_config(path, {"MOIM_PROXY_KEYS": f"{SECRET},sk-moim-other"})
+    assert config.keys == (ProxyKey(SECRET), ProxyKey("sk-moim-other"))
+
+
+def test_environment_keys_are_checked_too(in_empty_dir):
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, {"MOIM_PROXY_KEYS": f"{SECRET},,short"})
+    assert str(raised.value) == "MOIM_PROXY_KEYS item 3: the key is shorter than 8 characters"
+    bound = write(in_empty_dir / "moim.yaml", f"auth: {{keys: [{{key: {SECRET}, user_id: a}}]}}\n")
+    with pytest.raises(ConfigError, match=r"^auth: proxy keys #1 and #2 are the same key"):
+        load_config(bound, {"MOIM_PROXY_KEYS": SECRET})
+
+
+KEYS_FILE = f"""# moim proxy keys, one a line
+
+{SECRET}
+   # an indented comment
+  sk-moim-second
+"""
+
+
+def test_keys_file_from_yaml_adds_unbound_keys(in_empty_dir):
+    write(in_empty_dir / "keys.txt", KEYS_FILE)
+    text = "auth: {keys: [{key: sk-moim-alice, user_id: alice}], keys_file: keys.txt}\n"
+    config = load_config(write(in_empty_dir / "moim.yaml", text), {})
+    assert config.keys == (
+        ProxyKey("sk-moim-alice", user_id="alice"), ProxyKey(SECRET), ProxyKey("sk-moim-second"),
+    )
+
+
+def test_keys_file_from_the_environment_means_the_same_as_moim_proxy_keys(in_empty_dir):
+    path = write(in_empty_dir / "keys.txt", KEYS_FILE)
+    from_file = load_config(None, {"MOIM_PROXY_KEYS_FILE": str(path)})
+    from_list = load_config(None, {"MOIM_PROXY_KEYS": f"{SECRET}, sk-moim-second"})
+    assert from_file.keys == from_list.keys == (ProxyKey(SECRET), ProxyKey("sk-moim-second"))
+
+
+@pytest.mark.parametrize("source", ["yaml", "env"])
+def test_missing_keys_file_is_a_config_error(in_empty_dir, source):
+    missing = in_empty_dir / "absent-keys.txt"
+    with pytest.raises(ConfigError) as raised:
+        if source == "yaml":
+            load_config(write(in_empty_dir / "moim.yaml", f"auth: {{keys_file: {missing}}}\n"), {})
+        else:
+            load_config(None, {"MOIM_PROXY_KEYS_FILE": str(missing)})
+    name = "auth.keys_file" if source == "yaml" else "MOIM_PROXY_KEYS_FILE"
+    assert str(raised.value).startswith(f"{name}: cannot read {missing}")
+
+
+def test_bad_key_in_a_keys_file_names_its_line_never_its_value(in_empty_dir):
+    path = write(in_empty_dir / "keys.txt", f"{SECRET}\n# comment\nsk-shrt\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, {"MOIM_PROXY_KEYS_FILE": str(path)})
+    assert str(raised.value) == (
+        "MOIM_PROXY_KEYS_FILE line 3: the key is shorter than 8 characters"
+    )
+
+
+# -- limits ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("server: {max_body_bytes: -1}", "server.max_body_bytes: must be at least 1, got -1"),
+        ("server: {max_body_bytes: 0}", "server.max_body_bytes: must be at least 1, got 0"),
+        ("server: {max_messages: 0}", "server.max_messages: must be at least 1, got 0"),
+        ("server: {max_header_bytes: -2}", "server.max_header_bytes: must be at least 1, got -2"),
+        ("memory: {ingest_queue_size: -5}", "memory.ingest_queue_size: must be at least 1, got -5"),
+        ("upstream: {connect_timeout: 0}", "upstream.connect_timeout: must be above 0, got 0.0"),
+        ("upstream: {read_timeout: -3}", "upstream.read_timeout: must be above 0, got -3.0"),
+        ("upstream: {read_timeout: .nan}", "upstream.read_timeout: must be above 0, got nan"),
+        ("memory: {busy_timeout: 0}", "memory.busy_timeout: must be above 0, got 0.0"),
+    ],
+)
+def test_limits_below_one_are_refused_naming_the_key(in_empty_dir, yaml_text, message):
+    path = write(in_empty_dir / "bad.yaml", yaml_text + "\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, {})
+    assert str(raised.value) == message
+
+
+def test_limits_from_yaml(in_empty_dir):
+    text = (
+        "server: {max_body_bytes: 1, max_messages: 2, max_header_bytes: 3}\n"
+        "memory: {ingest_queue_size: 4, busy_timeout: 0.5}\n"
+    )
+    config = load_config(write(in_empty_dir / "moim.yaml", text), {})
+    assert (
+        config.max_body_bytes, config.max_messages, config.max_header_bytes,
+        config.ingest_queue_size, config.memory.busy_timeout,
+    ) == (1, 2, 3, 4, 0.5)

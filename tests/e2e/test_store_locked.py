@@ -1,0 +1,94 @@
+"""A store another process has locked: the memory API says 503 and when to retry; chat goes on.
+
+CONTRACT.md, "Errors": never a 5xx caused by the memory layer on chat (it fails open, with
+`x-memory-error` when it must). The memory API cannot fail open: a write it cannot make is
+a 503 in OpenAI's shape with `Retry-After`, and the same call succeeds once the lock is gone.
+The lock is real: a second SQLite connection holding `BEGIN EXCLUSIVE` on the proxy's file.
+"""
+
+import json
+from contextlib import contextmanager
+
+import httpx
+import openai
+import pytest
+import sqlean
+
+USER = {"x-memory-user-id": "alice"}
+BUSY_TIMEOUT = 0.2  # seconds moim waits for the lock (memory.busy_timeout)
+
+
+@contextmanager
+def locked(path):
+    """Hold SQLite's write lock on `path` from another connection until the block ends."""
+    conn = sqlean.connect(str(path), isolation_level=None, timeout=0)
+    try:
+        conn.execute("BEGIN EXCLUSIVE")
+        yield
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def proxy(make_proxy):
+    return make_proxy(settings={"busy_timeout": BUSY_TIMEOUT})
+
+
+def call(proxy, method, path, **kwargs):
+    return httpx.request(method, proxy.root + path, headers=USER, timeout=30, **kwargs)
+
+
+EXPORTED = json.dumps({"session_id": "s1", "message_key": "k1", "content_hash": "h1",
+                       "role": "user", "content": "Hello", "created_at": 1_700_000_000})
+WRITES = [
+    ("POST", "/v1/memory/facts", {"json": {"key": "city", "value": "Paris"}}),
+    ("POST", "/v1/memory/import", {"content": EXPORTED + "\n"}),
+    ("DELETE", "/v1/memory/facts/pet", {}),
+    ("POST", "/v1/memory/facts/pet/pin", {}),
+    ("DELETE", "/v1/memory", {}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "kwargs"), WRITES,
+                         ids=[f"{m} {p}" for m, p, _ in WRITES])
+def test_a_locked_store_is_a_503_with_retry_after_then_the_call_succeeds(
+    proxy, method, path, kwargs
+):
+    assert call(proxy, "POST", "/v1/memory/facts", json={"key": "pet", "value": "a cat"}).is_success
+
+    with locked(proxy.config.db_path):
+        refused = call(proxy, method, path, **kwargs)
+
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "1"
+    assert refused.headers["content-type"].startswith("application/json")
+    assert refused.json() == {"error": {
+        "message": "the memory store is busy or unavailable; retry shortly",
+        "type": "server_error",
+        "param": None,
+        "code": "memory_unavailable",
+    }}
+    retried = call(proxy, method, path, **kwargs)
+    assert retried.status_code == 200, retried.text
+
+
+def test_the_sdk_sees_a_locked_store_as_a_server_error(proxy):
+    with proxy.client(default_headers=USER) as client, locked(proxy.config.db_path):
+        with pytest.raises(openai.InternalServerError) as raised:
+            client.post("/memory/facts", body={"key": "city", "value": "Paris"}, cast_to=object)
+    assert raised.value.status_code == 503
+
+
+def test_reads_and_chat_go_on_while_the_store_is_locked(proxy, upstream):
+    call(proxy, "POST", "/v1/memory/facts", json={"key": "city", "value": "Paris"})
+
+    with locked(proxy.config.db_path):
+        facts = call(proxy, "GET", "/v1/memory/facts")
+        chat = call(proxy, "POST", "/v1/chat/completions",
+                    json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]})
+
+    assert facts.status_code == 200
+    assert [f["value"] for f in facts.json()["facts"]] == ["Paris"]
+    assert chat.status_code == 200, chat.text
+    assert "Paris" in upstream.last_json["messages"][0]["content"]
