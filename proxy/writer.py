@@ -138,8 +138,8 @@ class Writer:
         self._submitted += 1
         try:
             self._journal.append(turn)
-        except OSError as exc:
-            self._fail(exc)
+        except (OSError, ValueError) as exc:  # a full disk; text that is not UTF-8
+            self._fail(exc)  # still queued: storing it fails or not, and flush goes on
         if len(self._queue) >= self._maxsize:
             self.spilled += 1
             self._journal_only = True

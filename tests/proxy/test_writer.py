@@ -277,3 +277,27 @@ def test_turns_that_arrive_while_the_journal_is_replayed_are_stored_and_counted_
 
     with closing(lock):
         asyncio.run(scenario())
+
+
+def test_a_turn_that_cannot_be_encoded_is_reported_and_flush_still_returns(tmp_path):
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"),
+                        embedder_factory=lambda _: HashEmbedder())
+    broken = Turn(user_id="u", session_id="s-broken", model="gpt-4o-mini",
+                  messages=({"role": "user", "content": "half a pair \ud83d"},),
+                  reply=None, created_at=time.time())
+
+    async def scenario():
+        writer = Writer(layer, Journal(tmp_path / "journal"))
+        await writer.start()
+        await until(lambda: writer.recovered)
+        writer.submit(broken)  # never raises: the journal refuses it, and so does SQLite
+        writer.submit(turn(1))
+        assert await writer.flush(timeout=10)
+        assert writer.failures >= 1 and writer.take_error() is not None
+        assert [m.content for m in layer.store.messages("u")] == [
+            "question number 1",
+            "answer number 1",
+        ]
+        await writer.stop()
+
+    asyncio.run(scenario())
