@@ -47,7 +47,11 @@ class Journal:
             text = self.path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return []
-        for line in text.splitlines():
+        # Split on newlines only: str.splitlines() also splits at U+2028, U+2029 and U+0085,
+        # which json.dumps(ensure_ascii=False) leaves unescaped inside a message's text.
+        for line in text.split("\n"):
+            if not line:
+                continue
             try:
                 item = json.loads(line)
                 turns.append(

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memory import Hit
-from proxy import facts_api
+from proxy import facts_api, request_json
 from proxy.auth import authenticate
 from proxy.errors import BadRequest
 from proxy.identity import MAX_TIMESTAMP, identify
@@ -137,11 +137,13 @@ async def import_(request: Request) -> Response:
     user_id = user_of(request)
     raw = await read_body(request, state.config.max_body_bytes)
     items = []
-    for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
+    # Lines end at newlines only: str.splitlines() also splits at U+2028, U+2029 and U+0085,
+    # which an export (ensure_ascii=False) leaves unescaped inside a message's text.
+    for number, line in enumerate(raw.decode("utf-8", errors="replace").split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = request_json.loads(line)
         except ValueError:
             raise BadRequest(f"line {number} is not JSON", code="invalid_jsonl") from None
         if not isinstance(item, dict) or not _valid_item(item):

@@ -17,7 +17,6 @@ synchronous and run in a worker thread.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memory import Fact
-from proxy import admin
+from proxy import admin, request_json
 from proxy.errors import BadRequest, NotFound
 from proxy.limits import read_body
 
@@ -101,7 +100,7 @@ async def set_fact(request: Request) -> Response:
     user_id = admin.user_of(request)
     raw = await read_body(request, request.app.state.moim.config.max_body_bytes)
     try:
-        body = json.loads(raw)
+        body = request_json.loads(raw)
     except ValueError:
         raise BadRequest("the body must be a JSON object", code="invalid_json") from None
     if not isinstance(body, dict):

@@ -28,7 +28,7 @@ from memory import (
     fill_ratio,
     inject_block,
 )
-from proxy import tool_loop, tools
+from proxy import request_json, tool_loop, tools
 from proxy.auth import authenticate
 from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.identity import Identity, Mode, identify
@@ -123,7 +123,7 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
 def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
     """The request JSON, checked just enough to route and remember it."""
     try:
-        body = json.loads(raw)
+        body = request_json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise BadRequest("request body is not valid JSON", code="invalid_json") from None
     if not isinstance(body, dict):

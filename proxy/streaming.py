@@ -112,14 +112,35 @@ class ReplyCollector:
             call["function"]["arguments"] += function["arguments"]
 
     def reply(self) -> dict[str, Any] | None:
-        """The assistant message, or None when nothing was produced."""
+        """The assistant message, or None when nothing was produced; its text valid Unicode."""
         content = "".join(self._content)
         if not content and not self._calls:
             return None
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if self._calls:
             message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
-        return message
+        valid: dict[str, Any] = _valid_unicode(message)
+        return valid
+
+
+def _valid_unicode(value: Any) -> Any:
+    """`value` with every string valid Unicode, which the journal and SQLite require.
+
+    A provider may escape a character outside the BMP as a surrogate pair (`"\\ud83d\\ude00"`)
+    and split the pair across two events: joined, the halves make the character again. A
+    lone half becomes U+FFFD. Strings that are valid already (all but these) are unchanged.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {_valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_unicode(item) for item in value]
+    return value
 
 
 async def relay(

@@ -9,7 +9,8 @@ writer, the event loop never waits on it, turns reach SQLite within one batch's 
 under a backlog, and progress (`pending`, `flush`) advances batch by batch.
 
 Back-pressure: the queue holds at most `maxsize` turns. Past that, turns go to the journal
-only (RAM stays bounded) and are stored from it when the queue has drained. If storing
+only (RAM stays bounded) and are stored from it when the queue has drained; `spilled`
+counts them and `queue_peak` is the most the queue has held (both in `/metrics`). If storing
 fails (a locked or full disk), the journal keeps the turn and the writer retries from the
 journal once a later store succeeds; the failure is reported once, as `x-memory-error`.
 
@@ -83,13 +84,24 @@ class Writer:
         self._indexer: ThreadPoolExecutor | None = None
         self._stopping = False
         self.failures = 0
-        self.spilled = 0
+        self.spilled = 0  # turns that went to the journal only, the queue being full
+        self.queue_peak = 0  # the most turns the queue has held at once
         self.last_error: str | None = None
 
     @property
     def pending(self) -> int:
         """Turns received but not yet stored and indexed."""
         return self._submitted - self._indexed
+
+    @property
+    def queued(self) -> int:
+        """Turns waiting in the queue now (at most `maxsize`)."""
+        return len(self._queue)
+
+    @property
+    def capacity(self) -> int:
+        """The most turns the queue may hold (`memory.ingest_queue_size`)."""
+        return self._maxsize
 
     @property
     def recovered(self) -> bool:
@@ -126,13 +138,14 @@ class Writer:
         self._submitted += 1
         try:
             self._journal.append(turn)
-        except OSError as exc:
-            self._fail(exc)
+        except (OSError, ValueError) as exc:  # a full disk; text that is not UTF-8
+            self._fail(exc)  # still queued: storing it fails or not, and flush goes on
         if len(self._queue) >= self._maxsize:
             self.spilled += 1
             self._journal_only = True
         else:
             self._queue.append(turn)
+            self.queue_peak = max(self.queue_peak, len(self._queue))
         self._wakeup.set()
 
     def take_error(self) -> str | None:
@@ -184,12 +197,16 @@ class Writer:
                 self._stored += 1
                 self._marks.append((self._stored, mark))
         if self._journal_only and clean:
-            # Everything submitted so far is in the journal; storing it again is idempotent.
-            submitted = self._submitted
+            # Everything submitted so far is in the journal, the queued turns too; storing it
+            # again is idempotent. The flag is lowered before the journal is read: a turn
+            # that spills while the replay runs raises it again, for the next drain.
+            self._journal_only = False
+            submitted, queued = self._submitted, len(self._queue)
             replayed = self._journal.replay()
             clean = await self._guarded(self._store_all, replayed)
             if clean:
-                self._journal_only = False
+                for _ in range(queued):  # stored by the replay: not again, nor counted twice
+                    self._queue.popleft()
                 self._stored = max(self._stored, submitted)
                 self._replayed = True
                 await self._mark()
@@ -197,6 +214,8 @@ class Writer:
             self._journal_only = True  # retry from the journal after the next success
             self._stored = self._submitted - len(self._queue)  # flush must not hang on it
             await self._mark()
+        elif self._journal_only:
+            pass  # a turn spilled meanwhile: the journal stays whole until it is replayed
         elif not self._queue:
             self._journal.clear()  # no await since the check: no append can slip in between
         elif self._journal.size() > _JOURNAL_TRIM_BYTES:

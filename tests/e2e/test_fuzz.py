@@ -5,8 +5,13 @@ fake upstream answers every plain model name with an echo, so any 5xx here is mo
 model names that make it fail on purpose (`error-500`, `broken`, …) and `provider/…` names
 (litellm, which would leave this machine) are never generated.
 
+Strings include lone UTF-16 surrogates (`"\\ud800"` in the JSON), which are not Unicode:
+moim must refuse them with a 400, not fail on them later. Every route is driven: chat, the
+memory API (facts by key, delete, flush, import, export, search), models, metrics; and a
+second proxy with proxy keys (`auth.keys`) gets any route with any `Authorization`.
+
 The strategies are public so `bench/fuzz.py` can drive them at volume. In the default
-suite each endpoint gets 100 to 300 examples (fewer where a request reaches the memory
+suite each endpoint gets 20 to 300 examples (fewer where a request reaches the memory
 layer); `MOIM_FUZZ_EXAMPLES` (default 300) scales them all.
 """
 
@@ -14,7 +19,7 @@ import json
 import os
 import string
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
+from contextlib import closing, contextmanager
 from urllib.parse import quote
 
 import httpx
@@ -25,7 +30,7 @@ from hypothesis import strategies as st
 
 from memory import MemoryLayer, Settings
 from proxy.app import build_app
-from proxy.config import Config
+from proxy.config import Config, ProxyKey
 from proxy.upstream import LITELLM_PREFIXES
 from tests.conftest import Proxy, serve_app
 from tests.upstream import MODELS
@@ -54,7 +59,13 @@ CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
 # -- strategies --------------------------------------------------------------------------------
 
-scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40)
+# Lone UTF-16 surrogates: json.dumps escapes them (`"\\ud800"`), and json.loads gives them
+# back as a str that no UTF-8 encoder accepts.
+lone_surrogates = st.lists(
+    st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "a", " "]), min_size=1, max_size=4
+).map("".join)
+texts = st.text(max_size=40) | lone_surrogates
+scalars = st.none() | st.booleans() | st.integers() | st.floats() | texts
 json_values = st.recursive(
     scalars,
     lambda inner: (
@@ -91,7 +102,7 @@ content_parts = st.lists(
     ),
     max_size=4,
 )
-contents = st.none() | st.text(max_size=400) | content_parts | scalars
+contents = st.none() | st.text(max_size=400) | lone_surrogates | content_parts | scalars
 tool_calls = st.lists(
     st.fixed_dictionaries(
         {
@@ -176,7 +187,7 @@ export_items = st.fixed_dictionaries(
         "message_key": st.text(max_size=10),
         "content_hash": st.text(max_size=10),
         "role": roles,
-        "content": st.text(max_size=200),
+        "content": st.text(max_size=200) | lone_surrogates,
         "created_at": st.floats() | st.integers(),
     },
     optional={
@@ -197,9 +208,10 @@ import_bodies = (
     | st.lists(json_values, max_size=4).map(jsonl)
     | st.lists(export_items, min_size=1, max_size=4).map(jsonl)
 )
+fact_keys = st.sampled_from(["name", "city", "diet", "pet", "name/first", ".", "%2F"])
 fact_bodies = (
     st.fixed_dictionaries(
-        {"key": st.text(max_size=20) | json_values, "value": st.text(max_size=60) | json_values},
+        {"key": fact_keys | texts | json_values, "value": st.text(max_size=60) | json_values},
         optional={
             "category": st.text(max_size=12) | json_values,
             "policy": json_values,
@@ -216,13 +228,94 @@ search_params = st.fixed_dictionaries(
 )
 
 
+def _in_path(text):
+    return quote(text, safe="")
+
+
+FACT_ACTIONS = (("DELETE", ""), ("GET", "/history"), ("POST", "/pin"), ("POST", "/unpin"))
+# (method, path suffix) and a fact key: often one the fuzz also sets, so pin, history and
+# delete find something to work on.
+fact_key_requests = st.tuples(
+    st.sampled_from(FACT_ACTIONS), fact_keys | st.text(min_size=1, max_size=20)
+)
+
+
+def fact_key_route(action, key):
+    method, suffix = action
+    return method, f"/v1/memory/facts/{_in_path(key)}{suffix}"
+
+
+# (method, path) of every route that takes no body.
+upkeep_routes = st.one_of(
+    st.sampled_from(
+        [
+            ("DELETE", "/v1/memory"),
+            ("POST", "/v1/memory/flush"),
+            ("GET", "/metrics"),
+            ("GET", "/health"),
+            ("GET", "/health/readiness"),
+        ]
+    ),
+    st.text(min_size=1, max_size=20).map(lambda user: ("GET", f"/u/{_in_path(user)}/v1/models")),
+)
+read_routes = st.sampled_from(
+    [
+        ("GET", "/v1/memory/stats"),
+        ("GET", "/v1/memory/export"),
+        ("GET", "/v1/memory/facts"),
+        ("GET", "/v1/models"),
+        ("GET", "/models"),
+    ]
+)
+any_route = fact_key_requests.map(lambda c: fact_key_route(*c)) | upkeep_routes | read_routes
+# With proxy keys: the configured ones, their near misses, anything, or none at all.
+FUZZ_KEYS = (
+    ProxyKey("sk-fuzz-alice", user_id="alice"),
+    ProxyKey("sk-fuzz-team", users=("bob", "carol")),
+    ProxyKey("sk-fuzz-admin", admin=True),
+)
+valid_authorizations = st.sampled_from([f"Bearer {k.key}" for k in FUZZ_KEYS])
+authorizations = st.one_of(  # about half of them valid
+    valid_authorizations,
+    valid_authorizations,
+    valid_authorizations,
+    valid_authorizations,
+    st.none(),
+    st.sampled_from(["Bearer", "bearer sk-fuzz-admin", "sk-fuzz-admin", "Basic eA=="]),
+    st.sampled_from([k.key for k in FUZZ_KEYS]).map(lambda key: f"Bearer {key[:-1]}"),
+    printable.map(lambda value: f"Bearer {value}"),
+    printable,
+)
+
+
+def _with_key(headers, authorization, as_x_api_key):
+    """The headers with the authorization as `Authorization`, or its key as `x-api-key`."""
+    if authorization is None:
+        return headers
+    if not as_x_api_key:
+        return {**headers, "authorization": authorization}
+    key = authorization.removeprefix("Bearer ").strip() or authorization
+    return {**headers, "x-api-key": key}
+
+
+keyed_headers = st.builds(_with_key, memory_headers, authorizations, st.booleans())
+
+
+def presents_a_key(headers):
+    """Whether a request with these headers carries one of FUZZ_KEYS (CONTRACT.md, "Chat":
+    `Authorization: Bearer <proxy key>`; README: `x-api-key` too)."""
+    authorization = headers.get("authorization", "")
+    token = authorization[7:].strip() if authorization[:7].lower() == "bearer " else ""
+    return (token or headers.get("x-api-key", "").strip()) in {k.key for k in FUZZ_KEYS}
+
+
 # -- the proxy under fuzz ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def fuzzed(tmp_path_factory, upstream, embedder):
-    memory = Settings(db_path=tmp_path_factory.mktemp("fuzz") / "moim.db")
-    config = Config(memory=memory, upstream_base_url=upstream.url)
+@contextmanager
+def fuzzed_proxy(directory, upstream, embedder, **fields):
+    memory = Settings(db_path=directory / "moim.db")
+    config = Config(memory=memory, upstream_base_url=upstream.url, **fields)
     layer = MemoryLayer(memory, embedder_factory=lambda _: embedder)
     with (
         serve_app(build_app(config, layer)) as root,
@@ -232,6 +325,21 @@ def fuzzed(tmp_path_factory, upstream, embedder):
     # a fresh connection: a long-lived one may report a stale FTS5 index (see test_faults)
     with closing(sqlean.connect(str(memory.db_path))) as db:
         assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+@pytest.fixture(scope="module")
+def fuzzed(tmp_path_factory, upstream, embedder):
+    with fuzzed_proxy(tmp_path_factory.mktemp("fuzz"), upstream, embedder) as proxy_and_http:
+        yield proxy_and_http
+
+
+@pytest.fixture(scope="module")
+def fuzzed_with_keys(tmp_path_factory, upstream, embedder):
+    directory = tmp_path_factory.mktemp("fuzz-keys")
+    with fuzzed_proxy(
+        directory, upstream, embedder, keys=FUZZ_KEYS, upstream_api_key="sk-provider"
+    ) as proxy_and_http:
+        yield proxy_and_http
 
 
 def fuzz_settings(examples):
@@ -352,6 +460,61 @@ def test_reads_with_any_memory_headers(fuzzed, headers, path):
     not_moims_fault(http.get(path, headers=headers), http)
 
 
+@pytest.mark.slow
+@fuzz_settings(PIPELINE_EXAMPLES)
+@given(request=fact_key_requests, headers=st.just({}) | memory_headers, seed=st.booleans())
+def test_fact_key_routes_with_any_key(fuzzed, request, headers, seed):
+    _, http = fuzzed
+    action, key = request
+    if seed:  # a fact of that key exists, so pin, unpin, history and delete do their work
+        body = json.dumps({"key": key, "value": "fuzzed"}).encode()
+        not_moims_fault(http.post("/v1/memory/facts", content=body, headers=headers), http)
+    method, path = fact_key_route(action, key)
+    not_moims_fault(http.request(method, path, headers=headers), http)
+
+
+@pytest.mark.slow
+@fuzz_settings(EXAMPLES // 10)  # a flush or a delete waits for the writer
+@given(route=upkeep_routes, headers=memory_headers)
+def test_upkeep_routes_with_any_memory_headers(fuzzed, route, headers):
+    _, http = fuzzed
+    method, path = route
+    not_moims_fault(http.request(method, path, headers=headers), http)
+
+
+@pytest.mark.slow
+@fuzz_settings(PIPELINE_EXAMPLES)
+@given(route=any_route, headers=keyed_headers)
+def test_with_proxy_keys_any_route_any_authorization(fuzzed_with_keys, route, headers):
+    _, http = fuzzed_with_keys
+    method, path = route
+    response = http.request(method, path, headers=headers)
+    not_moims_fault(response, http)
+    if not presents_a_key(headers) and not path.startswith("/health"):
+        # 401; or no such route at all, which the router answers before anyone is asked
+        assert response.status_code in (401, 404, 405), (response.status_code, response.text)
+
+
+@pytest.mark.slow
+@fuzz_settings(PIPELINE_EXAMPLES)
+@given(body=chat_bodies, headers=keyed_headers, path=st.sampled_from(CHAT_PATHS))
+def test_with_proxy_keys_chat_any_authorization(fuzzed_with_keys, body, headers, path):
+    _, http = fuzzed_with_keys
+    response = http.post(path, content=json.dumps(body).encode(), headers=headers)
+    not_moims_fault(response, http)
+    if not presents_a_key(headers):
+        assert response.status_code == 401, (response.status_code, response.text)
+
+
+def test_the_keyed_proxy_survived_the_fuzz(fuzzed_with_keys):
+    proxy, http = fuzzed_with_keys
+    admin = {"authorization": "Bearer sk-fuzz-admin"}
+    assert http.get("/health").status_code == 200
+    metrics = http.get("/metrics", headers=admin).text
+    assert "moim_memory_write_failures_total 0" in metrics, metrics
+    assert proxy.layer.store.integrity_ok()
+
+
 def test_the_proxy_survived_the_fuzz(fuzzed):
     proxy, http = fuzzed
     still_healthy(http)
@@ -407,6 +570,45 @@ def test_import_refuses_an_item_whose_field_has_the_wrong_type(fuzzed, field, ra
     assert response.status_code == 400, (response.status_code, response.text)
     assert response.json()["error"]["type"] == "invalid_request_error"
     assert http.get("/v1/memory/stats", headers={"x-memory-user-id": user}).json()["messages"] == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "code"),
+    [
+        (
+            "/v1/chat/completions",
+            '{"model": "gpt-4o-mini", "messages": '
+            '[{"role": "user", "content": "half a pair: \\ud83d"}]}',
+            "invalid_json",
+        ),
+        (
+            "/v1/chat/completions",
+            '{"model": "gpt-4o-mini", "messages": '
+            '[{"role": "user", "content": "hi"}], "user": "\\udc00"}',
+            "invalid_json",
+        ),
+        ("/v1/memory/facts", '{"key": "name", "value": "\\udfff"}', "invalid_json"),
+        ("/v1/memory/import", json.dumps({**IMPORTED, "content": "\ud800"}), "invalid_jsonl"),
+    ],
+)
+def test_a_lone_surrogate_in_the_json_is_refused_with_a_400(fuzzed, path, body, code):
+    _, http = fuzzed
+    user = {"x-memory-user-id": f"surrogate-{abs(hash(body)) % 10**6}"}
+    response = http.post(path, content=body.encode(), headers=user)
+    assert response.status_code == 400, (response.status_code, response.text)
+    assert response.json()["error"]["code"] == code
+    http.post("/v1/memory/flush")
+    stats = http.get("/v1/memory/stats", headers=user).json()
+    assert (stats["messages"], stats["facts"]) == (0, 0)
+
+
+def test_a_surrogate_pair_is_text_like_any_other(fuzzed):
+    _, http = fuzzed
+    user = {"x-memory-user-id": "surrogate-pair"}
+    body = '{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "\\ud83d\\ude00"}]}'
+    response = http.post("/v1/chat/completions", content=body.encode(), headers=user)
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "echo: \U0001f600"
 
 
 @pytest.mark.parametrize("stamp", ["nan", "NaN", "inf", "-inf", "Infinity"])

@@ -166,6 +166,19 @@ def test_export_delete_import_restores_the_same_recall(proxy, upstream):
     assert api(proxy, "GET", "/v1/memory/export", "alice").text == exported.text
 
 
+def test_export_then_import_keeps_text_with_unicode_line_separators(api_proxy):
+    said = "Line one\u2028line two\u2029para\x85next, all one message"
+    chat(api_proxy, "alice", said)
+    api_proxy.flush()
+    exported = api(api_proxy, "GET", "/v1/memory/export", "alice")
+    assert "\u2028" in exported.text  # exported as is (ensure_ascii=False), one line per item
+    api(api_proxy, "DELETE", "/v1/memory", "alice")
+    imported = api(api_proxy, "POST", "/v1/memory/import", "alice", content=exported.content)
+    assert imported.status_code == 200, imported.text
+    assert imported.json()["imported"] == 2
+    assert api(api_proxy, "GET", "/v1/memory/export", "alice").text == exported.text
+
+
 def test_import_rejects_a_line_that_is_not_json(api_proxy):
     body = b'{"type": "message"}\nnot json\n'
     response = api(api_proxy, "POST", "/v1/memory/import", "alice", content=body)

@@ -135,6 +135,27 @@ def test_stored_reply_equals_the_streamed_text(proxy, upstream):
     assert stored(proxy) == [("user", "Say something odd"), ("assistant", reply)]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_with_split_or_lone_surrogates_is_stored_as_valid_text(proxy, upstream, stream):
+    """Some providers escape a character outside the BMP as a surrogate pair and may split
+    the pair across two events, or cut one off: the client gets the bytes as sent, and moim
+    stores the pair joined into its character and a lone half as U+FFFD."""
+    # seven characters, then a pair the fake's 8-character chunks split in two; then a lone one
+    upstream.script.append({"content": "Emoji: \ud83d\ude00 and half \ud83d."})
+    body = {"model": "gpt-4o-mini", "stream": stream,
+            "messages": [{"role": "user", "content": "Send an emoji"}]}
+    response = httpx.post(proxy.url + "/chat/completions", json=body, timeout=10)
+    assert response.status_code == 200
+    assert b"\\ud83d" in response.content  # relayed as the provider escaped it
+    proxy.flush()
+
+    assert stored(proxy) == [
+        ("user", "Send an emoji"),
+        ("assistant", "Emoji: \U0001f600 and half \ufffd."),
+    ]
+    assert httpx.get(proxy.root + "/v1/memory/stats").json()["pending"] == 0
+
+
 def test_tool_results_are_stored(proxy, upstream):
     call = {"id": "call_1", "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}

@@ -21,6 +21,16 @@ def test_turns_come_back_in_order(tmp_path):
     assert journal.replay()[1] == turn(1)
 
 
+def test_text_with_unicode_line_separators_comes_back_whole(tmp_path):
+    journal = Journal(tmp_path / "j")
+    texts = ["a\u2028b", "c\u2029d", "e\x85f", "g\rh\ni", "plain"]
+    for text in texts:
+        journal.append(Turn(user_id="u", session_id="s", model="m",
+                            messages=({"role": "user", "content": text},),
+                            reply=None, created_at=0.0))
+    assert contents(journal) == texts
+
+
 def test_a_torn_last_line_is_skipped(tmp_path):
     journal = Journal(tmp_path / "j")
     journal.append(turn(0))

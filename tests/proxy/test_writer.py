@@ -9,8 +9,10 @@ import os
 import sys
 import threading
 import time
+from contextlib import closing
 
 import pytest
+import sqlean
 
 from memory import Journal, MemoryLayer, Settings, Turn
 from proxy.writer import _BATCH, Writer
@@ -205,3 +207,97 @@ def test_the_writer_merges_the_fts_index_when_idle(tmp_path):
     rows = layer.store.read("SELECT value FROM meta WHERE key = 'fts_merged_at_chunk'")
     newest = layer.store.read("SELECT max(id) FROM chunks")[0][0]
     assert rows and int(rows[0][0]) == newest
+
+
+def stored_messages(layer):
+    return layer.store.read("SELECT count(*) FROM messages")[0][0]
+
+
+async def soon(condition, seconds=10.0):
+    """`until`, polling every millisecond: for windows that last a fraction of a second."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.001)
+
+
+def test_a_full_queue_sends_turns_to_the_journal_only_and_loses_none(tmp_path):
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"),
+                        embedder_factory=lambda _: HashEmbedder())
+
+    async def scenario():
+        journal = Journal(tmp_path / "journal")
+        writer = Writer(layer, journal, maxsize=2)
+        await writer.start()
+        await until(lambda: writer.recovered)
+        for k in range(10):  # all before the writer runs again: two queued, eight spilled
+            writer.submit(turn(k))
+        assert (writer.queued, writer.queue_peak, writer.spilled) == (2, 2, 8)
+        assert len(journal.replay()) == 10  # every one is durable
+        assert await writer.flush(timeout=10)
+        assert (writer.queued, writer.queue_peak, writer.spilled, writer.pending) == (0, 2, 8, 0)
+        assert stored_messages(layer) == 20 and layer.store.count_unindexed() == 0
+        assert journal.size() == 0
+        await writer.stop()
+
+    asyncio.run(scenario())
+
+
+def test_turns_that_arrive_while_the_journal_is_replayed_are_stored_and_counted_once(tmp_path):
+    """Turns queued before the replay reads the journal are in it (stored once, counted
+    once); a turn that spills while the replay runs is in the journal only and must survive
+    the journal being emptied afterwards."""
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"),
+                        embedder_factory=lambda _: HashEmbedder())
+    backlog = 400  # turns spilled at once: replaying them takes a good part of a second
+    lock = sqlean.connect(str(tmp_path / "m.db"), isolation_level=None, timeout=10)
+
+    async def scenario():
+        journal = Journal(tmp_path / "journal")
+        writer = Writer(layer, journal, maxsize=2)
+        await writer.start()
+        await until(lambda: writer.recovered)
+        lock.execute("BEGIN IMMEDIATE")  # the writer's next store waits for it
+        for k in range(backlog):
+            writer.submit(turn(k))  # two queued, the rest spilled
+        await soon(lambda: writer.queued == 0)  # the writer took the two and waits to store
+        for k in (1000, 1001, 1002, 1003):
+            writer.submit(turn(k))  # two queued, two spilled, before the replay
+        lock.execute("ROLLBACK")
+        await soon(lambda: stored_messages(layer) > 4)  # the replay is under way
+        writer.submit(turn(1004))  # the queue is full: spilled while the replay runs
+        assert stored_messages(layer) < 2 * backlog, "the replay ended before the test's turns"
+        assert await writer.flush(timeout=30)
+        assert writer.pending == 0
+        stored = {m.content for m in layer.store.messages("u") if m.role == "user"}
+        assert {f"question number {k}" for k in range(1000, 1005)} <= stored
+        assert stored_messages(layer) == 2 * (backlog + 5)
+        assert journal.size() == 0
+        await writer.stop()
+
+    with closing(lock):
+        asyncio.run(scenario())
+
+
+def test_a_turn_that_cannot_be_encoded_is_reported_and_flush_still_returns(tmp_path):
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"),
+                        embedder_factory=lambda _: HashEmbedder())
+    broken = Turn(user_id="u", session_id="s-broken", model="gpt-4o-mini",
+                  messages=({"role": "user", "content": "half a pair \ud83d"},),
+                  reply=None, created_at=time.time())
+
+    async def scenario():
+        writer = Writer(layer, Journal(tmp_path / "journal"))
+        await writer.start()
+        await until(lambda: writer.recovered)
+        writer.submit(broken)  # never raises: the journal refuses it, and so does SQLite
+        writer.submit(turn(1))
+        assert await writer.flush(timeout=10)
+        assert writer.failures >= 1 and writer.take_error() is not None
+        assert [m.content for m in layer.store.messages("u")] == [
+            "question number 1",
+            "answer number 1",
+        ]
+        await writer.stop()
+
+    asyncio.run(scenario())
