@@ -12,7 +12,9 @@ Back-pressure: the queue holds at most `maxsize` turns. Past that, turns go to t
 only (RAM stays bounded) and are stored from it when the queue has drained; `spilled`
 counts them and `queue_peak` is the most the queue has held (both in `/metrics`). If storing
 fails (a locked or full disk), the journal keeps the turn and the writer retries from the
-journal once a later store succeeds; the failure is reported once, as `x-memory-error`.
+journal when the next turn arrives, or after 1 s, 2 s, 4 s … (at most a minute) when none
+does; a failed indexing pass is retried the same way. The failure is reported once, as
+`x-memory-error`.
 
 `flush` returns once every turn submitted before the call is stored and indexed.
 
@@ -44,6 +46,10 @@ _BATCH = 64
 _UNKNOWN = 1 << 62
 # Past this size the journal is cut down to the turns still queued (see Journal.keep_last).
 _JOURNAL_TRIM_BYTES = 4 * 1024 * 1024
+# After a failed store or indexing pass the writer tries again after this many seconds,
+# doubling up to the maximum, even when no new turn arrives to wake it.
+_RETRY_FIRST = 1.0
+_RETRY_MAX = 60.0
 # How much nicer than the process the indexing thread is (Unix nice values, 19 at most).
 _INDEXING_NICENESS = 10
 
@@ -169,8 +175,9 @@ class Writer:
         return True
 
     async def _run(self) -> None:
+        retry: float | None = None  # after a failed cycle, seconds until the next try
         while True:
-            await self._wakeup.wait()
+            await self._wait(retry)
             self._wakeup.clear()
             while True:
                 await self._drain()
@@ -178,7 +185,20 @@ class Writer:
                 await self._advance(failed=indexed is None)
                 if not indexed:  # nothing left (or indexing failed): wait for new turns
                     break
+            if indexed is None or self._journal_only:  # a turn waits in the journal, or
+                retry = min(2 * retry, _RETRY_MAX) if retry else _RETRY_FIRST  # in the log
+            else:
+                retry = None
             await self._tidy()
+
+    async def _wait(self, timeout: float | None) -> None:
+        """Until a turn is submitted; after a failed cycle, `timeout` seconds at most, so a
+        turn whose store failed (a lock another process held) is stored once the store is
+        back, not only when the next turn arrives."""
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        except TimeoutError:
+            pass
 
     async def _drain(self) -> None:
         """Store the queued turns, then whatever only the journal holds; empty the journal.

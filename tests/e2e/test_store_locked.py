@@ -7,6 +7,7 @@ The lock is real: a second SQLite connection holding `BEGIN EXCLUSIVE` on the pr
 """
 
 import json
+import time
 from contextlib import contextmanager
 
 import httpx
@@ -92,3 +93,32 @@ def test_reads_and_chat_go_on_while_the_store_is_locked(proxy, upstream):
     assert [f["value"] for f in facts.json()["facts"]] == ["Paris"]
     assert chat.status_code == 200, chat.text
     assert "Paris" in upstream.last_json["messages"][0]["content"]
+
+
+def metric(proxy, name):
+    text = httpx.get(proxy.root + "/metrics", timeout=10).text
+    return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+
+def eventually(check, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_turn_whose_store_failed_is_stored_once_the_lock_is_gone_with_no_new_turn(proxy):
+    chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "My bike is green"}]}
+    with locked(proxy.config.db_path):
+        assert call(proxy, "POST", "/v1/chat/completions", json=chat).status_code == 200
+        assert eventually(lambda: metric(proxy, "moim_memory_write_failures_total") >= 1)
+
+    # Nothing else is sent: the writer tries the journal again by itself.
+    def stored():
+        return call(proxy, "GET", "/v1/memory/stats").json()["messages"] == 2
+
+    assert eventually(stored), call(proxy, "GET", "/v1/memory/stats").json()
+    texts = [m.content for m in proxy.layer.store.messages("alice")]
+    assert texts == ["My bike is green", "echo: My bike is green"]
