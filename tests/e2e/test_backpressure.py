@@ -76,8 +76,9 @@ def test_a_burst_past_a_tiny_ingest_queue_spills_to_the_journal_and_loses_nothin
     assert replies == [(f"echo: {text_of(n)}", None) for n in range(TURNS)]
     assert stored_meanwhile == 0
     assert during["moim_ingest_queue_size"] == QUEUE_SIZE
-    assert during["moim_ingest_queued"] == QUEUE_SIZE  # full, and no fuller
+    # the queue filled, and no fuller; the writer may have taken a queueful before it waited
     assert during["moim_ingest_queue_peak"] == QUEUE_SIZE
+    assert during["moim_ingest_queued"] <= QUEUE_SIZE
     assert during["moim_ingest_pending"] == BURST
     # the writer took at most a queue's worth before it blocked; every other turn spilled
     assert BURST - 2 * QUEUE_SIZE <= during["moim_ingest_spilled_total"] <= BURST - QUEUE_SIZE

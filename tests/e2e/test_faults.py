@@ -6,13 +6,22 @@ turn stored, marked partial. After every fault the store passes SQLite's integri
 
 Faults the session's fake upstream cannot produce come from `faulty`, a tiny provider defined
 here whose model name picks the fault.
+
+Nothing leaks: after each fault the proxy holds at most its one idle keep-alive connection
+to each provider (its own sockets, counted in /proc/self/net/tcp: the proxy runs in this
+process), and no thread beyond its pools. A client that leaves, streamed or not, does not
+hang the proxy.
 """
 
 import asyncio
 import json
+import os
+import socket
+import sys
 import threading
 import time
 from contextlib import closing
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -22,9 +31,12 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.app import WORKER_THREADS
+from proxy.config import ModelRoute
 from tests.conftest import serve_app
 
 STALL = 5.0  # how long the faulty upstream goes quiet; every timeout here is far shorter
+SLOW_JSON = 1.0  # how long the faulty upstream thinks before a non-streamed answer
 READ_TIMEOUT = 0.5
 USER = {"x-memory-user-id": "fault-user"}
 
@@ -86,6 +98,13 @@ async def _faulty(request: Request) -> Response:
         return StreamingResponse(garbage(), media_type="text/event-stream")
     if model == "truncated-json":
         return Response(TRUNCATED_JSON, media_type="application/json")
+    if model == "slow-json":
+        await _wait_or_leave(request, SLOW_JSON)
+        reply = {"role": "assistant", "content": "Thought about it"}
+        choice = {"index": 0, "message": reply, "finish_reason": "stop"}
+        completion = {"id": "chatcmpl-slow", "object": "chat.completion", "created": 1,
+                      "model": model, "choices": [choice]}
+        return Response(json.dumps(completion).encode(), media_type="application/json")
     return Response(b'{"error": "unknown fault"}', status_code=404)
 
 
@@ -255,6 +274,16 @@ def threads():
     return len([t for t in threading.enumerate() if not t.name.startswith("moim-lexical")])
 
 
+def pooled_threads(prefix):
+    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
+
+
+def unpooled_threads():
+    """Live threads, but for the bounded pools: anyio's workers and recall's lexical search."""
+    pooled = pooled_threads("AnyIO worker thread") + pooled_threads("moim-lexical")
+    return len(threading.enumerate()) - len(pooled)
+
+
 def test_a_client_that_leaves_mid_stream_closes_the_upstream_and_leaks_nothing(proxy, upstream):
     body = chat_body("slow", "Take your time", stream=True)
     with proxy.client(default_headers=USER) as client:  # warm every pool and worker thread
@@ -283,6 +312,159 @@ def test_a_client_that_leaves_mid_stream_closes_the_upstream_and_leaks_nothing(p
     metrics = httpx.get(proxy.root + "/metrics").text
     assert "moim_ingest_pending 0" in metrics
     assert "moim_memory_write_failures_total 0" in metrics
+
+
+# -- nothing leaks ------------------------------------------------------------------------------
+
+FAULT_MODELS = ("stall-before-headers", "stall-mid-stream", "garbage-sse", "truncated-json",
+                "slow-json")
+
+
+def provider_sockets(url):
+    """This process's open TCP connections to the provider at `url`: established, or closed
+    by the provider but not yet by us (CLOSE_WAIT). The proxy under test runs in this process,
+    and its pool is the only client of the providers here once each test's own calls end."""
+    port = urlsplit(url).port
+    ours = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            ours.add(target[len("socket:[") : -1])
+    count = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()  # sl local rem st ... inode (the tenth)
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if remote_port == port and fields[3] in ("01", "08") and fields[9] in ours:
+                    count += 1
+    return count
+
+
+def leave_at_once(proxy, body):
+    """Send a chat request on a raw socket and hang up before any byte of the answer."""
+    payload = json.dumps(body).encode()
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: moim\r\ncontent-type: application/json\r\n"
+        f"x-memory-user-id: fault-user\r\ncontent-length: {len(payload)}\r\n\r\n"
+    )
+    where = urlsplit(proxy.root)
+    with socket.create_connection((where.hostname, where.port)) as sock:
+        sock.sendall(head.encode() + payload)
+        time.sleep(0.1)  # the request is under way: moim has called the provider
+
+
+def leave_after_three_ticks(proxy, body):
+    with httpx.stream(
+        "POST", proxy.url + "/chat/completions", json=body, headers=USER, timeout=10
+    ) as response:
+        received = b""
+        for part in response.iter_raw():
+            received += part
+            if received.count(b"tick") >= 3:
+                break
+
+
+def read_all(proxy, body):
+    with httpx.stream(
+        "POST", proxy.url + "/chat/completions", json=body, headers=USER, timeout=10
+    ) as response:
+        b"".join(response.iter_raw())
+
+
+FAULT_CASES = {
+    "provider 500": lambda p: post(p, chat_body("error-500")),
+    "provider 500, streamed": lambda p: post(p, chat_body("error-500", stream=True)),
+    "provider 429": lambda p: post(p, chat_body("error-429")),
+    "dropped mid-stream": lambda p: read_all(p, chat_body("broken", stream=True)),
+    "dropped mid-body": lambda p: post(p, chat_body("broken")),
+    "no headers in time": lambda p: post(p, chat_body("stall-before-headers")),
+    "no headers in time, streamed": lambda p: post(
+        p, chat_body("stall-before-headers", stream=True)
+    ),
+    "stalls mid-stream": lambda p: read_all(p, chat_body("stall-mid-stream", stream=True)),
+    "garbage events": lambda p: read_all(p, chat_body("garbage-sse", stream=True)),
+    "truncated JSON": lambda p: post(p, chat_body("truncated-json")),
+    "answer after the timeout": lambda p: post(p, chat_body("slow-json")),
+    "client leaves mid-stream": lambda p: leave_after_three_ticks(
+        p, chat_body("slow", stream=True)
+    ),
+    "client leaves at once, streamed": lambda p: leave_at_once(p, chat_body("slow", stream=True)),
+    "client leaves at once": lambda p: leave_at_once(p, chat_body("slow-json")),
+    "a plain turn": lambda p: post(p, chat_body("gpt-4o-mini", "Still fine?")),
+}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+def test_after_every_fault_the_proxy_holds_only_its_idle_provider_connections(
+    make_proxy, upstream, faulty
+):
+    routes = {m: ModelRoute(m, api_base=faulty, openai_compatible=True) for m in FAULT_MODELS}
+    proxy = make_proxy(routes=routes, read_timeout=READ_TIMEOUT)
+    providers = {"fake": upstream.url, "faulty": faulty}
+    post(proxy, chat_body("gpt-4o-mini", "Warm up"))  # tiktoken, the pool, worker threads
+    proxy.flush()
+    baseline = unpooled_threads()
+
+    def held():
+        return {name: provider_sockets(url) for name, url in providers.items()}
+
+    def settled():  # one connection at a time, each kept alive at most: one idle per provider
+        return all(count <= 1 for count in held().values())
+
+    leftovers = {}
+    for case, run in FAULT_CASES.items():
+        run(proxy)
+        if not wait_for(settled, 3.0):
+            leftovers[case] = held()
+    assert leftovers == {}, f"connections held after these faults: {leftovers}"
+    # requests overlapped (a client that left, the next case): the worker pool may have grown,
+    # within its bound; anything else is back to what it was
+    assert wait_for(lambda: unpooled_threads() <= baseline), threading.enumerate()
+    assert len(pooled_threads("AnyIO worker thread")) <= WORKER_THREADS
+    proxy.flush()
+    assert proxy.layer.store.integrity_ok()
+    assert httpx.get(proxy.root + "/health", timeout=1).status_code == 200
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+def test_a_client_that_leaves_a_non_streamed_request_does_not_hang_the_proxy(make_proxy, faulty):
+    """The provider thinks for a second; the client gives up after a fraction of it. moim
+    goes on serving others meanwhile, finishes the request when the provider answers, stores
+    that turn whole (as it does for a stream the client left), and holds nothing after."""
+    proxy = make_proxy(upstream_base_url=faulty)
+    post(proxy, chat_body("truncated-json", "Warm up"))
+    proxy.flush()
+    baseline = unpooled_threads()
+    counted = 'moim_chat_requests_total{status="200"} '
+
+    def answered():
+        metrics = httpx.get(proxy.root + "/metrics").text
+        return int(metrics.split(counted)[1].split()[0]) if counted in metrics else 0
+
+    started = time.monotonic()
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up and hangs up
+        httpx.post(
+            proxy.url + "/chat/completions",
+            json=chat_body("slow-json", "Think it over"),
+            headers=USER,
+            timeout=0.2,
+        )
+    meanwhile = httpx.get(proxy.root + "/health", timeout=1)
+    elapsed = time.monotonic() - started
+    assert meanwhile.status_code == 200 and elapsed < SLOW_JSON  # not held up by it
+
+    assert wait_for(lambda: answered() == 2, SLOW_JSON + 3.0), "the request never finished"
+    assert stored(proxy) == [
+        ("user", "Warm up", False),  # its provider's answer was cut off: nothing to store
+        ("user", "Think it over", False),
+        ("assistant", "Thought about it", False),
+    ]
+    assert wait_for(lambda: provider_sockets(faulty) <= 1), provider_sockets(faulty)
+    assert wait_for(lambda: unpooled_threads() <= baseline), threading.enumerate()
 
 
 # -- the check every test above relies on ------------------------------------------------------
