@@ -3,12 +3,24 @@
 Fifty users talk at once, each telling moim a secret code word in the same sentence
 frame, so every user's memory is a near-duplicate of every other's: only `user_id` tells
 them apart. Then each user's recall, search, export and deletion must see their own rows
-and nobody else's.
+and nobody else's. All fifty also hold a fact under the same key with their own value
+(set through the API, or captured from "My name is …" in chat): listing, history, the
+block's facts section and forgetting one user's fact stay per user.
+
+"Nothing of another user" is checked on text: every user owns one code word (in any
+case) and tags what they say with their user id, so any other word or tag in what a user
+gets back, or in a body the fake upstream received for them, is a leak. Concurrent chats
+are matched to their user by the tag in the last message, never by arrival order.
 """
 
+import json
+import re
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+
+from memory import BLOCK_START
 
 WORDS = (
     "marigold obsidian tangerine walrus quasar saffron bramble cobalt juniper lantern "
@@ -19,7 +31,10 @@ WORDS = (
 ).split()
 USERS = [f"user-{n:02d}" for n in range(len(WORDS))]
 SECRET = dict(zip(USERS, WORDS, strict=True))
+NAME = {user: word.capitalize() for user, word in SECRET.items()}
 QUESTION = "What is my secret code word?"
+KNOWN = "[Known about the user]"
+TAG = re.compile(r"user-\d\d")
 
 
 def headers(user):
@@ -27,12 +42,56 @@ def headers(user):
 
 
 def words_in(text):
-    return {word for word in WORDS if word in text}
+    lowered = text.lower()
+    return {word for word in WORDS if word in lowered}
+
+
+def leaks(user, text):
+    """Other users' code words and user ids found in `text`."""
+    return (words_in(text) - {SECRET[user]}) | (set(TAG.findall(text)) - {user})
+
+
+def chat(client, user, text, mode="auto"):
+    """One turn as `user`, the text tagged with the user id; the reply's text."""
+    reply = client.chat.completions.create(
+        model="gpt-4o-mini",
+        extra_headers={**headers(user), "x-memory-mode": mode},
+        messages=[{"role": "user", "content": f"({user}) {text}"}],
+    )
+    return reply.choices[0].message.content
+
+
+def chats_by_user(upstream):
+    """Every chat body the upstream received, grouped by the tag of its last message."""
+    bodies = defaultdict(list)
+    for recorded in list(upstream.requests):
+        if recorded.path == "/v1/chat/completions":
+            (user,) = set(TAG.findall(recorded.json["messages"][-1]["content"]))
+            bodies[user].append(recorded.json)
+    return bodies
+
+
+def block_of(body):
+    """The memory block of a forwarded body, or None."""
+    first = body["messages"][0]
+    if first["role"] == "system" and first["content"].startswith(BLOCK_START):
+        return first["content"]
+    return None
+
+
+def section(block, heading):
+    """The lines under one section heading of a block."""
+    lines = block.splitlines()
+    body = lines[lines.index(heading) + 1 :] if heading in lines else []
+    end = next((i for i, line in enumerate(body) if not line.startswith("- ")), len(body))
+    return body[:end]
 
 
 def test_the_code_words_are_distinct_and_no_one_contains_another():
     assert len(set(WORDS)) == 50
     assert all(words_in(word) == {word} for word in WORDS)
+    assert all(leaks(user, f"({user}) {SECRET[user]} {NAME[user]}") == set() for user in USERS)
+    assert leaks(USERS[0], f"({USERS[1]})") == {USERS[1]}
 
 
 def test_fifty_users_with_near_identical_memories_never_see_each_other(proxy, upstream):
@@ -111,3 +170,87 @@ def test_fifty_users_with_near_identical_memories_never_see_each_other(proxy, up
             ).json()["results"]
             == []
         )
+
+
+def test_fifty_users_with_the_same_fact_key_each_see_only_their_own_value(proxy, upstream):
+    client = proxy.client()
+    api = httpx.Client(base_url=proxy.root + "/v1/memory", timeout=30)
+
+    def facts(user, status="active"):
+        response = api.get("/facts", params={"status": status}, headers=headers(user))
+        return response.raise_for_status().json()["facts"]
+
+    def history(user, key):
+        response = api.get(f"/facts/{key}/history", headers=headers(user))
+        return [(f["value"], f["status"]) for f in response.raise_for_status().json()["facts"]]
+
+    def state(user):
+        fact = {"key": "code", "value": SECRET[user]}
+        api.post("/facts", json=fact, headers=headers(user)).raise_for_status()
+        chat(client, user, f"Hello. My name is {NAME[user]}.")
+
+    def restate(user):
+        fact = {"key": "code", "value": f"{SECRET[user]} again"}
+        api.post("/facts", json=fact, headers=headers(user)).raise_for_status()
+
+    def check(user):
+        assert {(f["key"], f["value"]) for f in facts(user)} == {
+            ("code", f"{SECRET[user]} again"),
+            ("name", NAME[user]),
+        }
+        assert leaks(user, json.dumps(facts(user, "all"))) == set()
+        assert history(user, "code") == [
+            (SECRET[user], "superseded"),
+            (f"{SECRET[user]} again", "active"),
+        ]
+        assert history(user, "name") == [(NAME[user], "active")]
+        chat(client, user, "What do you know about me?", mode="read")
+
+    with client, api, ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(state, USERS))
+        proxy.flush()
+        list(pool.map(restate, USERS))
+        list(pool.map(check, USERS))
+
+        bodies = chats_by_user(upstream)
+        assert sorted(bodies) == USERS
+        for user, sent in bodies.items():
+            assert all(leaks(user, json.dumps(body)) == set() for body in sent), user
+            recall = [body for body in sent if "know about me" in str(body["messages"][-1])]
+            assert len(recall) == 1
+            assert sorted(section(block_of(recall[0]), KNOWN)) == [
+                f"- code: {SECRET[user]} again",
+                f"- name: {NAME[user]}",
+            ]
+
+        # a fact's id names it only for its owner
+        owner, stranger = USERS[1], USERS[2]
+        owned = next(f for f in facts(owner) if f["key"] == "code")
+        by_id = f"/facts/{owned['id']}"
+        assert api.delete(by_id, headers=headers(stranger)).status_code == 404
+        assert api.get(by_id + "/history", headers=headers(stranger)).status_code == 404
+        assert owned in facts(owner)
+        solo = api.post("/facts", json={"key": "solo", "value": "x"}, headers=headers(owner))
+        assert solo.status_code == 200
+        assert api.get("/facts/solo/history", headers=headers(stranger)).status_code == 404
+        assert api.delete("/facts/solo", headers=headers(stranger)).status_code == 404
+
+        before = dict(zip(USERS, pool.map(facts, USERS), strict=True))
+        forgotten = api.delete("/facts/code", headers=headers(USERS[0]))
+        assert forgotten.status_code == 200
+        assert forgotten.json()["value"] == f"{SECRET[USERS[0]]} again"
+        after = dict(zip(USERS, pool.map(facts, USERS), strict=True))
+        assert after.pop(USERS[0]) == [f for f in before[USERS[0]] if f["key"] == "name"]
+        assert after == {user: listed for user, listed in before.items() if user != USERS[0]}
+        assert history(USERS[0], "code") == [
+            (SECRET[USERS[0]], "superseded"),
+            (f"{SECRET[USERS[0]]} again", "archived"),
+        ]
+        assert history(USERS[3], "code")[-1] == (f"{SECRET[USERS[3]]} again", "active")
+
+        for user in USERS[:2]:
+            upstream.reset()
+            chat(client, user, "What do you know about me?", mode="read")
+            known = section(block_of(upstream.last_json), KNOWN)
+            assert f"- name: {NAME[user]}" in known
+            assert (f"- code: {SECRET[user]} again" in known) == (user != USERS[0])
