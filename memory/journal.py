@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from memory.ingest import Turn
@@ -41,33 +42,24 @@ class Journal:
         os.write(self._fd, line.encode())
 
     def replay(self) -> list[Turn]:
-        """The turns in the journal; a torn last line (a crash mid-write) is skipped."""
-        turns = []
+        """The turns in the journal, as a list (see `turns`)."""
+        return list(self.turns())
+
+    def turns(self) -> Iterator[Turn]:
+        """The turns in the journal, read one line at a time, so replaying a journal that
+        grew large (a long overload spills every turn here) holds one turn in RAM, not the
+        file. A torn last line (a crash mid-write) is skipped."""
         try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
+            journal = open(self.path, "rb")
         except FileNotFoundError:
-            return []
-        # Split on newlines only: str.splitlines() also splits at U+2028, U+2029 and U+0085,
-        # which json.dumps(ensure_ascii=False) leaves unescaped inside a message's text.
-        for line in text.split("\n"):
-            if not line:
-                continue
-            try:
-                item = json.loads(line)
-                turns.append(
-                    Turn(
-                        user_id=item["user_id"],
-                        session_id=item["session_id"],
-                        model=item["model"],
-                        messages=tuple(item["messages"]),
-                        reply=item["reply"],
-                        created_at=float(item["created_at"]),
-                        partial=bool(item["partial"]),
-                    )
-                )
-            except (ValueError, KeyError, TypeError):
-                logger.warning("skipping a torn journal line")
-        return turns
+            return
+        with journal:
+            # Binary lines end at b"\n" only; str.splitlines() would also split at U+2028,
+            # U+2029 and U+0085, which json.dumps(ensure_ascii=False) leaves inside a text.
+            for raw in journal:
+                turn = _turn(raw.decode("utf-8", errors="replace"))
+                if turn is not None:
+                    yield turn
 
     def clear(self) -> None:
         """Empty the journal: every turn in it is stored."""
@@ -89,3 +81,23 @@ class Journal:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _turn(line: str) -> Turn | None:
+    """The turn on one journal line, or None (logged) for a blank or torn one."""
+    if not line.strip():
+        return None
+    try:
+        item = json.loads(line)
+        return Turn(
+            user_id=item["user_id"],
+            session_id=item["session_id"],
+            model=item["model"],
+            messages=tuple(item["messages"]),
+            reply=item["reply"],
+            created_at=float(item["created_at"]),
+            partial=bool(item["partial"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        logger.warning("skipping a torn journal line")
+        return None

@@ -30,7 +30,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -222,7 +222,7 @@ class Writer:
             # that spills while the replay runs raises it again, for the next drain.
             self._journal_only = False
             submitted, queued = self._submitted, len(self._queue)
-            replayed = self._journal.replay()
+            replayed = self._journal.turns()  # read as it is stored: one turn in RAM at a time
             clean = await self._guarded(self._store_all, replayed)
             if clean:
                 for _ in range(queued):  # stored by the replay: not again, nor counted twice
@@ -284,7 +284,7 @@ class Writer:
                 self._indexed = max(self._indexed, indexed)
                 self._progress.notify_all()
 
-    def _store_all(self, turns: list[Turn]) -> None:
+    def _store_all(self, turns: Iterable[Turn]) -> None:
         for turn in turns:
             self._layer.store_only(turn)
 

@@ -59,3 +59,22 @@ def test_clear_empties_it(tmp_path):
     journal.clear()
     journal.append(turn(1))
     assert contents(journal) == ["turn 1"]
+
+
+def test_replaying_a_large_journal_holds_one_turn_at_a_time(tmp_path):
+    import tracemalloc
+
+    journal = Journal(tmp_path / "j")
+    big = "x" * 10_000
+    for k in range(2_000):  # ~20 MB, as a long overload that spilled every turn leaves it
+        journal.append(Turn(user_id="u", session_id="s", model="m",
+                            messages=({"role": "user", "content": f"{k} {big}"},),
+                            reply=None, created_at=float(k)))
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in journal.turns())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 2_000
+    assert peak < 1_000_000, f"{peak} bytes at the peak: the journal was read whole"
