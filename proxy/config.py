@@ -107,7 +107,7 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
     defaults = Settings()
     settings = Settings(
         db_path=Path(_get(data, "db", str, "moim.db")),
-        busy_timeout=_above_zero(mem, "busy_timeout", defaults.busy_timeout, "memory."),
+        busy_timeout=_above_zero(mem, "memory.", "busy_timeout", defaults.busy_timeout),
         embedding_model=_get(mem, "embedding_model", str, defaults.embedding_model, "memory."),
         vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
         placement=_choice(mem, "placement", ("system", "before_last_user"), "system"),
@@ -129,8 +129,8 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
         port=_get(server, "port", int, 8080, "server."),
         upstream_base_url=_get(upstream, "base_url", str, None, "upstream."),
         upstream_api_key=_get(upstream, "api_key", str, None, "upstream."),
-        connect_timeout=_above_zero(upstream, "connect_timeout", 10.0, "upstream."),
-        read_timeout=_above_zero(upstream, "read_timeout", 600.0, "upstream."),
+        connect_timeout=_above_zero(upstream, "upstream.", "connect_timeout", 10.0),
+        read_timeout=_above_zero(upstream, "upstream.", "read_timeout", 600.0),
         memory_enabled=_get(mem, "enabled", bool, True, "memory."),
         memory_tools=_get(mem, "tools", bool, False, "memory."),
         memory=settings,
@@ -221,7 +221,7 @@ def _consolidation(schedule: Mapping[str, Any]) -> dict[str, Any]:
     prefix = "consolidation."
     return {
         "consolidation_model": _get(schedule, "model", str, None, prefix) or None,
-        "consolidation_every_minutes": _above_zero(schedule, "every_minutes", 60.0, prefix),
+        "consolidation_every_minutes": _above_zero(schedule, prefix, "every_minutes", 60.0),
         "consolidation_min_new_turns": _at_least(schedule, prefix, "min_new_turns", 10, 1),
         "consolidation_turns": _at_least(schedule, prefix, "turns", 40, 1, 1000),
     }
@@ -243,7 +243,7 @@ def _at_least(
     return value
 
 
-def _above_zero(data: Mapping[str, Any], key: str, default: float, prefix: str) -> float:
+def _above_zero(data: Mapping[str, Any], prefix: str, key: str, default: float) -> float:
     """A finite number of seconds (or minutes) above 0; anything else names its key."""
     value: float = _get(data, key, float, default, prefix)
     if not math.isfinite(value) or value <= 0:

@@ -231,7 +231,7 @@ class Writer:
                 self._replayed = True
                 await self._mark()
         if not clean:
-            self._journal_only = True  # retry from the journal after the next success
+            self._journal_only = True  # retried from the journal: next turn or retry timer
             self._stored = self._submitted - len(self._queue)  # flush must not hang on it
             await self._mark()
         elif self._journal_only:
