@@ -286,14 +286,7 @@ def test_a_client_that_leaves_mid_stream_closes_the_upstream_and_leaks_nothing(p
     proxy.flush()
     baseline = unpooled_threads()
 
-    with httpx.stream(
-        "POST", proxy.url + "/chat/completions", json=body, headers=USER, timeout=10
-    ) as response:
-        received = b""
-        for part in response.iter_raw():
-            received += part
-            if received.count(b"tick") >= 3:
-                break
+    leave_after_three_ticks(proxy, body)
     assert wait_for(lambda: upstream.disconnects == 1), "moim kept the upstream stream open"
 
     messages = stored(proxy)
