@@ -16,13 +16,19 @@ from typing import Any
 # An escaped surrogate, high (D800-DBFF) or low (DC00-DFFF); valid pairs match too, so a match
 # only means the parsed value must be checked.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 def loads(raw: bytes | str) -> Any:
     """`json.loads`, raising ValueError also when a string holds a lone surrogate."""
     value = json.loads(raw)
-    text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
-    if _SURROGATE_ESCAPE.search(text):  # rare: only then is the whole value re-encoded
+    # searched as it came (a chat body is bytes: no second decode of it on the request path)
+    escaped = (
+        _SURROGATE_ESCAPE.search(raw)
+        if isinstance(raw, str)
+        else _SURROGATE_ESCAPE_BYTES.search(raw)
+    )
+    if escaped:  # rare: only then is the whole value re-encoded
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
