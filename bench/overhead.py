@@ -190,7 +190,8 @@ def profile(layer: MemoryLayer, user: str, messages: list[dict], rng: random.Ran
                         s.candidates, s.lexical_context_weight)
         vector = timed("embed_query (uncached)", embedder.embed_query, query)
         dense = timed("ram vector search", index.search, user, vector, s.candidates)
-        chunks = timed("store.chunks", store.chunks, user, list({*lexical, *(i for i, _ in dense)}))
+        found_ids = {*(i for i, _ in lexical), *(i for i, _ in dense)}
+        chunks = timed("store.chunks", store.chunks, user, list(found_ids))
         missing = [i for i in chunks if i not in dict(dense)]
         timed("store.vectors (lexical-only)", store.vectors, user, missing)
         timed("cosines in RAM instead",

@@ -51,7 +51,7 @@ class Chunk:
 class Hit:
     """A recalled chunk with how it was found.
 
-    `score` is the fused, re-ranked score (higher is better; RRF units, about 0.01–0.05).
+    `score` is the fused, re-ranked score (higher is better; fusion gives [0, 1], bonuses add).
     `similarity` is the cosine between query and chunk in [-1, 1], None if not computed.
     Ranks are 1-based positions in each retriever's list, None when absent from it.
     """

@@ -104,11 +104,11 @@ def retrieve(
             dense = _dense(store, index, settings, user_id, vector, wanted)
     finally:
         lexical = searching.result() if searching is not None else []
-    chunks = store.chunks(user_id, list({*lexical, *(i for i, _ in dense)}))
+    chunks = store.chunks(user_id, list({*(i for i, _ in lexical), *(i for i, _ in dense)}))
     named = _speakers(chunks.values()) & set(fts_terms(query))
     if terms and named:  # search again without the names (see the module docstring)
         lexical = store.lexical_search(user_id, search_terms(query, drop=named), wanted, weight)
-        chunks.update(store.chunks(user_id, [i for i in lexical if i not in chunks]))
+        chunks.update(store.chunks(user_id, [i for i, _ in lexical if i not in chunks]))
     visible = {
         i: c
         for i, c in chunks.items()
@@ -117,10 +117,11 @@ def retrieve(
     similarities = dict(dense)
     missing = [i for i in visible if i not in similarities]
     similarities.update(_similarities(store, index, settings, user_id, vector, missing))
-    hits = fuse(visible, dense, lexical, similarities, settings.rrf_k, settings.lexical_weight)
-    hits = rerank(
-        hits, now, settings.recency_half_life_days, settings.recency_weight, settings.rrf_k
+    hits = fuse(
+        visible, dense, lexical, similarities, settings.lexical_weight, settings.fusion,
+        settings.rrf_k,
     )
+    hits = rerank(hits, now, settings.recency_half_life_days, settings.recency_weight)
     hits = boost_neighbours(hits, (settings.neighbour_weight, settings.second_neighbour_weight))
     hits = boost_speakers(hits, query, settings.speaker_weight)
     hits = boost_dated(hits, query_windows(query), settings.date_weight)

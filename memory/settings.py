@@ -53,15 +53,20 @@ class Settings:
     candidates: int = 80
     # Best fused hits that may go into the block's excerpts (gathered per session).
     hit_pool: int = 40
-    # Bonus (× a first-rank RRF score) for turns said by someone the query names. 1.0, not 2.0:
-    # with names kept out of BM25, 2.0 gained LoCoMo categories 1-4 only 0.5 points and cost
-    # category 5 (questions naming the wrong speaker) 12 (bench/tune_recall.py).
-    speaker_weight: float = 1.0
-    # Bonus (× a first-rank RRF score) for turns from a date the query names (memory.when).
-    date_weight: float = 1.0
-    # The lexical ranking's share in fusion against the dense one's 1.0: on LoCoMo BM25
-    # alone beat MiniLM alone (hit 0.669 vs 0.532), and 1.3 fused best (bench/tune_recall.py).
-    lexical_weight: float = 1.3
+    # Bonus for turns said by someone the query names (a fused score is in [0, 1]). With RRF
+    # (then 1/2.3 of a perfect score), twice as much gained LoCoMo categories 1-4 only 0.5
+    # points and cost category 5 (questions naming the wrong speaker) 12; with score fusion,
+    # none at all costs 2.6 points (bench/tune_recall.py).
+    speaker_weight: float = 0.4
+    # Bonus for turns from a date the query names (memory.when).
+    date_weight: float = 0.4
+    # How the two retrievers' candidates are fused (memory/ranking.py): their normalised
+    # scores mixed ("scores"), or reciprocal rank fusion ("rrf", k = `rrf_k`).
+    fusion: Literal["scores", "rrf"] = "scores"
+    # The lexical side's weight in fusion against the dense side's 1.0. LoCoMo tuning
+    # conversations (bench/tune_recall.py): scores fused best at 1.0 (0.8 and 1.2: -0.4 and
+    # -0.9 points hit); RRF at 1.3.
+    lexical_weight: float = 1.0
     # Share of a neighbour turn's score a hit gains, for the turn just before or after it and
     # for the one two away (memory.ranking.boost_neighbours says why).
     neighbour_weight: float = 0.2
@@ -71,11 +76,11 @@ class Settings:
     # The writer merges the FTS index when idle once this many chunks (or 5 %) were added
     # since it was last whole (memory/fts_upkeep.py).
     fts_merge_after: int = 1000
-    # Reciprocal rank fusion constant (Cormack et al.; True Memory §4).
+    # Reciprocal rank fusion constant (Cormack et al.; True Memory §4), for `fusion: rrf`.
     rrf_k: int = 60
     # Recency re-ranking: a hit loses half its recency bonus every `recency_half_life_days`.
     recency_half_life_days: float = 30.0
-    recency_weight: float = 0.1
+    recency_weight: float = 0.05
     # MemX-style rejection: with no lexical hit, a best cosine below this recalls nothing.
     min_similarity: float = 0.35
     # A keyword match whose meaning is this far from the query is not recalled either.

@@ -293,8 +293,9 @@ class Store(Database):
 
     def lexical_search(
         self, user_id: str, terms: Sequence[str], limit: int, context_weight: float
-    ) -> list[int]:
-        """Chunk ids of the user holding any of `terms` (from `memory.fts`), best BM25 first.
+    ) -> list[tuple[int, float]]:
+        """(chunk id, BM25) of the user's chunks holding any of `terms` (from `memory.fts`),
+        best first; BM25 here is FTS5's negated, so higher is better.
 
         A term in a chunk's context (the end of the turn before it) counts `context_weight`
         times as much as one in its own text.
@@ -319,7 +320,7 @@ class Store(Database):
         if not packed:
             return []
         hits = [(float(score), int(i)) for i, score in (h.split(" ") for h in packed.split(","))]
-        return [i for _, i in sorted(hits)]
+        return [(i, -score) for score, i in sorted(hits)]
 
     def dense_search(self, user_id: str, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the user's nearest chunks, via sqlite-vec."""

@@ -1,4 +1,4 @@
-"""memory/ranking.py: reciprocal rank fusion, recency re-ranking and abstention."""
+"""memory/ranking.py: score and reciprocal rank fusion, recency re-ranking, abstention."""
 
 from datetime import UTC, datetime
 
@@ -45,55 +45,98 @@ def test_rrf_of_nothing_is_empty():
     assert rrf([[], []]) == {}
 
 
-def test_fuse_ranks_by_fused_score_and_keeps_both_ranks():
+def test_fuse_mixes_bm25_over_its_best_with_the_cosine_min_max_scaled():
     chunks = {i: chunk(i) for i in (1, 2, 3)}
-    hits = fuse(chunks, dense=[(1, 0.9), (2, 0.8)], lexical=[2, 3],
-                similarities={1: 0.9, 2: 0.8, 3: 0.4}, k=60)
+    similarities = {1: 0.9, 2: 0.8, 3: 0.4}
+    hits = fuse(chunks, dense=[(1, 0.9), (2, 0.8)], lexical=[(2, 8.0), (3, 2.0)],
+                similarities=similarities, lexical_weight=1.0)
+    # cosine scaled: 1 → 1.0, 2 → 0.8, 3 → 0.0; BM25 over the best: 2 → 1.0, 3 → 0.25
     assert hits == [
-        Hit(chunks[2], 1 / 62 + 1 / 61, 0.8, 2, 1),
-        Hit(chunks[1], 1 / 61, 0.9, 1, None),
-        Hit(chunks[3], 1 / 62, 0.4, None, 2),
+        Hit(chunks[2], pytest.approx((1.0 + 0.8) / 2), 0.8, 2, 1),
+        Hit(chunks[1], pytest.approx((0.0 + 1.0) / 2), 0.9, 1, None),
+        Hit(chunks[3], pytest.approx((0.25 + 0.0) / 2), 0.4, None, 2),
     ]
+
+
+def test_fused_scores_keep_the_gaps_ranks_lose():
+    # Same ranks in both cases; only how far the runner-up trails in BM25 differs.
+    chunks = {i: chunk(i) for i in (1, 2, 3)}
+    similarities = {1: 0.5, 2: 0.55, 3: 0.1}  # scaled: 2 → 1.0, 1 → 0.89, 3 → 0.0
+    dense = [(2, 0.55), (1, 0.5), (3, 0.1)]
+    close, far = [(1, 10.0), (2, 9.9)], [(1, 10.0), (2, 1.0)]
+    assert [h.chunk.id for h in fuse(chunks, dense, close, similarities)][:2] == [2, 1]
+    assert [h.chunk.id for h in fuse(chunks, dense, far, similarities)][:2] == [1, 2]
+    by_rank = [fuse(chunks, dense, found, similarities, method="rrf") for found in (close, far)]
+    assert by_rank[0] == by_rank[1]  # RRF cannot tell the two apart
+
+
+def test_fused_scores_stay_within_zero_and_one():
+    chunks = {i: chunk(i) for i in range(1, 6)}
+    similarities = {1: -0.2, 2: 0.1, 3: 0.3, 4: 0.7}  # 5 has none
+    hits = fuse(chunks, [(4, 0.7), (3, 0.3)], [(5, 3.0), (1, 1.5)], similarities, 1.3)
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+    assert {h.chunk.id: h.score for h in hits}[5] == pytest.approx(1.3 / 2.3)
+
+
+def test_fuse_gives_a_lone_candidate_the_full_dense_share():
+    hits = fuse({1: chunk(1)}, [(1, 0.42)], [], {1: 0.42})
+    assert hits[0].score == pytest.approx(0.5)
+
+
+def test_rrf_fusion_is_scaled_so_a_first_rank_in_both_lists_scores_one():
+    chunks = {i: chunk(i) for i in (1, 2, 3)}
+    hits = fuse(chunks, dense=[(1, 0.9), (2, 0.8)], lexical=[(2, 5.0), (3, 1.0)],
+                similarities={1: 0.9, 2: 0.8, 3: 0.4}, method="rrf", k=60)
+    top = 2 / 61
+    assert hits == [
+        Hit(chunks[2], pytest.approx((1 / 62 + 1 / 61) / top), 0.8, 2, 1),
+        Hit(chunks[1], pytest.approx((1 / 61) / top), 0.9, 1, None),
+        Hit(chunks[3], pytest.approx((1 / 62) / top), 0.4, None, 2),
+    ]
+    both = fuse({1: chunk(1)}, [(1, 0.9)], [(1, 3.0)], {1: 0.9}, method="rrf")
+    assert both[0].score == pytest.approx(1.0)
 
 
 def test_fuse_ignores_candidates_that_were_filtered_out():
     chunks = {2: chunk(2)}
-    hits = fuse(chunks, dense=[(1, 0.9), (2, 0.8)], lexical=[1], similarities={}, k=60)
-    assert hits == [Hit(chunks[2], 1 / 61, None, 1, None)]
+    for method in ("scores", "rrf"):
+        hits = fuse(chunks, [(1, 0.9), (2, 0.8)], [(1, 4.0)], {1: 0.9, 2: 0.8}, method=method)
+        assert [(h.chunk.id, h.dense_rank, h.lexical_rank) for h in hits] == [(2, 1, None)]
 
 
 def test_fuse_breaks_ties_toward_the_newer_chunk_id():
     chunks = {1: chunk(1), 2: chunk(2)}
-    hits = fuse(chunks, dense=[(1, 0.9)], lexical=[2], similarities={}, k=60)
-    assert [h.chunk.id for h in hits] == [2, 1]
+    for method in ("scores", "rrf"):
+        hits = fuse(chunks, [(1, 0.9)], [(2, 4.0)], {1: 0.9, 2: 0.9}, method=method)
+        assert [h.chunk.id for h in hits] == [2, 1]
 
 
 def test_rerank_adds_a_recency_bonus_that_halves_every_half_life():
-    fresh = hit(1, score=0.01, created_at=NOW)
-    month_old = hit(2, score=0.01, created_at=NOW - 30 * SECONDS_PER_DAY)
-    ranked = rerank([month_old, fresh], NOW, half_life_days=30, weight=0.1, k=60)
+    fresh = hit(1, score=0.5, created_at=NOW)
+    month_old = hit(2, score=0.5, created_at=NOW - 30 * SECONDS_PER_DAY)
+    ranked = rerank([month_old, fresh], NOW, half_life_days=30, weight=0.05)
     assert [h.chunk.id for h in ranked] == [1, 2]
-    assert ranked[0].score == pytest.approx(0.01 + 0.1 / 61)
-    assert ranked[1].score == pytest.approx(0.01 + 0.05 / 61)
+    assert ranked[0].score == pytest.approx(0.5 + 0.05)
+    assert ranked[1].score == pytest.approx(0.5 + 0.025)
 
 
 def test_rerank_recency_does_not_overturn_a_clearly_better_hit():
-    old_but_first = hit(1, score=1 / 61 + 1 / 61, created_at=NOW - 365 * SECONDS_PER_DAY)
-    new_but_weak = hit(2, score=1 / 70, created_at=NOW)
-    ranked = rerank([new_but_weak, old_but_first], NOW, half_life_days=30, weight=0.1, k=60)
+    old_but_first = hit(1, score=0.9, created_at=NOW - 365 * SECONDS_PER_DAY)
+    new_but_weak = hit(2, score=0.6, created_at=NOW)
+    ranked = rerank([new_but_weak, old_but_first], NOW, half_life_days=30, weight=0.05)
     assert [h.chunk.id for h in ranked] == [1, 2]
 
 
 def test_rerank_breaks_a_near_tie_toward_the_newer_memory():
-    older = hit(1, score=1 / 61, created_at=NOW - 90 * SECONDS_PER_DAY)
-    newer = hit(2, score=1 / 62, created_at=NOW - 1 * SECONDS_PER_DAY)
-    ranked = rerank([older, newer], NOW, half_life_days=30, weight=0.1, k=60)
+    older = hit(1, score=0.51, created_at=NOW - 90 * SECONDS_PER_DAY)
+    newer = hit(2, score=0.50, created_at=NOW - 1 * SECONDS_PER_DAY)
+    ranked = rerank([older, newer], NOW, half_life_days=30, weight=0.05)
     assert [h.chunk.id for h in ranked] == [2, 1]
 
 
 def test_rerank_treats_future_timestamps_as_brand_new():
     future = hit(1, score=0.0, created_at=NOW + 10 * SECONDS_PER_DAY)
-    assert rerank([future], NOW, 30, 0.1, 60)[0].score == pytest.approx(0.1 / 61)
+    assert rerank([future], NOW, 30, 0.05)[0].score == pytest.approx(0.05)
 
 
 def test_rerank_without_weight_or_half_life_changes_nothing():
@@ -134,17 +177,20 @@ def test_rrf_weights_scale_each_rankings_share():
 
 def test_fuse_with_a_lexical_weight_puts_the_keyword_match_first():
     chunks = {i: chunk(i) for i in (1, 2)}
-    dense, lexical = [(1, 0.9), (2, 0.5)], [2, 1]
-    assert [h.chunk.id for h in fuse(chunks, dense, lexical, {}, 60, 1.0)] == [2, 1]  # id tie
-    assert [h.chunk.id for h in fuse(chunks, dense, lexical, {}, 60, 1.3)] == [2, 1]
-    assert [h.chunk.id for h in fuse(chunks, dense, lexical, {}, 60, 0.7)] == [1, 2]
+    dense, lexical, similarities = [(1, 0.9), (2, 0.5)], [(2, 4.0), (1, 2.0)], {1: 0.9, 2: 0.5}
+    # scores: dense 1 → 1.0, 2 → 0.0; BM25 2 → 1.0, 1 → 0.5
+    assert [h.chunk.id for h in fuse(chunks, dense, lexical, similarities, 1.0)] == [1, 2]
+    assert [h.chunk.id for h in fuse(chunks, dense, lexical, similarities, 2.5)] == [2, 1]
+    for weight, first in ((1.0, 2), (1.3, 2), (0.7, 1)):  # RRF: 1.0 is a tie, newer id first
+        ranked = fuse(chunks, dense, lexical, similarities, weight, method="rrf")
+        assert ranked[0].chunk.id == first
 
 
 def test_boost_dated_lifts_hits_from_the_named_time():
     may, june = datetime(2023, 5, 10, tzinfo=UTC), datetime(2023, 6, 20, tzinfo=UTC)
     hits = [hit(1, 0.03, created_at=june.timestamp()), hit(2, 0.02, created_at=may.timestamp())]
     boosted = boost_dated(hits, query_windows("What did I plant in May 2023?"), 1.0)
-    assert [(h.chunk.id, h.score) for h in boosted] == [(2, 0.02 + 1 / 61), (1, 0.03)]
+    assert [(h.chunk.id, h.score) for h in boosted] == [(2, 0.02 + 1.0), (1, 0.03)]
 
 
 def test_boost_dated_without_a_window_or_weight_changes_nothing():

@@ -95,7 +95,7 @@ def test_chunks_of_another_user_are_absent(store, two_users):
 
 
 def test_lexical_search_returns_only_the_users_chunks(store, two_users):
-    found = store.lexical_search("alice", search_terms("Miso radiator"), 10, 0.7)
+    found = [i for i, _ in store.lexical_search("alice", search_terms("Miso radiator"), 10, 0.7)]
     # her message, then the reply "noted", by the end of her message before it (its context)
     assert set(found) == two_users["alice"]
     assert [store.chunks("alice", [i])[i].text for i in found] == [SAME_TEXT, "noted"]
@@ -138,7 +138,9 @@ def test_delete_user_removes_only_that_user(store, two_users):
     assert store.lexical_search("alice", search_terms("Miso"), 10, 0.7) == []
     assert store.stats("bob") == Stats("bob", messages=2, chunks=2, facts=0, sessions=1)
     assert set(store.user_vectors("bob")[0].tolist()) == two_users["bob"]
-    assert set(store.lexical_search("bob", search_terms("Miso"), 10, 0.7)) == two_users["bob"]
+    assert {i for i, _ in store.lexical_search("bob", search_terms("Miso"), 10, 0.7)} == two_users[
+        "bob"
+    ]
 
 
 def test_ensure_vectors_with_the_same_model_changes_nothing(store, two_users):
@@ -211,15 +213,17 @@ def test_lexical_search_ranks_best_bm25_first(store, settings):
         store.add_messages("dave", f"s-{n}", [new_message(f"m{n}", text)])  # no context
     index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
     found = store.lexical_search("dave", search_terms("miso radiator"), 10, 0.7)
-    texts = [store.chunks("dave", [i])[i].text for i in found]
+    texts = [store.chunks("dave", [i])[i].text for i, _ in found]
     assert texts[0] == "radiator radiator miso"  # both terms
+    scores = [score for _, score in found]
+    assert scores == sorted(scores, reverse=True) and scores[-1] > 0  # higher is better
     assert set(texts) == {"radiator", "radiator radiator miso", "miso soup"}
 
 
 def test_another_users_words_do_not_change_a_users_ranking(store, settings):
     def ranking():
         found = store.lexical_search("ann", search_terms("miso radiator"), 10, 0.7)
-        return [store.chunks("ann", [i])[i].text for i in found]
+        return [store.chunks("ann", [i])[i].text for i, _ in found]
 
     for n, text in enumerate(["miso soup", "miso broth", "radiator repair"]):
         store.add_messages("ann", f"s-{n}", [new_message(f"a{n}", text)])  # no context
@@ -244,7 +248,7 @@ def test_a_reply_is_found_by_the_turn_it_answers_below_the_turn_itself(store, se
 
     def texts(weight):
         found = store.lexical_search("ann", search_terms("camping trip"), 10, weight)
-        return [store.chunks("ann", [i])[i].text for i in found]
+        return [store.chunks("ann", [i])[i].text for i, _ in found]
 
     # "Yes, last May!" by its question's end; "Lovely." follows a turn without the word
     assert texts(0.7)[-1] == "Yes, last May!"

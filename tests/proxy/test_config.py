@@ -23,6 +23,7 @@ memory:
   enabled: false
   placement: before_last_user
   vector_search: db
+  fusion: rrf
   min_similarity: 0.5
   recency_half_life_days: 7
   tiers:
@@ -96,6 +97,7 @@ def test_yaml_keys(in_empty_dir):
     assert config.memory_enabled is False
     memory = config.memory
     assert (memory.placement, memory.vector_search) == ("before_last_user", "db")
+    assert memory.fusion == "rrf"
     assert (memory.min_similarity, memory.recency_half_life_days) == (0.5, 7.0)
     assert memory.context_windows == {"my-local-model": 32768}
     assert memory.embedding_model == Settings().embedding_model
@@ -182,6 +184,7 @@ def test_bad_moim_port_names_the_variable(in_empty_dir):
         ("memory: {min_similarity: high}", "memory.min_similarity"),
         ("memory: {placement: everywhere}", "memory.placement"),
         ("memory: {vector_search: gpu}", "memory.vector_search"),
+        ("memory: {fusion: ranks}", "memory.fusion"),
         ("memory: {tiers: [{below: 2, excerpts: 1, chars: 1}]}", "memory.tiers"),
         ("memory: {tiers: [{below: 0.5}]}", "memory.tiers"),
         ("context_windows: {gpt-4o: big}", "context_windows.gpt-4o"),
