@@ -69,7 +69,8 @@ def fuse(
         scores = {i: score / top for i, score in ranked.items()}
     else:
         bm25 = {i: score for i, score in lexical if i in chunks}
-        scores = mixed_scores(chunks.keys(), similarities, bm25, lexical_weight)
+        cosines = similarities if dense else {}  # no dense search ran: BM25 alone ranks
+        scores = mixed_scores(chunks.keys(), cosines, bm25, lexical_weight)
     dense_rank = {i: r for r, i in enumerate(dense_ids, start=1)}
     lexical_rank = {i: r for r, i in enumerate(lexical_ids, start=1)}
     hits = [

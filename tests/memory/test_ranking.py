@@ -78,6 +78,13 @@ def test_fused_scores_stay_within_zero_and_one():
     assert {h.chunk.id: h.score for h in hits}[5] == pytest.approx(1.3 / 2.3)
 
 
+def test_without_a_dense_search_bm25_alone_ranks():
+    # retrievers "lexical": cosines are still known (for the weak-hit floor), but unranked
+    chunks = {i: chunk(i) for i in (1, 2)}
+    hits = fuse(chunks, [], [(1, 4.0), (2, 2.0)], {1: 0.1, 2: 0.9})
+    assert [(h.chunk.id, h.score) for h in hits] == [(1, 0.5), (2, 0.25)]
+
+
 def test_fuse_gives_a_lone_candidate_the_full_dense_share():
     hits = fuse({1: chunk(1)}, [(1, 0.42)], [], {1: 0.42})
     assert hits[0].score == pytest.approx(0.5)
