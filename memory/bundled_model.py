@@ -122,4 +122,3 @@ def _write_atomically(path: Path, data: bytes) -> None:
     with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
         handle.write(data)
     os.replace(handle.name, path)
-

@@ -117,7 +117,6 @@ class FastEmbedder:
         return vector
 
 
-
 class RecentVectors:
     """A small thread-safe LRU of text → vector (the query cache)."""
 

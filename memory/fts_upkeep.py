@@ -35,8 +35,7 @@ def tidy_due(store: Store, min_new: int) -> bool:
     chunks, and this runs whenever the writer falls idle).
     """
     rows = store.read(
-        "SELECT (SELECT coalesce(max(id), 0) FROM chunks), "
-        "(SELECT value FROM meta WHERE key = ?)",
+        "SELECT (SELECT coalesce(max(id), 0) FROM chunks), (SELECT value FROM meta WHERE key = ?)",
         (_MARK,),
     )
     newest, mark = int(rows[0][0]), int(rows[0][1] or 0)

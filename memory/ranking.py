@@ -8,7 +8,8 @@ little and its meaning well keeps both facts; reciprocal rank fusion (Cormack et
 True Memory §4), the other method, keeps only the two ranks, so a near-tie in BM25 at rank
 2 and a clear gap at rank 2 weigh the same. LoCoMo (bench/tune_recall.py), categories 1-4,
 original labels, hit / all against RRF on one database: +3.6 / +3.2 points on the tuning
-conversations and +2.7 / +2.4 held out. RRF stays available (`Settings.fusion`), scaled to [0, 1] too.
+conversations and +2.7 / +2.4 held out. RRF stays available (`Settings.fusion`), scaled to
+[0, 1] too.
 
 Bonuses are fractions of a perfect fused score (1.0): a small recency bonus with a half-life
 breaks near-ties toward newer memories (MemX §3.4), and turns said by someone the query

@@ -118,7 +118,12 @@ def retrieve(
     missing = [i for i in visible if i not in similarities]
     similarities.update(_similarities(store, index, settings, user_id, vector, missing))
     hits = fuse(
-        visible, dense, lexical, similarities, settings.lexical_weight, settings.fusion,
+        visible,
+        dense,
+        lexical,
+        similarities,
+        settings.lexical_weight,
+        settings.fusion,
         settings.rrf_k,
     )
     hits = rerank(hits, now, settings.recency_half_life_days, settings.recency_weight)

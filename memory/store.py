@@ -403,5 +403,3 @@ def message_from_row(row: Sequence[Any]) -> Message:
         created_at=row[6],
         partial=bool(row[7]),
     )
-
-

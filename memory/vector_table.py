@@ -58,13 +58,10 @@ def delete(db: Connection, chunk_ids: Sequence[int]) -> None:
         db.execute(f"DELETE FROM {TABLE} WHERE chunk_id = ?", (chunk_id,))
 
 
-def nearest(
-    db: Connection, user_id: str, vector: np.ndarray, k: int
-) -> list[tuple[int, float]]:
+def nearest(db: Connection, user_id: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
     """(chunk id, cosine similarity) of the user's k nearest vectors, by sqlite-vec's KNN."""
     rows = db.execute(
-        f"SELECT chunk_id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? "
-        "AND user_id = ?",
+        f"SELECT chunk_id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? AND user_id = ?",
         (blob(vector), k, user_id),
     ).fetchall()
     return [(row[0], 1.0 - float(row[1])) for row in rows]
