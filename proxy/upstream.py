@@ -177,16 +177,29 @@ async def call_litellm(
     except Exception as exc:  # litellm maps every provider error onto its own classes
         status = getattr(exc, "status_code", None)
         status = status if isinstance(status, int) and 400 <= status < 600 else 502
+        kind = type(exc).__name__
+        if _missing_key(exc):
+            status, kind = 401, "authentication_error"
         message = getattr(exc, "message", None) or str(exc)
-        error = {
-            "error": {
-                "message": message,
-                "type": type(exc).__name__,
-                "param": None,
-                "code": str(status),
-            }
-        }
+        error = {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
         raise UpstreamError(status, json.dumps(error).encode()) from exc
+
+
+def _missing_key(exc: BaseException) -> bool:
+    """True when the error is the OpenAI SDK refusing to start without an API key.
+
+    litellm reports that as a 500 (other providers' missing keys are already 401s): its
+    cause is the SDK's bare `OpenAIError`, raised before anything was sent.
+    """
+    seen: BaseException | None = exc
+    for _ in range(8):  # a cause chain, not a loop
+        if seen is None:
+            return False
+        kind = type(seen)
+        if kind.__module__ == "openai" and kind.__name__ == "OpenAIError":
+            return "api_key" in str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 async def close_litellm() -> None:

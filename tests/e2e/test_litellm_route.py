@@ -144,6 +144,24 @@ def test_provider_error_through_litellm_keeps_its_status(routed, upstream):
     assert routed.layer.store.messages("default") == []
 
 
+def test_a_missing_provider_key_is_a_401_not_a_500(make_proxy, upstream, monkeypatch):
+    # litellm reports a missing OpenAI key, found before anything is sent, as a 500
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    keyless = make_proxy(routes={"keyless": ModelRoute(model="openai/gpt-4o-mini",
+                                                       api_base=upstream.url)})
+
+    response = httpx.post(keyless.url + "/chat/completions", timeout=30, json={
+        "model": "keyless", "messages": [{"role": "user", "content": "Hello"}]})
+    keyless.flush()
+
+    assert response.status_code == 401
+    error = response.json()["error"]
+    assert sorted(error) == ["code", "message", "param", "type"]
+    assert error["type"] == "authentication_error" and "api_key" in error["message"]
+    assert upstream.requests == []
+    assert keyless.layer.store.messages("default") == []
+
+
 def test_client_leaving_a_litellm_stream_stops_the_provider(routed, upstream):
     reply = "".join(f"word{i:03d} " for i in range(60))  # 60 chunks, 50 ms apart: 3 s
     upstream.script.append({"content": reply, "delay": 0.05})
