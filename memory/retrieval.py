@@ -109,10 +109,11 @@ def retrieve(
     if terms and named:  # search again without the names (see the module docstring)
         lexical = store.lexical_search(user_id, search_terms(query, drop=named), wanted, weight)
         chunks.update(store.chunks(user_id, [i for i, _ in lexical if i not in chunks]))
+    found = {*(i for i, _ in dense), *(i for i, _ in lexical)}  # not the name search's
     visible = {
         i: c
         for i, c in chunks.items()
-        if c.message_hash not in exclude_hashes and c.role in RECALLED_ROLES
+        if i in found and c.message_hash not in exclude_hashes and c.role in RECALLED_ROLES
     }
     similarities = dict(dense)
     missing = [i for i in visible if i not in similarities]
