@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Literal
 
 from memory.records import Chunk, Hit
 from memory.when import Window
@@ -52,7 +53,7 @@ def fuse(
     lexical: Sequence[tuple[int, float]],
     similarities: Mapping[int, float],
     lexical_weight: float = 1.0,
-    method: str = "scores",
+    method: Literal["scores", "rrf"] = "scores",
     k: int = 60,
 ) -> list[Hit]:
     """Hits for the chunks that survived filtering, by fused score in [0, 1], best first.

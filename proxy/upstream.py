@@ -192,7 +192,7 @@ def _missing_key(exc: BaseException) -> bool:
     cause is the SDK's bare `OpenAIError`, raised before anything was sent.
     """
     seen: BaseException | None = exc
-    for _ in range(8):  # a cause chain, not a loop
+    for _ in range(8):  # bounded: a chain of causes may loop back on itself
         if seen is None:
             return False
         kind = type(seen)
