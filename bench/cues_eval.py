@@ -54,10 +54,14 @@ def main() -> None:
     elapsed_ms = (time.perf_counter() - started) * 1000
     precision = correct / captured if captured else 1.0
     recall = correct / expected_total if expected_total else 1.0
-    print(f"dataset: {DATASET.relative_to(ROOT)} ({len(rows)} messages, {negatives} negatives, "
-          f"{expected_total} expected facts)")
-    print(f"machine: {platform.platform()}, Python {platform.python_version()}, "
-          f"{platform.processor() or platform.machine()}")
+    print(
+        f"dataset: {DATASET.relative_to(ROOT)} ({len(rows)} messages, {negatives} negatives, "
+        f"{expected_total} expected facts)"
+    )
+    print(
+        f"machine: {platform.platform()}, Python {platform.python_version()}, "
+        f"{platform.processor() or platform.machine()}"
+    )
     print(f"time:      {elapsed_ms:.1f} ms total, {elapsed_ms / len(rows):.3f} ms/message")
     print(f"captured:  {captured} ({correct} correct)")
     print(f"precision: {precision:.3f}")

@@ -117,16 +117,24 @@ def throughput(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             other.embed_documents(sorted(sample, key=len))
             sweep["batch 64, sorted by length"] = len(sample) / (time.perf_counter() - started)
     return {
-        "turns": len(turns), "messages_stored": stored, "messages_indexed": indexed,
-        "texts_embedded": timed.texts, "embed_calls": timed.calls,
+        "turns": len(turns),
+        "messages_stored": stored,
+        "messages_indexed": indexed,
+        "texts_embedded": timed.texts,
+        "embed_calls": timed.calls,
         "chars": {"mean": float(np.mean(lengths)), "min": min(lengths), "max": max(lengths)},
-        "store_only_s": store_s, "store_only_messages_per_s": stored / store_s,
+        "store_only_s": store_s,
+        "store_only_messages_per_s": stored / store_s,
         "store_only_turns_per_s": len(turns) / store_s,
-        "index_pending_s": index_s, "index_messages_per_s": indexed / index_s,
-        "index_embed_s": timed.seconds, "index_other_s": index_s - timed.seconds,
-        "embed_texts_per_s_by_batch": sweep, "sweep_texts": len(sample),
+        "index_pending_s": index_s,
+        "index_messages_per_s": indexed / index_s,
+        "index_embed_s": timed.seconds,
+        "index_other_s": index_s - timed.seconds,
+        "embed_texts_per_s_by_batch": sweep,
+        "sweep_texts": len(sample),
         "db_mb": sum(p.stat().st_size for p in tmp.glob("throughput.db*")) / 2**20,
-        "embedding_batch_size": args.batch_size, "cpu_cores": cores,
+        "embedding_batch_size": args.batch_size,
+        "cpu_cores": cores,
     }
 
 
@@ -163,8 +171,9 @@ def reply_text(data: bytes, stream: bool) -> str:
     return "".join(parts)
 
 
-async def send_turns(root: str, args: argparse.Namespace, sent: dict[str, Sent],
-                     lock: threading.Lock, salt: str) -> float:
+async def send_turns(
+    root: str, args: argparse.Namespace, sent: dict[str, Sent], lock: threading.Lock, salt: str
+) -> float:
     """Open loop: request i leaves at i / rate s, whatever the earlier ones are doing."""
     rng, histories = random.Random(5), {u: [] for u in range(args.users)}
 
@@ -176,15 +185,25 @@ async def send_turns(root: str, args: argparse.Namespace, sent: dict[str, Sent],
         asked = {"role": "user", "content": f"{chat_text(rng, 'user', 50, 200)} Code {marker}."}
         headers = {"content-type": "application/json", "x-memory-user-id": f"lag-{salt}-{user}"}
         start = time.perf_counter()
-        async with client.stream("POST", "/v1/chat/completions", headers=headers,
-                                 content=turn_body(history, asked, stream)) as response:
+        async with client.stream(
+            "POST",
+            "/v1/chat/completions",
+            headers=headers,
+            content=turn_body(history, asked, stream),
+        ) as response:
             data = b"".join([chunk async for chunk in response.aiter_raw()])
             end = time.perf_counter()
         ok = response.status_code == 200 and (not stream or data.endswith(b"[DONE]\n\n"))
         with lock:
-            sent[marker] = Sent(marker, f"lag-{salt}-{user}", stream, end, ok,
-                                float(response.headers.get("x-memory-overhead-ms", "nan")),
-                                (end - start) * 1000)
+            sent[marker] = Sent(
+                marker,
+                f"lag-{salt}-{user}",
+                stream,
+                end,
+                ok,
+                float(response.headers.get("x-memory-overhead-ms", "nan")),
+                (end - start) * 1000,
+            )
         if ok:
             history += [asked, {"role": "assistant", "content": reply_text(data, stream)}]
 
@@ -198,8 +217,14 @@ async def send_turns(root: str, args: argparse.Namespace, sent: dict[str, Sent],
         return time.perf_counter() - started
 
 
-def poll(handle: ProxyHandle, db: Path, args: argparse.Namespace, sent: dict[str, Sent],
-         lock: threading.Lock, stop: threading.Event) -> None:
+def poll(
+    handle: ProxyHandle,
+    db: Path,
+    args: argparse.Namespace,
+    sent: dict[str, Sent],
+    lock: threading.Lock,
+    stop: threading.Event,
+) -> None:
     """Look for every outstanding marker until found or `give_up` s after its last byte."""
     store = Store(db) if args.poll == "store" else None
     client = httpx.Client(base_url=handle.root, timeout=10)
@@ -207,8 +232,11 @@ def poll(handle: ProxyHandle, db: Path, args: argparse.Namespace, sent: dict[str
     def searchable(s: Sent) -> bool:
         if store is not None:
             return bool(store.lexical_search(s.user, search_terms(s.marker), 1, 1.0))
-        found = client.get("/v1/memory/search", params={"q": s.marker, "k": 3},
-                           headers={"x-memory-user-id": s.user}).json()["results"]
+        found = client.get(
+            "/v1/memory/search",
+            params={"q": s.marker, "k": 3},
+            headers={"x-memory-user-id": s.user},
+        ).json()["results"]
         return any(s.marker in hit["text"] for hit in found)
 
     while True:
@@ -251,48 +279,72 @@ def lag(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     rows = list(sent.values())
     lags = [(s.found - s.end) * 1000 for s in rows if s.found is not None]
     return {
-        "proxy": handle.mode, "poll": args.poll, "requests": len(rows),
-        "failed": sum(not s.ok for s in rows), "sending_s": sending_s,
-        "achieved_rate": len(rows) / sending_s, "lag_ms": pct(lags),
-        "found": len(lags), "never_found_within_s": sum(s.lost for s in rows),
+        "proxy": handle.mode,
+        "poll": args.poll,
+        "requests": len(rows),
+        "failed": sum(not s.ok for s in rows),
+        "sending_s": sending_s,
+        "achieved_rate": len(rows) / sending_s,
+        "lag_ms": pct(lags),
+        "found": len(lags),
+        "never_found_within_s": sum(s.lost for s in rows),
         "latency_ms": pct([s.latency_ms for s in rows]),
         "overhead_header_ms": pct([s.overhead_ms for s in rows if s.overhead_ms == s.overhead_ms]),
-        "pending_at_end": pending_end, "pending_max": max(r["pending"] for r in sampler.samples),
-        "flush_s": flush_s, "flush": flushed,
+        "pending_at_end": pending_end,
+        "pending_max": max(r["pending"] for r in sampler.samples),
+        "flush_s": flush_s,
+        "flush": flushed,
         "cpu_cores_while_sending": cores,
         "rss_mb": pct([r["rss_mb"] for r in sampler.samples], (0, 100)),
-        "store": {"messages": sum(s.messages for s in stats),
-                  "chunks": sum(s.chunks for s in stats),
-                  "sessions": sum(s.sessions for s in stats),
-                  "db_mb": sum(p.stat().st_size for p in tmp.glob("lag.db*")) / 2**20},
+        "store": {
+            "messages": sum(s.messages for s in stats),
+            "chunks": sum(s.chunks for s in stats),
+            "sessions": sum(s.sessions for s in stats),
+            "db_mb": sum(p.stat().st_size for p in tmp.glob("lag.db*")) / 2**20,
+        },
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=2000, help="messages to store and index")
-    parser.add_argument("--batch-size", type=int, default=Settings().embedding_batch_size,
-                        help="embedding batch size for index_pending (moim's default)")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=Settings().embedding_batch_size,
+        help="embedding batch size for index_pending (moim's default)",
+    )
     parser.add_argument("--sweep", type=int, default=128, help="texts per batch-size sweep row")
     parser.add_argument("--rate", type=float, default=20.0, help="lag: requests per second")
     parser.add_argument("--duration", type=float, default=30.0, help="lag: seconds of sending")
     parser.add_argument("--users", type=int, default=8, help="lag: users, one conversation each")
     parser.add_argument("--exchanges", type=int, default=6, help="lag: turns per conversation")
-    parser.add_argument("--poll", choices=("store", "http"), default="store",
-                        help="store: own read connection to the file; http: /v1/memory/search")
+    parser.add_argument(
+        "--poll",
+        choices=("store", "http"),
+        default="store",
+        help="store: own read connection to the file; http: /v1/memory/search",
+    )
     parser.add_argument("--poll-interval", type=float, default=0.005, help="seconds")
     parser.add_argument("--give-up", type=float, default=10.0, help="seconds before 'never found'")
-    parser.add_argument("--subprocess", action=argparse.BooleanOptionalAction, default=True,
-                        help="run the proxy as `python -m proxy.cli serve` (else in threads)")
+    parser.add_argument(
+        "--subprocess",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the proxy as `python -m proxy.cli serve` (else in threads)",
+    )
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-lag", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/ingest.json")
     args = parser.parse_args()
     tmp, about = Path(tempfile.mkdtemp(prefix="moim-ingest-")), machine()
     command = " ".join([Path(sys.executable).as_posix(), *sys.argv])
-    print(f"# moim ingest benchmark\n\ncommand: {command}\nmachine: {about}\n"
-          f"note: {os.cpu_count()} cores shared by the client, the fake upstream and the proxy "
-          "(and by whatever else runs on this machine: see loadavg)", flush=True)
+    print(
+        f"# moim ingest benchmark\n\ncommand: {command}\nmachine: {about}\n"
+        f"note: {os.cpu_count()} cores shared by the client, the fake upstream and the proxy "
+        "(and by whatever else runs on this machine: see loadavg)",
+        flush=True,
+    )
     result: dict[str, Any] = {}
     if not args.skip_throughput:
         result["throughput"] = throughput(args, tmp)
@@ -303,59 +355,81 @@ def main() -> None:
     about["loadavg_end"] = os.getloadavg()
     print("\n## targets\n")
     if "throughput" in result:
-        print(f"- indexing ≥ 300 messages/s → "
-              f"{result['throughput']['index_messages_per_s']:.0f} messages/s")
+        print(
+            f"- indexing ≥ 300 messages/s → "
+            f"{result['throughput']['index_messages_per_s']:.0f} messages/s"
+        )
     if "lag" in result:
         p95 = result["lag"]["lag_ms"]["p95"]
-        print(f"- lag p95 < 1 s → {'-' if p95 is None else f'{p95 / 1000:.2f} s'} "
-              f"({result['lag']['never_found_within_s']} never found)")
+        print(
+            f"- lag p95 < 1 s → {'-' if p95 is None else f'{p95 / 1000:.2f} s'} "
+            f"({result['lag']['never_found_within_s']} never found)"
+        )
     print(f"- loadavg start {about['loadavg_start']}, end {about['loadavg_end']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "command": command, "machine": about, "options": {k: str(v) for k, v in vars(args).items()},
-        "dataset": "synthetic chat turns (chat_text): user 50-250, assistant 100-400 characters; "
-                   "conversations resend their history", **result}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "command": command,
+                "machine": about,
+                "options": {k: str(v) for k, v in vars(args).items()},
+                "dataset": "synthetic chat turns (chat_text): user 50-250, assistant 100-400 "
+                "characters; "
+                "conversations resend their history",
+                **result,
+            },
+            indent=2,
+        )
+    )
     print(f"\nwrote {args.out}")
     shutil.rmtree(tmp, ignore_errors=True)
 
 
 def report_throughput(r: dict[str, Any]) -> None:
-    print(f"\n## 1. throughput, in-process (store: {r['db_mb']:.1f} MB SQLite file)\n\n"
-          f"dataset: {r['turns']} turns resending their history, {r['messages_stored']} new "
-          f"messages (system prompts included, not embedded), message length mean "
-          f"{r['chars']['mean']:.0f} chars ({r['chars']['min']}-{r['chars']['max']}); "
-          f"{r['texts_embedded']} texts embedded in {r['embed_calls']} calls, "
-          f"embedding batch {r['embedding_batch_size']}\n\n"
-          "| step | seconds | per second |\n|---|---|---|\n"
-          f"| store_only (turns) | {r['store_only_s']:.2f} | {r['store_only_turns_per_s']:.0f} "
-          f"turns, {r['store_only_messages_per_s']:.0f} messages |\n"
-          f"| index_pending | {r['index_pending_s']:.2f} | {r['index_messages_per_s']:.0f} "
-          f"messages |\n| … of which embed_documents | {r['index_embed_s']:.2f} | "
-          f"{r['texts_embedded'] / r['index_embed_s']:.0f} texts |\n| … of which the rest "
-          f"(chunking, SQLite, RAM index) | {r['index_other_s']:.2f} | |\n\nCPU over store + "
-          f"index (cores): {cores_text(r['cpu_cores'])}\n"
-          f"embed_documents alone, {r['sweep_texts']} texts: " + ", ".join(
-              f"{k}: {v:.0f} texts/s" for k, v in r["embed_texts_per_s_by_batch"].items()),
-          flush=True)
+    print(
+        f"\n## 1. throughput, in-process (store: {r['db_mb']:.1f} MB SQLite file)\n\n"
+        f"dataset: {r['turns']} turns resending their history, {r['messages_stored']} new "
+        f"messages (system prompts included, not embedded), message length mean "
+        f"{r['chars']['mean']:.0f} chars ({r['chars']['min']}-{r['chars']['max']}); "
+        f"{r['texts_embedded']} texts embedded in {r['embed_calls']} calls, "
+        f"embedding batch {r['embedding_batch_size']}\n\n"
+        "| step | seconds | per second |\n|---|---|---|\n"
+        f"| store_only (turns) | {r['store_only_s']:.2f} | {r['store_only_turns_per_s']:.0f} "
+        f"turns, {r['store_only_messages_per_s']:.0f} messages |\n"
+        f"| index_pending | {r['index_pending_s']:.2f} | {r['index_messages_per_s']:.0f} "
+        f"messages |\n| … of which embed_documents | {r['index_embed_s']:.2f} | "
+        f"{r['texts_embedded'] / r['index_embed_s']:.0f} texts |\n| … of which the rest "
+        f"(chunking, SQLite, RAM index) | {r['index_other_s']:.2f} | |\n\nCPU over store + "
+        f"index (cores): {cores_text(r['cpu_cores'])}\n"
+        f"embed_documents alone, {r['sweep_texts']} texts: "
+        + ", ".join(f"{k}: {v:.0f} texts/s" for k, v in r["embed_texts_per_s_by_batch"].items()),
+        flush=True,
+    )
 
 
 def report_lag(r: dict[str, Any], args: argparse.Namespace) -> None:
-    how = ("own read connection to the SQLite file (Store.lexical_search on the marker)"
-           if r["poll"] == "store" else "GET /v1/memory/search?q=<marker>")
-    print(f"\n## 2. lag from the response's last byte to searchable\n\n"
-          f"proxy: {r['proxy']}; client: httpx.AsyncClient, open loop, {args.rate:g} req/s for "
-          f"{args.duration:g} s (achieved {r['achieved_rate']:.1f}), {args.users} users, "
-          f"conversations of {args.exchanges} turns, half streamed\npoller: {how}, every "
-          f"{args.poll_interval * 1000:g} ms\nstore at the end: {r['store']}\n\n"
-          f"- requests: {r['requests']}, failed {r['failed']}\n"
-          f"- lag (ms): {fmt(r['lag_ms'])}; found {r['found']}, never found within "
-          f"{args.give_up:g} s: {r['never_found_within_s']}\n"
-          f"- client latency (ms): {fmt(r['latency_ms'])}\n"
-          f"- x-memory-overhead-ms: {fmt(r['overhead_header_ms'])}\n"
-          f"- writer queue: max {r['pending_max']:.0f} sampled, {r['pending_at_end']:.0f} when "
-          f"sending stopped; flush {r['flush_s'] * 1000:.0f} ms {r['flush']}\n"
-          f"- CPU while sending (cores): {cores_text(r['cpu_cores_while_sending'])}\n- proxy RSS "
-          f"{fmt(r['rss_mb'], unit=' MB')}", flush=True)
+    how = (
+        "own read connection to the SQLite file (Store.lexical_search on the marker)"
+        if r["poll"] == "store"
+        else "GET /v1/memory/search?q=<marker>"
+    )
+    print(
+        f"\n## 2. lag from the response's last byte to searchable\n\n"
+        f"proxy: {r['proxy']}; client: httpx.AsyncClient, open loop, {args.rate:g} req/s for "
+        f"{args.duration:g} s (achieved {r['achieved_rate']:.1f}), {args.users} users, "
+        f"conversations of {args.exchanges} turns, half streamed\npoller: {how}, every "
+        f"{args.poll_interval * 1000:g} ms\nstore at the end: {r['store']}\n\n"
+        f"- requests: {r['requests']}, failed {r['failed']}\n"
+        f"- lag (ms): {fmt(r['lag_ms'])}; found {r['found']}, never found within "
+        f"{args.give_up:g} s: {r['never_found_within_s']}\n"
+        f"- client latency (ms): {fmt(r['latency_ms'])}\n"
+        f"- x-memory-overhead-ms: {fmt(r['overhead_header_ms'])}\n"
+        f"- writer queue: max {r['pending_max']:.0f} sampled, {r['pending_at_end']:.0f} when "
+        f"sending stopped; flush {r['flush_s'] * 1000:.0f} ms {r['flush']}\n"
+        f"- CPU while sending (cores): {cores_text(r['cpu_cores_while_sending'])}\n- proxy RSS "
+        f"{fmt(r['rss_mb'], unit=' MB')}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

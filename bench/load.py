@@ -64,7 +64,8 @@ async def one_request(client: openai.AsyncOpenAI, messages: list[dict], stream: 
     """One chat completion: timings, moim's headers, the reply's text."""
     start, first = time.perf_counter(), None
     raw = await client.chat.completions.with_raw_response.create(
-        model=MODEL, messages=messages, stream=stream)
+        model=MODEL, messages=messages, stream=stream
+    )
     if stream:
         parts = []
         async for chunk in raw.parse():
@@ -75,16 +76,29 @@ async def one_request(client: openai.AsyncOpenAI, messages: list[dict], stream: 
     else:
         reply = raw.parse().choices[0].message.content or ""
     end = time.perf_counter()
-    return {"start": start, "end": end, "latency_ms": (end - start) * 1000,
-            "ttfb_ms": None if first is None else (first - start) * 1000, "stream": stream,
-            "overhead_ms": float(raw.headers.get("x-memory-overhead-ms", "nan")),
-            "chunks": int(raw.headers.get("x-memory-chunks-injected", "0")),
-            "memory_error": raw.headers.get("x-memory-error"), "reply": reply}
+    return {
+        "start": start,
+        "end": end,
+        "latency_ms": (end - start) * 1000,
+        "ttfb_ms": None if first is None else (first - start) * 1000,
+        "stream": stream,
+        "overhead_ms": float(raw.headers.get("x-memory-overhead-ms", "nan")),
+        "chunks": int(raw.headers.get("x-memory-chunks-injected", "0")),
+        "memory_error": raw.headers.get("x-memory-error"),
+        "reply": reply,
+    }
 
 
-async def client_loop(client: openai.AsyncOpenAI, rng: random.Random, history: list[dict],
-                      args: argparse.Namespace, until: float, rows: list[dict], errors: Counter,
-                      limit: int | None = None) -> None:
+async def client_loop(
+    client: openai.AsyncOpenAI,
+    rng: random.Random,
+    history: list[dict],
+    args: argparse.Namespace,
+    until: float,
+    rows: list[dict],
+    errors: Counter,
+    limit: int | None = None,
+) -> None:
     """Closed loop until `until` (or `limit` requests): conversations of `args.turns`
     exchanges, each request resending the conversation so far."""
     while time.perf_counter() < until and (limit is None or limit > 0):
@@ -107,32 +121,54 @@ async def client_loop(client: openai.AsyncOpenAI, rng: random.Random, history: l
         history += [asked, {"role": "assistant", "content": row.pop("reply")}]
 
 
-async def drive(root: str, users: list[str], args: argparse.Namespace,
-                sampler: Sampler) -> dict[str, Any]:
+async def drive(
+    root: str, users: list[str], args: argparse.Namespace, sampler: Sampler
+) -> dict[str, Any]:
     """One warm-up request per client (not counted), then all clients for `args.duration`."""
-    clients = [openai.AsyncOpenAI(base_url=root + "/v1", api_key="sk-bench", max_retries=0,
-                                  timeout=120, default_headers={"x-memory-user-id": user,
-                                                                "x-memory-mode": "auto"})
-               for user in users]
+    clients = [
+        openai.AsyncOpenAI(
+            base_url=root + "/v1",
+            api_key="sk-bench",
+            max_retries=0,
+            timeout=120,
+            default_headers={"x-memory-user-id": user, "x-memory-mode": "auto"},
+        )
+        for user in users
+    ]
     rngs = [random.Random(1000 + i) for i in range(len(users))]
     histories: list[list[dict]] = [[] for _ in users]
     warm: dict[str, Any] = {"rows": [], "errors": Counter()}
     started = time.perf_counter()
     if users[0] == "preload":  # alone first: its first recall loads its vectors into RAM
-        await client_loop(clients[0], rngs[0], histories[0], args, float("inf"), warm["rows"],
-                          warm["errors"], limit=1)
+        await client_loop(
+            clients[0],
+            rngs[0],
+            histories[0],
+            args,
+            float("inf"),
+            warm["rows"],
+            warm["errors"],
+            limit=1,
+        )
         warm["preload_first_ms"] = (time.perf_counter() - started) * 1000
-    await asyncio.gather(*(client_loop(c, r, h, args, float("inf"), warm["rows"],
-                                       warm["errors"], limit=1)
-                           for c, r, h in zip(clients, rngs, histories, strict=True)
-                           if "preload_first_ms" not in warm or c is not clients[0]))
+    await asyncio.gather(
+        *(
+            client_loop(c, r, h, args, float("inf"), warm["rows"], warm["errors"], limit=1)
+            for c, r, h in zip(clients, rngs, histories, strict=True)
+            if "preload_first_ms" not in warm or c is not clients[0]
+        )
+    )
     warm["s"] = time.perf_counter() - started
     warm["rss_mb"] = sampler.sample()["rss_mb"]
     rows: list[dict] = []
     errors: Counter = Counter()
     window, started = cpu_window(processes(sampler.handle)), time.perf_counter()
-    await asyncio.gather(*(client_loop(c, r, h, args, started + args.duration, rows, errors)
-                           for c, r, h in zip(clients, rngs, histories, strict=True)))
+    await asyncio.gather(
+        *(
+            client_loop(c, r, h, args, started + args.duration, rows, errors)
+            for c, r, h in zip(clients, rngs, histories, strict=True)
+        )
+    )
     elapsed = time.perf_counter() - started
     cpu = window()
     for client in clients:
@@ -146,10 +182,18 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds measured")
     parser.add_argument("--turns", type=int, default=4, help="exchanges per conversation")
     parser.add_argument("--stream-share", type=float, default=0.5, help="share streamed")
-    parser.add_argument("--preload-chunks", type=int, default=0,
-                        help="give client 0's user this many synthetic chunks first")
-    parser.add_argument("--subprocess", action=argparse.BooleanOptionalAction, default=True,
-                        help="run the proxy as `python -m proxy.cli serve` (else in threads)")
+    parser.add_argument(
+        "--preload-chunks",
+        type=int,
+        default=0,
+        help="give client 0's user this many synthetic chunks first",
+    )
+    parser.add_argument(
+        "--subprocess",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the proxy as `python -m proxy.cli serve` (else in threads)",
+    )
     parser.add_argument("--db", type=Path, help="reuse/keep the database here (else a temp dir)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/load.json")
     args = parser.parse_args()
@@ -157,9 +201,12 @@ def main() -> None:
     db = args.db or tmp / "load.db"
     db.parent.mkdir(parents=True, exist_ok=True)
     about, command = machine(), " ".join([Path(sys.executable).as_posix(), *sys.argv])
-    print(f"# moim load benchmark\n\ncommand: {command}\nmachine: {about}\ncaveat: "
-          f"{os.cpu_count()} cores shared by the {args.clients} clients, the fake upstream and "
-          "the proxy (and by whatever else runs on this machine: see loadavg)", flush=True)
+    print(
+        f"# moim load benchmark\n\ncommand: {command}\nmachine: {about}\ncaveat: "
+        f"{os.cpu_count()} cores shared by the {args.clients} clients, the fake upstream and "
+        "the proxy (and by whatever else runs on this machine: see loadavg)",
+        flush=True,
+    )
     salt = "".join(random.Random().choices("abcdefghjkmnpqrstuvwxyz", k=4))
     users = [f"load-{salt}-{i}" for i in range(args.clients)]
     layer, preload_s = None, 0.0
@@ -167,8 +214,10 @@ def main() -> None:
         layer = MemoryLayer(Settings(db_path=db))
         preload_s = populate(layer, "preload", args.preload_chunks, np.random.default_rng(7), {})
         users[0] = "preload"
-        print(f"preloaded user 'preload': {layer.stats('preload').chunks} chunks "
-              f"({preload_s:.0f} s)", flush=True)
+        print(
+            f"preloaded user 'preload': {layer.stats('preload').chunks} chunks ({preload_s:.0f} s)",
+            flush=True,
+        )
         if args.subprocess:
             layer = None  # the proxy process opens the file itself
     with ExitStack() as stack:
@@ -188,37 +237,62 @@ def main() -> None:
     about["loadavg_end"] = os.getloadavg()
     rows, samples = run["rows"], sampler.samples
     result = {
-        "proxy": handle.mode, "clients": args.clients, "duration_s": run["elapsed"],
-        "requests": len(rows), "requests_per_s": len(rows) / run["elapsed"],
-        "streamed": sum(r["stream"] for r in rows), "errors": dict(run["errors"]),
+        "proxy": handle.mode,
+        "clients": args.clients,
+        "duration_s": run["elapsed"],
+        "requests": len(rows),
+        "requests_per_s": len(rows) / run["elapsed"],
+        "streamed": sum(r["stream"] for r in rows),
+        "errors": dict(run["errors"]),
         "memory_errors": dict(Counter(r["memory_error"] for r in rows if r["memory_error"])),
         "latency_ms": pct([r["latency_ms"] for r in rows]),
         "ttfb_ms_streamed": pct([r["ttfb_ms"] for r in rows if r["ttfb_ms"] is not None]),
-        "overhead_header_ms": pct([r["overhead_ms"] for r in rows
-                                   if r["overhead_ms"] == r["overhead_ms"]]),
+        "overhead_header_ms": pct(
+            [r["overhead_ms"] for r in rows if r["overhead_ms"] == r["overhead_ms"]]
+        ),
         "chunks_injected_mean": float(np.mean([r["chunks"] for r in rows])) if rows else 0.0,
-        "cpu_cores": run["cpu"], "rss_idle_mb": idle["rss_mb"],
+        "cpu_cores": run["cpu"],
+        "rss_idle_mb": idle["rss_mb"],
         "rss_after_warmup_mb": run["warm"]["rss_mb"],
-        "rss_mb": {"min": min(s["rss_mb"] for s in samples),
-                   "max": max(s["rss_mb"] for s in samples)},
-        "samples": samples, "pending_at_end": pending, "flush_s": flush_s,
+        "rss_mb": {
+            "min": min(s["rss_mb"] for s in samples),
+            "max": max(s["rss_mb"] for s in samples),
+        },
+        "samples": samples,
+        "pending_at_end": pending,
+        "flush_s": flush_s,
         "flush": {"status": flushed.status_code, **flushed.json()},
-        "warmup": {"s": run["warm"]["s"], "errors": dict(run["warm"]["errors"]),
-                   "first_latency_ms": pct([r["latency_ms"] for r in run["warm"]["rows"]], (50,)),
-                   "preload_first_ms": run["warm"].get("preload_first_ms")},
-        "store": {"preload_chunks": stats.get("preload").chunks if "preload" in stats else 0,
-                  "preload_s": preload_s,
-                  "load_users_messages": sum(stats[u].messages for u in users if u != "preload"),
-                  "load_users_chunks": sum(stats[u].chunks for u in users if u != "preload"),
-                  "db_mb": sum(p.stat().st_size for p in db.parent.glob(db.name + "*")) / 2**20},
+        "warmup": {
+            "s": run["warm"]["s"],
+            "errors": dict(run["warm"]["errors"]),
+            "first_latency_ms": pct([r["latency_ms"] for r in run["warm"]["rows"]], (50,)),
+            "preload_first_ms": run["warm"].get("preload_first_ms"),
+        },
+        "store": {
+            "preload_chunks": stats.get("preload").chunks if "preload" in stats else 0,
+            "preload_s": preload_s,
+            "load_users_messages": sum(stats[u].messages for u in users if u != "preload"),
+            "load_users_chunks": sum(stats[u].chunks for u in users if u != "preload"),
+            "db_mb": sum(p.stat().st_size for p in db.parent.glob(db.name + "*")) / 2**20,
+        },
     }
     report(result, args)
     print(f"- loadavg start {about['loadavg_start']}, end {about['loadavg_end']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "command": command, "machine": about, "options": {k: str(v) for k, v in vars(args).items()},
-        "dataset": "synthetic chat turns (bench/ingest.py chat_text), 50-250 characters per user "
-                   "message; replies: the fake upstream's echo", **result}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "command": command,
+                "machine": about,
+                "options": {k: str(v) for k, v in vars(args).items()},
+                "dataset": "synthetic chat turns (bench/ingest.py chat_text), 50-250 characters "
+                "per user "
+                "message; replies: the fake upstream's echo",
+                **result,
+            },
+            indent=2,
+        )
+    )
     print(f"\nwrote {args.out}")
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -226,39 +300,47 @@ def main() -> None:
 def report(r: dict[str, Any], args: argparse.Namespace) -> None:
     s, first = r["store"], r["warmup"]["preload_first_ms"]
     preload_first = "" if first is None else f"; the preload user's first, alone: {first:.0f} ms"
-    print(f"\nproxy: {r['proxy']}; clients: {args.clients} × openai.AsyncOpenAI, closed loop, "
-          f"own user each, mode auto, {args.turns} exchanges per conversation, "
-          f"{args.stream_share:.0%} streamed; warm-up {r['warmup']['s']:.1f} s (first requests "
-          f"{fmt(r['warmup']['first_latency_ms'])} ms{preload_first}), then "
-          f"{r['duration_s']:.1f} s\n"
-          f"store: preload user {s['preload_chunks']} chunks; load users at the end "
-          f"{s['load_users_messages']} messages, {s['load_users_chunks']} chunks; "
-          f"file {s['db_mb']:.0f} MB\n\n"
-          f"- requests: {r['requests']} ({r['streamed']} streamed), "
-          f"{r['requests_per_s']:.1f} req/s\n"
-          f"- errors: {sum(r['errors'].values())} {r['errors'] or ''}; memory errors "
-          f"(x-memory-error): {r['memory_errors'] or 0}\n"
-          f"- client latency (ms): {fmt(r['latency_ms'])}\n"
-          f"- client TTFB, streamed (ms): {fmt(r['ttfb_ms_streamed'])}\n"
-          f"- x-memory-overhead-ms: {fmt(r['overhead_header_ms'])}; chunks injected mean "
-          f"{r['chunks_injected_mean']:.1f}\n"
-          f"- CPU (cores busy over the run): {cores_text(r['cpu_cores'])}\n"
-          f"- proxy RSS: idle {r['rss_idle_mb']:.0f} MB, after warm-up "
-          f"{r['rss_after_warmup_mb']:.0f} MB, during the run min {r['rss_mb']['min']:.0f} / "
-          f"max {r['rss_mb']['max']:.0f} MB\n"
-          f"- writer queue at the end: {r['pending_at_end']:.0f} turns; flush took "
-          f"{r['flush_s']:.2f} s {r['flush']}")
+    print(
+        f"\nproxy: {r['proxy']}; clients: {args.clients} × openai.AsyncOpenAI, closed loop, "
+        f"own user each, mode auto, {args.turns} exchanges per conversation, "
+        f"{args.stream_share:.0%} streamed; warm-up {r['warmup']['s']:.1f} s (first requests "
+        f"{fmt(r['warmup']['first_latency_ms'])} ms{preload_first}), then "
+        f"{r['duration_s']:.1f} s\n"
+        f"store: preload user {s['preload_chunks']} chunks; load users at the end "
+        f"{s['load_users_messages']} messages, {s['load_users_chunks']} chunks; "
+        f"file {s['db_mb']:.0f} MB\n\n"
+        f"- requests: {r['requests']} ({r['streamed']} streamed), "
+        f"{r['requests_per_s']:.1f} req/s\n"
+        f"- errors: {sum(r['errors'].values())} {r['errors'] or ''}; memory errors "
+        f"(x-memory-error): {r['memory_errors'] or 0}\n"
+        f"- client latency (ms): {fmt(r['latency_ms'])}\n"
+        f"- client TTFB, streamed (ms): {fmt(r['ttfb_ms_streamed'])}\n"
+        f"- x-memory-overhead-ms: {fmt(r['overhead_header_ms'])}; chunks injected mean "
+        f"{r['chunks_injected_mean']:.1f}\n"
+        f"- CPU (cores busy over the run): {cores_text(r['cpu_cores'])}\n"
+        f"- proxy RSS: idle {r['rss_idle_mb']:.0f} MB, after warm-up "
+        f"{r['rss_after_warmup_mb']:.0f} MB, during the run min {r['rss_mb']['min']:.0f} / "
+        f"max {r['rss_mb']['max']:.0f} MB\n"
+        f"- writer queue at the end: {r['pending_at_end']:.0f} turns; flush took "
+        f"{r['flush_s']:.2f} s {r['flush']}"
+    )
     print("\n| t (s) | RSS (MB) | proxy CPU (s) | writer queue |\n|---|---|---|---|")
     picks = sorted({int(i) for i in np.linspace(0, len(r["samples"]) - 1, 10)})
     for row in (r["samples"][i] for i in picks):
-        print(f"| {row['t']:.0f} | {row['rss_mb']:.0f} | {row['cpu_s']:.1f} | "
-              f"{row['pending']:.0f} |")
-    rss = (f"{r['rss_mb']['max']:.0f} MB max with {s['preload_chunks']} chunks loaded"
-           if s["preload_chunks"] else "not measured (run with --preload-chunks 100000)")
-    print(f"\n## targets\n\n- ≥ 200 req/s from one process with 0 errors → "
-          f"{r['requests_per_s']:.1f} req/s, {sum(r['errors'].values())} errors\n"
-          f"- RSS ≤ 400 MB at 100k chunks → {rss}\n"
-          f"- caveat: {os.cpu_count()} cores for client, upstream and proxy together")
+        print(
+            f"| {row['t']:.0f} | {row['rss_mb']:.0f} | {row['cpu_s']:.1f} | {row['pending']:.0f} |"
+        )
+    rss = (
+        f"{r['rss_mb']['max']:.0f} MB max with {s['preload_chunks']} chunks loaded"
+        if s["preload_chunks"]
+        else "not measured (run with --preload-chunks 100000)"
+    )
+    print(
+        f"\n## targets\n\n- ≥ 200 req/s from one process with 0 errors → "
+        f"{r['requests_per_s']:.1f} req/s, {sum(r['errors'].values())} errors\n"
+        f"- RSS ≤ 400 MB at 100k chunks → {rss}\n"
+        f"- caveat: {os.cpu_count()} cores for client, upstream and proxy together"
+    )
 
 
 if __name__ == "__main__":

@@ -93,8 +93,9 @@ def load(selected: list[int], limit: int | None) -> list[Conversation]:
     return [_conversation(i, samples[i], audit, limit) for i in selected]
 
 
-def _conversation(index: int, sample: dict[str, Any], audit: dict[tuple[int, int], Any],
-                  limit: int | None) -> Conversation:
+def _conversation(
+    index: int, sample: dict[str, Any], audit: dict[tuple[int, int], Any], limit: int | None
+) -> Conversation:
     conv = sample["conversation"]
     roles = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
     sessions, turns = [], {}
@@ -104,7 +105,8 @@ def _conversation(index: int, sample: dict[str, Any], audit: dict[tuple[int, int
         for turn in conv[f"session_{n}"]:
             caption = turn.get("blip_caption")
             text = turns[turn["dia_id"]] = turn["text"] + (
-                f" [shares a photo: {caption}]" if caption else "")
+                f" [shares a photo: {caption}]" if caption else ""
+            )
             name = re.sub(r"[^A-Za-z0-9_-]", "_", turn["speaker"])
             messages.append({"role": roles[turn["speaker"]], "name": name, "content": text})
         sessions.append((n, when.isoformat(), messages))
@@ -123,8 +125,9 @@ def _conversation(index: int, sample: dict[str, Any], audit: dict[tuple[int, int
         evidence = audited = valid(qa["evidence"], count=True)
         if fix and fix["question"] == qa["question"] and fix.get("correct_evidence"):
             audited = valid(fix["correct_evidence"])
-        result.questions.append(Question(index, q, qa["category"], qa["question"], evidence,
-                                         audited))
+        result.questions.append(
+            Question(index, q, qa["category"], qa["question"], evidence, audited)
+        )
     return result
 
 
@@ -155,10 +158,15 @@ def replay(client: openai.OpenAI, root: str, upstream: Any, conv: Conversation) 
     for number, when, messages in conv.sessions:
         upstream.script.append({"content": ""})  # no synthetic reply is stored
         client.chat.completions.with_raw_response.create(
-            model=MODEL, messages=messages,
-            extra_headers={"X-Memory-User-Id": conv.sample_id, "X-Memory-Mode": "write",
-                           "X-Memory-Session-Id": f"{conv.sample_id}-s{number}",
-                           "X-Memory-Timestamp": when})
+            model=MODEL,
+            messages=messages,
+            extra_headers={
+                "X-Memory-User-Id": conv.sample_id,
+                "X-Memory-Mode": "write",
+                "X-Memory-Session-Id": f"{conv.sample_id}-s{number}",
+                "X-Memory-Timestamp": when,
+            },
+        )
     return True
 
 
@@ -174,20 +182,32 @@ def block_of(body: dict[str, Any]) -> str:
 
 def ask(client: openai.OpenAI, upstream: Any, conv: Conversation, q: Question) -> None:
     raw = client.chat.completions.with_raw_response.create(
-        model=MODEL, messages=[{"role": "system", "content": SYSTEM},
-                               {"role": "user", "content": q.text}],
-        extra_headers={"X-Memory-User-Id": conv.sample_id, "X-Memory-Mode": "read",
-                       "X-Memory-Session-Id": f"{conv.sample_id}-q{q.index}"})
+        model=MODEL,
+        messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q.text}],
+        extra_headers={
+            "X-Memory-User-Id": conv.sample_id,
+            "X-Memory-Mode": "read",
+            "X-Memory-Session-Id": f"{conv.sample_id}-q{q.index}",
+        },
+    )
     block = norm(block_of(upstream.last_json))
     inside = {d: norm(conv.turns[d]) in block for d in {*q.evidence, *q.audited}}
     head = {d: norm(conv.turns[d])[:LENIENT] in block for d in {*q.evidence, *q.audited}}
-    runs = [[" ".join(w[i : i + 6]) for i in range(max(1, len(w) - 5))]  # 6-word runs
-            for w in (norm(conv.turns[d]).split() for d in q.audited)]
+    runs = [
+        [" ".join(w[i : i + 6]) for i in range(max(1, len(w) - 5))]  # 6-word runs
+        for w in (norm(conv.turns[d]).split() for d in q.audited)
+    ]
     part = any(2 * sum(r in block for r in turn) >= len(turn) for turn in runs)
-    q.result = {"block": bool(block), "tokens": int(raw.headers["x-memory-tokens-injected"]),
-                "part": part, "text": block if not any(map(inside.get, q.audited)) else None,
-                "overhead_ms": float(raw.headers["x-memory-overhead-ms"]),
-                "tier": int(raw.headers["x-memory-tier"]), "inside": inside, "head": head}
+    q.result = {
+        "block": bool(block),
+        "tokens": int(raw.headers["x-memory-tokens-injected"]),
+        "part": part,
+        "text": block if not any(map(inside.get, q.audited)) else None,
+        "overhead_ms": float(raw.headers["x-memory-overhead-ms"]),
+        "tier": int(raw.headers["x-memory-tier"]),
+        "inside": inside,
+        "head": head,
+    }
 
 
 def explain(root: str, conv: Conversation, q: Question) -> dict[str, Any]:
@@ -195,17 +215,29 @@ def explain(root: str, conv: Conversation, q: Question) -> dict[str, Any]:
     block, not all), or where /v1/memory/search (same ranking, no cut) puts it in its top 40."""
     # As recall's query: build_query prepends the system prompt to a question under 6 words.
     query = q.text if len(q.text.split()) >= 6 else f"{SYSTEM}\n{q.text}"
-    found = httpx.get(root + "/v1/memory/search", params={"q": query, "k": 40},
-                      headers={"X-Memory-User-Id": conv.sample_id}, timeout=60).json()["results"]
+    found = httpx.get(
+        root + "/v1/memory/search",
+        params={"q": query, "k": 40},
+        headers={"X-Memory-User-Id": conv.sample_id},
+        timeout=60,
+    ).json()["results"]
     wanted = [norm(conv.turns[d]) for d in q.audited]
     texts = [norm(hit["text"]) for hit in found]  # a long turn may be split into chunks
-    ranks = [r for r, t in enumerate(texts, 1) if any(t == w or len(t) > 200 and t in w
-                                                       for w in wanted)]
+    ranks = [
+        r for r, t in enumerate(texts, 1) if any(t == w or len(t) > 200 and t in w for w in wanted)
+    ]
     best = min(ranks, default=None)
     bucket = next((b for b in (5, 10, 20, 40) if best is not None and best <= b), None)
-    reason = ("abstained" if not q.result["block"] else "cut" if q.result["part"] else
-              f"search rank <= {bucket}" if bucket else "not in search top 40")
-    top = [f'{h["why"] or "-"} sim {h["similarity"]}: {norm(h["text"])[:70]}' for h in found[:5]]
+    reason = (
+        "abstained"
+        if not q.result["block"]
+        else "cut"
+        if q.result["part"]
+        else f"search rank <= {bucket}"
+        if bucket
+        else "not in search top 40"
+    )
+    top = [f"{h['why'] or '-'} sim {h['similarity']}: {norm(h['text'])[:70]}" for h in found[:5]]
     return {"reason": reason, "best_rank": best, "top5": top}
 
 
@@ -213,8 +245,12 @@ def summary(qs: list[Question], audited: bool) -> dict[str, Any]:
     """n, hit and all, strict and by the first 120 characters, over questions with evidence."""
     ids = [(q, e) for q in qs if (e := q.audited if audited else q.evidence)]
     out: dict[str, Any] = {"n": len(ids)}
-    for name, key, every in (("hit", "inside", any), ("all", "inside", all),
-                             ("hit_120", "head", any), ("all_120", "head", all)):
+    for name, key, every in (
+        ("hit", "inside", any),
+        ("all", "inside", all),
+        ("hit_120", "head", any),
+        ("all_120", "head", all),
+    ):
         hits = sum(every(q.result[key][d] for d in e) for q, e in ids)
         out[name] = hits / len(ids) if ids else float("nan")
     return out
@@ -230,8 +266,10 @@ def table(title: str, rows: dict[str, list[Question]], out: dict[str, Any]) -> N
     for label, chosen in rows.items():
         for evidence in ("original", "audited") if chosen else ():
             s = out[f"{label} {evidence}"] = summary(chosen, evidence == "audited")
-            print(f'| {label} | {evidence} | {s["n"]} | {s["hit"]:.3f} | {s["all"]:.3f} | '
-                  f'{s["hit_120"]:.3f} | {s["all_120"]:.3f} |')
+            print(
+                f"| {label} | {evidence} | {s['n']} | {s['hit']:.3f} | {s['all']:.3f} | "
+                f"{s['hit_120']:.3f} | {s['all_120']:.3f} |"
+            )
 
 
 def report(variant: str, qs: list[Question], seconds: float) -> dict[str, Any]:
@@ -242,37 +280,47 @@ def report(variant: str, qs: list[Question], seconds: float) -> dict[str, Any]:
     cats = ("1", "2", "3", "4", "1-4", "5")
     table("category (all selected)", {c: pick(qs, c) for c in cats}, out["categories"])
     lat = [q.result["overhead_ms"] for q in qs]
-    out.update(questions=len(qs), wall_seconds=round(seconds, 1),
-               mean_tokens=sum(q.result["tokens"] for q in qs) / len(qs),
-               no_block=sum(not q.result["block"] for q in qs) / len(qs),
-               tiers=dict(Counter(q.result["tier"] for q in qs)),
-               overhead_ms_p50=float(np.percentile(lat, 50)),
-               overhead_ms_p95=float(np.percentile(lat, 95)))
-    print(f"\nquestions {len(qs)} ({seconds:.0f} s), mean injected tokens {out['mean_tokens']:.0f}"
-          f", no block {out['no_block']:.3f}, tiers {out['tiers']}, recall overhead (ms) p50 "
-          f"{out['overhead_ms_p50']:.1f} / p95 {out['overhead_ms_p95']:.1f}")
+    out.update(
+        questions=len(qs),
+        wall_seconds=round(seconds, 1),
+        mean_tokens=sum(q.result["tokens"] for q in qs) / len(qs),
+        no_block=sum(not q.result["block"] for q in qs) / len(qs),
+        tiers=dict(Counter(q.result["tier"] for q in qs)),
+        overhead_ms_p50=float(np.percentile(lat, 50)),
+        overhead_ms_p95=float(np.percentile(lat, 95)),
+    )
+    print(
+        f"\nquestions {len(qs)} ({seconds:.0f} s), mean injected tokens {out['mean_tokens']:.0f}"
+        f", no block {out['no_block']:.3f}, tiers {out['tiers']}, recall overhead (ms) p50 "
+        f"{out['overhead_ms_p50']:.1f} / p95 {out['overhead_ms_p95']:.1f}"
+    )
     return out
 
 
-def run_variant(variant: str, args: argparse.Namespace, convs: list[Conversation],
-                upstream: Any, db: Path) -> dict[str, Any]:
+def run_variant(
+    variant: str, args: argparse.Namespace, convs: list[Conversation], upstream: Any, db: Path
+) -> dict[str, Any]:
     """Start the proxy on `db` with this retriever, replay what is missing, ask, explain misses."""
     settings = replace(Settings(db_path=db), retrievers=variant)
     if args.min_similarity is not None:
         settings = replace(settings, min_similarity=args.min_similarity)
     started = time.perf_counter()
     with serve(build_app(Config(upstream_base_url=upstream.url, memory=settings))) as root:
-        client = openai.OpenAI(base_url=root + "/v1", api_key="sk-bench", max_retries=0,
-                               timeout=300)
+        client = openai.OpenAI(
+            base_url=root + "/v1", api_key="sk-bench", max_retries=0, timeout=300
+        )
         replayed = [c.sample_id for c in convs if replay(client, root, upstream, c)]
         while httpx.post(root + "/v1/memory/flush", timeout=180).status_code != 200:
             pass  # 504: still indexing after 120 s; wait again
         replay_seconds = time.perf_counter() - started
         store = {c.sample_id: stats(root, c.sample_id) for c in convs}
-        sizes = ", ".join(f'{u} {s["messages"]}/{s["chunks"]}/{s["facts"]}'
-                          for u, s in store.items())
-        print(f"\n[{variant}] replayed {len(replayed)} conversations in {replay_seconds:.0f} s;"
-              f" store (messages/chunks/facts): {sizes}")
+        sizes = ", ".join(
+            f"{u} {s['messages']}/{s['chunks']}/{s['facts']}" for u, s in store.items()
+        )
+        print(
+            f"\n[{variant}] replayed {len(replayed)} conversations in {replay_seconds:.0f} s;"
+            f" store (messages/chunks/facts): {sizes}"
+        )
         upstream.script.clear()
         asked = time.perf_counter()
         qs = [(c, q) for c in convs for q in c.questions if q.audited or q.evidence]
@@ -284,11 +332,23 @@ def run_variant(variant: str, args: argparse.Namespace, convs: list[Conversation
             q.result["miss"] = explain(root, conv, q)
     out = report(variant, [q for _, q in qs], seconds)
     show_misses(misses, args.examples)
-    out.update(variant=variant, replay_seconds=round(replay_seconds, 1), store=store,
-               settings={"retrievers": variant, "min_similarity": settings.min_similarity},
-               per_question=[{"conv": q.conv, "qa": q.index, "category": q.category,
-                              "evidence": q.evidence, "audited": q.audited, **q.result}
-                             for _, q in qs])
+    out.update(
+        variant=variant,
+        replay_seconds=round(replay_seconds, 1),
+        store=store,
+        settings={"retrievers": variant, "min_similarity": settings.min_similarity},
+        per_question=[
+            {
+                "conv": q.conv,
+                "qa": q.index,
+                "category": q.category,
+                "evidence": q.evidence,
+                "audited": q.audited,
+                **q.result,
+            }
+            for _, q in qs
+        ],
+    )
     return out
 
 
@@ -297,9 +357,11 @@ def show_misses(misses: list[tuple[Conversation, Question]], examples: int) -> N
     print(f"misses (cat 1-4, audited evidence) by reason: {dict(reasons.most_common())}")
     for conv, q in [(c, q) for c, q in misses if c.index < 5 and q.category != 5][:examples]:
         m, said = q.result["miss"], " | ".join(norm(conv.turns[d])[:150] for d in q.audited)
-        print(f"\n- {conv.sample_id} q{q.index} cat {q.category}: {q.text}\n  evidence "
-              f'{q.audited}: {said}\n  -> {m["reason"]} (best search rank {m["best_rank"]});'
-              " top 5:\n    " + "\n    ".join(m["top5"]))
+        print(
+            f"\n- {conv.sample_id} q{q.index} cat {q.category}: {q.text}\n  evidence "
+            f"{q.audited}: {said}\n  -> {m['reason']} (best search rank {m['best_rank']});"
+            " top 5:\n    " + "\n    ".join(m["top5"])
+        )
 
 
 def parse_range(text: str) -> list[int]:
@@ -320,13 +382,17 @@ def main() -> None:
     variants = VARIANTS if args.retrievers == "all" else [args.retrievers]
     qs = [q for c in convs for q in c.questions]
     turns, cats = sum(len(c.turns) for c in convs), dict(Counter(q.category for q in qs))
-    print(f"dataset: LoCoMo locomo10.json {[c.sample_id for c in convs]}, {turns} turns, "
-          f"{len(qs)} questions by category {dict(sorted(cats.items()))}; "
-          f"{sum(c.bad_ids for c in convs)} malformed/unknown evidence ids ignored; "
-          f"{sum(not q.evidence for q in qs)} questions without valid evidence "
-          f"({sum(not q.audited for q in qs)} after locomo10_audit_errors.json corrections)")
-    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}, embedding {Settings().embedding_model}")
+    print(
+        f"dataset: LoCoMo locomo10.json {[c.sample_id for c in convs]}, {turns} turns, "
+        f"{len(qs)} questions by category {dict(sorted(cats.items()))}; "
+        f"{sum(c.bad_ids for c in convs)} malformed/unknown evidence ids ignored; "
+        f"{sum(not q.evidence for q in qs)} questions without valid evidence "
+        f"({sum(not q.audited for q in qs)} after locomo10_audit_errors.json corrections)"
+    )
+    print(
+        f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, embedding {Settings().embedding_model}"
+    )
     print(REFERENCE)
     RESULTS.mkdir(parents=True, exist_ok=True)
     results = {}
@@ -336,13 +402,17 @@ def main() -> None:
         for variant in variants:
             results[variant] = run_variant(variant, args, convs, upstream, db)
             (RESULTS / f"locomo-{variant}.json").write_text(json.dumps(results[variant]))
-    print("\n| variant | hit (1-4, audited, all) | all | hit 120 | all 120 | tokens | no block "
-          "| p50 ms | p95 ms |\n|---|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| variant | hit (1-4, audited, all) | all | hit 120 | all 120 | tokens | no block "
+        "| p50 ms | p95 ms |\n|---|---|---|---|---|---|---|---|---|"
+    )
     for variant, out in results.items():
         s = out["splits"]["all selected audited"]
-        print(f'| {variant} | {s["hit"]:.3f} | {s["all"]:.3f} | {s["hit_120"]:.3f} | '
-              f'{s["all_120"]:.3f} | {out["mean_tokens"]:.0f} | {out["no_block"]:.3f} | '
-              f'{out["overhead_ms_p50"]:.1f} | {out["overhead_ms_p95"]:.1f} |')
+        print(
+            f"| {variant} | {s['hit']:.3f} | {s['all']:.3f} | {s['hit_120']:.3f} | "
+            f"{s['all_120']:.3f} | {out['mean_tokens']:.0f} | {out['no_block']:.3f} | "
+            f"{out['overhead_ms_p50']:.1f} | {out['overhead_ms_p95']:.1f} |"
+        )
     print(f"\ntotal wall time {time.perf_counter() - started:.0f} s; JSON in {RESULTS}")
 
 

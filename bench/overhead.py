@@ -60,9 +60,16 @@ TEMPLATES = [
     "Summarise what I told you about my {} plans, the {} budget and the {} deadline.",
     "Did I already mention a problem with the {} or the {} during the {} review?",
 ]
-WORDS = [w for w, _ in sorted(json.loads((ROOT / "memory/assets/minilm/tokenizer.json")
-         .read_text())["model"]["vocab"].items(), key=lambda kv: kv[1])
-         if w.isascii() and w.isalpha() and len(w) > 2]
+WORDS = [
+    w
+    for w, _ in sorted(
+        json.loads((ROOT / "memory/assets/minilm/tokenizer.json").read_text())["model"][
+            "vocab"
+        ].items(),
+        key=lambda kv: kv[1],
+    )
+    if w.isascii() and w.isalpha() and len(w) > 2
+]
 ZIPF = 1.0 / (np.arange(len(WORDS)) + 10.0)
 ZIPF /= ZIPF.sum()
 
@@ -80,8 +87,9 @@ def texts(rng: np.random.Generator, n: int, low: int = 30, high: int = 60) -> li
     return [" ".join(WORDS[i] for i in idx[e - k : e]) for e, k in zip(ends, lengths, strict=True)]
 
 
-def populate(layer: MemoryLayer, user: str, size: int, rng: np.random.Generator,
-             pool: dict[str, Any]) -> float:
+def populate(
+    layer: MemoryLayer, user: str, size: int, rng: np.random.Generator, pool: dict[str, Any]
+) -> float:
     """Give `user` `size` one-chunk messages (if not there yet); seconds taken. A chunk is
     one of 300 pool texts + 10-20 fresh words, its vector the pool text's embedding + noise
     (random vectors have cosines near 0: moim's weak-hit filter would drop every hit)."""
@@ -95,10 +103,21 @@ def populate(layer: MemoryLayer, user: str, size: int, rng: np.random.Generator,
         extra = texts(rng, n, 10, 20)
         contents = [pool["texts"][j] + " " + more for j, more in zip(js, extra, strict=True)]
         pick = dict(zip(contents, js, strict=True))
-        rows = [NewMessage(f"{user}-{start + i}", f"h-{user}-{start + i}",
-                           ("user", "assistant")[i % 2], None, content, "{}", MODEL, 60, False,
-                           now - 86400 * 365 * (1 - (start + i) / size))
-                for i, content in enumerate(contents)]
+        rows = [
+            NewMessage(
+                f"{user}-{start + i}",
+                f"h-{user}-{start + i}",
+                ("user", "assistant")[i % 2],
+                None,
+                content,
+                "{}",
+                MODEL,
+                60,
+                False,
+                now - 86400 * 365 * (1 - (start + i) / size),
+            )
+            for i, content in enumerate(contents)
+        ]
         for s in range(0, n, 200):  # sessions of 200 messages
             store.add_messages(user, f"s-{user}-{(start + s) // 200}", rows[s : s + 200])
         while batch := store.unindexed_messages(1000):
@@ -128,23 +147,35 @@ def relay_app(base_url: str) -> Starlette:
 
     async def chat(request: Request) -> StreamingResponse:
         client = held["client"]
-        sent = client.build_request("POST", "/chat/completions", content=await request.body(),
-                                    headers={"content-type": "application/json"})
+        sent = client.build_request(
+            "POST",
+            "/chat/completions",
+            content=await request.body(),
+            headers={"content-type": "application/json"},
+        )
         upstream = await client.send(sent, stream=True)
-        return StreamingResponse(upstream.aiter_raw(), status_code=upstream.status_code,
-                                 media_type=upstream.headers.get("content-type"),
-                                 background=BackgroundTask(upstream.aclose))
+        return StreamingResponse(
+            upstream.aiter_raw(),
+            status_code=upstream.status_code,
+            media_type=upstream.headers.get("content-type"),
+            background=BackgroundTask(upstream.aclose),
+        )
 
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])],
-                     lifespan=lifespan)
+    return Starlette(
+        routes=[Route("/v1/chat/completions", chat, methods=["POST"])], lifespan=lifespan
+    )
 
 
 def history(rng: np.random.Generator) -> list[dict[str, str]]:
     """A system prompt and six turns (three exchanges): a fixed conversation, one session."""
-    system = ("You are a careful assistant for a small engineering team. Answer briefly, cite "
-              "earlier decisions when they matter, and say so when you are unsure. ")
-    return [{"role": "system", "content": system}] + [{"role": ("user", "assistant")[i % 2],
-            "content": t.capitalize() + "."} for i, t in enumerate(texts(rng, 6, 48, 52))]
+    system = (
+        "You are a careful assistant for a small engineering team. Answer briefly, cite "
+        "earlier decisions when they matter, and say so when you are unsure. "
+    )
+    return [{"role": "system", "content": system}] + [
+        {"role": ("user", "assistant")[i % 2], "content": t.capitalize() + "."}
+        for i, t in enumerate(texts(rng, 6, 48, 52))
+    ]
 
 
 def question(rng: random.Random) -> str:
@@ -159,19 +190,23 @@ def request(client: httpx.Client, url: str, body: bytes, headers: dict[str, str]
             first = first or time.perf_counter()
             tail = (tail + chunk)[-16:]
         end = time.perf_counter()
-    return {"ttfb": ((first or end) - start) * 1000, "ttlb": (end - start) * 1000,
-            "ok": response.status_code == 200 and tail.endswith(b"[DONE]\n\n"),
-            "overhead": float(response.headers.get("x-memory-overhead-ms", "nan")),
-            "chunks": int(response.headers.get("x-memory-chunks-injected", "0")),
-            "error": response.headers.get("x-memory-error")}
+    return {
+        "ttfb": ((first or end) - start) * 1000,
+        "ttlb": (end - start) * 1000,
+        "ok": response.status_code == 200 and tail.endswith(b"[DONE]\n\n"),
+        "overhead": float(response.headers.get("x-memory-overhead-ms", "nan")),
+        "chunks": int(response.headers.get("x-memory-chunks-injected", "0")),
+        "error": response.headers.get("x-memory-error"),
+    }
 
 
 def pct(values: list[float]) -> dict[str, float]:
     return {f"p{q}": float(np.percentile(values, q)) for q in (50, 95, 99)}
 
 
-def profile(layer: MemoryLayer, user: str, messages: list[dict], rng: random.Random,
-            n: int) -> dict[str, dict[str, float]]:
+def profile(
+    layer: MemoryLayer, user: str, messages: list[dict], rng: random.Random, n: int
+) -> dict[str, dict[str, float]]:
     """In-process timings (ms) of recall's steps for `user`, and of `layer.recall` itself."""
     steps: dict[str, list[float]] = {}
     s, store, embedder, index = layer.settings, layer.store, layer.embedder, layer.index
@@ -186,23 +221,38 @@ def profile(layer: MemoryLayer, user: str, messages: list[dict], rng: random.Ran
         msgs = messages + [{"role": "user", "content": question(rng)}]
         tokens = timed("count_message_tokens", count_message_tokens, msgs, MODEL)
         query = build_query(msgs)
-        lexical = timed("fts5 lexical_search", store.lexical_search, user, search_terms(query),
-                        s.candidates, s.lexical_context_weight)
+        lexical = timed(
+            "fts5 lexical_search",
+            store.lexical_search,
+            user,
+            search_terms(query),
+            s.candidates,
+            s.lexical_context_weight,
+        )
         vector = timed("embed_query (uncached)", embedder.embed_query, query)
         dense = timed("ram vector search", index.search, user, vector, s.candidates)
         found_ids = {*(i for i, _ in lexical), *(i for i, _ in dense)}
         chunks = timed("store.chunks", store.chunks, user, list(found_ids))
         missing = [i for i in chunks if i not in dict(dense)]
         timed("store.vectors (lexical-only)", store.vectors, user, missing)
-        timed("cosines in RAM instead",
-              lambda m=missing, v=vector: matrix[np.searchsorted(all_ids, m)] @ v)
+        timed(
+            "cosines in RAM instead",
+            lambda m=missing, v=vector: matrix[np.searchsorted(all_ids, m)] @ v,
+        )
         msgs[-1]["content"] = question(rng)  # a fresh question: the whole recall, uncached
-        found = timed("layer.recall (total)", layer.recall,
-                      RecallRequest(user, "s-bench", MODEL, msgs, tokens, 128_000))
+        found = timed(
+            "layer.recall (total)",
+            layer.recall,
+            RecallRequest(user, "s-bench", MODEL, msgs, tokens, 128_000),
+        )
         if found.block is not None:
             text = found.block.text
-            timed("inject + json.dumps", lambda m=msgs, t=text: json.dumps(
-                {"model": MODEL, "messages": inject_block(m, t, s.placement)}).encode())
+            timed(
+                "inject + json.dumps",
+                lambda m=msgs, t=text: json.dumps(
+                    {"model": MODEL, "messages": inject_block(m, t, s.placement)}
+                ).encode(),
+            )
     return {name: pct(values) for name, values in steps.items()}
 
 
@@ -212,8 +262,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--chunks", type=int, default=10, help="SSE events before [DONE]")
     parser.add_argument("--delay-ms", type=float, default=1.0, help="upstream delay per event")
-    parser.add_argument("--memory-mode", default="read", choices=("read", "auto"),
-                        help="X-Memory-Mode of memory-on rows (auto also stores each turn)")
+    parser.add_argument(
+        "--memory-mode",
+        default="read",
+        choices=("read", "auto"),
+        help="X-Memory-Mode of memory-on rows (auto also stores each turn)",
+    )
     parser.add_argument("--profile", type=int, default=30, help="in-process recalls timed")
     parser.add_argument("--db", type=Path, help="reuse/keep the database here (else a temp dir)")
     parser.add_argument("--million", action="store_true", help="add 1M chunks over 1k users")
@@ -221,10 +275,16 @@ def main() -> None:
     args = parser.parse_args()
     np_rng, rng, tmp = np.random.default_rng(7), random.Random(7), Path(tempfile.mkdtemp())
     (db := args.db or tmp / "bench.db").parent.mkdir(parents=True, exist_ok=True)
-    git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-                         capture_output=True, text=True).stdout.strip()
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python":
-               sys.version.split()[0], "loadavg_start": os.getloadavg(), "moim": git}
+    git = subprocess.run(
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
+    ).stdout.strip()
+    machine = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "loadavg_start": os.getloadavg(),
+        "moim": git,
+    }
     command = " ".join([Path(sys.executable).as_posix(), *sys.argv])
     print(f"# moim overhead benchmark\n\ncommand: {command}\nmachine: {machine}")
     rss, build, pool = {"start": rss_mb()}, {}, {}
@@ -240,8 +300,9 @@ def main() -> None:
     build["u1k"] = populate(small, "u1k", 1000, np_rng, pool)
     big = None
     if args.million:
-        big = MemoryLayer(Settings(db_path=db.with_name(db.stem + "-1m.db")),
-                          embedder_factory=lambda _: embedder)
+        big = MemoryLayer(
+            Settings(db_path=db.with_name(db.stem + "-1m.db")), embedder_factory=lambda _: embedder
+        )
         assert big.embedder is embedder  # creates the vector table
         build["1M"] = sum(populate(big, f"m{u}", 1000, np_rng, pool) for u in range(1000))
         print(f"store 1M: {build['1M']:.0f} s", flush=True)
@@ -250,10 +311,16 @@ def main() -> None:
     with ExitStack() as stack:
         upstream = stack.enter_context(serve_upstream())
         relay = stack.enter_context(serve_app(relay_app(upstream.url)))
-        moims = {name: stack.enter_context(serve_app(build_app(
-                 Config(upstream_base_url=upstream.url, memory=lay.settings), lay)))
-                 for name, lay in (("main", layer), ("empty", empty), ("small", small),
-                                   ("1M", big)) if lay}
+        moims = {
+            name: stack.enter_context(
+                serve_app(
+                    build_app(Config(upstream_base_url=upstream.url, memory=lay.settings), lay)
+                )
+            )
+            for name, lay in (("main", layer), ("empty", empty), ("small", small), ("1M", big))
+            if lay
+        }
+
         def on(user: str, server: str = "main", repeat: bool = False) -> tuple:
             headers = {"x-memory-mode": args.memory_mode, "x-memory-user-id": user}
             return moims[server], headers, repeat
@@ -280,8 +347,12 @@ def main() -> None:
             body = json.dumps({"model": MODEL, "stream": True, "messages": messages}).encode()
             upstream.script[:] = [{"content": reply, "delay": args.delay_ms / 1000}]
             upstream.requests.clear()
-            return request(clients[name], root + "/v1/chat/completions", body,
-                           {"content-type": "application/json", **headers})
+            return request(
+                clients[name],
+                root + "/v1/chat/completions",
+                body,
+                {"content-type": "application/json", **headers},
+            )
 
         for name in paths:  # first request per path loads that user's vectors into RAM
             once(name)
@@ -303,63 +374,101 @@ def main() -> None:
     for name, rows in samples.items():
         good = [r for r in rows if r["ok"]]
         overheads = [r["overhead"] for r in good if not np.isnan(r["overhead"])]
-        results[name] = {"n": len(good), "failed": len(rows) - len(good),
-                         "ttfb": pct([r["ttfb"] for r in good]),
-                         "ttlb": pct([r["ttlb"] for r in good]),
-                         "header_overhead_ms": pct(overheads) if overheads else None,
-                         "chunks_injected_mean": float(np.mean([r["chunks"] for r in good])),
-                         "memory_errors": sorted({r["error"] for r in good if r["error"]})}
+        results[name] = {
+            "n": len(good),
+            "failed": len(rows) - len(good),
+            "ttfb": pct([r["ttfb"] for r in good]),
+            "ttlb": pct([r["ttlb"] for r in good]),
+            "header_overhead_ms": pct(overheads) if overheads else None,
+            "chunks_injected_mean": float(np.mean([r["chunks"] for r in good])),
+            "memory_errors": sorted({r["error"] for r in good if r["error"]}),
+        }
     report(results, args, tokens, elapsed, rss, build, steps)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "command": command, "machine": machine, "client": "raw HTTP, httpx.Client keep-alive",
-        "dataset": {"sizes": SIZES, "million": args.million, "request_tokens": tokens,
-                    "text": "Zipf over MiniLM vocabulary words, 35-60 per chunk", "vectors":
-                    "300 real pool embeddings + noise"}, "options": {k: str(v) for k, v in
-        vars(args).items()}, "results": results, "rss_mb": rss, "populate_s": build,
-        "recall_steps_ms": steps}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "command": command,
+                "machine": machine,
+                "client": "raw HTTP, httpx.Client keep-alive",
+                "dataset": {
+                    "sizes": SIZES,
+                    "million": args.million,
+                    "request_tokens": tokens,
+                    "text": "Zipf over MiniLM vocabulary words, 35-60 per chunk",
+                    "vectors": "300 real pool embeddings + noise",
+                },
+                "options": {k: str(v) for k, v in vars(args).items()},
+                "results": results,
+                "rss_mb": rss,
+                "populate_s": build,
+                "recall_steps_ms": steps,
+            },
+            indent=2,
+        )
+    )
     print(f"\nwrote {args.out}")
 
 
-def report(results: dict, args: Any, tokens: int, elapsed: float, rss: dict, build: dict,
-           steps: dict) -> None:
-    print(f"\nclient: raw HTTP (httpx.Client, one keep-alive connection per path); "
-          f"TTFB = first body byte\nrequest: system + 6 turns + unique question = {tokens} "
-          f"tokens; reply: {args.chunks} SSE events + [DONE], {args.delay_ms} ms apart\n"
-          f"memory-on rows: X-Memory-Mode: {args.memory_mode}; {args.requests} measured + "
-          f"{args.warmup} warm-up requests per path, interleaved; {elapsed:.0f} s")
+def report(
+    results: dict, args: Any, tokens: int, elapsed: float, rss: dict, build: dict, steps: dict
+) -> None:
+    print(
+        f"\nclient: raw HTTP (httpx.Client, one keep-alive connection per path); "
+        f"TTFB = first body byte\nrequest: system + 6 turns + unique question = {tokens} "
+        f"tokens; reply: {args.chunks} SSE events + [DONE], {args.delay_ms} ms apart\n"
+        f"memory-on rows: X-Memory-Mode: {args.memory_mode}; {args.requests} measured + "
+        f"{args.warmup} warm-up requests per path, interleaved; {elapsed:.0f} s"
+    )
     direct = results["direct (upstream)"]
     for metric in ("ttfb", "ttlb"):
-        print(f"\n## {metric.upper()} (ms)\n\n| path | n | p50 | p95 | p99 | +p50 | +p95 | +p99 "
-              "| ×p50 | ×p99 |\n|---|---|---|---|---|---|---|---|---|---|")
+        print(
+            f"\n## {metric.upper()} (ms)\n\n| path | n | p50 | p95 | p99 | +p50 | +p95 | +p99 "
+            "| ×p50 | ×p99 |\n|---|---|---|---|---|---|---|---|---|---|"
+        )
         for name, r in results.items():
             p, d = r[metric], direct[metric]
-            print(f"| {name} | {r['n']} | " + " | ".join(f"{p[q]:.2f}" for q in p) + " | "
-                  + " | ".join(f"{p[q] - d[q]:+.2f}" for q in p)
-                  + f" | {p['p50'] / d['p50']:.2f} | {p['p99'] / d['p99']:.2f} |")
-    print("\n## moim's own x-memory-overhead-ms (ms) and chunks injected\n\n"
-          "| path | p50 | p95 | p99 | chunks | errors |\n|---|---|---|---|---|---|")
+            print(
+                f"| {name} | {r['n']} | "
+                + " | ".join(f"{p[q]:.2f}" for q in p)
+                + " | "
+                + " | ".join(f"{p[q] - d[q]:+.2f}" for q in p)
+                + f" | {p['p50'] / d['p50']:.2f} | {p['p99'] / d['p99']:.2f} |"
+            )
+    print(
+        "\n## moim's own x-memory-overhead-ms (ms) and chunks injected\n\n"
+        "| path | p50 | p95 | p99 | chunks | errors |\n|---|---|---|---|---|---|"
+    )
     for name, r in results.items():
         if r["header_overhead_ms"]:
             h = r["header_overhead_ms"]
-            print(f"| {name} | {h['p50']:.2f} | {h['p95']:.2f} | {h['p99']:.2f} | "
-                  f"{r['chunks_injected_mean']:.1f} | {r['failed']} {r['memory_errors']} |")
-    print(f"\n## recall steps in-process, user u100k, {args.profile} unique questions (ms)\n\n"
-          "| step | p50 | p95 | p99 |\n|---|---|---|---|")
+            print(
+                f"| {name} | {h['p50']:.2f} | {h['p95']:.2f} | {h['p99']:.2f} | "
+                f"{r['chunks_injected_mean']:.1f} | {r['failed']} {r['memory_errors']} |"
+            )
+    print(
+        f"\n## recall steps in-process, user u100k, {args.profile} unique questions (ms)\n\n"
+        "| step | p50 | p95 | p99 |\n|---|---|---|---|"
+    )
     for name, p in steps.items():
         print(f"| {name} | {p['p50']:.2f} | {p['p95']:.2f} | {p['p99']:.2f} |")
-    print("\n## RSS of this process (MB), store build time (s)\n\n" + "\n".join(
-          f"- {name}: {value:.0f} MB" for name, value in rss.items()) + f"\n- build: {build}")
+    print(
+        "\n## RSS of this process (MB), store build time (s)\n\n"
+        + "\n".join(f"- {name}: {value:.0f} MB" for name, value in rss.items())
+        + f"\n- build: {build}"
+    )
     d = direct["ttfb"]
     off, bare = results["moim, memory off"]["ttfb"], results["bare relay"]["ttfb"]
     on = results["moim, 100k chunks"]["ttfb"]
-    print(f"\n## targets (issue), TTFB\n\n- memory off: p50 ≤ 1.5 ms added and within 0.3 ms "
-          f"of the bare relay → {off['p50'] - d['p50']:+.2f} ms added, "
-          f"{off['p50'] - bare['p50']:+.2f} ms vs relay\n- memory on, 100k chunks: p50 ≤ 10 ms, "
-          f"p99 ≤ 30 ms added → {on['p50'] - d['p50']:+.2f} / {on['p99'] - d['p99']:+.2f} ms\n"
-          "- LiteLLM proxy 1.106.2 (measured elsewhere): 11 ms p50 / 16 ms p99 added\n"
-          + _growth(results) +
-          "- note: client, proxy and upstream share this process (one GIL) and every core")
+    print(
+        f"\n## targets (issue), TTFB\n\n- memory off: p50 ≤ 1.5 ms added and within 0.3 ms "
+        f"of the bare relay → {off['p50'] - d['p50']:+.2f} ms added, "
+        f"{off['p50'] - bare['p50']:+.2f} ms vs relay\n- memory on, 100k chunks: p50 ≤ 10 ms, "
+        f"p99 ≤ 30 ms added → {on['p50'] - d['p50']:+.2f} / {on['p99'] - d['p99']:+.2f} ms\n"
+        "- LiteLLM proxy 1.106.2 (measured elsewhere): 11 ms p50 / 16 ms p99 added\n"
+        + _growth(results)
+        + "- note: client, proxy and upstream share this process (one GIL) and every core"
+    )
 
 
 def _growth(results: dict) -> str:

@@ -76,8 +76,10 @@ class CachedEmbedder:
             if self._model is None:
                 self._model = FastEmbedder(self._settings.embedding_model, 16, 1)
             if self._model.name != self.name:
-                raise SystemExit(f"the database's vectors are {self.name}, the model is "
-                                 f"{self._model.name}: re-index it or fill the query cache")
+                raise SystemExit(
+                    f"the database's vectors are {self.name}, the model is "
+                    f"{self._model.name}: re-index it or fill the query cache"
+                )
             self.cache[text] = self._model.embed_query(text)
             self.misses += 1
         return self.cache[text]
@@ -154,8 +156,11 @@ def main() -> None:
         db = Path(tmp) / "locomo.db"
         shutil.copyfile(args.db, db)
         settings = dataclasses.replace(Settings(db_path=db), **overrides)
-        stored = sqlean.connect(str(db)).execute(
-            "SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+        stored = (
+            sqlean.connect(str(db))
+            .execute("SELECT value FROM meta WHERE key = 'embedding_model'")
+            .fetchone()
+        )
         embedder = CachedEmbedder(settings, stored[0] if stored else settings.embedding_model)
         layer = MemoryLayer(settings, lambda _: embedder)  # type: ignore[arg-type,return-value]
         qs = [q for c in convs for q in c.questions if q.evidence or q.audited]

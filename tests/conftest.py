@@ -59,16 +59,19 @@ class Proxy:
     layer: MemoryLayer
 
     def client(self, **kwargs: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.url, api_key=kwargs.pop("api_key", "sk-client"),
-                             max_retries=0, **kwargs)
+        return openai.OpenAI(
+            base_url=self.url, api_key=kwargs.pop("api_key", "sk-client"), max_retries=0, **kwargs
+        )
 
     def async_client(self, **kwargs: Any) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=self.url, api_key=kwargs.pop("api_key", "sk-client"),
-                                  max_retries=0, **kwargs)
+        return openai.AsyncOpenAI(
+            base_url=self.url, api_key=kwargs.pop("api_key", "sk-client"), max_retries=0, **kwargs
+        )
 
     def flush(self) -> None:
-        response = httpx.post(self.root + "/v1/memory/flush", timeout=60,
-                              headers=self.admin_headers())
+        response = httpx.post(
+            self.root + "/v1/memory/flush", timeout=60, headers=self.admin_headers()
+        )
         assert response.status_code == 200, response.text
 
     def admin_headers(self) -> dict[str, str]:
@@ -87,9 +90,11 @@ def serve_app(app: Any) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(
-        app, log_level="warning", log_config=None, h11_max_incomplete_event_size=64 * 1024
-    ))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, log_level="warning", log_config=None, h11_max_incomplete_event_size=64 * 1024
+        )
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -124,8 +129,9 @@ def make_proxy(tmp_path: Path, upstream: Upstream, embedder: Embedder) -> Iterat
     stack = ExitStack()
 
     def start(settings: dict[str, Any] | None = None, **fields: Any) -> Proxy:
-        memory = Settings(db_path=tmp_path / f"moim-{len(stack._exit_callbacks)}.db",
-                          **(settings or {}))
+        memory = Settings(
+            db_path=tmp_path / f"moim-{len(stack._exit_callbacks)}.db", **(settings or {})
+        )
         fields.setdefault("upstream_base_url", upstream.url)
         config = Config(memory=memory, **fields)
         layer = MemoryLayer(memory, embedder_factory=lambda _: embedder)

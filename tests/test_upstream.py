@@ -66,7 +66,12 @@ def test_streaming_chunks_concatenate_to_the_echo(client):
     ) as stream:
         chunks = list(stream)
     assert [c.choices[0].delta.content for c in chunks] == [
-        "", "echo: te", "ll me so", "mething ", "longer", None,
+        "",
+        "echo: te",
+        "ll me so",
+        "mething ",
+        "longer",
+        None,
     ]
     assert chunks[0].choices[0].delta.role == "assistant"
     assert [c.choices[0].finish_reason for c in chunks] == [None] * 5 + ["stop"]
@@ -81,7 +86,9 @@ def test_stream_ends_with_usage_chunk_when_include_usage(client):
         chunks = list(stream)
     assert chunks[-1].choices == []
     assert chunks[-1].usage.model_dump(exclude_none=True) == {
-        "prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3,
+        "prompt_tokens": 1,
+        "completion_tokens": 2,
+        "total_tokens": 3,
     }
     assert [c.usage for c in chunks[:-1]] == [None, None, None]
 
@@ -91,8 +98,11 @@ def test_stream_is_raw_sse_events_ending_with_done(upstream):
     assert events[-1] == "data: [DONE]"
     assert [json.loads(e.removeprefix("data: "))["choices"] for e in events[:-1]] == [
         [{"index": 0, "delta": d, "logprobs": None, "finish_reason": f}]
-        for d, f in [({"role": "assistant", "content": ""}, None), ({"content": "echo: hi"}, None),
-                     ({}, "stop")]
+        for d, f in [
+            ({"role": "assistant", "content": ""}, None),
+            ({"content": "echo: hi"}, None),
+            ({}, "stop"),
+        ]
     ]
 
 
@@ -115,7 +125,9 @@ def test_tool_call_stream_sends_name_first_then_argument_pieces(client):
         chunks = list(stream)
     calls = [c.choices[0].delta.tool_calls[0] for c in chunks if c.choices[0].delta.tool_calls]
     assert [(c.index, c.id, c.function.name) for c in calls] == [
-        (0, "call_test_weather", "get_weather"), (0, None, None), (0, None, None),
+        (0, "call_test_weather", "get_weather"),
+        (0, None, None),
+        (0, None, None),
     ]
     assert [c.function.arguments for c in calls] == ["", '{"city":', '"Paris"}']
     assert json.loads("".join(c.function.arguments for c in calls)) == {"city": "Paris"}
@@ -195,14 +207,20 @@ def test_requests_are_recorded_with_exact_body(client, upstream):
     assert chat.headers["content-type"] == "application/json"
     assert upstream.last_json == chat.json
     assert (models.method, models.path, models.body, models.json) == (
-        "GET", "/v1/models", b"", None,
+        "GET",
+        "/v1/models",
+        b"",
+        None,
     )
 
 
 def test_models_lists_gpt_4o_mini_first(client):
     models = client.models.list()
     assert models.data[0].model_dump() == {
-        "id": "gpt-4o-mini", "object": "model", "created": 1700000000, "owned_by": "test",
+        "id": "gpt-4o-mini",
+        "object": "model",
+        "created": 1700000000,
+        "owned_by": "test",
     }
 
 

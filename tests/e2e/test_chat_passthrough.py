@@ -108,8 +108,11 @@ def test_streamed_reply_is_the_upstreams_bytes(proxy, upstream):
 
 
 def test_stream_keeps_the_upstreams_chunk_boundaries(proxy, upstream):
-    body = {"model": "gpt-4o-mini", "stream": True,
-            "messages": [{"role": "user", "content": "Count slowly"}]}
+    body = {
+        "model": "gpt-4o-mini",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Count slowly"}],
+    }
     upstream.script.append({"content": "one two three four five six", "delay": 0.03})
 
     chunks = stream_raw(proxy.url + "/chat/completions", body)
@@ -136,8 +139,7 @@ def test_stream_with_include_usage_ends_with_the_usage_chunk(proxy, upstream):
     assert relayed == direct.content
     events = sse_events(relayed)
     assert events[-1]["choices"] == []
-    assert events[-1]["usage"] == {"prompt_tokens": 6, "completion_tokens": 8,
-                                   "total_tokens": 14}
+    assert events[-1]["usage"] == {"prompt_tokens": 6, "completion_tokens": 8, "total_tokens": 14}
     assert relayed.endswith(b"data: [DONE]\n\n")
 
 
@@ -157,8 +159,12 @@ def test_sdk_stream_reports_usage_when_asked(proxy, upstream):
 
 
 def test_logprobs_stream_passes_through(proxy, upstream):
-    body = {"model": "logprobs", "stream": True, "logprobs": True,
-            "messages": [{"role": "user", "content": "Be precise"}]}
+    body = {
+        "model": "logprobs",
+        "stream": True,
+        "logprobs": True,
+        "messages": [{"role": "user", "content": "Be precise"}],
+    }
 
     relayed = b"".join(stream_raw(proxy.url + "/chat/completions", body))
     direct = ask_upstream_directly(upstream, body)
@@ -168,15 +174,25 @@ def test_logprobs_stream_passes_through(proxy, upstream):
         stream = client.chat.completions.create(
             model="logprobs", messages=body["messages"], stream=True, logprobs=True
         )
-        tokens = [t.token for c in stream if c.choices and c.choices[0].logprobs
-                  for t in c.choices[0].logprobs.content]
+        tokens = [
+            t.token
+            for c in stream
+            if c.choices and c.choices[0].logprobs
+            for t in c.choices[0].logprobs.content
+        ]
     assert "".join(tokens) == "echo: Be precise"
 
 
 def test_tool_call_stream_reassembles(proxy, upstream):
-    tools = [{"type": "function", "function": {
-        "name": "get_weather", "parameters": {"type": "object",
-                                              "properties": {"city": {"type": "string"}}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
     with proxy.client() as client:
         stream = client.chat.completions.create(
             model="tool-call",
@@ -195,19 +211,20 @@ def test_tool_call_stream_reassembles(proxy, upstream):
                 call["name"] += (delta.function.name or "") if delta.function else ""
                 call["arguments"] += (delta.function.arguments or "") if delta.function else ""
 
-    assert calls == {0: {"id": "call_test_weather", "name": "get_weather",
-                         "arguments": '{"city":"Paris"}'}}
+    assert calls == {
+        0: {"id": "call_test_weather", "name": "get_weather", "arguments": '{"city":"Paris"}'}
+    }
     assert finish == "tool_calls"
 
 
 def test_sync_sdk_stream_yields_the_upstreams_chunks(proxy, upstream):
     messages = [{"role": "user", "content": "Write a haiku about autumn leaves"}]
     with proxy.client() as client:
-        stream = client.chat.completions.create(model="gpt-4o-mini", messages=messages,
-                                                stream=True)
+        stream = client.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True)
         chunks = [chunk.to_dict() for chunk in stream]
-    direct = ask_upstream_directly(upstream, {"model": "gpt-4o-mini", "messages": messages,
-                                              "stream": True})
+    direct = ask_upstream_directly(
+        upstream, {"model": "gpt-4o-mini", "messages": messages, "stream": True}
+    )
 
     assert chunks == sse_events(direct.content)
     assert len(chunks) > 2
@@ -219,11 +236,13 @@ def test_sync_sdk_stream_yields_the_upstreams_chunks(proxy, upstream):
 async def test_async_sdk_stream_yields_the_upstreams_chunks(proxy, upstream):
     messages = [{"role": "user", "content": "Write a limerick about a cat"}]
     async with proxy.async_client() as client:
-        stream = await client.chat.completions.create(model="gpt-4o-mini", messages=messages,
-                                                      stream=True)
+        stream = await client.chat.completions.create(
+            model="gpt-4o-mini", messages=messages, stream=True
+        )
         chunks = [chunk.to_dict() async for chunk in stream]
-    direct = ask_upstream_directly(upstream, {"model": "gpt-4o-mini", "messages": messages,
-                                              "stream": True})
+    direct = ask_upstream_directly(
+        upstream, {"model": "gpt-4o-mini", "messages": messages, "stream": True}
+    )
 
     assert chunks == sse_events(direct.content)
 
@@ -234,10 +253,20 @@ async def test_async_sdk_stream_yields_the_upstreams_chunks(proxy, upstream):
 def test_every_client_field_reaches_upstream_with_only_the_block_added(proxy, upstream):
     system = "You are a helpful assistant who knows the user's pets."
     fields = {
-        "tools": [{"type": "function", "function": {
-            "name": "lookup_pet", "description": "Find a pet by name",
-            "parameters": {"type": "object", "properties": {"name": {"type": "string"}},
-                           "required": ["name"]}}}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "lookup_pet",
+                    "description": "Find a pet by name",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}},
+                        "required": ["name"],
+                    },
+                },
+            }
+        ],
         "tool_choice": {"type": "function", "function": {"name": "lookup_pet"}},
         "response_format": {"type": "json_object"},
         "n": 2,
@@ -248,12 +277,17 @@ def test_every_client_field_reaches_upstream_with_only_the_block_added(proxy, up
         "seed": 1234,
         "metadata": {"team": "pets", "ticket": "T-9"},
     }
-    messages = [{"role": "system", "content": system},
-                {"role": "user", "content": "What is my dog called?"}]
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "What is my dog called?"},
+    ]
     with proxy.client() as client:
         remember_dog(proxy, client)
         stream = client.chat.completions.create(
-            model="gpt-4o-mini", messages=messages, stream=True, **fields,
+            model="gpt-4o-mini",
+            messages=messages,
+            stream=True,
+            **fields,
             extra_body={"moim_unknown_field": {"nested": [1, 2.5, None, "ü"]}},
         )
         list(stream)
@@ -264,30 +298,43 @@ def test_every_client_field_reaches_upstream_with_only_the_block_added(proxy, up
     assert "My dog is called Rex" in injected
     assert injected.endswith("=== End Memory ===\n\n" + system)
     received["messages"][0]["content"] = system
-    assert received == {"model": "gpt-4o-mini", "messages": messages, "stream": True,
-                        **fields, "moim_unknown_field": {"nested": [1, 2.5, None, "ü"]}}
+    assert received == {
+        "model": "gpt-4o-mini",
+        "messages": messages,
+        "stream": True,
+        **fields,
+        "moim_unknown_field": {"nested": [1, 2.5, None, "ü"]},
+    }
 
 
 def test_request_with_nothing_to_recall_is_forwarded_byte_for_byte(proxy, upstream):
-    raw = (b'{ "messages": [{"role": "user", "content": "caf\\u00e9 \xe2\x98\x95"}],\n'
-           b'  "model": "gpt-4o-mini", "temperature": 1.0, "x_custom": [1e3, true] }')
+    raw = (
+        b'{ "messages": [{"role": "user", "content": "caf\\u00e9 \xe2\x98\x95"}],\n'
+        b'  "model": "gpt-4o-mini", "temperature": 1.0, "x_custom": [1e3, true] }'
+    )
 
-    response = httpx.post(proxy.url + "/chat/completions", content=raw,
-                          headers={"content-type": "application/json"})
+    response = httpx.post(
+        proxy.url + "/chat/completions", content=raw, headers={"content-type": "application/json"}
+    )
 
     assert response.status_code == 200
     assert upstream.requests[-1].body == raw
 
 
 def test_mode_off_forwards_body_unchanged(proxy, upstream):
-    raw = (b'{"model":"gpt-4o-mini","seed":7,  "messages":[{"role":"user",'
-           b'"content":"What is my dog called?"}],"unknown":{"a":null}}')
+    raw = (
+        b'{"model":"gpt-4o-mini","seed":7,  "messages":[{"role":"user",'
+        b'"content":"What is my dog called?"}],"unknown":{"a":null}}'
+    )
     with proxy.client() as client:
         remember_dog(proxy, client)
     stored_before = len(proxy.layer.store.messages("default"))
 
-    response = httpx.post(proxy.url + "/chat/completions", content=raw,
-                          headers={"content-type": "application/json", "x-memory-mode": "off"})
+    response = httpx.post(
+        proxy.url + "/chat/completions",
+        content=raw,
+        headers={"content-type": "application/json", "x-memory-mode": "off"},
+    )
     proxy.flush()
 
     assert response.status_code == 200
@@ -298,12 +345,15 @@ def test_mode_off_forwards_body_unchanged(proxy, upstream):
 
 def test_memory_disabled_forwards_body_unchanged_and_stores_nothing(make_proxy, upstream):
     proxy = make_proxy(memory_enabled=False)
-    raw = (b'{"model": "gpt-4o-mini", "messages": [{"role": "system", "content": "Be brief"},'
-           b' {"role": "user", "content": "My dog is called Rex"}], "stream": true}')
+    raw = (
+        b'{"model": "gpt-4o-mini", "messages": [{"role": "system", "content": "Be brief"},'
+        b' {"role": "user", "content": "My dog is called Rex"}], "stream": true}'
+    )
 
     for _ in range(2):
-        with httpx.stream("POST", proxy.url + "/chat/completions", content=raw,
-                          headers={"x-memory-mode": "auto"}) as response:
+        with httpx.stream(
+            "POST", proxy.url + "/chat/completions", content=raw, headers={"x-memory-mode": "auto"}
+        ) as response:
             assert response.status_code == 200
             assert response.headers["x-memory-mode"] == "off"
             response.read()
@@ -326,20 +376,26 @@ def test_chat_completions_without_v1_prefix(proxy, upstream):
     assert response.status_code == 200
     assert response.json()["choices"][0]["message"]["content"] == "echo: No prefix here"
     assert [m.content for m in proxy.layer.store.messages("default")] == [
-        "No prefix here", "echo: No prefix here"]
+        "No prefix here",
+        "echo: No prefix here",
+    ]
 
 
 def test_path_user_is_the_memory_namespace(proxy, upstream):
-    with openai.OpenAI(base_url=proxy.root + "/u/alice/v1", api_key="sk-client",
-                       max_retries=0) as client:
+    with openai.OpenAI(
+        base_url=proxy.root + "/u/alice/v1", api_key="sk-client", max_retries=0
+    ) as client:
         completion = client.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "I live in Lisbon"}])
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "I live in Lisbon"}]
+        )
     proxy.flush()
 
     assert completion.choices[0].message.content == "echo: I live in Lisbon"
     stored = proxy.layer.store.messages("alice")
     assert [(m.user_id, m.role, m.content) for m in stored] == [
-        ("alice", "user", "I live in Lisbon"), ("alice", "assistant", "echo: I live in Lisbon")]
+        ("alice", "user", "I live in Lisbon"),
+        ("alice", "assistant", "echo: I live in Lisbon"),
+    ]
     assert proxy.layer.store.messages("default") == []
 
 
@@ -351,7 +407,9 @@ def test_path_user_without_v1_prefix(proxy, upstream):
 
     assert response.status_code == 200
     assert [m.content for m in proxy.layer.store.messages("bob")] == [
-        "Hi from bob", "echo: Hi from bob"]
+        "Hi from bob",
+        "echo: Hi from bob",
+    ]
 
 
 @pytest.mark.parametrize("path", ["/v1/models", "/models", "/u/alice/v1/models"])
@@ -398,11 +456,15 @@ def test_memory_headers_on_a_reply(proxy, upstream):
 
 
 def test_memory_headers_on_a_stream(proxy, upstream):
-    body = {"model": "gpt-4o-mini", "stream": True,
-            "messages": [{"role": "user", "content": "Hello"}]}
+    body = {
+        "model": "gpt-4o-mini",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Hello"}],
+    }
 
-    with httpx.stream("POST", proxy.url + "/chat/completions", json=body,
-                      headers={"x-memory-mode": "read"}) as response:
+    with httpx.stream(
+        "POST", proxy.url + "/chat/completions", json=body, headers={"x-memory-mode": "read"}
+    ) as response:
         response.read()
 
     assert response.status_code == 200
@@ -411,8 +473,9 @@ def test_memory_headers_on_a_stream(proxy, upstream):
 
 
 def test_memory_headers_on_a_moim_error(proxy, upstream):
-    response = httpx.post(proxy.url + "/chat/completions", content=b"{not json",
-                          headers={"x-request-id": "req-123"})
+    response = httpx.post(
+        proxy.url + "/chat/completions", content=b"{not json", headers={"x-request-id": "req-123"}
+    )
 
     assert response.status_code == 400
     assert [name for name in MEMORY_HEADERS if name not in response.headers] == []
@@ -431,7 +494,8 @@ def test_memory_headers_on_an_upstream_error(proxy, upstream):
 def test_sdk_exposes_the_memory_headers(proxy, upstream):
     with proxy.client() as client:
         raw = client.chat.completions.with_raw_response.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hello"}],
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "Hello"}],
             extra_headers={"X-Memory-Mode": "write", "X-Request-Id": "abc-1"},
         )
 
@@ -445,10 +509,13 @@ def test_sdk_exposes_the_memory_headers(proxy, upstream):
 
 def test_authorization_passes_through_to_upstream(proxy, upstream):
     with proxy.client(api_key="sk-user-own-key") as client:
-        client.chat.completions.create(model="gpt-4o-mini",
-                                       messages=[{"role": "user", "content": "Hello"}])
+        client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hello"}]
+        )
         with client.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], stream=True,
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "Hi"}],
+            stream=True,
         ) as stream:
             list(stream)
 
@@ -463,4 +530,3 @@ def test_no_authorization_reaches_upstream_when_the_client_sends_none(proxy, ups
 
     assert response.status_code == 200
     assert "authorization" not in upstream.requests[-1].headers
-

@@ -38,12 +38,16 @@ def config(upstream):
 def chat(layer, user_id, *exchanges):
     """Store user/assistant exchanges as one turn each, a minute apart."""
     for index, (said, answered) in enumerate(exchanges):
-        layer.store_only(Turn(
-            user_id=user_id, session_id="s1", model=MODEL,
-            messages=({"role": "user", "content": said},),
-            reply={"role": "assistant", "content": answered},
-            created_at=1_715_558_400.0 + 60 * index,
-        ))
+        layer.store_only(
+            Turn(
+                user_id=user_id,
+                session_id="s1",
+                model=MODEL,
+                messages=({"role": "user", "content": said},),
+                reply={"role": "assistant", "content": answered},
+                created_at=1_715_558_400.0 + 60 * index,
+            )
+        )
 
 
 def operations(*items):
@@ -51,8 +55,14 @@ def operations(*items):
 
 
 def add(key, value, confidence=0.9, salience=0.6, kind="add", **fields):
-    return {"op": kind, "key": key, "value": value, "confidence": confidence,
-            "salience": salience, **fields}
+    return {
+        "op": kind,
+        "key": key,
+        "value": value,
+        "confidence": confidence,
+        "salience": salience,
+        **fields,
+    }
 
 
 def keyed(kind, key):
@@ -75,10 +85,13 @@ def ann(layer):
     layer.set_fact("ann", "home_city", "Berlin")
     layer.set_fact("ann", "interview", "Job interview on Friday", category="open_loop")
     layer.set_fact("ann", "editor", "Neovim", category="preference")
-    chat(layer, "ann",
-         ("I finally moved to Lisbon last week!", "Congratulations on the move!"),
-         ("The interview went well, I got the job at Acme.", "That's wonderful news."),
-         ("Yes, Dana is still my name, ha.", "Noted, Dana."))
+    chat(
+        layer,
+        "ann",
+        ("I finally moved to Lisbon last week!", "Congratulations on the move!"),
+        ("The interview went well, I got the job at Acme.", "That's wonderful news."),
+        ("Yes, Dana is still my name, ha.", "Noted, Dana."),
+    )
     return layer
 
 
@@ -86,27 +99,41 @@ def ann(layer):
 async def test_valid_operations_are_applied_and_the_model_saw_turns_and_facts(
     config, ann, upstream
 ):
-    upstream.script.append(operations(
-        add("employer", "Acme", category="project", reason="got the job"),
-        add("home_city", "Lisbon", kind="update"),
-        keyed("reinforce", "name"),
-        keyed("close_open_loop", "interview"),
-    ))
+    upstream.script.append(
+        operations(
+            add("employer", "Acme", category="project", reason="got the job"),
+            add("home_city", "Lisbon", kind="update"),
+            keyed("reinforce", "name"),
+            keyed("close_open_loop", "interview"),
+        )
+    )
 
     report = await consolidate(config, ann)
 
     assert report.summary() == {
-        "user_id": "ann", "model": MODEL, "turns": 6, "facts": 4, "proposed": 4,
+        "user_id": "ann",
+        "model": MODEL,
+        "turns": 6,
+        "facts": 4,
+        "proposed": 4,
         "applied": {"add": 1, "update": 1, "reinforce": 1, "close_open_loop": 1},
-        "rejected": [], "batch_rejected": None,
+        "rejected": [],
+        "batch_rejected": None,
     }
-    assert facts(ann) == {"name": ("Dana", "api"), "home_city": ("Lisbon", "consolidation"),
-                          "editor": ("Neovim", "api"), "employer": ("Acme", "consolidation")}
+    assert facts(ann) == {
+        "name": ("Dana", "api"),
+        "home_city": ("Lisbon", "consolidation"),
+        "editor": ("Neovim", "api"),
+        "employer": ("Acme", "consolidation"),
+    }
     assert [f.key for f in ann.list_facts("ann", "archived")] == ["interview"]
     sent = upstream.last_json
     assert upstream.requests[-1].headers["authorization"] == "Bearer sk-up"
     assert (sent["model"], sent["stream"], sent["response_format"]) == (
-        MODEL, False, {"type": "json_object"})
+        MODEL,
+        False,
+        {"type": "json_object"},
+    )
     system, user = sent["messages"]
     assert system["role"] == "system" and "Reply with JSON only" in system["content"]
     assert '"key": "home_city", "value": "Berlin"' in user["content"]
@@ -115,9 +142,7 @@ async def test_valid_operations_are_applied_and_the_model_saw_turns_and_facts(
 
 
 @pytest.mark.anyio
-async def test_a_reply_that_is_not_json_changes_nothing_and_logs_why(
-    config, ann, upstream, caplog
-):
+async def test_a_reply_that_is_not_json_changes_nothing_and_logs_why(config, ann, upstream, caplog):
     before = list(ann.export("ann"))
     upstream.script.append({"content": 'Sure! {"operations": []}'})
 
@@ -130,16 +155,19 @@ async def test_a_reply_that_is_not_json_changes_nothing_and_logs_why(
     [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert record.getMessage() == (
         "consolidation user_id=ann model=gpt-4o-mini rejected, nothing applied: "
-        "not JSON: Expecting value: line 1 column 1 (char 0)")
+        "not JSON: Expecting value: line 1 column 1 (char 0)"
+    )
 
 
 @pytest.mark.anyio
 async def test_one_bad_operation_rejects_the_batch_never_half_of_it(config, ann, upstream):
     before = list(ann.export("ann"))
-    upstream.script.append(operations(
-        add("employer", "Acme"),
-        add("home_city", "Lisbon", confidence=1.3, kind="update"),
-    ))
+    upstream.script.append(
+        operations(
+            add("employer", "Acme"),
+            add("home_city", "Lisbon", confidence=1.3, kind="update"),
+        )
+    )
 
     report = await consolidate(config, ann)
 
@@ -151,22 +179,27 @@ async def test_one_bad_operation_rejects_the_batch_never_half_of_it(config, ann,
 async def test_duplicates_and_weak_operations_are_gated_and_the_rest_applied(
     config, ann, upstream, caplog
 ):
-    upstream.script.append(operations(
-        add("favourite_editor", "neovim", category="preference"),  # same text as `editor`
-        add("city", "Berlin"),  # same text as `home_city`
-        add("first_name", "Dana", kind="update"),  # same text as `name`
-        add("mood", "tired today", confidence=0.9, salience=0.1),  # transient: low salience
-        add("employer", "Acme", category="project"),
-        add("work_city", "Lisbon", category="project"),
-        keyed("reinforce", "pet"),  # no such fact
-    ))
+    upstream.script.append(
+        operations(
+            add("favourite_editor", "neovim", category="preference"),  # same text as `editor`
+            add("city", "Berlin"),  # same text as `home_city`
+            add("first_name", "Dana", kind="update"),  # same text as `name`
+            add("mood", "tired today", confidence=0.9, salience=0.1),  # transient: low salience
+            add("employer", "Acme", category="project"),
+            add("work_city", "Lisbon", category="project"),
+            keyed("reinforce", "pet"),  # no such fact
+        )
+    )
 
     with caplog.at_level(logging.INFO, logger="proxy.consolidate"):
         report = await consolidate(config, ann)
 
     summary = report.summary()
     assert (summary["proposed"], summary["applied"], summary["batch_rejected"]) == (
-        7, {"add": 2}, None)
+        7,
+        {"add": 2},
+        None,
+    )
     assert summary["rejected"] == [
         {"op": "add", "key": "favourite_editor", "reason": "duplicate of 'editor' (same text)"},
         {"op": "add", "key": "city", "reason": "duplicate of 'home_city' (same text)"},
@@ -175,13 +208,18 @@ async def test_duplicates_and_weak_operations_are_gated_and_the_rest_applied(
         {"op": "reinforce", "key": "pet", "reason": "no active fact 'pet'"},
     ]
     assert facts(ann) == {
-        "name": ("Dana", "api"), "home_city": ("Berlin", "api"), "editor": ("Neovim", "api"),
-        "interview": ("Job interview on Friday", "api"), "employer": ("Acme", "consolidation"),
+        "name": ("Dana", "api"),
+        "home_city": ("Berlin", "api"),
+        "editor": ("Neovim", "api"),
+        "interview": ("Job interview on Friday", "api"),
+        "employer": ("Acme", "consolidation"),
         "work_city": ("Lisbon", "consolidation"),
     }
     logged = [r.getMessage() for r in caplog.records if "rejected:" in r.getMessage()]
-    assert logged[0] == ("consolidation user_id=ann op=add key=favourite_editor rejected: "
-                         "duplicate of 'editor' (same text)")
+    assert logged[0] == (
+        "consolidation user_id=ann op=add key=favourite_editor rejected: "
+        "duplicate of 'editor' (same text)"
+    )
     assert len(logged) == 5
 
 
@@ -223,23 +261,34 @@ async def test_only_the_named_users_turns_and_facts_are_read(config, ann, upstre
 
 def test_cli_consolidates_once_and_prints_a_json_summary(tmp_path, upstream, embedder):
     db = tmp_path / "cli.db"
-    seeded = MemoryLayer(Settings(db_path=db, capture_facts=False),
-                         embedder_factory=lambda _: embedder)
+    seeded = MemoryLayer(
+        Settings(db_path=db, capture_facts=False), embedder_factory=lambda _: embedder
+    )
     seeded.set_fact("ann", "home_city", "Berlin")
     chat(seeded, "ann", ("I moved to Lisbon.", "Nice!"))
     upstream.script.append(operations(add("home_city", "Lisbon", kind="update")))
     (tmp_path / "none.yaml").write_text("")
-    env = {"MOIM_DB": str(db), "MOIM_UPSTREAM_BASE_URL": upstream.url,
-           "MOIM_CONFIG": str(tmp_path / "none.yaml")}
+    env = {
+        "MOIM_DB": str(db),
+        "MOIM_UPSTREAM_BASE_URL": upstream.url,
+        "MOIM_CONFIG": str(tmp_path / "none.yaml"),
+    }
 
     started = time.monotonic()
     result = CliRunner().invoke(
-        main, ["consolidate", "--user", "ann", "--model", MODEL, "--turns", "1"], env=env)
+        main, ["consolidate", "--user", "ann", "--model", MODEL, "--turns", "1"], env=env
+    )
 
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
-        "user_id": "ann", "model": MODEL, "turns": 1, "facts": 1, "proposed": 1,
-        "applied": {"update": 1}, "rejected": [], "batch_rejected": None,
+        "user_id": "ann",
+        "model": MODEL,
+        "turns": 1,
+        "facts": 1,
+        "proposed": 1,
+        "applied": {"update": 1},
+        "rejected": [],
+        "batch_rejected": None,
     }
     assert facts(seeded) == {"home_city": ("Lisbon", "consolidation")}
     assert "[2024-05-13 assistant] Nice!" in upstream.last_json["messages"][1]["content"]
@@ -249,15 +298,20 @@ def test_cli_consolidates_once_and_prints_a_json_summary(tmp_path, upstream, emb
 
 def test_cli_reports_an_upstream_error_and_exits_non_zero(tmp_path, upstream, embedder):
     db = tmp_path / "cli.db"
-    chat(MemoryLayer(Settings(db_path=db), embedder_factory=lambda _: embedder), "ann",
-         ("Hello", "Hi"))
+    chat(
+        MemoryLayer(Settings(db_path=db), embedder_factory=lambda _: embedder),
+        "ann",
+        ("Hello", "Hi"),
+    )
     upstream.script.append({"status": 401, "body": {"error": {"message": "bad key"}}})
     (tmp_path / "none.yaml").write_text("")
-    env = {"MOIM_DB": str(db), "MOIM_UPSTREAM_BASE_URL": upstream.url,
-           "MOIM_CONFIG": str(tmp_path / "none.yaml")}
+    env = {
+        "MOIM_DB": str(db),
+        "MOIM_UPSTREAM_BASE_URL": upstream.url,
+        "MOIM_CONFIG": str(tmp_path / "none.yaml"),
+    }
 
-    result = CliRunner().invoke(main, ["consolidate", "--user", "ann", "--model", MODEL],
-                                env=env)
+    result = CliRunner().invoke(main, ["consolidate", "--user", "ann", "--model", MODEL], env=env)
 
     assert result.exit_code == 1
     assert 'Error: upstream returned 401: {"error":{"message":"bad key"}}' in result.output

@@ -45,12 +45,16 @@ def config(upstream):
 def chat(layer, user_id, *said):
     """Store one exchange (two turns) per text; return the user's newest message id."""
     for index, text in enumerate(said):
-        layer.store_only(Turn(
-            user_id=user_id, session_id="s1", model=MODEL,
-            messages=({"role": "user", "content": text},),
-            reply={"role": "assistant", "content": f"noted: {text}"},
-            created_at=1_715_558_400.0 + 60 * index,
-        ))
+        layer.store_only(
+            Turn(
+                user_id=user_id,
+                session_id="s1",
+                model=MODEL,
+                messages=({"role": "user", "content": text},),
+                reply={"role": "assistant", "content": f"noted: {text}"},
+                created_at=1_715_558_400.0 + 60 * index,
+            )
+        )
     return layer.store.messages(user_id)[-1].id
 
 
@@ -103,7 +107,8 @@ async def test_a_due_user_is_consolidated_and_marked_and_a_user_below_the_thresh
         outcomes = await cycle(config, layer)
 
     assert [(o.user_id, o.error, o.report.summary()["applied"]) for o in outcomes] == [
-        ("ann", None, {"add": 1})]
+        ("ann", None, {"add": 1})
+    ]
     assert facts(layer, "ann") == {"home_city": ("Lisbon", "consolidation")}
     assert (layer.consolidated_through("ann"), layer.consolidated_through("bob")) == (newest, 0)
     [asked] = consolidation_requests(upstream)
@@ -132,10 +137,12 @@ async def test_an_upstream_error_leaves_the_user_unmarked_and_the_next_user_goes
 ):
     chat(layer, "ann", "I moved to Lisbon.", "I love it here.")
     bob = chat(layer, "bob", "I work at Acme.", "It is a big company.")
-    upstream.json_script.extend([
-        {"status": 500, "body": {"error": {"message": "down, sk-secret"}}},
-        add("employer", "Acme"),
-    ])
+    upstream.json_script.extend(
+        [
+            {"status": 500, "body": {"error": {"message": "down, sk-secret"}}},
+            add("employer", "Acme"),
+        ]
+    )
 
     with caplog.at_level(logging.INFO, logger="proxy"):
         outcomes = await cycle(config, layer)
@@ -143,8 +150,10 @@ async def test_an_upstream_error_leaves_the_user_unmarked_and_the_next_user_goes
     assert [o.summary().get("error") for o in outcomes] == ["upstream returned 500", None]
     assert (layer.consolidated_through("ann"), layer.consolidated_through("bob")) == (0, bob)
     assert facts(layer, "bob") == {"employer": ("Acme", "consolidation")}
-    assert ("consolidation user_id=ann model=gpt-4o-mini not marked, due again next time: "
-            "upstream returned 500") in caplog.messages
+    assert (
+        "consolidation user_id=ann model=gpt-4o-mini not marked, due again next time: "
+        "upstream returned 500"
+    ) in caplog.messages
     assert "sk-secret" not in caplog.text
     assert [d.user_id for d in layer.users_due_for_consolidation(4)] == ["ann"]
 
@@ -159,11 +168,17 @@ async def test_more_unread_turns_than_one_batch_are_all_read_oldest_first(config
 
     assert [o.report.turns for o in outcomes] == [4, 4, 2]
     prompts = [r["messages"][1]["content"] for r in consolidation_requests(upstream)]
-    turns = [f"{role}] {text}" for n in range(5)
-             for role, text in (("user", said[n]), ("assistant", f"noted: {said[n]}"))]
+    turns = [
+        f"{role}] {text}"
+        for n in range(5)
+        for role, text in (("user", said[n]), ("assistant", f"noted: {said[n]}"))
+    ]
     # every turn in exactly one prompt, the batches in the order things were said
     assert [[t for t in turns if t in prompt] for prompt in prompts] == [
-        turns[0:4], turns[4:8], turns[8:10]]
+        turns[0:4],
+        turns[4:8],
+        turns[8:10],
+    ]
     assert layer.consolidated_through("ann") == newest
     assert await cycle(config, layer, turns=4) == []
 
@@ -186,10 +201,12 @@ async def test_a_failing_batch_keeps_the_batches_before_it_and_leaves_the_rest_u
     config, layer, upstream
 ):
     chat(layer, "ann", "I moved to Lisbon.", "I love it here.", "I work at Acme.")  # six turns
-    upstream.json_script.extend([
-        add("home_city", "Lisbon"),
-        {"status": 500, "body": {"error": {"message": "down"}}},
-    ])
+    upstream.json_script.extend(
+        [
+            add("home_city", "Lisbon"),
+            {"status": 500, "body": {"error": {"message": "down"}}},
+        ]
+    )
 
     outcomes = await cycle(config, layer, turns=4)
 
@@ -197,7 +214,9 @@ async def test_a_failing_batch_keeps_the_batches_before_it_and_leaves_the_rest_u
     fourth = layer.store.messages("ann")[3].id
     assert layer.consolidated_through("ann") == fourth
     assert [t.content for t in layer.unread_turns("ann", 10)] == [
-        "I work at Acme.", "noted: I work at Acme."]
+        "I work at Acme.",
+        "noted: I work at Acme.",
+    ]
 
 
 # -- the running proxy -------------------------------------------------------------------------
@@ -205,15 +224,18 @@ async def test_a_failing_batch_keeps_the_batches_before_it_and_leaves_the_rest_u
 
 def test_the_schedule_consolidates_a_user_once_enough_turns_arrived(make_proxy, upstream):
     proxy = make_proxy(
-        consolidation_model=MODEL, consolidation_every_minutes=TICK,
-        consolidation_min_new_turns=4, settings={"capture_facts": False},
+        consolidation_model=MODEL,
+        consolidation_every_minutes=TICK,
+        consolidation_min_new_turns=4,
+        settings={"capture_facts": False},
     )
     upstream.json_script.append(add("home_city", "Lisbon"))
     client = proxy.client()
 
     for said in ("I moved to Lisbon last week.", "The weather is lovely."):
         client.chat.completions.create(
-            model=MODEL, user="ann", messages=[{"role": "user", "content": said}])
+            model=MODEL, user="ann", messages=[{"role": "user", "content": said}]
+        )
     wait_for(lambda: proxy.layer.consolidated_through("ann") > 0)
 
     newest = proxy.layer.store.messages("ann")[-1].id
@@ -231,20 +253,31 @@ def test_an_unreachable_model_leaves_the_user_unmarked_and_is_tried_again(
     route = ModelRoute(MODEL, f"http://127.0.0.1:{closed_port}/v1", openai_compatible=True)
     settings = Settings(db_path=tmp_path / "moim.db", capture_facts=False)
     config = Config(
-        memory=settings, upstream_base_url=upstream.url, routes={"consolidator": route},
-        consolidation_model="consolidator", consolidation_every_minutes=TICK,
+        memory=settings,
+        upstream_base_url=upstream.url,
+        routes={"consolidator": route},
+        consolidation_model="consolidator",
+        consolidation_every_minutes=TICK,
         consolidation_min_new_turns=2,
     )
     layer = MemoryLayer(settings, embedder_factory=lambda _: embedder)
-    unmarked = ("consolidation user_id=ann model=consolidator not marked, due again next time: "
-                "upstream returned 502")
+    unmarked = (
+        "consolidation user_id=ann model=consolidator not marked, due again next time: "
+        "upstream returned 502"
+    )
 
     with caplog.at_level(logging.INFO, logger="proxy"):
         with serve_app(build_app(config, layer)) as root:
             wait_ready(root)
-            reply = httpx.post(root + "/v1/chat/completions", timeout=30, json={
-                "model": MODEL, "user": "ann",
-                "messages": [{"role": "user", "content": "I moved to Lisbon."}]})
+            reply = httpx.post(
+                root + "/v1/chat/completions",
+                timeout=30,
+                json={
+                    "model": MODEL,
+                    "user": "ann",
+                    "messages": [{"role": "user", "content": "I moved to Lisbon."}],
+                },
+            )
             assert reply.status_code == 200
             wait_for(lambda: caplog.messages.count(unmarked) >= 2)
             stopping = time.monotonic()
@@ -261,8 +294,11 @@ def test_an_unreachable_model_leaves_the_user_unmarked_and_is_tried_again(
 
 def run_cli(tmp_path, upstream, yaml_text, *args):
     (tmp_path / "moim.yaml").write_text(yaml_text)
-    env = {"MOIM_DB": str(tmp_path / "cli.db"), "MOIM_UPSTREAM_BASE_URL": upstream.url,
-           "MOIM_CONFIG": str(tmp_path / "moim.yaml")}
+    env = {
+        "MOIM_DB": str(tmp_path / "cli.db"),
+        "MOIM_UPSTREAM_BASE_URL": upstream.url,
+        "MOIM_CONFIG": str(tmp_path / "moim.yaml"),
+    }
     return CliRunner().invoke(main, ["consolidate", *args], env=env)
 
 
@@ -286,7 +322,9 @@ def test_cli_without_user_consolidates_every_due_user_with_the_configured_model(
     assert json.loads(result.output)["applied"] == {"add": 1}
     assert consolidation_requests(upstream)[0]["model"] == MODEL
     assert (cli_layer.consolidated_through("ann"), cli_layer.consolidated_through("bob")) == (
-        ann, 0)
+        ann,
+        0,
+    )
 
 
 def test_cli_prints_users_not_consolidated_and_exits_non_zero(tmp_path, upstream, cli_layer):

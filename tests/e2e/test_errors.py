@@ -61,13 +61,21 @@ def test_sdk_raises_the_matching_exception(proxy, upstream, status, exception):
         client.chat.completions.create(model=f"error-{status}", messages=HELLO)
 
     assert raised.value.status_code == status
-    assert raised.value.body["code"] == {400: "invalid_request", 401: "invalid_api_key",
-                                         429: "rate_limit_exceeded", 500: "server_error"}[status]
+    assert (
+        raised.value.body["code"]
+        == {
+            400: "invalid_request",
+            401: "invalid_api_key",
+            429: "rate_limit_exceeded",
+            500: "server_error",
+        }[status]
+    )
 
 
 def test_upstream_error_turn_is_not_stored(proxy, upstream):
-    response = httpx.post(proxy.url + "/chat/completions",
-                          json={"model": "error-500", "messages": HELLO})
+    response = httpx.post(
+        proxy.url + "/chat/completions", json={"model": "error-500", "messages": HELLO}
+    )
     proxy.flush()
 
     assert response.status_code == 500
@@ -78,11 +86,16 @@ def test_upstream_unreachable_is_a_quick_502(make_proxy, upstream):
     proxy = make_proxy(upstream_base_url="http://127.0.0.1:9/v1")
 
     started = time.monotonic()
-    response = httpx.post(proxy.url + "/chat/completions",
-                          json={"model": "gpt-4o-mini", "messages": HELLO}, timeout=10)
-    streamed = httpx.post(proxy.url + "/chat/completions",
-                          json={"model": "gpt-4o-mini", "messages": HELLO, "stream": True},
-                          timeout=10)
+    response = httpx.post(
+        proxy.url + "/chat/completions",
+        json={"model": "gpt-4o-mini", "messages": HELLO},
+        timeout=10,
+    )
+    streamed = httpx.post(
+        proxy.url + "/chat/completions",
+        json={"model": "gpt-4o-mini", "messages": HELLO, "stream": True},
+        timeout=10,
+    )
     elapsed = time.monotonic() - started
 
     assert elapsed < 5
@@ -102,8 +115,9 @@ def test_sdk_sees_an_unreachable_upstream_as_a_server_error(make_proxy, upstream
 
 
 def test_upstream_cut_off_mid_body_is_a_502(proxy, upstream):
-    response = httpx.post(proxy.url + "/chat/completions",
-                          json={"model": "broken", "messages": HELLO}, timeout=10)
+    response = httpx.post(
+        proxy.url + "/chat/completions", json={"model": "broken", "messages": HELLO}, timeout=10
+    )
     proxy.flush()
 
     error = assert_openai_error(response, 502)
@@ -127,31 +141,63 @@ MALFORMED = [
     ("missing_messages", _body(model="gpt-4o-mini"), {}, "messages"),
     ("empty_messages", _body(model="gpt-4o-mini", messages=[]), {}, "messages"),
     ("messages_not_a_list", _body(model="gpt-4o-mini", messages="Hello"), {}, "messages"),
-    ("message_not_an_object", _body(model="gpt-4o-mini", messages=["Hello"]), {},
-     "messages[0]"),
-    ("message_without_role", _body(model="gpt-4o-mini", messages=[{"content": "Hello"}]), {},
-     "messages[0]"),
-    ("content_wrong_type", _body(model="gpt-4o-mini",
-                                 messages=[{"role": "user", "content": 42}]), {},
-     "messages[0].content"),
-    ("stream_not_a_boolean", _body(model="gpt-4o-mini", messages=HELLO, stream="yes"), {},
-     "stream"),
-    ("invalid_user_id", _body(model="gpt-4o-mini", messages=HELLO),
-     {"x-memory-user-id": "bob smith/../x"}, None),
-    ("invalid_session_id", _body(model="gpt-4o-mini", messages=HELLO),
-     {"x-memory-session-id": "chat#1?"}, None),
-    ("budget_not_an_integer", _body(model="gpt-4o-mini", messages=HELLO),
-     {"x-memory-context-budget": "lots"}, "X-Memory-Context-Budget"),
-    ("budget_negative", _body(model="gpt-4o-mini", messages=HELLO),
-     {"x-memory-context-budget": "-5"}, "X-Memory-Context-Budget"),
+    ("message_not_an_object", _body(model="gpt-4o-mini", messages=["Hello"]), {}, "messages[0]"),
+    (
+        "message_without_role",
+        _body(model="gpt-4o-mini", messages=[{"content": "Hello"}]),
+        {},
+        "messages[0]",
+    ),
+    (
+        "content_wrong_type",
+        _body(model="gpt-4o-mini", messages=[{"role": "user", "content": 42}]),
+        {},
+        "messages[0].content",
+    ),
+    (
+        "stream_not_a_boolean",
+        _body(model="gpt-4o-mini", messages=HELLO, stream="yes"),
+        {},
+        "stream",
+    ),
+    (
+        "invalid_user_id",
+        _body(model="gpt-4o-mini", messages=HELLO),
+        {"x-memory-user-id": "bob smith/../x"},
+        None,
+    ),
+    (
+        "invalid_session_id",
+        _body(model="gpt-4o-mini", messages=HELLO),
+        {"x-memory-session-id": "chat#1?"},
+        None,
+    ),
+    (
+        "budget_not_an_integer",
+        _body(model="gpt-4o-mini", messages=HELLO),
+        {"x-memory-context-budget": "lots"},
+        "X-Memory-Context-Budget",
+    ),
+    (
+        "budget_negative",
+        _body(model="gpt-4o-mini", messages=HELLO),
+        {"x-memory-context-budget": "-5"},
+        "X-Memory-Context-Budget",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("raw", "headers", "param"), [case[1:] for case in MALFORMED],
-                         ids=[case[0] for case in MALFORMED])
+@pytest.mark.parametrize(
+    ("raw", "headers", "param"),
+    [case[1:] for case in MALFORMED],
+    ids=[case[0] for case in MALFORMED],
+)
 def test_malformed_request_is_a_400_and_goes_nowhere(proxy, upstream, raw, headers, param):
-    response = httpx.post(proxy.url + "/chat/completions", content=raw,
-                          headers={"content-type": "application/json", **headers})
+    response = httpx.post(
+        proxy.url + "/chat/completions",
+        content=raw,
+        headers={"content-type": "application/json", **headers},
+    )
 
     error = assert_openai_error(response, 400)
     assert error["type"] == "invalid_request_error"
@@ -160,8 +206,10 @@ def test_malformed_request_is_a_400_and_goes_nowhere(proxy, upstream, raw, heade
 
 
 def test_invalid_path_user_is_a_400(proxy, upstream):
-    response = httpx.post(proxy.root + "/u/bob%20smith/v1/chat/completions",
-                          json={"model": "gpt-4o-mini", "messages": HELLO})
+    response = httpx.post(
+        proxy.root + "/u/bob%20smith/v1/chat/completions",
+        json={"model": "gpt-4o-mini", "messages": HELLO},
+    )
 
     assert_openai_error(response, 400)
     assert_nothing_forwarded_or_stored(proxy, upstream)
@@ -179,11 +227,14 @@ def test_body_over_the_limit_is_a_413(make_proxy, upstream):
     proxy = make_proxy(max_body_bytes=1000)
     body = _body(model="gpt-4o-mini", messages=[{"role": "user", "content": "x" * 2000}])
 
-    declared = httpx.post(proxy.url + "/chat/completions", content=body,
-                          headers={"content-type": "application/json"})
-    chunked = httpx.post(proxy.url + "/chat/completions",
-                         content=(body[i:i + 300] for i in range(0, len(body), 300)),
-                         headers={"content-type": "application/json"})
+    declared = httpx.post(
+        proxy.url + "/chat/completions", content=body, headers={"content-type": "application/json"}
+    )
+    chunked = httpx.post(
+        proxy.url + "/chat/completions",
+        content=(body[i : i + 300] for i in range(0, len(body), 300)),
+        headers={"content-type": "application/json"},
+    )
 
     for response in (declared, chunked):
         error = assert_openai_error(response, 413)
@@ -194,28 +245,40 @@ def test_body_over_the_limit_is_a_413(make_proxy, upstream):
 def test_body_under_the_limit_goes_through(make_proxy, upstream):
     proxy = make_proxy(max_body_bytes=1000)
 
-    response = httpx.post(proxy.url + "/chat/completions",
-                          json={"model": "gpt-4o-mini", "messages": HELLO})
+    response = httpx.post(
+        proxy.url + "/chat/completions", json={"model": "gpt-4o-mini", "messages": HELLO}
+    )
 
     assert response.status_code == 200
 
 
 def _import_line(text):
-    item = {"session_id": "s1", "message_key": "k1", "content_hash": "h1", "role": "user",
-            "content": text, "created_at": 1_700_000_000}
+    item = {
+        "session_id": "s1",
+        "message_key": "k1",
+        "content_hash": "h1",
+        "role": "user",
+        "content": text,
+        "created_at": 1_700_000_000,
+    }
     return (json.dumps(item) + "\n").encode()
 
 
-@pytest.mark.parametrize(("path", "content"), [
-    ("/v1/memory/facts", _body(key="city", value="P" * 2000, category="personal")),
-    ("/v1/memory/import", _import_line("x" * 2000)),
-], ids=["facts", "import"])
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [
+        ("/v1/memory/facts", _body(key="city", value="P" * 2000, category="personal")),
+        ("/v1/memory/import", _import_line("x" * 2000)),
+    ],
+    ids=["facts", "import"],
+)
 def test_memory_api_body_over_the_limit_is_a_413(make_proxy, upstream, path, content):
     proxy = make_proxy(max_body_bytes=1000)
 
     declared = httpx.post(proxy.root + path, content=content)
-    chunked = httpx.post(proxy.root + path,
-                         content=(content[i:i + 300] for i in range(0, len(content), 300)))
+    chunked = httpx.post(
+        proxy.root + path, content=(content[i : i + 300] for i in range(0, len(content), 300))
+    )
 
     for response in (declared, chunked):
         error = assert_openai_error(response, 413)
@@ -227,8 +290,10 @@ def test_memory_api_body_over_the_limit_is_a_413(make_proxy, upstream, path, con
 def test_memory_api_body_under_the_limit_goes_through(make_proxy, upstream):
     proxy = make_proxy(max_body_bytes=1000)
 
-    fact = httpx.post(proxy.root + "/v1/memory/facts",
-                      json={"key": "city", "value": "Paris", "category": "personal"})
+    fact = httpx.post(
+        proxy.root + "/v1/memory/facts",
+        json={"key": "city", "value": "Paris", "category": "personal"},
+    )
     imported = httpx.post(proxy.root + "/v1/memory/import", content=_import_line("hello"))
 
     assert fact.status_code == 200 and fact.json()["value"] == "Paris"
@@ -239,14 +304,16 @@ def test_more_messages_than_the_limit_is_a_400_and_goes_nowhere(make_proxy, upst
     proxy = make_proxy(max_messages=3)
     messages = [{"role": "user", "content": f"message {i}"} for i in range(4)]
 
-    refused = httpx.post(proxy.url + "/chat/completions",
-                         json={"model": "gpt-4o-mini", "messages": messages})
+    refused = httpx.post(
+        proxy.url + "/chat/completions", json={"model": "gpt-4o-mini", "messages": messages}
+    )
 
     error = assert_openai_error(refused, 400)
     assert (error["type"], error["param"]) == ("invalid_request_error", "messages")
     assert_nothing_forwarded_or_stored(proxy, upstream)
-    accepted = httpx.post(proxy.url + "/chat/completions",
-                          json={"model": "gpt-4o-mini", "messages": messages[:3]})
+    accepted = httpx.post(
+        proxy.url + "/chat/completions", json={"model": "gpt-4o-mini", "messages": messages[:3]}
+    )
     assert accepted.status_code == 200
     assert len(upstream.requests) == 1
 
@@ -254,8 +321,11 @@ def test_more_messages_than_the_limit_is_a_400_and_goes_nowhere(make_proxy, upst
 def test_headers_over_the_limit_are_a_431_for_every_endpoint(proxy, upstream):
     big = {"x-padding": "p" * 20_000}  # over the default 16 KiB, under uvicorn's own limit
 
-    chat_response = httpx.post(proxy.url + "/chat/completions", headers=big,
-                               json={"model": "gpt-4o-mini", "messages": HELLO})
+    chat_response = httpx.post(
+        proxy.url + "/chat/completions",
+        headers=big,
+        json={"model": "gpt-4o-mini", "messages": HELLO},
+    )
     search = httpx.get(proxy.url + "/memory/search", params={"q": "x"}, headers=big)
 
     for response in (chat_response, search):
@@ -268,10 +338,14 @@ def test_headers_over_the_limit_are_a_431_for_every_endpoint(proxy, upstream):
 
 def test_a_431_echoes_the_clients_request_id_unless_that_is_what_is_too_large(proxy, upstream):
     body = {"model": "gpt-4o-mini", "messages": HELLO}
-    padded = httpx.post(proxy.url + "/chat/completions", json=body,
-                        headers={"x-padding": "p" * 20_000, "x-request-id": "req-431"})
-    huge_id = httpx.post(proxy.url + "/chat/completions", json=body,
-                         headers={"x-request-id": "r" * 20_000})
+    padded = httpx.post(
+        proxy.url + "/chat/completions",
+        json=body,
+        headers={"x-padding": "p" * 20_000, "x-request-id": "req-431"},
+    )
+    huge_id = httpx.post(
+        proxy.url + "/chat/completions", json=body, headers={"x-request-id": "r" * 20_000}
+    )
 
     assert_openai_error(padded, 431)
     assert padded.headers["x-request-id"] == "req-431"
@@ -284,21 +358,30 @@ def test_header_limit_counts_all_headers_together(make_proxy, upstream):
     proxy = make_proxy(max_header_bytes=2048)
     many = {f"x-extra-{i}": "v" * 100 for i in range(30)}  # each small, ~3.5 KB in all
 
-    refused = httpx.post(proxy.url + "/chat/completions", headers=many,
-                         json={"model": "gpt-4o-mini", "messages": HELLO})
-    accepted = httpx.post(proxy.url + "/chat/completions", headers=dict(list(many.items())[:5]),
-                          json={"model": "gpt-4o-mini", "messages": HELLO})
+    refused = httpx.post(
+        proxy.url + "/chat/completions",
+        headers=many,
+        json={"model": "gpt-4o-mini", "messages": HELLO},
+    )
+    accepted = httpx.post(
+        proxy.url + "/chat/completions",
+        headers=dict(list(many.items())[:5]),
+        json={"model": "gpt-4o-mini", "messages": HELLO},
+    )
 
     assert_openai_error(refused, 431)
     assert accepted.status_code == 200
     assert len(upstream.requests) == 1
 
 
-@pytest.mark.parametrize(("method", "path"), [
-    ("GET", "/v1/nothing-here"),
-    ("POST", "/v1/completions"),
-    ("GET", "/u/alice/v1/nothing-here"),
-])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/nothing-here"),
+        ("POST", "/v1/completions"),
+        ("GET", "/u/alice/v1/nothing-here"),
+    ],
+)
 def test_unknown_route_is_a_404_in_openais_shape(proxy, upstream, method, path):
     response = httpx.request(method, proxy.root + path)
 

@@ -48,8 +48,9 @@ def section(block, heading):
 
 
 def api(proxy, user="ann"):
-    return httpx.Client(base_url=proxy.root + "/v1/memory",
-                        headers={"X-Memory-User-Id": user}, timeout=10)
+    return httpx.Client(
+        base_url=proxy.root + "/v1/memory", headers={"X-Memory-User-Id": user}, timeout=10
+    )
 
 
 def test_a_name_said_once_is_in_later_blocks_even_when_the_context_is_nearly_full(
@@ -92,10 +93,19 @@ def test_moving_supersedes_the_old_city_which_stays_in_the_history(make_proxy, u
 
 def test_an_avoid_fact_appears_only_under_the_do_not_bring_up_heading(proxy, upstream):
     with api(proxy) as client:
-        client.post("/facts", json={"key": "ex", "value": "Sam", "category": "relationship",
-                                    "policy": "avoid"}).raise_for_status()
-        client.post("/facts", json={"key": "tone", "value": "short answers",
-                                    "category": "preference", "policy": "adapt"})
+        client.post(
+            "/facts",
+            json={"key": "ex", "value": "Sam", "category": "relationship", "policy": "avoid"},
+        ).raise_for_status()
+        client.post(
+            "/facts",
+            json={
+                "key": "tone",
+                "value": "short answers",
+                "category": "preference",
+                "policy": "adapt",
+            },
+        )
         client.post("/facts", json={"key": "name", "value": "Dana", "category": "profile"})
 
     say(proxy, "What should I cook tonight?")
@@ -140,8 +150,15 @@ def test_saying_forget_my_name_archives_it_too(proxy):
 def test_a_fact_past_its_ttl_is_no_longer_injected_and_turns_stale(proxy, upstream):
     ttl = 5.0  # long enough for one chat turn on a busy machine; the test waits it out
     with api(proxy) as client:
-        made = client.post("/facts", json={"key": "trip", "value": "in Rome this week",
-                                           "category": "episodic_event", "ttl_seconds": ttl})
+        made = client.post(
+            "/facts",
+            json={
+                "key": "trip",
+                "value": "in Rome this week",
+                "category": "episodic_event",
+                "ttl_seconds": ttl,
+            },
+        )
         client.post("/facts", json={"key": "name", "value": "Dana", "category": "profile"})
         say(proxy, "Any tips for today?")
         before = section(block_sent(upstream), KNOWN)
@@ -181,15 +198,31 @@ def test_one_users_facts_never_reach_another_user(proxy, upstream):
 
 def test_the_id_returned_on_write_is_accepted_by_delete(proxy):
     with api(proxy) as client:
-        made = client.post("/facts", json={"key": "Favourite Colour", "value": "green",
-                                           "category": "preference"}).json()
+        made = client.post(
+            "/facts", json={"key": "Favourite Colour", "value": "green", "category": "preference"}
+        ).json()
         deleted = client.delete(f"/facts/{made['id']}")
         listed = client.get("/facts").json()
 
-    assert set(made) == {"id", "key", "value", "category", "policy", "pinned", "status",
-                         "confidence", "source", "created_at", "updated_at", "expires_at"}
+    assert set(made) == {
+        "id",
+        "key",
+        "value",
+        "category",
+        "policy",
+        "pinned",
+        "status",
+        "confidence",
+        "source",
+        "created_at",
+        "updated_at",
+        "expires_at",
+    }
     assert (made["key"], made["policy"], made["pinned"], made["source"]) == (
-        "favourite_colour", "speak", False, "api"
+        "favourite_colour",
+        "speak",
+        False,
+        "api",
     )
     assert (deleted.json()["id"], deleted.json()["status"]) == (made["id"], "archived")
     assert listed == {"facts": []}
@@ -243,8 +276,11 @@ def test_a_body_that_is_not_json_an_infinite_ttl_and_an_unknown_status_are_400s(
     json_type = {"content-type": "application/json"}
     with api(proxy) as client:
         not_json = client.post("/facts", content=b"{not json", headers=json_type)
-        infinite = client.post("/facts", headers=json_type,
-                               content=b'{"key": "k", "value": "v", "ttl_seconds": Infinity}')
+        infinite = client.post(
+            "/facts",
+            headers=json_type,
+            content=b'{"key": "k", "value": "v", "ttl_seconds": Infinity}',
+        )
         bad_status = client.get("/facts?status=deleted")
 
     assert not_json.status_code == 400
@@ -303,8 +339,10 @@ def test_cli_sets_lists_pins_and_forgets_facts_with_history(tmp_path):
     assert json.loads(unpinned.output)["pinned"] is False
     assert json.loads(pinned.output)["pinned"] is True
     assert deleted.output == "archived home_city of ann\n"
-    assert [(json.loads(line)["value"], json.loads(line)["status"])
-            for line in history.output.splitlines()] == [
+    assert [
+        (json.loads(line)["value"], json.loads(line)["status"])
+        for line in history.output.splitlines()
+    ] == [
         ("Berlin", "superseded"),
         ("Lisbon", "archived"),
     ]

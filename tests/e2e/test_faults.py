@@ -102,8 +102,13 @@ async def _faulty(request: Request) -> Response:
         await _wait_or_leave(request, SLOW_JSON)
         reply = {"role": "assistant", "content": "Thought about it"}
         choice = {"index": 0, "message": reply, "finish_reason": "stop"}
-        completion = {"id": "chatcmpl-slow", "object": "chat.completion", "created": 1,
-                      "model": model, "choices": [choice]}
+        completion = {
+            "id": "chatcmpl-slow",
+            "object": "chat.completion",
+            "created": 1,
+            "model": model,
+            "choices": [choice],
+        }
         return Response(json.dumps(completion).encode(), media_type="application/json")
     return Response(b'{"error": "unknown fault"}', status_code=404)
 
@@ -307,8 +312,13 @@ def test_a_client_that_leaves_mid_stream_closes_the_upstream_and_leaks_nothing(p
 
 # -- nothing leaks ------------------------------------------------------------------------------
 
-FAULT_MODELS = ("stall-before-headers", "stall-mid-stream", "garbage-sse", "truncated-json",
-                "slow-json")
+FAULT_MODELS = (
+    "stall-before-headers",
+    "stall-mid-stream",
+    "garbage-sse",
+    "truncated-json",
+    "slow-json",
+)
 
 
 def provider_sockets(url):

@@ -322,8 +322,11 @@ def test_reads_writes_deletes_and_reimports_at_once_never_cross_users(proxy, ups
         reply = say(user, QUESTION, "read", stream=USERS.index(user) % 3 == 0)
         assert reply == f"echo: ({user}) {QUESTION}"
 
-        found = api.get("/search", params={"q": "secret code word", "k": 100},
-                        headers=headers(user)).raise_for_status().json()["results"]
+        found = (
+            api.get("/search", params={"q": "secret code word", "k": 100}, headers=headers(user))
+            .raise_for_status()
+            .json()["results"]
+        )
         assert leaks(user, json.dumps(found)) == set(), user
         facts = api.get("/facts", headers=headers(user)).raise_for_status().json()["facts"]
         assert leaks(user, json.dumps(facts)) == set(), user
@@ -385,8 +388,12 @@ def test_reads_writes_deletes_and_reimports_at_once_never_cross_users(proxy, ups
             assert said == {*notes, *(f"echo: {text}" for text in notes)} | {
                 item["content"] for item in parse(snapshot[user]) if item["type"] == "message"
             }
-            assert after[user] == {**before[user], "messages": 2 + 2 * NOTES,
-                                   "chunks": after[user]["chunks"], "sessions": 1 + NOTES}
+            assert after[user] == {
+                **before[user],
+                "messages": 2 + 2 * NOTES,
+                "chunks": after[user]["chunks"],
+                "sessions": 1 + NOTES,
+            }
             assert data(exports[user][-1:]) == data(parse(snapshot[user])[-1:])  # the fact
 
         # every body the upstream got for a user holds only that user's words and id; the
@@ -397,8 +404,9 @@ def test_reads_writes_deletes_and_reimports_at_once_never_cross_users(proxy, ups
             assert len(recalls) == 2
             if user in STABLE or user in WRITERS:
                 assert all(words_in(block_of(body)) == {SECRET[user]} for body in recalls)
-                assert all(section(block_of(b), KNOWN) == [f"- code: {SECRET[user]}"]
-                           for b in recalls)
+                assert all(
+                    section(block_of(b), KNOWN) == [f"- code: {SECRET[user]}"] for b in recalls
+                )
 
         # now that it has settled, the deleted recall nothing and the re-imported their own
         upstream.reset()

@@ -33,15 +33,17 @@ def litellm_not_yet_imported():
         pytest.skip("litellm was already imported in this process")
 
 
-def test_first_litellm_call_does_not_freeze_other_streams(litellm_not_yet_imported, routed,
-                                                          upstream):
+def test_first_litellm_call_does_not_freeze_other_streams(
+    litellm_not_yet_imported, routed, upstream
+):
     # Kept first in this module: only the request that loads litellm (~3 s) can show it.
     gaps = []
 
     def stream_slowly():
         body = {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "Go"}]}
-        with httpx.stream("POST", routed.url + "/chat/completions", json=body,
-                          timeout=60) as response:
+        with httpx.stream(
+            "POST", routed.url + "/chat/completions", json=body, timeout=60
+        ) as response:
             last = time.monotonic()
             for _ in response.iter_raw():
                 gaps.append(time.monotonic() - last)
@@ -50,8 +52,11 @@ def test_first_litellm_call_does_not_freeze_other_streams(litellm_not_yet_import
     streaming = threading.Thread(target=stream_slowly)
     streaming.start()
     time.sleep(0.3)
-    routed_reply = httpx.post(routed.url + "/chat/completions", timeout=60, json={
-        "model": "via-litellm", "messages": [{"role": "user", "content": "Hello"}]})
+    routed_reply = httpx.post(
+        routed.url + "/chat/completions",
+        timeout=60,
+        json={"model": "via-litellm", "messages": [{"role": "user", "content": "Hello"}]},
+    )
     streaming.join()
 
     assert routed_reply.status_code == 200
@@ -62,7 +67,8 @@ def test_first_litellm_call_does_not_freeze_other_streams(litellm_not_yet_import
 def test_non_streaming_reply_through_litellm(routed, upstream):
     with routed.client() as client:
         completion = client.chat.completions.create(
-            model="via-litellm", messages=[{"role": "user", "content": "Hello via litellm"}])
+            model="via-litellm", messages=[{"role": "user", "content": "Hello via litellm"}]
+        )
     routed.flush()
 
     assert completion.choices[0].message.content == "echo: Hello via litellm"
@@ -70,15 +76,19 @@ def test_non_streaming_reply_through_litellm(routed, upstream):
     assert upstream.last_json["model"] == "gpt-4o-mini"
     assert upstream.requests[-1].headers["authorization"] == "Bearer sk-up"
     assert [(m.role, m.content) for m in routed.layer.store.messages("default")] == [
-        ("user", "Hello via litellm"), ("assistant", "echo: Hello via litellm")]
+        ("user", "Hello via litellm"),
+        ("assistant", "echo: Hello via litellm"),
+    ]
 
 
 def test_streaming_reply_through_litellm_ends_with_done(routed, upstream):
-    body = {"model": "via-litellm", "stream": True,
-            "messages": [{"role": "user", "content": "Stream me a reply please"}]}
+    body = {
+        "model": "via-litellm",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Stream me a reply please"}],
+    }
 
-    with httpx.stream("POST", routed.url + "/chat/completions", json=body,
-                      timeout=30) as response:
+    with httpx.stream("POST", routed.url + "/chat/completions", json=body, timeout=30) as response:
         data = response.read()
     routed.flush()
 
@@ -86,21 +96,25 @@ def test_streaming_reply_through_litellm_ends_with_done(routed, upstream):
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["x-memory-mode"] == "auto"
     assert data.endswith(b"data: [DONE]\n\n")
-    events = [json.loads(line[6:]) for line in data.decode().splitlines()
-              if line.startswith("data: ") and line != "data: [DONE]"]
+    events = [
+        json.loads(line[6:])
+        for line in data.decode().splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
     text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
     assert text == "echo: Stream me a reply please"
     assert upstream.last_json["stream"] is True
     assert [(m.role, m.content, m.partial) for m in routed.layer.store.messages("default")] == [
         ("user", "Stream me a reply please", False),
-        ("assistant", "echo: Stream me a reply please", False)]
+        ("assistant", "echo: Stream me a reply please", False),
+    ]
 
 
 def test_sdk_stream_through_litellm(routed, upstream):
     with routed.client() as client:
         stream = client.chat.completions.create(
-            model="via-litellm", messages=[{"role": "user", "content": "Tell me more"}],
-            stream=True)
+            model="via-litellm", messages=[{"role": "user", "content": "Tell me more"}], stream=True
+        )
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
     assert text == "echo: Tell me more"
@@ -111,12 +125,16 @@ def test_memory_block_reaches_the_provider_through_litellm(routed, upstream):
     with routed.client() as client:
         client.chat.completions.create(
             model="via-litellm",
-            messages=[{"role": "user", "content": "My dog is called Rex and he loves the beach"}])
+            messages=[{"role": "user", "content": "My dog is called Rex and he loves the beach"}],
+        )
         routed.flush()
         raw = client.chat.completions.with_raw_response.create(
             model="via-litellm",
-            messages=[{"role": "system", "content": system},
-                      {"role": "user", "content": "What is my dog called?"}])
+            messages=[
+                {"role": "system", "content": system},
+                {"role": "user", "content": "What is my dog called?"},
+            ],
+        )
 
     assert int(raw.headers["x-memory-chunks-injected"]) > 0
     messages = upstream.last_json["messages"]
@@ -128,12 +146,25 @@ def test_memory_block_reaches_the_provider_through_litellm(routed, upstream):
 
 
 def test_provider_error_through_litellm_keeps_its_status(routed, upstream):
-    upstream.script.append({"status": 400, "body": {"error": {
-        "message": "Bad thing (test).", "type": "invalid_request_error", "param": None,
-        "code": "invalid_request"}}})
+    upstream.script.append(
+        {
+            "status": 400,
+            "body": {
+                "error": {
+                    "message": "Bad thing (test).",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_request",
+                }
+            },
+        }
+    )
 
-    response = httpx.post(routed.url + "/chat/completions", timeout=30, json={
-        "model": "via-litellm", "messages": [{"role": "user", "content": "Hello"}]})
+    response = httpx.post(
+        routed.url + "/chat/completions",
+        timeout=30,
+        json={"model": "via-litellm", "messages": [{"role": "user", "content": "Hello"}]},
+    )
     routed.flush()
 
     assert response.status_code == 400
@@ -147,11 +178,15 @@ def test_provider_error_through_litellm_keeps_its_status(routed, upstream):
 def test_a_missing_provider_key_is_a_401_not_a_500(make_proxy, upstream, monkeypatch):
     # litellm reports a missing OpenAI key, found before anything is sent, as a 500
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    keyless = make_proxy(routes={"keyless": ModelRoute(model="openai/gpt-4o-mini",
-                                                       api_base=upstream.url)})
+    keyless = make_proxy(
+        routes={"keyless": ModelRoute(model="openai/gpt-4o-mini", api_base=upstream.url)}
+    )
 
-    response = httpx.post(keyless.url + "/chat/completions", timeout=30, json={
-        "model": "keyless", "messages": [{"role": "user", "content": "Hello"}]})
+    response = httpx.post(
+        keyless.url + "/chat/completions",
+        timeout=30,
+        json={"model": "keyless", "messages": [{"role": "user", "content": "Hello"}]},
+    )
     keyless.flush()
 
     assert response.status_code == 401
@@ -165,8 +200,11 @@ def test_a_missing_provider_key_is_a_401_not_a_500(make_proxy, upstream, monkeyp
 def test_client_leaving_a_litellm_stream_stops_the_provider(routed, upstream):
     reply = "".join(f"word{i:03d} " for i in range(60))  # 60 chunks, 50 ms apart: 3 s
     upstream.script.append({"content": reply, "delay": 0.05})
-    body = {"model": "via-litellm", "stream": True,
-            "messages": [{"role": "user", "content": "Talk for a while"}]}
+    body = {
+        "model": "via-litellm",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Talk for a while"}],
+    }
 
     with httpx.Client(timeout=30) as http:
         with http.stream("POST", routed.url + "/chat/completions", json=body) as response:

@@ -68,10 +68,20 @@ def test_stats_count_per_user(api_proxy):
     chat(api_proxy, "alice", PASTA)
     api_proxy.flush()
     assert stats(api_proxy, "alice") == {
-        "user_id": "alice", "messages": 4, "chunks": 4, "facts": 0, "sessions": 2, "pending": 0,
+        "user_id": "alice",
+        "messages": 4,
+        "chunks": 4,
+        "facts": 0,
+        "sessions": 2,
+        "pending": 0,
     }
     assert stats(api_proxy, "bob") == {
-        "user_id": "bob", "messages": 0, "chunks": 0, "facts": 0, "sessions": 0, "pending": 0,
+        "user_id": "bob",
+        "messages": 0,
+        "chunks": 0,
+        "facts": 0,
+        "sessions": 0,
+        "pending": 0,
     }
 
 
@@ -139,7 +149,12 @@ def test_delete_forgets_only_that_user(api_proxy, upstream):
     assert response.status_code == 200
     assert response.json() == {"user_id": "alice", "deleted": True, "messages": 2}
     assert stats(api_proxy, "alice") == {
-        "user_id": "alice", "messages": 0, "chunks": 0, "facts": 0, "sessions": 0, "pending": 0,
+        "user_id": "alice",
+        "messages": 0,
+        "chunks": 0,
+        "facts": 0,
+        "sessions": 0,
+        "pending": 0,
     }
     assert search(api_proxy, "alice", "kayak marina") == []
     assert recalled_block(api_proxy, upstream, "alice", KAYAK_QUESTION) is None
@@ -203,11 +218,27 @@ def test_memory_timestamp_sets_the_stored_date_and_the_block_shows_it(api_proxy,
 
 
 def test_import_accepts_null_optional_fields(proxy):
-    line = json.dumps({"type": "message", "session_id": "s1", "message_key": "k#1",
-                       "content_hash": "k", "role": "user", "content": "I grow tomatoes",
-                       "created_at": 1_700_000_000, "tokens": None, "name": None,
-                       "model": None, "partial": None, "id": None})
-    response = httpx.post(proxy.root + "/v1/memory/import", content=line + "\n",
-                          headers={"X-Memory-User-Id": "nulls"}, timeout=60)
+    line = json.dumps(
+        {
+            "type": "message",
+            "session_id": "s1",
+            "message_key": "k#1",
+            "content_hash": "k",
+            "role": "user",
+            "content": "I grow tomatoes",
+            "created_at": 1_700_000_000,
+            "tokens": None,
+            "name": None,
+            "model": None,
+            "partial": None,
+            "id": None,
+        }
+    )
+    response = httpx.post(
+        proxy.root + "/v1/memory/import",
+        content=line + "\n",
+        headers={"X-Memory-User-Id": "nulls"},
+        timeout=60,
+    )
     assert response.status_code == 200, response.text
     assert response.json() == {"user_id": "nulls", "imported": 1}

@@ -90,13 +90,19 @@ def test_a_turn_dropped_from_the_request_is_recalled_as_this_session(proxy, upst
     session = {"X_Memory_Session_Id": "tahoe-trip"}
     first = [{"role": "user", "content": CABIN}]
     say(proxy, first, "carol", **session)
-    second = [*first, {"role": "assistant", "content": "echo: " + CABIN},
-              {"role": "user", "content": CAR}]
+    second = [
+        *first,
+        {"role": "assistant", "content": "echo: " + CABIN},
+        {"role": "user", "content": CAR},
+    ]
     say(proxy, second, "carol", **session)
     proxy.flush()
     # A sliding window: the client drops the first exchange and keeps the second.
-    third = [{"role": "user", "content": CAR}, {"role": "assistant", "content": "echo: " + CAR},
-             {"role": "user", "content": RECAP}]
+    third = [
+        {"role": "user", "content": CAR},
+        {"role": "assistant", "content": "echo: " + CAR},
+        {"role": "user", "content": RECAP},
+    ]
     say(proxy, third, "carol", X_Memory_Mode="read", **session)
     block = block_in(sent_messages(upstream))
     assert CABIN in block
@@ -111,13 +117,19 @@ def test_a_sliding_window_without_session_header_stays_in_one_session(proxy, ups
     system = {"role": "system", "content": "You are a travel assistant."}
     first = [system, {"role": "user", "content": CABIN}]
     opened = say(proxy, first, "dave")["x-memory-session-id"]
-    second = [*first, {"role": "assistant", "content": "echo: " + CABIN},
-              {"role": "user", "content": CAR}]
+    second = [
+        *first,
+        {"role": "assistant", "content": "echo: " + CABIN},
+        {"role": "user", "content": CAR},
+    ]
     say(proxy, second, "dave")
     proxy.flush()
-    third = [system, {"role": "user", "content": CAR},
-             {"role": "assistant", "content": "echo: " + CAR},
-             {"role": "user", "content": RECAP}]
+    third = [
+        system,
+        {"role": "user", "content": CAR},
+        {"role": "assistant", "content": "echo: " + CAR},
+        {"role": "user", "content": RECAP},
+    ]
     headers = say(proxy, third, "dave", X_Memory_Mode="read")
     block = block_in(sent_messages(upstream))
     assert CABIN in block

@@ -65,10 +65,10 @@ def test_thirty_turn_conversation_stores_sixty_messages_in_one_session(proxy, up
         for turn in range(30):
             history.append({"role": "user", "content": f"Turn {turn}: tell me about topic {turn}"})
             raw = client.chat.completions.with_raw_response.create(
-                model="gpt-4o-mini", messages=history)
+                model="gpt-4o-mini", messages=history
+            )
             sessions.add(raw.headers["x-memory-session-id"])
-            history.append({"role": "assistant",
-                            "content": raw.parse().choices[0].message.content})
+            history.append({"role": "assistant", "content": raw.parse().choices[0].message.content})
     proxy.flush()
 
     messages = proxy.layer.store.messages("default")
@@ -80,15 +80,18 @@ def test_thirty_turn_conversation_stores_sixty_messages_in_one_session(proxy, up
 
 
 def test_resending_the_same_history_stores_nothing_new(proxy, upstream):
-    history = [{"role": "user", "content": "What's a good name for a cat?"},
-               {"role": "assistant", "content": "echo: What's a good name for a cat?"},
-               {"role": "user", "content": "And for a dog?"}]
+    history = [
+        {"role": "user", "content": "What's a good name for a cat?"},
+        {"role": "assistant", "content": "echo: What's a good name for a cat?"},
+        {"role": "user", "content": "And for a dog?"},
+    ]
     for _ in range(3):
         assert chat(proxy, history).status_code == 200
     proxy.flush()
 
     assert stored(proxy) == [(m["role"], m["content"]) for m in history] + [
-        ("assistant", "echo: And for a dog?")]
+        ("assistant", "echo: And for a dog?")
+    ]
 
 
 def test_system_prompt_is_stored_once_per_session(proxy, upstream):
@@ -104,30 +107,35 @@ def test_system_prompt_is_stored_once_per_session(proxy, upstream):
 
 
 def test_identical_user_turns_are_both_stored(proxy, upstream):
-    history = [{"role": "user", "content": "Shall we book the table for eight?"},
-               {"role": "assistant", "content": "echo: Shall we book the table for eight?"},
-               {"role": "user", "content": "yes"},
-               {"role": "assistant", "content": "echo: yes"},
-               {"role": "user", "content": "yes"}]
+    history = [
+        {"role": "user", "content": "Shall we book the table for eight?"},
+        {"role": "assistant", "content": "echo: Shall we book the table for eight?"},
+        {"role": "user", "content": "yes"},
+        {"role": "assistant", "content": "echo: yes"},
+        {"role": "user", "content": "yes"},
+    ]
 
     chat(proxy, history[:3])
     chat(proxy, history)
     proxy.flush()
 
     assert stored(proxy) == [(m["role"], m["content"]) for m in history] + [
-        ("assistant", "echo: yes")]
+        ("assistant", "echo: yes")
+    ]
 
 
 # -- verbatim ---------------------------------------------------------------------------------
 
 
 def test_stored_reply_equals_the_streamed_text(proxy, upstream):
-    reply = "Line one\n  indented — ünïcödé 🎉\n\n<b>html</b> \"quoted\" \\ trailing  "
+    reply = 'Line one\n  indented — ünïcödé 🎉\n\n<b>html</b> "quoted" \\ trailing  '
     upstream.script.append({"content": reply})
     with proxy.client() as client:
         stream = client.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "Say something odd"}],
-            stream=True)
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "Say something odd"}],
+            stream=True,
+        )
         streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     proxy.flush()
 
@@ -142,8 +150,11 @@ def test_a_reply_with_split_or_lone_surrogates_is_stored_as_valid_text(proxy, up
     stores the pair joined into its character and a lone half as U+FFFD."""
     # seven characters, then a pair the fake's 8-character chunks split in two; then a lone one
     upstream.script.append({"content": "Emoji: \ud83d\ude00 and half \ud83d."})
-    body = {"model": "gpt-4o-mini", "stream": stream,
-            "messages": [{"role": "user", "content": "Send an emoji"}]}
+    body = {
+        "model": "gpt-4o-mini",
+        "stream": stream,
+        "messages": [{"role": "user", "content": "Send an emoji"}],
+    }
     response = httpx.post(proxy.url + "/chat/completions", json=body, timeout=10)
     assert response.status_code == 200
     assert b"\\ud83d" in response.content  # relayed as the provider escaped it
@@ -157,17 +168,26 @@ def test_a_reply_with_split_or_lone_surrogates_is_stored_as_valid_text(proxy, up
 
 
 def test_tool_results_are_stored(proxy, upstream):
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
-    messages = [{"role": "user", "content": "Weather in Paris?"},
-                {"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": "call_1", "content": '{"temp_c": 18}'}]
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+    }
+    messages = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"temp_c": 18}'},
+    ]
 
     assert chat(proxy, messages).status_code == 200
     proxy.flush()
 
-    assert stored(proxy) == [("user", "Weather in Paris?"), ("assistant", ""),
-                             ("tool", '{"temp_c": 18}'), ("assistant", "echo: Weather in Paris?")]
+    assert stored(proxy) == [
+        ("user", "Weather in Paris?"),
+        ("assistant", ""),
+        ("tool", '{"temp_c": 18}'),
+        ("assistant", "echo: Weather in Paris?"),
+    ]
     assert payloads(proxy)[1:3] == messages[1:3]
 
 
@@ -175,33 +195,47 @@ def test_tool_results_are_stored(proxy, upstream):
 def test_assistant_tool_call_reply_is_stored_with_its_tool_calls(proxy, upstream, stream):
     with proxy.client() as client:
         response = client.chat.completions.create(
-            model="tool-call", messages=[{"role": "user", "content": "Weather in Paris?"}],
-            stream=stream)
+            model="tool-call",
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            stream=stream,
+        )
         if stream:
             list(response)
     proxy.flush()
 
     assert payloads(proxy) == [
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_test_weather", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_test_weather",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                }
+            ],
+        },
     ]
 
 
 def test_injected_memory_block_is_never_stored(proxy, upstream):
     remember_dog(proxy)
-    history = [{"role": "system", "content": "You know the user's pets."},
-               {"role": "user", "content": "What is my dog called?"}]
+    history = [
+        {"role": "system", "content": "You know the user's pets."},
+        {"role": "user", "content": "What is my dog called?"},
+    ]
 
     response = chat(proxy, history)
     proxy.flush()
 
     assert response.headers["x-memory-tokens-injected"] != "0"
     assert upstream.last_json["messages"][0]["content"].startswith(BLOCK_START)
-    assert stored(proxy)[2:] == [("system", "You know the user's pets."),
-                                 ("user", "What is my dog called?"),
-                                 ("assistant", "echo: What is my dog called?")]
+    assert stored(proxy)[2:] == [
+        ("system", "You know the user's pets."),
+        ("user", "What is my dog called?"),
+        ("assistant", "echo: What is my dog called?"),
+    ]
     assert not any(BLOCK_START in content for _, content in stored(proxy))
     assert not any(BLOCK_START in json.dumps(p) for p in payloads(proxy))
 
@@ -209,14 +243,23 @@ def test_injected_memory_block_is_never_stored(proxy, upstream):
 def test_a_block_the_client_sends_back_is_not_stored(proxy, upstream):
     remember_dog(proxy)
     system = "You know the user's pets."
-    history = [{"role": "system", "content": system},
-               {"role": "user", "content": "What is my dog called?"}]
+    history = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "What is my dog called?"},
+    ]
     chat(proxy, history)
     echoed = upstream.last_json["messages"][0]  # a client that kept what it was sent
     assert echoed["content"].startswith(BLOCK_START)
 
-    chat(proxy, [echoed, *history[1:], {"role": "assistant", "content": "Rex"},
-                 {"role": "user", "content": "Thanks"}])
+    chat(
+        proxy,
+        [
+            echoed,
+            *history[1:],
+            {"role": "assistant", "content": "Rex"},
+            {"role": "user", "content": "Thanks"},
+        ],
+    )
     proxy.flush()
 
     assert not any(BLOCK_START in content for _, content in stored(proxy))
@@ -235,8 +278,11 @@ USER_SOURCES = [  # CONTRACT order: the first present one names the user
 ]
 
 
-@pytest.mark.parametrize("first", range(len(USER_SOURCES) + 1),
-                         ids=[name or kind for kind, name, _ in USER_SOURCES] + ["none"])
+@pytest.mark.parametrize(
+    "first",
+    range(len(USER_SOURCES) + 1),
+    ids=[name or kind for kind, name, _ in USER_SOURCES] + ["none"],
+)
 def test_user_id_comes_from_the_first_source_present(proxy, upstream, first):
     present = USER_SOURCES[first:]
     headers = {name: value for kind, name, value in present if kind == "header"}
@@ -261,8 +307,9 @@ SESSION_SOURCES = [
 ]
 
 
-@pytest.mark.parametrize("first", range(len(SESSION_SOURCES)),
-                         ids=[name for name, _ in SESSION_SOURCES])
+@pytest.mark.parametrize(
+    "first", range(len(SESSION_SOURCES)), ids=[name for name, _ in SESSION_SOURCES]
+)
 def test_session_id_comes_from_the_first_header_present(proxy, upstream, first):
     headers = dict(SESSION_SOURCES[first:])
 
@@ -275,18 +322,24 @@ def test_session_id_comes_from_the_first_header_present(proxy, upstream, first):
 
 
 def test_derived_session_id_is_stable_across_turns_and_differs_per_opening(proxy, upstream):
-    opening = [{"role": "system", "content": "Be kind."},
-               {"role": "user", "content": "Plan my week"}]
-    later = [*opening, {"role": "assistant", "content": "echo: Plan my week"},
-             {"role": "user", "content": "Add a gym day"}]
-    other = [{"role": "system", "content": "Be kind."},
-             {"role": "user", "content": "Plan my month"}]
+    opening = [
+        {"role": "system", "content": "Be kind."},
+        {"role": "user", "content": "Plan my week"},
+    ]
+    later = [
+        *opening,
+        {"role": "assistant", "content": "echo: Plan my week"},
+        {"role": "user", "content": "Add a gym day"},
+    ]
+    other = [
+        {"role": "system", "content": "Be kind."},
+        {"role": "user", "content": "Plan my month"},
+    ]
 
     first = chat(proxy, opening).headers["x-memory-session-id"]
     second = chat(proxy, later).headers["x-memory-session-id"]
     third = chat(proxy, other).headers["x-memory-session-id"]
-    someone_else = chat(proxy, opening, {"x-memory-user-id": "zoe"}).headers[
-        "x-memory-session-id"]
+    someone_else = chat(proxy, opening, {"x-memory-user-id": "zoe"}).headers["x-memory-session-id"]
     proxy.flush()
 
     assert first == second
@@ -324,8 +377,10 @@ def test_mode_write_stores_and_injects_nothing(proxy, upstream):
     assert response.headers["x-memory-mode"] == "write"
     assert response.headers["x-memory-tokens-injected"] == "0"
     assert upstream.last_json["messages"] == ASK
-    assert stored(proxy)[2:] == [("user", "What is my dog called?"),
-                                 ("assistant", "echo: What is my dog called?")]
+    assert stored(proxy)[2:] == [
+        ("user", "What is my dog called?"),
+        ("assistant", "echo: What is my dog called?"),
+    ]
 
 
 def test_mode_off_injects_and_stores_nothing(proxy, upstream):
@@ -348,8 +403,10 @@ def test_mode_auto_injects_and_stores(proxy, upstream):
 
     assert response.headers["x-memory-mode"] == "auto"
     assert upstream.last_json["messages"][0]["content"].startswith(BLOCK_START)
-    assert stored(proxy)[2:] == [("user", "What is my dog called?"),
-                                 ("assistant", "echo: What is my dog called?")]
+    assert stored(proxy)[2:] == [
+        ("user", "What is my dog called?"),
+        ("assistant", "echo: What is my dog called?"),
+    ]
 
 
 def test_invalid_mode_is_a_400_in_openais_shape(proxy, upstream):
@@ -357,9 +414,14 @@ def test_invalid_mode_is_a_400_in_openais_shape(proxy, upstream):
     proxy.flush()
 
     assert response.status_code == 400
-    assert response.json() == {"error": {
-        "message": "X-Memory-Mode must be one of auto, read, write, off",
-        "type": "invalid_request_error", "param": "X-Memory-Mode", "code": None}}
+    assert response.json() == {
+        "error": {
+            "message": "X-Memory-Mode must be one of auto, read, write, off",
+            "type": "invalid_request_error",
+            "param": "X-Memory-Mode",
+            "code": None,
+        }
+    }
     assert upstream.requests == []
     assert stored(proxy) == []
 
@@ -368,8 +430,11 @@ def test_invalid_mode_is_a_400_in_openais_shape(proxy, upstream):
 
 
 def test_client_disconnect_mid_stream_stores_the_partial_reply(proxy, upstream):
-    body = {"model": "slow", "stream": True,
-            "messages": [{"role": "user", "content": "Count to forty, slowly"}]}
+    body = {
+        "model": "slow",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Count to forty, slowly"}],
+    }
 
     with httpx.Client(timeout=10) as http:
         with http.stream("POST", proxy.url + "/chat/completions", json=body) as response:
@@ -386,12 +451,14 @@ def test_client_disconnect_mid_stream_stores_the_partial_reply(proxy, upstream):
 
 
 def test_broken_upstream_stream_ends_the_client_stream_and_stores_the_part(proxy, upstream):
-    body = {"model": "broken", "stream": True,
-            "messages": [{"role": "user", "content": "Tell me everything"}]}
+    body = {
+        "model": "broken",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Tell me everything"}],
+    }
 
     started = time.monotonic()
-    with httpx.stream("POST", proxy.url + "/chat/completions", json=body,
-                      timeout=10) as response:
+    with httpx.stream("POST", proxy.url + "/chat/completions", json=body, timeout=10) as response:
         data = response.read()
     elapsed = time.monotonic() - started
     proxy.flush()
@@ -399,19 +466,25 @@ def test_broken_upstream_stream_ends_the_client_stream_and_stores_the_part(proxy
     assert response.status_code == 200
     assert elapsed < 5
     assert b"[DONE]" not in data
-    text = "".join(e["choices"][0]["delta"].get("content") or ""
-                   for e in (json.loads(line[6:]) for line in data.decode().splitlines()
-                             if line.startswith("data: ")))
+    text = "".join(
+        e["choices"][0]["delta"].get("content") or ""
+        for e in (
+            json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: ")
+        )
+    )
     assert text == "tick 00 tick 01 tick 02 "
     messages = proxy.layer.store.messages("default")
     assert [(m.role, m.content, m.partial) for m in messages] == [
-        ("user", "Tell me everything", False), ("assistant", text, True)]
+        ("user", "Tell me everything", False),
+        ("assistant", text, True),
+    ]
 
 
 def test_sdk_stream_from_a_broken_upstream_ends(proxy, upstream):
     with proxy.client(timeout=5) as client:
         stream = client.chat.completions.create(
-            model="broken", messages=[{"role": "user", "content": "Go on"}], stream=True)
+            model="broken", messages=[{"role": "user", "content": "Go on"}], stream=True
+        )
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
     assert text == "tick 00 tick 01 tick 02 "
@@ -422,8 +495,10 @@ def test_sdk_stream_from_a_broken_upstream_ends(proxy, upstream):
 
 def test_a_failing_store_does_not_stop_the_chat_and_is_reported(proxy, upstream):
     with sqlite(proxy) as db:
-        db.execute("CREATE TRIGGER fail_insert BEFORE INSERT ON messages "
-                   "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+        db.execute(
+            "CREATE TRIGGER fail_insert BEFORE INSERT ON messages "
+            "BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        )
     first = [{"role": "user", "content": "Remember that my sister lives in Porto"}]
 
     answered = chat(proxy, first)
@@ -441,8 +516,11 @@ def test_a_failing_store_does_not_stop_the_chat_and_is_reported(proxy, upstream)
 
     with sqlite(proxy) as db:
         db.execute("DROP TRIGGER fail_insert")
-    history = [*first, {"role": "assistant", "content": ECHO + first[0]["content"]},
-               {"role": "user", "content": "Where does she live?"}]
+    history = [
+        *first,
+        {"role": "assistant", "content": ECHO + first[0]["content"]},
+        {"role": "user", "content": "Where does she live?"},
+    ]
     chat(proxy, history)  # may still report the failure of the turn before
     proxy.flush()
     healthy = chat(proxy, [{"role": "user", "content": "All good now?"}])
@@ -452,23 +530,32 @@ def test_a_failing_store_does_not_stop_the_chat_and_is_reported(proxy, upstream)
     sessions: dict[str, list[tuple[str, str]]] = {}
     for message in proxy.layer.store.messages("default"):
         sessions.setdefault(message.session_id, []).append((message.role, message.content))
-    assert sorted(sessions.values()) == sorted([
-        [(m["role"], m["content"]) for m in history]
-        + [("assistant", "echo: Where does she live?")],
-        [("user", "Another question"), ("assistant", "echo: Another question")],
-        [("user", "All good now?"), ("assistant", "echo: All good now?")],
-    ])
+    assert sorted(sessions.values()) == sorted(
+        [
+            [(m["role"], m["content"]) for m in history]
+            + [("assistant", "echo: Where does she live?")],
+            [("user", "Another question"), ("assistant", "echo: Another question")],
+            [("user", "All good now?"), ("assistant", "echo: All good now?")],
+        ]
+    )
 
 
 def test_a_failing_recall_forwards_the_client_body_and_is_reported(proxy, upstream):
     remember_dog(proxy)
     with sqlite(proxy) as db:
         db.execute("DROP TABLE chunks_fts")
-    raw = json.dumps({"model": "gpt-4o-mini",
-                      "messages": [{"role": "user", "content": "What is my dog called?"}]})
+    raw = json.dumps(
+        {
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "user", "content": "What is my dog called?"}],
+        }
+    )
 
-    response = httpx.post(proxy.url + "/chat/completions", content=raw.encode(),
-                          headers={"content-type": "application/json"})
+    response = httpx.post(
+        proxy.url + "/chat/completions",
+        content=raw.encode(),
+        headers={"content-type": "application/json"},
+    )
 
     assert response.status_code == 200
     assert response.json()["choices"][0]["message"]["content"] == "echo: What is my dog called?"
@@ -481,8 +568,11 @@ def test_a_failing_recall_still_streams(proxy, upstream):
     remember_dog(proxy)  # with nothing stored, recall skips the searches and cannot fail
     with sqlite(proxy) as db:
         db.execute("DROP TABLE chunks_fts")
-    body = {"model": "gpt-4o-mini", "stream": True,
-            "messages": [{"role": "user", "content": "Where does my sister live nowadays?"}]}
+    body = {
+        "model": "gpt-4o-mini",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Where does my sister live nowadays?"}],
+    }
 
     with httpx.stream("POST", proxy.url + "/chat/completions", json=body) as response:
         data = response.read()

@@ -40,8 +40,16 @@ def call(proxy, method, path, **kwargs):
     return httpx.request(method, proxy.root + path, headers=USER, timeout=30, **kwargs)
 
 
-EXPORTED = json.dumps({"session_id": "s1", "message_key": "k1", "content_hash": "h1",
-                       "role": "user", "content": "Hello", "created_at": 1_700_000_000})
+EXPORTED = json.dumps(
+    {
+        "session_id": "s1",
+        "message_key": "k1",
+        "content_hash": "h1",
+        "role": "user",
+        "content": "Hello",
+        "created_at": 1_700_000_000,
+    }
+)
 WRITES = [
     ("POST", "/v1/memory/facts", {"json": {"key": "city", "value": "Paris"}}),
     ("POST", "/v1/memory/import", {"content": EXPORTED + "\n"}),
@@ -51,8 +59,9 @@ WRITES = [
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "kwargs"), WRITES,
-                         ids=[f"{m} {p}" for m, p, _ in WRITES])
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs"), WRITES, ids=[f"{m} {p}" for m, p, _ in WRITES]
+)
 def test_a_locked_store_is_a_503_with_retry_after_then_the_call_succeeds(
     proxy, method, path, kwargs
 ):
@@ -64,12 +73,14 @@ def test_a_locked_store_is_a_503_with_retry_after_then_the_call_succeeds(
     assert refused.status_code == 503, refused.text
     assert refused.headers["retry-after"] == "1"
     assert refused.headers["content-type"].startswith("application/json")
-    assert refused.json() == {"error": {
-        "message": "the memory store is busy or unavailable; retry shortly",
-        "type": "server_error",
-        "param": None,
-        "code": "memory_unavailable",
-    }}
+    assert refused.json() == {
+        "error": {
+            "message": "the memory store is busy or unavailable; retry shortly",
+            "type": "server_error",
+            "param": None,
+            "code": "memory_unavailable",
+        }
+    }
     retried = call(proxy, method, path, **kwargs)
     assert retried.status_code == 200, retried.text
 
@@ -86,8 +97,12 @@ def test_reads_and_chat_go_on_while_the_store_is_locked(proxy, upstream):
 
     with locked(proxy.config.db_path):
         facts = call(proxy, "GET", "/v1/memory/facts")
-        chat = call(proxy, "POST", "/v1/chat/completions",
-                    json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]})
+        chat = call(
+            proxy,
+            "POST",
+            "/v1/chat/completions",
+            json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]},
+        )
 
     assert facts.status_code == 200
     assert [f["value"] for f in facts.json()["facts"]] == ["Paris"]

@@ -51,10 +51,12 @@ def test_a_request_during_model_load_gets_facts_without_waiting(tmp_path, upstre
 def ask(root, text):
     """One chat as user "dana"; moim's response headers. A short timeout: a request that
     waited for the model would fail the test, not hang it."""
-    with openai.OpenAI(base_url=root + "/v1", api_key="sk-client", max_retries=0,
-                       timeout=10) as client:
+    with openai.OpenAI(
+        base_url=root + "/v1", api_key="sk-client", max_retries=0, timeout=10
+    ) as client:
         raw = client.chat.completions.with_raw_response.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": text}],
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": text}],
             extra_headers={"X-Memory-User-Id": "dana"},
         )
     return raw.headers

@@ -48,8 +48,10 @@ def store(tmp_path):
 
 
 def active(store, user_id="ann"):
-    return {f.key: (f.value, f.category, f.confidence, f.source)
-            for f in fact_store.list_facts(store, user_id, "active")}
+    return {
+        f.key: (f.value, f.category, f.confidence, f.source)
+        for f in fact_store.list_facts(store, user_id, "active")
+    }
 
 
 # -- parse -------------------------------------------------------------------------------------
@@ -83,18 +85,24 @@ def test_an_empty_list_of_operations_is_valid():
         ("Sure! Here are the operations.", "not JSON: Expecting value: line 1 column 1 (char 0)"),
         ("Here you go: " + reply(op()), "not JSON: Expecting value: line 1 column 1 (char 0)"),
         (reply(op()) + " Hope this helps!", "not JSON: Extra data: line 1 column 108 (char 107)"),
-        ("```json\n" + reply(op()) + "\n```",
-         "not JSON: Expecting value: line 1 column 1 (char 0)"),
+        (
+            "```json\n" + reply(op()) + "\n```",
+            "not JSON: Expecting value: line 1 column 1 (char 0)",
+        ),
         ('{"operations": [{"op": "add", "confidence": NaN}]}', "not JSON: NaN is not JSON"),
         ("[]", 'expected an object with only "operations"'),
         ('{"ops": []}', 'expected an object with only "operations"'),
         ('{"operations": [], "note": "x"}', 'expected an object with only "operations"'),
         ('{"operations": {"op": "add"}}', '"operations" must be a list'),
         ('{"operations": ["add home_city"]}', "operation 1: must be an object"),
-        (reply(op(), op("merge", "x", "y")),
-         "operation 2: 'op' must be one of add, update, reinforce, contradict, close_open_loop"),
-        (reply({"op": "add", "value": "Lisbon", "confidence": 0.9, "salience": 0.5}),
-         "operation 1: 'key' is missing"),
+        (
+            reply(op(), op("merge", "x", "y")),
+            "operation 2: 'op' must be one of add, update, reinforce, contradict, close_open_loop",
+        ),
+        (
+            reply({"op": "add", "value": "Lisbon", "confidence": 0.9, "salience": 0.5}),
+            "operation 1: 'key' is missing",
+        ),
         (reply(op(key="  !! ")), "operation 1: 'key' must contain at least one letter or digit"),
         (reply(op(value=None)), "operation 1: 'value' must be a string"),
         (reply(op(value="")), "operation 1: 'value' must be 1 to 500 characters long"),
@@ -102,14 +110,21 @@ def test_an_empty_list_of_operations_is_valid():
         (reply(op(salience=-0.1)), "operation 1: 'salience' must be from 0 to 1, got -0.1"),
         (reply(op(confidence="high")), "operation 1: 'confidence' must be a number from 0 to 1"),
         (reply(op(confidence=True)), "operation 1: 'confidence' must be a number from 0 to 1"),
-        (reply({k: v for k, v in op().items() if k != "salience"}),
-         "operation 1: 'salience' must be a number from 0 to 1"),
-        (reply(op(category="Home Stuff")), "operation 1: 'category' must be a lowercase word "
-         "such as constraint, profile, preference, project, protocol, open_loop, episodic_event"),
+        (
+            reply({k: v for k, v in op().items() if k != "salience"}),
+            "operation 1: 'salience' must be a number from 0 to 1",
+        ),
+        (
+            reply(op(category="Home Stuff")),
+            "operation 1: 'category' must be a lowercase word "
+            "such as constraint, profile, preference, project, protocol, open_loop, episodic_event",
+        ),
         (reply(op(policy="avoid")), "operation 1: unknown field 'policy'"),
         (reply(op(reason=3)), "operation 1: 'reason' must be a string"),
-        (reply(op(), op("reinforce", "Home City", None)),
-         "key named by more than one operation: 'home_city'"),
+        (
+            reply(op(), op("reinforce", "Home City", None)),
+            "key named by more than one operation: 'home_city'",
+        ),
         (reply(*[op(key=f"k{i}") for i in range(51)]), "51 operations, more than 50"),
     ],
 )
@@ -144,9 +159,11 @@ def test_operations_under_the_thresholds_are_rejected_each_with_its_reason():
 
 
 def test_keyed_operations_must_name_an_active_fact_and_pinned_facts_stay_the_users():
-    existing = [fact("name", "Dana", pinned=True, fact_id=1),
-                fact("home_city", "Berlin", fact_id=2),
-                fact("trip", "Rome in June", "open_loop", fact_id=3)]
+    existing = [
+        fact("name", "Dana", pinned=True, fact_id=1),
+        fact("home_city", "Berlin", fact_id=2),
+        fact("trip", "Rome in June", "open_loop", fact_id=3),
+    ]
     operations = [
         Operation("reinforce", "pet", None, None, 0.9, 0.9),
         Operation("contradict", "name", None, None, 0.9, 0.9),
@@ -191,8 +208,10 @@ def test_the_same_text_under_another_key_is_a_duplicate(embedder):
 
 def test_a_restatement_in_other_words_is_a_duplicate_by_cosine(embedder):
     existing = [fact("residence", "lives in Lisbon")]
-    operations = [Operation("add", "residence_city", "Lives in Lisbon, Portugal", None, 0.9, 0.9),
-                  Operation("add", "dog_name", "Max", None, 0.9, 0.9)]
+    operations = [
+        Operation("add", "residence_city", "Lives in Lisbon, Portugal", None, 0.9, 0.9),
+        Operation("add", "dog_name", "Max", None, 0.9, 0.9),
+    ]
 
     result = gate(operations, existing, embedder.embed_documents)
 
@@ -204,8 +223,10 @@ def test_a_restatement_in_other_words_is_a_duplicate_by_cosine(embedder):
 
 def test_similar_but_distinct_facts_pass_the_gate(embedder):
     existing = [fact("dog_name", "Max"), fact("home_city", "Berlin")]
-    operations = [Operation("add", "brother_name", "Leo", None, 0.9, 0.9),
-                  Operation("add", "work_city", "Lisbon", None, 0.9, 0.9)]
+    operations = [
+        Operation("add", "brother_name", "Leo", None, 0.9, 0.9),
+        Operation("add", "work_city", "Lisbon", None, 0.9, 0.9),
+    ]
 
     result = gate(operations, existing, embedder.embed_documents)
 
@@ -213,8 +234,10 @@ def test_similar_but_distinct_facts_pass_the_gate(embedder):
 
 
 def test_two_adds_of_one_fact_in_a_batch_keep_only_the_first(embedder):
-    operations = [Operation("add", "employer", "Acme Corp", None, 0.9, 0.9),
-                  Operation("add", "workplace", "acme corp.", None, 0.9, 0.9)]
+    operations = [
+        Operation("add", "employer", "Acme Corp", None, 0.9, 0.9),
+        Operation("add", "workplace", "acme corp.", None, 0.9, 0.9),
+    ]
 
     result = gate(operations, [], embedder.embed_documents)
 
@@ -227,8 +250,9 @@ def test_two_adds_of_one_fact_in_a_batch_keep_only_the_first(embedder):
 
 def test_each_operation_is_applied_to_the_store(store):
     fact_store.upsert_fact(store, "ann", "home_city", "Berlin", "profile", now=NOW)
-    fact_store.upsert_fact(store, "ann", "name", "Dana", "profile", confidence=0.7,
-                           expires_at=NOW + 999, now=NOW)
+    fact_store.upsert_fact(
+        store, "ann", "name", "Dana", "profile", confidence=0.7, expires_at=NOW + 999, now=NOW
+    )
     fact_store.upsert_fact(store, "ann", "pet", "a cat", "profile", now=NOW)
     fact_store.upsert_fact(store, "ann", "interview", "Friday", "open_loop", now=NOW)
     accepted = [
@@ -242,8 +266,11 @@ def test_each_operation_is_applied_to_the_store(store):
     written = apply_operations(store, "ann", accepted, NOW + 60)
 
     assert [(f.key, f.status) for f in written] == [
-        ("employer", "active"), ("home_city", "active"), ("name", "active"),
-        ("pet", "archived"), ("interview", "archived"),
+        ("employer", "active"),
+        ("home_city", "active"),
+        ("name", "active"),
+        ("pet", "archived"),
+        ("interview", "archived"),
     ]
     assert active(store) == {
         "employer": ("Acme", "project", 0.8, "consolidation"),
@@ -253,10 +280,15 @@ def test_each_operation_is_applied_to_the_store(store):
     name = fact_store.get_fact(store, "ann", "name")
     assert name.expires_at == NOW + 999 and name.updated_at == NOW + 60
     history = fact_store.fact_history(store, "ann", "home_city")
-    assert [(f.value, f.status) for f in history] == [("Berlin", "superseded"),
-                                                      ("Lisbon", "active")]
-    exported = {r["key"]: r["rule"] for r in fact_store.export_facts(store, "ann")
-                if r["status"] == "active"}
+    assert [(f.value, f.status) for f in history] == [
+        ("Berlin", "superseded"),
+        ("Lisbon", "active"),
+    ]
+    exported = {
+        r["key"]: r["rule"]
+        for r in fact_store.export_facts(store, "ann")
+        if r["status"] == "active"
+    }
     assert exported["employer"] == "consolidation:add"
 
 
@@ -290,7 +322,8 @@ def test_apply_touches_only_the_named_user(store):
     fact_store.upsert_fact(store, "bob", "home_city", "Berlin", "profile", now=NOW)
 
     with pytest.raises(ConsolidationRejected):
-        apply_operations(store, "ann", [Operation("contradict", "home_city", None, None, 1, 1)],
-                         NOW + 1)
+        apply_operations(
+            store, "ann", [Operation("contradict", "home_city", None, None, 1, 1)], NOW + 1
+        )
 
     assert active(store, "bob") == {"home_city": ("Berlin", "profile", 1.0, "api")}

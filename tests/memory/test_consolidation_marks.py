@@ -21,12 +21,16 @@ def chat(layer, user_id, *said, system=None):
     """One turn per text (each new to the session): said, then answered; return the newest id."""
     for index, text in enumerate(said):
         prompt = ({"role": "system", "content": system},) if system else ()
-        layer.store_only(Turn(
-            user_id=user_id, session_id="s1", model="gpt-4o-mini",
-            messages=(*prompt, {"role": "user", "content": text}),
-            reply={"role": "assistant", "content": f"noted: {text}"},
-            created_at=1_715_558_400.0 + 60 * index,
-        ))
+        layer.store_only(
+            Turn(
+                user_id=user_id,
+                session_id="s1",
+                model="gpt-4o-mini",
+                messages=(*prompt, {"role": "user", "content": text}),
+                reply={"role": "assistant", "content": f"noted: {text}"},
+                created_at=1_715_558_400.0 + 60 * index,
+            )
+        )
     return layer.store.messages(user_id)[-1].id
 
 
@@ -42,7 +46,12 @@ def test_only_user_and_assistant_messages_with_text_count(layer):
     newest = chat(layer, "ann", "   \n")  # whitespace only: the model would read nothing
 
     assert [m.role for m in layer.store.messages("ann")] == [
-        "system", "user", "assistant", "user", "assistant"]
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     assert layer.users_due_for_consolidation(1) == [DueUser("ann", 3, newest)]
 
 

@@ -73,7 +73,9 @@ def test_a_new_value_inherits_pin_policy_and_category_unless_given(store):
     changed = upsert(store, "ex", "Kim", now=NOW + 2, policy="speak", pinned=False)
 
     assert (inherited.category, inherited.policy, inherited.pinned) == (
-        "relationship", "avoid", True
+        "relationship",
+        "avoid",
+        True,
     )
     assert (changed.category, changed.policy, changed.pinned) == ("profile", "speak", False)
 

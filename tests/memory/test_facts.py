@@ -142,11 +142,15 @@ def test_invalid_fields_raise_value_error_naming_the_field(check, value, message
 
 
 def test_set_fact_normalises_and_applies_ttl(store):
-    stored = set_fact(store, "ann", "Home City", " Lisbon ", category="profile", ttl_seconds=60,
-                      now=NOW)
+    stored = set_fact(
+        store, "ann", "Home City", " Lisbon ", category="profile", ttl_seconds=60, now=NOW
+    )
 
     assert (stored.key, stored.value, stored.expires_at, stored.source) == (
-        "home_city", "Lisbon", NOW + 60, "api"
+        "home_city",
+        "Lisbon",
+        NOW + 60,
+        "api",
     )
     with pytest.raises(ValueError, match="'ttl_seconds' must be a positive number"):
         set_fact(store, "ann", "x", "y", ttl_seconds=0, now=NOW)
@@ -211,8 +215,14 @@ def test_an_invalid_capture_is_skipped_and_the_rest_applied(store):
 
 def turn(*texts, reply="ok", user_id="ann", created_at=NOW, session_id="s1"):
     messages = tuple({"role": "user", "content": t} for t in texts)
-    return Turn(user_id, session_id, "gpt-4o-mini", messages,
-                {"role": "assistant", "content": reply}, created_at)
+    return Turn(
+        user_id,
+        session_id,
+        "gpt-4o-mini",
+        messages,
+        {"role": "assistant", "content": reply},
+        created_at,
+    )
 
 
 def test_store_only_captures_facts_from_new_user_messages_only(tmp_path):
@@ -221,8 +231,9 @@ def test_store_only_captures_facts_from_new_user_messages_only(tmp_path):
     assert layer.store_only(turn("I live in Berlin", reply="Your name is Bob")) == 2
     layer.store_only(turn("I live in Berlin", "I moved from Berlin to Lisbon", created_at=NOW + 1))
     # the client resends the history: the Berlin message is not read again
-    layer.store_only(turn("I live in Berlin", "I moved from Berlin to Lisbon", "thanks",
-                          created_at=NOW + 2))
+    layer.store_only(
+        turn("I live in Berlin", "I moved from Berlin to Lisbon", "thanks", created_at=NOW + 2)
+    )
 
     history = layer.fact_history("ann", "home_city")
     assert [(f.value, f.status, f.source) for f in history] == [
@@ -274,8 +285,17 @@ def test_an_imported_active_fact_never_displaces_the_live_one(store):
 
 
 def test_invalid_imported_rows_are_skipped_and_stray_fields_ignored(store):
-    good = {"key": "pet", "value": "Rex", "created_at": NOW, "id": [], "rule": {"x": 1},
-            "superseded_by": "7", "pinned": "yes", "source": 5, "extra": object()}
+    good = {
+        "key": "pet",
+        "value": "Rex",
+        "created_at": NOW,
+        "id": [],
+        "rule": {"x": 1},
+        "superseded_by": "7",
+        "pinned": "yes",
+        "source": 5,
+        "extra": object(),
+    }
     bad = [
         {"key": "x", "value": "", "created_at": NOW},
         {"key": "y", "value": "z"},
@@ -289,5 +309,9 @@ def test_invalid_imported_rows_are_skipped_and_stray_fields_ignored(store):
 
     (row,) = rows(store)
     assert (row["key"], row["pinned"], row["source"], row["rule"], row["superseded_by"]) == (
-        "pet", False, "import", None, None
+        "pet",
+        False,
+        "import",
+        None,
+        None,
     )

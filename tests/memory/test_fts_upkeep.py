@@ -26,9 +26,14 @@ def fill(store, tmp_path, n, start=0, rare_words=0):
     `rare_words` words used by one message only make the index larger (more pages)."""
     settings = Settings(db_path=tmp_path / "m.db")
     for i in range(start, start + n, 4):
-        rows = [new_message(f"m{j}", f"{WORDS[j % 10]} {WORDS[(j * 3) % 10]} note {j} "
-                            + " ".join(f"rare{j}x{k}" for k in range(rare_words)))
-                for j in range(i, min(i + 4, start + n))]
+        rows = [
+            new_message(
+                f"m{j}",
+                f"{WORDS[j % 10]} {WORDS[(j * 3) % 10]} note {j} "
+                + " ".join(f"rare{j}x{k}" for k in range(rare_words)),
+            )
+            for j in range(i, min(i + 4, start + n))
+        ]
         store.add_messages("ann", "s-1", rows)
         index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings, 4)
 

@@ -4,9 +4,14 @@ from memory import Journal, Turn
 
 
 def turn(k):
-    return Turn(user_id="u", session_id="s", model="m",
-                messages=({"role": "user", "content": f"turn {k}"},),
-                reply={"role": "assistant", "content": f"reply {k}"}, created_at=float(k))
+    return Turn(
+        user_id="u",
+        session_id="s",
+        model="m",
+        messages=({"role": "user", "content": f"turn {k}"},),
+        reply={"role": "assistant", "content": f"reply {k}"},
+        created_at=float(k),
+    )
 
 
 def contents(journal):
@@ -25,9 +30,16 @@ def test_text_with_unicode_line_separators_comes_back_whole(tmp_path):
     journal = Journal(tmp_path / "j")
     texts = ["a\u2028b", "c\u2029d", "e\x85f", "g\rh\ni", "plain"]
     for text in texts:
-        journal.append(Turn(user_id="u", session_id="s", model="m",
-                            messages=({"role": "user", "content": text},),
-                            reply=None, created_at=0.0))
+        journal.append(
+            Turn(
+                user_id="u",
+                session_id="s",
+                model="m",
+                messages=({"role": "user", "content": text},),
+                reply=None,
+                created_at=0.0,
+            )
+        )
     assert contents(journal) == texts
 
 
@@ -67,9 +79,16 @@ def test_replaying_a_large_journal_holds_one_turn_at_a_time(tmp_path):
     journal = Journal(tmp_path / "j")
     big = "x" * 10_000
     for k in range(2_000):  # ~20 MB, as a long overload that spilled every turn leaves it
-        journal.append(Turn(user_id="u", session_id="s", model="m",
-                            messages=({"role": "user", "content": f"{k} {big}"},),
-                            reply=None, created_at=float(k)))
+        journal.append(
+            Turn(
+                user_id="u",
+                session_id="s",
+                model="m",
+                messages=({"role": "user", "content": f"{k} {big}"},),
+                reply=None,
+                created_at=float(k),
+            )
+        )
     tracemalloc.start()
     try:
         count = sum(1 for _ in journal.turns())

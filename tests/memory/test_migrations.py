@@ -27,9 +27,16 @@ def tables(db):
     return [row[0] for row in rows]
 
 
-ALL = ["m001_initial", "m002_facts", "m003_messages_by_hash", "m004_fts_owner",
-       "m005_consolidation_marks", "m006_turn_numbers", "m007_fts_terms_per_user",
-       "m008_fts_context"]
+ALL = [
+    "m001_initial",
+    "m002_facts",
+    "m003_messages_by_hash",
+    "m004_fts_owner",
+    "m005_consolidation_marks",
+    "m006_turn_numbers",
+    "m007_fts_terms_per_user",
+    "m008_fts_context",
+]
 
 
 def test_blank_database_applies_every_migration_in_order(db):
@@ -112,8 +119,15 @@ def test_facts_columns(db):
 def test_migrated_database_has_exactly_these_tables(db):
     migrate(db)
     names = [n for n in tables(db) if not n.startswith("chunks_fts_")]  # FTS5's shadow tables
-    assert names == ["_moim_migrations", "chunks", "chunks_fts", "consolidation_marks", "facts",
-                     "messages", "meta"]
+    assert names == [
+        "_moim_migrations",
+        "chunks",
+        "chunks_fts",
+        "consolidation_marks",
+        "facts",
+        "messages",
+        "meta",
+    ]
 
 
 def test_consolidation_marks_columns(db):
@@ -200,8 +214,14 @@ def test_m006_numbers_existing_turns_per_session_in_id_order(db):
         _run_in_transaction(db, migration)
         db.execute("INSERT INTO _moim_migrations VALUES (?, 0)", (migration.__name__,))
         db.execute("COMMIT")
-    for mid, session, role in [(1, "a", "system"), (2, "a", "user"), (3, "b", "user"),
-                               (4, "a", "tool"), (5, "a", "assistant"), (6, "b", "assistant")]:
+    for mid, session, role in [
+        (1, "a", "system"),
+        (2, "a", "user"),
+        (3, "b", "user"),
+        (4, "a", "tool"),
+        (5, "a", "assistant"),
+        (6, "b", "assistant"),
+    ]:
         _message(db, mid, session, role)
     _message(db, 7, "a", "user", user="v")  # another user's session "a"
     assert migrate(db) == ["m006_turn_numbers", "m007_fts_terms_per_user", "m008_fts_context"]
@@ -211,8 +231,14 @@ def test_m006_numbers_existing_turns_per_session_in_id_order(db):
 
 def test_new_turns_are_numbered_after_the_sessions_last_turn(db):
     migrate(db)
-    for mid, session, role in [(1, "a", "system"), (2, "a", "user"), (3, "b", "user"),
-                               (4, "a", "tool"), (5, "a", "assistant"), (6, "a", "user")]:
+    for mid, session, role in [
+        (1, "a", "system"),
+        (2, "a", "user"),
+        (3, "b", "user"),
+        (4, "a", "tool"),
+        (5, "a", "assistant"),
+        (6, "a", "user"),
+    ]:
         _message(db, mid, session, role)
     _message(db, 7, "a", "user", user="v")
     turns = dict(db.execute("SELECT id, turn FROM messages").fetchall())

@@ -20,12 +20,20 @@ NOW = 1_700_000_000.0
 
 
 def chunk(chunk_id, created_at=NOW):
-    return Chunk(chunk_id, 100 + chunk_id, "alice", "s-1", "user", None, f"text {chunk_id}",
-                 created_at, f"hash{chunk_id}")
+    return Chunk(
+        chunk_id,
+        100 + chunk_id,
+        "alice",
+        "s-1",
+        "user",
+        None,
+        f"text {chunk_id}",
+        created_at,
+        f"hash{chunk_id}",
+    )
 
 
-def hit(chunk_id, score=0.0, similarity=None, dense_rank=None, lexical_rank=None,
-        created_at=NOW):
+def hit(chunk_id, score=0.0, similarity=None, dense_rank=None, lexical_rank=None, created_at=NOW):
     return Hit(chunk(chunk_id, created_at), score, similarity, dense_rank, lexical_rank)
 
 
@@ -48,8 +56,13 @@ def test_rrf_of_nothing_is_empty():
 def test_fuse_mixes_bm25_over_its_best_with_the_cosine_min_max_scaled():
     chunks = {i: chunk(i) for i in (1, 2, 3)}
     similarities = {1: 0.9, 2: 0.8, 3: 0.4}
-    hits = fuse(chunks, dense=[(1, 0.9), (2, 0.8)], lexical=[(2, 8.0), (3, 2.0)],
-                similarities=similarities, lexical_weight=1.0)
+    hits = fuse(
+        chunks,
+        dense=[(1, 0.9), (2, 0.8)],
+        lexical=[(2, 8.0), (3, 2.0)],
+        similarities=similarities,
+        lexical_weight=1.0,
+    )
     # cosine scaled: 1 → 1.0, 2 → 0.8, 3 → 0.0; BM25 over the best: 2 → 1.0, 3 → 0.25
     assert hits == [
         Hit(chunks[2], pytest.approx((1.0 + 0.8) / 2), 0.8, 2, 1),
@@ -92,8 +105,14 @@ def test_fuse_gives_a_lone_candidate_the_full_dense_share():
 
 def test_rrf_fusion_is_scaled_so_a_first_rank_in_both_lists_scores_one():
     chunks = {i: chunk(i) for i in (1, 2, 3)}
-    hits = fuse(chunks, dense=[(1, 0.9), (2, 0.8)], lexical=[(2, 5.0), (3, 1.0)],
-                similarities={1: 0.9, 2: 0.8, 3: 0.4}, method="rrf", k=60)
+    hits = fuse(
+        chunks,
+        dense=[(1, 0.9), (2, 0.8)],
+        lexical=[(2, 5.0), (3, 1.0)],
+        similarities={1: 0.9, 2: 0.8, 3: 0.4},
+        method="rrf",
+        k=60,
+    )
     top = 2 / 61
     assert hits == [
         Hit(chunks[2], pytest.approx((1 / 62 + 1 / 61) / top), 0.8, 2, 1),
@@ -208,15 +227,24 @@ def test_boost_dated_without_a_window_or_weight_changes_nothing():
 
 def turn_hit(chunk_id, score, turn, session="s-1"):
     """A hit on the chunk of the session's turn `turn` (its only chunk)."""
-    chunk = Chunk(chunk_id, 100 + chunk_id, "alice", session, "user", None, f"text {chunk_id}",
-                  NOW, f"hash{chunk_id}", turn)
+    chunk = Chunk(
+        chunk_id,
+        100 + chunk_id,
+        "alice",
+        session,
+        "user",
+        None,
+        f"text {chunk_id}",
+        NOW,
+        f"hash{chunk_id}",
+        turn,
+    )
     return Hit(chunk, score, None, None, None)
 
 
 def test_boost_neighbours_lifts_the_answer_next_to_a_strong_question():
     # turn 3 answers turn 2, which matched the query best; turn 9 has no hit beside it
-    hits = [turn_hit(2, 0.05, 2), turn_hit(1, 0.03, 1), turn_hit(3, 0.02, 3),
-            turn_hit(9, 0.025, 9)]
+    hits = [turn_hit(2, 0.05, 2), turn_hit(1, 0.03, 1), turn_hit(3, 0.02, 3), turn_hit(9, 0.025, 9)]
     boosted = boost_neighbours(hits, (0.2,))
     assert [h.chunk.id for h in boosted] == [2, 1, 3, 9]
     assert {h.chunk.id: h.score for h in boosted} == pytest.approx(

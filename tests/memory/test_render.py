@@ -93,8 +93,7 @@ def test_block_has_facts_by_policy_then_labelled_excerpts():
             "  We agreed to use RS256 for JWT signing.",
             "",
             "  Next: rotate_keys.",
-            '• Session "ab12cd34ef56" — 2024-04-28 (2 weeks ago), similarity 0.71'
-            " — Caroline said:",
+            '• Session "ab12cd34ef56" — 2024-04-28 (2 weeks ago), similarity 0.71 — Caroline said:',
             "  The token refresh logic was failing.",
             "=== End Memory ===",
         ]

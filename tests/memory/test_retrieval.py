@@ -3,7 +3,6 @@
 Vectors come from a deterministic 8-dimension embedder behind the real `Embedder` interface.
 """
 
-
 from dataclasses import replace
 
 import pytest
@@ -165,7 +164,15 @@ def test_a_speakers_name_in_the_query_is_kept_out_of_the_keyword_search(settings
     # With two candidates a retriever, the greeting only the first search (names included)
     # found is no candidate: every hit comes from the dense or the name-less lexical search.
     narrow = replace(settings, candidates=2)
-    found = retrieve(store, VectorIndex(store.user_vectors), HashEmbedder(), narrow, "ana",
-                     "What did Ana restore?", (), NOW)
+    found = retrieve(
+        store,
+        VectorIndex(store.user_vectors),
+        HashEmbedder(),
+        narrow,
+        "ana",
+        "What did Ana restore?",
+        (),
+        NOW,
+    )
     assert found.hits[0].chunk.text == sailboat["content"]
     assert all(h.dense_rank or h.lexical_rank for h in found.hits)

@@ -4,7 +4,6 @@ Vectors come from a deterministic 8-dimension embedder behind the real `Embedder
 (STYLE.md point 17 allows one in unit tests), indexed through `memory.ingest.index_pending`.
 """
 
-
 import numpy as np
 import pytest
 
@@ -202,9 +201,12 @@ def test_chunks_know_their_turn_in_the_session(store, settings):
     remember(store, settings, "erin", "s-1", "second question", reply="second answer")
     turns = {c.text: (c.session_id, c.turn) for c in store.chunks("erin", range(1, 100)).values()}
     assert turns == {
-        "first question": ("s-1", 1), "first answer": ("s-1", 2),
-        "elsewhere": ("s-2", 1), "noted": ("s-2", 2),
-        "second question": ("s-1", 3), "second answer": ("s-1", 4),
+        "first question": ("s-1", 1),
+        "first answer": ("s-1", 2),
+        "elsewhere": ("s-2", 1),
+        "noted": ("s-2", 2),
+        "second question": ("s-1", 3),
+        "second answer": ("s-1", 4),
     }
 
 
@@ -240,10 +242,15 @@ def test_another_users_words_do_not_change_a_users_ranking(store, settings):
 
 
 def test_a_reply_is_found_by_the_turn_it_answers_below_the_turn_itself(store, settings):
-    said = [("user", "Did you go camping in the mountains?"), ("assistant", "Yes, last May!"),
-            ("user", "Lovely."), ("user", "Camping again soon?")]
-    store.add_messages("ann", "s-1", [new_message(f"m{n}", text, role)
-                                      for n, (role, text) in enumerate(said)])
+    said = [
+        ("user", "Did you go camping in the mountains?"),
+        ("assistant", "Yes, last May!"),
+        ("user", "Lovely."),
+        ("user", "Camping again soon?"),
+    ]
+    store.add_messages(
+        "ann", "s-1", [new_message(f"m{n}", text, role) for n, (role, text) in enumerate(said)]
+    )
     index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
 
     def texts(weight):

@@ -39,27 +39,42 @@ def test_count_message_tokens_of_a_known_request():
     encoding = o200k()
     expected = (
         3  # the reply's priming
-        + 3 + len(encoding.encode("You are a terse assistant."))
-        + 3 + len(encoding.encode("What's the capital of Portugal?"))
-        + 1 + len(encoding.encode("ana"))
+        + 3
+        + len(encoding.encode("You are a terse assistant."))
+        + 3
+        + len(encoding.encode("What's the capital of Portugal?"))
+        + 1
+        + len(encoding.encode("ana"))
     )
     assert moim == expected == 23
 
 
 def test_count_message_tokens_counts_text_parts_and_tool_calls():
-    calls = [{"id": "c1", "type": "function",
-              "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]
+    calls = [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+        }
+    ]
     messages = [
-        {"role": "user", "content": [{"type": "text", "text": "Weather"},
-                                     {"type": "image_url", "image_url": {"url": "x"}},
-                                     {"type": "text", "text": "in Paris?"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Weather"},
+                {"type": "image_url", "image_url": {"url": "x"}},
+                {"type": "text", "text": "in Paris?"},
+            ],
+        },
         {"role": "assistant", "content": None, "tool_calls": calls},
     ]
     encoding = o200k()
     expected = (
         3
-        + 3 + len(encoding.encode("Weather\nin Paris?"))
-        + 3 + len(encoding.encode(json.dumps(calls)))
+        + 3
+        + len(encoding.encode("Weather\nin Paris?"))
+        + 3
+        + len(encoding.encode(json.dumps(calls)))
     )
     assert count_message_tokens(messages, "gpt-4o-mini") == expected
 

@@ -228,7 +228,12 @@ def test_an_id_added_out_of_order_after_blocks_stays_findable():
     index.add("alice", [30, 40], E[2:4])
     index.add("alice", [15], E[2:3])  # lower than the last id: a reused slot
     assert index.similarities("alice", E[2], [10, 15, 20, 30, 40]) == {
-        10: 0.0, 15: 1.0, 20: 0.0, 30: 1.0, 40: 0.0}
+        10: 0.0,
+        15: 1.0,
+        20: 0.0,
+        30: 1.0,
+        40: 0.0,
+    }
     assert sorted(i for i, _ in index.search("alice", E[2], 2)) == [15, 30]
 
 

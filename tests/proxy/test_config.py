@@ -68,7 +68,10 @@ def test_defaults_without_a_file(in_empty_dir):
 def test_built_in_defaults():
     config = Config()
     assert (config.host, config.port, config.upstream_base_url, config.upstream_api_key) == (
-        "127.0.0.1", 8080, None, None,
+        "127.0.0.1",
+        8080,
+        None,
+        None,
     )
     assert config.memory_enabled is True
     assert config.db_path == Path("moim.db")
@@ -91,7 +94,8 @@ def test_yaml_keys(in_empty_dir):
     assert (config.host, config.port) == ("0.0.0.0", 9999)
     assert config.db_path == Path("/data/moim.db")
     assert (config.upstream_base_url, config.upstream_api_key) == (
-        "http://127.0.0.1:9000/v1", "sk-yaml",
+        "http://127.0.0.1:9000/v1",
+        "sk-yaml",
     )
     assert (config.connect_timeout, config.read_timeout) == (3.0, 120.5)
     assert config.memory_enabled is False
@@ -149,7 +153,8 @@ def test_environment_beats_yaml(in_empty_dir):
     assert (config.host, config.port) == ("10.0.0.1", 7000)
     assert config.db_path == Path("/env/moim.db")
     assert (config.upstream_base_url, config.upstream_api_key) == (
-        "http://env-upstream/v1", "sk-env",
+        "http://env-upstream/v1",
+        "sk-env",
     )
     assert config.memory_enabled is True
     assert config.memory.placement == "before_last_user"  # untouched by the environment
@@ -282,17 +287,23 @@ SECRET = "sk-moim-s3cret"
     [
         ("auth: {keys: ['']}", "auth.keys[0]: the key is empty"),
         ("auth: {keys: [{key: '   '}]}", "auth.keys[0]: the key is empty"),
-        (f"auth: {{keys: [{SECRET}, {{key: '', user_id: bob}}]}}",
-         "auth.keys[1]: the key is empty"),
+        (
+            f"auth: {{keys: [{SECRET}, {{key: '', user_id: bob}}]}}",
+            "auth.keys[1]: the key is empty",
+        ),
         ("auth: {admin_keys: ['']}", "auth.admin_keys[0]: the key is empty"),
         ("auth: {admin_keys: [5]}", "auth.admin_keys[0]: expected a string"),
         ("auth: {keys: [sk-1234]}", "auth.keys[0]: the key is shorter than 8 characters"),
         (f"auth: {{keys: [' {SECRET}']}}", "auth.keys[0]: the key starts or ends with whitespace"),
-        ("auth: {keys: ['sk-moim-\u00e9t\u00e9']}",
-         "auth.keys[0]: the key must be printable ASCII"),
+        (
+            "auth: {keys: ['sk-moim-\u00e9t\u00e9']}",
+            "auth.keys[0]: the key must be printable ASCII",
+        ),
         ("auth: {keys: sk-moim-plain}", "auth.keys: expected a list"),
-        (f"auth: {{keys: [{{key: {SECRET}, user_id: alice}}], admin_keys: [{SECRET}]}}",
-         "auth: proxy keys #1 and #2 are the same key with different users or rights"),
+        (
+            f"auth: {{keys: [{{key: {SECRET}, user_id: alice}}], admin_keys: [{SECRET}]}}",
+            "auth: proxy keys #1 and #2 are the same key with different users or rights",
+        ),
     ],
 )
 def test_bad_proxy_key_is_refused_by_position_never_by_value(in_empty_dir, yaml_text, message):
@@ -331,7 +342,9 @@ def test_keys_file_from_yaml_adds_unbound_keys(in_empty_dir):
     text = "auth: {keys: [{key: sk-moim-alice, user_id: alice}], keys_file: keys.txt}\n"
     config = load_config(write(in_empty_dir / "moim.yaml", text), {})
     assert config.keys == (
-        ProxyKey("sk-moim-alice", user_id="alice"), ProxyKey(SECRET), ProxyKey("sk-moim-second"),
+        ProxyKey("sk-moim-alice", user_id="alice"),
+        ProxyKey(SECRET),
+        ProxyKey("sk-moim-second"),
     )
 
 
@@ -394,6 +407,9 @@ def test_limits_from_yaml(in_empty_dir):
     )
     config = load_config(write(in_empty_dir / "moim.yaml", text), {})
     assert (
-        config.max_body_bytes, config.max_messages, config.max_header_bytes,
-        config.ingest_queue_size, config.memory.busy_timeout,
+        config.max_body_bytes,
+        config.max_messages,
+        config.max_header_bytes,
+        config.ingest_queue_size,
+        config.memory.busy_timeout,
     ) == (1, 2, 3, 4, 0.5)

@@ -167,8 +167,10 @@ def test_mode_defaults_to_auto():
     assert who().mode is Mode.AUTO
 
 
-@pytest.mark.parametrize("value, mode", [("auto", Mode.AUTO), ("read", Mode.READ),
-                                         ("WRITE", Mode.WRITE), (" off ", Mode.OFF)])
+@pytest.mark.parametrize(
+    "value, mode",
+    [("auto", Mode.AUTO), ("read", Mode.READ), ("WRITE", Mode.WRITE), (" off ", Mode.OFF)],
+)
 def test_mode_header(value, mode):
     assert who({"X-Memory-Mode": value}).mode is mode
 

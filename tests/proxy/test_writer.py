@@ -108,8 +108,9 @@ def test_turns_finished_during_a_batch_are_stored_before_the_next_one(tmp_path):
 
 
 def test_indexing_goes_on_while_turns_keep_arriving(tmp_path):
-    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"),
-                        embedder_factory=lambda _: HashEmbedder())
+    layer = MemoryLayer(
+        Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: HashEmbedder()
+    )
 
     async def scenario():
         writer = Writer(layer, Journal(tmp_path / "journal"))
@@ -224,8 +225,9 @@ async def soon(condition, seconds=10.0):
 
 
 def test_a_full_queue_sends_turns_to_the_journal_only_and_loses_none(tmp_path):
-    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"),
-                        embedder_factory=lambda _: HashEmbedder())
+    layer = MemoryLayer(
+        Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: HashEmbedder()
+    )
 
     async def scenario():
         journal = Journal(tmp_path / "journal")
@@ -249,8 +251,9 @@ def test_turns_that_arrive_while_the_journal_is_replayed_are_stored_and_counted_
     """Turns queued before the replay reads the journal are in it (stored once, counted
     once); a turn that spills while the replay runs is in the journal only and must survive
     the journal being emptied afterwards."""
-    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"),
-                        embedder_factory=lambda _: HashEmbedder())
+    layer = MemoryLayer(
+        Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: HashEmbedder()
+    )
     backlog = 400  # turns spilled at once: replaying them takes a good part of a second
     lock = sqlean.connect(str(tmp_path / "m.db"), isolation_level=None, timeout=10)
 
@@ -282,11 +285,17 @@ def test_turns_that_arrive_while_the_journal_is_replayed_are_stored_and_counted_
 
 
 def test_a_turn_that_cannot_be_encoded_is_reported_and_flush_still_returns(tmp_path):
-    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"),
-                        embedder_factory=lambda _: HashEmbedder())
-    broken = Turn(user_id="u", session_id="s-broken", model="gpt-4o-mini",
-                  messages=({"role": "user", "content": "half a pair \ud83d"},),
-                  reply=None, created_at=time.time())
+    layer = MemoryLayer(
+        Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: HashEmbedder()
+    )
+    broken = Turn(
+        user_id="u",
+        session_id="s-broken",
+        model="gpt-4o-mini",
+        messages=({"role": "user", "content": "half a pair \ud83d"},),
+        reply=None,
+        created_at=time.time(),
+    )
 
     async def scenario():
         writer = Writer(layer, Journal(tmp_path / "journal"))
