@@ -61,8 +61,8 @@ from bench.harness import (  # noqa: E402
     serve_proxy,
 )
 from memory import FastEmbedder, MemoryLayer, Settings, count_tokens  # noqa: E402
-from memory.fts import search_terms  # noqa: E402
-from memory.store import Store  # noqa: E402
+from memory.store.fts import search_terms  # noqa: E402
+from memory.store.store import Store  # noqa: E402
 from tests.upstream import serve_upstream  # noqa: E402
 
 

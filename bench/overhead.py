@@ -43,9 +43,9 @@ from starlette.responses import StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
 from memory import MemoryLayer, RecallRequest, Settings, count_message_tokens, inject_block  # noqa: E402
-from memory.fts import search_terms, turn_tail  # noqa: E402
-from memory.retrieval import build_query  # noqa: E402
-from memory.store import NewMessage  # noqa: E402
+from memory.recall.retrieval import build_query  # noqa: E402
+from memory.store.fts import search_terms, turn_tail  # noqa: E402
+from memory.store.store import NewMessage  # noqa: E402
 from proxy.app import build_app  # noqa: E402
 from proxy.config import Config  # noqa: E402
 from tests.conftest import serve_app  # noqa: E402
