@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+import threadpoolctl  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
 from starlette.background import BackgroundTask  # noqa: E402
 from starlette.requests import Request  # noqa: E402
@@ -273,6 +274,7 @@ def main() -> None:
     parser.add_argument("--million", action="store_true", help="add 1M chunks over 1k users")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/overhead.json")
     args = parser.parse_args()
+    threadpoolctl.threadpool_limits(1, user_api="blas")  # as moim serve does (proxy/runtime.py)
     np_rng, rng, tmp = np.random.default_rng(7), random.Random(7), Path(tempfile.mkdtemp())
     (db := args.db or tmp / "bench.db").parent.mkdir(parents=True, exist_ok=True)
     git = subprocess.run(

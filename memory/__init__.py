@@ -1,14 +1,8 @@
 """moim's memory layer: a library with no HTTP in it.
 
-The proxy uses only the names below (pinned by tests/memory/test_exports.py).
+The proxy uses only the names below (pinned by tests/memory/test_exports.py). Importing it
+changes nothing about the process: the server's tuning is in `proxy/runtime.py`.
 """
-
-import os
-
-# One BLAS thread for the vector scans, set before numpy loads (when moim loads it first):
-# recall already runs its lexical search in parallel, and a two-thread OpenBLAS gemv on two
-# busy cores measured 7.9 ms for a 10k x 384 scan against 0.7 ms with one thread.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from memory.block.budget import TierRule, fill_ratio, select_tier, tier_rules_from_config
 from memory.block.render import BLOCK_END, BLOCK_START, inject_block, strip_block

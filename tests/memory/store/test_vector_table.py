@@ -71,3 +71,12 @@ def test_some_vectors_are_looked_up_by_id_for_their_owner_only(db):
     found = vector_table.some(db, "alice", [1, 2, 3])
     assert list(found) == [1]
     assert found[1].tolist() == vector(1).tolist()
+
+
+def test_the_shadow_tables_are_read_directly_on_the_pinned_sqlite_vec(db):
+    # `partition` falls back to the slow scan when the shadow layout is not the one it knows;
+    # this pins that the fast read itself works on the sqlite-vec version pyproject.toml pins.
+    vector_table.put(db, 1, "alice", vector(1))
+    vector_table.put(db, 2, "alice", vector(2))
+    ids, matrix = vector_table._read_shadow(db, "alice", DIM)
+    assert held(ids, matrix) == held(*vector_table._read_scan(db, "alice", DIM))
