@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin
-from proxy.auth import authenticate
+from proxy.auth import authenticate, authorize_metrics
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
@@ -164,7 +164,7 @@ async def _readiness(request: Request) -> Response:
 
 async def _metrics(request: Request) -> Response:
     state = state_of(request)
-    authenticate(request.headers, state.config)
+    authorize_metrics(request.headers, state.config)
     lines = [
         "# HELP moim_chat_requests_total Chat requests answered, by status.",
         "# TYPE moim_chat_requests_total counter",

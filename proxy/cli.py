@@ -20,7 +20,13 @@ from typing import Any
 
 import click
 
-from proxy.cli_common import CONFIG_OPTION, USER_OPTION, config_from, layer_from
+from proxy.cli_common import (
+    CONFIG_OPTION,
+    USER_OPTION,
+    check_db_directory,
+    config_from,
+    layer_from,
+)
 from proxy.cli_facts import facts
 from proxy.config import Config
 
@@ -37,7 +43,9 @@ main.add_command(facts)
 @main.command()
 @CONFIG_OPTION
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Port to bind (default 8080).")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None, help="Port to bind (default 8080)."
+)
 @click.option("--log-level", default="info", show_default=True, help="Python log level.")
 def serve(config_path: Path | None, host: str | None, port: int | None, log_level: str) -> None:
     """Start the proxy."""
@@ -48,6 +56,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
 
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
+    check_db_directory(config)
     if not _is_loopback(config.host) and not config.keys:
         if config.refuse_open_bind:
             raise click.ClickException(

@@ -35,7 +35,26 @@ def config_from(config_path: Path | None) -> Config:
 
 
 def layer_from(config: Config) -> Any:
-    """The memory layer (imported here: `moim --help` need not load it)."""
-    from memory import MemoryLayer
+    """The memory layer (imported here: `moim --help` need not load it).
 
-    return MemoryLayer(config.memory)
+    A store that cannot be opened or migrated is a clean CLI error, not a traceback.
+    """
+    from memory import MemoryLayer, MemoryLayerError
+
+    try:
+        return MemoryLayer(config.memory)
+    except MemoryLayerError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def check_db_directory(config: Config) -> None:
+    """Refuse a database whose directory does not exist, before `moim serve` starts.
+
+    The store is opened in the server's lifespan, where uvicorn would report this as a
+    traceback and exit 3.
+    """
+    directory = config.db_path.parent
+    if not directory.is_dir():
+        raise click.ClickException(
+            f"db: cannot create {config.db_path}: no such directory {directory}"
+        )
