@@ -21,7 +21,7 @@ from memory.facts.consolidation import (
 )
 from memory.heap import limit_arenas
 from memory.ingest.turns import Turn, content_hash
-from memory.layer import MemoryLayer, RecallRequest, Recollection
+from memory.layer import MemoryLayer, PendingRecall, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
 from memory.settings import Settings
 from memory.store.journal import Journal
@@ -49,6 +49,7 @@ __all__ = [
     "Message",
     "MigrationFailed",
     "Operation",
+    "PendingRecall",
     "RecallRequest",
     "Recollection",
     "Rejection",

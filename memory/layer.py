@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ from memory.facts.rules import (
 )
 from memory.facts.rules import set_fact as _set_fact
 from memory.ingest.turns import Turn, content_hash, index_pending, store_new_messages
-from memory.recall.retrieval import build_query, retrieve
+from memory.recall.retrieval import Retrieval, build_query, retrieve
 from memory.recall.vectors import VectorIndex
 from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
 from memory.settings import Settings
@@ -69,6 +70,16 @@ class RecallRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingRecall:
+    """A recall's searches under way (`MemoryLayer.begin_recall`), for `MemoryLayer.recall`."""
+
+    user_id: str
+    messages: Sequence[Mapping[str, Any]]
+    now: float
+    future: Future[tuple[Retrieval, set[str]]]
+
+
+@dataclass(frozen=True, slots=True)
 class Recollection:
     """The outcome of recall: the tier, the block (None when nothing to inject), the hits."""
 
@@ -90,6 +101,8 @@ class MemoryLayer:
         self._embedder: Embedder | None = None
         self._load_lock = threading.Lock()
         self._index_lock = threading.Lock()
+        # Searches begun before the request is measured (`begin_recall`).
+        self._ahead = ThreadPoolExecutor(max_workers=8, thread_name_prefix="moim-recall")
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -122,29 +135,60 @@ class MemoryLayer:
 
     # -- read side -------------------------------------------------------------------------
 
-    def recall(self, request: RecallRequest, now: float | None = None) -> Recollection:
-        """The tier for this request and the memory block to inject into it."""
+    def begin_recall(
+        self, user_id: str, messages: Sequence[Mapping[str, Any]], now: float | None = None
+    ) -> PendingRecall | None:
+        """Start the searches of a recall on another thread, before the request is measured.
+
+        The caller counts the request's tokens and resolves its session meanwhile, then hands
+        the result to `recall`. None while the embedding model is loading (no search then).
+        """
+        embedder = self._embedder_if_loaded()
+        if embedder is None:
+            return None
         now = time.time() if now is None else now
+        future = self._ahead.submit(self._retrieve, embedder, user_id, messages, now)
+        return PendingRecall(user_id, messages, now, future)
+
+    def _retrieve(
+        self, embedder: Embedder, user_id: str, messages: Sequence[Mapping[str, Any]], now: float
+    ) -> tuple[Retrieval, set[str]]:
+        exclude = {content_hash(m) for m in messages}
+        query = build_query(messages)
+        found = retrieve(
+            self.store, self.index, embedder, self.settings, user_id, query, exclude, now
+        )
+        return found, exclude
+
+    def recall(
+        self,
+        request: RecallRequest,
+        now: float | None = None,
+        pending: PendingRecall | None = None,
+    ) -> Recollection:
+        """The tier for this request and the memory block to inject into it.
+
+        `pending` (from `begin_recall` for the same user and messages) is the search already
+        under way; without it, recall searches here.
+        """
+        if pending is not None and (
+            pending.user_id != request.user_id or pending.messages is not request.messages
+        ):
+            pending = None  # begun for another request: not this one's results
+        now = (pending.now if pending else time.time()) if now is None else now
         tier = select_tier(request.request_tokens, request.context_window, self.settings.tier_rules)
         facts = self.facts(request.user_id)
         hits: list[Hit] = []
         excerpts: list[Excerpt] = []
         embedder = None
         if request.episodic and tier.max_excerpts > 0:
-            embedder = self._embedder_if_loaded()
+            embedder = self._embedder_if_loaded() if pending is None else self._embedder
         if embedder is not None:
-            query = build_query(request.messages)
-            exclude = {content_hash(m) for m in request.messages}
-            found = retrieve(
-                self.store,
-                self.index,
-                embedder,
-                self.settings,
-                request.user_id,
-                query,
-                exclude,
-                now,
-            )
+            if pending is not None:
+                found, exclude = pending.future.result()
+            else:
+                found, exclude = self._retrieve(embedder, request.user_id, request.messages, now)
+            query = found.query
             hits = found.hits[: self.settings.hit_pool]
             excerpts = build_excerpts(
                 hits,

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from memory import (
+    PendingRecall,
     RecallRequest,
     Turn,
     context_window,
@@ -178,14 +179,25 @@ async def prepare(state: AppState, who: Identity, body: dict[str, Any], report: 
     if who.mode is Mode.OFF:
         return Prepared(who)
     try:
-        return await anyio.to_thread.run_sync(_prepare, state, who, body, report)
+        # The searches start now, on the layer's threads; measuring the request and
+        # resolving its session run meanwhile, on this one's worker thread.
+        pending = (
+            state.layer.begin_recall(who.user_id, body["messages"]) if who.mode.reads else None
+        )
+        return await anyio.to_thread.run_sync(_prepare, state, who, body, report, pending)
     except Exception as exc:
         logger.exception("memory recall failed; forwarding without memory")
         report.error = f"recall failed: {type(exc).__name__}"
         return Prepared(who)
 
 
-def _prepare(state: AppState, who: Identity, body: dict[str, Any], report: Report) -> Prepared:
+def _prepare(
+    state: AppState,
+    who: Identity,
+    body: dict[str, Any],
+    report: Report,
+    pending: PendingRecall | None,
+) -> Prepared:
     settings = state.layer.settings
     model = body["model"]
     tokens = count_message_tokens(body["messages"], model)
@@ -199,7 +211,8 @@ def _prepare(state: AppState, who: Identity, body: dict[str, Any], report: Repor
     recollection = state.layer.recall(
         RecallRequest(
             who.user_id, who.session_id, model, body["messages"], tokens, window, who.context_budget
-        )
+        ),
+        pending=pending,
     )
     report.tier = recollection.tier.level
     if recollection.warming:

@@ -89,13 +89,13 @@ def retrieve(
         return Retrieval([], True, query)  # nothing stored: skip the embedding and the searches
     wanted = settings.candidates if limit is None else max(limit, settings.candidates)
     terms = search_terms(query) if settings.retrievers != "dense" else []
-    # The lexical search (SQLite) runs in another thread while this one embeds the query and
-    # scans the vectors (onnxruntime, numpy); all three release the GIL. For most users the
-    # search hides behind the embedding; at 100k chunks the three contend for memory more
-    # than for cores, and a recall costs about the sum of its parts (README, "Memory on").
-    weight = settings.lexical_context_weight
+    # The lexical side (BM25, its chunk rows, the name-less search again) runs on another
+    # thread while this one embeds the query and scans the vectors: SQLite, onnxruntime and
+    # numpy all release the GIL, so the two sides overlap on two cores.
     searching = (
-        _LEXICAL.submit(store.lexical_search, user_id, terms, wanted, weight) if terms else None
+        _LEXICAL.submit(_lexical_side, store, settings, user_id, query, terms, wanted)
+        if terms
+        else None
     )
     try:
         vector = embedder.embed_query(query)
@@ -103,11 +103,15 @@ def retrieve(
         if settings.retrievers != "lexical":
             dense = _dense(store, index, settings, user_id, vector, wanted)
     finally:
-        lexical = searching.result() if searching is not None else []
-    chunks = store.chunks(user_id, list({*(i for i, _ in lexical), *(i for i, _ in dense)}))
-    named = _speakers(chunks.values()) & set(fts_terms(query))
-    if terms and named:  # search again without the names (see the module docstring)
-        lexical = store.lexical_search(user_id, search_terms(query, drop=named), wanted, weight)
+        side = searching.result() if searching is not None else _Lexical([], {}, set(), set())
+    lexical, chunks = side.hits, side.chunks
+    chunks.update(store.chunks(user_id, [i for i, _ in dense if i not in chunks]))
+    first = side.first | {i for i, _ in dense}  # what the first searches found
+    named = _speakers([c for i, c in chunks.items() if i in first]) & set(fts_terms(query))
+    if terms and named != side.named:  # a name only the dense side's turns carry
+        lexical = store.lexical_search(
+            user_id, search_terms(query, drop=named), wanted, settings.lexical_context_weight
+        )
         chunks.update(store.chunks(user_id, [i for i, _ in lexical if i not in chunks]))
     found = {*(i for i, _ in dense), *(i for i, _ in lexical)}  # not the name search's
     visible = {
@@ -140,6 +144,33 @@ def retrieve(
 def _speakers(chunks: Collection[Chunk]) -> set[str]:
     """The search terms of the speakers' names among these chunks ("Mary-Ann" → mary, ann)."""
     return {term for name in {c.name for c in chunks if c.name} for term in fts_terms(name)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Lexical:
+    """The lexical side of a recall: its hits, their chunk rows, the names left out."""
+
+    hits: list[tuple[int, float]]
+    chunks: dict[int, Chunk]
+    named: set[str]
+    first: set[int]  # the ids the search with the names found
+
+
+def _lexical_side(
+    store: Store, settings: Settings, user_id: str, query: str, terms: list[str], k: int
+) -> _Lexical:
+    """BM25's top `k`, their rows, and the search again without the speakers' names the
+    rows show (see the module docstring). The dense side's rows may name someone more; the
+    caller then searches once again."""
+    weight = settings.lexical_context_weight
+    hits = store.lexical_search(user_id, terms, k, weight)
+    chunks = store.chunks(user_id, [i for i, _ in hits])
+    named = _speakers(chunks.values()) & set(fts_terms(query))
+    first = set(chunks)
+    if named:
+        hits = store.lexical_search(user_id, search_terms(query, drop=named), k, weight)
+        chunks.update(store.chunks(user_id, [i for i, _ in hits if i not in chunks]))
+    return _Lexical(hits, chunks, named, first)
 
 
 def _dense(

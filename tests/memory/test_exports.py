@@ -45,6 +45,7 @@ def test_memory_exports_exactly_these_names():
         "Message",
         "MigrationFailed",
         "Operation",
+        "PendingRecall",
         "RecallRequest",
         "Recollection",
         "Rejection",

@@ -1,0 +1,46 @@
+"""memory/layer.py: a recall begun before the request is measured gives what a recall does."""
+
+from memory import MemoryLayer, RecallRequest, Settings, Turn
+from tests.memory.hash_embedder import HashEmbedder
+
+NOW = 1_700_000_000.0
+
+
+def _layer(tmp_path):
+    layer = MemoryLayer(Settings(db_path=tmp_path / "moim.db"), lambda _: HashEmbedder())
+    said = [
+        ("s-1", "I keep my red kayak at the marina in Porto", "Noted, the marina."),
+        ("s-2", "My carbonara uses guanciale and pecorino", "Sounds good."),
+        ("s-3", "The kayak needs a new paddle before May", "I will remind you."),
+    ]
+    for session_id, asked, reply in said:
+        user = {"role": "user", "content": asked}
+        answer = {"role": "assistant", "content": reply}
+        layer.remember(Turn("ana", session_id, "gpt-4o-mini", (user,), answer, NOW - 3600))
+    return layer
+
+
+def _request(user_id, messages):
+    return RecallRequest(user_id, "s-new", "gpt-4o-mini", messages, 40, 128_000)
+
+
+def test_a_recall_begun_early_gives_the_same_block_and_hits(tmp_path):
+    layer = _layer(tmp_path)
+    messages = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    plain = layer.recall(_request("ana", messages), NOW)
+    pending = layer.begin_recall("ana", messages, NOW)
+    assert pending is not None
+    early = layer.recall(_request("ana", messages), NOW, pending)
+    assert early.block is not None
+    assert early.block == plain.block
+    assert [(h.chunk.id, h.score) for h in early.hits] == [
+        (h.chunk.id, h.score) for h in plain.hits
+    ]
+
+
+def test_a_recall_begun_for_another_user_is_not_used(tmp_path):
+    layer = _layer(tmp_path)
+    messages = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    pending = layer.begin_recall("ana", messages, NOW)
+    other = layer.recall(_request("bob", messages), NOW, pending)
+    assert (other.block, other.hits) == (None, [])
