@@ -301,7 +301,7 @@ def run_variant(
     variant: str, args: argparse.Namespace, convs: list[Conversation], upstream: Any, db: Path
 ) -> dict[str, Any]:
     """Start the proxy on `db` with this retriever, replay what is missing, ask, explain misses."""
-    settings = replace(Settings(db_path=db), retrievers=variant)
+    settings = replace(Settings(db_path=db), retrievers=variant, lexical_index=args.lexical_index)
     if args.min_similarity is not None:
         settings = replace(settings, min_similarity=args.min_similarity)
     started = time.perf_counter()
@@ -336,7 +336,11 @@ def run_variant(
         variant=variant,
         replay_seconds=round(replay_seconds, 1),
         store=store,
-        settings={"retrievers": variant, "min_similarity": settings.min_similarity},
+        settings={
+            "retrievers": variant,
+            "min_similarity": settings.min_similarity,
+            "lexical_index": settings.lexical_index,
+        },
         per_question=[
             {
                 "conv": q.conv,
@@ -376,6 +380,9 @@ def main() -> None:
     parser.add_argument("--limit-questions", type=int, help="first N questions per conversation")
     parser.add_argument("--min-similarity", type=float, help="override Settings.min_similarity")
     parser.add_argument("--db", type=Path, help="database to reuse (replay skipped when present)")
+    parser.add_argument(
+        "--lexical-index", default="tantivy", choices=("tantivy", "fts5"), help="BM25 engine"
+    )
     parser.add_argument("--examples", type=int, default=10, help="misses to print (first five)")
     args = parser.parse_args()
     convs = load(parse_range(args.conversations), args.limit_questions)

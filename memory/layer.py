@@ -95,7 +95,12 @@ class MemoryLayer:
 
     def __init__(self, settings: Settings, embedder_factory: EmbedderFactory | None = None):
         self.settings = settings
-        self.store = Store(settings.db_path, settings.busy_timeout)
+        self.store = Store(
+            settings.db_path,
+            settings.busy_timeout,
+            lexical_index=settings.lexical_index == "tantivy",
+            context_chars=settings.embedding_context_chars,
+        )
         self.index = VectorIndex(self.store.user_vectors)
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None

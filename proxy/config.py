@@ -126,6 +126,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         busy_timeout=_above_zero(mem, "memory.", "busy_timeout", defaults.busy_timeout),
         embedding_model=_get(mem, "embedding_model", str, defaults.embedding_model, "memory."),
         vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
+        lexical_index=_choice(mem, "lexical_index", ("tantivy", "fts5"), "tantivy"),
         fusion=_choice(mem, "fusion", ("scores", "rrf"), defaults.fusion),
         placement=_choice(mem, "placement", ("system", "before_last_user"), "system"),
         min_similarity=_get(mem, "min_similarity", float, defaults.min_similarity, "memory."),

@@ -169,6 +169,7 @@ def index_pending(
         ids = store.add_chunks(message, texts, rows if texts else None, context)
         if ids:
             index.add(message.user_id, ids, rows)
+    store.commit_lexical()  # one tantivy commit a batch: searchable from here on
     return len(pending)
 
 

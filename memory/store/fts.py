@@ -35,6 +35,7 @@ __all__ = [
     "STOPWORDS",
     "fts_document",
     "fts_match",
+    "fts_stems",
     "fts_terms",
     "owner_token",
     "search_terms",
@@ -106,11 +107,16 @@ def fts_match(user_id: str, terms: Sequence[str]) -> str | None:
     there are no terms: the caller skips lexical search rather than running a query that
     matches nothing or everything.
     """
-    owner = owner_token(user_id)
-    stems = dict.fromkeys(_stem(term) for term in terms)
+    stems = fts_stems(user_id, terms)
     if not stems:
         return None
-    return " OR ".join(_quote(f"{owner}_{stem}") for stem in stems)
+    return " OR ".join(_quote(stem) for stem in stems)
+
+
+def fts_stems(user_id: str, terms: Sequence[str]) -> list[str]:
+    """The indexed form of `terms` for `user_id`: stemmed, owner-prefixed, each once."""
+    owner = owner_token(user_id)
+    return [f"{owner}_{stem}" for stem in dict.fromkeys(_stem(term) for term in terms)]
 
 
 def turn_tail(text: str, chars: int) -> str:

@@ -98,7 +98,10 @@ def test_search_returns_ranked_results(api_proxy):
     api_proxy.flush()
     results = search(api_proxy, "alice", "kayak berth at the marina")
     assert {"id", "text", "score", "session_id", "message_id", "created_at"} <= set(results[0])
-    assert results[0]["text"] == KAYAK
+    # The kayak turn and the upstream's echo of it ("echo: I keep my red kayak…", whose BM25
+    # context is the turn itself) rank above the pasta turns; which of the two comes first
+    # is up to BM25's document frequencies, which tantivy and FTS5 count differently.
+    assert [KAYAK in r["text"] for r in results[:2]] == [True, True]
     scores = [r["score"] for r in results]
     assert scores == sorted(scores, reverse=True)
     assert all(r["session_id"].startswith("s-") for r in results)

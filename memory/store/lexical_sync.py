@@ -1,0 +1,116 @@
+"""Keeping the tantivy lexical index (`memory/store/lexical_index.py`) equal to SQLite.
+
+`bump` runs inside every transaction that changes `chunks` and returns the new generation;
+`Store` then mirrors the change into the index under the same write lock. `check` runs at
+start: an index whose recorded generation or chunk count differs from SQLite's is rebuilt
+by `rebuild`, in batches of chunk ids, each read from SQLite and written to the index under
+the store's write lock, so a turn indexed meanwhile is never lost nor doubled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from memory.store.fts import fts_document, owner_token, turn_tail
+
+if TYPE_CHECKING:
+    from memory.store.store import Store
+
+logger = logging.getLogger(__name__)
+
+Connection = Any
+
+_KEY = "lexical_generation"
+# Chunks read and indexed per hold of the write lock during a rebuild (~0.2 s each).
+_BATCH = 1000
+
+
+def bump(db: Connection) -> int:
+    """Increment the chunks' generation inside the caller's transaction; return it."""
+    db.execute(
+        "INSERT INTO meta (key, value) VALUES (?, '1') "
+        "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+        (_KEY,),
+    )
+    return int(db.execute("SELECT value FROM meta WHERE key = ?", (_KEY,)).fetchone()[0])
+
+
+def generation(db: Connection) -> int:
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (_KEY,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def check(store: Store) -> threading.Thread | None:
+    """Verify the index against SQLite; rebuild it in the background when they differ (the
+    rebuilding thread is returned)."""
+    index = store.lexical
+    assert index is not None
+    with store.write_lock():
+        db = store.connection()
+        current, chunks = generation(db), db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        if index.verify(current, int(chunks)):
+            store.mirrored_generation = current
+            return None
+    return start_rebuild(store)
+
+
+def start_rebuild(store: Store) -> threading.Thread:
+    """Rebuild the index on a thread of its own; FTS5 answers until it is done."""
+    thread = threading.Thread(target=rebuild, args=(store,), name="moim-lexical-rebuild")
+    thread.daemon = True
+    thread.start()
+    return thread
+
+
+def rebuild(store: Store) -> int:
+    """Index every chunk again from SQLite; return how many. The index is ready after."""
+    index = store.lexical
+    assert index is not None
+    started = time.perf_counter()
+    with store.write_lock():
+        index.building, index.ready = True, False
+        index.forget_state()
+        index.clear()
+        db = store.connection()
+        top = int(db.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
+    done, low = 0, 0
+    while low < top:
+        with store.write_lock():
+            rows = list(_documents(store.connection(), low, low + _BATCH, store.context_chars))
+            index.put(rows)
+        done, low = done + len(rows), low + _BATCH
+    with store.write_lock():
+        current = generation(store.connection())
+        index.building, index.ready = False, True
+        index.commit(current)
+        store.mirrored_generation = current
+    logger.info("lexical index rebuilt: %d chunks in %.1f s", done, time.perf_counter() - started)
+    return done
+
+
+def _documents(
+    db: Connection, low: int, high: int, context_chars: int
+) -> Iterator[tuple[int, str, str, str]]:
+    """(id, owner token, terms, context terms) of the chunks with low < id ≤ high: what
+    `Store.add_chunks` wrote to `chunks_fts` (the context is the turn before, for a message's
+    first chunk; memory/ingest/turns.py)."""
+    rows = db.execute(
+        "SELECT c.id, c.user_id, c.text, CASE WHEN c.position = 0 THEN ("
+        "SELECT p.content FROM messages p WHERE p.user_id = m.user_id "
+        "AND p.session_id = m.session_id AND p.id < m.id AND p.role IN ('user', 'assistant') "
+        "ORDER BY p.id DESC LIMIT 1) END "
+        "FROM chunks c JOIN messages m ON m.id = c.message_id WHERE c.id > ? AND c.id <= ?",
+        (low, high),
+    ).fetchall()
+    for chunk_id, user_id, text, before in rows:
+        context = turn_tail(before or "", context_chars)
+        yield (
+            int(chunk_id),
+            owner_token(user_id),
+            fts_document(user_id, text),
+            fts_document(user_id, context),
+        )

@@ -1,0 +1,124 @@
+"""memory/store/lexical_index.py and lexical_sync.py: the tantivy index mirrors SQLite.
+
+Real SQLite, real tantivy on temporary files. A "restart" is a new `Store` on the same file
+after the old index's uncommitted writes were thrown away, as a crash throws them away.
+"""
+
+from memory.records import Message
+from memory.store.store import NewMessage, Store
+
+NOW = 1_700_000_000.0
+
+
+def new_store(tmp_path):
+    store = Store(tmp_path / "moim.db", lexical_index=True)
+    store.ensure_vectors("test/hash-8", 8)
+    return store
+
+
+def add_turn(store, user_id, text):
+    """Store one user message, alone in its session, and index it as one chunk (no turn
+    before it: no context); return the chunk id."""
+    session_id = f"s-{text}"
+    key = f"{user_id}-{session_id}-{text}"
+    row = NewMessage(key, key, "user", None, text, "{}", None, 5, False, NOW)
+    (message_id,) = store.insert_messages(user_id, session_id, [row])
+    message = Message(message_id, user_id, session_id, "user", None, text, NOW, False)
+    (chunk_id,) = store.add_chunks(message, [text], None)
+    return chunk_id
+
+
+def restart(store):
+    """Close the index as a crash would (uncommitted writes lost) and open the store again."""
+    store.lexical.close()
+    again = Store(store.path, lexical_index=True)
+    rebuilt = again.rebuilding is not None
+    if again.rebuilding is not None:
+        again.rebuilding.join(timeout=60)
+    return again, rebuilt
+
+
+def chunk_ids(store):
+    return [row[0] for row in store.read("SELECT id FROM chunks ORDER BY id")]
+
+
+def test_a_search_finds_what_fts5_finds_for_its_user_only(tmp_path):
+    store = new_store(tmp_path)
+    kayak = add_turn(store, "ana", "My red kayak is at the marina")
+    add_turn(store, "ana", "Carbonara needs guanciale")
+    add_turn(store, "bob", "My kayak is green")
+    store.commit_lexical()
+    assert store.lexical.ready
+    assert [i for i, _ in store.lexical_search("ana", ["kayak", "marina"], 10, 0.7)] == [kayak]
+    store.lexical.ready = False  # FTS5 answers
+    assert [i for i, _ in store.lexical_search("ana", ["kayak", "marina"], 10, 0.7)] == [kayak]
+
+
+def test_a_committed_index_is_verified_at_restart_without_a_rebuild(tmp_path):
+    store = new_store(tmp_path)
+    add_turn(store, "ana", "My red kayak is at the marina")
+    store.commit_lexical()
+    store, rebuilt = restart(store)
+    assert (rebuilt, store.lexical.ready) == (False, True)
+    assert store.lexical.held_ids() == chunk_ids(store)
+
+
+def test_chunks_sqlite_committed_but_the_index_did_not_are_rebuilt_at_restart(tmp_path):
+    store = new_store(tmp_path)
+    add_turn(store, "ana", "My red kayak is at the marina")
+    store.commit_lexical()
+    late = add_turn(store, "ana", "The paddle is broken")  # the crash comes before the commit
+    store, rebuilt = restart(store)
+    assert rebuilt
+    assert store.lexical.held_ids() == chunk_ids(store)
+    assert [i for i, _ in store.lexical_search("ana", ["paddle"], 10, 0.7)] == [late]
+
+
+def test_a_change_by_another_process_is_noticed_and_rebuilt(tmp_path):
+    store = new_store(tmp_path)
+    add_turn(store, "ana", "My red kayak is at the marina")
+    store.commit_lexical()
+    other = Store(tmp_path / "moim.db")  # e.g. `moim memory import` without the index
+    other.ensure_vectors("test/hash-8", 8)
+    outside = add_turn(other, "ana", "The paddle is broken")
+    add_turn(store, "ana", "Carbonara needs guanciale")
+    store.commit_lexical()  # the generation jumped by two: rebuild
+    store.rebuilding.join(timeout=60)
+    assert store.lexical.held_ids() == chunk_ids(store)
+    assert [i for i, _ in store.lexical_search("ana", ["paddle"], 10, 0.7)] == [outside]
+
+
+def test_forgetting_a_user_and_a_reset_reach_the_index(tmp_path):
+    store = new_store(tmp_path)
+    add_turn(store, "ana", "My red kayak is at the marina")
+    bob = add_turn(store, "bob", "My kayak is green")
+    store.commit_lexical()
+    store.delete_user("ana")
+    assert store.lexical.held_ids() == [bob]
+    store.reset_index()
+    assert store.lexical.held_ids() == []
+    store, rebuilt = restart(store)
+    assert (rebuilt, store.lexical.held_ids()) == (False, [])
+
+
+def test_an_index_rebuilt_from_sqlite_holds_the_turn_before_as_context(tmp_path):
+    store = new_store(tmp_path)
+    key = "ana-s-1-question"
+    question = NewMessage(key, key, "user", None, "Did you go camping?", "{}", None, 5, False, NOW)
+    key = "ana-s-1-answer"
+    answer = NewMessage(key, key, "assistant", None, "Yes, last May!", "{}", None, 5, False, NOW)
+    ids = store.insert_messages("ana", "s-1", [question, answer])
+    reply = Message(ids[1], "ana", "s-1", "assistant", None, "Yes, last May!", NOW, False)
+    (chunk,) = store.add_chunks(reply, ["Yes, last May!"], None, "Did you go camping?")
+    store.lexical.close()  # never committed: the restart rebuilds from SQLite
+    store, rebuilt = restart_closed(tmp_path)
+    assert rebuilt
+    assert [i for i, _ in store.lexical_search("ana", ["camping"], 10, 0.7)] == [chunk]
+
+
+def restart_closed(tmp_path):
+    again = new_store(tmp_path)
+    rebuilt = again.rebuilding is not None
+    if again.rebuilding is not None:
+        again.rebuilding.join(timeout=60)
+    return again, rebuilt
