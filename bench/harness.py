@@ -349,6 +349,16 @@ def fmt(p: dict[str, float | None], scale: float = 1.0, unit: str = "") -> str:
 # -- 1. throughput -----------------------------------------------------------------------------
 
 
+def embedding_counters(metrics: str) -> dict[str, float]:
+    """moim's embedding CPU seconds and texts by kind, from its /metrics text."""
+    found = {}
+    for name, kind, value in re.findall(
+        r'^moim_embedding_(cpu_seconds|texts)_total\{kind="(\w+)"\} (\S+)', metrics, re.M
+    ):
+        found[f"embed_{name}_{kind}"] = float(value)
+    return found
+
+
 class Sampler(threading.Thread):
     """Every `every` seconds: the proxy's RSS and CPU seconds, and the writer's queue."""
 
@@ -364,12 +374,13 @@ class Sampler(threading.Thread):
             text = httpx.get(self.handle.root + "/metrics", timeout=5).text
             pending = float(re.search(r"^moim_ingest_pending (\S+)", text, re.M)[1])
         except (httpx.HTTPError, TypeError):
-            pending = float("nan")
+            text, pending = "", float("nan")
         row = {
             "t": time.perf_counter() - self.started_at,
             "rss_mb": rss_mb(self.handle.pid),
             "cpu_s": cpu_s(self.handle.pid),
             "pending": pending,
+            **embedding_counters(text),
         }
         self.samples.append(row)
         return row

@@ -11,6 +11,7 @@ Vectors are float32, L2-normalised, so a dot product is the cosine.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
@@ -66,6 +67,10 @@ class FastEmbedder:
         # onnxruntime sessions are thread-safe; batches take turns so they do not thrash.
         self._lock = threading.Lock()
         self._queries = RecentVectors(512)
+        # CPU seconds (of the threads that ran the model) and texts, per kind: "query" for
+        # recall, "document" for indexing (bench/load.py splits moim's CPU with them).
+        self.cpu_seconds = {"query": 0.0, "document": 0.0}
+        self.texts = {"query": 0, "document": 0}
 
     def embed_query(self, text: str) -> np.ndarray:
         vector = self._queries.get(text)
@@ -94,9 +99,12 @@ class FastEmbedder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         try:
             with self._lock:
+                started = time.thread_time()
                 ordered = list(
                     self._model.embed([texts[i] for i in order], batch_size=self._batch_size)
                 )
+                self.cpu_seconds["document"] += time.thread_time() - started
+                self.texts["document"] += len(texts)
             rows = [ordered[0]] * len(texts)
             for position, index in enumerate(order):
                 rows[index] = ordered[position]
@@ -108,10 +116,13 @@ class FastEmbedder:
     def _embed_query(self, text: str) -> np.ndarray:
         # No lock: onnxruntime runs are thread-safe, and a query must not wait behind the
         # writer's batch (~50-200 ms) on the request path.
+        started = time.thread_time()
         try:
             row = next(iter(self._model.query_embed([text])))
         except Exception as exc:
             raise EmbeddingFailed(str(exc)) from exc
+        self.cpu_seconds["query"] += time.thread_time() - started  # a race may lose one: a gauge
+        self.texts["query"] += 1
         vector: np.ndarray = _normalise(np.asarray(row, dtype=np.float32)[None, :])[0]
         vector.setflags(write=False)
         return vector

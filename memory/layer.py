@@ -416,6 +416,16 @@ class MemoryLayer:
 
     # -- housekeeping ----------------------------------------------------------------------
 
+    def embedding_work(self) -> dict[str, tuple[float, int]]:
+        """CPU seconds and texts the embedding model has spent, by kind ("query",
+        "document"); empty for an embedder that does not count them or is not loaded."""
+        embedder = self._embedder
+        seconds = getattr(embedder, "cpu_seconds", None)
+        texts = getattr(embedder, "texts", None)
+        if not isinstance(seconds, dict) or not isinstance(texts, dict):
+            return {}
+        return {kind: (float(seconds[kind]), int(texts.get(kind, 0))) for kind in seconds}
+
     def stats(self, user_id: str) -> Stats:
         return self.store.stats(user_id)
 

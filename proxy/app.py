@@ -165,6 +165,7 @@ async def _readiness(request: Request) -> Response:
 async def _metrics(request: Request) -> Response:
     state = state_of(request)
     authorize_metrics(request.headers, state.config)
+    work = state.layer.embedding_work()
     lines = [
         "# HELP moim_chat_requests_total Chat requests answered, by status.",
         "# TYPE moim_chat_requests_total counter",
@@ -190,6 +191,18 @@ async def _metrics(request: Request) -> Response:
         "# HELP moim_memory_write_failures_total Failed memory writes.",
         "# TYPE moim_memory_write_failures_total counter",
         f"moim_memory_write_failures_total {state.writer.failures}",
+        "# HELP moim_embedding_cpu_seconds_total CPU the embedding model used, by kind.",
+        "# TYPE moim_embedding_cpu_seconds_total counter",
+        *(
+            f'moim_embedding_cpu_seconds_total{{kind="{kind}"}} {seconds:.6f}'
+            for kind, (seconds, _) in sorted(work.items())
+        ),
+        "# HELP moim_embedding_texts_total Texts the embedding model embedded, by kind.",
+        "# TYPE moim_embedding_texts_total counter",
+        *(
+            f'moim_embedding_texts_total{{kind="{kind}"}} {texts}'
+            for kind, (_, texts) in sorted(work.items())
+        ),
         "# HELP moim_vector_users_loaded Users whose vectors are held in RAM.",
         "# TYPE moim_vector_users_loaded gauge",
         f"moim_vector_users_loaded {state.layer.index.loaded_users()}",

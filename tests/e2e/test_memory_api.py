@@ -245,3 +245,25 @@ def test_import_accepts_null_optional_fields(proxy):
     )
     assert response.status_code == 200, response.text
     assert response.json() == {"user_id": "nulls", "imported": 1}
+
+
+def test_metrics_count_the_embedding_models_work_by_kind(api_proxy):
+    def counters():
+        text = httpx.get(api_proxy.root + "/metrics", timeout=10).text
+        found = {}
+        for line in text.splitlines():
+            for name in ("moim_embedding_texts_total", "moim_embedding_cpu_seconds_total"):
+                if line.startswith(name + "{"):
+                    kind = line.split('kind="')[1].split('"')[0]
+                    found[(name, kind)] = float(line.rsplit(" ", 1)[1])
+        return found
+
+    before = counters()
+    chat(api_proxy, "alice", KAYAK)  # indexed: its messages are embedded as documents
+    api_proxy.flush()
+    chat(api_proxy, "alice", KAYAK_QUESTION, **{"X-Memory-Mode": "read"})  # a query
+    after = counters()
+    texts = "moim_embedding_texts_total"
+    assert after[(texts, "query")] >= before.get((texts, "query"), 0) + 1
+    assert after[(texts, "document")] >= before.get((texts, "document"), 0) + 1
+    assert after[("moim_embedding_cpu_seconds_total", "query")] > 0
