@@ -3,7 +3,9 @@
 OpenAI-compatible upstreams (`MOIM_UPSTREAM_BASE_URL`, or a config route marked
 `openai_compatible`) get the body as bytes over one pooled httpx client, and their answer is
 relayed byte for byte. Every other provider goes through `litellm.acompletion`, imported on
-first use only (it costs ~2.5 s and ~165 MB), whose output is re-serialised as OpenAI JSON.
+first use only (it costs ~2.5 s and ~165 MB), whose output is re-serialised as OpenAI JSON;
+litellm gets the body's OpenAI parameters only (`proxy/litellm_params.py`); the provider's
+address and key come from config (see `provider_key`), never from the body.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Literal
 import anyio.to_thread
 import httpx
 
+from proxy import litellm_params
 from proxy.config import Config
 from proxy.errors import UpstreamError
 
@@ -161,17 +164,21 @@ def _litellm() -> Any:
 async def call_litellm(
     target: Target, body: Mapping[str, Any], authorization: str | None, timeout: float
 ) -> Any:
-    """`litellm.acompletion` with the client's body; raises UpstreamError on provider errors."""
+    """`litellm.acompletion` with the body's OpenAI parameters; raises UpstreamError on errors.
+
+    The provider's address is the target's (config) and its key `authorization`, never the
+    body's: see `proxy/litellm_params.py` for what of the body is passed on.
+    """
     # The first import takes seconds: never on the event loop.
     litellm = await anyio.to_thread.run_sync(_litellm)
-    params = {k: v for k, v in body.items() if k not in ("model",)}
+    params = litellm_params.forwarded(body)
     params["model"] = target.model
     if target.base_url:
         params["api_base"] = target.base_url
     key = authorization.removeprefix("Bearer ").strip() if authorization else None
     if key:
         params["api_key"] = key
-    params.setdefault("timeout", timeout)
+    params["timeout"] = timeout
     try:
         return await litellm.acompletion(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes

@@ -1,0 +1,186 @@
+"""What of a client's body may reach litellm (proxy/litellm_params.py), what its errors show.
+
+litellm takes routing and credentials (`api_base`, `base_url`, `api_key`, `extra_headers`, …)
+from the same keyword arguments as the request's parameters, so a body passed whole let a client
+send the operator's provider key to any address. Here a second stand-in server plays the
+attacker: it must receive nothing, whatever the body says.
+"""
+
+import httpx
+import pytest
+
+from proxy.config import ModelRoute, ProxyKey
+from tests.upstream import serve_upstream
+
+OPERATOR_KEY = "sk-operator-secret"
+ALIAS_KEY = "sk-alias-secret"
+KEYS = (ProxyKey("sk-bound-alice", user_id="alice"), ProxyKey("sk-admin-key", admin=True))
+BOUND = {"authorization": "Bearer sk-bound-alice"}
+HELLO = [{"role": "user", "content": "Hello"}]
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def attacker_server():
+    with serve_upstream() as server:
+        yield server
+
+
+@pytest.fixture
+def attacker(attacker_server):
+    """A recording server at an address of the client's choosing; it must hear nothing."""
+    attacker_server.reset()
+    return attacker_server
+
+
+@pytest.fixture
+def operator_key(monkeypatch):
+    """The operator's OpenAI key, in the environment where litellm finds it."""
+    monkeypatch.setenv("OPENAI_API_KEY", OPERATOR_KEY)
+
+
+def post(proxy, body, headers=BOUND):
+    return httpx.post(proxy.url + "/chat/completions", json=body, headers=headers, timeout=30)
+
+
+def assert_refused(response, param):
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    assert f"'{param}'" in error["message"]
+
+
+def test_api_base_cannot_send_the_operator_key_elsewhere(make_proxy, attacker, operator_key):
+    proxy = make_proxy(keys=KEYS)
+    body = {"model": "openai/gpt-4o-mini", "messages": HELLO, "api_base": attacker.url}
+
+    response = post(proxy, body)
+    proxy.flush()
+
+    assert_refused(response, "api_base")
+    assert attacker.requests == []
+    assert proxy.layer.store.messages("alice") == []
+
+
+def test_base_url_cannot_override_an_alias_base(make_proxy, upstream, attacker):
+    # litellm lets `base_url` win over `api_base`, so the alias's own key went with it
+    route = ModelRoute(model="openai/gpt-4o-mini", api_base=upstream.url, api_key=ALIAS_KEY)
+    proxy = make_proxy(keys=KEYS, routes={"team-model": route})
+    body = {"model": "team-model", "messages": HELLO, "base_url": attacker.url}
+
+    response = post(proxy, body)
+
+    assert_refused(response, "base_url")
+    assert attacker.requests == []
+    assert upstream.requests == []
+
+
+def test_an_alias_key_does_not_follow_a_client_api_base(make_proxy, attacker):
+    route = ModelRoute(model="openai/gpt-4o-mini", api_key=ALIAS_KEY)  # litellm's default base
+    proxy = make_proxy(keys=KEYS, routes={"team-model": route})
+    body = {"model": "team-model", "messages": HELLO, "api_base": attacker.url}
+
+    response = post(proxy, body)
+
+    assert_refused(response, "api_base")
+    assert attacker.requests == []
+
+
+def test_no_upstream_url_plain_model_and_api_base(make_proxy, attacker, operator_key):
+    proxy = make_proxy(keys=KEYS, upstream_base_url=None)
+    body = {"model": "gpt-4o-mini", "messages": HELLO, "api_base": attacker.url}
+
+    response = post(proxy, body)
+
+    assert_refused(response, "api_base")
+    assert attacker.requests == []
+
+
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [
+        ("api_key", "sk-chosen-by-client"),
+        ("extra_headers", {"x-forwarded-host": "attacker"}),
+        ("custom_llm_provider", "oobabooga"),
+        ("api_version", "2024-01-01"),
+        ("aws_region_name", "us-east-1"),
+        ("vertex_project", "someone-else"),
+        ("timeout", 0.001),
+        ("num_retries", 50),
+        ("mock_response", "a reply moim never asked for"),
+        ("extra_body", {"api_base": "http://elsewhere"}),
+    ],
+)
+def test_litellm_only_parameters_are_refused_naming_them(
+    make_proxy, upstream, attacker, operator_key, param, value
+):
+    route = ModelRoute(model="openai/gpt-4o-mini", api_base=upstream.url, api_key=ALIAS_KEY)
+    proxy = make_proxy(keys=KEYS, routes={"team-model": route})
+    body = {"model": "team-model", "messages": HELLO, param: value}
+
+    response = post(proxy, body)
+
+    assert_refused(response, param)
+    assert upstream.requests == [] and attacker.requests == []
+
+
+def test_a_model_name_that_is_an_address_is_refused(make_proxy, attacker):
+    # some litellm providers (oobabooga, huggingface) take a URL in the model name as the base
+    proxy = make_proxy(keys=KEYS, upstream_base_url=None)
+    body = {"model": "oobabooga/" + attacker.url + "/chat/completions", "messages": HELLO}
+
+    response = post(proxy, body)
+
+    assert_refused(response, "model")
+    assert attacker.requests == []
+
+
+def test_openai_parameters_still_reach_the_provider_through_litellm(make_proxy, upstream):
+    route = ModelRoute(model="openai/gpt-4o-mini", api_base=upstream.url, api_key=ALIAS_KEY)
+    proxy = make_proxy(keys=KEYS, routes={"team-model": route})
+    body = {
+        "model": "team-model",
+        "messages": HELLO,
+        "temperature": 0.25,
+        "max_tokens": 17,
+        "seed": 7,
+        "stop": ["\n\n"],
+        "user": "alice",
+        "metadata": {"purpose": "litellm bookkeeping, never sent"},
+    }
+
+    response = post(proxy, body)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "echo: Hello"
+    sent = upstream.last_json
+    assert {k: sent[k] for k in ("temperature", "max_tokens", "seed", "stop", "user")} == {
+        "temperature": 0.25,
+        "max_tokens": 17,
+        "seed": 7,
+        "stop": ["\n\n"],
+        "user": "alice",
+    }
+    assert "metadata" not in sent
+    assert upstream.requests[-1].headers["authorization"] == f"Bearer {ALIAS_KEY}"
+
+
+def test_the_byte_path_ignores_routing_fields_in_the_body(make_proxy, upstream, attacker):
+    # an OpenAI-compatible upstream gets the body as bytes; its URL and key come from config
+    proxy = make_proxy(keys=KEYS, upstream_api_key=OPERATOR_KEY)
+    body = {"model": "gpt-4o-mini", "messages": HELLO, "api_base": attacker.url}
+    body |= {"base_url": attacker.url, "extra_headers": {"host": "attacker"}}
+
+    response = post(proxy, body)
+
+    assert response.status_code == 200, response.text
+    assert attacker.requests == []
+    assert upstream.last_json["api_base"] == attacker.url  # forwarded unchanged, not obeyed
+    assert upstream.requests[-1].headers["authorization"] == f"Bearer {OPERATOR_KEY}"
