@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -158,6 +159,7 @@ def _litellm() -> Any:
     import litellm
 
     litellm.telemetry = False
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on stdout
     return litellm
 
 
@@ -182,14 +184,75 @@ async def call_litellm(
     try:
         return await litellm.acompletion(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes
-        status = getattr(exc, "status_code", None)
-        status = status if isinstance(status, int) and 400 <= status < 600 else 502
-        kind = type(exc).__name__
-        if _missing_key(exc):
-            status, kind = 401, "authentication_error"
-        message = getattr(exc, "message", None) or str(exc)
-        error = {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
-        raise UpstreamError(status, json.dumps(error).encode()) from exc
+        raise _failure(exc, litellm) from exc
+
+
+def _failure(exc: Exception, litellm: Any) -> UpstreamError:
+    """litellm's exception as an OpenAI error for the client.
+
+    The provider's status and error object when it answered; a 502 or 504 as on the byte path
+    when it could not be reached; otherwise litellm's status and one clean line. litellm's
+    messages may carry a traceback, file paths and a bug-report notice: never the client's.
+    """
+    if _missing_key(exc):
+        return _logged(exc, 401, _error_object(_summary(exc), "authentication_error", None, "401"))
+    transport = next((e for e in _causes(exc) if isinstance(e, httpx.TransportError)), None)
+    if isinstance(exc, litellm.Timeout) and not isinstance(transport, httpx.TimeoutException):
+        transport = httpx.TimeoutException("litellm timed out")
+    if transport is not None:
+        logger.warning("litellm call failed: %s", type(transport).__name__)
+        return unreachable(transport)
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and 400 <= status < 600 else 502
+    if isinstance(exc, litellm.APIConnectionError):  # litellm itself failed: no answer
+        status = 502
+    provider = getattr(exc, "body", None)  # the OpenAI SDK's copy of the provider's "error"
+    if isinstance(provider, dict) and isinstance(provider.get("message"), str):
+        error = _error_object(
+            provider["message"], provider.get("type"), provider.get("param"), provider.get("code")
+        )
+    else:
+        error = _error_object(_summary(exc), _ERROR_TYPES.get(status), None, str(status))
+    return _logged(exc, status, error)
+
+
+def _logged(exc: Exception, status: int, error: dict[str, str | None]) -> UpstreamError:
+    logger.warning("litellm call failed: %s %s: %s", status, type(exc).__name__, error["message"])
+    return UpstreamError(status, json.dumps({"error": error}).encode())
+
+
+# The OpenAI error type for a status, when the provider's own is not known.
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+# "litellm.BadRequestError: OpenAIException - …": the class names litellm puts first.
+_CLASS_PREFIX = re.compile(r"^(?:litellm\.)?(?:\w+(?:Error|Exception): )+")
+# An absolute path to a file ("/srv/app/x.py"), not one after a host name or "//".
+_FILE_PATH = re.compile(r"(?<![\w:/.])/(?:[\w.\-]+/)+[\w\-]+\.\w+")
+_MAX_MESSAGE = 500
+
+
+def _summary(exc: Exception) -> str:
+    """litellm's message cut to its first line, without class names or file paths."""
+    text = str(getattr(exc, "message", None) or exc).strip()
+    line = _CLASS_PREFIX.sub("", text.split("\n", 1)[0]).strip()
+    line = _FILE_PATH.sub("…", line)[:_MAX_MESSAGE]
+    return line or f"the provider call failed ({type(exc).__name__})"
+
+
+def _error_object(message: str, kind: Any, param: Any, code: Any) -> dict[str, str | None]:
+    """OpenAI's error object; a provider's type, param and code are kept when they are text."""
+    return {
+        "message": message,
+        "type": kind if isinstance(kind, str) and kind else "upstream_error",
+        "param": param if isinstance(param, str) else None,
+        "code": str(code) if isinstance(code, (str, int)) else None,
+    }
 
 
 def _missing_key(exc: BaseException) -> bool:
@@ -198,15 +261,24 @@ def _missing_key(exc: BaseException) -> bool:
     litellm reports that as a 500 (other providers' missing keys are already 401s): its
     cause is the SDK's bare `OpenAIError`, raised before anything was sent.
     """
-    seen: BaseException | None = exc
-    for _ in range(8):  # bounded: a chain of causes may loop back on itself
-        if seen is None:
-            return False
+    for seen in _causes(exc):
         kind = type(seen)
         if kind.__module__ == "openai" and kind.__name__ == "OpenAIError":
             return "api_key" in str(seen)
-        seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, then its causes (explicit or implicit), at most eight.
+
+    Bounded: a chain of causes may loop back on itself.
+    """
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return
+        yield seen
+        seen = seen.__cause__ or seen.__context__
 
 
 async def close_litellm() -> None:

@@ -6,6 +6,8 @@ send the operator's provider key to any address. Here a second stand-in server p
 attacker: it must receive nothing, whatever the body says.
 """
 
+import socket
+
 import httpx
 import pytest
 
@@ -184,3 +186,73 @@ def test_the_byte_path_ignores_routing_fields_in_the_body(make_proxy, upstream, 
     assert attacker.requests == []
     assert upstream.last_json["api_base"] == attacker.url  # forwarded unchanged, not obeyed
     assert upstream.requests[-1].headers["authorization"] == f"Bearer {OPERATOR_KEY}"
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+LITELLM_NOISE = (
+    "Traceback",
+    "site-packages",
+    ".py",
+    "Give Feedback",
+    "Get Help",
+    "turn_on_debug",
+    "litellm.",
+)
+
+
+def test_a_litellm_failure_reaches_the_client_without_traceback_or_banner(
+    make_proxy, upstream, capfd
+):
+    # litellm's Anthropic translation fails on an unknown content part, before any request,
+    # and raised it with a traceback and a bug-report notice in the message
+    route = ModelRoute(model="anthropic/claude-3-5-sonnet", api_base=upstream.url, api_key="sk")
+    proxy = make_proxy(routes={"claude": route})
+    body = {"model": "claude", "messages": [{"role": "user", "content": [{"type": "weird"}]}]}
+
+    response = post(proxy, body, headers={})
+
+    assert 400 <= response.status_code < 600
+    error = response.json()["error"]
+    assert sorted(error) == ["code", "message", "param", "type"]
+    assert error["message"] and "\n" not in error["message"]
+    assert not [noise for noise in LITELLM_NOISE if noise in response.text]
+    assert "Give Feedback" not in capfd.readouterr().out
+    assert upstream.requests == []
+
+
+def test_a_provider_error_through_litellm_keeps_its_status_and_words(make_proxy, upstream):
+    route = ModelRoute(model="openai/error-429", api_base=upstream.url, api_key="sk-up")
+    proxy = make_proxy(routes={"limited": route})
+
+    response = post(proxy, {"model": "limited", "messages": HELLO}, headers={})
+
+    assert response.status_code == 429
+    assert response.json() == {
+        "error": {
+            "message": "Rate limit reached (test).",
+            "type": "requests",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }
+
+
+def test_an_unreachable_provider_through_litellm_is_a_502(make_proxy):
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        address = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+        route = ModelRoute(model="openai/gpt-4o-mini", api_base=address, api_key="sk-up")
+        proxy = make_proxy(routes={"down": route})
+
+        response = post(proxy, {"model": "down", "messages": HELLO}, headers={})
+
+    assert response.status_code == 502
+    assert response.json() == {
+        "error": {
+            "message": "upstream unreachable: ConnectError",
+            "type": "upstream_error",
+            "param": None,
+            "code": "upstream_unreachable",
+        }
+    }
