@@ -181,6 +181,9 @@ async def call_litellm(
     if key:
         params["api_key"] = key
     params["timeout"] = timeout
+    # With `tools`, litellm would first load its MCP gateway (a litellm-proxy feature that
+    # needs the `mcp` package and may connect to servers named in the tools); moim has none.
+    params["_skip_mcp_handler"] = True
     try:
         return await litellm.acompletion(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes

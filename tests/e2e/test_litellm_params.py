@@ -6,6 +6,7 @@ send the operator's provider key to any address. Here a second stand-in server p
 attacker: it must receive nothing, whatever the body says.
 """
 
+import json
 import socket
 
 import httpx
@@ -256,3 +257,55 @@ def test_an_unreachable_provider_through_litellm_is_a_502(make_proxy):
             "code": "upstream_unreachable",
         }
     }
+
+
+# -- tools -------------------------------------------------------------------------------------
+
+
+def test_tools_through_litellm_answer_with_the_tool_call(make_proxy, upstream):
+    # litellm 1.106.2 imported its MCP gateway (and the absent `mcp` package) for any `tools`
+    route = ModelRoute(model="openai/tool-call", api_base=upstream.url, api_key="sk-up")
+    proxy = make_proxy(upstream_base_url=None, routes={"weather": route})
+    body = {"model": "weather", "messages": HELLO, "tools": [WEATHER_TOOL]}
+
+    response = post(proxy, body, headers={})
+
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    call = choice["message"]["tool_calls"][0]
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city":"Paris"}'}
+    assert upstream.last_json["tools"] == [WEATHER_TOOL]
+
+
+def test_an_mcp_tool_goes_to_the_provider_not_to_litellm_gateway(make_proxy, upstream, attacker):
+    # litellm would run its own MCP gateway for such a tool (it needs `mcp` and `fastapi`)
+    route = ModelRoute(model="openai/gpt-4o-mini", api_base=upstream.url, api_key="sk-up")
+    proxy = make_proxy(upstream_base_url=None, routes={"mcp-model": route})
+    tool = {"type": "mcp", "server_label": "x", "server_url": attacker.url + "/mcp/x"}
+
+    response = post(proxy, {"model": "mcp-model", "messages": HELLO, "tools": [tool]}, headers={})
+
+    assert response.status_code == 200, response.text
+    assert upstream.last_json["tools"] == [tool]
+    assert attacker.requests == []
+
+
+def test_streamed_tools_through_litellm(make_proxy, upstream):
+    route = ModelRoute(model="openai/tool-call", api_base=upstream.url, api_key="sk-up")
+    proxy = make_proxy(upstream_base_url=None, routes={"weather": route})
+    body = {"model": "weather", "messages": HELLO, "tools": [WEATHER_TOOL], "stream": True}
+
+    with httpx.stream("POST", proxy.url + "/chat/completions", json=body, timeout=30) as response:
+        data = response.read()
+
+    assert response.status_code == 200, data
+    events = [
+        json.loads(line[6:])
+        for line in data.decode().splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+    deltas = [e["choices"][0]["delta"] for e in events if e["choices"]]
+    calls = [c for d in deltas for c in d.get("tool_calls") or []]
+    assert calls[0]["function"]["name"] == "get_weather"
+    assert "".join(c["function"].get("arguments") or "" for c in calls) == '{"city":"Paris"}'
