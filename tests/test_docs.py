@@ -57,21 +57,38 @@ def test_every_command_is_in_the_readme(name):
 
 
 def config_keys():
-    """The keys `proxy/config.py` reads: the string literal naming each one in its calls."""
+    """The keys `proxy/config.py` reads: the string literal naming each one where it is read.
+
+    That is an argument of its readers (`_get(mem, "tools", …)`) or of a mapping's `.get`, a
+    subscript, or the left side of an `in` test; environment variables (upper case) are not.
+    """
     tree = ast.parse((REPO / "proxy" / "config.py").read_text(encoding="utf-8"))
     readers = {"_get": 1, "_choice": 1, "_section": 1, "_list": 1, "_above_zero": 2}
     readers["_at_least"] = 2
-    for call in ast.walk(tree):
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
-            position = readers.get(call.func.id)
-            if position is not None and len(call.args) > position:
-                key = call.args[position]
-                if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                    yield key.value
+    for node in ast.walk(tree):
+        named = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            position = readers.get(node.func.id)
+            if position is not None and len(node.args) > position:
+                named = node.args[position]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "get" and node.args:
+                named = node.args[0]
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            named = node.left
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            named = node.slice
+        if isinstance(named, ast.Constant) and isinstance(named.value, str):
+            if named.value.islower():
+                yield named.value
 
 
 def test_config_keys_are_found():
-    assert {"db", "tools", "busy_timeout", "admin_keys", "min_new_turns"} <= set(config_keys())
+    keys = set(config_keys())
+
+    assert {"db", "tools", "busy_timeout", "admin_keys", "min_new_turns", "tiers"} <= keys
+    assert {"key", "users", "user_id"} <= keys  # in auth.keys entries
+    assert not {key for key in keys if key.startswith("MOIM_")}
 
 
 @pytest.mark.parametrize("key", sorted(set(config_keys())))
