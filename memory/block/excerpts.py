@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from memory.block.budget import cut_excerpt
+from memory.ingest.speakers import split_speaker
 from memory.records import Chunk, Excerpt, Hit, Message, Tier
 
 # The turns around a hit's message in its session, oldest first (the message included).
@@ -147,7 +148,8 @@ def _widen(passage: _Passage, neighbours: Neighbours, taken: set[int]) -> None:
         message = around[i]
         if message.id in taken or not message.content.strip():
             continue
-        line = _line(message.name or message.role, message.content, passage.room(), (), False)
+        name, content = split_speaker(message.name, message.content)
+        line = _line(name or message.role, content, passage.room(), (), False)
         if line is None:
             continue
         passage.add(message.created_at, message.id, 0, line)

@@ -321,3 +321,32 @@ def test_a_newer_statement_comes_before_the_one_it_superseded(proxy, upstream):
     block = block_in(sent_messages(upstream))
     assert new in block
     assert old not in block or block.index(new) < block.index(old)
+
+
+def test_a_speaker_label_in_the_text_scores_as_the_name_field(proxy, upstream):
+    said = "I went to an LGBTQ support group yesterday and it was so powerful."
+    turns = {
+        "named": {"role": "user", "name": "Caroline", "content": said},
+        "labelled": {"role": "user", "content": f"Caroline: {said}"},
+    }
+    for user, turn in turns.items():
+        upstream.script.append({"content": "That sounds wonderful."})
+        say(proxy, [turn], user)
+    proxy.flush()
+    found = {}
+    for user in turns:
+        found[user] = httpx.get(
+            proxy.root + "/v1/memory/search",
+            params={"q": "What did Caroline do at the support group?"},
+            headers={"X-Memory-User-Id": user},
+        ).json()["results"]
+        say(
+            proxy,
+            CLARA_QUESTION[:0] + [{"role": "user", "content": "Caroline's support group?"}],
+            user,
+            X_Memory_Mode="read",
+        )
+        assert f"Caroline: {said}" in block_in(sent_messages(upstream))
+    named, labelled = ([(r["text"], round(r["score"], 6)) for r in found[u]] for u in turns)
+    assert named == labelled
+    assert named[0][0] == said
