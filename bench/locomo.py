@@ -232,7 +232,7 @@ def explain(root: str, conv: Conversation, q: Question) -> dict[str, Any]:
         root + "/v1/memory/search",
         params={"q": query, "k": 40},
         headers={"X-Memory-User-Id": conv.sample_id},
-        timeout=60,
+        timeout=600,
     ).json()["results"]
     wanted = [norm(conv.turns[d]) for d in q.audited]
     texts = [norm(hit["text"]) for hit in found]  # a long turn may be split into chunks
