@@ -2,12 +2,14 @@
 
 OpenAI-compatible upstreams (`MOIM_UPSTREAM_BASE_URL`, or a config route marked
 `openai_compatible`) get the body as bytes over one pooled httpx client, and their answer is
-relayed byte for byte. Every other provider goes through `litellm.acompletion`, imported on
-first use only (it costs ~2.5 s and ~165 MB), whose output is re-serialised as OpenAI JSON.
+relayed byte for byte. Every other provider goes through `litellm.acompletion` (and, for
+the pass-through's `POST /v1/embeddings`, `litellm.aembedding`), imported on first use only
+(it costs ~2.5 s and ~165 MB), whose output is re-serialised as OpenAI JSON.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -18,9 +20,10 @@ from typing import Any, Literal
 
 import anyio.to_thread
 import httpx
+import numpy as np
 
 from proxy.config import Config
-from proxy.errors import UpstreamError
+from proxy.errors import BadRequest, UpstreamError
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +36,10 @@ LITELLM_PREFIXES = frozenset(
 )
 # Request headers a provider may need; nothing else of the client's is forwarded.
 FORWARDED_HEADERS = ("openai-organization", "openai-project", "openai-beta", "user-agent")
+# The embeddings parameters that reach litellm (OpenAI's, less `model`, which moim routes).
+# Routing and credentials (`api_base`, `api_key`, ...) come from config only, never a body.
+EMBEDDING_PARAMS = frozenset({"input", "dimensions", "user"})
+ENCODING_FORMATS = ("float", "base64")
 # Response headers never relayed: hop-by-hop, or recomputed by our server.
 DROPPED_RESPONSE_HEADERS = frozenset(
     "connection keep-alive transfer-encoding content-length content-encoding date server "
@@ -124,10 +131,14 @@ async def list_models(
         if response.status_code >= 400:
             raise UpstreamError(response.status_code, response.content, relayed_headers(response))
         return response.content
-    data = [
-        {"id": name, "object": "model", "created": 0, "owned_by": "moim"} for name in config.routes
-    ]
+    data = [model_object(name, config) for name in config.routes]
     return json.dumps({"object": "list", "data": data}).encode()
+
+
+def model_object(name: str, config: Config) -> dict[str, Any]:
+    """OpenAI's model object for a name moim routes itself (a config alias or litellm's)."""
+    owner = "moim" if name in config.routes else name.split("/", 1)[0] if "/" in name else "litellm"
+    return {"id": name, "object": "model", "created": 0, "owned_by": owner}
 
 
 def unreachable(exc: httpx.HTTPError) -> UpstreamError:
@@ -175,14 +186,60 @@ async def call_litellm(
     try:
         return await litellm.acompletion(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes
-        status = getattr(exc, "status_code", None)
-        status = status if isinstance(status, int) and 400 <= status < 600 else 502
-        kind = type(exc).__name__
-        if _missing_key(exc):
-            status, kind = 401, "authentication_error"
-        message = getattr(exc, "message", None) or str(exc)
-        error = {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
-        raise UpstreamError(status, json.dumps(error).encode()) from exc
+        raise _litellm_failure(exc) from exc
+
+
+async def embed_litellm(
+    target: Target, body: Mapping[str, Any], authorization: str | None, timeout: float
+) -> bytes:
+    """`litellm.aembedding` for an embeddings request, answered as OpenAI's JSON.
+
+    Only `EMBEDDING_PARAMS` are passed on; any other field is refused (as OpenAI refuses
+    unknown arguments) before litellm is asked. litellm is always asked for floats, which
+    every provider gives; `encoding_format: base64` is then OpenAI's little-endian float32.
+    """
+    unknown = sorted(set(body) - EMBEDDING_PARAMS - {"model", "encoding_format"})
+    if unknown:
+        raise BadRequest(
+            f"unsupported embeddings parameter {unknown[0]!r} for model {target.model!r}",
+            param=unknown[0],
+            code="unsupported_parameter",
+        )
+    if "input" not in body:
+        raise BadRequest("'input' is required", param="input", code="invalid_input")
+    encoding = body.get("encoding_format", "float")
+    if encoding not in ENCODING_FORMATS:
+        raise BadRequest("'encoding_format' must be 'float' or 'base64'", param="encoding_format")
+    litellm = await anyio.to_thread.run_sync(_litellm)
+    params = {k: v for k, v in body.items() if k in EMBEDDING_PARAMS}
+    params.update(model=target.model, timeout=timeout)
+    if target.base_url:
+        params["api_base"] = target.base_url
+    key = authorization.removeprefix("Bearer ").strip() if authorization else None
+    if key:
+        params["api_key"] = key
+    try:
+        response = await litellm.aembedding(**params)
+    except Exception as exc:  # litellm maps every provider error onto its own classes
+        raise _litellm_failure(exc) from exc
+    payload = response.model_dump(exclude_none=True)
+    if encoding == "base64":
+        for item in payload.get("data") or []:
+            vector = np.asarray(item["embedding"], dtype="<f4")
+            item["embedding"] = base64.b64encode(vector.tobytes()).decode()
+    return json.dumps(payload, ensure_ascii=False).encode()
+
+
+def _litellm_failure(exc: Exception) -> UpstreamError:
+    """A litellm error as the client sees it: the provider's status, OpenAI's error shape."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and 400 <= status < 600 else 502
+    kind = type(exc).__name__
+    if _missing_key(exc):
+        status, kind = 401, "authentication_error"
+    message = getattr(exc, "message", None) or str(exc)
+    error = {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
+    return UpstreamError(status, json.dumps(error).encode())
 
 
 def _missing_key(exc: BaseException) -> bool:
