@@ -172,8 +172,10 @@ async def _through_litellm(
     """Embeddings for a model litellm translates; nothing else can go that way."""
     if request.method != "POST" or suffix != "/embeddings":
         raise BadRequest(
-            f"{request.method} {request.url.path} cannot be sent to model {body['model']!r}: "
-            "it goes through litellm, which moim uses for chat completions and embeddings only",
+            f"{request.method} {request.url.path} cannot be sent for model {body['model']!r}: "
+            "it goes through litellm, which moim uses for chat completions and embeddings only; "
+            "other endpoints need an OpenAI-compatible upstream (upstream.base_url, or a models: "
+            "route with openai_compatible: true)",
             param="model",
             code="unsupported_endpoint",
         )

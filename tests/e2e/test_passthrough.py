@@ -8,6 +8,9 @@ directly.
 """
 
 import json
+import logging
+import socket
+import time
 
 import httpx
 import pytest
@@ -276,6 +279,23 @@ def test_a_streamed_body_over_the_limit_is_cut_and_refused(make_proxy, upstream)
 
     assert assert_openai_error(response, 413)["code"] == "payload_too_large"
     assert upstream.requests == []  # the fake never received a whole request
+
+
+def test_a_client_leaving_mid_upload_is_no_error(proxy, upstream, caplog):
+    caplog.set_level(logging.INFO, logger="proxy.passthrough")
+    host, port = proxy.root.removeprefix("http://").split(":")
+    head = f"POST /v1/files HTTP/1.1\r\nhost: {host}\r\ncontent-length: 100000\r\n\r\n"
+    with socket.create_connection((host, int(port))) as client:
+        client.sendall(head.encode() + b"z" * 5000)
+    deadline = time.monotonic() + 30
+    while not any("status=499" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
+        time.sleep(0.01)
+    after = httpx.get(proxy.url + "/files")  # the proxy goes on serving
+
+    assert after.status_code == 200
+    assert [r.body for r in upstream.requests] == [b""]  # only the GET arrived whole
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
 
 
 @pytest.mark.parametrize(
