@@ -57,6 +57,25 @@ def test_embeddings_reach_the_provider_and_come_back_byte_for_byte(proxy, upstre
     assert response.headers["x-request-id"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_responses_api_reaches_the_provider_as_sent(proxy, upstream, stream):
+    """Carried byte for byte while moim has no memory for it; memory off keeps it so after."""
+    body = json.dumps(
+        {"model": "gpt-4o-mini", "input": "Hello  there", "stream": stream}, indent=1
+    ).encode()
+
+    response = httpx.post(
+        proxy.url + "/responses", content=body, headers={**JSON, "x-memory-mode": "off"}
+    )
+
+    [received] = upstream.requests
+    assert (received.path, received.body) == ("/v1/responses", body)
+    answer = direct(upstream, "POST", "/v1/responses", content=body, headers=JSON)
+    assert response.status_code == answer.status_code
+    assert response.headers["content-type"] == answer.headers["content-type"]
+    assert stored_messages(proxy) == 0
+
+
 def test_nothing_of_a_pass_through_request_is_stored(proxy, upstream):
     httpx.post(proxy.url + "/embeddings", content=EMBED, headers=JSON)
     httpx.post(proxy.url + "/completions", json={"model": "gpt-4o-mini", "prompt": "My cat"})
