@@ -23,6 +23,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import httpx
 from starlette.requests import ClientDisconnect, Request
@@ -94,13 +95,27 @@ async def retrieve_model(request: Request, state: AppState) -> Response:
 
 
 def upstream_path(request: Request) -> str:
-    """The raw path after the client's `/v1` (or `/u/{user}/v1`), to append to a base URL."""
-    raw: bytes = request.scope.get("raw_path") or request.scope["path"].encode()
-    if raw.startswith(b"/u/"):
+    """The raw path after the client's `/v1` (or `/u/{user}/v1`), to append to a base URL.
+
+    Percent-escapes are kept as the client wrote them. A path whose raw form does not decode
+    to the path that was routed, or with `.` or `..` segments, is refused: resolved against
+    the base URL it could reach paths outside it, with the provider key from config.
+    """
+    decoded: str = request.scope["path"]
+    raw: bytes = request.scope.get("raw_path") or decoded.encode()
+    user = request.path_params.get("user_id")
+    if user is not None:
+        decoded = decoded.removeprefix(f"/u/{user}")
         raw = raw[raw.index(b"/", 3) :]
-    if raw.startswith(b"/v1"):
-        raw = raw[3:]
-    return raw.decode("latin-1")
+    decoded, raw = decoded.removeprefix("/v1"), raw.removeprefix(b"/v1")
+    suffix = raw.decode("latin-1")
+    if unquote(suffix) != decoded or {".", ".."} & set(decoded.split("/")):
+        raise BadRequest(
+            f"the path {request.url.path!r} cannot be passed on: no '.' or '..' segments, "
+            "and nothing percent-encoded before the endpoint's own path",
+            code="invalid_path",
+        )
+    return suffix
 
 
 def _refuse_memory_paths(request: Request, suffix: str) -> None:

@@ -7,10 +7,12 @@ compares with what the fake received, or with the fake's answer to the same requ
 directly.
 """
 
+import http.client
 import json
 import logging
 import socket
 import time
+from contextlib import closing
 
 import httpx
 import pytest
@@ -90,6 +92,27 @@ def test_query_string_and_raw_path_are_kept(proxy, upstream):
     [received] = upstream.requests
     assert received.raw_path == "/v1/files/file%2Fodd%20name/content"
     assert received.query == "purpose=batch&a=%20b&a=c"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/../secret",
+        "/v1/files/%2e%2e/%2E%2E/admin",
+        "/u/alice/v1/./files",
+        "/v1/models/../../admin",
+        "/%76%31/files",
+    ],
+)
+def test_a_path_that_could_leave_the_base_url_is_refused(proxy, upstream, path):
+    host = proxy.root.removeprefix("http://")
+    with closing(http.client.HTTPConnection(host, timeout=10)) as connection:
+        connection.request("GET", path)  # sent as written: httpx would resolve the dots first
+        answer = connection.getresponse()
+        error = json.loads(answer.read())["error"]
+
+    assert (answer.status, error["code"]) == (400, "invalid_path")
+    assert upstream.requests == []
 
 
 @pytest.mark.parametrize("method", ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"])
