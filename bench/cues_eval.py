@@ -1,7 +1,8 @@
-"""Precision and recall of `memory.cues.capture_facts` on the labelled chat messages.
+"""Precision and recall of `memory.facts.capture.capture_facts` on the labelled chat messages.
 
 Prints the dataset, the machine, the two numbers, then every miss and false positive, for the
-closing note. Not a test: it asserts nothing (tests/memory/test_cues.py holds the thresholds).
+closing note. Not a test: it asserts nothing
+(tests/memory/facts/test_capture.py holds the thresholds).
 A capture is correct when op, key and value match an expected one (value compared
 case-insensitively); each expected fact can be matched once.
 
@@ -19,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a plain script from any directory, like the other benches
 
-from memory.cues import capture_facts  # noqa: E402
+from memory.facts.capture import capture_facts  # noqa: E402
 
-DATASET = ROOT / "tests" / "memory" / "cues_labelled.jsonl"
+DATASET = ROOT / "tests" / "memory" / "facts" / "capture_labelled.jsonl"
 
 Fact = tuple[str, str, str]
 

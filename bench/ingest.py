@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+import threadpoolctl  # noqa: E402
 
 from bench.harness import (  # noqa: E402
     MODEL,
@@ -61,8 +62,8 @@ from bench.harness import (  # noqa: E402
     serve_proxy,
 )
 from memory import FastEmbedder, MemoryLayer, Settings, count_tokens  # noqa: E402
-from memory.fts import search_terms  # noqa: E402
-from memory.store import Store  # noqa: E402
+from memory.store.fts import search_terms  # noqa: E402
+from memory.store.store import Store  # noqa: E402
 from tests.upstream import serve_upstream  # noqa: E402
 
 
@@ -337,6 +338,7 @@ def main() -> None:
     parser.add_argument("--skip-lag", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/ingest.json")
     args = parser.parse_args()
+    threadpoolctl.threadpool_limits(1, user_api="blas")  # as moim serve does (proxy/runtime.py)
     tmp, about = Path(tempfile.mkdtemp(prefix="moim-ingest-")), machine()
     command = " ".join([Path(sys.executable).as_posix(), *sys.argv])
     print(

@@ -56,7 +56,7 @@ from bench.harness import (  # noqa: E402
 )
 from bench.overhead import populate  # noqa: E402
 from memory import MemoryLayer, Settings  # noqa: E402
-from memory.store import Store  # noqa: E402
+from memory.store.store import Store  # noqa: E402
 from tests.upstream import serve_upstream  # noqa: E402
 
 

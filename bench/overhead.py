@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+import threadpoolctl  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
 from starlette.background import BackgroundTask  # noqa: E402
 from starlette.requests import Request  # noqa: E402
@@ -43,9 +44,9 @@ from starlette.responses import StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
 from memory import MemoryLayer, RecallRequest, Settings, count_message_tokens, inject_block  # noqa: E402
-from memory.fts import search_terms, turn_tail  # noqa: E402
-from memory.retrieval import build_query  # noqa: E402
-from memory.store import NewMessage  # noqa: E402
+from memory.recall.retrieval import build_query  # noqa: E402
+from memory.store.fts import search_terms, turn_tail  # noqa: E402
+from memory.store.store import NewMessage  # noqa: E402
 from proxy.app import build_app  # noqa: E402
 from proxy.config import Config  # noqa: E402
 from tests.conftest import serve_app  # noqa: E402
@@ -273,6 +274,7 @@ def main() -> None:
     parser.add_argument("--million", action="store_true", help="add 1M chunks over 1k users")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/overhead.json")
     args = parser.parse_args()
+    threadpoolctl.threadpool_limits(1, user_api="blas")  # as moim serve does (proxy/runtime.py)
     np_rng, rng, tmp = np.random.default_rng(7), random.Random(7), Path(tempfile.mkdtemp())
     (db := args.db or tmp / "bench.db").parent.mkdir(parents=True, exist_ok=True)
     git = subprocess.run(

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import sqlean
+import threadpoolctl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -150,6 +151,7 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="write per-question results here (JSON)")
     parser.add_argument("--quiet", action="store_true", help="one summary line only")
     args = parser.parse_args()
+    threadpoolctl.threadpool_limits(1, user_api="blas")  # as moim serve does (proxy/runtime.py)
     convs = load(parse_range(args.conversations), None)
     overrides = parse_sets(args.set)
     with tempfile.TemporaryDirectory() as tmp:

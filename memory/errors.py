@@ -4,7 +4,7 @@
      ├── StoreUnavailable    the database cannot be opened, read or written
      ├── EmbeddingFailed     the embedding model could not be loaded or run
      ├── MigrationFailed     a schema migration did not apply
-     └── ConsolidationRejected   (memory/consolidation.py) a model's operations failed
+     └── ConsolidationRejected   (memory/facts/consolidation.py) a model's operations failed
                                  the strict parse or the write gate; nothing was applied
 
 The proxy catches `MemoryLayerError` (and, in one place, anything else) around the memory

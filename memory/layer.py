@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory import consolidation_marks, fact_store, fts_upkeep, heap
-from memory.budget import select_tier
-from memory.consolidation_marks import DueUser
-from memory.cues import capture_facts
+from memory import heap
+from memory.block.budget import select_tier
+from memory.block.excerpts import build_excerpts
+from memory.block.render import render_block
+from memory.block.tokens import count_tokens
 from memory.embedding import Embedder, FastEmbedder
-from memory.excerpts import build_excerpts
-from memory.facts import (
+from memory.facts.capture import capture_facts
+from memory.facts.rules import (
     MAX_SILENCE,
     apply_captures,
     check_status,
@@ -30,17 +31,17 @@ from memory.facts import (
     restore_facts,
     retire_facts,
 )
-from memory.facts import set_fact as _set_fact
-from memory.fts import fts_terms
-from memory.ingest import Turn, content_hash, index_pending, store_new_messages
+from memory.facts.rules import set_fact as _set_fact
+from memory.ingest.turns import Turn, content_hash, index_pending, store_new_messages
+from memory.recall.retrieval import build_query, retrieve
+from memory.recall.vectors import VectorIndex
 from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
-from memory.render import render_block
-from memory.retrieval import build_query, retrieve
 from memory.settings import Settings
-from memory.store import Stats, Store
-from memory.tokens import count_tokens
-from memory.transfer import export_messages, import_message
-from memory.vectors import VectorIndex
+from memory.store import fact_rows, fts_upkeep, marks
+from memory.store.fts import fts_terms
+from memory.store.marks import DueUser
+from memory.store.store import Stats, Store
+from memory.store.transfer import export_messages, import_message
 
 logger = logging.getLogger(__name__)
 
@@ -261,12 +262,12 @@ class MemoryLayer:
     def forget_fact(self, user_id: str, key_or_id: str) -> Fact | None:
         """Archive a fact by key, or by the id of any of its rows; None when none is current."""
         key = resolve_key(self.store, user_id, key_or_id)
-        return fact_store.archive_fact(self.store, user_id, key, time.time())
+        return fact_rows.archive_fact(self.store, user_id, key, time.time())
 
     def fact_history(self, user_id: str, key_or_id: str) -> list[Fact]:
         """Every row of a fact's key, oldest first, whatever its status."""
         key = resolve_key(self.store, user_id, key_or_id)
-        return fact_store.fact_history(self.store, user_id, key)
+        return fact_rows.fact_history(self.store, user_id, key)
 
     def list_facts(self, user_id: str, status: str | None = None) -> list[Fact]:
         """The user's fact rows with this status (every status when None), oldest first.
@@ -274,33 +275,33 @@ class MemoryLayer:
         Raises ValueError for a status other than active, superseded, stale or archived.
         """
         wanted = None if status is None else check_status(status)
-        return fact_store.list_facts(self.store, user_id, wanted)
+        return fact_rows.list_facts(self.store, user_id, wanted)
 
     def pin_fact(self, user_id: str, key_or_id: str, pinned: bool = True) -> Fact | None:
         """Pin (or unpin) the active fact of a key; pinned facts never expire and come first."""
         key = resolve_key(self.store, user_id, key_or_id)
-        return fact_store.set_pinned(self.store, user_id, key, pinned, time.time())
+        return fact_rows.set_pinned(self.store, user_id, key, pinned, time.time())
 
     def expire_facts(self) -> int:
         """The lifecycle sweep over every user: due facts turn stale; return how many."""
-        return fact_store.expire_facts(self.store, time.time(), max_silence=MAX_SILENCE)
+        return fact_rows.expire_facts(self.store, time.time(), max_silence=MAX_SILENCE)
 
     def users_due_for_consolidation(
         self, min_new_turns: int, user_id: str | None = None
     ) -> list[DueUser]:
         """Users with at least this many turns since their last consolidation, or just `user_id`."""
-        return consolidation_marks.users_due(self.store, min_new_turns, user_id)
+        return marks.users_due(self.store, min_new_turns, user_id)
 
     def mark_consolidated(self, user_id: str, message_id: int) -> bool:
         """The user's turns up to `message_id` are consolidated (see `consolidation_marks`)."""
-        return consolidation_marks.mark_consolidated(self.store, user_id, message_id)
+        return marks.mark_consolidated(self.store, user_id, message_id)
 
     def consolidated_through(self, user_id: str) -> int:
-        return consolidation_marks.consolidated_through(self.store, user_id)
+        return marks.consolidated_through(self.store, user_id)
 
     def unread_turns(self, user_id: str, limit: int) -> list[Message]:
         """The oldest `limit` turns no consolidation has read yet, oldest first."""
-        return consolidation_marks.unread_turns(self.store, user_id, limit)
+        return marks.unread_turns(self.store, user_id, limit)
 
     # -- write side ------------------------------------------------------------------------
 
@@ -314,7 +315,7 @@ class MemoryLayer:
         """Make a turn durable (one transaction); indexing is left to `index_pending`.
 
         With `capture_facts` on, facts the user states in the turn's newly stored user
-        messages are stored too (`memory/cues.py`). Resent history is not read again, so an
+        messages are stored too (`memory/facts/capture.py`). Resent history is not read again, so an
         old statement never overrides a newer one.
         """
         stored = store_new_messages(self.store, turn)
@@ -347,7 +348,7 @@ class MemoryLayer:
 
     def tidy_index(self, stop: Callable[[], bool]) -> bool:
         """Merge the FTS index a step at a time until it is whole or `stop()` is true; for
-        the writer's idle time (memory/fts_upkeep.py). True when it merged it whole."""
+        the writer's idle time (memory/store/fts_upkeep.py). True when it merged it whole."""
         return fts_upkeep.tidy(self.store, stop, self.settings.fts_merge_after)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -379,7 +380,7 @@ class MemoryLayer:
         """The user's messages, then every fact row (history too), as dicts with a `type`."""
         for item in export_messages(self.store, user_id):
             yield {"type": "message", **item}
-        for item in fact_store.export_facts(self.store, user_id):
+        for item in fact_rows.export_facts(self.store, user_id):
             yield {"type": "fact", **item}
 
     def import_(self, user_id: str, items: Iterable[Mapping[str, Any]]) -> int:

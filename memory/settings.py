@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from memory.budget import DEFAULT_TIER_RULES, TierRule
+from memory.block.budget import DEFAULT_TIER_RULES, TierRule
 
 Placement = Literal["system", "before_last_user"]
 
@@ -32,7 +32,7 @@ class Settings:
     # a time, a text always gets the same vector, at 177 texts/s against 221 for batches of 16.
     embedding_batch_size: int = 1
     # Characters of the previous turn's end embedded before each message's first chunk, so a
-    # reply carries the topic it answers (memory/ingest.py), and held in its FTS row's context
+    # reply carries the topic it answers (memory/ingest/turns.py), and held in its FTS row's context
     # column. Changing it needs a re-index.
     embedding_context_chars: int = 200
     # BM25 weight of a term in that context against one in the chunk's own text (1.0). LoCoMo
@@ -58,9 +58,9 @@ class Settings:
     # points and cost category 5 (questions naming the wrong speaker) 12; with score fusion,
     # none at all costs 2.6 points (bench/tune_recall.py).
     speaker_weight: float = 0.4
-    # Bonus for turns from a date the query names (memory.when).
+    # Bonus for turns from a date the query names (memory.recall.when).
     date_weight: float = 0.4
-    # How the two retrievers' candidates are fused (memory/ranking.py): their normalised
+    # How the two retrievers' candidates are fused (memory/recall/ranking.py): their normalised
     # scores mixed ("scores"), or reciprocal rank fusion ("rrf", k = `rrf_k`).
     fusion: Literal["scores", "rrf"] = "scores"
     # The lexical side's weight in fusion against the dense side's 1.0. LoCoMo tuning
@@ -68,13 +68,13 @@ class Settings:
     # -0.9 points hit); RRF at 1.3.
     lexical_weight: float = 1.0
     # Share of a neighbour turn's score a hit gains, for the turn just before or after it and
-    # for the one two away (memory.ranking.boost_neighbours says why).
+    # for the one two away (memory.recall.ranking.boost_neighbours says why).
     neighbour_weight: float = 0.2
     second_neighbour_weight: float = 0.05
     # Turns on each side of a passage's best hit that may fill its leftover room.
     widen_turns: int = 2
     # The writer merges the FTS index when idle once this many chunks (or 5 %) were added
-    # since it was last whole (memory/fts_upkeep.py).
+    # since it was last whole (memory/store/fts_upkeep.py).
     fts_merge_after: int = 1000
     # Reciprocal rank fusion constant (Cormack et al.; True Memory §4), for `fusion: rrf`.
     rrf_k: int = 60

@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -34,30 +32,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens, limit_arenas
+from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin
-from proxy.auth import authenticate
+from proxy.auth import authenticate, authorize_metrics
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
 from proxy.limits import HeaderLimit
 from proxy.passthrough import METHODS, passthrough, retrieve_model
 from proxy.pipeline import chat
+from proxy.runtime import tune_process
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
 
 logger = logging.getLogger(__name__)
-
-# How long a thread may hold the GIL while another waits for it (CPython: 5 ms). Recall and
-# the writer run on worker threads and take the GIL back after every SQLite step, onnxruntime
-# run and numpy call; with the event loop busy serving other requests, each take-back could
-# wait the full interval. A 10k-chunk recall beside a busy Python thread: 51 ms p50 at 5 ms,
-# 36 ms at 1 ms (notes in README, "Latency, throughput, load").
-GIL_SWITCH_INTERVAL = 0.001
-# Blocking work (recall, storing turns, the memory API) runs on anyio's worker threads, and
-# each thread opens its own SQLite connection with its own page cache. anyio allows 40; on a
-# small machine that many only contend for the cores and hold memory.
-WORKER_THREADS = min(40, max(8, 4 * (os.cpu_count() or 1)))
 
 
 @dataclass(slots=True)
@@ -74,9 +62,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        limit_arenas()  # before the worker threads exist: see memory/heap.py
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL)
-        anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
+        tune_process()
         memory = layer or MemoryLayer(config.memory)
         client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
@@ -205,7 +191,7 @@ async def _readiness(request: Request) -> Response:
 
 async def _metrics(request: Request) -> Response:
     state = state_of(request)
-    authenticate(request.headers, state.config)
+    authorize_metrics(request.headers, state.config)
     lines = [
         "# HELP moim_chat_requests_total Chat requests answered, by status.",
         "# TYPE moim_chat_requests_total counter",

@@ -6,6 +6,10 @@ endpoint but health; a key bound to a user speaks only for that user, a key with
 for those, and an unbound key or an admin key for any user the request names (CONTRACT.md:
 the memory API has the same auth as chat). A request presenting no key is refused before
 any comparison. Keys are compared in constant time and never logged.
+
+`/metrics` counts every user's traffic, so with proxy keys only an admin key or a metrics key
+(`auth.metrics_keys`, good for nothing else) reads it, unless `server.metrics_public` opens
+it; without proxy keys it is open like everything else.
 """
 
 from __future__ import annotations
@@ -38,10 +42,34 @@ class Caller:
 
 
 def authenticate(headers: Mapping[str, str], config: Config) -> Caller:
-    """The caller of a request, or Unauthorized when proxy keys are configured and absent."""
+    """The caller of a request, or Unauthorized when proxy keys are configured and absent.
+
+    A metrics key is refused here (403): it may read `/metrics` and nothing else.
+    """
     authorization = headers.get("authorization")
     if not config.keys:
         return Caller(None, authorization)
+    key = _matching_key(headers, config)
+    if key.metrics_only:
+        raise Forbidden("this key may only read /metrics", code="metrics_key_only")
+    return Caller(key, authorization)
+
+
+def authorize_metrics(headers: Mapping[str, str], config: Config) -> None:
+    """Refuse a `/metrics` reader that is neither an admin key nor a metrics key."""
+    if not config.keys or config.metrics_public:
+        return
+    key = _matching_key(headers, config)
+    if not (key.admin or key.metrics_only):
+        raise Forbidden(
+            "reading /metrics needs an admin key or a metrics key (auth.metrics_keys)",
+            code="metrics_not_allowed",
+        )
+
+
+def _matching_key(headers: Mapping[str, str], config: Config) -> ProxyKey:
+    """The configured key the request presents, or Unauthorized."""
+    authorization = headers.get("authorization")
     presented = ""
     if authorization and authorization[:7].lower() == "bearer ":
         presented = authorization[7:].strip()
@@ -56,4 +84,4 @@ def authenticate(headers: Mapping[str, str], config: Config) -> Caller:
             match = key
     if match is None:
         raise Unauthorized("a valid moim proxy key is required", code="invalid_api_key")
-    return Caller(match, authorization)
+    return match

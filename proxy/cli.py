@@ -21,7 +21,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 import click
 
-from proxy.cli_common import CONFIG_OPTION, USER_OPTION, config_from, layer_from
+from proxy.cli_common import (
+    CONFIG_OPTION,
+    CREATE_OPTION,
+    USER_OPTION,
+    announce_database,
+    check_db_directory,
+    config_from,
+    database_path,
+    open_layer,
+)
 from proxy.cli_facts import facts
 from proxy.config import Config
 
@@ -38,7 +47,9 @@ main.add_command(facts)
 @main.command()
 @CONFIG_OPTION
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Port to bind (default 8080).")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None, help="Port to bind (default 8080)."
+)
 @click.option("--log-level", default="info", show_default=True, help="Python log level.")
 def serve(config_path: Path | None, host: str | None, port: int | None, log_level: str) -> None:
     """Start the proxy."""
@@ -49,6 +60,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
 
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
+    check_db_directory(config)
     if not _is_loopback(config.host) and not config.keys:
         if config.refuse_open_bind:
             raise click.ClickException(
@@ -64,6 +76,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    announce_database(*database_path(config, create=True))  # the app opens or creates it
     click.echo(banner(config), err=True)
     uvicorn.run(
         build_app(config),
@@ -78,17 +91,17 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
 @main.command()
 @CONFIG_OPTION
 def migrate(config_path: Path | None) -> None:
-    """Create or upgrade the database schema."""
+    """Create or upgrade the database schema (serve does it too, before it answers)."""
     config = config_from(config_path)
-    layer_from(config)  # opening the store applies pending migrations
-    click.echo(f"{config.db_path}: schema up to date")
+    open_layer(config, create=True)  # opening the store applies pending migrations
+    click.echo(f"{config.db_path.resolve()}: schema up to date")
 
 
 @main.command()
 @CONFIG_OPTION
 def reindex(config_path: Path | None) -> None:
     """Rebuild chunks, full-text and vector indexes from the stored messages."""
-    layer = layer_from(config_from(config_path))
+    layer = open_layer(config_from(config_path))
     _ = layer.embedder  # load the model before the bar starts
     bar: Any = None
 
@@ -110,7 +123,7 @@ def reindex(config_path: Path | None) -> None:
 @USER_OPTION
 def stats(config_path: Path | None, user_id: str) -> None:
     """Counts of one user's stored memory."""
-    counts = layer_from(config_from(config_path)).stats(user_id)
+    counts = open_layer(config_from(config_path)).stats(user_id)
     click.echo(
         json.dumps(
             {
@@ -137,19 +150,33 @@ memory.add_command(stats, "stats")
 @USER_OPTION
 def export_(config_path: Path | None, user_id: str) -> None:
     """Write the user's messages and facts as JSONL to standard output."""
-    for item in layer_from(config_from(config_path)).export(user_id):
+    for item in open_layer(config_from(config_path)).export(user_id):
         click.echo(json.dumps(item, ensure_ascii=False))
 
 
 @memory.command("import")
 @CONFIG_OPTION
 @USER_OPTION
+@CREATE_OPTION
 @click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
-def import_(config_path: Path | None, user_id: str, source: Any) -> None:
-    """Read JSONL (as written by export) into the user's memory, and index it."""
-    items = [json.loads(line) for line in source if line.strip()]
-    added = layer_from(config_from(config_path)).import_(user_id, items)
+def import_(config_path: Path | None, user_id: str, create: bool, source: Any) -> None:
+    """Read SOURCE (JSONL as export writes it; default: stdin) into the user's memory; index it."""
+    items = _json_lines(source)
+    layer = open_layer(config_from(config_path), create)
+    added = layer.import_(user_id, items)
     click.echo(f"imported {added} messages for {user_id}")
+
+
+def _json_lines(source: Any) -> list[Any]:
+    """The JSON value on each non-blank line; a line that is not JSON is an error naming it."""
+    items = []
+    for number, line in enumerate(source, start=1):
+        if line.strip():
+            try:
+                items.append(json.loads(line))
+            except ValueError as exc:
+                raise click.ClickException(f"line {number} is not JSON: {exc}") from None
+    return items
 
 
 @memory.command("delete")
@@ -158,7 +185,7 @@ def import_(config_path: Path | None, user_id: str, source: Any) -> None:
 @click.confirmation_option(prompt="Delete every message, chunk and fact of this user?")
 def delete(config_path: Path | None, user_id: str) -> None:
     """Forget everything of one user."""
-    removed = layer_from(config_from(config_path)).forget(user_id)
+    removed = open_layer(config_from(config_path)).forget(user_id)
     click.echo(f"deleted {removed} messages of {user_id}")
 
 
@@ -209,7 +236,7 @@ def _consolidate_user(config: Config, user_id: str, model: str, turns: int) -> N
     from proxy.errors import UpstreamError
 
     try:
-        report = asyncio.run(run_once(config, layer_from(config), user_id, model, turns))
+        report = asyncio.run(run_once(config, open_layer(config), user_id, model, turns))
     except UpstreamError as exc:
         detail = exc.content.decode("utf-8", "replace")[:500]
         raise click.ClickException(f"{exc.message}: {detail}") from exc
@@ -220,7 +247,8 @@ def _consolidate_due(config: Config, model: str, turns: int) -> None:
     from proxy.consolidation_schedule import run_due
 
     min_new_turns = config.consolidation_min_new_turns
-    outcomes = asyncio.run(run_due(config, layer_from(config), model, turns, min_new_turns))
+    layer = open_layer(config)
+    outcomes = asyncio.run(run_due(config, layer, model, turns, min_new_turns))
     for outcome in outcomes:
         click.echo(json.dumps(outcome.summary(), ensure_ascii=False))
     failed = {outcome.user_id for outcome in outcomes if outcome.error is not None}
@@ -247,7 +275,7 @@ def banner(config: Config) -> str:
     memory = "on (chat completions)" if config.memory_enabled else "off"
     return "\n".join(
         [
-            f"moim on http://{config.host}:{config.port}/v1  (db {config.db_path})",
+            f"moim on http://{config.host}:{config.port}/v1",
             f"  upstream: {upstream}",
             f"  memory:   {memory}",
         ]

@@ -2,7 +2,8 @@
 
 Precedence: built-in defaults, then `config.yaml` (from `--config`, `MOIM_CONFIG`, or
 `./config.yaml` when present), then the `MOIM_*` environment variables of CONTRACT.md.
-Types are checked here, and a bad value names its key. Nothing else in moim reads the
+Types are checked here, and a bad value names its key; so does a key moim does not know
+(`proxy/config_reader.py`), with a near miss when there is one. Nothing else in moim reads the
 environment; tests construct `Config(...)` directly.
 """
 
@@ -16,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from memory import Settings, tier_rules_from_config
+from memory import Settings, TierRule, tier_rules_from_config
+from proxy.config_reader import Section, unknown_keys
 
 
 class ConfigError(ValueError):
@@ -25,6 +27,8 @@ class ConfigError(ValueError):
 
 # Proxy keys shorter than this are refused: guessable, and "" would match a request with none.
 MIN_KEY_LENGTH = 8
+# Settings whose value is a secret: a value of the wrong type is not echoed in the error.
+_SECRET_SETTINGS = frozenset({"api_key"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +43,17 @@ class ModelRoute:
 
 @dataclass(frozen=True, slots=True)
 class ProxyKey:
-    """A key clients present to moim; optionally bound to one user or a set of users."""
+    """A key clients present to moim; optionally bound to one user or a set of users.
+
+    `users=()` means no list, i.e. any user; config refuses an empty `users:` so that it never
+    comes to mean that by accident. A `metrics_only` key reads `/metrics` and nothing else.
+    """
 
     key: str
     user_id: str | None = None
     users: tuple[str, ...] = ()
     admin: bool = False
+    metrics_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +71,8 @@ class Config:
     routes: Mapping[str, ModelRoute] = field(default_factory=dict)
     keys: tuple[ProxyKey, ...] = ()
     refuse_open_bind: bool = False
+    # With proxy keys, /metrics needs an admin or metrics key; true opens it to anyone.
+    metrics_public: bool = False
     max_body_bytes: int = 32 * 1024 * 1024
     max_messages: int = 10_000
     max_header_bytes: int = 16 * 1024
@@ -96,8 +107,13 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     return apply_env(config, env)
 
 
-def from_mapping(data: Mapping[str, Any]) -> Config:
-    """A `Config` from parsed YAML (see the commented `config.yaml` for every key)."""
+def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
+    """A `Config` from parsed YAML (see the commented `config.yaml` for every key).
+
+    Every key is read through a `Section`, so once all are read any key nothing asked for is
+    refused, by its path.
+    """
+    data = Section(yaml_data)
     server = _section(data, "server")
     upstream = _section(data, "upstream")
     mem = _section(data, "memory")
@@ -121,13 +137,10 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
         context_windows={str(k): _int(v, f"context_windows.{k}") for k, v in windows.items()},
     )
     if "tiers" in mem:
-        try:
-            settings = replace(settings, tier_rules=tier_rules_from_config(mem["tiers"]))
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"memory.tiers: {exc}") from exc
-    return Config(
+        settings = replace(settings, tier_rules=_tier_rules(mem))
+    config = Config(
         host=_get(server, "host", str, "127.0.0.1", "server."),
-        port=_get(server, "port", int, 8080, "server."),
+        port=_at_least(server, "server.", "port", 8080, 1, 65535),
         upstream_base_url=_get(upstream, "base_url", str, None, "upstream."),
         upstream_api_key=_get(upstream, "api_key", str, None, "upstream."),
         connect_timeout=_above_zero(upstream, "upstream.", "connect_timeout", 10.0),
@@ -138,12 +151,15 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
         routes=_routes(_section(data, "models")),
         keys=_keys(auth),
         refuse_open_bind=_get(auth, "refuse_open_bind", bool, False, "auth."),
+        metrics_public=_get(server, "metrics_public", bool, False, "server."),
         max_body_bytes=_at_least(server, "server.", "max_body_bytes", 32 * 1024 * 1024, 1),
         max_messages=_at_least(server, "server.", "max_messages", 10_000, 1),
         max_header_bytes=_at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
         ingest_queue_size=_at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
         **_consolidation(schedule),
     )
+    _refuse_unknown(data)
+    return config
 
 
 def apply_env(config: Config, env: Mapping[str, str]) -> Config:
@@ -152,7 +168,7 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
     if env.get("MOIM_HOST"):
         changes["host"] = env["MOIM_HOST"]
     if env.get("MOIM_PORT"):
-        changes["port"] = _int(env["MOIM_PORT"], "MOIM_PORT")
+        changes["port"] = _within(_int(env["MOIM_PORT"], "MOIM_PORT"), "MOIM_PORT", 1, 65535)
     if env.get("MOIM_UPSTREAM_BASE_URL"):
         changes["upstream_base_url"] = env["MOIM_UPSTREAM_BASE_URL"]
     if env.get("MOIM_UPSTREAM_API_KEY"):
@@ -179,13 +195,34 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
     return config
 
 
-def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def _section(data: Section, key: str) -> Section:
     value = data.get(key)
     if value is None:
-        return {}
+        value = {}
     if not isinstance(value, Mapping):
         raise ConfigError(f"{key}: must be a mapping")
-    return value
+    return data.child(value, key)
+
+
+def _refuse_unknown(section: Section) -> None:
+    """Refuse the keys of `section` (and of its children) that nothing asked for."""
+    unknown = unknown_keys(section)
+    if unknown:
+        raise ConfigError("\n".join(unknown))
+
+
+def _tier_rules(mem: Section) -> tuple[TierRule, ...]:
+    """`memory.tiers`; a row's unknown key is named before the rows are judged."""
+    rows = mem["tiers"]
+    for index, row in enumerate(rows if isinstance(rows, list) else []):
+        if isinstance(row, Mapping):
+            section = mem.child(row, f"tiers[{index}]")
+            section.expect("below", "excerpts", "chars")  # memory/budget.py reads them
+            _refuse_unknown(section)
+    try:
+        return tier_rules_from_config(rows)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"memory.tiers: {exc}") from exc
 
 
 def _get(data: Mapping[str, Any], key: str, kind: type, default: Any, prefix: str = "") -> Any:
@@ -197,7 +234,8 @@ def _get(data: Mapping[str, Any], key: str, kind: type, default: Any, prefix: st
     if kind is int:
         return _int(value, prefix + key)
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise ConfigError(f"{prefix}{key}: expected {kind.__name__}, got {value!r}")
+        shown = " (the value is not shown)" if key in _SECRET_SETTINGS else f", got {value!r}"
+        raise ConfigError(f"{prefix}{key}: expected {kind.__name__}{shown}")
     return value
 
 
@@ -237,10 +275,13 @@ def _at_least(
     high: int | None = None,
 ) -> int:
     """An integer setting within bounds; a value outside them names its key."""
-    value: int = _get(data, key, int, default, prefix)
+    return _within(_get(data, key, int, default, prefix), prefix + key, low, high)
+
+
+def _within(value: int, name: str, low: int, high: int | None = None) -> int:
     if value < low or (high is not None and value > high):
         bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
-        raise ConfigError(f"{prefix}{key}: must be {bounds}, got {value!r}")
+        raise ConfigError(f"{name}: must be {bounds}, got {value!r}")
     return value
 
 
@@ -252,13 +293,14 @@ def _above_zero(data: Mapping[str, Any], prefix: str, key: str, default: float) 
     return value
 
 
-def _routes(models: Mapping[str, Any]) -> dict[str, ModelRoute]:
+def _routes(models: Section) -> dict[str, ModelRoute]:
     routes = {}
     for name, spec in models.items():
         if isinstance(spec, str):
             spec = {"model": spec}
         if not isinstance(spec, Mapping) or not isinstance(spec.get("model"), str):
             raise ConfigError(f"models.{name}: expected a mapping with a 'model' string")
+        spec = models.child(spec, str(name))
         routes[str(name)] = ModelRoute(
             model=spec["model"],
             api_base=_get(spec, "api_base", str, None, f"models.{name}."),
@@ -268,32 +310,74 @@ def _routes(models: Mapping[str, Any]) -> dict[str, ModelRoute]:
     return routes
 
 
-def _keys(auth: Mapping[str, Any]) -> tuple[ProxyKey, ...]:
-    """`auth.keys`, `auth.admin_keys` and `auth.keys_file`, each key checked by `_key`."""
+def _keys(auth: Section) -> tuple[ProxyKey, ...]:
+    """`auth.keys`, `auth.admin_keys`, `auth.metrics_keys` and `auth.keys_file`.
+
+    Each key is checked by `_key`, each `auth.keys` entry by `_key_entry`.
+    """
     keys = []
     for index, item in enumerate(_list(auth, "keys")):
         where = f"auth.keys[{index}]"
         if isinstance(item, str):
-            item = {"key": item}
-        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
+            keys.append(ProxyKey(_key(item, where)))
+        elif isinstance(item, Mapping) and isinstance(item.get("key"), str):
+            keys.append(_key_entry(auth.child(item, f"keys[{index}]"), where))
+        else:
             raise ConfigError(f"{where}: expected a mapping with a 'key' string")
-        users = item.get("users") or []
-        if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
-            raise ConfigError(f"{where}.users: expected a list of user ids")
-        keys.append(
-            ProxyKey(
-                key=_key(item["key"], where),
-                user_id=_get(item, "user_id", str, None, f"{where}."),
-                users=tuple(users),
-                admin=_get(item, "admin", bool, False, f"{where}."),
-            )
-        )
     for index, key in enumerate(_list(auth, "admin_keys")):
         keys.append(ProxyKey(key=_key(key, f"auth.admin_keys[{index}]"), admin=True))
+    for index, key in enumerate(_list(auth, "metrics_keys")):
+        where = f"auth.metrics_keys[{index}]"
+        keys.append(ProxyKey(key=_key(key, where), metrics_only=True))
     path = _get(auth, "keys_file", str, None, "auth.")
     if path is not None:
         keys.extend(_keys_file(path, "auth.keys_file"))
     return _unique(keys)
+
+
+def _key_entry(entry: Section, where: str) -> ProxyKey:
+    """One `auth.keys` mapping. Errors name the entry (`where`), never its key.
+
+    Refused: an empty `users` list or user id (a key meant for some users must never end up
+    acting for all of them), and fields that contradict each other, of which only one would
+    take effect: `user_id` with `users`, and either with `admin: true`.
+    """
+    key = _key(entry["key"], where)
+    user_id = _get(entry, "user_id", str, None, f"{where}.")
+    if user_id is not None and not user_id.strip():
+        raise ConfigError(f"{where}.user_id: the user id is empty")
+    users = _users(entry, where)
+    admin = _get(entry, "admin", bool, False, f"{where}.")
+    if user_id is not None and users is not None:
+        raise ConfigError(
+            f"{where}: 'user_id' and 'users' contradict each other: "
+            "a key is bound to one user or may act for a list of them, not both"
+        )
+    for name, given in (("user_id", user_id), ("users", users)):
+        if admin and given is not None:
+            raise ConfigError(
+                f"{where}: '{name}' and 'admin: true' contradict each other: "
+                "an admin key acts for any user"
+            )
+    return ProxyKey(key, user_id, users or (), admin)
+
+
+def _users(entry: Section, where: str) -> tuple[str, ...] | None:
+    """An entry's `users`: None when absent; present, it names at least one user."""
+    if "users" not in entry:
+        return None
+    users = entry["users"]
+    if users is None or users == []:
+        raise ConfigError(
+            f"{where}.users: the list is empty; name the users this key may act for, "
+            "or leave 'users' out for a key that acts for any user"
+        )
+    if not isinstance(users, list) or not all(isinstance(user, str) for user in users):
+        raise ConfigError(f"{where}.users: expected a list of user ids")
+    for index, user in enumerate(users):
+        if not user.strip():
+            raise ConfigError(f"{where}.users[{index}]: the user id is empty")
+    return tuple(users)
 
 
 def _list(auth: Mapping[str, Any], name: str) -> list[Any]:

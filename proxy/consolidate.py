@@ -5,7 +5,7 @@ runs it on a schedule. It reads a user's last 40 user and assistant messages (th
 the oldest 40 not read yet) and their active facts, asks the configured model (any model
 `proxy/upstream.py` can route: an OpenAI-compatible upstream gets one non-streaming POST
 with `response_format: json_object`, anything else goes through litellm) for operations in
-strict JSON, and hands the reply to `memory.consolidation`: parse (a bad reply rejects the
+strict JSON, and hands the reply to `memory.facts.consolidation`: parse (a bad reply rejects the
 whole batch), write gate (each operation accepted or rejected with a reason), then one
 transaction. Every rejection is logged with its reason; fact and message text only at DEBUG.
 

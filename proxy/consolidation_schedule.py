@@ -1,7 +1,7 @@
 """Optional LLM consolidation, the schedule: every due user, batch by batch, marked as read.
 
 At start and then `every_minutes` after each cycle ends, each user with `min_new_turns`
-turns above their mark (`memory/consolidation_marks.py`) is consolidated, one after another
+turns above their mark (`memory/store/marks.py`) is consolidated, one after another
 (`proxy/consolidate.py` asks the model). The model reads the user's unread turns in batches
 of `turns`, oldest first, and each batch is marked once the model has answered, even when
 its reply was refused (a model that answers badly is not asked about the same turns every

@@ -195,7 +195,8 @@ async def _through_litellm(
             code="unsupported_endpoint",
         )
     authorization = provider_key(target, state.config, client_auth)
-    data = await embed_litellm(target, body, authorization, state.config.read_timeout)
+    alias = body["model"] in state.config.routes
+    data = await embed_litellm(target, body, authorization, state.config.read_timeout, alias)
     return Response(data, media_type="application/json")
 
 

@@ -28,7 +28,7 @@ from memory import (
     fill_ratio,
     inject_block,
 )
-from proxy import request_json, tool_loop, tools
+from proxy import litellm_params, request_json, tool_loop, tools
 from proxy.auth import authenticate
 from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.identity import Identity, Mode, identify
@@ -102,10 +102,12 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
             state.config.memory_tools,
         )
         caller.check_user(who.user_id)
+        target = resolve(body["model"], state.config)
+        if target.kind == "litellm":  # only OpenAI's parameters; address and key from config
+            litellm_params.refuse_unsafe(body, alias=body["model"] in state.config.routes)
     except ProxyError as exc:
         return _error(exc, report)
     report.mode, report.session_id = who.mode.value, who.session_id
-    target = resolve(body["model"], state.config)
     prepared = await prepare(state, who, body, report)
     who = prepared.who
     report.session_id = who.session_id

@@ -34,7 +34,7 @@ import httpx
 import openai
 import pytest
 
-from memory.store import Store
+from memory.store.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 KILLS = int(os.environ.get("MOIM_CRASH_KILLS", "3"))

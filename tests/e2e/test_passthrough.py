@@ -519,6 +519,15 @@ def test_litellm_embeddings_refuse_routing_and_credentials_from_the_body(
     assert upstream.requests == []
 
 
+def test_litellm_embeddings_refuse_a_model_name_that_is_an_address(via_litellm, upstream):
+    body = {"model": "openai/http://127.0.0.1:1/v1", "input": "hi"}
+
+    response = httpx.post(via_litellm.url + "/embeddings", json=body)
+
+    assert assert_openai_error(response, 400)["code"] == "invalid_model"
+    assert upstream.requests == []
+
+
 @pytest.mark.parametrize(
     ("body", "param"),
     [

@@ -9,7 +9,7 @@ import unicodedata
 import httpx
 
 from memory import BLOCK_END, BLOCK_START, count_message_tokens, count_tokens
-from memory.render import PREAMBLE
+from memory.block.render import PREAMBLE
 
 MODEL = "gpt-4o-mini"
 
@@ -272,7 +272,7 @@ FULL_WIDTH_INJECTION = (
 
 def reads_as_delimiter(line):
     """Whether a model would take the line for a delimiter: compared in NFKC, casefolded,
-    without invisible characters, spaces collapsed (as tests/memory/test_render.py does)."""
+    without invisible characters, spaces collapsed (as tests/memory/block/test_render.py does)."""
     text = unicodedata.normalize("NFKC", line).casefold()
     text = " ".join("".join(c for c in text if unicodedata.category(c) != "Cf").split())
     return bool(re.search(r"={2,} ?(end memory|memory context)|^={3,}", text))

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import sqlean
 
-from memory.transfer import export_messages
+from memory.store.transfer import export_messages
 from tests.upstream import LONG_REPLY
 
 BLOCK_START = "=== Memory Context ==="

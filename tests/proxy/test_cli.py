@@ -1,4 +1,9 @@
-"""`moim serve`'s startup banner: where it listens, where requests go, whether memory is on."""
+"""proxy/cli.py given a config it cannot use: one clear line on stderr, no traceback, exit 1;
+and `moim serve`'s startup banner: where it listens, where requests go, whether memory is on.
+
+Each command runs as a real subprocess, as an operator would run it, so what is checked is what
+they would see.
+"""
 
 import os
 import socket
@@ -6,20 +11,74 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memory import Settings
+import pytest
+
 from proxy.cli import banner
 from proxy.config import Config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def moim(tmp_path, yaml_text, env=None, verb="serve"):
+    config = tmp_path / "moim.yaml"
+    config.write_text(yaml_text, encoding="utf-8")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
+    return subprocess.run(
+        [sys.executable, "-m", "proxy.cli", verb, "--config", str(config)],
+        cwd=tmp_path,
+        env={**clean, "PYTHONPATH": str(REPO), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "yaml_text, env, error",
+    [
+        (
+            "memory: {placment: system}\n",
+            {},
+            "Error: memory.placment: unknown key; did you mean memory.placement?",
+        ),
+        (
+            "auth: {keys: [{key: sk-moim-s3cret, users: []}]}\n",
+            {},
+            "Error: auth.keys[0].users: the list is empty;",
+        ),
+        ("server: {port: 70000}\n", {}, "Error: server.port: must be from 1 to 65535, got 70000"),
+        ("", {"MOIM_PORT": "99999"}, "Error: MOIM_PORT: must be from 1 to 65535, got 99999"),
+        (
+            "db: no/such/directory/moim.db\n",
+            {},
+            "Error: db: cannot create no/such/directory/moim.db: "
+            "no such directory no/such/directory",
+        ),
+    ],
+)
+def test_a_config_error_is_one_clear_line_and_a_non_zero_exit(tmp_path, yaml_text, env, error):
+    result = moim(tmp_path, yaml_text, env)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(error), result.stderr
+    assert "Traceback" not in result.stderr
+    assert "sk-moim-s3cret" not in result.stderr
+
+
+def test_a_store_that_cannot_be_opened_is_one_clear_line(tmp_path):
+    result = moim(tmp_path, "db: no/such/directory/moim.db\n", verb="migrate")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("Error: cannot open no/such/directory/moim.db"), result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_banner_names_the_upstream_without_its_secrets():
     config = Config(
         upstream_base_url="https://user:s3cret@api.example.com:8443/v1?api-key=s3cret#x",
         upstream_api_key="sk-s3cret",
-        memory=Settings(db_path=Path("/data/moim.db")),
     )
 
     assert banner(config).splitlines() == [
-        "moim on http://127.0.0.1:8080/v1  (db /data/moim.db)",
+        "moim on http://127.0.0.1:8080/v1",
         "  upstream: https://api.example.com:8443/v1 (provider key from config);"
         " other /v1/ requests pass through",
         "  memory:   on (chat completions)",
@@ -44,7 +103,8 @@ def test_banner_of_an_unparsable_url_says_only_that_it_is_set():
 
 def test_moim_serve_prints_the_banner(tmp_path):
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("MOIM_")},
+        "PYTHONPATH": str(REPO),
         "MOIM_UPSTREAM_BASE_URL": "http://me:s3cret@127.0.0.1:9/v1",
         "MOIM_UPSTREAM_API_KEY": "sk-s3cret",
         "MOIM_MEMORY": "off",
@@ -55,14 +115,18 @@ def test_moim_serve_prints_the_banner(tmp_path):
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)]
     command += ["--config", os.devnull]
-    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as server:
+    with subprocess.Popen(
+        command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    ) as server:
         try:
-            lines = [server.stderr.readline() for _ in range(3)]
+            said = [server.stderr.readline() for _ in range(4)]
         finally:
             server.terminate()
             server.communicate(timeout=30)
 
+    assert said[0] == f"moim: creating {tmp_path / 'moim.db'}\n"
+    lines = said[1:]
     assert lines[0].startswith(f"moim on http://127.0.0.1:{port}/v1")
     assert lines[1].startswith("  upstream: http://127.0.0.1:9/v1 (provider key from config)")
     assert lines[2] == "  memory:   off\n"
-    assert "s3cret" not in "".join(lines)
+    assert "s3cret" not in "".join(said)

@@ -3,6 +3,7 @@
 Environments are passed as dicts; `os.environ` is never touched.
 """
 
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 
 from memory import Settings, TierRule
 from proxy.config import Config, ConfigError, ModelRoute, ProxyKey, load_config
+
+REPO = Path(__file__).resolve().parents[2]
 
 FULL_YAML = """
 server: {host: 0.0.0.0, port: 9999}
@@ -413,3 +416,241 @@ def test_limits_from_yaml(in_empty_dir):
         config.ingest_queue_size,
         config.memory.busy_timeout,
     ) == (1, 2, 3, 4, 0.5)
+
+
+# -- what a key entry may say ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (
+            "{key: KEY, users: []}",
+            "auth.keys[0].users: the list is empty; name the users this key may act for, "
+            "or leave 'users' out for a key that acts for any user",
+        ),
+        (
+            "{key: KEY, users: }",
+            "auth.keys[0].users: the list is empty; name the users this key may act for, "
+            "or leave 'users' out for a key that acts for any user",
+        ),
+        ("{key: KEY, users: [bob, '']}", "auth.keys[0].users[1]: the user id is empty"),
+        ("{key: KEY, users: [bob, '  ']}", "auth.keys[0].users[1]: the user id is empty"),
+        ("{key: KEY, user_id: ''}", "auth.keys[0].user_id: the user id is empty"),
+        (
+            "{key: KEY, users: [bob], admin: true}",
+            "auth.keys[0]: 'users' and 'admin: true' contradict each other: "
+            "an admin key acts for any user",
+        ),
+        (
+            "{key: KEY, user_id: alice, admin: true}",
+            "auth.keys[0]: 'user_id' and 'admin: true' contradict each other: "
+            "an admin key acts for any user",
+        ),
+        (
+            "{key: KEY, user_id: alice, users: [alice, bob]}",
+            "auth.keys[0]: 'user_id' and 'users' contradict each other: "
+            "a key is bound to one user or may act for a list of them, not both",
+        ),
+    ],
+)
+def test_a_key_entry_that_is_empty_or_contradicts_itself_is_refused(in_empty_dir, entry, message):
+    """`users: []` acted for every user; contradictions were accepted and half-applied."""
+    text = f"auth: {{keys: [{entry.replace('KEY', SECRET)}]}}\n"
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(in_empty_dir / "bad.yaml", text), {})
+    assert str(raised.value) == message
+
+
+def test_a_bad_key_entry_is_named_by_its_position_never_its_key(in_empty_dir):
+    text = f"auth: {{keys: [sk-moim-plain, {{key: {SECRET}, users: []}}]}}\n"
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(in_empty_dir / "bad.yaml", text), {})
+    assert str(raised.value).startswith("auth.keys[1].users: the list is empty")
+    assert SECRET not in str(raised.value)
+
+
+def test_consistent_key_entries_load(in_empty_dir):
+    text = (
+        "auth:\n"
+        "  keys:\n"
+        "    - {key: sk-moim-alice, user_id: alice, admin: false}\n"
+        "    - {key: sk-moim-team, users: [bob, carol]}\n"
+        "    - {key: sk-moim-admin, admin: true}\n"
+    )
+    config = load_config(write(in_empty_dir / "moim.yaml", text), {})
+    assert config.keys == (
+        ProxyKey("sk-moim-alice", user_id="alice"),
+        ProxyKey("sk-moim-team", users=("bob", "carol")),
+        ProxyKey("sk-moim-admin", admin=True),
+    )
+
+
+# -- unknown keys ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        (
+            "memory: {placment: system}",
+            "memory.placment: unknown key; did you mean memory.placement?",
+        ),
+        ("sever: {port: 1234}", "sever: unknown key; did you mean server?"),
+        ("server: {prot: 1234}", "server.prot: unknown key; did you mean server.port?"),
+        (
+            "upstream: {base_ulr: x}",
+            "upstream.base_ulr: unknown key; did you mean upstream.base_url?",
+        ),
+        (
+            "consolidation: {every_minute: 5}",
+            "consolidation.every_minute: unknown key; did you mean consolidation.every_minutes?",
+        ),
+        # A typo that used to leave the proxy open: no keys were read at all.
+        ("auth: {key: [sk-moim-plain]}", "auth.key: unknown key; did you mean auth.keys?"),
+        (
+            "auth: {keys: [{key: sk-moim-plain, user: alice}]}",
+            "auth.keys[0].user: unknown key; did you mean auth.keys[0].users?",
+        ),
+        (
+            "models: {local: {model: llama3, api_bsae: x}}",
+            "models.local.api_bsae: unknown key; did you mean models.local.api_base?",
+        ),
+        (
+            "memory: {tiers: [{below: 0.5, excerpts: 5, chras: 600}]}",
+            "memory.tiers[0].chras: unknown key; did you mean memory.tiers[0].chars?",
+        ),
+        # The right key in the wrong place.
+        ("memory: {db: ./moim.db}", "memory.db: unknown key; did you mean db?"),
+        ("port: 1234", "port: unknown key; did you mean server.port?"),
+        (
+            "server: {colour: blue}",
+            "server.colour: unknown key; server takes: host, max_body_bytes, max_header_bytes, "
+            "max_messages, metrics_public, port",
+        ),
+        (
+            "wibble: 1",
+            "wibble: unknown key; the top level takes: auth, consolidation, context_windows, db, "
+            "memory, models, server, upstream",
+        ),
+        (
+            "server: {1: 2}",
+            "server.1: unknown key; server takes: host, max_body_bytes, "
+            "max_header_bytes, max_messages, metrics_public, port",
+        ),
+    ],
+)
+def test_an_unknown_key_is_refused_naming_its_path_and_a_near_miss(
+    in_empty_dir, yaml_text, message
+):
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(in_empty_dir / "bad.yaml", yaml_text + "\n"), {})
+    assert str(raised.value) == message
+
+
+def test_every_unknown_key_is_named_at_once(in_empty_dir):
+    text = "server: {prot: 1234}\nmemory: {placment: system}\n"
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(in_empty_dir / "bad.yaml", text), {})
+    assert str(raised.value) == (
+        "server.prot: unknown key; did you mean server.port?\n"
+        "memory.placment: unknown key; did you mean memory.placement?"
+    )
+
+
+def test_an_unknown_name_under_auth_is_not_echoed_as_it_may_be_a_secret(in_empty_dir):
+    text = f"auth:\n  {SECRET}: alice\n"
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(in_empty_dir / "bad.yaml", text), {})
+    assert str(raised.value) == (
+        "auth: an unknown key (its name is not shown: it may be a secret); auth takes: "
+        "admin_keys, keys, keys_file, metrics_keys, refuse_open_bind"
+    )
+
+
+def test_model_names_and_context_window_names_are_free(in_empty_dir):
+    text = "models: {my-alias: gpt-4o}\ncontext_windows: {anything-at-all: 4096}\n"
+    config = load_config(write(in_empty_dir / "moim.yaml", text), {})
+    assert config.routes == {"my-alias": ModelRoute("gpt-4o")}
+    assert config.memory.context_windows == {"anything-at-all": 4096}
+
+
+def uncommented(text):
+    """config.yaml with each commented-out `key: value` example line turned back on."""
+    return re.sub(r"^(\s*)# ([a-z_]+: )", r"\1\2", text, flags=re.MULTILINE)
+
+
+def test_every_key_the_shipped_config_yaml_documents_is_known(in_empty_dir):
+    """The commented examples of the repo's config.yaml, switched on, all load."""
+    write(in_empty_dir / "keys.txt", f"{SECRET}\n")
+    text = (REPO / "config.yaml").read_text(encoding="utf-8")
+    text = uncommented(text).replace("/run/secrets/moim-keys", str(in_empty_dir / "keys.txt"))
+    config = load_config(write(in_empty_dir / "all.yaml", text), {})
+    assert config.memory.db_path == Path("./moim.db")
+    assert config.max_header_bytes == 16384
+    assert config.consolidation_model == "gpt-4o-mini"
+    assert config.metrics_public is False and "metrics_public: false" in text
+    assert config.keys == (
+        ProxyKey("sk-moim-admin", admin=True),
+        ProxyKey("sk-moim-scrape", metrics_only=True),
+        ProxyKey(SECRET),
+    )
+
+
+def test_the_readme_yaml_examples_load(in_empty_dir):
+    blocks = re.findall(
+        r"```yaml\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S
+    )
+    assert blocks
+    for number, block in enumerate(blocks):
+        load_config(write(in_empty_dir / f"readme-{number}.yaml", block), {})
+
+
+# -- who may read /metrics ---------------------------------------------------------------------
+
+
+def test_metrics_keys_and_a_public_metrics_switch(in_empty_dir):
+    text = "server: {metrics_public: true}\nauth: {metrics_keys: [sk-moim-scrape]}\n"
+    config = load_config(write(in_empty_dir / "moim.yaml", text), {})
+    assert config.metrics_public is True
+    assert config.keys == (ProxyKey("sk-moim-scrape", metrics_only=True),)
+    assert Config().metrics_public is False
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        (
+            "auth: {metrics_keys: [sk-1234]}",
+            "auth.metrics_keys[0]: the key is shorter than 8 characters",
+        ),
+        (
+            f"auth: {{keys: [{SECRET}], metrics_keys: [{SECRET}]}}",
+            "auth: proxy keys #1 and #2 are the same key with different users or rights",
+        ),
+        ("server: {metrics_public: 'yes'}", "server.metrics_public: expected bool, got 'yes'"),
+    ],
+)
+def test_bad_metrics_settings_are_refused(in_empty_dir, yaml_text, message):
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(in_empty_dir / "bad.yaml", yaml_text + "\n"), {})
+    assert str(raised.value) == message
+
+
+# -- values moim serve could not use -----------------------------------------------------------
+
+
+def test_a_port_outside_1_to_65535_is_refused(in_empty_dir):
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(in_empty_dir / "bad.yaml", "server: {port: 70000}\n"), {})
+    assert str(raised.value) == "server.port: must be from 1 to 65535, got 70000"
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, {"MOIM_PORT": "0"})
+    assert str(raised.value) == "MOIM_PORT: must be from 1 to 65535, got 0"
+
+
+def test_a_provider_key_of_the_wrong_type_is_not_echoed(in_empty_dir):
+    text = "upstream: {api_key: 123456789012}\nmodels: {m: {model: x, api_key: 123456789012}}\n"
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(in_empty_dir / "bad.yaml", text), {})
+    assert str(raised.value) == "upstream.api_key: expected str (the value is not shown)"

@@ -190,7 +190,7 @@ def test_indexing_runs_at_a_lower_priority_than_requests(tmp_path):
 
 
 def test_the_writer_merges_the_fts_index_when_idle(tmp_path):
-    from memory import fts_upkeep
+    from memory.store import fts_upkeep
 
     settings = Settings(db_path=tmp_path / "m.db", fts_merge_after=10)
     layer = MemoryLayer(settings, embedder_factory=lambda _: HashEmbedder())

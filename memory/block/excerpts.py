@@ -1,0 +1,154 @@
+"""Step 4b, cut to size: turn ranked hits into at most N excerpts of at most M characters.
+
+An excerpt is a passage of one earlier session. Hits from the same session are gathered into
+that session's excerpt (best first, while they fit), then shown in the order they were said,
+one line per turn, led by its speaker (a turn's own line breaks become spaces). A hit that no
+longer fits its session's excerpt starts another excerpt of the same session while the tier
+has excerpts left: the best session often holds more relevant turns than 600 characters, and
+they are worth more than a lower session's best turn (LoCoMo, bench/tune_recall.py: hit
++2.8 points, all +3.1 on the tuning conversations). Conversational
+turns are short — LoCoMo's average ~140 characters — so one 600-character excerpt can carry
+several relevant turns, which is what lets a 5 × 600 block hold more evidence than five
+single chunks (bench/locomo.py measures it). Only a passage's first turn is ever cut to fit;
+a later hit that does not fit whole is skipped for a shorter one, since a cut turn spends the
+room and may lose the part that mattered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from memory.block.budget import cut_excerpt
+from memory.records import Chunk, Excerpt, Hit, Message, Tier
+
+# The turns around a hit's message in its session, oldest first (the message included).
+Neighbours = Callable[[Chunk], Sequence[Message]]
+
+_ELLIPSIS = "…"
+
+
+@dataclass(slots=True)
+class _Passage:
+    session_id: str
+    # (time, message id, chunk id, text): sorted, the order things were said
+    lines: list[tuple[float, int, int, str]] = field(default_factory=list)
+    messages: set[int] = field(default_factory=set)
+    best: Chunk | None = None
+    similarity: float | None = None
+    used: int = 0
+
+    def room(self) -> int:
+        return self.max_chars - self.used - (1 if self.lines else 0)
+
+    max_chars: int = 0
+
+    def add(self, created_at: float, message_id: int, chunk_id: int, line: str) -> None:
+        self.used += len(line) + (1 if self.lines else 0)
+        self.lines.append((created_at, message_id, chunk_id, line))
+        self.messages.add(message_id)
+
+
+def build_excerpts(
+    hits: Sequence[Hit],
+    tier: Tier,
+    terms: Sequence[str],
+    session_id: str,
+    neighbours: Neighbours | None = None,
+) -> list[Excerpt]:
+    """Excerpts for the block, best session first, within the tier.
+
+    A session's hits go to its first excerpt they fit in whole; one that fits none starts
+    another excerpt of that session (its first turn may be cut) while the tier allows.
+
+    Room left in a passage after its hits is filled with the turns around its best hit
+    (nearest first), when `neighbours` is given: an answer usually sits next to its question.
+    """
+    if tier.max_excerpts <= 0 or tier.max_chars <= 0:
+        return []
+    passages: list[_Passage] = []
+    by_session: dict[str, list[_Passage]] = {}
+    taken: dict[str, set[int]] = {}  # message ids in any of the session's passages
+    for hit in hits:
+        chunk = hit.chunk
+        if chunk.message_id in taken.get(chunk.session_id, ()):
+            continue
+        placed = _place(chunk, by_session.get(chunk.session_id, []), terms)
+        if placed is None:
+            if len(passages) >= tier.max_excerpts:
+                continue
+            passage = _Passage(chunk.session_id, max_chars=tier.max_chars, best=chunk)
+            line = _line(chunk.name or chunk.role, chunk.text, passage.room(), terms, True)
+            if line is None:
+                continue
+            passages.append(passage)
+            by_session.setdefault(chunk.session_id, []).append(passage)
+            placed = passage, line
+        passage, line = placed
+        passage.add(chunk.created_at, chunk.message_id, chunk.id, line)
+        taken.setdefault(chunk.session_id, set()).add(chunk.message_id)
+        if hit.similarity is not None:
+            passage.similarity = max(passage.similarity or -1.0, hit.similarity)
+    if neighbours is not None:
+        for passage in passages:
+            _widen(passage, neighbours, taken[passage.session_id])
+    return [_excerpt(p, session_id) for p in passages]
+
+
+def _place(
+    chunk: Chunk, passages: Sequence[_Passage], terms: Sequence[str]
+) -> tuple[_Passage, str] | None:
+    """The first of the session's passages the chunk fits in whole, with its line."""
+    for passage in passages:
+        line = _line(chunk.name or chunk.role, chunk.text, passage.room(), terms, False)
+        if line is not None:
+            return passage, line
+    return None
+
+
+def _line(speaker: str, text: str, room: int, terms: Sequence[str], cut: bool) -> str | None:
+    """`speaker: text` on one line; when it does not fit, cut to `room` if `cut`, else None."""
+    label = f"{speaker}: "
+    flat = " ".join(text.split())
+    if len(label) + len(flat) <= room:
+        return label + flat
+    if not cut:
+        return None
+    piece = cut_excerpt(flat, max(room - len(label), 1), terms)
+    if piece in ("", _ELLIPSIS):
+        return None
+    return label + piece
+
+
+def _widen(passage: _Passage, neighbours: Neighbours, taken: set[int]) -> None:
+    """Add whole turns around the passage's best hit, nearest first, while they fit.
+
+    `taken` holds the message ids already shown in any excerpt of the session; it grows.
+    """
+    assert passage.best is not None
+    around = list(neighbours(passage.best))
+    centre = next((i for i, m in enumerate(around) if m.id == passage.best.message_id), None)
+    if centre is None:
+        return
+    order = sorted(range(len(around)), key=lambda i: (abs(i - centre), i < centre))
+    for i in order:
+        message = around[i]
+        if message.id in taken or not message.content.strip():
+            continue
+        line = _line(message.name or message.role, message.content, passage.room(), (), False)
+        if line is None:
+            continue
+        passage.add(message.created_at, message.id, 0, line)
+        taken.add(message.id)
+
+
+def _excerpt(passage: _Passage, session_id: str) -> Excerpt:
+    lines = sorted(passage.lines)
+    return Excerpt(
+        text="\n".join(line[3] for line in lines),
+        session_id=passage.session_id,
+        created_at=lines[0][0],
+        similarity=passage.similarity,
+        this_session=passage.session_id == session_id,
+        speaker=None,
+    )

@@ -1,0 +1,221 @@
+"""Deterministic fact capture from one user message: cue rules, no LLM.
+
+Part of the remember step: `memory/layer.py` calls it on each newly stored user message and
+`memory/facts/rules.py` applies what it returns. It proposes `Capture`s, upserts (`set`) or
+archivals (`forget`) keyed so that a newer value supersedes an older one (DMF §4.5: phrase cues,
+first-person statements, "not X but Y" replacements), and writes nothing itself. Precision over
+recall, as the durable-memory blog's write gate argues: a wrong memory reads as uncanny, a missed
+one the user simply repeats. So every rule is anchored at the start of a clause, quotes and code
+are removed first, and questions, hypotheticals, reported speech and third-person statements are
+skipped rather than guessed at. Keys are a contract with stored facts: changing how a key is
+built orphans the facts stored under the old one.
+
+This module splits a message into sentences and clauses and holds the command rules
+("remember that …", "forget …", "I no longer …", "always/never …"); the self-statement rules
+("my name is …", "I live in …") are in `memory/facts/statements.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from memory.facts.lexicon import (
+    ABBREV,
+    ASK_MEMORY,
+    CLAUSE,
+    CLIP,
+    CODE_LINE,
+    CODEISH,
+    COLON_CMD,
+    DEICTIC,
+    FROM_NOW,
+    LEAD,
+    MAX_SENTENCE,
+    POLITE,
+    PROCESSING,
+    QUESTION,
+    QUESTION_TAIL,
+    QUOTES,
+    REPORTED,
+    SENTENCE,
+    SPEAKER,
+    TAG,
+    TAINT,
+    cue,
+    word_set,
+)
+from memory.facts.statements import Capture, Op, cap, phrase, slug, statement
+
+__all__ = ["Capture", "capture_facts"]
+
+
+_REMEMBER = cue(
+    r"(?:(?P<bare>note)\s+that|(?:please\s+)?(?:remember|keep\s+in\s+mind|make\s+a\s+note|(?:don'?t"
+    r"|do\s+not|never)\s+forget|note)\s+that|(?:please\s+(?:remember|note)|(?:don'?t|do\s+not"
+    r"|never)\s+forget)(?!\s+(?:to|that|about|it)\b)|(?:can|could|would|will)\s+you\s+(?:please"
+    r"\s+)?(?:remember|note|keep\s+in\s+mind)(?:\s+that)?)\s+(?P<x>(?!to\s)\S.*)"
+)
+_FORGET = cue(
+    r"(?:please\s+)?(?:(?:can|could|would)\s+you\s+(?:please\s+)?)?(?:forget|stop\s+remembering"
+    r"|(?:don'?t|do\s+not)\s+remember)\s+(?:about\s+)?(?P<that>that\s+)?(?P<x>\S.*)"
+)
+_FORGET_PAIRS = (
+    "my name=name,my nickname=preferred_name,what to call me=preferred_name,where i live="
+    "home_city,my city=home_city,my address=home_city,my location=home_city,where i work=employer,"
+    "my employer=employer,my company=employer,my job=job_title,my job title=job_title,my role="
+    "job_title,what i do=job_title,my birthday=birthday,my date of birth=birthday,my diet=diet"
+)
+_FORGET_TARGETS = {phrase: key for phrase, key in (p.split("=") for p in _FORGET_PAIRS.split(","))}
+_NO_LONGER = cue(
+    r"(?P<s>(?:i|we)(?:'?m|\s+am|'re|\s+are)?)\s+(?P<neg>no\s+longer|not|don'?t|do\s+not)\s+"
+    r"(?P<r>.+)"
+)
+_ANYMORE = cue(r"\s*\b(?:anymore|any\s+more|any\s+longer)\b")
+_ALWAYS = cue(
+    r"(?:please\s+)?(?P<fn>(?:from\s+now\s+on|going\s+forward|moving\s+forward|in\s+(?:the\s+)?"
+    r"future)\s+(?:please\s+)?)?(?:(?P<pol>always|never|don'?t\s+ever|do\s+not\s+ever|don'?t|do\s+"
+    r"not)\s+)?(?P<v>(?:answer|respond|reply|use|write|include|add|mention|bring|talk|ask|call"
+    r"|address|format|give|show|explain|keep|start|end|sign|speak|suggest|recommend|put|assume|cite"
+    r"|provide|make|send|check|double-check|spell|refer|wrap|greet|remind|comment|return|output|be"
+    r"|swear|apologi[sz]e|tell|summari[sz]e|label|quote|link|list|offer|discuss|round|convert"
+    r"|reference|stick|avoid|skip)\b.*)"
+)
+_NOTE_KINDS = (  # the first that matches; else "protocol"
+    ("protocol", cue(r"\b(?:you|your|reply|respond|answer|format|tone)\b")),
+    ("open_loop", cue(r"\b(?:tomorrow|tonight|next \w+|deadline|due|appointment|remind)\b")),
+    ("open_loop", cue(r"\b(?:need to|have to|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b")),
+    ("episodic_event", cue(r"\b(?:yesterday|last (?:week|night|month|year)|ago)\b")),
+    ("project", cue(r"\b(?:project|repo|codebase|app|api|server|db|database|staging|port)\b")),
+    ("profile", cue(r"\b(?:i|i'm|my|me|we|our)\b")),
+)
+_NOTE_VERB = cue(
+    r"\b(?:is|are|am|was|were|'m|'re|'s|have|has|had|do|does|don't|doesn't|can|can't|will|won't"
+    r"|should|must|need|needs|want|wants|use|uses|live|lives|work|works|like|likes|prefer|go|run"
+    r"|runs|get|gets|start|starts)\b|^(?:i|we|my|our)\b"
+)
+_NOTE_START = word_set("time day night one guy thing when how what where why who to it this that")
+
+
+def _note(text: str) -> str | None:
+    """A free-text note worth keeping: a short statement with a verb, no code, no 'this'."""
+    match = CLIP.search(text)
+    value = re.sub(r"[\s.!?]+$", "", text[: match.start()] if match else text).strip()
+    words = value.split()
+    if not 2 <= len(words) <= 25 or words[0].lower() in _NOTE_START:
+        return None
+    ok = _NOTE_VERB.search(value) and not DEICTIC.search(value) and not CODEISH.search(value)
+    return value if ok else None
+
+
+def _note_capture(note: str, op: Op, rule: str) -> Capture:
+    category = next((c for c, rx in _NOTE_KINDS if rx.search(note)), "protocol")
+    return cap(f"note:{slug(note)}", note, category, rule, op)
+
+
+def _rule_remember(clause: str) -> list[Capture]:
+    """'remember that …': a self-statement keeps its own key; anything else becomes a note."""
+    if not (match := _REMEMBER.fullmatch(clause)):
+        return []
+    if inner := statement(match["x"]) or _rule_always(match["x"]):
+        return [replace(c, rule=f"remember_command:{c.rule}") for c in inner]
+    note = None if match["bare"] else _note(match["x"])  # a bare 'note that' is usually prose
+    return [_note_capture(note, "set", "remember_command")] if note else []
+
+
+def _rule_forget(clause: str) -> list[Capture]:
+    """'forget …' archives the key the same words would set ('forget my name' -> name)."""
+    if not (match := _FORGET.fullmatch(clause)):
+        return []
+    target = POLITE.sub("", re.sub(r"[\s.!?]+$", "", match["x"]))
+    if found := statement(target):
+        return [replace(c, op="forget", rule="forget_command") for c in found]
+    if match["that"]:
+        note = _note(target)
+        return [_note_capture(note, "forget", "forget_command")] if note else []
+    key = _FORGET_TARGETS.get(target.lower())
+    category = "constraint" if key == "diet" else "profile"
+    return [cap(key, "", category, "forget_command", "forget")] if key else []
+
+
+def _rule_no_longer(clause: str) -> list[Capture]:
+    """'I no longer live in Berlin', 'I'm not vegan anymore' -> forget that key."""
+    match = _NO_LONGER.fullmatch(clause)
+    if not match or not (match["neg"].lower().startswith("no ") or _ANYMORE.search(clause)):
+        return []
+    found = statement(f"{match['s']} {_ANYMORE.sub('', match['r'])}")
+    return [replace(c, op="forget", rule="no_longer") for c in found]
+
+
+def _rule_always(clause: str) -> list[Capture]:
+    """'always answer in French', 'from now on, never use emojis': a rule for the assistant."""
+    match = _ALWAYS.fullmatch(clause)
+    pol = re.sub(r"\s+", " ", (match["pol"] or "").lower()) if match else ""
+    if not match or not (match["fn"] or pol in ("always", "never") or pol.endswith("ever")):
+        return []
+    rest = phrase(match["v"], 12)
+    value = f"{'always' if pol in ('', 'always') else 'never'} {rest}"
+    return [cap(f"constraint:{slug(value)}", value, "protocol", "always_never")] if rest else []
+
+
+_CLAUSE_RULES = (_rule_remember, _rule_forget, _rule_no_longer, _rule_always, statement)
+
+
+def _clause(clause: str) -> list[Capture]:
+    lead = LEAD.match(clause)
+    body = re.sub(r"(?<!\b[A-Z])[\s.!]+$", "", clause[lead.end() if lead else 0 :])  # keep 'D.C.'
+    for rule in _CLAUSE_RULES:
+        if found := rule(body):
+            return found
+    return []
+
+
+def _sentence(sentence: str) -> list[Capture]:
+    """Captures of one sentence: a question tail is dropped, a tainting word ends the sentence."""
+    if len(sentence) > MAX_SENTENCE:
+        return []
+    body = COLON_CMD.sub(r"\1 that ", TAG.sub("", FROM_NOW.sub(r"\1 ", sentence.strip())))
+    lead = LEAD.match(body)
+    body = body[lead.end() if lead else 0 :]
+    asks = ASK_MEMORY.match(body)
+    if body.endswith("?") and not asks:
+        tail = QUESTION_TAIL.search(body)
+        body = body[: tail.start()] if tail else ""
+    if not body or QUESTION.match(body) and not asks or REPORTED.search(body):
+        return []
+    out: list[Capture] = []
+    for n, clause in enumerate(CLAUSE.split(body.rstrip("?"))):
+        found = _clause(clause)
+        if n and not out and found and found[0].rule == "always_never":
+            found = []  # 'In Python, always use …' is advice, not a rule for the assistant
+        out += found
+        if TAINT.search(clause):
+            break
+    return out
+
+
+def _sentences(text: str) -> list[str]:
+    parts: list[str] = []
+    for piece in SENTENCE.split(text):
+        if parts and ABBREV.search(parts[-1]):
+            parts[-1] += " " + piece
+        elif piece.strip():
+            parts.append(piece)
+    return parts
+
+
+def capture_facts(text: str) -> list[Capture]:
+    """Facts stated in one user message; [] when none. Conservative: precision over recall.
+
+    Deterministic and in text order, so applying the captures in order lets a later value of a
+    key supersede an earlier one. Quoted text, code, blockquotes and transcripts are ignored.
+    """
+    clean = QUOTES.sub(" ", text).replace("’", "'").replace("`", "")
+    lines = clean.splitlines()
+    clean = "\n".join(s for s in lines if not CODE_LINE.search(s) and not SPEAKER.match(s))
+    if PROCESSING.search(clean):
+        return []
+    out: list[Capture] = []
+    for sentence in _sentences(clean):
+        out += [c for c in _sentence(sentence) if c not in out]
+    return out

@@ -1,0 +1,121 @@
+"""The lexicon of the fact cues: patterns and word lists that `memory/facts/capture.py` reads.
+
+Kept apart so the rules in `cues.py` read as rules. Every pattern is compiled once here.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def cue(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def word_set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Not the user's own words: code, blockquotes, multi-word quotes, transcripts, text to process.
+QUOTES = re.compile(
+    r"```.*?(?:```|\Z)|`[^`\n]*\s[^`\n]*`|^[ \t]*>[^\n]*|“[^”]*”|‘[^’\n]*’"
+    r"|\"[^\"\n]*\s[^\"\n]*\"|(?<![\w’])'[^'\n]*\s[^'\n]*'(?!\w)",
+    re.S | re.M,
+)
+CODE_LINE = re.compile(
+    r"^(?:[ ]{4,}|\t)\S|^\s*(?:#|//|/\*|def |class |import |from \S+ import|return\b|const |let "
+    r"|var |function |SELECT |\$ )|[{};]\s*$|==|!=|=>|->|\w\(|\w\s*=\s*\S"
+)
+SPEAKER = re.compile(
+    r"^\s*(?!(?:Note|Update|Edit|Correction|Remember|Context|Background|Also|Info|Reminder)\b)"
+    r"(?:[A-Z][\w'-]{0,15}|(?i:user|assistant|human|bot|q|a)):\s"
+)
+PROCESSING = cue(
+    r"\b(?:translate|translating|proofread|rephrase|paraphrase|reword|rewrite|grammar|spell-?check"
+    r"|role-?play|pretend|cover letter|write (?:a|an|me a) (?:story|poem|dialogue|script|scene"
+    r"|letter|email|bio|message|paragraph)|draft (?:a|an|my)|sample|placeholder|fixture)\b"
+)
+# Words that make the rest of their sentence hypothetical, fictional or a joke ...
+TAINT = cue(
+    r"\b(?:if|suppose|supposing|imagine|hypothetically|let'?s say|assuming|unless|whether|thinks?"
+    r"|thought|believes?|jk|kidding|joking|wish(?:ed)?|dream\w*|example|e\.g|character|story"
+    r"|novel|game|script|sentence)\b"
+)
+# ... and reported speech, which voids the whole sentence ('…, as they say').
+REPORTED = cue(
+    r"\b(?:said|says|told|tells|asked|asks|wrote|writes|claim(?:s|ed)?|according|replied|texted"
+    r"|emailed|(?:they|people|everyone|you) say)\b"
+)
+LEAD = cue(
+    r"(?:(?:[-*•]+|(?:hi|hello|hey|hiya|there|ok|okay|oh|so|well|also|and|but|btw|fyi|by the way"
+    r"|just so you know|for the record|for context|quick (?:note|update)|actually|oops|sorry"
+    r"|correction|update|ps|anyway|anyways|yeah|yes|no|nope|alright|right|um|uh|hmm|again"
+    r"|heads up|one more thing|ah|wait|just|fwiw|to be clear|in fact|plus|honestly|frankly|tbh"
+    r"|personally)\b)[\s,:;!.\-—]*)*"
+)
+QWORDS = (
+    r"(?:what|where|who|whom|whose|when|why|how|which|do|does|did|is|are|am|was|were|can|could"
+    r"|would|will|should|shall|has|have|any|anything)\b(?!\s+not\b)"
+)
+QUESTION = cue(QWORDS)
+QUESTION_TAIL = cue(
+    rf"\s*(?:[,;:]|\s[-—]+)\s*(?:(?:and|but|so|or)\s+)?(?={QWORDS})|\s+(?:and|but|so|or)\s+"
+    rf"(?={QWORDS})"
+)
+TAG = cue(r",?\s*(?:ok|okay|alright|right|yeah|please|thanks)\s*\?$")
+ASK_MEMORY = cue(r"(?:can|could|would|will) you (?:please )?(?:remember|note|keep in mind|forget)")
+COLON_CMD = cue(r"\b(remember|note)(?:\s+this)?\s*:\s*")
+FROM_NOW = cue(r"\b(from now on|going forward|moving forward|in (?:the )?future)\s*,\s*")
+SUBJ = r"(?:i|i'm|im|i've|ive|my|we|please|always|never|actually|call|forget|remember)\b"
+CLAUSE = cue(
+    rf"\s*(?:[,;:]|\s[-—–]+|\.\.\.)\s*(?:(?:and|but|so|plus|also|though)\s+)?(?={SUBJ})"
+    rf"|\s+(?:and|but|so|plus|also)\s+(?={SUBJ})"
+)
+MAX_SENTENCE = 600  # characters; longer "sentences" are pasted text, and this bounds the cost
+SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+ABBREV = cue(r"\b(?:st|mr|mrs|ms|dr|jr|sr|prof|mt|ft|e\.g|i\.e|vs)\.$")
+
+# A name or place never starts with these: 'my name is important' is not a name.
+JUNK = word_set(
+    "a an the not no that this these those it its what who which something anything nothing "
+    "everything someone here there important irrelevant relevant unknown secret private long "
+    "weird hard common unusual boring funny fine ok okay whatever none same different on in at "
+    "complicated difficult simple short mine spelled pronounced written just very pretty really "
+    "so too also probably maybe kinda home night nights weekends myself yourself free fear hope "
+    "peace denial luxury poverty misery limbo hiding later back crazy tomorrow today now please "
+    "mornings mondays people work effort exercise meetings nonsense drama you your to by for of "
+    "with after before like about from into over under all still listed mentioned attached"
+)
+# What may follow a value: the start of a new clause ('Lisbon since 2019', 'Dana and …').
+BOUNDARY = word_set(
+    "and but because cause since so now currently nowadays these at in for with near from on as "
+    "when while after before until though although which who where if unless lol haha btw too "
+    "actually also anymore then last this next a an the ago by to yesterday today recently"
+)
+PHRASE_JUNK = word_set(
+    "not no that this these those it its what who which something anything nothing everything "
+    "someone here there you your to when how the him her them myself being having whichever "
+    "whatever either neither both any"
+)
+TECH = word_set(  # 'I moved to Rust' is a migration, not a move
+    "python rust go golang java kotlin swift typescript javascript react vue angular svelte "
+    "postgres postgresql mysql sqlite mongodb redis kubernetes docker aws gcp azure linux windows "
+    "macos ubuntu debian arch vim neovim emacs vscode github gitlab jira slack notion django "
+    "flask fastapi rails node deno terraform nix poetry conda vite webpack graphql kafka"
+)
+JOIN = word_set("de da del van von der la le of upon & al")
+TITLES = word_set("Dr. Mr. Mrs. Ms. Prof. St. Mt.")
+WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")
+ORG_WORD = re.compile(r"[^\W_][\w&.'-]*")
+REGION = re.compile(r",\s+([A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)?)(.*)")
+CLIP = cue(
+    r"\s*(?:[,;:!?()]|\.(?:\s|$)|\s(?:but|because|cause|since|so|although|though|unless|which"
+    r"|anymore|any more|lol|haha|btw)\b)"
+)
+POLITE = cue(
+    r"(?:\s+(?:please|pls|thanks|thank you|for me|from (?:your )?memory|now|too|at all|either"
+    r"|very much|so much|that much|much|a lot|whatsoever))+$"
+)
+DEICTIC = cue(r"\b(?:this|these|those|here|above|below|following|latter|former)\b")
+FEEDBACK = cue(r"\b(?:you|your|option|version|snippet|solution|approach|answer|response|code)\b")
+CODEISH = re.compile(r"[(){}=<>\[\]_\\]|\w\.\w")

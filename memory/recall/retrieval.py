@@ -1,0 +1,172 @@
+"""Step 3a, recall: find a user's chunks relevant to the conversation's last turn.
+
+Dense (cosine over the user's vectors) and lexical (FTS5 BM25) retrieval run on the same
+query; both are filtered by `user_id` in the query itself. A speaker's name in the query is
+kept out of the lexical search: every turn that greets them matches it, and BM25 then ranks
+greetings over content (`memory.recall.ranking.boost_speakers` uses the name instead). Chunks whose
+message is present in the current request are dropped (the model already sees them), as are
+roles that are not recalled. `memory.recall.ranking` fuses what is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memory.block.tokens import message_text
+from memory.embedding import Embedder
+from memory.ingest.turns import RECALLED_ROLES
+from memory.recall.ranking import (
+    boost_dated,
+    boost_neighbours,
+    boost_speakers,
+    drop_weak,
+    fuse,
+    rerank,
+    should_abstain,
+)
+from memory.recall.vectors import VectorIndex
+from memory.recall.when import query_windows
+from memory.records import Chunk, Hit
+from memory.settings import Settings
+from memory.store.fts import fts_terms, search_terms
+from memory.store.store import Store
+
+_LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
+
+# A last user message shorter than this many words ("yes, do that", "why?") says little on
+# its own; the preceding assistant turn is added to the query.
+_SHORT_QUERY_WORDS = 6
+_CONTEXT_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """Everything recall found, before the budget cuts it down."""
+
+    hits: list[Hit]
+    abstained: bool
+    query: str
+
+
+def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The last user message, plus the tail of the previous turn when it is short."""
+    last_user = None
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            last_user = index
+            break
+    if last_user is None:
+        return ""
+    query = message_text(messages[last_user]).strip()
+    before = messages[last_user - 1] if last_user > 0 else None
+    if len(query.split()) < _SHORT_QUERY_WORDS and before and before.get("role") != "system":
+        previous = message_text(before).strip()
+        if previous:
+            query = previous[-_CONTEXT_CHARS:] + "\n" + query
+    return query
+
+
+def retrieve(
+    store: Store,
+    index: VectorIndex,
+    embedder: Embedder,
+    settings: Settings,
+    user_id: str,
+    query: str,
+    exclude_hashes: Collection[str],
+    now: float,
+    limit: int | None = None,
+) -> Retrieval:
+    """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present."""
+    if not query.strip():
+        return Retrieval([], True, query)
+    if settings.vector_search == "ram" and index.count(user_id) == 0:
+        return Retrieval([], True, query)  # nothing stored: skip the embedding and the searches
+    wanted = settings.candidates if limit is None else max(limit, settings.candidates)
+    terms = search_terms(query) if settings.retrievers != "dense" else []
+    # The lexical search (SQLite) runs in another thread while this one embeds the query and
+    # scans the vectors (onnxruntime, numpy); all three release the GIL. For most users the
+    # search hides behind the embedding; at 100k chunks the three contend for memory more
+    # than for cores, and a recall costs about the sum of its parts (README, "Memory on").
+    weight = settings.lexical_context_weight
+    searching = (
+        _LEXICAL.submit(store.lexical_search, user_id, terms, wanted, weight) if terms else None
+    )
+    try:
+        vector = embedder.embed_query(query)
+        dense: list[tuple[int, float]] = []
+        if settings.retrievers != "lexical":
+            dense = _dense(store, index, settings, user_id, vector, wanted)
+    finally:
+        lexical = searching.result() if searching is not None else []
+    chunks = store.chunks(user_id, list({*(i for i, _ in lexical), *(i for i, _ in dense)}))
+    named = _speakers(chunks.values()) & set(fts_terms(query))
+    if terms and named:  # search again without the names (see the module docstring)
+        lexical = store.lexical_search(user_id, search_terms(query, drop=named), wanted, weight)
+        chunks.update(store.chunks(user_id, [i for i, _ in lexical if i not in chunks]))
+    found = {*(i for i, _ in dense), *(i for i, _ in lexical)}  # not the name search's
+    visible = {
+        i: c
+        for i, c in chunks.items()
+        if i in found and c.message_hash not in exclude_hashes and c.role in RECALLED_ROLES
+    }
+    similarities = dict(dense)
+    missing = [i for i in visible if i not in similarities]
+    similarities.update(_similarities(store, index, settings, user_id, vector, missing))
+    hits = fuse(
+        visible,
+        dense,
+        lexical,
+        similarities,
+        settings.lexical_weight,
+        settings.fusion,
+        settings.rrf_k,
+    )
+    hits = rerank(hits, now, settings.recency_half_life_days, settings.recency_weight)
+    hits = boost_neighbours(hits, (settings.neighbour_weight, settings.second_neighbour_weight))
+    hits = boost_speakers(hits, query, settings.speaker_weight)
+    hits = boost_dated(hits, query_windows(query), settings.date_weight)
+    if should_abstain(hits, settings.min_similarity):
+        return Retrieval([], True, query)
+    hits = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
+    return Retrieval(hits, not hits, query)
+
+
+def _speakers(chunks: Collection[Chunk]) -> set[str]:
+    """The search terms of the speakers' names among these chunks ("Mary-Ann" → mary, ann)."""
+    return {term for name in {c.name for c in chunks if c.name} for term in fts_terms(name)}
+
+
+def _dense(
+    store: Store,
+    index: VectorIndex,
+    settings: Settings,
+    user_id: str,
+    vector: np.ndarray,
+    k: int,
+) -> list[tuple[int, float]]:
+    if settings.vector_search == "db":
+        return store.dense_search(user_id, vector, k)
+    return index.search(user_id, vector, k)
+
+
+def _similarities(
+    store: Store,
+    index: VectorIndex,
+    settings: Settings,
+    user_id: str,
+    vector: np.ndarray,
+    ids: list[int],
+) -> dict[int, float]:
+    """Cosines for lexical-only candidates, so every hit can show its similarity."""
+    if not ids:
+        return {}
+    if settings.vector_search == "ram":
+        return index.similarities(user_id, vector, ids)
+    found = store.vectors(user_id, ids)
+    return {i: float(v @ vector) for i, v in found.items()}

@@ -1,0 +1,144 @@
+"""The durable vector table: one sqlite-vec `vec0` table, partitioned by user.
+
+sqlite-vec keeps the vectors in the same database file as the messages they come from, and
+answers KNN queries for the low-RAM `vector_search: db` mode. Two of its access paths are slow
+for what moim needs, measured at 100k vectors (sqlite-vec 0.1.9):
+
+- `SELECT … WHERE user_id = ?` without a KNN `MATCH` scans every vector of every user (0.6 s
+  even for a user with none), and `chunk_id IN (…)` does the same;
+- so a user's whole partition — what the RAM matrix is built from — is read from vec0's own
+  shadow tables instead: `<table>_chunks` lists the partition's blocks of 16 slots (which
+  slots are valid, which chunk id each holds) and `<table>_vector_chunks00` holds each block's
+  vectors as one blob. 90k vectors load in ~0.5 s, an empty partition in ~2 ms. If a future
+  sqlite-vec lays its shadow tables out differently, the slow query is used instead (and
+  tests/memory/store/test_vector_table.py compares the two).
+
+Every function takes the connection to use; `memory.store.store` owns transactions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import sqlean
+
+Connection = Any
+
+TABLE = "chunk_vectors"
+# Slots per vec0 block: sqlite-vec preallocates one block per partition, so the default 1,024
+# made every user cost 1.6 MB on disk.
+_BLOCK = 16
+_FETCH = 256  # blocks per fetchmany while loading a partition
+
+
+def create(db: Connection, dim: int) -> None:
+    db.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0 ("
+        "chunk_id INTEGER PRIMARY KEY, user_id TEXT PARTITION KEY, "
+        f"embedding FLOAT[{int(dim)}] distance_metric=cosine, chunk_size={_BLOCK})"
+    )
+
+
+def drop(db: Connection) -> None:
+    db.execute(f"DROP TABLE IF EXISTS {TABLE}")
+
+
+def put(db: Connection, chunk_id: int, user_id: str, vector: np.ndarray) -> None:
+    db.execute(
+        f"INSERT OR REPLACE INTO {TABLE} (chunk_id, user_id, embedding) VALUES (?, ?, ?)",
+        (chunk_id, user_id, blob(vector)),
+    )
+
+
+def delete(db: Connection, chunk_ids: Sequence[int]) -> None:
+    """Delete by id, one at a time: vec0 scans the whole table for an IN list."""
+    for chunk_id in chunk_ids:
+        db.execute(f"DELETE FROM {TABLE} WHERE chunk_id = ?", (chunk_id,))
+
+
+def nearest(db: Connection, user_id: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """(chunk id, cosine similarity) of the user's k nearest vectors, by sqlite-vec's KNN."""
+    rows = db.execute(
+        f"SELECT chunk_id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? AND user_id = ?",
+        (blob(vector), k, user_id),
+    ).fetchall()
+    return [(row[0], 1.0 - float(row[1])) for row in rows]
+
+
+def some(db: Connection, user_id: str, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """The vectors of some of the user's chunks, each looked up by its id."""
+    found: dict[int, np.ndarray] = {}
+    for chunk_id in chunk_ids:
+        row = db.execute(
+            f"SELECT user_id, embedding FROM {TABLE} WHERE chunk_id = ?", (chunk_id,)
+        ).fetchone()
+        if row is not None and row[0] == user_id:
+            found[chunk_id] = np.frombuffer(row[1], dtype=np.float32)
+    return found
+
+
+def partition(db: Connection, user_id: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """All of a user's (chunk ids, vectors), ids ascending; the arrays may have spare rows.
+
+    Returns (ids, matrix) where only the first `len(ids)` rows of `matrix` are meaningful:
+    the matrix is allocated once at the partition's slot count, which leaves room to append
+    without copying 150 MB at 100k vectors.
+    """
+    try:
+        return _read_shadow(db, user_id, dim)
+    except sqlean.OperationalError as exc:  # "no such table/column": another layout
+        if "no such" not in str(exc):
+            raise
+        return _read_scan(db, user_id, dim)
+
+
+def _read_shadow(db: Connection, user_id: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    slots = db.execute(
+        f"SELECT coalesce(sum(size), 0) FROM {TABLE}_chunks WHERE partition00 = ?", (user_id,)
+    ).fetchone()[0]
+    ids = np.empty(slots, dtype=np.int64)
+    matrix = np.empty((slots, dim), dtype=np.float32)
+    cursor = db.execute(
+        f"SELECT c.size, c.validity, c.rowids, v.vectors FROM {TABLE}_chunks AS c "
+        f"JOIN {TABLE}_vector_chunks00 AS v ON v.rowid = c.chunk_id "
+        "WHERE c.partition00 = ? ORDER BY c.chunk_id",
+        (user_id,),
+    )
+    count = 0
+    while blocks := cursor.fetchmany(_FETCH):
+        for size, validity, rowids, vectors in blocks:
+            valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+            valid = valid[:size].astype(bool)
+            held = int(valid.sum())
+            ids[count : count + held] = np.frombuffer(rowids, np.int64)[:size][valid]
+            block = np.frombuffer(vectors, np.float32)[: size * dim].reshape(size, dim)
+            matrix[count : count + held] = block[valid]
+            count += held
+    return _ascending(ids[:count], matrix, count)
+
+
+def _read_scan(db: Connection, user_id: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    rows = db.execute(
+        f"SELECT chunk_id, embedding FROM {TABLE} WHERE user_id = ? ORDER BY chunk_id",
+        (user_id,),
+    ).fetchall()
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    matrix = np.empty((len(rows), dim), dtype=np.float32)
+    for position, row in enumerate(rows):
+        matrix[position] = np.frombuffer(row[1], dtype=np.float32)
+    return ids, matrix
+
+
+def _ascending(ids: np.ndarray, matrix: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sort by id when slots were reused out of order (binary search needs sorted ids)."""
+    if count < 2 or bool(np.all(ids[1:] > ids[:-1])):
+        return ids, matrix
+    order = np.argsort(ids, kind="stable")
+    matrix[:count] = matrix[order]
+    return ids[order], matrix
+
+
+def blob(vector: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()

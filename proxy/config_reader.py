@@ -1,0 +1,88 @@
+"""Reading config.yaml's mappings while noting which keys moim asked for.
+
+`proxy/config.py` reads every key it understands through `.get`, with a default when the key
+is absent, so after a load each `Section` knows the keys moim takes at that place, and any
+other key in the file is a mistake: a typo (`memory.placment`) or a key in the wrong section
+(`memory.db`). Left alone, such a key is silently ignored and its setting silently not
+applied; `auth.key:` for `auth.keys:` left a proxy open. `unknown_keys` names each one by its
+path, with the nearest known key (difflib) or else the keys that place takes. Under `auth`, a
+name with no near miss is not echoed: a proxy key pasted as a name would otherwise reach the
+terminal and the logs.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+
+class Section(Mapping[str, Any]):
+    """One mapping of the config file, at `path` (`""` for the top level, `auth.keys[0]`)."""
+
+    def __init__(self, data: Mapping[Any, Any], path: str = "") -> None:
+        self._data = data
+        self.path = path
+        self._asked: set[Any] = set()
+        self._children: list[Section] = []
+
+    def __getitem__(self, key: str) -> Any:
+        self._asked.add(key)  # `.get`, `in` and `.items()` all come through here
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def child(self, data: Mapping[Any, Any], name: str) -> Section:
+        """A mapping nested in this one, under `name` (`server`, `local`, `keys[0]`)."""
+        section = Section(data, _join(self.path, name))
+        self._children.append(section)
+        return section
+
+    def expect(self, *keys: str) -> None:
+        """Declare keys as known without reading them (for a mapping another module reads)."""
+        self._asked.update(keys)
+
+    def known(self) -> list[str]:
+        return sorted(str(key) for key in self._asked)
+
+    def unknown(self) -> list[Any]:
+        return [key for key in self._data if key not in self._asked]
+
+    def walk(self) -> Iterator[Section]:
+        yield self
+        for child in self._children:
+            yield from child.walk()
+
+
+def unknown_keys(root: Section) -> list[str]:
+    """One line per key in `root` and its children that nothing asked for, in file order."""
+    sections = list(root.walk())
+    known = [_join(section.path, key) for section in sections for key in section.known()]
+    return [_explain(section, key, known) for section in sections for key in section.unknown()]
+
+
+def _explain(section: Section, key: Any, known_paths: list[str]) -> str:
+    """The unknown `key` of `section`: a near miss in the same place, or the same name elsewhere."""
+    name, here = str(key), section.known()
+    path = _join(section.path, name)
+    close = difflib.get_close_matches(name, here, n=1)
+    if close:
+        return f"{path}: unknown key; did you mean {_join(section.path, close[0])}?"
+    elsewhere = [known for known in known_paths if known.rsplit(".", 1)[-1] == name]
+    if elsewhere:
+        return f"{path}: unknown key; did you mean {elsewhere[0]}?"
+    place = section.path or "the top level"
+    takes = f"{place} takes: {', '.join(here)}"
+    if section.path.split(".")[0] == "auth":
+        return (
+            f"{section.path}: an unknown key (its name is not shown: it may be a secret); {takes}"
+        )
+    return f"{path}: unknown key; {takes}"
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name

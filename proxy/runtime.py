@@ -1,0 +1,50 @@
+"""Process-wide tuning that only the server does, in one place.
+
+The memory package is a library and changes nothing about the process that imports it;
+`moim serve` (the app's lifespan) calls `tune_process()` once, before the worker threads
+exist. Each setting says what it changes and the measurement behind it:
+
+- one BLAS thread for numpy's vector scans (threadpoolctl, at run time, so it no longer
+  depends on an environment variable being set before numpy loads);
+- at most two glibc malloc arenas (`memory.limit_arenas`);
+- a 1 ms GIL switch interval;
+- a bounded pool of anyio worker threads.
+
+Where moim relies on a dependency's internals (tiktoken's Python rank table in
+`memory/block/tokens.py`, sqlite-vec's shadow tables in `memory/store/vector_table.py`),
+a test in `tests/proxy/test_runtime.py` pins the reliance and fails when it changes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio.to_thread
+import threadpoolctl
+
+from memory import limit_arenas
+
+# Recall runs its lexical search beside the dense scan; a two-thread OpenBLAS gemv on two busy
+# cores measured 7.9 ms for a 10k x 384 scan against 0.7 ms with one thread.
+BLAS_THREADS = 1
+# How long a thread may hold the GIL while another waits for it (CPython: 5 ms). Recall and
+# the writer run on worker threads and take the GIL back after every SQLite step, onnxruntime
+# run and numpy call; with the event loop busy serving other requests, each take-back could
+# wait the full interval. A 10k-chunk recall beside a busy Python thread: 51 ms p50 at 5 ms,
+# 36 ms at 1 ms (docs/benchmarks.md, "Latency, throughput, load").
+GIL_SWITCH_INTERVAL = 0.001
+# Blocking work (recall, storing turns, the memory API) runs on anyio's worker threads, and
+# each thread opens its own SQLite connection with its own page cache. anyio allows 40; on a
+# small machine that many only contend for the cores and hold memory.
+WORKER_THREADS = min(40, max(8, 4 * (os.cpu_count() or 1)))
+# glibc arenas: 435 MB RSS by default against 304 MB with two (memory/heap.py).
+MALLOC_ARENAS = 2
+
+
+def tune_process() -> None:
+    """Apply the server's process-wide settings; call once, in the event loop's thread."""
+    limit_arenas(MALLOC_ARENAS)  # before the worker threads exist: it affects new threads
+    threadpoolctl.threadpool_limits(BLAS_THREADS, user_api="blas")
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+    anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS

@@ -1,0 +1,131 @@
+"""memory/block/excerpts.py: ranked hits packed into at most N excerpts of at most M characters."""
+
+from memory.block.excerpts import build_excerpts
+from memory.records import Chunk, Hit, Message, Tier
+
+NOW = 1_700_000_000.0
+TIER = Tier(0, 5, 120)
+
+
+def hit(message_id, text, session_id="s-1", name="Ana"):
+    chunk = Chunk(
+        message_id,
+        message_id,
+        "alice",
+        session_id,
+        "user",
+        name,
+        text,
+        NOW + message_id,
+        f"h{message_id}",
+    )
+    return Hit(chunk, 1.0 / message_id, 0.5, message_id, None)
+
+
+def texts(excerpts):
+    return [(e.session_id, e.text) for e in excerpts]
+
+
+def test_each_turn_is_one_line_led_by_its_speaker():
+    excerpts = build_excerpts(
+        [hit(1, "Sold the kayak.\n [shares a photo: a red kayak]")], TIER, [], "now"
+    )
+    assert texts(excerpts) == [("s-1", "Ana: Sold the kayak. [shares a photo: a red kayak]")]
+
+
+def test_hits_of_one_session_share_its_excerpt_in_the_order_said():
+    hits = [hit(3, "Third thing."), hit(1, "First thing."), hit(2, "Other.", session_id="s-2")]
+    assert texts(build_excerpts(hits, TIER, [], "now")) == [
+        ("s-1", "Ana: First thing.\nAna: Third thing."),
+        ("s-2", "Ana: Other."),
+    ]
+
+
+def test_a_later_hit_that_does_not_fit_whole_is_skipped_for_a_shorter_one():
+    hits = [
+        hit(1, "The marina is in Porto, by the old bridge, past the fish market."),  # 69 chars
+        hit(2, "It is a long story about the kayak, its paddles and the spare rudder."),
+        hit(3, "Red, the kayak."),
+    ]
+    assert texts(build_excerpts(hits, Tier(0, 1, 120), [], "now")) == [
+        (
+            "s-1",
+            "Ana: The marina is in Porto, by the old bridge, past the fish market.\n"
+            "Ana: Red, the kayak.",
+        ),
+    ]
+
+
+def test_only_a_passages_first_turn_is_cut_to_fit():
+    long = "Intro words here. " * 5 + "The kayak is kept at the marina in Porto. " + "Tail. " * 10
+    [excerpt] = build_excerpts([hit(1, long)], Tier(0, 5, 80), ["kayak", "marina"], "now")
+    assert len(excerpt.text) <= 80
+    assert excerpt.text.startswith("Ana: …") and "kayak is kept at the marina" in excerpt.text
+
+
+def test_no_more_sessions_than_the_tier_allows():
+    hits = [hit(i, f"Turn {i}.", session_id=f"s-{i}") for i in range(1, 5)]
+    assert [e.session_id for e in build_excerpts(hits, Tier(1, 2, 400), [], "now")] == [
+        "s-1",
+        "s-2",
+    ]
+
+
+def test_leftover_room_is_filled_with_the_turns_next_to_the_best_hit():
+    around = [
+        Message(1, "alice", "s-1", "assistant", "Bo", "Where do you keep it?", NOW),
+        Message(2, "alice", "s-1", "user", "Ana", "At the marina.", NOW + 1),
+        Message(3, "alice", "s-1", "assistant", "Bo", "Which one?\nThe big one?", NOW + 2),
+    ]
+    excerpts = build_excerpts([hit(2, "At the marina.")], TIER, [], "now", lambda _: around)
+    assert texts(excerpts) == [
+        ("s-1", "Bo: Where do you keep it?\nAna: At the marina.\nBo: Which one? The big one?")
+    ]
+
+
+def test_a_hit_that_overflows_its_sessions_excerpt_starts_another_of_the_same_session():
+    hits = [
+        hit(1, "The marina is in Porto, by the old bridge, past the fish market."),
+        hit(2, "It is a long story about the kayak, its paddles and the spare rudder."),
+        hit(3, "Other.", session_id="s-2"),
+        hit(4, "Red, the kayak."),  # fits the first excerpt again
+    ]
+    assert texts(build_excerpts(hits, Tier(0, 3, 120), [], "now")) == [
+        (
+            "s-1",
+            "Ana: The marina is in Porto, by the old bridge, past the fish market.\n"
+            "Ana: Red, the kayak.",
+        ),
+        ("s-1", "Ana: It is a long story about the kayak, its paddles and the spare rudder."),
+        ("s-2", "Ana: Other."),
+    ]
+
+
+def test_the_excerpt_limit_counts_every_excerpt_of_a_session():
+    hits = [
+        hit(1, "The marina is in Porto, by the old bridge, past the fish market."),
+        hit(2, "It is a long story about the kayak, its paddles and the spare rudder."),
+        hit(3, "Other.", session_id="s-2"),
+    ]
+    assert [e.session_id for e in build_excerpts(hits, Tier(0, 2, 120), [], "now")] == [
+        "s-1",
+        "s-1",
+    ]
+
+
+def test_widening_does_not_repeat_a_turn_another_excerpt_of_the_session_shows():
+    said = [
+        Message(1, "alice", "s-1", "user", "Ana", "The marina is in Porto by a bridge.", NOW + 1),
+        Message(2, "alice", "s-1", "assistant", "Bo", "The kayak is red and very old.", NOW + 2),
+        Message(3, "alice", "s-1", "user", "Ana", "Yes.", NOW + 3),
+    ]
+    around = {1: said[:2], 2: said}
+    hits = [
+        hit(1, "The marina is in Porto by a bridge."),
+        hit(2, "The kayak is red and very old.", name="Bo"),
+    ]
+    excerpts = build_excerpts(hits, Tier(0, 2, 50), [], "now", lambda c: around[c.message_id])
+    assert texts(excerpts) == [
+        ("s-1", "Ana: The marina is in Porto by a bridge."),
+        ("s-1", "Bo: The kayak is red and very old.\nAna: Yes."),
+    ]

@@ -1,0 +1,135 @@
+"""memory/block/tokens.py: request tokens with tiktoken, and context windows from litellm's map."""
+
+import json
+from pydoc_data.topics import topics
+
+import pytest
+import tiktoken
+
+from memory.block.tokens import (
+    context_window,
+    count_message_tokens,
+    count_tokens,
+    encoding_for,
+    message_text,
+)
+
+
+def o200k():
+    # After moim's first count, tiktoken has o200k_base loaded from litellm's bundled files.
+    count_tokens("warm up", "gpt-4o-mini")
+    return tiktoken.get_encoding("o200k_base")
+
+
+def test_gpt_4o_mini_counts_in_o200k_base():
+    assert encoding_for("gpt-4o-mini").name == "o200k_base"
+
+
+def test_unknown_model_counts_in_o200k_base():
+    assert encoding_for("my-local-llama").name == "o200k_base"
+    assert encoding_for("ollama/llama3").name == "o200k_base"
+
+
+def test_count_message_tokens_of_a_known_request():
+    messages = [
+        {"role": "system", "content": "You are a terse assistant."},
+        {"role": "user", "name": "ana", "content": "What's the capital of Portugal?"},
+    ]
+    moim = count_message_tokens(messages, "gpt-4o-mini")
+    encoding = o200k()
+    expected = (
+        3  # the reply's priming
+        + 3
+        + len(encoding.encode("You are a terse assistant."))
+        + 3
+        + len(encoding.encode("What's the capital of Portugal?"))
+        + 1
+        + len(encoding.encode("ana"))
+    )
+    assert moim == expected == 23
+
+
+def test_count_message_tokens_counts_text_parts_and_tool_calls():
+    calls = [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+        }
+    ]
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Weather"},
+                {"type": "image_url", "image_url": {"url": "x"}},
+                {"type": "text", "text": "in Paris?"},
+            ],
+        },
+        {"role": "assistant", "content": None, "tool_calls": calls},
+    ]
+    encoding = o200k()
+    expected = (
+        3
+        + 3
+        + len(encoding.encode("Weather\nin Paris?"))
+        + 3
+        + len(encoding.encode(json.dumps(calls)))
+    )
+    assert count_message_tokens(messages, "gpt-4o-mini") == expected
+
+
+def test_special_token_text_is_counted_as_plain_text():
+    assert count_tokens("<|endoftext|>", "gpt-4o-mini") > 1
+
+
+def test_message_text_of_each_content_shape():
+    assert message_text({"content": "plain"}) == "plain"
+    assert message_text({"content": [{"type": "text", "text": "a"}, {"text": "b"}]}) == "a\nb"
+    assert message_text({"content": None}) == ""
+    assert message_text({}) == ""
+
+
+def test_context_window_from_litellms_map():
+    assert context_window("gpt-4o-mini") == 128_000
+    assert context_window("openai/gpt-4o-mini") == 128_000
+
+
+def test_context_window_override_wins():
+    assert context_window("gpt-4o-mini", {"gpt-4o-mini": 400}) == 400
+    assert context_window("my-local-llama", {"my-local-llama": 8192}) == 8192
+
+
+def test_context_window_of_an_unknown_model_is_the_default():
+    assert context_window("my-local-llama") == 128_000
+    assert context_window("my-local-llama", {}, default=32_768) == 32_768
+
+
+def test_long_natural_text_is_counted_within_three_percent():
+    # Python's own language reference, as natural technical prose: 200,000 characters, far
+    # above the exact-count limit, so the sampled path estimates it.
+    reference = "\n\n".join(topics[name] for name in sorted(topics))[:200_000]
+    exact = len(o200k().encode(reference, disallowed_special=()))
+    estimate = count_tokens(reference, "gpt-4o-mini")
+    assert estimate == pytest.approx(exact, rel=0.03)
+
+
+def test_text_at_the_exact_limit_is_counted_exactly():
+    text = ("moim remembers. " * 1500)[:24_000]
+    assert count_tokens(text, "gpt-4o-mini") == len(o200k().encode(text))
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "gpt-4", "some-unknown-model"])
+def test_a_shed_encoding_still_encodes_and_decodes(model):
+    # moim drops tiktoken's Python copy of the rank table (memory); the encoder must not need it.
+    encoding = encoding_for(model)
+    text = "Grüße aus Lisboa — 東京で会いましょう 🙂"
+    tokens = encoding.encode(text)
+    assert encoding.decode(tokens) == text
+    assert count_tokens(text, model) == len(tokens)
+
+
+def test_the_rank_table_moim_sheds_is_where_tiktoken_keeps_it():
+    # Pins the reliance on tiktoken's internals: if `_mergeable_ranks` is renamed, shedding
+    # silently stops (27 MB more per encoding) and this fails instead.
+    assert vars(encoding_for("gpt-4o-mini"))["_mergeable_ranks"] == {}

@@ -1,0 +1,219 @@
+"""memory/ingest/turns.py: message identity, storing a turn, and indexing it into chunks."""
+
+from dataclasses import replace
+
+import pytest
+
+from memory.block.render import BLOCK_END, BLOCK_START
+from memory.ingest.turns import Turn, content_hash, index_pending, message_keys, store_turn
+from memory.recall.vectors import VectorIndex
+from memory.settings import Settings
+from memory.store.store import Store
+from tests.memory.hash_embedder import HashEmbedder
+
+BLOCK = f"{BLOCK_START}\nRecalled data.\n\n[Relevant past context]\n- something\n{BLOCK_END}"
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(db_path=tmp_path / "moim.db", chunk_size=100, chunk_overlap=20)
+
+
+@pytest.fixture
+def store(settings):
+    store = Store(settings.db_path)
+    store.ensure_vectors(HashEmbedder.name, HashEmbedder.dim)
+    return store
+
+
+def turn(messages, reply=None, partial=False):
+    return Turn(
+        user_id="alice",
+        session_id="s-1",
+        model="gpt-4o-mini",
+        messages=tuple(messages),
+        reply=reply,
+        created_at=1_700_000_000.0,
+        partial=partial,
+    )
+
+
+def index(store, settings):
+    return index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
+
+
+def chunks_by_message(store):
+    found = store.chunks("alice", range(1, 1000)).values()
+    by_message = {}
+    for chunk in sorted(found, key=lambda c: c.id):
+        by_message.setdefault(chunk.message_id, []).append(chunk.text)
+    return by_message
+
+
+def test_content_hash_ignores_an_injected_block_in_a_system_message():
+    plain = {"role": "system", "content": "You are terse."}
+    injected = {"role": "system", "content": f"{BLOCK}\n\nYou are terse."}
+    assert content_hash(injected) == content_hash(plain)
+
+
+def test_content_hash_ignores_an_injected_block_in_a_text_part():
+    plain = {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]}
+    injected = {"role": "developer", "content": [{"type": "text", "text": f"{BLOCK}\n\nBe brief."}]}
+    assert content_hash(injected) == content_hash(plain)
+
+
+def test_content_hash_tells_role_text_and_name_apart():
+    base = {"role": "user", "content": "hi"}
+    hashes = {
+        content_hash(base),
+        content_hash({**base, "role": "assistant"}),
+        content_hash({**base, "content": "hi!"}),
+        content_hash({**base, "name": "ana"}),
+    }
+    assert len(hashes) == 4
+
+
+def test_content_hash_is_the_same_for_string_and_single_text_part():
+    as_string = {"role": "user", "content": "hello"}
+    as_parts = {"role": "user", "content": [{"type": "text", "text": "hello"}]}
+    assert content_hash(as_parts) == content_hash(as_string)
+
+
+def test_message_keys_number_repeats():
+    yes, ok = {"role": "user", "content": "yes"}, {"role": "assistant", "content": "ok"}
+    keys = message_keys([yes, ok, yes, ok, yes])
+    h_yes, h_ok = content_hash(yes), content_hash(ok)
+    assert keys == [f"{h_yes}#1", f"{h_ok}#1", f"{h_yes}#2", f"{h_ok}#2", f"{h_yes}#3"]
+
+
+def test_store_turn_stores_the_reply_last_and_marks_only_it_partial(store):
+    messages = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Tell me a long story"},
+    ]
+    reply = {"role": "assistant", "content": "Once upon a"}
+    assert store_turn(store, turn(messages, reply, partial=True)) == 3
+    stored = store.messages("alice")
+    assert [(m.role, m.content, m.partial) for m in stored] == [
+        ("system", "You are terse.", False),
+        ("user", "Tell me a long story", False),
+        ("assistant", "Once upon a", True),
+    ]
+
+
+def test_store_turn_stores_resent_history_once(store):
+    first = [{"role": "user", "content": "hi"}]
+    reply = {"role": "assistant", "content": "hello"}
+    second = [*first, reply, {"role": "user", "content": "how are you?"}]
+    assert store_turn(store, turn(first, reply)) == 2
+    assert store_turn(store, turn(second, {"role": "assistant", "content": "fine"})) == 2
+    assert [m.content for m in store.messages("alice")] == ["hi", "hello", "how are you?", "fine"]
+
+
+def test_store_turn_strips_the_injected_block_from_system_messages(store):
+    messages = [
+        {"role": "system", "content": f"{BLOCK}\n\nYou are terse."},
+        {"role": "user", "content": "hi"},
+    ]
+    store_turn(store, turn(messages))
+    assert [m.content for m in store.messages("alice")] == ["You are terse.", "hi"]
+
+
+def test_system_and_tool_messages_are_stored_but_not_chunked(store, settings):
+    messages = [
+        {"role": "system", "content": "You are a weather bot."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "Sunny, 24 degrees in Paris"},
+    ]
+    store_turn(store, turn(messages, {"role": "assistant", "content": "Sunny in Paris."}))
+    assert index(store, settings) == 5
+    stored = {m.id: m for m in store.messages("alice")}
+    chunked = {stored[i].role: texts for i, texts in chunks_by_message(store).items()}
+    assert chunked == {"user": ["Weather in Paris?"], "assistant": ["Sunny in Paris."]}
+    assert store.count_unindexed() == 0
+
+
+def test_chunks_never_span_two_messages(store, settings):
+    first = " ".join(f"alpha{i}" for i in range(60))  # ~470 characters: several chunks
+    second = " ".join(f"omega{i}" for i in range(60))
+    messages = [{"role": "user", "content": first}, {"role": "assistant", "content": second}]
+    store_turn(store, turn(messages))
+    index(store, settings)
+    stored = {m.id: m.content for m in store.messages("alice")}
+    by_message = chunks_by_message(store)
+    assert len(by_message) == 2
+    for message_id, texts in by_message.items():
+        assert len(texts) > 1
+        assert all(text in stored[message_id] for text in texts)
+        assert all(len(text) <= settings.chunk_size for text in texts)
+    words = {w for texts in by_message.values() for text in texts for w in text.split()}
+    assert words == set(first.split()) | set(second.split())
+
+
+def test_index_pending_with_nothing_pending_does_nothing(store, settings):
+    assert index(store, settings) == 0
+
+
+class RecordingEmbedder(HashEmbedder):
+    """Remembers every document text it was asked to embed."""
+
+    def __init__(self):
+        self.texts = []
+
+    def embed_documents(self, texts):
+        self.texts.extend(texts)
+        return super().embed_documents(texts)
+
+
+def test_a_turn_is_embedded_after_the_tail_of_the_turn_before_it(store, settings):
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "name": "Ana", "content": "Did you go camping in the mountains?"},
+    ]
+    reply = {"role": "assistant", "name": "Bo", "content": "Yes, last May!"}
+    store_turn(store, turn(messages, reply))
+    embedder = RecordingEmbedder()
+    settings = replace(settings, embedding_context_chars=20)
+    index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
+    assert embedder.texts == [
+        "Ana: Did you go camping in the mountains?",  # the system prompt is not context
+        "Ana: ng in the mountains?\nBo: Yes, last May!",
+    ]
+    # the chunk itself stays verbatim: only its vector carries the context
+    assert [texts for texts in chunks_by_message(store).values()][-1] == ["Yes, last May!"]
+
+
+def test_only_a_messages_first_chunk_gets_the_context(store, settings):
+    long = " ".join(f"omega{i}" for i in range(60))  # several chunks
+    store_turn(
+        store,
+        turn([{"role": "user", "content": "Hi there"}], {"role": "assistant", "content": long}),
+    )
+    embedder = RecordingEmbedder()
+    index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
+    reply_texts = embedder.texts[1:]
+    assert len(reply_texts) > 1
+    assert reply_texts[0].startswith("user: Hi there\nomega0")
+    assert all(not text.startswith("user:") for text in reply_texts[1:])
+
+
+def test_no_context_is_embedded_when_it_is_turned_off(store, settings):
+    store_turn(
+        store,
+        turn([{"role": "user", "content": "Camping?"}], {"role": "assistant", "content": "Yes."}),
+    )
+    embedder = RecordingEmbedder()
+    settings = replace(settings, embedding_context_chars=0)
+    index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
+    assert embedder.texts == ["Camping?", "Yes."]

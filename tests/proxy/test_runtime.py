@@ -1,0 +1,38 @@
+"""proxy/runtime.py: the server's process-wide tuning, and a library import that changes nothing."""
+
+import os
+import subprocess
+import sys
+
+import anyio.to_thread
+import threadpoolctl
+
+from proxy import runtime
+
+
+def test_importing_memory_leaves_the_environment_alone():
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    code = "import os, memory; print('OPENBLAS_NUM_THREADS' in os.environ)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_tune_process_sets_one_blas_thread_the_switch_interval_and_the_thread_pool():
+    before_interval = sys.getswitchinterval()
+    blas = threadpoolctl.threadpool_limits(limits=None, user_api="blas")  # restores on exit
+    with blas:
+
+        async def tune_and_read():
+            runtime.tune_process()
+            return anyio.to_thread.current_default_thread_limiter().total_tokens
+
+        try:
+            tokens = anyio.run(tune_and_read)
+            assert tokens == runtime.WORKER_THREADS
+            assert sys.getswitchinterval() == runtime.GIL_SWITCH_INTERVAL
+            threads = {
+                i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"
+            }
+            assert threads == {runtime.BLAS_THREADS}
+        finally:
+            sys.setswitchinterval(before_interval)
