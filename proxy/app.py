@@ -5,9 +5,12 @@ embedder, vector index), the background writer, the pooled httpx client for upst
 counters for `/metrics`. It is built in the lifespan and kept on `app.state.moim`; there are
 no other globals. With `consolidation.model` set, the lifespan also runs the consolidation
 schedule (`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
-`ProxyError`s become OpenAI-shaped JSON in one handler; a `MemoryLayerError` that reaches it
-(only the memory API lets one through: chat fails open in `pipeline.py`) becomes a 503 with
-`Retry-After`, as a locked or unreachable store is worth retrying.
+Chat completions get memory (`proxy/pipeline.py`); any other `/v1/` request (and
+`/u/{user}/v1/`) passes through to the provider unchanged (`proxy/passthrough.py`), after
+moim's own routes, which win. `ProxyError`s become OpenAI-shaped JSON in one handler; a
+`MemoryLayerError` that reaches it (only the memory API lets one through: chat fails open in
+`pipeline.py`) becomes a 503 with `Retry-After`, as a locked or unreachable store is worth
+retrying.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
 from proxy.limits import HeaderLimit
+from proxy.passthrough import METHODS, passthrough, retrieve_model
 from proxy.pipeline import chat
 from proxy.runtime import tune_process
 from proxy.upstream import close_litellm, list_models
@@ -90,11 +94,18 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/v1/models", _models, methods=["GET"]),
         Route("/models", _models, methods=["GET"]),
         Route("/u/{user_id}/v1/models", _models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", _model, methods=["GET"]),
+        Route("/models/{model_id:path}", _model, methods=["GET"]),
+        Route("/u/{user_id}/v1/models/{model_id:path}", _model, methods=["GET"]),
         Route("/health", _health, methods=["GET"]),
         Route("/health/liveliness", _health, methods=["GET"]),
         Route("/health/readiness", _readiness, methods=["GET"]),
         Route("/metrics", _metrics, methods=["GET"]),
         *admin.routes(),
+        *_with_path_user(admin.routes()),
+        # Last: whatever moim does not handle above goes to the provider as it came.
+        Route("/v1/{path:path}", _passthrough, methods=METHODS),
+        Route("/u/{user_id}/v1/{path:path}", _passthrough, methods=METHODS),
     ]
     return Starlette(
         routes=routes,
@@ -106,6 +117,14 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         },
         middleware=[Middleware(HeaderLimit, max_bytes=config.max_header_bytes)],
     )
+
+
+def _with_path_user(routes: list[Route]) -> list[Route]:
+    """The same routes under `/u/{user_id}`, for tools that can set only a base URL."""
+    return [
+        Route("/u/{user_id}" + route.path, route.endpoint, methods=route.methods)
+        for route in routes
+    ]
 
 
 def _start_schedule(
@@ -146,6 +165,14 @@ async def _models(request: Request) -> Response:
     authenticate(request.headers, state.config)
     body = await list_models(state.client, state.config, request.headers.get("authorization"))
     return Response(body, media_type="application/json")
+
+
+async def _model(request: Request) -> Response:
+    return await retrieve_model(request, state_of(request))
+
+
+async def _passthrough(request: Request) -> Response:
+    return await passthrough(request, state_of(request))
 
 
 async def _health(request: Request) -> Response:

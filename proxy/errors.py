@@ -5,7 +5,8 @@ ProxyError                 status, message, type, param, code
  │    └── PayloadTooLarge  413  the body is over the configured limit
  ├── Unauthorized          401  a proxy key is required or wrong
  ├── Forbidden             403  the key may not act for that user
- ├── NotFound              404  no such memory item
+ ├── NotFound              404  no such memory item, route or upstream
+ ├── MethodNotAllowed      405  the memory API has no such method on that path
  ├── ServiceUnavailable    503  the memory store is busy or down (memory API only), Retry-After
  └── UpstreamError         the provider's own status and body, passed through
 """
@@ -67,6 +68,11 @@ class Forbidden(ProxyError):
 class NotFound(ProxyError):
     status = 404
     type = "not_found_error"
+
+
+class MethodNotAllowed(ProxyError):
+    status = 405
+    type = "invalid_request_error"
 
 
 class ServiceUnavailable(ProxyError):

@@ -377,12 +377,13 @@ def test_header_limit_counts_all_headers_together(make_proxy, upstream):
 @pytest.mark.parametrize(
     ("method", "path"),
     [
-        ("GET", "/v1/nothing-here"),
-        ("POST", "/v1/completions"),
-        ("GET", "/u/alice/v1/nothing-here"),
+        ("GET", "/nothing-here"),
+        ("POST", "/v2/completions"),
+        ("GET", "/u/alice/nothing-here"),
     ],
 )
 def test_unknown_route_is_a_404_in_openais_shape(proxy, upstream, method, path):
+    """Outside `/v1/` (which passes through: tests/e2e/test_passthrough.py) moim answers."""
     response = httpx.request(method, proxy.root + path)
 
     error = assert_openai_error(response, 404)
