@@ -71,6 +71,9 @@ class Config:
     routes: Mapping[str, ModelRoute] = field(default_factory=dict)
     keys: tuple[ProxyKey, ...] = ()
     refuse_open_bind: bool = False
+    # With proxy keys, pass-through endpoints that hold the provider account's shared state
+    # (files, batches, fine-tuning, vector stores, …) need an admin key unless this is true.
+    account_endpoints_for_all_keys: bool = False
     # With proxy keys, /metrics needs an admin or metrics key; true opens it to anyone.
     metrics_public: bool = False
     max_body_bytes: int = 32 * 1024 * 1024
@@ -151,6 +154,9 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         routes=_routes(_section(data, "models")),
         keys=_keys(auth),
         refuse_open_bind=_get(auth, "refuse_open_bind", bool, False, "auth."),
+        account_endpoints_for_all_keys=_get(
+            auth, "account_endpoints_for_all_keys", bool, False, "auth."
+        ),
         metrics_public=_get(server, "metrics_public", bool, False, "server."),
         max_body_bytes=_at_least(server, "server.", "max_body_bytes", 32 * 1024 * 1024, 1),
         max_messages=_at_least(server, "server.", "max_messages", 10_000, 1),
