@@ -101,8 +101,8 @@ async def set_fact(request: Request) -> Response:
     raw = await read_body(request, request.app.state.moim.config.max_body_bytes)
     try:
         body = request_json.loads(raw)
-    except ValueError:
-        raise BadRequest("the body must be a JSON object", code="invalid_json") from None
+    except ValueError as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object", code="invalid_json")
     for field in ("key", "value"):
