@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memory import FastEmbedder, MemoryLayer, Settings  # noqa: E402
 from proxy.app import build_app  # noqa: E402
 from proxy.config import Config  # noqa: E402
+from proxy.serving import uvicorn_options  # noqa: E402
 from tests.conftest import serve_app, wait_ready  # noqa: E402
 from tests.e2e.test_fuzz import (  # noqa: E402
     CHAT_PATHS,
@@ -328,7 +329,7 @@ def _proxy(workdir: Path, upstream_url: str, **fields: Any) -> Iterator[tuple[An
     config = Config(memory=memory, upstream_base_url=upstream_url, **fields)
     layer = MemoryLayer(memory, embedder_factory=lambda _: FastEmbedder())
     with (
-        serve_app(build_app(config, layer)) as root,
+        serve_app(build_app(config, layer), **uvicorn_options(config)) as root,
         httpx.Client(base_url=root, timeout=60) as http,
     ):
         wait_ready(root, timeout=120)  # the embedding model is loaded, as in production

@@ -135,7 +135,7 @@ async def export(request: Request) -> Response:
 async def import_(request: Request) -> Response:
     state = _state(request)
     user_id = user_of(request)
-    raw = await read_body(request, state.config.max_body_bytes)
+    raw = await read_body(request, state.config.max_body_bytes, state.config.body_timeout)
     items = []
     # Lines end at newlines only: str.splitlines() also splits at U+2028, U+2029 and U+0085,
     # which an export (ensure_ascii=False) leaves unescaped inside a message's text.

@@ -98,7 +98,8 @@ async def list_facts(request: Request) -> Response:
 
 async def set_fact(request: Request) -> Response:
     user_id = admin.user_of(request)
-    raw = await read_body(request, request.app.state.moim.config.max_body_bytes)
+    config = request.app.state.moim.config
+    raw = await read_body(request, config.max_body_bytes, config.body_timeout)
     try:
         body = request_json.loads(raw)
     except ValueError as exc:

@@ -91,7 +91,7 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
     report = Report(request_id=request.headers.get("x-request-id") or uuid.uuid4().hex)
     try:
         caller = authenticate(request.headers, state.config)
-        raw = await read_body(request, state.config.max_body_bytes)
+        raw = await read_body(request, state.config.max_body_bytes, state.config.body_timeout)
         body = parse_chat_body(raw, state.config.max_messages)
         who = identify(
             request.headers,

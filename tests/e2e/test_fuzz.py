@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from memory import MemoryLayer, Settings
 from proxy.app import build_app
 from proxy.config import Config, ProxyKey
+from proxy.serving import uvicorn_options
 from proxy.upstream import LITELLM_PREFIXES
 from tests.conftest import Proxy, serve_app
 from tests.upstream import MODELS
@@ -409,7 +410,7 @@ def fuzzed_proxy(directory, upstream, embedder, **fields):
     config = Config(memory=memory, upstream_base_url=upstream.url, **fields)
     layer = MemoryLayer(memory, embedder_factory=lambda _: embedder)
     with (
-        serve_app(build_app(config, layer)) as root,
+        serve_app(build_app(config, layer), **uvicorn_options(config)) as root,
         httpx.Client(base_url=root, timeout=30) as http,
     ):
         yield Proxy(root + "/v1", root, config, layer), http
