@@ -391,6 +391,8 @@ def test_bad_key_in_a_keys_file_names_its_line_never_its_value(in_empty_dir):
         ("upstream: {read_timeout: -3}", "upstream.read_timeout: must be above 0, got -3.0"),
         ("upstream: {read_timeout: .nan}", "upstream.read_timeout: must be above 0, got nan"),
         ("memory: {busy_timeout: 0}", "memory.busy_timeout: must be above 0, got 0.0"),
+        ("server: {header_timeout: 0}", "server.header_timeout: must be above 0, got 0.0"),
+        ("server: {body_timeout: -1}", "server.body_timeout: must be above 0, got -1.0"),
     ],
 )
 def test_limits_below_one_are_refused_naming_the_key(in_empty_dir, yaml_text, message):
@@ -402,7 +404,8 @@ def test_limits_below_one_are_refused_naming_the_key(in_empty_dir, yaml_text, me
 
 def test_limits_from_yaml(in_empty_dir):
     text = (
-        "server: {max_body_bytes: 1, max_messages: 2, max_header_bytes: 3}\n"
+        "server: {max_body_bytes: 1, max_messages: 2, max_header_bytes: 3, header_timeout: 6,"
+        " body_timeout: 7.5}\n"
         "memory: {ingest_queue_size: 4, busy_timeout: 0.5}\n"
     )
     config = load_config(write(in_empty_dir / "moim.yaml", text), {})
@@ -412,4 +415,10 @@ def test_limits_from_yaml(in_empty_dir):
         config.max_header_bytes,
         config.ingest_queue_size,
         config.memory.busy_timeout,
-    ) == (1, 2, 3, 4, 0.5)
+        config.header_timeout,
+        config.body_timeout,
+    ) == (1, 2, 3, 4, 0.5, 6.0, 7.5)
+
+
+def test_slow_client_limits_default_to_10_and_20_seconds():
+    assert (Config().header_timeout, Config().body_timeout) == (10.0, 20.0)
