@@ -423,3 +423,25 @@ def test_models_with_upstream_unreachable_is_a_502(make_proxy, upstream):
 
     error = assert_openai_error(response, 502)
     assert error["code"] == "upstream_unreachable"
+
+
+def test_every_chat_request_is_counted_by_status_refusals_too(proxy, upstream):
+    """moim_chat_requests_total counted in the handler: refusals before it (a 431) were
+    missing, as were crashes (tests/proxy/test_chat_metrics.py)."""
+    body = {"model": "gpt-4o-mini", "messages": HELLO}
+    statuses = [
+        httpx.post(proxy.url + "/chat/completions", json=body).status_code,
+        httpx.post(proxy.root + "/u/ana/v1/chat/completions", content=b"{").status_code,
+        httpx.post(
+            proxy.url + "/chat/completions", json=body, headers={"x-padding": "p" * 20_000}
+        ).status_code,
+        httpx.post(proxy.root + "/chat/completions", json=body | {"stream": 1}).status_code,
+    ]
+    assert statuses == [200, 400, 431, 400]
+
+    metrics = httpx.get(proxy.root + "/metrics").text.splitlines()
+    assert [line for line in metrics if line.startswith("moim_chat_requests_total")] == [
+        'moim_chat_requests_total{status="200"} 1',
+        'moim_chat_requests_total{status="400"} 2',
+        'moim_chat_requests_total{status="431"} 1',
+    ]
