@@ -35,6 +35,7 @@ from starlette.routing import Route
 from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin
 from proxy.auth import authenticate, authorize_metrics
+from proxy.chat_metrics import ChatRequests
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
@@ -59,6 +60,7 @@ class AppState:
 
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     """The moim ASGI app for `config` (a prepared `layer` may be passed in, e.g. by tests)."""
+    requests: dict[int, int] = {}  # chat requests by status, counted by ChatRequests
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -70,7 +72,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         )
         journal = Journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
-        app.state.moim = AppState(config, memory, writer, client)
+        app.state.moim = AppState(config, memory, writer, client, requests)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
@@ -115,7 +117,10 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             MemoryLayerError: _memory_error,
             HTTPException: _http_error,
         },
-        middleware=[Middleware(HeaderLimit, max_bytes=config.max_header_bytes)],
+        middleware=[
+            Middleware(ChatRequests, counts=requests),  # outermost: it sees every answer
+            Middleware(HeaderLimit, max_bytes=config.max_header_bytes),
+        ],
     )
 
 
@@ -154,10 +159,7 @@ def state_of(request: Request) -> AppState:
 
 
 async def _chat(request: Request) -> Response:
-    state = state_of(request)
-    response = await chat(request, state, request.path_params.get("user_id"))
-    state.requests[response.status_code] = state.requests.get(response.status_code, 0) + 1
-    return response
+    return await chat(request, state_of(request), request.path_params.get("user_id"))
 
 
 async def _models(request: Request) -> Response:

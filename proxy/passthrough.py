@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+import anyio
 import httpx
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -40,6 +41,7 @@ from proxy.errors import (
     NotFound,
     PayloadTooLarge,
     ProxyError,
+    RequestTimeout,
 )
 from proxy.limits import read_body
 from proxy.streaming import relay
@@ -180,7 +182,7 @@ async def _route(
     content: bytes | AsyncIterator[bytes] | None = None
     target = Target("openai", "", config.upstream_base_url, config.upstream_api_key)
     if _has_body(request) and _is_json(request):
-        content = await read_body(request, config.max_body_bytes)
+        content = await read_body(request, config.max_body_bytes, config.body_timeout)
         body = _parse(content)
         model = _model_of(body)
         if model is not None:
@@ -196,7 +198,7 @@ async def _route(
             raise PayloadTooLarge(
                 f"request body is over {config.max_body_bytes} bytes", code="payload_too_large"
             )
-        content = _limited(request.stream(), config.max_body_bytes)
+        content = _limited(request.stream(), config.max_body_bytes, config.body_timeout)
     if target.base_url is None:
         raise NotFound(
             f"{request.method} {request.url.path}: moim has no upstream to pass this to; "
@@ -321,10 +323,23 @@ def _model_of(body: Any) -> str | None:
     return body["model"]
 
 
-async def _limited(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
-    """The body as it arrives, refused past `limit` bytes (a declared length is checked first)."""
+async def _limited(
+    chunks: AsyncIterator[bytes], limit: int, timeout: float
+) -> AsyncIterator[bytes]:
+    """The body as it arrives, refused past `limit` bytes (a declared length is checked first)
+    or when no byte has come for `timeout` seconds (`server.body_timeout`, as for chat)."""
     size = 0
-    async for chunk in chunks:
+    while True:
+        try:
+            with anyio.fail_after(timeout):
+                chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise RequestTimeout(
+                f"the request body stopped arriving after {size} bytes"
+                f" (server.body_timeout: {timeout:g} s)"
+            ) from None
         size += len(chunk)
         if size > limit:
             raise PayloadTooLarge(f"request body is over {limit} bytes", code="payload_too_large")
