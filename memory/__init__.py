@@ -30,7 +30,8 @@ from memory.journal import Journal
 from memory.layer import MemoryLayer, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
 from memory.render import BLOCK_END, BLOCK_START, inject_block, strip_block
-from memory.settings import Settings
+from memory.response_links import ResponseLink
+from memory.settings import Placement, Settings
 from memory.store import Stats
 from memory.tokens import context_window, count_message_tokens, count_tokens, message_text
 
@@ -55,9 +56,11 @@ __all__ = [
     "Message",
     "MigrationFailed",
     "Operation",
+    "Placement",
     "RecallRequest",
     "Recollection",
     "Rejection",
+    "ResponseLink",
     "Settings",
     "Stats",
     "StoreUnavailable",
