@@ -105,6 +105,16 @@ def derive_session_id(user_id: str, body: Mapping[str, Any]) -> str:
     return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 
+def chained_session_id(user_id: str, response_id: str) -> str:
+    """The session of a Responses API request continuing a reply moim never stored.
+
+    The requests that follow continue this one's reply, which moim does store, so the chain
+    stays in this session from here on. A contract, as `derive_session_id` is.
+    """
+    canonical = json.dumps([user_id, "previous_response_id", response_id], separators=(",", ":"))
+    return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
+
+
 def _first_header(headers: Mapping[str, str], names: tuple[str, ...]) -> str | None:
     for name in names:
         value = headers.get(name)
