@@ -31,6 +31,9 @@ Replies to ``POST /v1/chat/completions``:
 stream (``tests/upstream_responses.py``), and keeps the ids it answered with: a
 ``previous_response_id`` it never gave out gets OpenAI's 400 ``previous_response_not_found``.
 
+``POST /v1/messages`` is a minimal Anthropic messages endpoint (JSON only), for litellm's
+``anthropic/…`` routes: it answers ``"Noted, turn <n>."`` with Anthropic's ``usage``.
+
 ``GET /v1/models`` lists a few models; any other path gets an OpenAI-shaped 404.
 
 Connections must have ``TCP_NODELAY``, or a small streamed write can wait ~40 ms for a delayed
@@ -63,6 +66,7 @@ CHUNK_CHARS = 8
 ECHO_LIMIT = 200
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
+ANTHROPIC_PATH = "/v1/messages"
 MODELS = ("gpt-4o-mini", "gpt-4o", "tool-call", "slow", "broken", "logprobs")
 WEATHER_CALL = {"id": "call_test_weather", "name": "get_weather", "arguments": '{"city":"Paris"}'}
 LONG_REPLY = "".join(f"tick {i:02d} " for i in range(40))  # 40 chunks of exactly 8 characters
@@ -174,6 +178,8 @@ class Upstream:
             if not isinstance(parsed, dict):
                 return _error(400, "invalid_request_error", "invalid_json", "Body is not JSON.")
             return self._responses(parsed)
+        if request.method == "POST" and request.url.path == ANTHROPIC_PATH:
+            return self._anthropic(parsed)
         if request.method == "GET" and request.url.path == "/v1/models":
             model = {"object": "model", "created": CREATED, "owned_by": "test"}
             return JSONResponse({"object": "list", "data": [{"id": m, **model} for m in MODELS]})
@@ -223,6 +229,23 @@ class Upstream:
         if reply.broken_after is not None:  # created, in_progress, item and part added, deltas
             return _Truncated(events[: 4 + reply.broken_after], "text/event-stream")
         return _EventStream(events, reply.delay, self._count_disconnect)
+
+    def _anthropic(self, body: Any) -> Response:
+        self._chats += 1
+        said = f"Noted, turn {self._chats}."
+        prompt = _tokens(json.dumps(body))
+        return JSONResponse(
+            {
+                "id": f"msg_test_{self._chats}",
+                "type": "message",
+                "role": "assistant",
+                "model": str((body or {}).get("model", "")),
+                "content": [{"type": "text", "text": said}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": prompt, "output_tokens": _tokens(said)},
+            }
+        )
 
     def _next_reply(
         self, model: str, messages: list[dict[str, Any]], script: list[dict[str, Any]]
