@@ -73,20 +73,48 @@ CACHE_MIN, CACHE_STEP = 1024, 128  # OpenAI: prompts from 1,024 tokens, cached i
 
 # What the user said in earlier conversations: each turn of the benched one recalls a few.
 MEMORIES = (
-    "My daughter Mia plays the cello in the school orchestra on Thursdays",
-    "I am training for the Berlin marathon in September, four runs a week",
-    "Our kitchen renovation uses oak cabinets and a green tiled backsplash",
-    "My manager Priya wants the quarterly report on churn by the tenth",
-    "I am allergic to shellfish, so no shrimp or crab in recipes please",
-    "We adopted a rescue greyhound called Pepper who is scared of thunder",
-    "The team migrates the billing service from MySQL to Postgres in May",
-    "I am learning Portuguese before our trip to Porto and the Douro valley",
-    "My grandmother's lemon cake recipe uses olive oil instead of butter",
-    "I play five-a-side football on Tuesday evenings with colleagues",
-    "Our flat in Leeds has a damp problem in the north bedroom wall",
-    "I read mostly science fiction, Ursula Le Guin is my favourite author",
-    "My brother Tom repairs old bicycles and sells them at the market",
-    "The car needs its MOT test before the end of October",
+    "My daughter Mia plays the cello in the school orchestra on Thursdays. Her teacher, Mr"
+    " Okafor, wants her to practise the Saint-Saëns swan piece every evening before the spring"
+    " concert, and she needs a new bow before then because the old one lost half its hair.",
+    "I am training for the Berlin marathon in September, four runs a week. The long run is on"
+    " Sundays along the canal, I am at 24 kilometres now, and my physio said to add no more"
+    " than ten percent a week because my left calf tightens up after thirty minutes.",
+    "Our kitchen renovation uses oak cabinets and a green tiled backsplash. The fitter comes on"
+    " the fourteenth, the sink is a deep ceramic one from the reclamation yard in Bristol, and"
+    " we still have to choose between brass and black handles for the drawers.",
+    "My manager Priya wants the quarterly report on churn by the tenth. It has to split the"
+    " numbers by plan, explain the jump in cancellations after the price change in March, and"
+    " include the survey answers from the customers who left the annual plan.",
+    "I am allergic to shellfish, so no shrimp or crab in recipes please. It is a real allergy,"
+    " I carry an adrenaline pen, and fish sauce is fine but oyster sauce is not, which trips"
+    " people up when they cook Thai or Cantonese food for me.",
+    "We adopted a rescue greyhound called Pepper who is scared of thunder. She came from a"
+    " kennel in Essex, sleeps twenty hours a day, pulls on the lead near cats, and the vet says"
+    " she should lose two kilos before her next check-up in the summer.",
+    "The team migrates the billing service from MySQL to Postgres in May. We run both databases"
+    " side by side for two weeks, the cut-over is on a Saturday night, and I am the one on call"
+    " that weekend with Dmitri as the backup if the invoices job fails.",
+    "I am learning Portuguese before our trip to Porto and the Douro valley. We fly out on the"
+    " second of June, stay in Ribeira for four nights, then take the train up the valley to a"
+    " quinta near Pinhão where they run port tastings in the cellar.",
+    "My grandmother's lemon cake recipe uses olive oil instead of butter. She added the zest of"
+    " three lemons, a spoon of yoghurt, and baked it in a ring tin at 170 degrees for forty"
+    " minutes, then poured a thin lemon syrup over it while it was still warm.",
+    "I play five-a-side football on Tuesday evenings with colleagues. We book the pitch behind"
+    " the leisure centre from seven to eight, I usually play in goal since my knee operation,"
+    " and we go to the pub on the corner afterwards to argue about the offside rule.",
+    "Our flat in Leeds has a damp problem in the north bedroom wall. Black mould comes back"
+    " behind the wardrobe every winter, the landlord sent a surveyor in January, and he blamed"
+    " a blocked gutter and the lack of a window vent rather than rising damp.",
+    "I read mostly science fiction, Ursula Le Guin is my favourite author. The Dispossessed is"
+    " the book I reread every few years, I loved the Earthsea books as a teenager, and lately"
+    " I have been reading Becky Chambers and Ann Leckie on the train to work.",
+    "My brother Tom repairs old bicycles and sells them at the market. He rents a lock-up in"
+    " Hebden Bridge, strips frames down to the steel, and has a stall at the Sunday market by"
+    " the canal where the steel racers from the eighties sell out first.",
+    "The car needs its MOT test before the end of October. The garage on Kirkstall Road can do"
+    " it on a Friday morning, the front tyres are close to the legal limit, and the rear"
+    " wiper has been streaking since the summer, so it may need a new blade too.",
 )
 QUESTIONS = (
     "What instrument does Mia play and when is her orchestra practice?",
