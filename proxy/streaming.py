@@ -1,11 +1,13 @@
 """Step 6b, stream back: relay the provider's bytes as they arrive, and gather the reply.
 
-The bytes reach the client exactly as the provider sent them. On the side, a
-`ReplyCollector` parses the server-sent events (or the JSON body) into the assistant message
-that `remember` stores. The turn is handed over when the provider's `[DONE]` arrives, before
-those last bytes are sent, so a client that calls `/v1/memory/flush` right after its stream
-finds its turn; when the client leaves early, the relay's `finally` hands over what was
-produced, marked partial.
+The bytes reach the client exactly as the provider sent them. On the side, a collector
+parses the server-sent events (or the JSON body) into what `remember` stores: a
+`ReplyCollector` the chat completion's assistant message, the Responses API's
+`ResponseCollector` (`proxy/responses.py`) its output items. The turn is handed over when the
+reply is whole (chat's `[DONE]`, the Responses API's `response.completed`), before those last
+bytes are sent, so a client that calls `/v1/memory/flush` right after its stream finds its
+turn; when the client leaves early, the relay's `finally` hands over what was produced,
+marked partial.
 """
 
 from __future__ import annotations

@@ -9,10 +9,12 @@ once the provider says `response.completed`.
 
 import json
 import time
+from contextlib import closing
 
 import httpx
 import openai
 import pytest
+import sqlean
 
 from memory import BLOCK_END, BLOCK_START
 from proxy.config import ModelRoute
@@ -63,8 +65,7 @@ def remember_clara(proxy, user):
 # -- memory round trip ------------------------------------------------------------------------
 
 
-def test_said_in_one_conversation_injected_in_a_new_one(make_proxy, upstream):
-    proxy = make_proxy(settings={"placement": "before_last_user"})
+def test_said_in_one_conversation_injected_in_a_new_one(proxy, upstream):
     remember_clara(proxy, "alice")
     question = [{"role": "user", "content": [{"type": "input_text", "text": QUESTION}]}]
     response, headers = create(proxy, "alice", instructions="Be brief.", input=question)
@@ -353,3 +354,19 @@ def test_a_provider_error_comes_back_as_is_and_nothing_is_stored(proxy, upstream
     proxy.flush()
     assert raised.value.response.headers["retry-after"] == "7"
     assert proxy.layer.stats("default").messages == 0
+
+
+def test_a_failing_recall_forwards_the_client_body_and_is_reported(proxy, upstream):
+    remember_clara(proxy, "mia")
+    with closing(sqlean.connect(str(proxy.config.db_path), isolation_level=None)) as db:
+        db.execute("DROP TABLE chunks_fts")
+    raw = json.dumps({"model": MODEL, "input": QUESTION, "stream": True}).encode()
+    headers = {"content-type": "application/json", "x-memory-user-id": "mia"}
+
+    with httpx.stream("POST", proxy.url + "/responses", content=raw, headers=headers) as response:
+        data = response.read()
+
+    assert response.status_code == 200
+    assert response.headers["x-memory-error"].startswith("recall failed")
+    assert upstream.requests[-1].body == raw
+    assert b"event: response.completed" in data
