@@ -129,7 +129,10 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
         text = message_text(message)
         payload = dict(message)
         if message.get("role") in ("system", "developer"):
-            text = strip_block(text)
+            stripped = strip_block(text)
+            if stripped is not text and not stripped.strip():
+                continue  # a block of moim's own (a new system message) sent back: not stored
+            text = stripped
             if isinstance(payload.get("content"), str):
                 payload["content"] = text
         rows.append(

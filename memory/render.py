@@ -277,14 +277,17 @@ def _age(days: int) -> str:
 def inject_block(
     messages: list[dict[str, Any]],
     block: str,
-    placement: Placement = "system",
+    placement: Placement = "before_last_user",
 ) -> list[dict[str, Any]]:
     """A new message list with `block` placed in it; `messages` and its dicts are not changed.
 
-    "system" (the default, CONTRACT.md): prepend the block and a blank line to the first
-    system or developer message (as a first text part when its content is a list of parts),
-    or insert a new system message first when there is none. "before_last_user": a new system
-    message just before the last user message, or at the end when there is no user message.
+    "before_last_user" (the default): a new system message just before the last user message,
+    or at the end when there is no user message. What comes before it is the conversation as
+    the previous request had it, so a provider's prompt cache keeps that prefix
+    (bench/prompt_cache.py). "system" (the default until the prompt cache was measured):
+    prepend the block and a blank line to the first system or developer message (as a first
+    text part when its content is a list of parts), or insert a new system message first when
+    there is none; the block then changes the start of every request.
 
     Either way a message that carries a `cache_control` breakpoint (on itself or on a part)
     is never edited, and the block never goes before one: the provider caches the prefix up

@@ -138,11 +138,12 @@ def test_memory_block_reaches_the_provider_through_litellm(routed, upstream):
 
     assert int(raw.headers["x-memory-chunks-injected"]) > 0
     messages = upstream.last_json["messages"]
-    assert [m["role"] for m in messages] == ["system", "user"]
-    assert messages[0]["content"].startswith(BLOCK_START + "\n")
-    assert "My dog is called Rex" in messages[0]["content"]
-    assert messages[0]["content"].endswith(BLOCK_END + "\n\n" + system)
-    assert messages[1]["content"] == "What is my dog called?"
+    assert [m["role"] for m in messages] == ["system", "system", "user"]
+    assert messages[0]["content"] == system
+    assert messages[1]["content"].startswith(BLOCK_START + "\n")
+    assert "My dog is called Rex" in messages[1]["content"]
+    assert messages[1]["content"].endswith(BLOCK_END)
+    assert messages[2]["content"] == "What is my dog called?"
 
 
 def test_provider_error_through_litellm_keeps_its_status(routed, upstream):

@@ -363,7 +363,7 @@ def test_block_is_prepended_to_the_first_system_message():
         {"role": "user", "content": "hi"},
         {"role": "system", "content": "second"},
     ]
-    assert inject_block(messages, BLOCK) == [
+    assert inject_block(messages, BLOCK, placement="system") == [
         {"role": "system", "content": f"{BLOCK}\n\nYou are terse."},
         {"role": "user", "content": "hi"},
         {"role": "system", "content": "second"},
@@ -375,7 +375,7 @@ def test_block_is_prepended_to_a_developer_message_keeping_its_other_fields():
         {"role": "user", "content": "hi"},
         {"role": "developer", "content": "Be kind.", "name": "dev"},
     ]
-    assert inject_block(messages, BLOCK) == [
+    assert inject_block(messages, BLOCK, placement="system") == [
         {"role": "user", "content": "hi"},
         {"role": "developer", "content": f"{BLOCK}\n\nBe kind.", "name": "dev"},
     ]
@@ -384,7 +384,7 @@ def test_block_is_prepended_to_a_developer_message_keeping_its_other_fields():
 def test_block_is_a_first_text_part_when_system_content_is_a_list():
     parts = [{"type": "text", "text": "You are terse."}]
     messages = [{"role": "system", "content": parts}, {"role": "user", "content": "hi"}]
-    assert inject_block(messages, BLOCK) == [
+    assert inject_block(messages, BLOCK, placement="system") == [
         {"role": "system", "content": [{"type": "text", "text": BLOCK}, *parts]},
         {"role": "user", "content": "hi"},
     ]
@@ -392,10 +392,16 @@ def test_block_is_a_first_text_part_when_system_content_is_a_list():
 
 def test_a_new_system_message_comes_first_when_there_is_none():
     messages = [{"role": "user", "content": "hi"}]
-    assert inject_block(messages, BLOCK) == [
+    assert inject_block(messages, BLOCK, placement="system") == [
         {"role": "system", "content": BLOCK},
         {"role": "user", "content": "hi"},
     ]
+
+
+def test_the_default_placement_is_before_the_last_user_message():
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}]
+    assert inject_block(messages, BLOCK) == inject_block(messages, BLOCK, "before_last_user")
+    assert inject_block(messages, BLOCK)[1] == {"role": "system", "content": BLOCK}
 
 
 def test_before_last_user_places_a_system_message_before_the_last_user_turn():
