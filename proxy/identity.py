@@ -105,13 +105,14 @@ def derive_session_id(user_id: str, body: Mapping[str, Any]) -> str:
     return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 
-def chained_session_id(user_id: str, response_id: str) -> str:
-    """The session of a Responses API request continuing a reply moim never stored.
-
-    The requests that follow continue this one's reply, which moim does store, so the chain
-    stays in this session from here on. A contract, as `derive_session_id` is.
+def held_session_id(user_id: str, field: str, value: str) -> str:
+    """The session of a Responses API request whose history the provider holds, named by a
+    body field: `conversation` (its id is the session's, for good), or `previous_response_id`
+    when moim never stored that reply (the requests that follow continue this one's reply,
+    which moim does store, so the chain stays in this session from here on). A contract, as
+    `derive_session_id` is.
     """
-    canonical = json.dumps([user_id, "previous_response_id", response_id], separators=(",", ":"))
+    canonical = json.dumps([user_id, field, value], ensure_ascii=False, separators=(",", ":"))
     return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 

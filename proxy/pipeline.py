@@ -38,7 +38,7 @@ from memory import (
 from proxy import request_json
 from proxy.auth import authenticate
 from proxy.errors import BadRequest, ProxyError, UpstreamError
-from proxy.identity import Identity, Mode, chained_session_id, identify
+from proxy.identity import Identity, Mode, held_session_id, identify
 from proxy.limits import read_body
 from proxy.streaming import EndCallback, EventCollector, relay
 from proxy.upstream import (
@@ -96,13 +96,20 @@ class Conversation:
     `messages` are chat messages (role, content, tool_calls, tool_call_id): what memory
     measures, recalls for, leaves out of recall and stores. `place` returns the body to send
     with a block placed. `continues` is the Responses API reply the request continues
-    (`previous_response_id`): the provider holds the conversation up to it.
+    (`previous_response_id`), `thread` the provider's conversation it is part of (its
+    `conversation`): either way the provider holds the earlier turns.
     """
 
     model: str
     messages: Sequence[Mapping[str, Any]]
     place: Callable[[str, Placement], bytes]
     continues: str | None = None
+    thread: str | None = None
+
+    @property
+    def held(self) -> bool:
+        """The provider holds the earlier turns: the request carries only new ones."""
+        return self.continues is not None or self.thread is not None
 
 
 # forward(state, request, target, body, raw, conversation, prepared, authorization, report)
@@ -236,7 +243,7 @@ def _prepare(
             tokens,
             window,
             who.context_budget,
-            session_in_context=conversation.continues is not None,
+            session_in_context=conversation.held,
         )
     )
     report.tier = recollection.tier.level
@@ -262,12 +269,14 @@ def _continued(state: AppState, who: Identity, response_id: str | None) -> Respo
 def _session(
     state: AppState, who: Identity, conversation: Conversation, link: ResponseLink | None
 ) -> str:
-    """The session of a request that named none: the one of the reply it continues, else the
-    conversation its messages continue (`MemoryLayer.continue_session`)."""
+    """The session of a request that named none: the one of the reply it continues, or of the
+    provider's conversation, else the one its messages continue (`continue_session`)."""
     if link is not None:
         return link.session_id
+    if conversation.thread is not None:
+        return held_session_id(who.user_id, "conversation", conversation.thread)
     if conversation.continues is not None:  # a reply moim never saw: its chain from here on
-        return chained_session_id(who.user_id, conversation.continues)
+        return held_session_id(who.user_id, "previous_response_id", conversation.continues)
     return state.layer.continue_session(who.user_id, who.session_id, conversation.messages)
 
 
@@ -349,7 +358,7 @@ def remember(
                 extra={"injected_facts": prepared.fact_ids},
                 response_id=collector.response_id,
                 context_tokens=collector.context_tokens,
-                continues=conversation.continues is not None,
+                continues=conversation.held,
             )
         )
 

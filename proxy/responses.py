@@ -12,6 +12,7 @@ A request naming `previous_response_id` continues a reply the provider keeps, wi
 history: it is stored in that reply's session (the id was linked to it when the reply was
 stored), its new messages stored as new, and recall leaves out the session's earlier turns,
 which the model already sees. The provider's context after that reply counts in the fill ratio.
+A request in a provider's `conversation` is the same, its session named by the conversation id.
 
 Only OpenAI-compatible upstreams have this endpoint: a model routed through litellm gets a 400
 naming the route, before anything is forwarded or stored.
@@ -42,6 +43,7 @@ from proxy.responses_body import (
     item_messages,
     parse_responses_body,
     place_block,
+    thread_of,
 )
 from proxy.streaming import EventCollector, valid_unicode
 from proxy.upstream import Target
@@ -64,8 +66,9 @@ def responses_conversation(body: dict[str, Any]) -> Conversation:
     def place(block: str, placement: Placement) -> bytes:
         return json.dumps(place_block(body, block, placement), ensure_ascii=False).encode()
 
+    messages = conversation_messages(body)
     return Conversation(
-        body["model"], conversation_messages(body), place, body.get("previous_response_id")
+        body["model"], messages, place, body.get("previous_response_id"), thread_of(body)
     )
 
 

@@ -37,6 +37,12 @@ def parse_responses_body(raw: bytes, max_items: int) -> dict[str, Any]:
     for name in ("instructions", "previous_response_id"):
         if body.get(name) is not None and not isinstance(body[name], str):
             raise BadRequest(f"'{name}' must be a string", param=name, code="invalid_" + name)
+    if body.get("conversation") is not None and thread_of(body) is None:
+        raise BadRequest(
+            "'conversation' must be a conversation id or an object with an 'id' string",
+            param="conversation",
+            code="invalid_conversation",
+        )
     if "stream" in body and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be a boolean", param="stream")
     items = body.get("input")
@@ -78,6 +84,14 @@ def _check_item(item: Any, where: str) -> None:
             raise bad("(function_call_output) must have an 'output' string or array")
     elif not isinstance(kind, str):
         raise bad("'type' must be a string")
+
+
+def thread_of(body: Mapping[str, Any]) -> str | None:
+    """The id of the provider's conversation the request belongs to (`conversation`), if any."""
+    thread = body.get("conversation")
+    if isinstance(thread, Mapping):
+        thread = thread.get("id")
+    return thread if isinstance(thread, str) and thread else None
 
 
 def conversation_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -197,6 +197,21 @@ def test_a_session_header_wins_over_previous_response_id(proxy, upstream):
     assert headers["x-memory-session-id"] == "trip"
 
 
+def test_a_provider_conversation_is_one_session_its_messages_stored_as_new(proxy, upstream):
+    _, first = create(proxy, "nora", input=CABIN, conversation="conv_trip")
+    _, second = create(proxy, "nora", input=CABIN, conversation={"id": "conv_trip"})
+    _, other = create(proxy, "olga", input=CABIN, conversation="conv_trip")
+    proxy.flush()
+    recap = "Remind me where we booked the cabin"
+    create(proxy, "nora", input=recap, conversation="conv_trip", headers={"X-Memory-Mode": "read"})
+
+    assert first["x-memory-session-id"] == second["x-memory-session-id"]
+    assert other["x-memory-session-id"] != first["x-memory-session-id"]
+    said = [(role, content) for _, role, content, _ in stored(proxy, "nora")]
+    assert said == [("user", CABIN), ("assistant", "echo: " + CABIN)] * 2
+    assert "Tahoe" not in json.dumps(sent_input(upstream))  # the provider holds it
+
+
 # -- function calls ---------------------------------------------------------------------------
 
 
@@ -305,6 +320,7 @@ BAD_BODIES = [
     ({"model": MODEL, "input": "hi", "instructions": ["be brief"]}, "instructions"),
     ({"model": MODEL, "input": "hi", "previous_response_id": 3}, "previous_response_id"),
     ({"model": MODEL, "input": "hi", "stream": "yes"}, "stream"),
+    ({"model": MODEL, "input": "hi", "conversation": {"name": "x"}}, "conversation"),
     ({"input": "hi"}, "model"),
 ]
 
