@@ -303,6 +303,19 @@ def test_mode_off_forwards_the_body_byte_for_byte_and_stores_nothing(proxy, upst
     assert len(stored(proxy, "kim")) == 2  # the first conversation only
 
 
+@pytest.mark.parametrize("mode", ["off", "auto"])
+def test_the_stream_reaches_the_client_byte_for_byte(proxy, upstream, mode):
+    body = {"model": MODEL, "input": "Hello there", "stream": True}
+    direct = httpx.post(upstream.url + "/responses", json=body).content
+    upstream.reset()  # the same response id again
+    with httpx.stream(
+        "POST", proxy.url + "/responses", json=body, headers={"x-memory-mode": mode}
+    ) as response:
+        relayed = response.read()
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert relayed == direct
+
+
 def test_the_user_may_be_named_in_the_path(proxy, upstream):
     with openai.OpenAI(base_url=proxy.root + "/u/lena/v1", api_key="sk", max_retries=0) as client:
         client.responses.create(model=MODEL, input=CLARA)
