@@ -23,9 +23,10 @@ from memory.heap import limit_arenas
 from memory.ingest.turns import Turn, content_hash
 from memory.layer import MemoryLayer, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
-from memory.settings import Settings
+from memory.settings import Placement, Settings
 from memory.store.journal import Journal
 from memory.store.marks import DueUser
+from memory.store.response_links import ResponseLink
 from memory.store.store import Stats
 
 __all__ = [
@@ -49,9 +50,11 @@ __all__ = [
     "Message",
     "MigrationFailed",
     "Operation",
+    "Placement",
     "RecallRequest",
     "Recollection",
     "Rejection",
+    "ResponseLink",
     "Settings",
     "Stats",
     "StoreUnavailable",

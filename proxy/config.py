@@ -134,7 +134,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         embedding_model=_get(mem, "embedding_model", str, defaults.embedding_model, "memory."),
         vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
         fusion=_choice(mem, "fusion", ("scores", "rrf"), defaults.fusion),
-        placement=_choice(mem, "placement", ("system", "before_last_user"), "system"),
+        placement=_choice(mem, "placement", ("system", "before_last_user"), defaults.placement),
         min_similarity=_get(mem, "min_similarity", float, defaults.min_similarity, "memory."),
         recency_half_life_days=_get(
             mem, "recency_half_life_days", float, defaults.recency_half_life_days, "memory."

@@ -28,6 +28,12 @@ from proxy.serving import uvicorn_options
 from tests.upstream import Upstream, serve_upstream
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio, as moim does under uvicorn (trio may be installed too)."""
+    return "asyncio"
+
+
 @pytest.fixture(scope="session")
 def upstream() -> Iterator[Upstream]:
     with serve_upstream() as server:
