@@ -121,9 +121,6 @@ class Journal:
         except FileNotFoundError:
             return 0
 
-    def close(self) -> None:
-        """Nothing to close: no descriptor is held between operations."""
-
     @contextmanager
     def _reading(self) -> Iterator[BinaryIO | list[bytes]]:
         """The journal open for reading, or no lines when it is missing. Refuses anything

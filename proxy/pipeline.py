@@ -109,7 +109,8 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
     prepared = await prepare(state, who, body, report)
     who = prepared.who
     report.session_id = who.session_id
-    report.error = report.error or state.writer.take_error()
+    if who.mode.writes and body.get("stream") is True:  # its headers go before its turn is
+        report.error = report.error or state.writer.journal_problem()  # journaled: warn now
     report.overhead_ms = (time.perf_counter() - started) * 1000
     authorization = provider_key(target, state.config, caller.authorization)
     try:
@@ -227,7 +228,7 @@ async def forward(
     """Send upstream and answer the client; hand the turn to the writer when it ends."""
     collector = ReplyCollector()
     outbound = prepared.body
-    on_end = _remember(state, prepared, body, collector)
+    on_end = _remember(state, prepared, body, collector, report)
     if target.kind == "litellm":
         sent = json.loads(outbound) if outbound is not None else body
         return await _forward_litellm(state, target, sent, authorization, collector, on_end, report)
@@ -250,14 +251,13 @@ async def forward(
         upstream = await open_openai(state.client, target, content, authorization, request.headers)
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc
-    headers = {**relayed_headers(upstream), **report.headers()}
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
     if upstream.status_code < 400 and streaming:
         kept = collector if prepared.who.mode.writes else None  # nothing to gather otherwise
         return StreamingResponse(
             relay(upstream.aiter_raw(), kept, on_end, upstream.aclose),
             status_code=upstream.status_code,
-            headers=headers,
+            headers={**relayed_headers(upstream), **report.headers()},
         )
     try:
         data = await upstream.aread()
@@ -268,7 +268,8 @@ async def forward(
         await upstream.aclose()
     if upstream.status_code < 400:
         collector.feed_json(data)
-        on_end(False)
+        on_end(False)  # before the headers: they say if this turn's journal write failed
+    headers = {**relayed_headers(upstream), **report.headers()}
     return Response(data, status_code=upstream.status_code, headers=headers)
 
 
@@ -295,15 +296,24 @@ async def _forward_litellm(
 
 
 def _remember(
-    state: AppState, prepared: Prepared, body: Mapping[str, Any], collector: ReplyCollector
+    state: AppState,
+    prepared: Prepared,
+    body: Mapping[str, Any],
+    collector: ReplyCollector,
+    report: Report,
 ) -> Any:
-    """The callback that hands a finished (or abandoned) turn to the writer."""
+    """The callback that hands a finished (or abandoned) turn to the writer.
+
+    A journal write that fails is this request's to report, and no other's: in its
+    `x-memory-error` when the response is whole (its headers are not sent yet), else in the
+    log line below, under its request id.
+    """
     who = prepared.who
 
     def on_end(partial: bool) -> None:
         if not who.mode.writes:
             return
-        state.writer.submit(
+        error = state.writer.submit(
             Turn(
                 user_id=who.user_id,
                 session_id=who.session_id,
@@ -315,6 +325,9 @@ def _remember(
                 extra={"injected_facts": prepared.fact_ids},
             )
         )
+        if error is not None:
+            report.error = error
+            logger.warning("request_id=%s user_id=%s %s", report.request_id, who.user_id, error)
 
     return on_end
 
