@@ -20,7 +20,7 @@ from tests.memory.hash_embedder import HashEmbedder
 
 
 class GatedEmbedder(HashEmbedder):
-    """Each `embed_documents` call (one indexing batch) waits for a permit."""
+    """Each `embed_documents` call (one message's chunks) waits for a permit."""
 
     def __init__(self):
         self.permits = threading.Semaphore(0)
@@ -31,6 +31,10 @@ class GatedEmbedder(HashEmbedder):
         assert self.permits.acquire(timeout=10), "the test never released this batch"
         self.waiting.clear()
         return super().embed_documents(texts)
+
+
+# Messages of one chunk each that one indexing pass takes (memory.index_slice_chunks).
+PASS = min(_BATCH, Settings().index_slice_chunks)
 
 
 def turn(k):
@@ -62,17 +66,15 @@ def test_progress_advances_with_each_indexing_batch(tmp_path):
         await until(lambda: writer.recovered)
         for k in range(turns):
             writer.submit(turn(k))
-        await until(gate.waiting.is_set)  # all stored; the first batch waits for its permit
+        await until(gate.waiting.is_set)  # all stored; the first message waits for its permit
         assert layer.store.count_unindexed() == 2 * turns
         assert writer.pending == turns
 
-        gate.permits.release()
-        first_batch_turns = _BATCH // 2
-        await until(lambda: writer.pending == turns - first_batch_turns)
-        assert layer.store.count_unindexed() == 2 * turns - _BATCH
+        gate.permits.release(PASS)  # one pass: its messages, one chunk each
+        await until(lambda: writer.pending == turns - PASS // 2)
+        assert layer.store.count_unindexed() == 2 * turns - PASS
 
-        for _ in range(10):
-            gate.permits.release()
+        gate.permits.release(1000)
         assert await writer.flush(timeout=10)
         assert writer.pending == 0
         assert layer.store.count_unindexed() == 0
@@ -91,16 +93,15 @@ def test_turns_finished_during_a_batch_are_stored_before_the_next_one(tmp_path):
         await until(lambda: writer.recovered)
         for k in range(40):
             writer.submit(turn(k))
-        await until(gate.waiting.is_set)  # first batch (64 of 80 messages) is embedding
-        writer.submit(turn(99))  # finishes while the batch runs
+        await until(gate.waiting.is_set)  # the first pass (of 80 messages) is embedding
+        writer.submit(turn(99))  # finishes while the pass runs
 
-        gate.permits.release()
-        await until(lambda: len(layer.store.messages("u")) == 82)  # stored before batch two
-        await until(gate.waiting.is_set)  # batch two waits for its permit
-        assert layer.store.count_unindexed() == 82 - _BATCH
+        gate.permits.release(PASS)
+        await until(lambda: len(layer.store.messages("u")) == 82)  # stored before pass two
+        await until(gate.waiting.is_set)  # pass two waits for its first permit
+        assert layer.store.count_unindexed() == 82 - PASS
 
-        for _ in range(10):
-            gate.permits.release()
+        gate.permits.release(1000)
         assert await writer.flush(timeout=10)
         await writer.stop()
 
@@ -149,10 +150,9 @@ def test_ready_once_the_journal_is_stored_while_a_backlog_is_still_indexing(tmp_
         await writer.start()
         await until(lambda: writer.recovered)
         assert len(layer.store.messages("u")) == 8  # the journal's turn is in SQLite
-        assert layer.store.count_unindexed() == 8  # the first batch still waits for its permit
+        assert layer.store.count_unindexed() == 8  # the first message waits for its permit
         assert writer.pending == 1
-        for _ in range(5):
-            gate.permits.release()
+        gate.permits.release(1000)
         assert await writer.flush(timeout=10)
         assert layer.store.count_unindexed() == 0
         await writer.stop()
