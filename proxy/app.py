@@ -211,6 +211,12 @@ async def _metrics(request: Request) -> Response:
         "# HELP moim_memory_write_failures_total Failed memory writes (journal, store, index).",
         "# TYPE moim_memory_write_failures_total counter",
         f"moim_memory_write_failures_total {state.writer.failures}",
+        "# HELP moim_writer_failures_total Write path failures by part (journal, store, ...).",
+        "# TYPE moim_writer_failures_total counter",
+        *(
+            f'moim_writer_failures_total{{part="{part}"}} {n}'
+            for part, n in sorted(state.writer.failures_by_part().items())
+        ),
         "# HELP moim_writer_up 1 while the writer runs and nothing in the write path fails.",
         "# TYPE moim_writer_up gauge",
         f"moim_writer_up {int(state.writer.up)}",

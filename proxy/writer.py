@@ -142,6 +142,10 @@ class Writer:
         """Failures of every part of the write path so far, dropped turns included."""
         return self._health.failures
 
+    def failures_by_part(self) -> dict[str, int]:
+        """The same, by part of the write path (proxy/writer_health.py names them)."""
+        return dict(self._health.counts)
+
     @property
     def recovered(self) -> bool:
         """What a previous process left in the journal is stored in SQLite.
@@ -220,7 +224,7 @@ class Writer:
         except OSError as exc:  # a full disk, EIO, a path that is no longer a writable file
             error = self._health.failed("journal", exc) + ": this turn is held in RAM until stored"
         except ValueError as exc:  # text that is not valid Unicode: SQLite will refuse it too
-            self._health.failures += 1
+            self._health.count("content")
             error = f"memory write failed ({type(exc).__name__}): this turn cannot be stored"
         if error is None and len(self._queue) >= self._maxsize:
             self.spilled += 1
@@ -325,7 +329,7 @@ class Writer:
 
     def _account(self, outcome: Stored) -> str | None:
         self.dropped += outcome.dropped
-        self._health.failures += outcome.dropped
+        self._health.count("content", outcome.dropped)
         if outcome.error is None:
             return None
         self._health.failed(outcome.part, outcome.error)

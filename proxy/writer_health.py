@@ -8,6 +8,8 @@ and each recovery:
     store     storing a turn in SQLite (a lock held past `busy_timeout`, a full disk)
     index     chunking or embedding (the model failing)
     task      the writer's own task crashed and is being restarted
+    content   a turn no retry could store (text that is not valid Unicode): counted only,
+              it is dropped and the writer goes on
 
 While any part is failing the writer is not healthy: `/health/readiness` answers 503 with
 the reason and `moim_writer_up` is 0. A part recovers when the operation that failed
@@ -20,6 +22,7 @@ from __future__ import annotations
 import errno
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
@@ -48,11 +51,20 @@ def describe(exc: BaseException) -> str:
 class WriterHealth:
     def __init__(self) -> None:
         self._failing: dict[str, Failing] = {}
-        self.failures = 0  # every failure, of every part (moim_memory_write_failures_total)
+        self.counts: Counter[str] = Counter()  # failures so far, by part
+
+    @property
+    def failures(self) -> int:
+        """Every failure so far, of every part (moim_memory_write_failures_total)."""
+        return sum(self.counts.values())
+
+    def count(self, part: str, failures: int = 1) -> None:
+        """Count failures that leave nothing failing (a turn dropped for its content)."""
+        self.counts[part] += failures
 
     def failed(self, part: str, exc: BaseException, traceback: bool = False) -> str:
         """Note a failure of `part`; return a one-line description without paths."""
-        self.failures += 1
+        self.counts[part] += 1
         now = time.monotonic()
         error = describe(exc)
         before = self._failing.get(part)

@@ -107,6 +107,7 @@ def test_a_journal_on_a_full_disk_loses_no_turn_and_readiness_says_so_until_it_i
     assert broken["status"] == "failing" and "journal failing" in broken["writer"]
     assert "ENOSPC" in broken["writer"] and "/" not in broken["writer"]  # no path
     assert during["moim_writer_up"] == 0 and during["moim_memory_write_failures_total"] >= 5
+    assert during['moim_writer_failures_total{part="journal"}'] >= 5
     assert after["moim_writer_up"] == 1 and after["moim_writer_unjournaled"] == 0
     assert after["moim_ingest_pending"] == 0 and after["moim_writer_restarts_total"] == 0
     for n in range(5):  # nothing lost: stored, indexed and searchable
