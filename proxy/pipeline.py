@@ -109,8 +109,9 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
     prepared = await prepare(state, who, body, report)
     who = prepared.who
     report.session_id = who.session_id
-    if who.mode.writes and body.get("stream") is True:  # its headers go before its turn is
-        report.error = report.error or state.writer.journal_problem()  # journaled: warn now
+    if who.mode.writes and body.get("stream") is True:
+        # a stream's headers go out before its turn is journaled: say now if that is failing
+        report.error = report.error or state.writer.journal_problem()
     report.overhead_ms = (time.perf_counter() - started) * 1000
     authorization = provider_key(target, state.config, caller.authorization)
     try:
