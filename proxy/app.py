@@ -194,13 +194,20 @@ async def _health(request: Request) -> Response:
 
 
 async def _readiness(request: Request) -> Response:
+    """200 once the model is loaded and the journal replayed, while the writer works; 503
+    with the reason otherwise (`writer` says what is failing: proxy/writer_health.py)."""
     state = state_of(request)
     loaded, recovered = state.layer.ready, state.writer.recovered
-    ready = loaded and recovered
-    return JSONResponse(
-        {"status": "ok" if ready else "starting", "embedder": loaded, "recovered": recovered},
-        status_code=200 if ready else 503,
-    )
+    problem = state.writer.problem
+    ready = loaded and recovered and problem is None
+    body: dict[str, object] = {
+        "status": "ok" if ready else "failing" if problem else "starting",
+        "embedder": loaded,
+        "recovered": recovered,
+    }
+    if problem is not None:
+        body["writer"] = problem
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 async def _metrics(request: Request) -> Response:
@@ -228,9 +235,30 @@ async def _metrics(request: Request) -> Response:
         "# HELP moim_ingest_spilled_total Turns written to the journal only, the queue full.",
         "# TYPE moim_ingest_spilled_total counter",
         f"moim_ingest_spilled_total {state.writer.spilled}",
-        "# HELP moim_memory_write_failures_total Failed memory writes.",
+        "# HELP moim_memory_write_failures_total Failed memory writes (journal, store, index).",
         "# TYPE moim_memory_write_failures_total counter",
         f"moim_memory_write_failures_total {state.writer.failures}",
+        "# HELP moim_writer_failures_total Write path failures by part (journal, store, ...).",
+        "# TYPE moim_writer_failures_total counter",
+        *(
+            f'moim_writer_failures_total{{part="{part}"}} {n}'
+            for part, n in sorted(state.writer.failures_by_part().items())
+        ),
+        "# HELP moim_writer_up 1 while the writer runs and nothing in the write path fails.",
+        "# TYPE moim_writer_up gauge",
+        f"moim_writer_up {int(state.writer.up)}",
+        "# HELP moim_writer_restarts_total Times the writer's task crashed and was restarted.",
+        "# TYPE moim_writer_restarts_total counter",
+        f"moim_writer_restarts_total {state.writer.restarts}",
+        "# HELP moim_writer_oldest_unstored_seconds Age of the oldest turn not yet stored.",
+        "# TYPE moim_writer_oldest_unstored_seconds gauge",
+        f"moim_writer_oldest_unstored_seconds {state.writer.oldest_unstored_seconds:.3f}",
+        "# HELP moim_writer_unjournaled Queued turns held in RAM only (the journal failed).",
+        "# TYPE moim_writer_unjournaled gauge",
+        f"moim_writer_unjournaled {state.writer.unjournaled}",
+        "# HELP moim_writer_dropped_total Turns SQLite refused for their content (logged).",
+        "# TYPE moim_writer_dropped_total counter",
+        f"moim_writer_dropped_total {state.writer.dropped}",
         "# HELP moim_vector_users_loaded Users whose vectors are held in RAM.",
         "# TYPE moim_vector_users_loaded gauge",
         f"moim_vector_users_loaded {state.layer.index.loaded_users()}",

@@ -96,7 +96,7 @@ async def forward(
     """Send a chat request upstream and answer the client; hand the turn to the writer."""
     collector = ReplyCollector()
     outbound = prepared.body
-    on_end = remember(state, prepared, conversation, collector)
+    on_end = remember(state, prepared, conversation, collector, report)
     if target.kind == "litellm":
         sent = json.loads(outbound) if outbound is not None else body
         return await _forward_litellm(state, target, sent, authorization, collector, on_end, report)

@@ -171,7 +171,9 @@ async def handle(
     prepared = await prepare(state, who, conversation, report)
     who = prepared.who
     report.session_id = who.session_id
-    report.error = report.error or state.writer.take_error()
+    if who.mode.writes and body.get("stream") is True:
+        # a stream's headers go out before its turn is journaled: say now if that is failing
+        report.error = report.error or state.writer.journal_problem()
     report.overhead_ms = (time.perf_counter() - started) * 1000
     authorization = provider_key(target, state.config, caller.authorization)
     try:
@@ -312,14 +314,13 @@ async def forward_bytes(
         )
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc
-    headers = {**relayed_headers(upstream), **report.headers()}
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
     if upstream.status_code < 400 and streaming:
         kept = collector if prepared.who.mode.writes else None  # nothing to gather otherwise
         return StreamingResponse(
             relay(upstream.aiter_raw(), kept, on_end, upstream.aclose),
             status_code=upstream.status_code,
-            headers=headers,
+            headers={**relayed_headers(upstream), **report.headers()},
         )
     try:
         data = await upstream.aread()
@@ -330,17 +331,26 @@ async def forward_bytes(
         await upstream.aclose()
     if upstream.status_code < 400:
         collector.feed_json(data)
-        on_end(False)
+        on_end(False)  # before the headers: they say if this turn's journal write failed
+    headers = {**relayed_headers(upstream), **report.headers()}
     return Response(data, status_code=upstream.status_code, headers=headers)
 
 
 def remember(
-    state: AppState, prepared: Prepared, conversation: Conversation, collector: EventCollector
+    state: AppState,
+    prepared: Prepared,
+    conversation: Conversation,
+    collector: EventCollector,
+    report: Report,
 ) -> EndCallback:
     """The callback that hands a finished (or abandoned) turn to the writer.
 
     A Responses API reply's id is noted at once (`AppState.responses`), so a request that
     continues it finds its session before the writer has stored the turn.
+
+    A journal write that fails is this request's to report, and no other's: in its
+    `x-memory-error` when the response is whole (its headers are not sent yet), else in the
+    log line below, under its request id.
     """
     who = prepared.who
 
@@ -351,7 +361,7 @@ def remember(
         if collector.response_id is not None:
             link = ResponseLink(who.session_id, collector.context_tokens)
             state.responses.note(who.user_id, collector.response_id, link)
-        state.writer.submit(
+        error = state.writer.submit(
             Turn(
                 user_id=who.user_id,
                 session_id=who.session_id,
@@ -366,6 +376,9 @@ def remember(
                 continues=conversation.held,
             )
         )
+        if error is not None:
+            report.error = error
+            logger.warning("request_id=%s user_id=%s %s", report.request_id, who.user_id, error)
 
     return on_end
 

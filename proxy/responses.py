@@ -93,7 +93,7 @@ async def forward_responses(
             code="responses_unsupported_route",
         )
     collector = ResponseCollector()
-    on_end = remember(state, prepared, conversation, collector)
+    on_end = remember(state, prepared, conversation, collector, report)
     content = aliased(prepared.body if prepared.body is not None else raw, body, target)
     return await forward_bytes(
         state,
