@@ -15,7 +15,6 @@ from memory.facts.consolidation import (
     GateResult,
     Operation,
     Rejection,
-    apply_operations,
     gate,
     parse_operations,
 )
@@ -61,7 +60,6 @@ __all__ = [
     "Tier",
     "TierRule",
     "Turn",
-    "apply_operations",
     "content_hash",
     "context_window",
     "count_message_tokens",

@@ -22,6 +22,7 @@ from memory.block.render import render_block
 from memory.block.tokens import count_tokens
 from memory.embedding import Embedder, FastEmbedder
 from memory.facts.capture import capture_facts
+from memory.facts.consolidation import Operation, apply_operations
 from memory.facts.rules import (
     MAX_SILENCE,
     apply_captures,
@@ -387,6 +388,24 @@ class MemoryLayer:
             return todo
 
     # -- housekeeping ----------------------------------------------------------------------
+
+    def messages(self, user_id: str) -> list[Message]:
+        """Every stored message of one user, oldest first (the whole log: use sparingly)."""
+        return self.store.messages(user_id)
+
+    def index_frontier(self) -> tuple[int, int | None]:
+        """(newest stored message id, oldest message id not yet indexed, or None)."""
+        return self.store.index_frontier()
+
+    def vector_users_loaded(self) -> int:
+        """Users whose vectors are held in RAM right now."""
+        return self.index.loaded_users()
+
+    def apply_consolidation(
+        self, user_id: str, accepted: Sequence[Operation], now: float
+    ) -> list[Fact]:
+        """Apply gated consolidation operations in one transaction (all or nothing)."""
+        return apply_operations(self.store, user_id, accepted, now)
 
     def stats(self, user_id: str) -> Stats:
         return self.store.stats(user_id)

@@ -261,7 +261,7 @@ async def _metrics(request: Request) -> Response:
         f"moim_writer_dropped_total {state.writer.dropped}",
         "# HELP moim_vector_users_loaded Users whose vectors are held in RAM.",
         "# TYPE moim_vector_users_loaded gauge",
-        f"moim_vector_users_loaded {state.layer.index.loaded_users()}",
+        f"moim_vector_users_loaded {state.layer.vector_users_loaded()}",
     ]
     return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 

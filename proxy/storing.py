@@ -66,5 +66,5 @@ def _store_one(layer: MemoryLayer, turn: Turn) -> int:
     except Exception:  # the turn's own content: no retry can store it
         logger.exception("memory write failed: a turn that cannot be stored was dropped")
         return DROPPED
-    newest, _ = layer.store.index_frontier()
+    newest, _ = layer.index_frontier()
     return newest

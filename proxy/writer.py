@@ -320,7 +320,7 @@ class Writer:
             self._queue.popleft()
         self._queue.extendleft(reversed(kept))
         try:
-            newest, _ = await anyio.to_thread.run_sync(self._layer.store.index_frontier)
+            newest, _ = await anyio.to_thread.run_sync(self._layer.index_frontier)
         except TRANSIENT:  # the store is failing: these turns wait for everything indexed
             newest = UNKNOWN
         self._progress.stored_all(submitted - len(kept), newest)
@@ -370,7 +370,7 @@ class Writer:
         oldest: int | None = None
         if not failed:
             try:
-                _, oldest = await anyio.to_thread.run_sync(self._layer.store.index_frontier)
+                _, oldest = await anyio.to_thread.run_sync(self._layer.index_frontier)
             except TRANSIENT:
                 pass  # counted as done, as when the pass itself fails
         await self._progress.indexed_below(oldest)
