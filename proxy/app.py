@@ -17,11 +17,9 @@ retrying.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio.to_thread
@@ -34,32 +32,22 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
-from proxy import admin
+from proxy import admin, facts_api
 from proxy.auth import authenticate, authorize_metrics
 from proxy.chat import chat
 from proxy.chat_metrics import ChatRequests
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
-from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
+from proxy.errors import ProxyError, ServiceUnavailable, error_response
 from proxy.limits import HeaderLimit
 from proxy.passthrough import METHODS, passthrough, retrieve_model
-from proxy.recent_responses import RecentResponses
 from proxy.responses import responses
 from proxy.runtime import tune_process
+from proxy.state import AppState, state_of
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class AppState:
-    config: Config
-    layer: MemoryLayer
-    writer: Writer
-    client: httpx.AsyncClient
-    requests: dict[int, int] = field(default_factory=dict)
-    responses: RecentResponses = field(default_factory=RecentResponses)
 
 
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
@@ -112,7 +100,8 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/health/readiness", _readiness, methods=["GET"]),
         Route("/metrics", _metrics, methods=["GET"]),
         *admin.routes(),
-        *_with_path_user(admin.routes()),
+        *facts_api.routes(),
+        *_with_path_user([*admin.routes(), *facts_api.routes()]),
         # Last: whatever moim does not handle above goes to the provider as it came.
         Route("/v1/{path:path}", _passthrough, methods=METHODS),
         Route("/u/{user_id}/v1/{path:path}", _passthrough, methods=METHODS),
@@ -159,11 +148,6 @@ async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
     except Exception:
         logger.exception("embedding model failed to load; memory will fail open")
     await writer.start()
-
-
-def state_of(request: Request) -> AppState:
-    state: AppState = request.app.state.moim
-    return state
 
 
 async def _chat(request: Request) -> Response:
@@ -267,17 +251,8 @@ async def _metrics(request: Request) -> Response:
 
 
 async def _proxy_error(request: Request, exc: Exception) -> Response:
-    if isinstance(exc, UpstreamError):  # the provider's own status and body, unchanged
-        return Response(
-            exc.content, status_code=exc.status, headers=exc.headers, media_type="application/json"
-        )
     assert isinstance(exc, ProxyError)
-    return Response(
-        json.dumps(exc.body()),
-        status_code=exc.status,
-        headers=exc.headers,
-        media_type="application/json",
-    )
+    return error_response(exc)
 
 
 async def _memory_error(request: Request, exc: Exception) -> Response:
@@ -296,19 +271,9 @@ async def _memory_error(request: Request, exc: Exception) -> Response:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (an unknown route, a wrong method) in OpenAI's shape."""
     assert isinstance(exc, HTTPException)
-    kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-    body = {
-        "error": {
-            "message": str(exc.detail),
-            "type": kind,
-            "param": None,
-            "code": str(exc.status_code),
-        }
-    }
-    return Response(
-        json.dumps(body),
-        status_code=exc.status_code,
-        media_type="application/json",
-        headers=exc.headers,
-    )
+    error = ProxyError(str(exc.detail), code=str(exc.status_code), headers=exc.headers)
+    error.status = exc.status_code
+    error.type = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    return error_response(error)

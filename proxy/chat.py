@@ -33,7 +33,7 @@ from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.upstream import Target, call_litellm, litellm_json, litellm_sse
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
+    from proxy.state import AppState
 
 
 async def chat(request: Request, state: AppState, path_user: str | None = None) -> Response:

@@ -38,7 +38,7 @@ from memory import (
 from proxy import request_json
 from proxy.auth import authenticate
 from proxy.config import Config
-from proxy.errors import BadRequest, ProxyError, UpstreamError
+from proxy.errors import BadRequest, ProxyError, UpstreamError, error_response
 from proxy.identity import Identity, Mode, held_session_id, identify
 from proxy.limits import read_body
 from proxy.streaming import EndCallback, EventCollector, relay
@@ -53,7 +53,7 @@ from proxy.upstream import (
 )
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
+    from proxy.state import AppState
 
 logger = logging.getLogger(__name__)
 
@@ -384,17 +384,7 @@ def remember(
 
 
 def _error(exc: ProxyError, report: Report) -> Response:
-    headers = {**exc.headers, **report.headers()}
-    if isinstance(exc, UpstreamError):
-        return Response(
-            exc.content, status_code=exc.status, headers=headers, media_type="application/json"
-        )
-    return Response(
-        json.dumps(exc.body()),
-        status_code=exc.status,
-        headers=headers,
-        media_type="application/json",
-    )
+    return error_response(exc, report.headers())
 
 
 def _log(who: Identity, body: Mapping[str, Any], report: Report, status: int) -> None:

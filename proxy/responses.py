@@ -49,7 +49,7 @@ from proxy.streaming import EventCollector, valid_unicode
 from proxy.upstream import Target
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
+    from proxy.state import AppState
 
 # The events after which the provider has said all it will: the reply is whole.
 _FINAL = ("response.completed", "response.incomplete")
