@@ -113,21 +113,34 @@ class Conversation:
         return self.continues is not None or self.thread is not None
 
 
-# forward(state, request, target, body, raw, conversation, prepared, authorization, report)
-Forward = Callable[
-    [
-        "AppState",
-        Request,
-        Target,
-        dict[str, Any],
-        bytes,
-        Conversation,
-        "Prepared",
-        str | None,
-        Report,
-    ],
-    Awaitable[Response],
-]
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One request with memory, after the memory steps: what forwarding it needs.
+
+    Built once in `handle` and passed whole to the API's `forward`, the byte path and the
+    tool loop. `report` is the request's running account (headers, log line): the one part
+    that still changes while the answer streams.
+    """
+
+    state: AppState
+    request: Request
+    target: Target
+    body: dict[str, Any]
+    raw: bytes
+    conversation: Conversation
+    prepared: Prepared
+    authorization: str | None
+    report: Report
+
+    @property
+    def outbound(self) -> bytes:
+        """The body as it goes upstream: the block placed (if any) and a config alias's
+        model name."""
+        content = self.prepared.body if self.prepared.body is not None else self.raw
+        return aliased(content, self.body, self.target)
+
+
+Forward = Callable[[Exchange], Awaitable[Response]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +190,10 @@ async def handle(
     report.overhead_ms = (time.perf_counter() - started) * 1000
     authorization = provider_key(target, state.config, caller.authorization)
     try:
-        response = await api.forward(
+        exchange = Exchange(
             state, request, target, body, raw, conversation, prepared, authorization, report
         )
+        response = await api.forward(exchange)
     except ProxyError as exc:
         response = _error(exc, report)
     _log(who, body, report, response.status_code)
@@ -295,19 +309,21 @@ def aliased(content: bytes, body: Mapping[str, Any], target: Target) -> bytes:
 
 
 async def forward_bytes(
-    state: AppState,
-    request: Request,
-    target: Target,
+    exchange: Exchange,
     path: str,
     content: bytes,
-    authorization: str | None,
     collector: EventCollector,
     on_end: EndCallback,
-    prepared: Prepared,
-    report: Report,
 ) -> Response:
     """POST `content` to an OpenAI-compatible upstream's `path`; relay its answer byte for
     byte, gathering the reply on the side."""
+    state, target, prepared, report = (
+        exchange.state,
+        exchange.target,
+        exchange.prepared,
+        exchange.report,
+    )
+    authorization, request = exchange.authorization, exchange.request
     try:
         upstream = await open_openai(
             state.client, target, content, authorization, request.headers, path
