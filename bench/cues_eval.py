@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))  # run as a plain script from any directory, like 
 
 from memory.facts.capture import capture_facts  # noqa: E402
 
-DATASET = ROOT / "tests" / "memory" / "capture_labelled.jsonl"
+DATASET = ROOT / "tests" / "memory" / "facts" / "capture_labelled.jsonl"
 
 Fact = tuple[str, str, str]
 

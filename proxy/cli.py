@@ -17,15 +17,19 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import click
 
 from proxy.cli_common import (
     CONFIG_OPTION,
+    CREATE_OPTION,
     USER_OPTION,
+    announce_database,
     check_db_directory,
     config_from,
-    layer_from,
+    database_path,
+    open_layer,
 )
 from proxy.cli_facts import facts
 from proxy.config import Config
@@ -52,7 +56,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     import uvicorn
 
     from proxy.app import build_app
-    from proxy.limits import parser_limit
+    from proxy.serving import uvicorn_options
 
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
@@ -72,31 +76,32 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    click.echo(f"moim on http://{config.host}:{config.port}/v1  (db {config.db_path})", err=True)
+    announce_database(*database_path(config, create=True))  # the app opens or creates it
+    click.echo(banner(config), err=True)
     uvicorn.run(
         build_app(config),
         host=config.host,
         port=config.port,
         log_level=log_level,
         access_log=False,
-        h11_max_incomplete_event_size=parser_limit(config.max_header_bytes),
+        **uvicorn_options(config),
     )
 
 
 @main.command()
 @CONFIG_OPTION
 def migrate(config_path: Path | None) -> None:
-    """Create or upgrade the database schema."""
+    """Create or upgrade the database schema (serve does it too, before it answers)."""
     config = config_from(config_path)
-    layer_from(config)  # opening the store applies pending migrations
-    click.echo(f"{config.db_path}: schema up to date")
+    open_layer(config, create=True)  # opening the store applies pending migrations
+    click.echo(f"{config.db_path.resolve()}: schema up to date")
 
 
 @main.command()
 @CONFIG_OPTION
 def reindex(config_path: Path | None) -> None:
     """Rebuild chunks, full-text and vector indexes from the stored messages."""
-    layer = layer_from(config_from(config_path))
+    layer = open_layer(config_from(config_path))
     _ = layer.embedder  # load the model before the bar starts
     bar: Any = None
 
@@ -118,7 +123,7 @@ def reindex(config_path: Path | None) -> None:
 @USER_OPTION
 def stats(config_path: Path | None, user_id: str) -> None:
     """Counts of one user's stored memory."""
-    counts = layer_from(config_from(config_path)).stats(user_id)
+    counts = open_layer(config_from(config_path)).stats(user_id)
     click.echo(
         json.dumps(
             {
@@ -145,19 +150,33 @@ memory.add_command(stats, "stats")
 @USER_OPTION
 def export_(config_path: Path | None, user_id: str) -> None:
     """Write the user's messages and facts as JSONL to standard output."""
-    for item in layer_from(config_from(config_path)).export(user_id):
+    for item in open_layer(config_from(config_path)).export(user_id):
         click.echo(json.dumps(item, ensure_ascii=False))
 
 
 @memory.command("import")
 @CONFIG_OPTION
 @USER_OPTION
+@CREATE_OPTION
 @click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
-def import_(config_path: Path | None, user_id: str, source: Any) -> None:
-    """Read JSONL (as written by export) into the user's memory, and index it."""
-    items = [json.loads(line) for line in source if line.strip()]
-    added = layer_from(config_from(config_path)).import_(user_id, items)
+def import_(config_path: Path | None, user_id: str, create: bool, source: Any) -> None:
+    """Read SOURCE (JSONL as export writes it; default: stdin) into the user's memory; index it."""
+    items = _json_lines(source)
+    layer = open_layer(config_from(config_path), create)
+    added = layer.import_(user_id, items)
     click.echo(f"imported {added} messages for {user_id}")
+
+
+def _json_lines(source: Any) -> list[Any]:
+    """The JSON value on each non-blank line; a line that is not JSON is an error naming it."""
+    items = []
+    for number, line in enumerate(source, start=1):
+        if line.strip():
+            try:
+                items.append(json.loads(line))
+            except ValueError as exc:
+                raise click.ClickException(f"line {number} is not JSON: {exc}") from None
+    return items
 
 
 @memory.command("delete")
@@ -166,7 +185,7 @@ def import_(config_path: Path | None, user_id: str, source: Any) -> None:
 @click.confirmation_option(prompt="Delete every message, chunk and fact of this user?")
 def delete(config_path: Path | None, user_id: str) -> None:
     """Forget everything of one user."""
-    removed = layer_from(config_from(config_path)).forget(user_id)
+    removed = open_layer(config_from(config_path)).forget(user_id)
     click.echo(f"deleted {removed} messages of {user_id}")
 
 
@@ -217,7 +236,7 @@ def _consolidate_user(config: Config, user_id: str, model: str, turns: int) -> N
     from proxy.errors import UpstreamError
 
     try:
-        report = asyncio.run(run_once(config, layer_from(config), user_id, model, turns))
+        report = asyncio.run(run_once(config, open_layer(config), user_id, model, turns))
     except UpstreamError as exc:
         detail = exc.content.decode("utf-8", "replace")[:500]
         raise click.ClickException(f"{exc.message}: {detail}") from exc
@@ -228,7 +247,8 @@ def _consolidate_due(config: Config, model: str, turns: int) -> None:
     from proxy.consolidation_schedule import run_due
 
     min_new_turns = config.consolidation_min_new_turns
-    outcomes = asyncio.run(run_due(config, layer_from(config), model, turns, min_new_turns))
+    layer = open_layer(config)
+    outcomes = asyncio.run(run_due(config, layer, model, turns, min_new_turns))
     for outcome in outcomes:
         click.echo(json.dumps(outcome.summary(), ensure_ascii=False))
     failed = {outcome.user_id for outcome in outcomes if outcome.error is not None}
@@ -237,6 +257,42 @@ def _consolidate_due(config: Config, model: str, turns: int) -> None:
         raise click.ClickException(f"{len(failed)} of {due} due users not consolidated")
     if not outcomes:
         click.echo(f"no user has {min_new_turns} new turns to consolidate", err=True)
+
+
+def banner(config: Config) -> str:
+    """What `moim serve` says at startup: where it listens, where requests go, memory on/off.
+
+    The upstream is named without credentials: a URL's user, password and query are left out,
+    and a configured provider key is only said to exist.
+    """
+    if config.upstream_base_url:
+        key = " (provider key from config)" if config.upstream_api_key else ""
+        upstream = (
+            f"{_without_secrets(config.upstream_base_url)}{key}; other /v1/ requests pass through"
+        )
+    else:
+        upstream = "none: provider/model names go through litellm; other /v1/ requests get 404"
+    memory = "on (chat completions)" if config.memory_enabled else "off"
+    return "\n".join(
+        [
+            f"moim on http://{config.host}:{config.port}/v1",
+            f"  upstream: {upstream}",
+            f"  memory:   {memory}",
+        ]
+    )
+
+
+def _without_secrets(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # not a URL one can print safely: say only that it is set
+        return "(set, not a valid URL)"
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    netloc = f"{host}:{port}" if port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _is_loopback(host: str) -> bool:

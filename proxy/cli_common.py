@@ -1,4 +1,5 @@
-"""What every `moim` verb shares: the --config and --user options, the config, the layer."""
+"""What every `moim` verb shares: the --config, --user and --create options, the config, and
+the memory layer over a database the command names on stderr and never creates unasked."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ USER_OPTION = click.option(
     show_default=True,
     help="The memory namespace (user id).",
 )
+CREATE_OPTION = click.option(
+    "--create",
+    is_flag=True,
+    default=False,
+    help="Start a new, empty database when none exists at the path (default: refuse).",
+)
 
 
 def config_from(config_path: Path | None) -> Config:
@@ -34,17 +41,44 @@ def config_from(config_path: Path | None) -> Config:
         raise click.ClickException(str(exc)) from exc
 
 
-def layer_from(config: Config) -> Any:
-    """The memory layer (imported here: `moim --help` need not load it).
+def database_path(config: Config, create: bool | None = None) -> tuple[Path, bool]:
+    """The database's absolute path and whether it exists; a missing one refused unless `create`.
 
-    A store that cannot be opened or migrated is a clean CLI error, not a traceback.
+    The path is relative to the working directory (`./moim.db` by default), so a command run
+    from elsewhere would otherwise create and use a new, empty store without a word.
+    `create` is None for a command without a --create option, False when it was not given.
     """
-    from memory import MemoryLayer, MemoryLayerError
+    path = config.db_path.resolve()
+    existed = path.exists()
+    if not existed and not create:
+        hint = "; or pass --create to start an empty one" if create is False else ""
+        raise click.ClickException(
+            f"no database at {path}: run moim from the directory that holds it, or name it with "
+            f"MOIM_DB or db: in config.yaml{hint}"
+        )
+    return path, existed
 
+
+def announce_database(path: Path, existed: bool) -> None:
+    """Say on stderr which database the command uses, and whether it was just created."""
+    click.echo(f"moim: {'using' if existed else 'creating'} {path}", err=True)
+
+
+def open_layer(config: Config, create: bool | None = None) -> Any:
+    """The memory layer over the config's database (see `database_path`), named on stderr.
+
+    A store that cannot be opened or migrated is a clean CLI error, not a traceback; the
+    database is named once it is open, so such an error is the command's first line.
+    """
+    from memory import MemoryLayer, MemoryLayerError  # here: `moim --help` need not load it
+
+    path, existed = database_path(config, create)
     try:
-        return MemoryLayer(config.memory)
+        layer = MemoryLayer(config.memory)
     except MemoryLayerError as exc:
         raise click.ClickException(str(exc)) from exc
+    announce_database(path, existed)
+    return layer
 
 
 def check_db_directory(config: Config) -> None:

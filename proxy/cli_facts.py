@@ -10,7 +10,13 @@ from typing import Any
 
 import click
 
-from proxy.cli_common import CONFIG_OPTION, USER_OPTION, config_from, layer_from
+from proxy.cli_common import (
+    CONFIG_OPTION,
+    CREATE_OPTION,
+    USER_OPTION,
+    config_from,
+    open_layer,
+)
 
 
 @click.group()
@@ -18,9 +24,11 @@ def facts() -> None:
     """List, set, forget or pin one user's facts (semantic memory)."""
 
 
-def _facts_call(config_path: Path | None, call: Callable[[Any], Any]) -> Any:
+def _facts_call(
+    config_path: Path | None, call: Callable[[Any], Any], create: bool | None = None
+) -> Any:
     """Run `call` on the memory layer; a bad key or value (ValueError) becomes a usage error."""
-    layer = layer_from(config_from(config_path))
+    layer = open_layer(config_from(config_path), create)
     try:
         return call(layer)
     except ValueError as exc:
@@ -78,6 +86,7 @@ def facts_list(config_path: Path | None, user_id: str, status: str) -> None:
     default=None,
     help="Seconds until the fact goes stale (default: never).",
 )
+@CREATE_OPTION
 def facts_set(
     config_path: Path | None,
     user_id: str,
@@ -87,6 +96,7 @@ def facts_set(
     policy: str | None,
     pinned: bool | None,
     ttl_seconds: float | None,
+    create: bool,
 ) -> None:
     """Set KEY to VALUE; a new value supersedes the old one, which stays in the history."""
     _echo_facts(
@@ -102,6 +112,7 @@ def facts_set(
                 ttl_seconds=ttl_seconds,
                 source="cli",
             ),
+            create,
         )
     )
 

@@ -2,25 +2,32 @@
 
 OpenAI-compatible upstreams (`MOIM_UPSTREAM_BASE_URL`, or a config route marked
 `openai_compatible`) get the body as bytes over one pooled httpx client, and their answer is
-relayed byte for byte. Every other provider goes through `litellm.acompletion`, imported on
-first use only (it costs ~2.5 s and ~165 MB), whose output is re-serialised as OpenAI JSON.
+relayed byte for byte. Every other provider goes through `litellm.acompletion` (and, for the
+pass-through's `POST /v1/embeddings`, `litellm.aembedding`), imported on first use only (it
+costs ~2.5 s and ~165 MB), whose output is re-serialised as OpenAI JSON; litellm gets the
+body's OpenAI parameters only (`proxy/litellm_params.py`); the provider's address and key
+come from config (see `provider_key`), never from the body.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
+import re
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio.to_thread
 import httpx
+import numpy as np
 
+from proxy import litellm_params
 from proxy.config import Config
-from proxy.errors import UpstreamError
+from proxy.errors import BadRequest, UpstreamError
 
 logger = logging.getLogger(__name__)
 
@@ -82,8 +89,10 @@ async def open_openai(
     content: bytes,
     authorization: str | None,
     headers: Mapping[str, str],
+    path: str = "/chat/completions",
 ) -> httpx.Response:
-    """POST to an OpenAI-compatible `/chat/completions`; the caller closes the response."""
+    """POST to an OpenAI-compatible upstream's `path` (under its base URL, e.g.
+    `/chat/completions` or `/responses`); the caller closes the response."""
     assert target.base_url is not None
     outbound = {"content-type": "application/json", "accept-encoding": "identity"}
     if authorization:
@@ -93,7 +102,7 @@ async def open_openai(
             outbound[name] = headers[name]
     request = client.build_request(
         "POST",
-        target.base_url.rstrip("/") + "/chat/completions",
+        target.base_url.rstrip("/") + path,
         content=content,
         headers=outbound,
     )
@@ -124,10 +133,14 @@ async def list_models(
         if response.status_code >= 400:
             raise UpstreamError(response.status_code, response.content, relayed_headers(response))
         return response.content
-    data = [
-        {"id": name, "object": "model", "created": 0, "owned_by": "moim"} for name in config.routes
-    ]
+    data = [model_object(name, config) for name in config.routes]
     return json.dumps({"object": "list", "data": data}).encode()
+
+
+def model_object(name: str, config: Config) -> dict[str, Any]:
+    """OpenAI's model object for a name moim routes itself (a config alias or litellm's)."""
+    owner = "moim" if name in config.routes else name.split("/", 1)[0] if "/" in name else "litellm"
+    return {"id": name, "object": "model", "created": 0, "owned_by": owner}
 
 
 def unreachable(exc: httpx.HTTPError) -> UpstreamError:
@@ -155,34 +168,139 @@ def _litellm() -> Any:
     import litellm
 
     litellm.telemetry = False
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on stdout
     return litellm
 
 
 async def call_litellm(
     target: Target, body: Mapping[str, Any], authorization: str | None, timeout: float
 ) -> Any:
-    """`litellm.acompletion` with the client's body; raises UpstreamError on provider errors."""
+    """`litellm.acompletion` with the body's OpenAI parameters; raises UpstreamError on errors.
+
+    The provider's address is the target's (config) and its key `authorization`, never the
+    body's: see `proxy/litellm_params.py` for what of the body is passed on.
+    """
     # The first import takes seconds: never on the event loop.
     litellm = await anyio.to_thread.run_sync(_litellm)
-    params = {k: v for k, v in body.items() if k not in ("model",)}
+    params = litellm_params.forwarded(body)
     params["model"] = target.model
     if target.base_url:
         params["api_base"] = target.base_url
     key = authorization.removeprefix("Bearer ").strip() if authorization else None
     if key:
         params["api_key"] = key
-    params.setdefault("timeout", timeout)
+    params["timeout"] = timeout
+    # With `tools`, litellm would first load its MCP gateway (a litellm-proxy feature that
+    # needs the `mcp` package and may connect to servers named in the tools); moim has none.
+    params["_skip_mcp_handler"] = True
     try:
         return await litellm.acompletion(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes
-        status = getattr(exc, "status_code", None)
-        status = status if isinstance(status, int) and 400 <= status < 600 else 502
-        kind = type(exc).__name__
-        if _missing_key(exc):
-            status, kind = 401, "authentication_error"
-        message = getattr(exc, "message", None) or str(exc)
-        error = {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
-        raise UpstreamError(status, json.dumps(error).encode()) from exc
+        raise _failure(exc, litellm) from exc
+
+
+async def embed_litellm(
+    target: Target, body: Mapping[str, Any], authorization: str | None, timeout: float, alias: bool
+) -> bytes:
+    """`litellm.aembedding` for an embeddings request, answered as OpenAI's JSON.
+
+    Only OpenAI's embeddings parameters are passed on; any other field is refused before
+    litellm is asked (`proxy/litellm_params.py`; `alias`: the model name is a config route).
+    litellm is always asked for floats, which every provider gives; `encoding_format: base64`
+    is then made here, as OpenAI sends it: little-endian float32.
+    """
+    litellm_params.refuse_unsafe(body, alias, litellm_params.EMBEDDING_PARAMS)
+    if "input" not in body:
+        raise BadRequest("'input' is required", param="input", code="invalid_input")
+    encoding = body.get("encoding_format", "float")
+    if encoding not in ("float", "base64"):
+        raise BadRequest("'encoding_format' must be 'float' or 'base64'", param="encoding_format")
+    litellm = await anyio.to_thread.run_sync(_litellm)
+    params = litellm_params.forwarded(body, litellm_params.EMBEDDING_PARAMS - {"encoding_format"})
+    params.update(model=target.model, timeout=timeout)
+    if target.base_url:
+        params["api_base"] = target.base_url
+    key = authorization.removeprefix("Bearer ").strip() if authorization else None
+    if key:
+        params["api_key"] = key
+    try:
+        response = await litellm.aembedding(**params)
+    except Exception as exc:  # litellm maps every provider error onto its own classes
+        raise _failure(exc, litellm) from exc
+    payload = response.model_dump(exclude_none=True)
+    if encoding == "base64":
+        for item in payload.get("data") or []:
+            vector = np.asarray(item["embedding"], dtype="<f4")
+            item["embedding"] = base64.b64encode(vector.tobytes()).decode()
+    return json.dumps(payload, ensure_ascii=False).encode()
+
+
+def _failure(exc: Exception, litellm: Any) -> UpstreamError:
+    """litellm's exception as an OpenAI error for the client.
+
+    The provider's status and error object when it answered; a 502 or 504 as on the byte path
+    when it could not be reached; otherwise litellm's status and one clean line. litellm's
+    messages may carry a traceback, file paths and a bug-report notice: never the client's.
+    """
+    if _missing_key(exc):
+        return _logged(exc, 401, _error_object(_summary(exc), "authentication_error", None, "401"))
+    transport = next((e for e in _causes(exc) if isinstance(e, httpx.TransportError)), None)
+    if isinstance(exc, litellm.Timeout) and not isinstance(transport, httpx.TimeoutException):
+        transport = httpx.TimeoutException("litellm timed out")
+    if transport is not None:
+        logger.warning("litellm call failed: %s", type(transport).__name__)
+        return unreachable(transport)
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and 400 <= status < 600 else 502
+    if isinstance(exc, litellm.APIConnectionError):  # litellm itself failed: no answer
+        status = 502
+    provider = getattr(exc, "body", None)  # the OpenAI SDK's copy of the provider's "error"
+    if isinstance(provider, dict) and isinstance(provider.get("message"), str):
+        error = _error_object(
+            provider["message"], provider.get("type"), provider.get("param"), provider.get("code")
+        )
+    else:
+        error = _error_object(_summary(exc), _ERROR_TYPES.get(status), None, str(status))
+    return _logged(exc, status, error)
+
+
+def _logged(exc: Exception, status: int, error: dict[str, str | None]) -> UpstreamError:
+    logger.warning("litellm call failed: %s %s: %s", status, type(exc).__name__, error["message"])
+    return UpstreamError(status, json.dumps({"error": error}).encode())
+
+
+# The OpenAI error type for a status, when the provider's own is not known.
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+# "litellm.BadRequestError: OpenAIException - …": the class names litellm puts first.
+_CLASS_PREFIX = re.compile(r"^(?:litellm\.)?(?:\w+(?:Error|Exception): )+")
+# An absolute path to a file ("/srv/app/x.py"), not one after a host name or "//".
+_FILE_PATH = re.compile(r"(?<![\w:/.])/(?:[\w.\-]+/)+[\w\-]+\.\w+")
+_MAX_MESSAGE = 500
+
+
+def _summary(exc: Exception) -> str:
+    """litellm's message cut to its first line, without class names or file paths."""
+    text = str(getattr(exc, "message", None) or exc).strip()
+    line = _CLASS_PREFIX.sub("", text.split("\n", 1)[0]).strip()
+    line = _FILE_PATH.sub("…", line)[:_MAX_MESSAGE]
+    return line or f"the provider call failed ({type(exc).__name__})"
+
+
+def _error_object(message: str, kind: Any, param: Any, code: Any) -> dict[str, str | None]:
+    """OpenAI's error object; a provider's type, param and code are kept when they are text."""
+    return {
+        "message": message,
+        "type": kind if isinstance(kind, str) and kind else "upstream_error",
+        "param": param if isinstance(param, str) else None,
+        "code": str(code) if isinstance(code, (str, int)) else None,
+    }
 
 
 def _missing_key(exc: BaseException) -> bool:
@@ -191,15 +309,24 @@ def _missing_key(exc: BaseException) -> bool:
     litellm reports that as a 500 (other providers' missing keys are already 401s): its
     cause is the SDK's bare `OpenAIError`, raised before anything was sent.
     """
-    seen: BaseException | None = exc
-    for _ in range(8):  # bounded: a chain of causes may loop back on itself
-        if seen is None:
-            return False
+    for seen in _causes(exc):
         kind = type(seen)
         if kind.__module__ == "openai" and kind.__name__ == "OpenAIError":
             return "api_key" in str(seen)
-        seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, then its causes (explicit or implicit), at most eight.
+
+    Bounded: a chain of causes may loop back on itself.
+    """
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return
+        yield seen
+        seen = seen.__cause__ or seen.__context__
 
 
 async def close_litellm() -> None:

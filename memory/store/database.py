@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,13 +18,17 @@ import sqlite_vec
 from memory.errors import StoreUnavailable
 
 Connection = Any
+# Less than this spent waiting for the process's write lock is not worth a shorter busy wait.
+_WAITED = 0.001
 
 
 class Database:
     """A SQLite file: per-thread connections for reads, one lock-serialised writer."""
 
     def __init__(self, path: Path | str, busy_timeout: float = 10.0) -> None:
-        self.path = str(path)
+        # Absolute: a thread that opens its connection later (the lexical index's rebuild)
+        # must open this file even if the process has changed directory meanwhile.
+        self.path = str(path) if str(path) == ":memory:" else str(Path(path).absolute())
         self.busy_timeout = busy_timeout
         self._local = threading.local()
         self._write_lock = threading.RLock()
@@ -38,16 +43,41 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """One write transaction, serialised with every other writer of this process."""
-        with self._errors(), self._write_lock:
-            db = self.connection()
+        """One write transaction, serialised with every other writer of this process.
+
+        Waits `busy_timeout` seconds in all, from one deadline: for this process's other
+        writer, then (what is left) for SQLite's lock. The writer retrying under another
+        process's lock holds the first while SQLite makes it wait for the second, so a
+        write queued behind it used to wait both in turn: twice the setting.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        if not self._write_lock.acquire(timeout=self.busy_timeout):
+            raise StoreUnavailable(
+                f"database is locked: another write of this process held it {self.busy_timeout} s"
+            )
+        try:
+            with self._errors():
+                db = self.connection()
+                self._begin(db, deadline - time.monotonic())
+                try:
+                    yield db
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+        finally:
+            self._write_lock.release()
+
+    def _begin(self, db: Connection, left: float) -> None:
+        """BEGIN IMMEDIATE, waiting for SQLite's lock at most `left` seconds."""
+        if left >= self.busy_timeout - _WAITED:  # the process lock was free: the usual path
             db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+            return
+        db.execute(f"PRAGMA busy_timeout = {max(0, round(left * 1000)):d}")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {round(self.busy_timeout * 1000):d}")
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._errors():

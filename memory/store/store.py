@@ -272,10 +272,19 @@ class Store(Database):
     # -- chunks ----------------------------------------------------------------------------
 
     def add_chunks(
-        self, message: Message, texts: Sequence[str], vectors: np.ndarray | None, context: str = ""
+        self,
+        message: Message,
+        texts: Sequence[str],
+        vectors: np.ndarray | None,
+        context: str = "",
+        start: int = 0,
+        last: bool = True,
     ) -> list[int]:
-        """Store a message's chunks, their FTS rows and vectors; mark the message indexed.
+        """Store a message's chunks from position `start` on, their FTS rows and vectors
+        (`vectors[i]` is `texts[i]`'s); with `last`, mark the message indexed.
 
+        A large message is indexed in slices (memory/ingest.py); a slice is stored only if
+        the message holds exactly the `start` chunks before it, so none is stored twice.
         `context` (the end of the turn before) goes into the first chunk's FTS row.
         """
         ids: list[int] = []
@@ -288,10 +297,14 @@ class Store(Database):
                 if row is None or row[0]:
                     return []  # indexed meanwhile (or deleted): nothing to do
                 found = db.execute("SELECT id FROM chunks WHERE message_id = ?", (message.id,))
-                old = [row[0] for row in found.fetchall()]
-                vector_table.delete(db, old)
-                db.execute("DELETE FROM chunks WHERE message_id = ?", (message.id,))
-                for position, text in enumerate(texts):
+                old = [r[0] for r in found.fetchall()]
+                if start == 0:
+                    vector_table.delete(db, old)
+                    db.execute("DELETE FROM chunks WHERE message_id = ?", (message.id,))
+                elif len(old) != start:
+                    return []  # not the slice that comes next
+                for offset, text in enumerate(texts):
+                    position = start + offset
                     cur = db.execute(
                         "INSERT INTO chunks (message_id, user_id, session_id, role, name, "
                         "position, text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -316,11 +329,26 @@ class Store(Database):
                     ids.append(chunk_id)
                     documents.append((chunk_id, owner_token(message.user_id), terms, before))
                     if vectors is not None:
-                        vector_table.put(db, chunk_id, message.user_id, vectors[position])
-                db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
+                        vector_table.put(db, chunk_id, message.user_id, vectors[offset])
+                if last:
+                    db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
                 generation = lexical_sync.bump(db)
-            self._mirror(generation, deleted=old, added=documents, commit=False)
+            deleted = old if start == 0 else []
+            self._mirror(generation, deleted=deleted, added=documents, commit=False)
         return ids
+
+    def chunk_counts(self, message_ids: Sequence[int]) -> dict[int, int]:
+        """How many chunks each of these messages has (those with none are absent): for an
+        unindexed message, the slices of it indexed so far."""
+        if not message_ids:
+            return {}
+        marks = ",".join("?" * len(message_ids))
+        rows = self.read(
+            f"SELECT message_id, count(*) FROM chunks WHERE message_id IN ({marks}) "
+            "GROUP BY message_id",
+            list(message_ids),
+        )
+        return {int(m): int(n) for m, n in rows}
 
     def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
         """The user's chunks with these ids (ids of other users are silently absent)."""
@@ -461,6 +489,7 @@ class Store(Database):
                 db.execute("DELETE FROM chunks WHERE user_id = ?", (user_id,))
                 db.execute("DELETE FROM facts WHERE user_id = ?", (user_id,))
                 db.execute("DELETE FROM consolidation_marks WHERE user_id = ?", (user_id,))
+                db.execute("DELETE FROM response_links WHERE user_id = ?", (user_id,))
                 cur = db.execute("DELETE FROM messages WHERE user_id = ?", (user_id,))
                 generation = lexical_sync.bump(db)
             self._mirror(generation, owner=owner_token(user_id))

@@ -280,7 +280,7 @@ def test_cli_consolidates_once_and_prints_a_json_summary(tmp_path, upstream, emb
     )
 
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {
+    assert json.loads(result.stdout) == {
         "user_id": "ann",
         "model": MODEL,
         "turns": 1,

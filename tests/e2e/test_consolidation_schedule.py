@@ -318,8 +318,8 @@ def test_cli_without_user_consolidates_every_due_user_with_the_configured_model(
     result = run_cli(tmp_path, upstream, f"consolidation: {{model: {MODEL}, min_new_turns: 4}}")
 
     assert result.exit_code == 0, result.output
-    assert [json.loads(line)["user_id"] for line in result.output.splitlines()] == ["ann"]
-    assert json.loads(result.output)["applied"] == {"add": 1}
+    assert [json.loads(line)["user_id"] for line in result.stdout.splitlines()] == ["ann"]
+    assert json.loads(result.stdout)["applied"] == {"add": 1}
     assert consolidation_requests(upstream)[0]["model"] == MODEL
     assert (cli_layer.consolidated_through("ann"), cli_layer.consolidated_through("bob")) == (
         ann,
@@ -334,10 +334,8 @@ def test_cli_prints_users_not_consolidated_and_exits_non_zero(tmp_path, upstream
     result = run_cli(tmp_path, upstream, "consolidation: {min_new_turns: 2}", "--model", MODEL)
 
     assert result.exit_code == 1
-    assert result.output.splitlines() == [
-        '{"user_id": "ann", "error": "upstream returned 500"}',
-        "Error: 1 of 1 due users not consolidated",
-    ]
+    assert result.stdout == '{"user_id": "ann", "error": "upstream returned 500"}\n'
+    assert result.stderr.splitlines()[1:] == ["Error: 1 of 1 due users not consolidated"]
     assert cli_layer.consolidated_through("ann") == 0
 
 
@@ -357,7 +355,10 @@ def test_cli_with_nobody_due_says_so(tmp_path, upstream, cli_layer):
     result = run_cli(tmp_path, upstream, "", "--model", MODEL)  # default: 10 new turns
 
     assert result.exit_code == 0
-    assert result.output == "no user has 10 new turns to consolidate\n"
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"moim: using {tmp_path.resolve() / 'cli.db'}\nno user has 10 new turns to consolidate\n"
+    )
     assert upstream.requests == []
 
 

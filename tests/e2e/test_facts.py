@@ -315,9 +315,11 @@ def test_export_carries_every_fact_row_and_import_restores_them(proxy):
 
 
 def moim(tmp_path, *args):
-    """Run `moim facts …` on a temporary database; the click result."""
+    """Run `moim facts …` on a temporary database (`moim migrate` makes it); the click result."""
     env = {"MOIM_DB": str(tmp_path / "cli.db"), "MOIM_CONFIG": str(tmp_path / "none.yaml")}
     (tmp_path / "none.yaml").write_text("")
+    if not (tmp_path / "cli.db").exists():
+        assert CliRunner().invoke(main, ["migrate"], env=env).exit_code == 0
     return CliRunner().invoke(main, ["facts", *args], env=env)
 
 
@@ -327,26 +329,26 @@ def test_cli_sets_lists_pins_and_forgets_facts_with_history(tmp_path):
     listed = moim(tmp_path, "list", "--user", "ann")
     unpinned = moim(tmp_path, "unpin", "home_city", "--user", "ann")
     pinned = moim(tmp_path, "pin", "home_city", "--user", "ann")
-    deleted = moim(tmp_path, "delete", str(json.loads(first.output)["id"]), "--user", "ann")
+    deleted = moim(tmp_path, "delete", str(json.loads(first.stdout)["id"]), "--user", "ann")
     history = moim(tmp_path, "history", "home_city", "--user", "ann")
     others = moim(tmp_path, "list", "--user", "bob", "--status", "all")
 
     assert first.exit_code == 0, first.output
-    rows = [json.loads(line) for line in listed.output.splitlines()]
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
     assert [(r["key"], r["value"], r["pinned"], r["source"]) for r in rows] == [
         ("home_city", "Lisbon", True, "cli")
     ]
-    assert json.loads(unpinned.output)["pinned"] is False
-    assert json.loads(pinned.output)["pinned"] is True
-    assert deleted.output == "archived home_city of ann\n"
+    assert json.loads(unpinned.stdout)["pinned"] is False
+    assert json.loads(pinned.stdout)["pinned"] is True
+    assert deleted.stdout == "archived home_city of ann\n"
     assert [
         (json.loads(line)["value"], json.loads(line)["status"])
-        for line in history.output.splitlines()
+        for line in history.stdout.splitlines()
     ] == [
         ("Berlin", "superseded"),
         ("Lisbon", "archived"),
     ]
-    assert (others.exit_code, others.output) == (0, "")
+    assert (others.exit_code, others.stdout) == (0, "")
 
 
 def test_cli_reports_bad_input_and_missing_facts(tmp_path):

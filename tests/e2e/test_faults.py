@@ -31,8 +31,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from proxy.app import WORKER_THREADS
 from proxy.config import ModelRoute
+from proxy.runtime import WORKER_THREADS
 from tests.conftest import serve_app
 
 STALL = 5.0  # how long the faulty upstream goes quiet; every timeout here is far shorter

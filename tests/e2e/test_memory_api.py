@@ -1,6 +1,7 @@
 """The memory API (CONTRACT.md "Memory API") against the real proxy and the real embedder."""
 
 import json
+import uuid
 from datetime import UTC, datetime
 
 import httpx
@@ -261,7 +262,8 @@ def test_metrics_count_the_embedding_models_work_by_kind(api_proxy):
     before = counters()
     chat(api_proxy, "alice", KAYAK)  # indexed: its messages are embedded as documents
     api_proxy.flush()
-    chat(api_proxy, "alice", KAYAK_QUESTION, **{"X-Memory-Mode": "read"})  # a query
+    asked = f"Which berth holds my kayak, at marina {uuid.uuid4().hex}?"  # never cached
+    chat(api_proxy, "alice", asked, **{"X-Memory-Mode": "read"})  # a query
     after = counters()
     texts = "moim_embedding_texts_total"
     assert after[(texts, "query")] >= before.get((texts, "query"), 0) + 1

@@ -1,0 +1,168 @@
+"""proxy/cli_common.py: `moim` names the database each command uses, refuses a missing one.
+
+The database path is relative to the working directory (`./moim.db` by default), so a command
+run from another directory used to create and use a new, empty store without a word.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from proxy.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Every command that opens the store, with the arguments it needs to get that far.
+STORE_COMMANDS = [
+    ["stats"],
+    ["reindex"],
+    ["memory", "stats"],
+    ["memory", "export"],
+    ["memory", "import"],
+    ["memory", "delete", "--yes"],
+    ["facts", "list"],
+    ["facts", "set", "name", "Ann"],
+    ["facts", "delete", "name"],
+    ["facts", "history", "name"],
+    ["facts", "pin", "name"],
+    ["facts", "unpin", "name"],
+    ["consolidate", "--model", "gpt-4o-mini"],
+    ["consolidate", "--model", "gpt-4o-mini", "--user", "ann"],
+]
+
+
+def moim(*args, cwd, db=None, stdin=""):
+    """Run `moim ARGS` in `cwd` with no config file; MOIM_DB only when `db` is given."""
+    env = {"MOIM_DB": None if db is None else str(db), "MOIM_CONFIG": None}
+    previous = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(main, list(args), env=env, input=stdin)
+    finally:
+        os.chdir(previous)
+
+
+@pytest.mark.parametrize("args", STORE_COMMANDS, ids=" ".join)
+def test_a_command_run_away_from_the_database_refuses_and_names_the_path(tmp_path, args):
+    result = moim(*args, cwd=tmp_path)
+
+    expected = tmp_path.resolve() / "moim.db"
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: no database at {expected}: ")
+    assert "MOIM_DB" in result.stderr
+    assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+def test_the_refusal_offers_create_only_where_the_command_has_it(tmp_path):
+    stats = moim("stats", cwd=tmp_path)
+    imported = moim("memory", "import", cwd=tmp_path)
+
+    assert "--create" not in stats.stderr
+    assert "or pass --create to start an empty one" in imported.stderr
+
+
+def test_a_command_names_the_database_it_uses_on_stderr(tmp_path):
+    db = tmp_path / "data" / "store.db"
+    db.parent.mkdir()
+    moim("migrate", cwd=tmp_path, db=db)
+
+    result = moim("stats", "--user", "ann", cwd=tmp_path, db=db)
+
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"moim: using {db.resolve()}\n"
+    assert json.loads(result.stdout)["user_id"] == "ann"
+
+
+def test_a_relative_database_path_is_named_in_full(tmp_path):
+    moim("migrate", cwd=tmp_path)
+
+    result = moim("memory", "export", cwd=tmp_path, db="moim.db")
+
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"moim: using {tmp_path.resolve() / 'moim.db'}\n"
+    assert result.stdout == ""  # nothing stored yet
+
+
+def test_migrate_creates_a_missing_database_and_says_so(tmp_path):
+    result = moim("migrate", cwd=tmp_path)
+    again = moim("migrate", cwd=tmp_path)
+
+    path = tmp_path.resolve() / "moim.db"
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"moim: creating {path}\n"
+    assert result.stdout == f"{path}: schema up to date\n"
+    assert again.stderr == f"moim: using {path}\n"
+    assert path.exists()
+
+
+def test_create_starts_an_empty_database_for_facts_set(tmp_path):
+    result = moim("facts", "set", "name", "Ann", "--user", "ann", "--create", cwd=tmp_path)
+    listed = moim("facts", "list", "--user", "ann", cwd=tmp_path)
+
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"moim: creating {tmp_path.resolve() / 'moim.db'}\n"
+    assert [json.loads(row)["value"] for row in listed.stdout.splitlines()] == ["Ann"]
+
+
+def test_create_starts_an_empty_database_for_import(tmp_path):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    moim("facts", "set", "home_city", "Lisbon", "--user", "ann", "--create", cwd=tmp_path / "old")
+    exported = moim("memory", "export", "--user", "ann", cwd=tmp_path / "old").stdout
+
+    imported = moim("memory", "import", "--user", "bo", "--create", cwd=tmp_path, stdin=exported)
+    listed = moim("facts", "list", "--user", "bo", cwd=tmp_path)
+
+    assert imported.exit_code == 0, imported.output
+    assert imported.stderr == f"moim: creating {tmp_path.resolve() / 'moim.db'}\n"
+    assert imported.stdout == "imported 0 messages for bo\n"
+    assert [json.loads(row)["value"] for row in listed.stdout.splitlines()] == ["Lisbon"]
+
+
+def test_import_names_a_line_that_is_not_json_and_creates_nothing(tmp_path):
+    result = moim("memory", "import", "--create", cwd=tmp_path, stdin='{"type": "fact"}\n\n{oops\n')
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: line 3 is not JSON: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_creates_the_database_and_says_so(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["MOIM_MEMORY"] = "off"  # no model to load: the store is opened all the same
+    lines = []
+    with subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--port", str(free_port())],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as server:
+        assert server.stderr is not None
+        try:
+            for line in server.stderr:  # until uvicorn has run the app's startup, or exits
+                lines.append(line)
+                if "Application startup complete" in line:
+                    break
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+    path = tmp_path.resolve() / "moim.db"
+    assert lines[0] == f"moim: creating {path}\n", "".join(lines)
+    assert any("Application startup complete" in line for line in lines), "".join(lines)
+    assert path.exists()
