@@ -5,7 +5,7 @@ import threading
 import numpy as np
 import pytest
 
-from memory.recall.vectors import _BLOCK_ROWS, VectorIndex
+from memory.recall.vectors import _BLOCK_ROWS, EXACT_BELOW, VectorIndex
 
 E = np.eye(4, dtype=np.float32)  # four orthogonal unit vectors
 
@@ -243,3 +243,32 @@ def test_a_search_under_way_is_not_changed_by_appends():
     index.add("alice", [2, 3], E[1:3])
     assert view.ids.tolist() == [1] and len(view.scores(E[0])) == 1
     assert index.count("alice") == 3
+
+
+def test_a_large_user_is_searched_by_codes_then_scored_exactly():
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(EXACT_BELOW + 500, 16)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    ids = np.arange(1, len(rows) + 1) * 2
+    index = VectorIndex(Loader({"alice": (ids, rows)}))
+    query = rows[777]
+    found = index.search("alice", query, 10)
+    assert found[0] == (int(ids[777]), pytest.approx(1.0, abs=1e-6))
+    by_id = dict(zip(ids.tolist(), rows, strict=True))
+    exact = [float(by_id[i] @ query) for i, _ in found]
+    assert [score for _, score in found] == pytest.approx(exact, abs=1e-6)
+    assert [score for _, score in found] == sorted((score for _, score in found), reverse=True)
+
+
+def test_rows_appended_to_a_large_user_have_codes_and_are_found():
+    rng = np.random.default_rng(4)
+    rows = rng.normal(size=(EXACT_BELOW, 16)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    index = VectorIndex(Loader({"alice": (np.arange(1, EXACT_BELOW + 1), rows)}))
+    index.search("alice", rows[0], 5)  # loaded
+    extra = rng.normal(size=(_BLOCK_ROWS + 10, 16)).astype(np.float32)
+    extra /= np.linalg.norm(extra, axis=1, keepdims=True)
+    new_ids = list(range(EXACT_BELOW + 1, EXACT_BELOW + 1 + len(extra)))
+    index.add("alice", new_ids, extra)
+    for position in (0, _BLOCK_ROWS - 1, _BLOCK_ROWS + 5):
+        assert index.search("alice", extra[position], 1)[0][0] == new_ids[position]
