@@ -20,15 +20,7 @@ import numpy as np
 from memory.block.tokens import message_text
 from memory.embedding import Embedder
 from memory.ingest.turns import RECALLED_ROLES
-from memory.recall.ranking import (
-    boost_dated,
-    boost_neighbours,
-    boost_speakers,
-    drop_weak,
-    fuse,
-    rerank,
-    should_abstain,
-)
+from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
 from memory.recall.when import query_windows
 from memory.records import Chunk, Hit
@@ -82,7 +74,8 @@ def retrieve(
     now: float,
     limit: int | None = None,
 ) -> Retrieval:
-    """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present."""
+    """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present:
+    the best `limit` of them (`settings.hit_pool` when None)."""
     if not query.strip():
         return Retrieval([], True, query)
     if settings.vector_search == "ram" and index.count(user_id) == 0:
@@ -122,23 +115,35 @@ def retrieve(
     similarities = dict(dense)
     missing = [i for i in visible if i not in similarities]
     similarities.update(_similarities(store, index, settings, user_id, vector, missing))
-    hits = fuse(
+    ranked = rank(
         visible,
         dense,
         lexical,
         similarities,
-        settings.lexical_weight,
-        settings.fusion,
-        settings.rrf_k,
+        now,
+        query,
+        query_windows(query),
+        _weights(settings),
+        settings.hit_pool if limit is None else limit,  # records only for what may be shown
     )
-    hits = rerank(hits, now, settings.recency_half_life_days, settings.recency_weight)
-    hits = boost_neighbours(hits, (settings.neighbour_weight, settings.second_neighbour_weight))
-    hits = boost_speakers(hits, query, settings.speaker_weight)
-    hits = boost_dated(hits, query_windows(query), settings.date_weight)
-    if should_abstain(hits, settings.min_similarity):
+    if ranked is None:
         return Retrieval([], True, query)
-    hits = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
-    return Retrieval(hits, not hits, query)
+    return Retrieval(ranked, not ranked, query)
+
+
+def _weights(settings: Settings) -> Weights:
+    return Weights(
+        lexical_weight=settings.lexical_weight,
+        fusion=settings.fusion,
+        rrf_k=settings.rrf_k,
+        half_life_days=settings.recency_half_life_days,
+        recency_weight=settings.recency_weight,
+        neighbours=(settings.neighbour_weight, settings.second_neighbour_weight),
+        speaker_weight=settings.speaker_weight,
+        date_weight=settings.date_weight,
+        min_similarity=settings.min_similarity,
+        min_lexical_similarity=settings.min_lexical_similarity,
+    )
 
 
 def _speakers(chunks: Collection[Chunk]) -> set[str]:

@@ -1,0 +1,166 @@
+"""Step 3b, rank, over arrays: `memory.recall.ranking`'s steps on all candidates at once.
+
+`ranking.py` says what each step does and why (fusion of normalised scores or RRF, the
+recency bonus, neighbour loans, the speaker and date bonuses, abstention, the weak-hit
+floor). This module computes the same numbers, in the same order of operations, as numpy
+arrays over the candidates instead of one `Hit` record per candidate per step (a recall
+made ~230 `dataclasses.replace` calls), and builds records only for the hits returned.
+`tests/memory/recall/test_scoring.py` pins it to ranking.py's functions, order and scores.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from memory.recall.ranking import SECONDS_PER_DAY, rrf
+from memory.recall.when import Window
+from memory.records import Chunk, Hit
+
+_WORDS = re.compile(r"[\w-]+")  # ranking.boost_speakers' words
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """The ranking settings (memory.settings.Settings has each one's reason)."""
+
+    lexical_weight: float = 1.0
+    fusion: Literal["scores", "rrf"] = "scores"
+    rrf_k: int = 60
+    half_life_days: float = 30.0
+    recency_weight: float = 0.05
+    neighbours: tuple[float, ...] = (0.2, 0.05)
+    speaker_weight: float = 0.4
+    date_weight: float = 0.4
+    min_similarity: float = 0.35
+    min_lexical_similarity: float = 0.15
+
+
+def rank(
+    chunks: Mapping[int, Chunk],
+    dense: Sequence[tuple[int, float]],
+    lexical: Sequence[tuple[int, float]],
+    similarities: Mapping[int, float],
+    now: float,
+    query: str,
+    windows: Sequence[Window],
+    weights: Weights,
+    limit: int | None = None,
+) -> list[Hit] | None:
+    """The hits of `chunks`, fused, re-ranked and floored, best first (the best `limit`).
+
+    None when recall abstains (`ranking.should_abstain`); [] when every hit was too weak.
+    Arguments are `ranking.fuse`'s; scores and order equal ranking.py's step by step.
+    """
+    if not chunks:
+        return None
+    ids = np.fromiter(chunks.keys(), dtype=np.int64, count=len(chunks))
+    listed = [chunks[int(i)] for i in ids]
+    dense_rank = _ranks(ids, [i for i, _ in dense if i in chunks])
+    lexical_rank = _ranks(ids, [i for i, _ in lexical if i in chunks])
+    cosine = np.array([similarities.get(int(i), np.nan) for i in ids], dtype=np.float64)
+    score = _fused(ids, chunks, dense, lexical, cosine, weights)
+    created = np.array([c.created_at for c in listed], dtype=np.float64)
+    if weights.half_life_days > 0 and weights.recency_weight > 0:
+        age_days = np.maximum(0.0, now - created) / SECONDS_PER_DAY
+        # math.pow per candidate, as ranking.rerank: numpy's vectorised power may differ
+        # from the C library's in the last bit, and then a near-tie could turn.
+        halves = [math.pow(0.5, age / weights.half_life_days) for age in age_days.tolist()]
+        score = score + weights.recency_weight * np.array(halves)
+    if any(w > 0 for w in weights.neighbours):
+        score = score + _loans(listed, score, weights.neighbours)
+    if weights.speaker_weight > 0:
+        words = {w.lower() for w in _WORDS.findall(query)}
+        named = {c.name for c in listed if c.name and c.name.lower() in words}
+        if named:
+            chosen = np.array([c.name in named for c in listed])
+            score = np.where(chosen, score + weights.speaker_weight, score)
+    if weights.date_weight > 0 and windows:
+        dated = np.array([any(w.contains(c.created_at) for w in windows) for c in listed])
+        score = np.where(dated, score + weights.date_weight, score)
+    known = ~np.isnan(cosine)
+    if not (lexical_rank > 0).any():  # abstain: no lexical hit and a weak best cosine
+        best = cosine[known].max() if known.any() else -1.0
+        if best < weights.min_similarity:
+            return None
+    floor = np.where(lexical_rank > 0, weights.min_lexical_similarity, weights.min_similarity)
+    kept = np.flatnonzero(~known | (np.where(known, cosine, 0.0) >= floor))
+    order = kept[np.lexsort((-ids[kept], -score[kept]))][:limit]
+    return [
+        Hit(
+            chunk=listed[i],
+            score=float(score[i]),
+            similarity=None if np.isnan(cosine[i]) else float(cosine[i]),
+            dense_rank=int(dense_rank[i]) or None,
+            lexical_rank=int(lexical_rank[i]) or None,
+        )
+        for i in order
+    ]
+
+
+def _ranks(ids: np.ndarray, ranked: list[int]) -> np.ndarray:
+    """1-based position of each id in `ranked` (0 where absent)."""
+    where = {chunk_id: position for position, chunk_id in enumerate(ranked, start=1)}
+    return np.array([where.get(int(i), 0) for i in ids], dtype=np.int64)
+
+
+def _fused(
+    ids: np.ndarray,
+    chunks: Mapping[int, Chunk],
+    dense: Sequence[tuple[int, float]],
+    lexical: Sequence[tuple[int, float]],
+    cosine: np.ndarray,
+    weights: Weights,
+) -> np.ndarray:
+    """`ranking.fuse`'s score of each id, in [0, 1]."""
+    w = weights.lexical_weight
+    if weights.fusion == "rrf":
+        k = weights.rrf_k
+        ranked = rrf(
+            [[i for i, _ in dense if i in chunks], [i for i, _ in lexical if i in chunks]],
+            k,
+            (1.0, w),
+        )
+        top = (1.0 + w) / (k + 1)
+        return np.array([ranked.get(int(i), 0.0) / top for i in ids], dtype=np.float64)
+    bm25 = {i: s for i, s in lexical if i in chunks}
+    lexical_score = np.array([bm25.get(int(i), 0.0) for i in ids], dtype=np.float64)
+    best = max(bm25.values(), default=0.0)
+    lexical_part = lexical_score / best if best > 0 else np.zeros(len(ids))
+    dense_part = np.zeros(len(ids))
+    if dense:  # no dense search ran: BM25 alone ranks
+        known = ~np.isnan(cosine)
+        if known.any():
+            low, high = cosine[known].min(), cosine[known].max()
+            scaled = (cosine - low) / (high - low) if high > low else np.ones(len(ids))
+            dense_part = np.where(known, scaled, 0.0)
+    scores: np.ndarray = (w * lexical_part + dense_part) / (w + 1.0)
+    return scores
+
+
+def _loans(listed: list[Chunk], score: np.ndarray, weights: Sequence[float]) -> np.ndarray:
+    """`ranking.boost_neighbours`' loan of each hit: the best score at each distance d of
+    its turn in its session, times `weights[d - 1]`, summed over distances."""
+    best: dict[tuple[str, int], float] = {}
+    for chunk, value in zip(listed, score.tolist(), strict=True):
+        if chunk.turn is not None:
+            place = (chunk.session_id, chunk.turn)
+            best[place] = max(best.get(place, value), value)
+    loans = np.zeros(len(listed))
+    for position, chunk in enumerate(listed):
+        if chunk.turn is None:
+            continue
+        loan = 0.0
+        for d, weight in enumerate(weights, start=1):
+            near = max(
+                best.get((chunk.session_id, chunk.turn - d), 0.0),
+                best.get((chunk.session_id, chunk.turn + d), 0.0),
+            )
+            loan += weight * near
+        loans[position] = loan
+    return loans
