@@ -59,6 +59,7 @@ from tests.conftest import serve_app  # noqa: E402
 from tests.upstream import serve_upstream  # noqa: E402
 
 MODEL = "gpt-4o-mini"
+PEER_KEY = "sk-bench-" + "7f3a9c2e5b8d1f4a6c0e9b2d5f8a1c3e"  # the LiteLLM proxy's master key
 SIZES = {"u0": 0, "u10k": 10_000, "u100k": 100_000}
 TEMPLATES = [
     "What did we decide last month about the {} and the {} for the {} project?",
@@ -196,6 +197,8 @@ def litellm_proxy(command: Path | None, upstream_url: str, tmp: Path) -> Iterato
                     }
                 ],
                 "litellm_settings": {"telemetry": False},
+                # LiteLLM refuses to start open; its key check is part of what it costs.
+                "general_settings": {"master_key": PEER_KEY},
             }
         )
     )
@@ -423,7 +426,8 @@ def main() -> None:
         if whale is not None:
             paths["moim, 1M chunks (one user)"] = on("u1m", "whale")
         if peer is not None:
-            paths["LiteLLM proxy 1.106.2, no memory"] = (peer, {}, False)
+            peer_auth = {"authorization": f"Bearer {PEER_KEY}"}
+            paths["LiteLLM proxy 1.106.2, no memory"] = (peer, peer_auth, False)
         clients = {name: stack.enter_context(httpx.Client(timeout=60)) for name in paths}
         fixed, samples = question(rng), {name: [] for name in paths}
 
