@@ -544,7 +544,7 @@ def test_a_failing_store_does_not_stop_the_chat_and_its_turns_are_kept_until_it_
 def test_a_failing_recall_forwards_the_client_body_and_is_reported(proxy, upstream):
     remember_dog(proxy)
     with sqlite(proxy) as db:
-        db.execute("DROP TABLE chunks_fts")
+        db.execute("DROP TABLE chunks")  # the chunk rows every recall reads (FTS5 may not be)
     raw = json.dumps(
         {
             "model": "gpt-4o-mini",
@@ -568,7 +568,7 @@ def test_a_failing_recall_forwards_the_client_body_and_is_reported(proxy, upstre
 def test_a_failing_recall_still_streams(proxy, upstream):
     remember_dog(proxy)  # with nothing stored, recall skips the searches and cannot fail
     with sqlite(proxy) as db:
-        db.execute("DROP TABLE chunks_fts")
+        db.execute("DROP TABLE chunks")  # the chunk rows every recall reads (FTS5 may not be)
     body = {
         "model": "gpt-4o-mini",
         "stream": True,
