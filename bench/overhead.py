@@ -286,7 +286,7 @@ def profile(
         tokens = timed("count_message_tokens", count_message_tokens, msgs, MODEL)
         query = build_query(msgs)
         lexical = timed(
-            "fts5 lexical_search",
+            "lexical_search (tantivy once verified)",
             store.lexical_search,
             user,
             search_terms(query),
@@ -294,7 +294,7 @@ def profile(
             s.lexical_context_weight,
         )
         vector = timed("embed_query (uncached)", embedder.embed_query, query)
-        dense = timed("ram vector search", index.search, user, vector, s.candidates)
+        dense = timed("vector search (codes + rescoring)", index.search, user, vector, s.candidates)
         found_ids = {*(i for i, _ in lexical), *(i for i, _ in dense)}
         chunks = timed("store.chunks", store.chunks, user, list(found_ids))
         missing = [i for i in chunks if i not in dict(dense)]
