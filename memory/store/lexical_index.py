@@ -145,8 +145,11 @@ class LexicalIndex:
             self._dirty = True
 
     def forget_state(self) -> None:
-        """Drop the recorded generation first thing in a rebuild: a crash mid-way rebuilds."""
-        with contextlib.suppress(FileNotFoundError):
+        """Drop the recorded generation first thing in a rebuild: a crash mid-way rebuilds.
+
+        Under the writer's lock, after `building` is set: a commit under way either wrote
+        its state before (deleted here) or sees `building` and writes none."""
+        with self._lock, contextlib.suppress(FileNotFoundError):
             (self.directory / _STATE).unlink()
 
     def commit(self, generation: int) -> None:

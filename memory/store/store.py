@@ -136,7 +136,12 @@ class Store(Database):
                 self._stale = False
                 self.rebuilding = lexical_sync.start_rebuild(self)
                 return
-            self.lexical.commit(self.mirrored_generation)
+            generation = self.mirrored_generation
+        # Outside the store's lock: a tantivy commit syncs files (milliseconds), and other
+        # writers (a recall marking facts injected) must not wait for it. Changes mirrored
+        # meanwhile are committed too, under an older generation: after a crash that only
+        # asks for a rebuild, never the reverse.
+        self.lexical.commit(generation)
 
     # -- vectors table ---------------------------------------------------------------------
 
