@@ -30,11 +30,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
-from proxy import admin
+from proxy import admin, inspector
 from proxy.auth import authenticate, authorize_metrics
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
+from proxy.inspector import Inspector
 from proxy.limits import HeaderLimit
 from proxy.pipeline import chat
 from proxy.runtime import tune_process
@@ -51,6 +52,7 @@ class AppState:
     writer: Writer
     client: httpx.AsyncClient
     requests: dict[int, int] = field(default_factory=dict)
+    inspector: Inspector = field(default_factory=lambda: Inspector.from_config(Config()))
 
 
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
@@ -66,7 +68,9 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         )
         journal = Journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
-        app.state.moim = AppState(config, memory, writer, client)
+        app.state.moim = AppState(
+            config, memory, writer, client, inspector=Inspector.from_config(config)
+        )
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
@@ -95,6 +99,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/health/readiness", _readiness, methods=["GET"]),
         Route("/metrics", _metrics, methods=["GET"]),
         *admin.routes(),
+        *inspector.routes(config),
     ]
     return Starlette(
         routes=routes,

@@ -28,7 +28,9 @@ class ConfigError(ValueError):
 # Proxy keys shorter than this are refused: guessable, and "" would match a request with none.
 MIN_KEY_LENGTH = 8
 # Settings whose value is a secret: a value of the wrong type is not echoed in the error.
-_SECRET_SETTINGS = frozenset({"api_key"})
+_SECRET_SETTINGS = frozenset({"api_key", "secret"})
+# The inspector's cookie secret, when configured, is at least this long (HMAC-SHA256's key).
+MIN_SECRET_LENGTH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,20 @@ class ProxyKey:
 
 
 @dataclass(frozen=True, slots=True)
+class InspectorConfig:
+    """The web inspector at `/ui` (proxy/inspector/)."""
+
+    enabled: bool = True
+    # Requests kept per user for "why this block", in RAM; 0 records none.
+    history: int = 10
+    # Without proxy keys, answer clients beyond loopback too.
+    allow_remote: bool = False
+    # Signs the login cookie (HMAC-SHA256); None: a random one per process, so a restart (or
+    # another replica) asks to log in again.
+    secret: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     host: str = "127.0.0.1"
     port: int = 8080
@@ -82,6 +98,7 @@ class Config:
     consolidation_every_minutes: float = 60.0
     consolidation_min_new_turns: int = 10  # a user is due after this many new turns
     consolidation_turns: int = 40  # user and assistant messages the model reads per call
+    inspector: InspectorConfig = field(default_factory=InspectorConfig)
 
     @property
     def db_path(self) -> Path:
@@ -157,6 +174,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         max_header_bytes=_at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
         ingest_queue_size=_at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
         **_consolidation(schedule),
+        inspector=_inspector(_section(data, "inspector")),
     )
     _refuse_unknown(data)
     return config
@@ -264,6 +282,20 @@ def _consolidation(schedule: Mapping[str, Any]) -> dict[str, Any]:
         "consolidation_min_new_turns": _at_least(schedule, prefix, "min_new_turns", 10, 1),
         "consolidation_turns": _at_least(schedule, prefix, "turns", 40, 1, 1000),
     }
+
+
+def _inspector(section: Mapping[str, Any]) -> InspectorConfig:
+    """The `inspector:` section; a short secret is refused (its value is never shown)."""
+    prefix = "inspector."
+    secret = _get(section, "secret", str, None, prefix)
+    if secret is not None and len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(f"inspector.secret: must be at least {MIN_SECRET_LENGTH} characters")
+    return InspectorConfig(
+        enabled=_get(section, "enabled", bool, True, prefix),
+        history=_at_least(section, prefix, "history", 10, 0, 1000),
+        allow_remote=_get(section, "allow_remote", bool, False, prefix),
+        secret=secret,
+    )
 
 
 def _at_least(

@@ -203,6 +203,7 @@ def _prepare(state: AppState, who: Identity, body: dict[str, Any], report: Repor
             who.user_id, who.session_id, model, body["messages"], tokens, window, who.context_budget
         )
     )
+    state.inspector.history.record(who, model, report, recollection)  # "why this block"
     report.tier = recollection.tier.level
     if recollection.warming:
         report.error = "embedding model still loading: facts only, no excerpts"
