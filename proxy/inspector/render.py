@@ -42,7 +42,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(when=when, score=score, part=part)
+    env.filters.update(when=when, score=score, bm25=bm25, part=part)
     return env
 
 
@@ -76,6 +76,11 @@ def when(seconds: float | None) -> str:
 def score(value: float | None, places: int = 3) -> str:
     """A score to `places` decimals; "—" when there is none."""
     return "—" if value is None else f"{value:.{places}f}"
+
+
+def bm25(value: float | None) -> str:
+    """A BM25 score to 3 significant digits (a small store's are tiny: 1.88e-06)."""
+    return "—" if value is None else f"{value:.3g}"
 
 
 def part(value: str) -> str:
