@@ -116,6 +116,23 @@ def test_search_shows_each_hits_lexical_dense_fused_and_final_score(proxy, brows
     assert all(cell in row for cell in cells), cells
 
 
+def test_the_search_api_gives_the_scores_the_inspector_shows(proxy):
+    say(proxy, [{"role": "user", "content": KAYAK}], "alice")
+    proxy.flush()
+    hit = proxy.layer.search("alice", "red kayak marina", 1)[0]
+
+    found = httpx.get(
+        proxy.root + "/v1/memory/search",
+        params={"q": "red kayak marina", "k": 1},
+        headers={"x-memory-user-id": "alice"},
+        timeout=60,
+    ).json()["results"][0]
+
+    assert found["lexical_score"] == hit.lexical_score and found["lexical_rank"] == hit.lexical_rank
+    assert found["fused_score"] == round(hit.fused_score, 6) and found["dense_rank"] == 1
+    assert found["similarity"] == round(hit.similarity, 4)
+
+
 def test_why_this_block_names_what_was_left_out_and_why(proxy, browser):
     say(proxy, [{"role": "user", "content": KAYAK}], "alice")
     proxy.flush()
