@@ -39,7 +39,8 @@ def routes(config: Config) -> list[Route]:
         Route("/ui/login", endpoint(forms.log_in, login_page=True), methods=["POST"]),
         Route("/ui/logout", endpoint(forms.log_out, login_page=True), methods=["POST"]),
         Route(_USER, endpoint(pages.user), methods=["GET"]),
-        Route(_USER + "/sessions/{session_id}", endpoint(pages.session), methods=["GET"]),
+        # an imported session id may hold a "/" (a live one may not: proxy/identity.py)
+        Route(_USER + "/sessions/{session_id:path}", endpoint(pages.session), methods=["GET"]),
         Route(_USER + "/facts", endpoint(pages.facts), methods=["GET"]),
         Route(_USER + "/facts", endpoint(forms.set_fact), methods=["POST"]),
         Route(_USER + "/facts/history", endpoint(pages.fact_history), methods=["GET"]),

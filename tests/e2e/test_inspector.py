@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memory import Turn
 from proxy.config import InspectorConfig, ProxyKey
 from tests.e2e.test_recall import say
 
@@ -101,6 +102,19 @@ def test_every_page_shows_what_is_stored(proxy, browser):
     assert f"Tier</dt><dd>{answer.headers['x-memory-tier']}:" in one.text
     assert answer.headers["x-memory-fill-ratio"] in one.text
     assert all(p.headers["cache-control"] == "no-store" for p in (users, one))
+
+
+def test_a_session_id_of_any_characters_links_to_its_turns(proxy, browser):
+    odd = "imported/2024 #1?&x"
+    message = {"role": "user", "content": KAYAK}
+    proxy.layer.remember(Turn("alice", odd, "gpt-4o-mini", (message,), None, 1_700_000_000.0))
+    client = browser(proxy)
+
+    link = re.search(r'href="(/ui/users/alice/sessions/[^"]+)"', client.get("/ui/users/alice").text)
+    page = client.get(link.group(1).replace("&amp;", "&"))
+
+    assert page.status_code == 200 and KAYAK in page.text
+    assert "imported/2024 #1?&amp;x" in page.text
 
 
 def test_search_shows_each_hits_lexical_dense_fused_and_final_score(proxy, browser):
