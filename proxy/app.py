@@ -1,8 +1,9 @@
 """The Starlette application: routes, lifespan, and the one piece of shared state.
 
 `AppState` is everything a request may touch: the frozen config, the memory layer (store,
-embedder, vector index), the background writer, the pooled httpx client for upstreams, and
-counters for `/metrics`. It is built in the lifespan and kept on `app.state.moim`; there are
+embedder, vector index), the background writer, the pooled httpx client for upstreams,
+counters for `/metrics`, and the web inspector's request ring and cookie signer
+(`proxy/inspector/`). It is built in the lifespan and kept on `app.state.moim`; there are
 no other globals. With `consolidation.model` set, the lifespan also runs the consolidation
 schedule (`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
 `ProxyError`s become OpenAI-shaped JSON in one handler; a `MemoryLayerError` that reaches it
