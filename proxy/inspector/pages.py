@@ -17,7 +17,8 @@ MAX_QUERY_CHARS = 2000
 MAX_RESULTS = 50
 # Why recall left something out, as the "why this block" page says it (memory.LeftOutReason).
 REASONS = {
-    "present": "already in the request: the model sees it there",
+    "present": "already in the request (or in the conversation the provider holds): the "
+    "model sees it there",
     "abstained": "low confidence: no keyword match and a weak best meaning match, so recall "
     "abstained (memory.min_similarity)",
     "weak": "low confidence: one weak signal only",

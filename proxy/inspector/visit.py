@@ -33,9 +33,11 @@ from proxy.inspector.ring import History
 from proxy.limits import read_body
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
+    from proxy.state import AppState
 
 logger = logging.getLogger(__name__)
+
+MAX_FORM_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +108,7 @@ def endpoint(
                 viewer = Viewer(None, session, open=not state.config.keys)
             form: dict[str, str] = {}
             if request.method == "POST":
-                form = await _form(request, state.config.max_body_bytes)
+                form = await _form(request, state.config)
                 if not signer.csrf_ok(viewer.session, form.get("csrf", "")):
                     raise Refused(403, "this form is out of date or came from elsewhere: reload")
             response = await handler(Visit(request, state, viewer, form))
@@ -125,9 +127,10 @@ def endpoint(
     return serve
 
 
-async def _form(request: Request, limit: int) -> dict[str, str]:
-    """A urlencoded form's fields (the first value of each)."""
-    body = await read_body(request, limit)
+async def _form(request: Request, config: Config) -> dict[str, str]:
+    """A urlencoded form's fields (the first value of each); a form is small (`MAX_FORM_BYTES`)."""
+    limit = min(config.max_body_bytes, MAX_FORM_BYTES)
+    body = await read_body(request, limit, config.body_timeout)
     fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
     return {name: values[0] for name, values in fields.items()}
 
