@@ -20,6 +20,7 @@ import numpy as np
 from memory.block.tokens import message_text
 from memory.embedding import Embedder
 from memory.ingest.turns import RECALLED_ROLES
+from memory.recall.abstention import nothing_stands_out
 from memory.recall.ranking import (
     boost_dated,
     boost_neighbours,
@@ -133,8 +134,10 @@ def retrieve(
     hits = boost_dated(hits, query_windows(query), settings.date_weight)
     if should_abstain(hits, settings.min_similarity):
         return Retrieval([], True, query)
-    hits = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
-    return Retrieval(hits, not hits, query)
+    kept = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
+    if nothing_stands_out(hits, kept, settings.standout_margin_weight, settings.min_standout):
+        return Retrieval([], True, query)
+    return Retrieval(kept, not kept, query)
 
 
 def _speakers(chunks: Collection[Chunk]) -> set[str]:
