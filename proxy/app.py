@@ -1,8 +1,9 @@
 """The Starlette application: routes, lifespan, and the one piece of shared state.
 
 `AppState` is everything a request may touch: the frozen config, the memory layer (store,
-embedder, vector index), the background writer, the pooled httpx client for upstreams, and
-counters for `/metrics`. It is built in the lifespan and kept on `app.state.moim`; there are
+embedder, vector index), the background writer, the pooled httpx client for upstreams,
+counters for `/metrics`, and the Responses API replies that just finished
+(`proxy/recent_responses.py`). It is built in the lifespan and kept on `app.state.moim`; there are
 no other globals. With `consolidation.model` set, the lifespan also runs the consolidation
 schedule (`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
 Chat completions get memory (`proxy/pipeline.py`); any other `/v1/` request (and
@@ -16,11 +17,9 @@ retrying.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio.to_thread
@@ -33,32 +32,27 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
-from proxy import admin
+from proxy import admin, facts_api
 from proxy.auth import authenticate, authorize_metrics
+from proxy.chat import chat
+from proxy.chat_metrics import ChatRequests
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
-from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
+from proxy.errors import ProxyError, ServiceUnavailable, error_response
 from proxy.limits import HeaderLimit
 from proxy.passthrough import METHODS, passthrough, retrieve_model
-from proxy.pipeline import chat
+from proxy.responses import responses
 from proxy.runtime import tune_process
+from proxy.state import AppState, state_of
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class AppState:
-    config: Config
-    layer: MemoryLayer
-    writer: Writer
-    client: httpx.AsyncClient
-    requests: dict[int, int] = field(default_factory=dict)
-
-
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     """The moim ASGI app for `config` (a prepared `layer` may be passed in, e.g. by tests)."""
+    requests: dict[int, int] = {}  # chat requests by status, counted by ChatRequests
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -70,7 +64,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         )
         journal = Journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
-        app.state.moim = AppState(config, memory, writer, client)
+        app.state.moim = AppState(config, memory, writer, client, requests)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
@@ -91,6 +85,10 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/chat/completions", _chat, methods=["POST"]),
         Route("/u/{user_id}/v1/chat/completions", _chat, methods=["POST"]),
         Route("/u/{user_id}/chat/completions", _chat, methods=["POST"]),
+        Route("/v1/responses", _responses, methods=["POST"]),
+        Route("/responses", _responses, methods=["POST"]),
+        Route("/u/{user_id}/v1/responses", _responses, methods=["POST"]),
+        Route("/u/{user_id}/responses", _responses, methods=["POST"]),
         Route("/v1/models", _models, methods=["GET"]),
         Route("/models", _models, methods=["GET"]),
         Route("/u/{user_id}/v1/models", _models, methods=["GET"]),
@@ -102,7 +100,8 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/health/readiness", _readiness, methods=["GET"]),
         Route("/metrics", _metrics, methods=["GET"]),
         *admin.routes(),
-        *_with_path_user(admin.routes()),
+        *facts_api.routes(),
+        *_with_path_user([*admin.routes(), *facts_api.routes()]),
         # Last: whatever moim does not handle above goes to the provider as it came.
         Route("/v1/{path:path}", _passthrough, methods=METHODS),
         Route("/u/{user_id}/v1/{path:path}", _passthrough, methods=METHODS),
@@ -115,7 +114,10 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             MemoryLayerError: _memory_error,
             HTTPException: _http_error,
         },
-        middleware=[Middleware(HeaderLimit, max_bytes=config.max_header_bytes)],
+        middleware=[
+            Middleware(ChatRequests, counts=requests),  # outermost: it sees every answer
+            Middleware(HeaderLimit, max_bytes=config.max_header_bytes),
+        ],
     )
 
 
@@ -148,16 +150,12 @@ async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
     await writer.start()
 
 
-def state_of(request: Request) -> AppState:
-    state: AppState = request.app.state.moim
-    return state
-
-
 async def _chat(request: Request) -> Response:
-    state = state_of(request)
-    response = await chat(request, state, request.path_params.get("user_id"))
-    state.requests[response.status_code] = state.requests.get(response.status_code, 0) + 1
-    return response
+    return await chat(request, state_of(request), request.path_params.get("user_id"))
+
+
+async def _responses(request: Request) -> Response:
+    return await responses(request, state_of(request), request.path_params.get("user_id"))
 
 
 async def _models(request: Request) -> Response:
@@ -180,20 +178,27 @@ async def _health(request: Request) -> Response:
 
 
 async def _readiness(request: Request) -> Response:
+    """200 once the model is loaded and the journal replayed, while the writer works; 503
+    with the reason otherwise (`writer` says what is failing: proxy/writer_health.py)."""
     state = state_of(request)
     loaded, recovered = state.layer.ready, state.writer.recovered
-    ready = loaded and recovered
-    return JSONResponse(
-        {"status": "ok" if ready else "starting", "embedder": loaded, "recovered": recovered},
-        status_code=200 if ready else 503,
-    )
+    problem = state.writer.problem
+    ready = loaded and recovered and problem is None
+    body: dict[str, object] = {
+        "status": "ok" if ready else "failing" if problem else "starting",
+        "embedder": loaded,
+        "recovered": recovered,
+    }
+    if problem is not None:
+        body["writer"] = problem
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 async def _metrics(request: Request) -> Response:
     state = state_of(request)
     authorize_metrics(request.headers, state.config)
     lines = [
-        "# HELP moim_chat_requests_total Chat requests answered, by status.",
+        "# HELP moim_chat_requests_total Chat and Responses API requests answered, by status.",
         "# TYPE moim_chat_requests_total counter",
         *(
             f'moim_chat_requests_total{{status="{s}"}} {n}'
@@ -214,28 +219,40 @@ async def _metrics(request: Request) -> Response:
         "# HELP moim_ingest_spilled_total Turns written to the journal only, the queue full.",
         "# TYPE moim_ingest_spilled_total counter",
         f"moim_ingest_spilled_total {state.writer.spilled}",
-        "# HELP moim_memory_write_failures_total Failed memory writes.",
+        "# HELP moim_memory_write_failures_total Failed memory writes (journal, store, index).",
         "# TYPE moim_memory_write_failures_total counter",
         f"moim_memory_write_failures_total {state.writer.failures}",
+        "# HELP moim_writer_failures_total Write path failures by part (journal, store, ...).",
+        "# TYPE moim_writer_failures_total counter",
+        *(
+            f'moim_writer_failures_total{{part="{part}"}} {n}'
+            for part, n in sorted(state.writer.failures_by_part().items())
+        ),
+        "# HELP moim_writer_up 1 while the writer runs and nothing in the write path fails.",
+        "# TYPE moim_writer_up gauge",
+        f"moim_writer_up {int(state.writer.up)}",
+        "# HELP moim_writer_restarts_total Times the writer's task crashed and was restarted.",
+        "# TYPE moim_writer_restarts_total counter",
+        f"moim_writer_restarts_total {state.writer.restarts}",
+        "# HELP moim_writer_oldest_unstored_seconds Age of the oldest turn not yet stored.",
+        "# TYPE moim_writer_oldest_unstored_seconds gauge",
+        f"moim_writer_oldest_unstored_seconds {state.writer.oldest_unstored_seconds:.3f}",
+        "# HELP moim_writer_unjournaled Queued turns held in RAM only (the journal failed).",
+        "# TYPE moim_writer_unjournaled gauge",
+        f"moim_writer_unjournaled {state.writer.unjournaled}",
+        "# HELP moim_writer_dropped_total Turns SQLite refused for their content (logged).",
+        "# TYPE moim_writer_dropped_total counter",
+        f"moim_writer_dropped_total {state.writer.dropped}",
         "# HELP moim_vector_users_loaded Users whose vectors are held in RAM.",
         "# TYPE moim_vector_users_loaded gauge",
-        f"moim_vector_users_loaded {state.layer.index.loaded_users()}",
+        f"moim_vector_users_loaded {state.layer.vector_users_loaded()}",
     ]
     return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 
 
 async def _proxy_error(request: Request, exc: Exception) -> Response:
-    if isinstance(exc, UpstreamError):  # the provider's own status and body, unchanged
-        return Response(
-            exc.content, status_code=exc.status, headers=exc.headers, media_type="application/json"
-        )
     assert isinstance(exc, ProxyError)
-    return Response(
-        json.dumps(exc.body()),
-        status_code=exc.status,
-        headers=exc.headers,
-        media_type="application/json",
-    )
+    return error_response(exc)
 
 
 async def _memory_error(request: Request, exc: Exception) -> Response:
@@ -254,19 +271,9 @@ async def _memory_error(request: Request, exc: Exception) -> Response:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (an unknown route, a wrong method) in OpenAI's shape."""
     assert isinstance(exc, HTTPException)
-    kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-    body = {
-        "error": {
-            "message": str(exc.detail),
-            "type": kind,
-            "param": None,
-            "code": str(exc.status_code),
-        }
-    }
-    return Response(
-        json.dumps(body),
-        status_code=exc.status_code,
-        media_type="application/json",
-        headers=exc.headers,
-    )
+    error = ProxyError(str(exc.detail), code=str(exc.status_code), headers=exc.headers)
+    error.status = exc.status_code
+    error.type = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    return error_response(error)

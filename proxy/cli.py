@@ -56,7 +56,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     import uvicorn
 
     from proxy.app import build_app
-    from proxy.limits import parser_limit
+    from proxy.serving import uvicorn_options
 
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
@@ -84,7 +84,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
         port=config.port,
         log_level=log_level,
         access_log=False,
-        h11_max_incomplete_event_size=parser_limit(config.max_header_bytes),
+        **uvicorn_options(config),
     )
 
 

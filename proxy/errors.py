@@ -1,8 +1,11 @@
-"""The proxy's exceptions, one tree; `app.py` renders them in OpenAI's error shape.
+"""The proxy's exceptions, one tree, and their one renderer (`error_response`): OpenAI's shape.
 
 ProxyError                 status, message, type, param, code
  ├── BadRequest            400  the request is malformed
- │    └── PayloadTooLarge  413  the body is over the configured limit
+ │    ├── PayloadTooLarge  413  the body is over the configured limit
+ │    ├── RequestTimeout   408  the head or body did not arrive in time (the connection closes)
+ │    └── ClientClosed     499  the client left while sending its body (nginx's code; no one
+ │                              reads the answer, but it is logged and counted)
  ├── Unauthorized          401  a proxy key is required or wrong
  ├── Forbidden             403  the key may not act for that user
  ├── NotFound              404  no such memory item, route or upstream
@@ -13,7 +16,10 @@ ProxyError                 status, message, type, param, code
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+
+from starlette.responses import Response
 
 
 class ProxyError(Exception):
@@ -55,6 +61,19 @@ class PayloadTooLarge(BadRequest):
     status = 413
 
 
+class RequestTimeout(BadRequest):
+    """The request's head or body was too slow; the connection is closed after the answer."""
+
+    status = 408
+
+    def __init__(self, message: str, code: str = "request_timeout"):
+        super().__init__(message, code=code, headers={"connection": "close"})
+
+
+class ClientClosed(BadRequest):
+    status = 499
+
+
 class Unauthorized(ProxyError):
     status = 401
     type = "authentication_error"
@@ -94,3 +113,14 @@ class UpstreamError(ProxyError):
         super().__init__(f"upstream returned {status}", headers=headers)
         self.status = status
         self.content = content
+
+
+def error_response(exc: ProxyError, headers: Mapping[str, str] | None = None) -> Response:
+    """The response for `exc`: the provider's own status and body for an `UpstreamError`, else
+    `{"error": {"message", "type", "param", "code"}}` with its status; `headers` are added."""
+    merged = {**exc.headers, **(headers or {})}
+    if isinstance(exc, UpstreamError):
+        content = exc.content
+    else:
+        content = json.dumps(exc.body()).encode()
+    return Response(content, status_code=exc.status, headers=merged, media_type="application/json")

@@ -42,8 +42,8 @@ from proxy.tools import MAX_ROUNDS, NAMES, execute, is_memory_call, offered, wit
 from proxy.upstream import Target, open_openai, relayed_headers, unreachable, upstream_error
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
     from proxy.pipeline import Prepared, Report
+    from proxy.state import AppState
 
 logger = logging.getLogger(__name__)
 
