@@ -82,8 +82,13 @@ def retrieve(
     exclude_hashes: Collection[str],
     now: float,
     limit: int | None = None,
+    gate: bool = True,
 ) -> Retrieval:
-    """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present."""
+    """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present.
+
+    `gate` applies the abstention gate (`memory.recall.abstention`): recall for a block uses
+    it, a search (the memory API, the search tool) lists what matched without it.
+    """
     if not query.strip():
         return Retrieval([], True, query)
     if settings.vector_search == "ram" and index.count(user_id) == 0:
@@ -135,7 +140,8 @@ def retrieve(
     if should_abstain(hits, settings.min_similarity):
         return Retrieval([], True, query)
     kept = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
-    if nothing_stands_out(hits, kept, settings.standout_margin_weight, settings.min_standout):
+    threshold = settings.min_standout if gate else 0.0
+    if nothing_stands_out(hits, kept, settings.standout_margin_weight, threshold):
         return Retrieval([], True, query)
     return Retrieval(kept, not kept, query)
 

@@ -469,6 +469,19 @@ def test_a_never_discussed_detail_on_a_familiar_topic_gets_facts_but_no_excerpt(
     assert "ThinkPad X1 Carbon Gen 11" in block_in(sent_messages(upstream))
 
 
+def test_a_search_still_lists_what_the_abstention_gate_withholds(proxy, upstream):
+    converse(proxy, "nadia", LAPTOP)
+    question = "What is the brand of my docking station?"
+    say(proxy, [{"role": "user", "content": question}], "nadia", X_Memory_Mode="read")
+    assert "[Relevant past context]" not in (block_in(sent_messages(upstream)) or "")
+    found = httpx.get(
+        proxy.root + "/v1/memory/search",
+        params={"q": question, "k": 3},
+        headers={"X-Memory-User-Id": "nadia"},
+    ).json()["results"]
+    assert found  # the weak related turn the block left out is still listed
+
+
 def test_the_abstention_gate_can_be_turned_off(make_proxy, upstream):
     proxy = make_proxy(settings={"min_standout": 0.0})
     converse(proxy, "nadia", LAPTOP)
