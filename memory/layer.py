@@ -247,6 +247,7 @@ class MemoryLayer:
             (),
             time.time(),
             limit=k,
+            gate=False,
         )
         return found.hits[:k]
 

@@ -93,6 +93,11 @@ class Settings:
     recency_weight: float = 0.05
     # MemX-style rejection: with no lexical hit, a best cosine below this recalls nothing.
     min_similarity: float = 0.35
+    # The abstention gate (memory/recall/abstention.py): no excerpt when the best cosine plus
+    # `standout_margin_weight` times its lead over the median of the ten best is under
+    # `min_standout` (0 turns the gate off). Calibration: docs/recall-quality.md.
+    standout_margin_weight: float = 3.0
+    min_standout: float = 0.5
     # A keyword match whose meaning is this far from the query is not recalled either.
     min_lexical_similarity: float = 0.15
     facts_max_tokens: int = 400

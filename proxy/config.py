@@ -156,6 +156,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         fusion=_choice(mem, "fusion", ("scores", "rrf"), defaults.fusion),
         placement=_choice(mem, "placement", ("system", "before_last_user"), defaults.placement),
         min_similarity=_get(mem, "min_similarity", float, defaults.min_similarity, "memory."),
+        min_standout=_get(mem, "min_standout", float, defaults.min_standout, "memory."),
         recency_half_life_days=_get(
             mem, "recency_half_life_days", float, defaults.recency_half_life_days, "memory."
         ),

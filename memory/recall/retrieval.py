@@ -20,6 +20,7 @@ import numpy as np
 from memory.block.tokens import message_text
 from memory.embedding import Embedder
 from memory.ingest.turns import RECALLED_ROLES
+from memory.recall.abstention import nothing_stands_out
 from memory.recall.ranking import (
     boost_dated,
     boost_neighbours,
@@ -83,8 +84,13 @@ def retrieve(
     exclude_hashes: Collection[str],
     now: float,
     limit: int | None = None,
+    gate: bool = True,
 ) -> Retrieval:
-    """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present."""
+    """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present.
+
+    `gate` applies the abstention gate (`memory.recall.abstention`): recall for a block uses
+    it, a search (the memory API, the search tool) lists what matched without it.
+    """
     if not query.strip():
         return Retrieval([], True, query)
     if settings.vector_search == "ram" and index.count(user_id) == 0:
@@ -141,6 +147,9 @@ def retrieve(
     if should_abstain(hits, settings.min_similarity):
         return Retrieval([], True, query, present + _left_out("abstained", hits, []))
     kept = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
+    threshold = settings.min_standout if gate else 0.0
+    if nothing_stands_out(query, hits, kept, settings.standout_margin_weight, threshold):
+        return Retrieval([], True, query, present + _left_out("abstained", hits, []))
     return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept))
 
 
