@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
+from memory import MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin
 from proxy.auth import authenticate, authorize_metrics
 from proxy.config import Config
@@ -37,6 +37,7 @@ from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
 from proxy.limits import HeaderLimit
 from proxy.pipeline import chat
+from proxy.replicas import recover_replicas
 from proxy.runtime import tune_process
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
@@ -64,17 +65,20 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
         )
-        journal = Journal(Path(f"{config.db_path}.journal"))
+        journal = memory.open_journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
         app.state.moim = AppState(config, memory, writer, client)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
         schedule = _start_schedule(config, memory, client)
+        replicas = asyncio.create_task(recover_replicas(memory)) if memory.shared else None
         try:
             yield
         finally:
             loading.cancel()
+            if replicas is not None:
+                replicas.cancel()
             if schedule is not None:  # before the client it uses is closed
                 schedule.cancel()
                 await asyncio.wait([schedule])
