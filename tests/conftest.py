@@ -13,9 +13,8 @@
 import itertools
 import os
 import shutil
-import tempfile
-
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
