@@ -24,6 +24,7 @@ from memory.ingest.turns import Turn, content_hash
 from memory.layer import MemoryLayer, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
 from memory.settings import Settings
+from memory.store.backend import redact_url
 from memory.store.journal import Journal
 from memory.store.marks import DueUser
 from memory.store.store import Stats
@@ -69,6 +70,7 @@ __all__ = [
     "limit_arenas",
     "message_text",
     "parse_operations",
+    "redact_url",
     "select_tier",
     "strip_block",
     "tier_rules_from_config",

@@ -319,7 +319,7 @@ class PgStore:
             return []
         weights = f"{{0, 0, {float(context_weight)!r}, 1}}"  # D, C, B (context), A (text)
         rows = self._rows(
-            "SELECT id, ts_rank_cd(%s::float4[], terms, q) AS score "
+            "SELECT id, ts_rank_cd(%s::float4[], terms, q, 2) AS score "
             "FROM chunks, to_tsquery('simple', %s) q WHERE user_id = %s AND terms @@ q "
             "ORDER BY score DESC, id LIMIT %s",
             [weights, _tsquery(list(dict.fromkeys(stems))), user_id, limit],
