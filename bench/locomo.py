@@ -14,6 +14,7 @@ tuning split), the last five, category 5 and the unaudited labels. JSON: bench/r
 
     /work/venv/bin/python bench/locomo.py                # all ten conversations, 3 variants
     /work/venv/bin/python bench/locomo.py --conversations 0 --limit-questions 30
+    /work/venv/bin/python bench/locomo.py --retrievers hybrid --speakers text   # "Caroline: …"
 """
 
 from __future__ import annotations
@@ -84,17 +85,23 @@ def norm(text: str) -> str:
     return " ".join(text.split())
 
 
-def load(selected: list[int], limit: int | None) -> list[Conversation]:
+def load(selected: list[int], limit: int | None, style: str = "name") -> list[Conversation]:
+    """The selected conversations; `style` "name" sends each speaker as the message's `name`,
+    "text" writes it into the text instead ("Caroline: …"), as some clients do."""
     samples = json.loads((DATA / "locomo10.json").read_text())
     audit = {}
     for item in json.loads((DATA / "locomo10_audit_errors.json").read_text()):
         _, conv, qa = item["question_id"].split("_")  # locomo_<conv>_qa<0-based index>
         audit[(int(conv), int(qa[2:]))] = item
-    return [_conversation(i, samples[i], audit, limit) for i in selected]
+    return [_conversation(i, samples[i], audit, limit, style) for i in selected]
 
 
 def _conversation(
-    index: int, sample: dict[str, Any], audit: dict[tuple[int, int], Any], limit: int | None
+    index: int,
+    sample: dict[str, Any],
+    audit: dict[tuple[int, int], Any],
+    limit: int | None,
+    style: str = "name",
 ) -> Conversation:
     conv = sample["conversation"]
     roles = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
@@ -108,7 +115,11 @@ def _conversation(
                 f" [shares a photo: {caption}]" if caption else ""
             )
             name = re.sub(r"[^A-Za-z0-9_-]", "_", turn["speaker"])
-            messages.append({"role": roles[turn["speaker"]], "name": name, "content": text})
+            if style == "text":
+                said = {"content": f"{turn['speaker']}: {text}"}
+            else:
+                said = {"name": name, "content": text}
+            messages.append({"role": roles[turn["speaker"]], **said})
         sessions.append((n, when.isoformat(), messages))
     result = Conversation(index, sample["sample_id"], sessions, turns, [])
 
@@ -151,7 +162,9 @@ def serve(app: Any) -> Iterator[str]:
         sock.close()
 
 
-def replay(client: openai.OpenAI, root: str, upstream: Any, conv: Conversation) -> bool:
+def replay(
+    client: openai.OpenAI, root: str, upstream: Any, conv: Conversation, dated: bool = True
+) -> bool:
     """Replay a conversation unless the database already holds it; True when replayed."""
     if stats(root, conv.sample_id)["messages"] > 0:
         return False
@@ -164,7 +177,7 @@ def replay(client: openai.OpenAI, root: str, upstream: Any, conv: Conversation) 
                 "X-Memory-User-Id": conv.sample_id,
                 "X-Memory-Mode": "write",
                 "X-Memory-Session-Id": f"{conv.sample_id}-s{number}",
-                "X-Memory-Timestamp": when,
+                **({"X-Memory-Timestamp": when} if dated else {}),
             },
         )
     return True
@@ -219,7 +232,7 @@ def explain(root: str, conv: Conversation, q: Question) -> dict[str, Any]:
         root + "/v1/memory/search",
         params={"q": query, "k": 40},
         headers={"X-Memory-User-Id": conv.sample_id},
-        timeout=60,
+        timeout=600,
     ).json()["results"]
     wanted = [norm(conv.turns[d]) for d in q.audited]
     texts = [norm(hit["text"]) for hit in found]  # a long turn may be split into chunks
@@ -309,7 +322,9 @@ def run_variant(
         client = openai.OpenAI(
             base_url=root + "/v1", api_key="sk-bench", max_retries=0, timeout=300
         )
-        replayed = [c.sample_id for c in convs if replay(client, root, upstream, c)]
+        replayed = [
+            c.sample_id for c in convs if replay(client, root, upstream, c, not args.no_timestamps)
+        ]
         while httpx.post(root + "/v1/memory/flush", timeout=180).status_code != 200:
             pass  # 504: still indexing after 120 s; wait again
         replay_seconds = time.perf_counter() - started
@@ -377,8 +392,15 @@ def main() -> None:
     parser.add_argument("--min-similarity", type=float, help="override Settings.min_similarity")
     parser.add_argument("--db", type=Path, help="database to reuse (replay skipped when present)")
     parser.add_argument("--examples", type=int, default=10, help="misses to print (first five)")
+    parser.add_argument(
+        "--speakers",
+        default="name",
+        choices=["name", "text"],
+        help="speaker as the `name` field, or written into the text (Caroline: …)",
+    )
+    parser.add_argument("--no-timestamps", action="store_true", help="no X-Memory-Timestamp")
     args = parser.parse_args()
-    convs = load(parse_range(args.conversations), args.limit_questions)
+    convs = load(parse_range(args.conversations), args.limit_questions, args.speakers)
     variants = VARIANTS if args.retrievers == "all" else [args.retrievers]
     qs = [q for c in convs for q in c.questions]
     turns, cats = sum(len(c.turns) for c in convs), dict(Counter(q.category for q in qs))
@@ -401,7 +423,9 @@ def main() -> None:
         started = time.perf_counter()
         for variant in variants:
             results[variant] = run_variant(variant, args, convs, upstream, db)
-            (RESULTS / f"locomo-{variant}.json").write_text(json.dumps(results[variant]))
+            style = "" if args.speakers == "name" else f"-{args.speakers}"
+            style += "-undated" if args.no_timestamps else ""
+            (RESULTS / f"locomo-{variant}{style}.json").write_text(json.dumps(results[variant]))
     print(
         "\n| variant | hit (1-4, audited, all) | all | hit 120 | all 120 | tokens | no block "
         "| p50 ms | p95 ms |\n|---|---|---|---|---|---|---|---|---|"

@@ -18,7 +18,7 @@ from typing import Any
 
 from memory import heap
 from memory.block.budget import select_tier
-from memory.block.excerpts import build_excerpts
+from memory.block.excerpts import build_excerpts, newest_first
 from memory.block.render import render_block
 from memory.block.tokens import count_tokens
 from memory.embedding import Embedder, FastEmbedder
@@ -159,6 +159,7 @@ class MemoryLayer:
                 request.session_id,
                 self._neighbours(request.user_id, exclude),
             )
+            excerpts = newest_first(excerpts)
         block = self._render(facts, excerpts, request, now)
         warming = request.episodic and tier.max_excerpts > 0 and embedder is None
         return Recollection(tier, block, hits if block else [], warming)
@@ -190,8 +191,9 @@ class MemoryLayer:
                 return MemoryBlock(
                     text, tokens, len(excerpts), len(facts), tuple(f.id for f in facts)
                 )
-            if excerpts:
-                excerpts = excerpts[:-1]
+            if excerpts:  # the least relevant goes first
+                least = max(excerpts, key=lambda e: e.rank)
+                excerpts = [e for e in excerpts if e is not least]
             elif facts:
                 facts = facts[:-1]
             else:

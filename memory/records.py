@@ -73,6 +73,10 @@ class Excerpt:
     similarity: float | None
     this_session: bool
     speaker: str | None = None
+    # When its newest line was said (None: `created_at`), and its place in relevance order
+    # (0 = most relevant): the block shows excerpts newest first, a budget cuts by relevance.
+    latest_at: float | None = None
+    rank: int = 0
 
 
 @dataclass(frozen=True, slots=True)

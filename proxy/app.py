@@ -5,9 +5,12 @@ embedder, vector index), the background writer, the pooled httpx client for upst
 counters for `/metrics`. It is built in the lifespan and kept on `app.state.moim`; there are
 no other globals. With `consolidation.model` set, the lifespan also runs the consolidation
 schedule (`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
-`ProxyError`s become OpenAI-shaped JSON in one handler; a `MemoryLayerError` that reaches it
-(only the memory API lets one through: chat fails open in `pipeline.py`) becomes a 503 with
-`Retry-After`, as a locked or unreachable store is worth retrying.
+Chat completions get memory (`proxy/pipeline.py`); any other `/v1/` request (and
+`/u/{user}/v1/`) passes through to the provider unchanged (`proxy/passthrough.py`), after
+moim's own routes, which win. `ProxyError`s become OpenAI-shaped JSON in one handler; a
+`MemoryLayerError` that reaches it (only the memory API lets one through: chat fails open in
+`pipeline.py`) becomes a 503 with `Retry-After`, as a locked or unreachable store is worth
+retrying.
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from starlette.routing import Route
 from memory import MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin
 from proxy.auth import authenticate, authorize_metrics
+from proxy.chat_metrics import ChatRequests
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
 from proxy.limits import HeaderLimit
+from proxy.passthrough import METHODS, passthrough, retrieve_model
 from proxy.pipeline import chat
 from proxy.replicas import recover_replicas
 from proxy.runtime import tune_process
@@ -56,6 +61,7 @@ class AppState:
 
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     """The moim ASGI app for `config` (a prepared `layer` may be passed in, e.g. by tests)."""
+    requests: dict[int, int] = {}  # chat requests by status, counted by ChatRequests
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -67,7 +73,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         )
         journal = memory.open_journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
-        app.state.moim = AppState(config, memory, writer, client)
+        app.state.moim = AppState(config, memory, writer, client, requests)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
@@ -94,11 +100,18 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/v1/models", _models, methods=["GET"]),
         Route("/models", _models, methods=["GET"]),
         Route("/u/{user_id}/v1/models", _models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", _model, methods=["GET"]),
+        Route("/models/{model_id:path}", _model, methods=["GET"]),
+        Route("/u/{user_id}/v1/models/{model_id:path}", _model, methods=["GET"]),
         Route("/health", _health, methods=["GET"]),
         Route("/health/liveliness", _health, methods=["GET"]),
         Route("/health/readiness", _readiness, methods=["GET"]),
         Route("/metrics", _metrics, methods=["GET"]),
         *admin.routes(),
+        *_with_path_user(admin.routes()),
+        # Last: whatever moim does not handle above goes to the provider as it came.
+        Route("/v1/{path:path}", _passthrough, methods=METHODS),
+        Route("/u/{user_id}/v1/{path:path}", _passthrough, methods=METHODS),
     ]
     return Starlette(
         routes=routes,
@@ -108,8 +121,19 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             MemoryLayerError: _memory_error,
             HTTPException: _http_error,
         },
-        middleware=[Middleware(HeaderLimit, max_bytes=config.max_header_bytes)],
+        middleware=[
+            Middleware(ChatRequests, counts=requests),  # outermost: it sees every answer
+            Middleware(HeaderLimit, max_bytes=config.max_header_bytes),
+        ],
     )
+
+
+def _with_path_user(routes: list[Route]) -> list[Route]:
+    """The same routes under `/u/{user_id}`, for tools that can set only a base URL."""
+    return [
+        Route("/u/{user_id}" + route.path, route.endpoint, methods=route.methods)
+        for route in routes
+    ]
 
 
 def _start_schedule(
@@ -139,10 +163,7 @@ def state_of(request: Request) -> AppState:
 
 
 async def _chat(request: Request) -> Response:
-    state = state_of(request)
-    response = await chat(request, state, request.path_params.get("user_id"))
-    state.requests[response.status_code] = state.requests.get(response.status_code, 0) + 1
-    return response
+    return await chat(request, state_of(request), request.path_params.get("user_id"))
 
 
 async def _models(request: Request) -> Response:
@@ -150,6 +171,14 @@ async def _models(request: Request) -> Response:
     authenticate(request.headers, state.config)
     body = await list_models(state.client, state.config, request.headers.get("authorization"))
     return Response(body, media_type="application/json")
+
+
+async def _model(request: Request) -> Response:
+    return await retrieve_model(request, state_of(request))
+
+
+async def _passthrough(request: Request) -> Response:
+    return await passthrough(request, state_of(request))
 
 
 async def _health(request: Request) -> Response:

@@ -18,6 +18,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import click
 
@@ -57,7 +58,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     import uvicorn
 
     from proxy.app import build_app
-    from proxy.limits import parser_limit
+    from proxy.serving import uvicorn_options
 
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
@@ -81,14 +82,14 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     )
     if layer is None:
         announce_database(*database_path(config, create=True))  # the app opens or creates it
-    click.echo(f"moim on http://{config.host}:{config.port}/v1", err=True)
+    click.echo(banner(config), err=True)
     uvicorn.run(
         build_app(config, layer),
         host=config.host,
         port=config.port,
         log_level=log_level,
         access_log=False,
-        h11_max_incomplete_event_size=parser_limit(config.max_header_bytes),
+        **uvicorn_options(config),
     )
 
 
@@ -262,6 +263,42 @@ def _consolidate_due(config: Config, model: str, turns: int) -> None:
         raise click.ClickException(f"{len(failed)} of {due} due users not consolidated")
     if not outcomes:
         click.echo(f"no user has {min_new_turns} new turns to consolidate", err=True)
+
+
+def banner(config: Config) -> str:
+    """What `moim serve` says at startup: where it listens, where requests go, memory on/off.
+
+    The upstream is named without credentials: a URL's user, password and query are left out,
+    and a configured provider key is only said to exist.
+    """
+    if config.upstream_base_url:
+        key = " (provider key from config)" if config.upstream_api_key else ""
+        upstream = (
+            f"{_without_secrets(config.upstream_base_url)}{key}; other /v1/ requests pass through"
+        )
+    else:
+        upstream = "none: provider/model names go through litellm; other /v1/ requests get 404"
+    memory = "on (chat completions)" if config.memory_enabled else "off"
+    return "\n".join(
+        [
+            f"moim on http://{config.host}:{config.port}/v1",
+            f"  upstream: {upstream}",
+            f"  memory:   {memory}",
+        ]
+    )
+
+
+def _without_secrets(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # not a URL one can print safely: say only that it is set
+        return "(set, not a valid URL)"
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    netloc = f"{host}:{port}" if port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _is_loopback(host: str) -> bool:

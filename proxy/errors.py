@@ -2,10 +2,14 @@
 
 ProxyError                 status, message, type, param, code
  ├── BadRequest            400  the request is malformed
- │    └── PayloadTooLarge  413  the body is over the configured limit
+ │    ├── PayloadTooLarge  413  the body is over the configured limit
+ │    ├── RequestTimeout   408  the head or body did not arrive in time (the connection closes)
+ │    └── ClientClosed     499  the client left while sending its body (nginx's code; no one
+ │                              reads the answer, but it is logged and counted)
  ├── Unauthorized          401  a proxy key is required or wrong
  ├── Forbidden             403  the key may not act for that user
- ├── NotFound              404  no such memory item
+ ├── NotFound              404  no such memory item, route or upstream
+ ├── MethodNotAllowed      405  the memory API has no such method on that path
  ├── ServiceUnavailable    503  the memory store is busy or down (memory API only), Retry-After
  └── UpstreamError         the provider's own status and body, passed through
 """
@@ -54,6 +58,19 @@ class PayloadTooLarge(BadRequest):
     status = 413
 
 
+class RequestTimeout(BadRequest):
+    """The request's head or body was too slow; the connection is closed after the answer."""
+
+    status = 408
+
+    def __init__(self, message: str, code: str = "request_timeout"):
+        super().__init__(message, code=code, headers={"connection": "close"})
+
+
+class ClientClosed(BadRequest):
+    status = 499
+
+
 class Unauthorized(ProxyError):
     status = 401
     type = "authentication_error"
@@ -67,6 +84,11 @@ class Forbidden(ProxyError):
 class NotFound(ProxyError):
     status = 404
     type = "not_found_error"
+
+
+class MethodNotAllowed(ProxyError):
+    status = 405
+    type = "invalid_request_error"
 
 
 class ServiceUnavailable(ProxyError):

@@ -1,4 +1,5 @@
-"""What of a client's body may reach `litellm.acompletion`: OpenAI's request parameters only.
+"""What of a client's body may reach `litellm.acompletion` (or `litellm.aembedding`, for the
+pass-through's embeddings): OpenAI's request parameters only.
 
 litellm reads a provider's address and credentials from the same keyword arguments as the
 request's parameters (`api_base`, `base_url`, `api_key`, `extra_headers`, `custom_llm_provider`,
@@ -6,7 +7,8 @@ request's parameters (`api_base`, `base_url`, `api_key`, `extra_headers`, `custo
 provider extra. A body passed whole would let a client send the operator's provider key to an
 address of its choosing, so on the litellm path:
 
-- a field named in `OPENAI_PARAMS` (OpenAI's Chat Completions parameters) is passed on;
+- a field named in `OPENAI_PARAMS` (OpenAI's Chat Completions parameters), or for embeddings
+  in `EMBEDDING_PARAMS`, is passed on;
 - `metadata` is dropped: it is OpenAI's, but litellm takes it for its own bookkeeping (cost
   maps, callbacks) and never sends it to the provider;
 - any other field is refused with a 400 naming it, as OpenAI refuses an argument it does not
@@ -36,20 +38,26 @@ OPENAI_PARAMS = frozenset(
     "service_tier stop store stream stream_options temperature tool_choice tools top_logprobs "
     "top_p user verbosity web_search_options".split()
 )
+# OpenAI's `POST /v1/embeddings` parameters, each a named argument of `aembedding`.
+EMBEDDING_PARAMS = frozenset({"input", "dimensions", "encoding_format", "user"})
 # Accepted from the client but not passed on (see the module docstring).
 DROPPED = frozenset({"model", "metadata"})
 
 
-def refuse_unsafe(body: Mapping[str, Any], alias: bool) -> None:
+def refuse_unsafe(
+    body: Mapping[str, Any], alias: bool, allowed: frozenset[str] = OPENAI_PARAMS
+) -> None:
     """Raise BadRequest for the first field of `body` that litellm must not see.
 
     `alias`: the model name is a config route, whose target model the operator chose.
+    `allowed`: `OPENAI_PARAMS` for chat, `EMBEDDING_PARAMS` for embeddings.
     """
+    kind = "Embeddings" if allowed is EMBEDDING_PARAMS else "Chat Completions"
     for name in body:
-        if name not in OPENAI_PARAMS and name not in DROPPED:
+        if name not in allowed and name not in DROPPED:
             raise BadRequest(
                 f"unrecognized request argument '{name}': through litellm moim forwards only "
-                "OpenAI Chat Completions parameters; the provider's address and credentials "
+                f"OpenAI {kind} parameters; the provider's address and credentials "
                 "come from its config",
                 param=name,
                 code="unsupported_parameter",
@@ -62,6 +70,6 @@ def refuse_unsafe(body: Mapping[str, Any], alias: bool) -> None:
         )
 
 
-def forwarded(body: Mapping[str, Any]) -> dict[str, Any]:
+def forwarded(body: Mapping[str, Any], allowed: frozenset[str] = OPENAI_PARAMS) -> dict[str, Any]:
     """The fields of `body` that go to litellm (its `model` is the caller's to set)."""
-    return {name: value for name, value in body.items() if name in OPENAI_PARAMS}
+    return {name: value for name, value in body.items() if name in allowed}

@@ -91,7 +91,7 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
     report = Report(request_id=request.headers.get("x-request-id") or uuid.uuid4().hex)
     try:
         caller = authenticate(request.headers, state.config)
-        raw = await read_body(request, state.config.max_body_bytes)
+        raw = await read_body(request, state.config.max_body_bytes, state.config.body_timeout)
         body = parse_chat_body(raw, state.config.max_messages)
         who = identify(
             request.headers,
@@ -126,8 +126,8 @@ def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
     """The request JSON, checked just enough to route and remember it."""
     try:
         body = request_json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("request body is not valid JSON", code="invalid_json") from None
+    except ValueError as exc:  # UnicodeDecodeError too
+        raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object", code="invalid_body")
     if not isinstance(body.get("model"), str) or not body["model"].strip():

@@ -2,14 +2,16 @@
 
 OpenAI-compatible upstreams (`MOIM_UPSTREAM_BASE_URL`, or a config route marked
 `openai_compatible`) get the body as bytes over one pooled httpx client, and their answer is
-relayed byte for byte. Every other provider goes through `litellm.acompletion`, imported on
-first use only (it costs ~2.5 s and ~165 MB), whose output is re-serialised as OpenAI JSON;
-litellm gets the body's OpenAI parameters only (`proxy/litellm_params.py`); the provider's
-address and key come from config (see `provider_key`), never from the body.
+relayed byte for byte. Every other provider goes through `litellm.acompletion` (and, for the
+pass-through's `POST /v1/embeddings`, `litellm.aembedding`), imported on first use only (it
+costs ~2.5 s and ~165 MB), whose output is re-serialised as OpenAI JSON; litellm gets the
+body's OpenAI parameters only (`proxy/litellm_params.py`); the provider's address and key
+come from config (see `provider_key`), never from the body.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -21,10 +23,11 @@ from typing import Any, Literal
 
 import anyio.to_thread
 import httpx
+import numpy as np
 
 from proxy import litellm_params
 from proxy.config import Config
-from proxy.errors import UpstreamError
+from proxy.errors import BadRequest, UpstreamError
 
 logger = logging.getLogger(__name__)
 
@@ -128,10 +131,14 @@ async def list_models(
         if response.status_code >= 400:
             raise UpstreamError(response.status_code, response.content, relayed_headers(response))
         return response.content
-    data = [
-        {"id": name, "object": "model", "created": 0, "owned_by": "moim"} for name in config.routes
-    ]
+    data = [model_object(name, config) for name in config.routes]
     return json.dumps({"object": "list", "data": data}).encode()
+
+
+def model_object(name: str, config: Config) -> dict[str, Any]:
+    """OpenAI's model object for a name moim routes itself (a config alias or litellm's)."""
+    owner = "moim" if name in config.routes else name.split("/", 1)[0] if "/" in name else "litellm"
+    return {"id": name, "object": "model", "created": 0, "owned_by": owner}
 
 
 def unreachable(exc: httpx.HTTPError) -> UpstreamError:
@@ -188,6 +195,42 @@ async def call_litellm(
         return await litellm.acompletion(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes
         raise _failure(exc, litellm) from exc
+
+
+async def embed_litellm(
+    target: Target, body: Mapping[str, Any], authorization: str | None, timeout: float, alias: bool
+) -> bytes:
+    """`litellm.aembedding` for an embeddings request, answered as OpenAI's JSON.
+
+    Only OpenAI's embeddings parameters are passed on; any other field is refused before
+    litellm is asked (`proxy/litellm_params.py`; `alias`: the model name is a config route).
+    litellm is always asked for floats, which every provider gives; `encoding_format: base64`
+    is then made here, as OpenAI sends it: little-endian float32.
+    """
+    litellm_params.refuse_unsafe(body, alias, litellm_params.EMBEDDING_PARAMS)
+    if "input" not in body:
+        raise BadRequest("'input' is required", param="input", code="invalid_input")
+    encoding = body.get("encoding_format", "float")
+    if encoding not in ("float", "base64"):
+        raise BadRequest("'encoding_format' must be 'float' or 'base64'", param="encoding_format")
+    litellm = await anyio.to_thread.run_sync(_litellm)
+    params = litellm_params.forwarded(body, litellm_params.EMBEDDING_PARAMS - {"encoding_format"})
+    params.update(model=target.model, timeout=timeout)
+    if target.base_url:
+        params["api_base"] = target.base_url
+    key = authorization.removeprefix("Bearer ").strip() if authorization else None
+    if key:
+        params["api_key"] = key
+    try:
+        response = await litellm.aembedding(**params)
+    except Exception as exc:  # litellm maps every provider error onto its own classes
+        raise _failure(exc, litellm) from exc
+    payload = response.model_dump(exclude_none=True)
+    if encoding == "base64":
+        for item in payload.get("data") or []:
+            vector = np.asarray(item["embedding"], dtype="<f4")
+            item["embedding"] = base64.b64encode(vector.tobytes()).decode()
+    return json.dumps(payload, ensure_ascii=False).encode()
 
 
 def _failure(exc: Exception, litellm: Any) -> UpstreamError:

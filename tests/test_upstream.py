@@ -8,6 +8,7 @@ import openai
 import pytest
 
 from tests.upstream import LONG_REPLY
+from tests.upstream_api import embedding_of
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -278,3 +279,61 @@ def test_server_sockets_have_tcp_nodelay(client, upstream):
     client.chat.completions.create(model="gpt-4o-mini", messages=HI)
     client.models.list()
     assert [r.tcp_nodelay for r in upstream.requests] == [True, True]
+
+
+# -- the endpoints of tests/upstream_api.py -----------------------------------------------------
+
+
+def test_embeddings_are_deterministic_floats_or_base64(client):
+    floats = client.embeddings.create(model="e", input=["a", "b"], encoding_format="float")
+    decoded = client.embeddings.create(model="e", input=[[1, 2, 3]])  # the SDK asks for base64
+    assert [d.embedding for d in floats.data] == [embedding_of("a"), embedding_of("b")]
+    assert decoded.data[0].embedding == embedding_of([1, 2, 3])
+    assert client.embeddings.create(model="e", input="a", dimensions=3).data[0].embedding == (
+        embedding_of("a", 3)
+    )
+
+
+def test_legacy_completions_echo_the_prompt_streamed_or_not(client):
+    whole = client.completions.create(model="gpt-4o-mini", prompt="Hello there")
+    pieces = client.completions.create(model="gpt-4o-mini", prompt="Hello there", stream=True)
+    assert whole.choices[0].text == "echo: Hello there"
+    assert [p.choices[0].text for p in pieces] == ["echo: He", "llo ther", "e"]
+
+
+def test_moderations_flag_the_word_forbidden(client):
+    result = client.moderations.create(input=["fine", "a forbidden thing"])
+    assert [r.flagged for r in result.results] == [False, True]
+
+
+def test_files_upload_list_download_delete(client, upstream):
+    uploaded = client.files.create(file=("a.jsonl", b"\x00\x01{}\n"), purpose="batch")
+    assert client.files.content(uploaded.id).read() == b"\x00\x01{}\n"
+    assert [f.id for f in client.files.list(purpose="batch").data] == [uploaded.id]
+    assert client.files.list(purpose="assistants").data == []
+    assert upstream.requests[-1].query == "purpose=assistants"
+    assert client.files.delete(uploaded.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        client.files.retrieve(uploaded.id)
+
+
+def test_speech_is_every_byte_value_then_the_input(client):
+    audio = client.audio.speech.create(model="tts-1", voice="alloy", input="hé")
+    assert audio.content == bytes(range(256)) + "hé".encode()
+    assert audio.response.headers["content-type"] == "audio/mpeg"
+
+
+def test_retrieve_model_or_404(client):
+    assert client.models.retrieve("gpt-4o").owned_by == "test"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("nope")
+
+
+def test_raw_path_and_query_are_recorded(upstream):
+    httpx.get(upstream.url + "/files/a%2Fb?x=%20y")
+    [recorded] = upstream.requests
+    assert (recorded.path, recorded.raw_path, recorded.query) == (
+        "/v1/files/a/b",
+        "/v1/files/a%2Fb",
+        "x=%20y",
+    )

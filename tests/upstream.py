@@ -27,7 +27,10 @@ Replies to ``POST /v1/chat/completions``:
   ask for a JSON object (``response_format``, as moim's consolidation does), so a test can
   script them while chats go on beside them.
 
-``GET /v1/models`` lists a few models; any other path gets an OpenAI-shaped 404.
+``GET /v1/models`` lists a few models. Embeddings, legacy completions, moderations, files,
+audio speech and ``GET /v1/models/{id}`` are answered by ``tests/upstream_api.py``; any other
+path gets an OpenAI-shaped 404. Every request is recorded as it arrived: method, path (and the
+raw, still percent-encoded path), query string, headers and the raw body bytes.
 
 Connections must have ``TCP_NODELAY``, or a small streamed write can wait ~40 ms for a delayed
 ACK (Nagle). uvicorn never sets it; asyncio's transports do, but only when the listening
@@ -47,10 +50,12 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
+
+from tests.upstream_api import OtherEndpoints
 
 CREATED = 1700000000
 CHUNK_CHARS = 8
@@ -78,6 +83,8 @@ class RecordedRequest:
     body: bytes
     json: Any
     tcp_nodelay: bool
+    query: str = ""  # the raw query string, without the "?"
+    raw_path: str = ""  # the path as sent, percent-escapes kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +121,7 @@ class Upstream:
         self.script: list[dict[str, Any]] = []
         self.json_script: list[dict[str, Any]] = []
         self.disconnects = 0  # streams whose client left before the last event
+        self.api = OtherEndpoints(MODELS, self._event_stream)
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)])
         self._server: uvicorn.Server | None = None
         self._chats = 0
@@ -125,6 +133,7 @@ class Upstream:
         self.json_script.clear()
         self.disconnects = 0
         self._chats = 0
+        self.api.reset()
 
     @property
     def last_json(self) -> dict[str, Any]:
@@ -135,7 +144,10 @@ class Upstream:
         raise LookupError("the upstream has received no chat completion request")
 
     async def _handle(self, request: Request) -> Response:
-        body = await request.body()
+        try:
+            body = await request.body()
+        except ClientDisconnect:  # the client cut its upload: nothing to record, nobody to answer
+            return Response(status_code=400)
         try:
             parsed = json.loads(body) if body else None
         except ValueError:
@@ -147,6 +159,8 @@ class Upstream:
             body=body,
             json=parsed,
             tcp_nodelay=self._nodelay(request),
+            query=request.scope["query_string"].decode("latin-1"),
+            raw_path=request.scope["raw_path"].decode("latin-1"),
         )
         self.requests.append(recorded)
         if request.method == "POST" and request.url.path == CHAT_PATH:
@@ -156,6 +170,9 @@ class Upstream:
         if request.method == "GET" and request.url.path == "/v1/models":
             model = {"object": "model", "created": CREATED, "owned_by": "test"}
             return JSONResponse({"object": "list", "data": [{"id": m, **model} for m in MODELS]})
+        answer = self.api.answer(request, body, parsed)
+        if answer is not None:
+            return answer
         return _error(404, "invalid_request_error", "unknown_url", f"No route {request.url.path}")
 
     def _chat(self, body: dict[str, Any]) -> Response:
@@ -201,6 +218,9 @@ class Upstream:
         if model == "broken":
             return _Reply(LONG_REPLY, broken_after=3)
         return _Reply(echo, logprobs=model == "logprobs")
+
+    def _event_stream(self, events: list[bytes], delay: float) -> Response:
+        return _EventStream(events, delay, self._count_disconnect)
 
     def _count_disconnect(self) -> None:
         self.disconnects += 1

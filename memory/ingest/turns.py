@@ -15,13 +15,14 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memory.block.render import strip_block
 from memory.block.tokens import count_tokens, message_text
 from memory.embedding import Embedder
 from memory.ingest.chunking import chunk_text
+from memory.ingest.speakers import split_speaker
 from memory.recall.vectors import VectorIndex
 from memory.records import Message
 from memory.settings import Settings
@@ -150,10 +151,12 @@ def index_pending(
     if not pending:
         return 0
     planned = []
-    for message in pending:
+    for stored in pending:
+        name, content = split_speaker(stored.name, stored.content)
+        message = replace(stored, name=name)  # a speaker label indexes as the name
         texts = []
         if message.role in RECALLED_ROLES:
-            texts = chunk_text(message.content, settings.chunk_size, settings.chunk_overlap)
+            texts = chunk_text(content, settings.chunk_size, settings.chunk_overlap)
         planned.append((message, texts))
     contexts = {m.id: _context(store, m, settings) for m, texts in planned if texts}
     inputs = [
@@ -190,8 +193,9 @@ def _context(store: Store, message: Message, settings: Settings) -> tuple[str, s
     previous = next((m for m in reversed(around) if m.id < message.id), None)
     if previous is None:
         return "", ""
-    text = turn_tail(previous.content, limit)
-    return (previous.name or previous.role, text) if text else ("", "")
+    name, content = split_speaker(previous.name, previous.content)
+    text = turn_tail(content, limit)
+    return (name or previous.role, text) if text else ("", "")
 
 
 def _embedding_text(name: str | None, text: str, context: tuple[str, str] | None) -> str:

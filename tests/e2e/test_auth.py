@@ -41,6 +41,13 @@ ENDPOINTS = [
     ("GET", "/v1/memory/export", None),
     ("POST", "/v1/memory/import", None),
     ("GET", "/metrics", None),
+    ("GET", "/v1/models/gpt-4o", None),
+    ("GET", "/u/alice/v1/memory/stats", None),
+    # passed through to the provider once authenticated (tests/e2e/test_passthrough.py)
+    ("POST", "/v1/embeddings", {"model": "text-embedding-3-small", "input": "hi"}),
+    ("POST", "/u/alice/v1/moderations", {"input": "hi"}),
+    ("GET", "/v1/files?purpose=batch", None),
+    ("DELETE", "/v1/files/file-1", None),
 ]
 
 

@@ -1,15 +1,20 @@
-"""proxy/cli.py given a config it cannot use: one clear line on stderr, no traceback, exit 1.
+"""proxy/cli.py given a config it cannot use: one clear line on stderr, no traceback, exit 1;
+and `moim serve`'s startup banner: where it listens, where requests go, whether memory is on.
 
 Each command runs as a real subprocess, as an operator would run it, so what is checked is what
 they would see.
 """
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from proxy.cli import banner
+from proxy.config import Config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,3 +69,64 @@ def test_a_store_that_cannot_be_opened_is_one_clear_line(tmp_path):
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("Error: cannot open no/such/directory/moim.db"), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_banner_names_the_upstream_without_its_secrets():
+    config = Config(
+        upstream_base_url="https://user:s3cret@api.example.com:8443/v1?api-key=s3cret#x",
+        upstream_api_key="sk-s3cret",
+    )
+
+    assert banner(config).splitlines() == [
+        "moim on http://127.0.0.1:8080/v1",
+        "  upstream: https://api.example.com:8443/v1 (provider key from config);"
+        " other /v1/ requests pass through",
+        "  memory:   on (chat completions)",
+    ]
+
+
+def test_banner_without_an_upstream_and_with_memory_off():
+    lines = banner(Config(memory_enabled=False)).splitlines()
+
+    assert lines[1] == (
+        "  upstream: none: provider/model names go through litellm; other /v1/ requests get 404"
+    )
+    assert lines[2] == "  memory:   off"
+
+
+def test_banner_of_an_unparsable_url_says_only_that_it_is_set():
+    config = Config(upstream_base_url="http://user:s3cret@host:notaport/v1")
+
+    assert "s3cret" not in banner(config)
+    assert "(set, not a valid URL)" in banner(config)
+
+
+def test_moim_serve_prints_the_banner(tmp_path):
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MOIM_")},
+        "PYTHONPATH": str(REPO),
+        "MOIM_UPSTREAM_BASE_URL": "http://me:s3cret@127.0.0.1:9/v1",
+        "MOIM_UPSTREAM_API_KEY": "sk-s3cret",
+        "MOIM_MEMORY": "off",
+        "MOIM_DB": str(tmp_path / "moim.db"),
+    }
+    with socket.socket() as probe:  # a free port, in case the server gets as far as binding
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)]
+    command += ["--config", os.devnull]
+    with subprocess.Popen(
+        command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    ) as server:
+        try:
+            said = [server.stderr.readline() for _ in range(4)]
+        finally:
+            server.terminate()
+            server.communicate(timeout=30)
+
+    assert said[0] == f"moim: creating {tmp_path / 'moim.db'}\n"
+    lines = said[1:]
+    assert lines[0].startswith(f"moim on http://127.0.0.1:{port}/v1")
+    assert lines[1].startswith("  upstream: http://127.0.0.1:9/v1 (provider key from config)")
+    assert lines[2] == "  memory:   off\n"
+    assert "s3cret" not in "".join(said)

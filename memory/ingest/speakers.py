@@ -1,0 +1,37 @@
+"""Who said a turn: the message's `name`, or a speaker label the client wrote into its text.
+
+Clients name speakers two ways: OpenAI's `name` field, or the text itself ("Caroline: I went
+to the support group yesterday"), as transcripts and multi-party apps do. Recall should not
+depend on which (issue 16): a labelled turn is indexed as if its label were its `name`, the
+label cut from the text, so both embed as `Caroline: …`, both rank by the same terms (a
+speaker's name is kept out of the lexical search, memory/recall/retrieval.py), and both read
+`Caroline: …` in the block. The stored message stays verbatim; only derived rows change.
+"""
+
+from __future__ import annotations
+
+import re
+
+# One to three capitalised words, a colon, then the turn; at the very start of the text.
+_LABEL = re.compile(r"\A\s*([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):[ \t]+(?=\S)")
+# Words that open a line of prose, not a speaker ("Update: we moved to Lisbon").
+_NOT_SPEAKERS = frozenset(
+    "note update edit correction remember context background also info reminder question "
+    "answer summary example warning error todo ps tip step goal problem task fyi btw re "
+    "subject important p.s. q a user assistant human ai bot system".split()
+)
+
+
+def split_speaker(name: str | None, text: str) -> tuple[str | None, str]:
+    """(speaker, text): `name` and `text` unchanged when a name is given or the text has no
+    label; else the label's name and the text after it.
+
+    >>> split_speaker(None, "Caroline: I went to a support group.")
+    ('Caroline', 'I went to a support group.')
+    """
+    if name:
+        return name, text
+    match = _LABEL.match(text)
+    if match is None or match.group(1).lower() in _NOT_SPEAKERS:
+        return name, text
+    return match.group(1), text[match.end() :]

@@ -1,0 +1,357 @@
+"""Everything moim does not remember: any other `/v1/` request, relayed to the provider.
+
+Embeddings, legacy completions, moderations, files, audio, images, batches, ... (and the
+Responses API, while moim has no memory for it) go to the upstream as they came: the method,
+the path after `/v1` (raw, percent-escapes kept), the query string, the headers less hop-by-hop
+ones and moim's own, and the body, streamed as it arrives. The answer comes back the same way:
+status, headers less hop-by-hop ones, and the body byte for byte, streamed (SSE, downloads).
+Nothing of it is stored.
+
+Chat's rules apply: proxy keys (`auth.keys`) are checked, and the provider key then comes from
+config only; the body limit (`server.max_body_bytes`); `x-request-id` on every answer. A JSON
+body naming a `model` is routed as chat routes it: a config alias goes to its own base URL, the
+model renamed; a name litellm must translate goes through `litellm.aembedding` for
+`POST /v1/embeddings`, and anything else for it is refused with a 400 naming the path. Other
+bodies (multipart uploads, audio, none) go to the upstream URL; with none configured the answer
+is a 404 that says so. The memory API's paths (`/v1/memory...`) are moim's and never forwarded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import anyio
+import httpx
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Match
+
+from proxy import request_json
+from proxy.auth import Caller, authenticate
+from proxy.config import Config
+from proxy.errors import (
+    BadRequest,
+    Forbidden,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    ProxyError,
+    RequestTimeout,
+)
+from proxy.limits import read_body
+from proxy.streaming import relay
+from proxy.upstream import (
+    Target,
+    embed_litellm,
+    model_object,
+    provider_key,
+    resolve,
+    unreachable,
+)
+
+if TYPE_CHECKING:
+    from proxy.app import AppState
+
+logger = logging.getLogger(__name__)
+
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+# Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one.
+HOP_BY_HOP = frozenset(
+    b"connection keep-alive proxy-connection transfer-encoding te trailer upgrade "
+    b"proxy-authenticate proxy-authorization".split()
+)
+# Request headers the client's connection or moim itself owns. `host` and `content-length`
+# are set for the upstream's connection; `expect` asks moim (uvicorn answered it); the
+# provider key is moim's to choose; `accept-encoding: identity` keeps streams unbuffered.
+NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length", b"expect", b"accept-encoding"}
+# Response headers our server sets itself (uvicorn adds its own `date` and `server`).
+NOT_RELAYED = HOP_BY_HOP | {b"date", b"server", b"x-request-id"}
+# Endpoints that keep nothing on the provider account (besides /models, /audio/*, /images/*).
+STATELESS_ENDPOINTS = frozenset(
+    ("POST", path) for path in ("/embeddings", "/completions", "/moderations", "/responses")
+)
+
+
+async def passthrough(request: Request, state: AppState) -> Response:
+    """Relay one request that moim does not handle; errors carry `x-request-id` too."""
+    request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+    route = "none"
+    try:
+        caller = authenticate(request.headers, state.config)
+        suffix = upstream_path(request)
+        _refuse_memory_paths(request, suffix)
+        _refuse_account_endpoints(request.method, suffix, caller, state.config)
+        route, response = await _route(request, state, caller.authorization, suffix)
+    except ProxyError as exc:
+        exc.headers["x-request-id"] = request_id
+        _log(request, request_id, route, exc.status)
+        raise  # the app's one handler renders it
+    except ClientDisconnect:  # the client left while sending its body: nobody to answer
+        _log(request, request_id, route, 499)
+        return Response(status_code=400)
+    response.headers["x-request-id"] = request_id
+    _log(request, request_id, route, response.status_code)
+    return response
+
+
+async def retrieve_model(request: Request, state: AppState) -> Response:
+    """`GET /v1/models/{id}`: moim's own answer for names it routes, else the upstream's."""
+    model_id = request.path_params["model_id"]
+    target = resolve(model_id, state.config)
+    if model_id not in state.config.routes and target.kind != "litellm":
+        return await passthrough(request, state)
+    authenticate(request.headers, state.config)
+    return JSONResponse(model_object(model_id, state.config))
+
+
+def upstream_path(request: Request) -> str:
+    """The raw path after the client's `/v1` (or `/u/{user}/v1`), to append to a base URL.
+
+    Percent-escapes are kept as the client wrote them. A path whose raw form does not decode
+    to the path that was routed, or with `.` or `..` segments, is refused: resolved against
+    the base URL it could reach paths outside it, with the provider key from config.
+    """
+    decoded: str = request.scope["path"]
+    raw: bytes = request.scope.get("raw_path") or decoded.encode()
+    user = request.path_params.get("user_id")
+    if user is not None:
+        decoded = decoded.removeprefix(f"/u/{user}")
+        raw = raw[raw.index(b"/", 3) :]
+    decoded, raw = decoded.removeprefix("/v1"), raw.removeprefix(b"/v1")
+    suffix = raw.decode("latin-1")
+    if unquote(suffix) != decoded or {".", ".."} & set(decoded.split("/")):
+        raise BadRequest(
+            f"the path {request.url.path!r} cannot be passed on: no '.' or '..' segments, "
+            "and nothing percent-encoded before the endpoint's own path",
+            code="invalid_path",
+        )
+    return suffix
+
+
+def _refuse_memory_paths(request: Request, suffix: str) -> None:
+    """`/v1/memory...` is moim's API: a wrong method is a 405, an unknown path a 404."""
+    if suffix != "/memory" and not suffix.startswith("/memory/"):
+        return
+    allowed: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches(request.scope)
+        if match is Match.PARTIAL:
+            allowed.update(getattr(route, "methods", None) or ())
+    where = f"{request.method} {request.url.path}"
+    if allowed:
+        raise MethodNotAllowed(
+            f"{where}: the memory API allows {', '.join(sorted(allowed))} here",
+            code="method_not_allowed",
+            headers={"allow": ", ".join(sorted(allowed))},
+        )
+    raise NotFound(f"{where}: no such memory API endpoint", code="unknown_url")
+
+
+def _refuse_account_endpoints(method: str, suffix: str, caller: Caller, config: Config) -> None:
+    """With proxy keys, only an admin key reaches the provider account's shared state.
+
+    Files, batches, fine-tuning jobs, vector stores, stored responses and the like belong to
+    the provider account, not to one moim user: any key holder could list, read or delete
+    another user's. Stateless endpoints stay open to every key (`STATELESS_ENDPOINTS`).
+    """
+    if caller.key is None or caller.key.admin or config.account_endpoints_for_all_keys:
+        return
+    path = unquote(suffix.split("?", 1)[0]).rstrip("/")
+    if (method, path) in STATELESS_ENDPOINTS or (method == "GET" and path.startswith("/models")):
+        return
+    if method == "POST" and path.startswith(("/audio/", "/images/")):
+        return
+    raise Forbidden(
+        f"{method} /v1{path} reaches the provider account's shared state (files, batches, "
+        "stored responses, …): with proxy keys it needs an admin key, or set "
+        "auth.account_endpoints_for_all_keys: true",
+        code="account_endpoint_needs_admin",
+    )
+
+
+async def _route(
+    request: Request, state: AppState, client_auth: str | None, suffix: str
+) -> tuple[str, Response]:
+    """Where the request goes, and the answer: (route name for the log, response)."""
+    config = state.config
+    content: bytes | AsyncIterator[bytes] | None = None
+    target = Target("openai", "", config.upstream_base_url, config.upstream_api_key)
+    if _has_body(request) and _is_json(request):
+        content = await read_body(request, config.max_body_bytes, config.body_timeout)
+        body = _parse(content)
+        model = _model_of(body)
+        if model is not None:
+            target = resolve(model, config)
+            if target.kind == "litellm":
+                answer = await _through_litellm(request, suffix, state, target, body, client_auth)
+                return "litellm", answer
+            if target.model != model:  # a config alias names another model upstream
+                content = json.dumps({**body, "model": target.model}).encode()
+    elif _has_body(request):
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > config.max_body_bytes:
+            raise PayloadTooLarge(
+                f"request body is over {config.max_body_bytes} bytes", code="payload_too_large"
+            )
+        content = _limited(request.stream(), config.max_body_bytes, config.body_timeout)
+    if target.base_url is None:
+        raise NotFound(
+            f"{request.method} {request.url.path}: moim has no upstream to pass this to; "
+            "set upstream.base_url (MOIM_UPSTREAM_BASE_URL)",
+            code="no_upstream",
+        )
+    authorization = provider_key(target, config, client_auth)
+    url = target.base_url.rstrip("/") + suffix
+    if request.scope["query_string"]:
+        url += "?" + request.scope["query_string"].decode("latin-1")
+    headers = _outbound_headers(request, authorization, bool(config.keys), content)
+    return "upstream", await _send(state.client, request.method, url, headers, content)
+
+
+async def _through_litellm(
+    request: Request,
+    suffix: str,
+    state: AppState,
+    target: Target,
+    body: dict[str, Any],
+    client_auth: str | None,
+) -> Response:
+    """Embeddings for a model litellm translates; nothing else can go that way."""
+    if request.method != "POST" or suffix != "/embeddings":
+        raise BadRequest(
+            f"{request.method} {request.url.path} cannot be sent for model {body['model']!r}: "
+            "it goes through litellm, which moim uses for chat completions and embeddings only; "
+            "other endpoints need an OpenAI-compatible upstream (upstream.base_url, or a models: "
+            "route with openai_compatible: true)",
+            param="model",
+            code="unsupported_endpoint",
+        )
+    authorization = provider_key(target, state.config, client_auth)
+    alias = body["model"] in state.config.routes
+    data = await embed_litellm(target, body, authorization, state.config.read_timeout, alias)
+    return Response(data, media_type="application/json")
+
+
+async def _send(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    headers: list[tuple[bytes, bytes]],
+    content: bytes | AsyncIterator[bytes] | None,
+) -> Response:
+    """Open the upstream request and stream its answer back, byte for byte."""
+    outbound = client.build_request(method, url, headers=headers, content=content)
+    try:
+        upstream = await client.send(outbound, stream=True)
+    except httpx.HTTPError as exc:
+        raise unreachable(exc) from exc
+    response = StreamingResponse(
+        relay(upstream.aiter_raw(), None, _nothing_to_remember, upstream.aclose),
+        status_code=upstream.status_code,
+    )
+    response.raw_headers = [
+        (name.lower(), value)
+        for name, value in upstream.headers.raw
+        if name.lower() not in NOT_RELAYED
+    ]
+    return response
+
+
+def _nothing_to_remember(partial: bool) -> None:
+    """Pass-through turns are not stored."""
+
+
+def _outbound_headers(
+    request: Request,
+    authorization: str | None,
+    proxy_keys: bool,
+    content: bytes | AsyncIterator[bytes] | None,
+) -> list[tuple[bytes, bytes]]:
+    """The client's headers as the provider should see them, duplicates and order kept."""
+    dropped = set(NOT_FORWARDED)
+    dropped.update(t.strip().lower().encode() for t in _connection_tokens(request))
+    dropped.add(b"authorization")
+    if proxy_keys:  # the client's x-api-key may be a proxy key (proxy/auth.py)
+        dropped.add(b"x-api-key")
+    headers = [
+        (name, value)
+        for name, value in request.scope["headers"]
+        if name not in dropped and not name.startswith(b"x-memory-")
+    ]
+    headers.append((b"accept-encoding", b"identity"))
+    if authorization:
+        headers.append((b"authorization", authorization.encode("latin-1")))
+    declared = request.headers.get("content-length")
+    if declared is not None and content is not None and not isinstance(content, bytes):
+        headers.append((b"content-length", declared.encode()))  # streamed: sized, not chunked
+    return headers
+
+
+def _connection_tokens(request: Request) -> list[str]:
+    """Headers the client's `Connection` names as hop-by-hop for this connection."""
+    return [t for v in request.headers.getlist("connection") for t in v.split(",") if t.strip()]
+
+
+def _has_body(request: Request) -> bool:
+    declared = request.headers.get("content-length")
+    return "transfer-encoding" in request.headers or (declared is not None and declared != "0")
+
+
+def _is_json(request: Request) -> bool:
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return kind == "application/json"
+
+
+def _parse(raw: bytes) -> Any:
+    try:
+        return request_json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise BadRequest("request body is not valid JSON", code="invalid_json") from None
+
+
+def _model_of(body: Any) -> str | None:
+    """The body's `model`, which routes it; None when there is none to route by."""
+    if not isinstance(body, dict) or "model" not in body:
+        return None
+    if not isinstance(body["model"], str) or not body["model"].strip():
+        raise BadRequest("'model' must be a non-empty string", param="model", code="invalid_model")
+    return body["model"]
+
+
+async def _limited(
+    chunks: AsyncIterator[bytes], limit: int, timeout: float
+) -> AsyncIterator[bytes]:
+    """The body as it arrives, refused past `limit` bytes (a declared length is checked first)
+    or when no byte has come for `timeout` seconds (`server.body_timeout`, as for chat)."""
+    size = 0
+    while True:
+        try:
+            with anyio.fail_after(timeout):
+                chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise RequestTimeout(
+                f"the request body stopped arriving after {size} bytes"
+                f" (server.body_timeout: {timeout:g} s)"
+            ) from None
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body is over {limit} bytes", code="payload_too_large")
+        yield chunk
+
+
+def _log(request: Request, request_id: str, route: str, status: int) -> None:
+    logger.info(
+        "request_id=%s method=%s path=%s route=%s status=%s",
+        request_id,
+        request.method,
+        request.url.path,
+        route,
+        status,
+    )
