@@ -15,7 +15,6 @@ from memory.facts.consolidation import (
     GateResult,
     Operation,
     Rejection,
-    apply_operations,
     gate,
     parse_operations,
 )
@@ -23,10 +22,11 @@ from memory.heap import limit_arenas
 from memory.ingest.turns import Turn, content_hash
 from memory.layer import MemoryLayer, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
-from memory.settings import Settings
+from memory.settings import Placement, Settings
 from memory.store.backend import redact_url
 from memory.store.journal import Journal
 from memory.store.marks import DueUser
+from memory.store.response_links import ResponseLink
 from memory.store.store import Stats
 
 __all__ = [
@@ -50,16 +50,17 @@ __all__ = [
     "Message",
     "MigrationFailed",
     "Operation",
+    "Placement",
     "RecallRequest",
     "Recollection",
     "Rejection",
+    "ResponseLink",
     "Settings",
     "Stats",
     "StoreUnavailable",
     "Tier",
     "TierRule",
     "Turn",
-    "apply_operations",
     "content_hash",
     "context_window",
     "count_message_tokens",

@@ -23,6 +23,7 @@ from memory.block.render import render_block
 from memory.block.tokens import count_tokens
 from memory.embedding import Embedder, FastEmbedder
 from memory.facts.capture import capture_facts
+from memory.facts.consolidation import Operation, apply_operations
 from memory.facts.rules import (
     MAX_SILENCE,
     apply_captures,
@@ -43,6 +44,7 @@ from memory.store.backend import StoreBackend, open_store
 from memory.store.fts import fts_terms
 from memory.store.journal import Journal
 from memory.store.marks import DueUser
+from memory.store.response_links import ResponseLink, link_response, linked_response
 from memory.store.store import Stats, Store
 from memory.store.transfer import export_messages, import_message
 
@@ -69,6 +71,9 @@ class RecallRequest:
     context_window: int
     token_budget: int | None = None
     episodic: bool = True
+    # The provider holds this session's earlier turns (a Responses API request continuing a
+    # reply): the model sees them though the request does not carry them, so none is recalled.
+    session_in_context: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +146,9 @@ class MemoryLayer:
         if embedder is not None:
             query = build_query(request.messages)
             exclude = {content_hash(m) for m in request.messages}
+            if request.session_in_context:
+                stored = self.store.stored_keys(request.user_id, request.session_id)
+                exclude |= {key.partition("#")[0] for key in stored}
             found = retrieve(
                 self.store,
                 self.index,
@@ -326,7 +334,12 @@ class MemoryLayer:
         messages are stored too (`memory/facts/capture.py`). Resent history is not read again, so an
         old statement never overrides a newer one.
         """
+        if turn.response_id is not None and self.response_link(turn.user_id, turn.response_id):
+            return 0  # stored before: a journal replayed after a crash
         stored = store_new_messages(self.store, turn)
+        if turn.response_id is not None:
+            link = ResponseLink(turn.session_id, turn.context_tokens)
+            link_response(self.store, turn.user_id, turn.response_id, link, turn.created_at)
         if self.settings.capture_facts:
             for message in stored:
                 if message.role == "user":
@@ -335,12 +348,18 @@ class MemoryLayer:
         retire_facts(self.store, turn.user_id, turn.extra.get("injected_facts", ()), time.time())
         return len(stored)
 
-    def index_pending(self, batch: int = 64, passes: int | None = None) -> int:
-        """Chunk, embed and index unindexed messages, oldest first, `batch` at a time.
+    def response_link(self, user_id: str, response_id: str) -> ResponseLink | None:
+        """The session (and context tokens) of a stored Responses API reply, or None."""
+        return linked_response(self.store, user_id, response_id)
 
-        Everything pending by default; at most `passes` batches when given (the writer
-        indexes a batch, then stores newly finished turns, so neither waits on the other).
-        Returns how many messages were indexed.
+    def index_pending(self, batch: int = 64, passes: int | None = None) -> int:
+        """Chunk, embed and index unindexed messages, oldest first, a pass at a time.
+
+        A pass looks at `batch` messages and embeds at most `settings.index_slice_chunks`
+        chunks; a larger message takes several passes, and messages not yet begun go before
+        it (`memory.ingest.index_pending`). Everything pending by default; at most `passes`
+        passes when given (the writer runs one, then stores newly finished turns, so neither
+        waits on the other). Returns how many messages were worked on, summed over passes.
         """
         total, done_passes = 0, 0
         with self._index_lock:  # one indexer at a time: the writer, an import, a reindex
@@ -362,18 +381,19 @@ class MemoryLayer:
         return fts_upkeep.tidy(self.store, stop, self.settings.fts_merge_after)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild chunks, FTS rows and vectors from the message log."""
+        """Rebuild chunks, FTS rows and vectors from the message log; return how many
+        messages were re-indexed. `progress(done, todo)` is called about twice a second."""
         with self._index_lock:
             todo = self.store.reset_index()
             self.index.drop()
-            done = 0
-            while True:
-                step = index_pending(self.store, self.embedder, self.index, self.settings, 64)
-                if step == 0:
-                    return done
-                done += step
-                if progress is not None:
-                    progress(done, todo)
+            shown = time.monotonic()
+            while index_pending(self.store, self.embedder, self.index, self.settings, 64):
+                if progress is not None and time.monotonic() - shown >= 0.5:
+                    progress(todo - self.store.count_unindexed(), todo)  # a pass may do a slice
+                    shown = time.monotonic()
+            if progress is not None:
+                progress(todo, todo)
+            return todo
 
     # -- replicas ----------------------------------------------------------------------------
 
@@ -419,6 +439,24 @@ class MemoryLayer:
             close()
 
     # -- housekeeping ----------------------------------------------------------------------
+
+    def messages(self, user_id: str) -> list[Message]:
+        """Every stored message of one user, oldest first (the whole log: use sparingly)."""
+        return self.store.messages(user_id)
+
+    def index_frontier(self) -> tuple[int, int | None]:
+        """(newest stored message id, oldest message id not yet indexed, or None)."""
+        return self.store.index_frontier()
+
+    def vector_users_loaded(self) -> int:
+        """Users whose vectors are held in RAM right now."""
+        return self.index.loaded_users()
+
+    def apply_consolidation(
+        self, user_id: str, accepted: Sequence[Operation], now: float
+    ) -> list[Fact]:
+        """Apply gated consolidation operations in one transaction (all or nothing)."""
+        return apply_operations(self.store, user_id, accepted, now)
 
     def stats(self, user_id: str) -> Stats:
         return self.store.stats(user_id)

@@ -1,8 +1,9 @@
 """The Starlette application: routes, lifespan, and the one piece of shared state.
 
 `AppState` is everything a request may touch: the frozen config, the memory layer (store,
-embedder, vector index), the background writer, the pooled httpx client for upstreams, and
-counters for `/metrics`. It is built in the lifespan and kept on `app.state.moim`; there are
+embedder, vector index), the background writer, the pooled httpx client for upstreams,
+counters for `/metrics`, and the Responses API replies that just finished
+(`proxy/recent_responses.py`). It is built in the lifespan and kept on `app.state.moim`; there are
 no other globals. With `consolidation.model` set, the lifespan also runs the consolidation
 schedule (`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
 Chat completions get memory (`proxy/pipeline.py`); any other `/v1/` request (and
@@ -35,14 +36,16 @@ from starlette.routing import Route
 from memory import MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin
 from proxy.auth import authenticate, authorize_metrics
+from proxy.chat import chat
 from proxy.chat_metrics import ChatRequests
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
 from proxy.limits import HeaderLimit
 from proxy.passthrough import METHODS, passthrough, retrieve_model
-from proxy.pipeline import chat
+from proxy.recent_responses import RecentResponses
 from proxy.replicas import recover_replicas
+from proxy.responses import responses
 from proxy.runtime import tune_process
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
@@ -57,6 +60,7 @@ class AppState:
     writer: Writer
     client: httpx.AsyncClient
     requests: dict[int, int] = field(default_factory=dict)
+    responses: RecentResponses = field(default_factory=RecentResponses)
 
 
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
@@ -97,6 +101,10 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/chat/completions", _chat, methods=["POST"]),
         Route("/u/{user_id}/v1/chat/completions", _chat, methods=["POST"]),
         Route("/u/{user_id}/chat/completions", _chat, methods=["POST"]),
+        Route("/v1/responses", _responses, methods=["POST"]),
+        Route("/responses", _responses, methods=["POST"]),
+        Route("/u/{user_id}/v1/responses", _responses, methods=["POST"]),
+        Route("/u/{user_id}/responses", _responses, methods=["POST"]),
         Route("/v1/models", _models, methods=["GET"]),
         Route("/models", _models, methods=["GET"]),
         Route("/u/{user_id}/v1/models", _models, methods=["GET"]),
@@ -166,6 +174,10 @@ async def _chat(request: Request) -> Response:
     return await chat(request, state_of(request), request.path_params.get("user_id"))
 
 
+async def _responses(request: Request) -> Response:
+    return await responses(request, state_of(request), request.path_params.get("user_id"))
+
+
 async def _models(request: Request) -> Response:
     state = state_of(request)
     authenticate(request.headers, state.config)
@@ -186,20 +198,27 @@ async def _health(request: Request) -> Response:
 
 
 async def _readiness(request: Request) -> Response:
+    """200 once the model is loaded and the journal replayed, while the writer works; 503
+    with the reason otherwise (`writer` says what is failing: proxy/writer_health.py)."""
     state = state_of(request)
     loaded, recovered = state.layer.ready, state.writer.recovered
-    ready = loaded and recovered
-    return JSONResponse(
-        {"status": "ok" if ready else "starting", "embedder": loaded, "recovered": recovered},
-        status_code=200 if ready else 503,
-    )
+    problem = state.writer.problem
+    ready = loaded and recovered and problem is None
+    body: dict[str, object] = {
+        "status": "ok" if ready else "failing" if problem else "starting",
+        "embedder": loaded,
+        "recovered": recovered,
+    }
+    if problem is not None:
+        body["writer"] = problem
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 async def _metrics(request: Request) -> Response:
     state = state_of(request)
     authorize_metrics(request.headers, state.config)
     lines = [
-        "# HELP moim_chat_requests_total Chat requests answered, by status.",
+        "# HELP moim_chat_requests_total Chat and Responses API requests answered, by status.",
         "# TYPE moim_chat_requests_total counter",
         *(
             f'moim_chat_requests_total{{status="{s}"}} {n}'
@@ -220,12 +239,33 @@ async def _metrics(request: Request) -> Response:
         "# HELP moim_ingest_spilled_total Turns written to the journal only, the queue full.",
         "# TYPE moim_ingest_spilled_total counter",
         f"moim_ingest_spilled_total {state.writer.spilled}",
-        "# HELP moim_memory_write_failures_total Failed memory writes.",
+        "# HELP moim_memory_write_failures_total Failed memory writes (journal, store, index).",
         "# TYPE moim_memory_write_failures_total counter",
         f"moim_memory_write_failures_total {state.writer.failures}",
+        "# HELP moim_writer_failures_total Write path failures by part (journal, store, ...).",
+        "# TYPE moim_writer_failures_total counter",
+        *(
+            f'moim_writer_failures_total{{part="{part}"}} {n}'
+            for part, n in sorted(state.writer.failures_by_part().items())
+        ),
+        "# HELP moim_writer_up 1 while the writer runs and nothing in the write path fails.",
+        "# TYPE moim_writer_up gauge",
+        f"moim_writer_up {int(state.writer.up)}",
+        "# HELP moim_writer_restarts_total Times the writer's task crashed and was restarted.",
+        "# TYPE moim_writer_restarts_total counter",
+        f"moim_writer_restarts_total {state.writer.restarts}",
+        "# HELP moim_writer_oldest_unstored_seconds Age of the oldest turn not yet stored.",
+        "# TYPE moim_writer_oldest_unstored_seconds gauge",
+        f"moim_writer_oldest_unstored_seconds {state.writer.oldest_unstored_seconds:.3f}",
+        "# HELP moim_writer_unjournaled Queued turns held in RAM only (the journal failed).",
+        "# TYPE moim_writer_unjournaled gauge",
+        f"moim_writer_unjournaled {state.writer.unjournaled}",
+        "# HELP moim_writer_dropped_total Turns SQLite refused for their content (logged).",
+        "# TYPE moim_writer_dropped_total counter",
+        f"moim_writer_dropped_total {state.writer.dropped}",
         "# HELP moim_vector_users_loaded Users whose vectors are held in RAM.",
         "# TYPE moim_vector_users_loaded gauge",
-        f"moim_vector_users_loaded {state.layer.index.loaded_users()}",
+        f"moim_vector_users_loaded {state.layer.vector_users_loaded()}",
     ]
     return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # CONTRACT.md's chat endpoints: /v1/chat/completions, /chat/completions, and the /u/{user}
 # forms of both.
-CHAT_PATH = re.compile(r"(/u/[^/]+)?(/v1)?/chat/completions")
+CHAT_PATH = re.compile(r"(/u/[^/]+)?(/v1)?/(chat/completions|responses)")
 
 
 class ChatRequests:

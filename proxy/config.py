@@ -131,10 +131,13 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
     settings = Settings(
         **_database(_get(data, "db", str, "moim.db")),
         busy_timeout=_above_zero(mem, "memory.", "busy_timeout", defaults.busy_timeout),
+        index_slice_chunks=_at_least(
+            mem, "memory.", "index_slice_chunks", defaults.index_slice_chunks, 1
+        ),
         embedding_model=_get(mem, "embedding_model", str, defaults.embedding_model, "memory."),
         vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
         fusion=_choice(mem, "fusion", ("scores", "rrf"), defaults.fusion),
-        placement=_choice(mem, "placement", ("system", "before_last_user"), "system"),
+        placement=_choice(mem, "placement", ("system", "before_last_user"), defaults.placement),
         min_similarity=_get(mem, "min_similarity", float, defaults.min_similarity, "memory."),
         recency_half_life_days=_get(
             mem, "recency_half_life_days", float, defaults.recency_half_life_days, "memory."

@@ -161,6 +161,17 @@ def _checked_user(user_id: str, source: str) -> str:
     return user_namespace(user_id)
 
 
+def held_session_id(user_id: str, field: str, value: str) -> str:
+    """The session of a Responses API request whose history the provider holds, named by a
+    body field: `conversation` (its id is the session's, for good), or `previous_response_id`
+    when moim never stored that reply (the requests that follow continue this one's reply,
+    which moim does store, so the chain stays in this session from here on). A contract, as
+    `derive_session_id` is.
+    """
+    canonical = json.dumps([user_id, field, value], ensure_ascii=False, separators=(",", ":"))
+    return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
+
+
 def _first_header(
     headers: Mapping[str, str], names: tuple[str, ...]
 ) -> tuple[str | None, str | None]:

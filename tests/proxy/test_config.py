@@ -24,7 +24,7 @@ upstream:
   read_timeout: 120.5
 memory:
   enabled: false
-  placement: before_last_user
+  placement: system
   vector_search: db
   fusion: rrf
   min_similarity: 0.5
@@ -79,6 +79,7 @@ def test_built_in_defaults():
     assert config.memory_enabled is True
     assert config.db_path == Path("moim.db")
     assert config.memory == Settings()
+    assert config.memory.placement == "before_last_user"  # keeps the provider's prompt cache
     assert config.memory.embedding_model == "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -103,7 +104,7 @@ def test_yaml_keys(in_empty_dir):
     assert (config.connect_timeout, config.read_timeout) == (3.0, 120.5)
     assert config.memory_enabled is False
     memory = config.memory
-    assert (memory.placement, memory.vector_search) == ("before_last_user", "db")
+    assert (memory.placement, memory.vector_search) == ("system", "db")
     assert memory.fusion == "rrf"
     assert (memory.min_similarity, memory.recency_half_life_days) == (0.5, 7.0)
     assert memory.context_windows == {"my-local-model": 32768}
@@ -160,7 +161,7 @@ def test_environment_beats_yaml(in_empty_dir):
         "sk-env",
     )
     assert config.memory_enabled is True
-    assert config.memory.placement == "before_last_user"  # untouched by the environment
+    assert config.memory.placement == "system"  # untouched by the environment
 
 
 def test_moim_memory_off_turns_memory_off(in_empty_dir):
