@@ -434,6 +434,9 @@ class MemoryLayer:
 
     def close(self) -> None:
         """Close the store's connections (Postgres's pool; SQLite's close with the process)."""
+        journal_close = getattr(self._journal, "close", None)
+        if journal_close is not None:
+            journal_close()
         close = getattr(self.store, "close", None)
         if close is not None:
             close()

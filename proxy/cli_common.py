@@ -84,6 +84,9 @@ def open_layer(config: Config, create: bool | None = None) -> Any:
     except MemoryLayerError as exc:
         raise click.ClickException(str(exc)) from exc
     announce_database(path, existed)
+    context = click.get_current_context(silent=True)
+    if context is not None:  # Postgres: the pool's threads end with the command
+        context.call_on_close(layer.close)
     return layer
 
 

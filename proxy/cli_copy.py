@@ -44,6 +44,9 @@ def copy(config_path: Path | None, source: str, target: str) -> None:
     except MemoryLayerError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"moim: copying {redact_url(source)} to {redact_url(target)}", err=True)
+    context = click.get_current_context()
+    context.call_on_close(src.close)
+    context.call_on_close(dst.close)
     messages = facts = 0
     users = src.users()
     for user_id in users:
@@ -62,6 +65,4 @@ def copy(config_path: Path | None, source: str, target: str) -> None:
             )
         messages += len(sent[0])
         facts += len(sent[1])
-    src.close()
-    dst.close()
     click.echo(f"copied {messages} messages and {facts} fact rows of {len(users)} users")

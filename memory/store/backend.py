@@ -59,8 +59,16 @@ class StoreBackend(Protocol):
     def messages(self, user_id: str, session_id: str | None = None) -> list[Message]: ...
 
     def add_chunks(
-        self, message: Message, texts: Sequence[str], vectors: np.ndarray | None, context: str = ""
+        self,
+        message: Message,
+        texts: Sequence[str],
+        vectors: np.ndarray | None,
+        context: str = "",
+        start: int = 0,
+        last: bool = True,
     ) -> list[int]: ...
+
+    def chunk_counts(self, message_ids: Sequence[int]) -> dict[int, int]: ...
 
     def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]: ...
 

@@ -21,7 +21,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,9 @@ def _line(turn: Turn) -> str:
         "reply": turn.reply,
         "created_at": turn.created_at,
         "partial": turn.partial,
+        "response_id": turn.response_id,
+        "context_tokens": turn.context_tokens,
+        "continues": turn.continues,
     }
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
@@ -116,7 +119,7 @@ class PgJournal(Journal):
                 self._conn.close()
             self._conn = None
 
-    def turns(self) -> Iterator[Turn]:
+    def turns(self) -> Generator[Turn, None, None]:
         """The local file's turns, then this replica's rows (raises if the database is down)."""
         yield from super().turns()
         rows = self._store._rows(
@@ -159,7 +162,6 @@ class PgJournal(Journal):
             if self._conn is not None:
                 self._conn.close()  # releases the liveness lock
             self._conn = None
-        super().close()
 
     def adopt(self, store_turn: Callable[[Turn], Any], limit: int = 100) -> int:
         """Store the turns of replicas that died before storing them; return how many.

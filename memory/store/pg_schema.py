@@ -127,7 +127,22 @@ def _script(sql: str) -> Callable[[Any], None]:
     return run
 
 
-MIGRATIONS: tuple[Migration, ...] = (("m001_initial", _script(M001_INITIAL)),)
+# Which session a Responses API reply belongs to (as SQLite's m009).
+M002_RESPONSE_LINKS = """
+CREATE TABLE response_links (
+    user_id TEXT NOT NULL,
+    response_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (user_id, response_id)
+);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    ("m001_initial", _script(M001_INITIAL)),
+    ("m002_response_links", _script(M002_RESPONSE_LINKS)),
+)
 
 
 def applied(conn: Any) -> list[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -43,6 +44,9 @@ _VECTOR_LAYOUT = "3"  # as memory/store/store.py's: what is embedded for a chunk
 _MESSAGE_COLUMNS = "id, user_id, session_id, role, name, content, created_at, partial"
 # Seconds to wait for a connection (at start, from the pool) before the store is unavailable.
 CONNECT_TIMEOUT = 5
+# After a lost connection, calls fail at once for this long instead of each waiting out
+# CONNECT_TIMEOUT: a recall makes several reads, and chat must fail open promptly.
+DOWN_FOR = 2.0
 
 
 def _vector_text(vector: np.ndarray) -> str:
@@ -68,6 +72,7 @@ class PgStore:
         self._claim_lock = threading.Lock()
         self._claim: Any = None  # the indexing claim's connection, while a batch is open
         self._claimed: set[int] = set()
+        self._down_until = 0.0
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
                 migrate(conn)
@@ -93,12 +98,17 @@ class PgStore:
     def _errors(self) -> Iterator[None]:
         try:
             yield
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+            self._down_until = time.monotonic() + DOWN_FOR
+            raise StoreUnavailable(f"{redact_url(self.url)}: {_reason(exc)}") from exc
+        except psycopg.Error as exc:
             raise StoreUnavailable(f"{redact_url(self.url)}: {_reason(exc)}") from exc
 
     @contextmanager
     def _conn(self) -> Iterator[Any]:
-        with self._errors(), self._pool.connection() as conn:
+        if time.monotonic() < self._down_until:
+            raise StoreUnavailable(f"{redact_url(self.url)}: unreachable, retrying shortly")
+        with self._errors(), self._pool.connection(timeout=DOWN_FOR) as conn:
             yield conn
 
     @contextmanager
@@ -263,19 +273,38 @@ class PgStore:
     # -- chunks ----------------------------------------------------------------------------
 
     def add_chunks(
-        self, message: Message, texts: Sequence[str], vectors: np.ndarray | None, context: str = ""
+        self,
+        message: Message,
+        texts: Sequence[str],
+        vectors: np.ndarray | None,
+        context: str = "",
+        start: int = 0,
+        last: bool = True,
     ) -> list[int]:
-        """Store a message's chunks, terms and vectors; mark it indexed (see the claim)."""
+        """Store a message's chunks from position `start` on, their terms and vectors; with
+        `last`, mark it indexed (and end its part of the claim). As SQLite's `add_chunks`."""
         with self._claim_lock:
             if message.id in self._claimed:
                 with self._errors():
-                    ids = _add_chunks(self._claim, message, texts, vectors, context)
-                    self._claimed.discard(message.id)
-                    if not self._claimed:
-                        self._end_claim()
+                    ids = _add_chunks(self._claim, message, texts, vectors, context, start, last)
+                    if last:
+                        self._claimed.discard(message.id)
+                        if not self._claimed:
+                            self._end_claim()
                 return ids
         with self._conn() as conn, conn.transaction():
-            return _add_chunks(conn, message, texts, vectors, context)
+            return _add_chunks(conn, message, texts, vectors, context, start, last)
+
+    def chunk_counts(self, message_ids: Sequence[int]) -> dict[int, int]:
+        """How many chunks each of these messages has (those with none are absent)."""
+        if not message_ids:
+            return {}
+        rows = self._rows(
+            "SELECT message_id, count(*) FROM chunks WHERE message_id = ANY(%s) "
+            "GROUP BY message_id",
+            [list(message_ids)],
+        )
+        return {int(m): int(n) for m, n in rows}
 
     def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
         if not ids:
@@ -382,6 +411,7 @@ class PgStore:
             conn.execute("UPDATE facts SET superseded_by = NULL WHERE user_id = %s", [user_id])
             conn.execute("DELETE FROM facts WHERE user_id = %s", [user_id])
             conn.execute("DELETE FROM consolidation_marks WHERE user_id = %s", [user_id])
+            conn.execute("DELETE FROM response_links WHERE user_id = %s", [user_id])
             cur = conn.execute("DELETE FROM messages WHERE user_id = %s", [user_id])
             return int(cur.rowcount)
 
@@ -398,7 +428,13 @@ class PgStore:
 
 
 def _add_chunks(
-    conn: Any, message: Message, texts: Sequence[str], vectors: np.ndarray | None, context: str
+    conn: Any,
+    message: Message,
+    texts: Sequence[str],
+    vectors: np.ndarray | None,
+    context: str,
+    start: int,
+    last: bool,
 ) -> list[int]:
     """`PgStore.add_chunks` on a connection already in a transaction."""
     row = conn.execute(
@@ -406,9 +442,17 @@ def _add_chunks(
     ).fetchone()
     if row is None or row[0]:
         return []  # indexed meanwhile (or deleted)
-    conn.execute("DELETE FROM chunks WHERE message_id = %s", [message.id])
+    if start == 0:
+        conn.execute("DELETE FROM chunks WHERE message_id = %s", [message.id])
+    else:
+        held = conn.execute(
+            "SELECT count(*) FROM chunks WHERE message_id = %s", [message.id]
+        ).fetchone()[0]
+        if held != start:
+            return []  # not the slice that comes next
     ids: list[int] = []
-    for position, text in enumerate(texts):
+    for offset, text in enumerate(texts):
+        position = start + offset
         own = " ".join(w.split("_", 1)[1] for w in fts_document(message.user_id, text).split())
         before = ""
         if position == 0 and context:
@@ -438,9 +482,10 @@ def _add_chunks(
             conn.execute(
                 "INSERT INTO chunk_vectors (chunk_id, user_id, embedding) "
                 "VALUES (%s, %s, %s::vector)",
-                [chunk_id, message.user_id, _vector_text(vectors[position])],
+                [chunk_id, message.user_id, _vector_text(vectors[offset])],
             )
-    conn.execute("UPDATE messages SET indexed = 1 WHERE id = %s", [message.id])
+    if last:
+        conn.execute("UPDATE messages SET indexed = 1 WHERE id = %s", [message.id])
     return ids
 
 
