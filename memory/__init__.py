@@ -23,6 +23,7 @@ from memory.ingest.turns import Turn, content_hash
 from memory.layer import MemoryLayer, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Placement, Settings
+from memory.store.backend import redact_url
 from memory.store.journal import Journal
 from memory.store.marks import DueUser
 from memory.store.overview import SessionSummary, UserSummary
@@ -74,6 +75,7 @@ __all__ = [
     "limit_arenas",
     "message_text",
     "parse_operations",
+    "redact_url",
     "select_tier",
     "strip_block",
     "tier_rules_from_config",

@@ -12,7 +12,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from memory import heap
@@ -41,7 +42,9 @@ from memory.recall.vectors import VectorIndex
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Settings
 from memory.store import fact_rows, fts_upkeep, marks, overview
+from memory.store.backend import StoreBackend, open_store
 from memory.store.fts import fts_terms
+from memory.store.journal import Journal
 from memory.store.marks import DueUser
 from memory.store.overview import SessionSummary, UserSummary
 from memory.store.response_links import ResponseLink, link_response, linked_response
@@ -95,8 +98,11 @@ class MemoryLayer:
     """Store, embedder and vector index of one process."""
 
     def __init__(self, settings: Settings, embedder_factory: EmbedderFactory | None = None):
+        if settings.db_url:  # shared by replicas: no RAM copy of the vectors to go stale
+            settings = replace(settings, vector_search="db")
         self.settings = settings
-        self.store = Store(settings.db_path, settings.busy_timeout)
+        self.store: StoreBackend = open_store(settings)
+        self._journal: Journal | None = None
         self.index = VectorIndex(self.store.user_vectors)
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
@@ -390,6 +396,8 @@ class MemoryLayer:
     def tidy_index(self, stop: Callable[[], bool]) -> bool:
         """Merge the FTS index a step at a time until it is whole or `stop()` is true; for
         the writer's idle time (memory/store/fts_upkeep.py). True when it merged it whole."""
+        if not isinstance(self.store, Store):
+            return True  # Postgres keeps its own indexes
         return fts_upkeep.tidy(self.store, stop, self.settings.fts_merge_after)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -406,6 +414,51 @@ class MemoryLayer:
             if progress is not None:
                 progress(todo, todo)
             return todo
+
+    # -- replicas ----------------------------------------------------------------------------
+
+    @property
+    def shared(self) -> bool:
+        """True when the store is Postgres, shared with other replicas."""
+        return self.settings.db_url is not None
+
+    def open_journal(self, path: Path) -> Journal:
+        """The journal the writer appends finished turns to: the file at `path` for SQLite;
+        for Postgres the `pending_turns` table, with that file for when it is unreachable."""
+        if self.settings.db_url is None:
+            self._journal = Journal(path)
+        else:
+            from memory.store.pg_journal import PgJournal
+            from memory.store.postgres import PgStore
+
+            assert isinstance(self.store, PgStore)
+            self._journal = PgJournal(self.store, path)
+        return self._journal
+
+    def recover_replicas(self) -> int:
+        """Store the turns replicas that died left in the shared journal, then index one batch
+        of whatever is unindexed (theirs too); return turns adopted. Postgres only."""
+        from memory.store.pg_journal import PgJournal
+
+        adopted = 0
+        if isinstance(self._journal, PgJournal):
+            adopted = self._journal.adopt(self.store_only)
+        if self.store.count_unindexed():
+            self.index_pending(passes=1)
+        return adopted
+
+    def user_ids(self) -> list[str]:
+        """Every user with a message or a fact, sorted (for copying a whole store)."""
+        return overview.user_ids(self.store)
+
+    def close(self) -> None:
+        """Close the store's connections (Postgres's pool; SQLite's close with the process)."""
+        journal_close = getattr(self._journal, "close", None)
+        if journal_close is not None:
+            journal_close()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
 
     # -- housekeeping ----------------------------------------------------------------------
 

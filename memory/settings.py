@@ -22,6 +22,9 @@ class Settings:
     """Memory-layer settings. Defaults are the embedded, offline configuration."""
 
     db_path: Path = Path("moim.db")
+    # A `postgresql://…` URL: the shared Postgres + pgvector store for N replicas instead of
+    # the SQLite file (memory/store/postgres.py). `db_path` then only names the local journal.
+    db_url: str | None = None
     # Seconds a statement waits for another connection's write lock before the store gives up
     # (StoreUnavailable): the writer then retries from its journal, and the memory API says 503.
     busy_timeout: float = 10.0

@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
+from memory import MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin, facts_api, inspector
 from proxy.auth import authenticate, authorize_metrics
 from proxy.chat import chat
@@ -42,6 +42,7 @@ from proxy.errors import ProxyError, ServiceUnavailable, error_response
 from proxy.inspector import Inspector
 from proxy.limits import HeaderLimit
 from proxy.passthrough import METHODS, passthrough, retrieve_model
+from proxy.replicas import recover_replicas
 from proxy.responses import responses
 from proxy.runtime import tune_process
 from proxy.state import AppState, state_of
@@ -63,7 +64,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
         )
-        journal = Journal(Path(f"{config.db_path}.journal"))
+        journal = memory.open_journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
         app.state.moim = AppState(
             config, memory, writer, client, requests, inspector=Inspector.from_config(config)
@@ -72,10 +73,13 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
         schedule = _start_schedule(config, memory, client)
+        replicas = asyncio.create_task(recover_replicas(memory)) if memory.shared else None
         try:
             yield
         finally:
             loading.cancel()
+            if replicas is not None:
+                replicas.cancel()
             if schedule is not None:  # before the client it uses is closed
                 schedule.cancel()
                 await asyncio.wait([schedule])

@@ -3,6 +3,7 @@
 moim serve [--config PATH] [--host H] [--port P]
 moim migrate | reindex | stats --user U
 moim memory stats|export|import|delete --user U
+moim memory copy --from sqlite:///moim.db --to postgresql://…
 moim facts list|set|delete|history|pin|unpin --user U   (proxy/cli_facts.py)
 moim consolidate [--user U] [--model M] [--turns N]
 """
@@ -31,6 +32,7 @@ from proxy.cli_common import (
     database_path,
     open_layer,
 )
+from proxy.cli_copy import copy
 from proxy.cli_facts import facts
 from proxy.config import Config
 
@@ -61,6 +63,8 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
     check_db_directory(config)
+    # Postgres is opened here, so an unreachable server is one clear line, not a traceback.
+    layer = open_layer(config, create=True) if config.memory.db_url else None
     if not _is_loopback(config.host) and not config.keys:
         if config.refuse_open_bind:
             raise click.ClickException(
@@ -76,10 +80,11 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    announce_database(*database_path(config, create=True))  # the app opens or creates it
+    if layer is None:
+        announce_database(*database_path(config, create=True))  # the app opens or creates it
     click.echo(banner(config), err=True)
     uvicorn.run(
-        build_app(config),
+        build_app(config, layer),
         host=config.host,
         port=config.port,
         log_level=log_level,
@@ -94,7 +99,7 @@ def migrate(config_path: Path | None) -> None:
     """Create or upgrade the database schema (serve does it too, before it answers)."""
     config = config_from(config_path)
     open_layer(config, create=True)  # opening the store applies pending migrations
-    click.echo(f"{config.db_path.resolve()}: schema up to date")
+    click.echo(f"{database_path(config, create=True)[0]}: schema up to date")
 
 
 @main.command()
@@ -143,6 +148,7 @@ def memory() -> None:
 
 
 memory.add_command(stats, "stats")
+memory.add_command(copy, "copy")
 
 
 @memory.command("export")

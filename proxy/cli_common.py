@@ -41,13 +41,19 @@ def config_from(config_path: Path | None) -> Config:
         raise click.ClickException(str(exc)) from exc
 
 
-def database_path(config: Config, create: bool | None = None) -> tuple[Path, bool]:
+def database_path(config: Config, create: bool | None = None) -> tuple[Path | str, bool]:
     """The database's absolute path and whether it exists; a missing one refused unless `create`.
+
+    For Postgres, its URL with the password masked (the server says whether it exists).
 
     The path is relative to the working directory (`./moim.db` by default), so a command run
     from elsewhere would otherwise create and use a new, empty store without a word.
     `create` is None for a command without a --create option, False when it was not given.
     """
+    if config.memory.db_url:
+        from memory import redact_url
+
+        return redact_url(config.memory.db_url), True
     path = config.db_path.resolve()
     existed = path.exists()
     if not existed and not create:
@@ -59,7 +65,7 @@ def database_path(config: Config, create: bool | None = None) -> tuple[Path, boo
     return path, existed
 
 
-def announce_database(path: Path, existed: bool) -> None:
+def announce_database(path: Path | str, existed: bool) -> None:
     """Say on stderr which database the command uses, and whether it was just created."""
     click.echo(f"moim: {'using' if existed else 'creating'} {path}", err=True)
 
@@ -78,6 +84,9 @@ def open_layer(config: Config, create: bool | None = None) -> Any:
     except MemoryLayerError as exc:
         raise click.ClickException(str(exc)) from exc
     announce_database(path, existed)
+    context = click.get_current_context(silent=True)
+    if context is not None:  # Postgres: the pool's threads end with the command
+        context.call_on_close(layer.close)
     return layer
 
 

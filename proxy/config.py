@@ -146,7 +146,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
     schedule = _section(data, "consolidation")
     defaults = Settings()
     settings = Settings(
-        db_path=Path(_get(data, "db", str, "moim.db")),
+        **_database(_get(data, "db", str, "moim.db")),
         busy_timeout=_above_zero(mem, "memory.", "busy_timeout", defaults.busy_timeout),
         index_slice_chunks=_at_least(
             mem, "memory.", "index_slice_chunks", defaults.index_slice_chunks, 1
@@ -225,8 +225,19 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         changes["keys"] = _unique([*config.keys, *extra])
     config = replace(config, **changes)
     if env.get("MOIM_DB"):
-        config = replace(config, memory=replace(config.memory, db_path=Path(env["MOIM_DB"])))
+        config = replace(config, memory=replace(config.memory, **_database(env["MOIM_DB"])))
     return config
+
+
+def _database(target: str) -> dict[str, Any]:
+    """Settings fields for `db:` / MOIM_DB: a SQLite path, or a Postgres URL.
+
+    With Postgres, `db_path` stays the default and names the local journal file beside the
+    working directory (turns wait there while the database is unreachable).
+    """
+    if target.startswith(("postgresql://", "postgres://")):
+        return {"db_url": target, "db_path": Path("moim.db")}
+    return {"db_path": Path(target), "db_url": None}
 
 
 def _section(data: Section, key: str) -> Section:

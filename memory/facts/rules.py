@@ -22,7 +22,7 @@ from memory.block.tokens import count_tokens
 from memory.facts.capture import Capture
 from memory.records import Fact, FactStatus, LeftOut, Policy
 from memory.store import fact_rows
-from memory.store.store import Store
+from memory.store.backend import StoreBackend as Store
 
 logger = logging.getLogger(__name__)
 

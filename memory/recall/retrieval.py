@@ -34,8 +34,8 @@ from memory.recall.vectors import VectorIndex
 from memory.recall.when import query_windows
 from memory.records import Chunk, Hit, LeftOut
 from memory.settings import Settings
+from memory.store.backend import StoreBackend as Store
 from memory.store.fts import fts_terms, search_terms
-from memory.store.store import Store
 
 _LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
 

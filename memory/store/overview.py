@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory.store.store import Store
+from memory.store.backend import StoreBackend as Store
 
 # Characters of a session's first user message shown as its title.
 OPENING_CHARS = 120
@@ -84,3 +84,9 @@ def sessions(store: Store, user_id: str, limit: int = 500) -> list[SessionSummar
         SessionSummary(str(r[0]), int(r[1]), float(r[2]), float(r[3]), str(r[4] or ""))
         for r in rows
     ]
+
+
+def user_ids(store: Store) -> list[str]:
+    """Every user with a message or a fact, sorted, however many (a whole-store copy)."""
+    rows = store.read("SELECT user_id FROM messages UNION SELECT user_id FROM facts")
+    return sorted(str(row[0]) for row in rows)

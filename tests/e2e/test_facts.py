@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from proxy.cli import main
 
+pytestmark = pytest.mark.both_backends
+
 BLOCK_START = "=== Memory Context ==="
 KNOWN = "[Known about the user]"
 SILENT = "[Use silently — do not mention]"

@@ -7,9 +7,12 @@ import re
 import unicodedata
 
 import httpx
+import pytest
 
 from memory import BLOCK_END, BLOCK_START, count_message_tokens, count_tokens
 from memory.block.render import PREAMBLE
+
+pytestmark = pytest.mark.both_backends
 
 MODEL = "gpt-4o-mini"
 

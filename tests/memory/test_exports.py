@@ -69,6 +69,7 @@ def test_memory_exports_exactly_these_names():
         "limit_arenas",
         "message_text",
         "parse_operations",
+        "redact_url",
         "select_tier",
         "strip_block",
         "tier_rules_from_config",
