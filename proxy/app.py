@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 import httpx
@@ -31,19 +32,23 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin
-from proxy.auth import authenticate, authorize_metrics
+from proxy.auth import authenticate, authorize_metrics, is_loopback
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
-from proxy.errors import ProxyError, ServiceUnavailable, UpstreamError
+from proxy.errors import NotFound, ProxyError, ServiceUnavailable, UpstreamError
 from proxy.limits import HeaderLimit
 from proxy.passthrough import METHODS, passthrough, retrieve_model
 from proxy.pipeline import chat
 from proxy.runtime import tune_process
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
+
+if TYPE_CHECKING:
+    from proxy.mcp_server import McpEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +60,7 @@ class AppState:
     writer: Writer
     client: httpx.AsyncClient
     requests: dict[int, int] = field(default_factory=dict)
+    mcp: McpEndpoint | None = None  # None without the mcp extra
 
 
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
@@ -70,13 +76,15 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         )
         journal = Journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
-        app.state.moim = AppState(config, memory, writer, client)
+        mcp = _mcp_endpoint(config, memory)
+        app.state.moim = AppState(config, memory, writer, client, mcp=mcp)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
         schedule = _start_schedule(config, memory, client)
         try:
-            yield
+            async with _mcp_running(mcp):
+                yield
         finally:
             loading.cancel()
             if schedule is not None:  # before the client it uses is closed
@@ -101,6 +109,8 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/health/liveliness", _health, methods=["GET"]),
         Route("/health/readiness", _readiness, methods=["GET"]),
         Route("/metrics", _metrics, methods=["GET"]),
+        Route("/mcp", _Mcp()),
+        Route("/u/{user_id}/mcp", _Mcp()),
         *admin.routes(),
         *_with_path_user(admin.routes()),
         # Last: whatever moim does not handle above goes to the provider as it came.
@@ -134,6 +144,37 @@ def _start_schedule(
     if config.consolidation_model is None or not config.memory_enabled:
         return None
     return asyncio.create_task(consolidate_on_schedule(config, layer, client))
+
+
+def _mcp_endpoint(config: Config, layer: MemoryLayer) -> McpEndpoint | None:
+    """The `/mcp` endpoint, or None when the `mcp` SDK (the `moim[mcp]` extra) is missing."""
+    try:
+        from proxy.mcp_server import McpEndpoint
+    except ImportError:
+        logger.info("MCP at /mcp is off: the mcp package is not installed (moim[mcp])")
+        return None
+    return McpEndpoint(layer, config, is_loopback(config.host))
+
+
+@asynccontextmanager
+async def _mcp_running(endpoint: McpEndpoint | None) -> AsyncIterator[None]:
+    if endpoint is None:
+        yield
+        return
+    async with endpoint.run():
+        yield
+
+
+class _Mcp:
+    """`/mcp`: MCP over streamable HTTP (`proxy/mcp_server.py`), 404 without the extra."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = state_of(Request(scope)).mcp
+        if endpoint is None:
+            raise NotFound(
+                "MCP needs the mcp package: pip install 'moim[mcp]'", code="mcp_not_installed"
+            )
+        await endpoint(scope, receive, send)
 
 
 async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:

@@ -5,12 +5,12 @@ moim migrate | reindex | stats --user U
 moim memory stats|export|import|delete --user U
 moim facts list|set|delete|history|pin|unpin --user U   (proxy/cli_facts.py)
 moim consolidate [--user U] [--model M] [--turns N]
+moim mcp [--user U]                       (MCP on stdio: proxy/mcp_server.py)
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import sys
@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import click
 
+from proxy.auth import is_loopback
 from proxy.cli_common import (
     CONFIG_OPTION,
     CREATE_OPTION,
@@ -61,7 +62,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
     check_db_directory(config)
-    if not _is_loopback(config.host) and not config.keys:
+    if not is_loopback(config.host) and not config.keys:
         if config.refuse_open_bind:
             raise click.ClickException(
                 f"refusing to bind {config.host} without proxy keys (auth.refuse_open_bind)"
@@ -189,6 +190,43 @@ def delete(config_path: Path | None, user_id: str) -> None:
     click.echo(f"deleted {removed} messages of {user_id}")
 
 
+@main.command("mcp")
+@CONFIG_OPTION
+@click.option(
+    "--user",
+    "user_id",
+    envvar="MOIM_USER",
+    default="default",
+    show_default=True,
+    help="The memory namespace the tools act for (or MOIM_USER).",
+)
+@CREATE_OPTION
+def mcp_(config_path: Path | None, user_id: str, create: bool) -> None:
+    """Serve moim's memory tools over MCP on stdin/stdout, for one user (desktop agents).
+
+    search_memory, remember_fact, recall_facts and forget_fact, as the proxy's /mcp serves
+    them. Needs the mcp extra: pip install 'moim[mcp]'. Logs go to stderr.
+    """
+    import anyio
+
+    from proxy.errors import BadRequest
+    from proxy.identity import identify
+
+    try:
+        from proxy.mcp_server import serve_stdio
+    except ImportError as exc:
+        raise click.ClickException(
+            f"moim mcp needs the mcp package ({exc.name}): pip install 'moim[mcp]'"
+        ) from exc
+    try:
+        identify({"x-memory-user-id": user_id}, {})
+    except BadRequest as exc:
+        raise click.BadParameter(exc.message, param_hint="--user") from exc
+    layer = open_layer(config_from(config_path), create)
+    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    anyio.run(serve_stdio, layer, user_id)
+
+
 @main.command()
 @CONFIG_OPTION
 @click.option(
@@ -293,15 +331,6 @@ def _without_secrets(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{host}:{port}" if port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 if __name__ == "__main__":  # pragma: no cover
