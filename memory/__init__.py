@@ -22,10 +22,11 @@ from memory.facts.consolidation import (
 from memory.heap import limit_arenas
 from memory.ingest.turns import Turn, content_hash
 from memory.layer import MemoryLayer, RecallRequest, Recollection
-from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
+from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Settings
 from memory.store.journal import Journal
 from memory.store.marks import DueUser
+from memory.store.overview import SessionSummary, UserSummary
 from memory.store.store import Stats
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "GateResult",
     "Hit",
     "Journal",
+    "LeftOut",
     "MAX_OPERATIONS",
     "MemoryBlock",
     "MemoryLayer",
@@ -52,12 +54,14 @@ __all__ = [
     "RecallRequest",
     "Recollection",
     "Rejection",
+    "SessionSummary",
     "Settings",
     "Stats",
     "StoreUnavailable",
     "Tier",
     "TierRule",
     "Turn",
+    "UserSummary",
     "apply_operations",
     "content_hash",
     "context_window",

@@ -18,6 +18,7 @@ from typing import Any
 from memory import heap
 from memory.block.budget import select_tier
 from memory.block.excerpts import build_excerpts, newest_first
+from memory.block.left_out import left_out
 from memory.block.render import render_block
 from memory.block.tokens import count_tokens
 from memory.embedding import Embedder, FastEmbedder
@@ -27,19 +28,21 @@ from memory.facts.rules import (
     apply_captures,
     check_status,
     facts_for_block,
+    facts_for_block_and_left_out,
     resolve_key,
     restore_facts,
     retire_facts,
 )
 from memory.facts.rules import set_fact as _set_fact
 from memory.ingest.turns import Turn, content_hash, index_pending, store_new_messages
-from memory.recall.retrieval import build_query, retrieve
+from memory.recall.retrieval import Retrieval, build_query, retrieve
 from memory.recall.vectors import VectorIndex
-from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
+from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Settings
-from memory.store import fact_rows, fts_upkeep, marks
+from memory.store import fact_rows, fts_upkeep, marks, overview
 from memory.store.fts import fts_terms
 from memory.store.marks import DueUser
+from memory.store.overview import SessionSummary, UserSummary
 from memory.store.store import Stats, Store
 from memory.store.transfer import export_messages, import_message
 
@@ -77,6 +80,10 @@ class Recollection:
     hits: list[Hit]
     # True when excerpts were skipped because the embedding model was still loading.
     warming: bool = False
+    # For the inspector: the query recall searched with ("" when it did not search), and what
+    # it kept out of the block and why (memory/block/left_out.py).
+    query: str = ""
+    left_out: tuple[LeftOut, ...] = ()
 
 
 class MemoryLayer:
@@ -126,9 +133,12 @@ class MemoryLayer:
         """The tier for this request and the memory block to inject into it."""
         now = time.time() if now is None else now
         tier = select_tier(request.request_tokens, request.context_window, self.settings.tier_rules)
-        facts = self.facts(request.user_id)
+        facts, dropped = facts_for_block_and_left_out(
+            self.store, request.user_id, self.settings.facts_max_tokens, time.time()
+        )
         hits: list[Hit] = []
         excerpts: list[Excerpt] = []
+        found = Retrieval([], True, "")
         embedder = None
         if request.episodic and tier.max_excerpts > 0:
             embedder = self._embedder_if_loaded()
@@ -156,7 +166,9 @@ class MemoryLayer:
             excerpts = newest_first(excerpts)
         block = self._render(facts, excerpts, request, now)
         warming = request.episodic and tier.max_excerpts > 0 and embedder is None
-        return Recollection(tier, block, hits if block else [], warming)
+        pool = self.settings.hit_pool
+        why = left_out([*found.left_out, *dropped], found.hits, pool, excerpts, block, facts)
+        return Recollection(tier, block, hits if block else [], warming, found.query, why)
 
     def _neighbours(self, user_id: str, exclude: set[str]) -> Callable[[Chunk], list[Message]]:
         around = self.settings.widen_turns
@@ -183,7 +195,12 @@ class MemoryLayer:
             tokens = count_tokens(text, request.model)
             if request.token_budget is None or tokens <= request.token_budget:
                 return MemoryBlock(
-                    text, tokens, len(excerpts), len(facts), tuple(f.id for f in facts)
+                    text,
+                    tokens,
+                    len(excerpts),
+                    len(facts),
+                    tuple(f.id for f in facts),
+                    tuple(excerpts),
                 )
             if excerpts:  # the least relevant goes first
                 least = max(excerpts, key=lambda e: e.rank)
@@ -371,6 +388,18 @@ class MemoryLayer:
 
     def stats(self, user_id: str) -> Stats:
         return self.store.stats(user_id)
+
+    def users(self, only: Sequence[str] | None = None, limit: int = 1000) -> list[UserSummary]:
+        """Users with messages or facts, most recently active first (`only`: just those)."""
+        return overview.users(self.store, only, limit)
+
+    def sessions(self, user_id: str, limit: int = 500) -> list[SessionSummary]:
+        """The user's sessions, most recently active first."""
+        return overview.sessions(self.store, user_id, limit)
+
+    def turns(self, user_id: str, session_id: str) -> list[Message]:
+        """Every stored message of one of the user's sessions, in the order stored."""
+        return self.store.messages(user_id, session_id)
 
     def forget(self, user_id: str) -> int:
         """Delete every message, chunk, vector and fact of one user."""

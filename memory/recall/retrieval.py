@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from memory.recall.ranking import (
 )
 from memory.recall.vectors import VectorIndex
 from memory.recall.when import query_windows
-from memory.records import Chunk, Hit
+from memory.records import Chunk, Hit, LeftOut
 from memory.settings import Settings
 from memory.store.fts import fts_terms, search_terms
 from memory.store.store import Store
@@ -51,6 +51,8 @@ class Retrieval:
     hits: list[Hit]
     abstained: bool
     query: str
+    # What was found but dropped: present in the request, abstained on, weak (for the inspector).
+    left_out: tuple[LeftOut, ...] = ()
 
 
 def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -115,6 +117,11 @@ def retrieve(
         for i, c in chunks.items()
         if i in found and c.message_hash not in exclude_hashes and c.role in RECALLED_ROLES
     }
+    present = tuple(
+        LeftOut("present", chunk=c)
+        for i, c in chunks.items()
+        if i in found and c.message_hash in exclude_hashes and c.role in RECALLED_ROLES
+    )
     similarities = dict(dense)
     missing = [i for i in visible if i not in similarities]
     similarities.update(_similarities(store, index, settings, user_id, vector, missing))
@@ -132,9 +139,17 @@ def retrieve(
     hits = boost_speakers(hits, query, settings.speaker_weight)
     hits = boost_dated(hits, query_windows(query), settings.date_weight)
     if should_abstain(hits, settings.min_similarity):
-        return Retrieval([], True, query)
-    hits = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
-    return Retrieval(hits, not hits, query)
+        return Retrieval([], True, query, present + _left_out("abstained", hits, []))
+    kept = drop_weak(hits, settings.min_similarity, settings.min_lexical_similarity)
+    return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept))
+
+
+def _left_out(
+    reason: Literal["abstained", "weak"], hits: list[Hit], kept: list[Hit]
+) -> tuple[LeftOut, ...]:
+    """The hits not in `kept`, as left out for `reason`."""
+    kept_ids = {h.chunk.id for h in kept}
+    return tuple(LeftOut(reason, hit=h) for h in hits if h.chunk.id not in kept_ids)
 
 
 def _speakers(chunks: Collection[Chunk]) -> set[str]:
