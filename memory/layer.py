@@ -42,6 +42,7 @@ from memory.settings import Settings
 from memory.store import fact_rows, fts_upkeep, marks, overview
 from memory.store.fts import fts_terms
 from memory.store.marks import DueUser
+from memory.store.migrations import MigrationProgress
 from memory.store.overview import SessionSummary, UserSummary
 from memory.store.store import Stats, Store
 from memory.store.transfer import export_messages, import_message
@@ -89,9 +90,15 @@ class Recollection:
 class MemoryLayer:
     """Store, embedder and vector index of one process."""
 
-    def __init__(self, settings: Settings, embedder_factory: EmbedderFactory | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        embedder_factory: EmbedderFactory | None = None,
+        on_migration: MigrationProgress | None = None,
+    ):
+        """Open (and migrate) the store; `on_migration(done, total, name)` hears an upgrade."""
         self.settings = settings
-        self.store = Store(settings.db_path, settings.busy_timeout)
+        self.store = Store(settings.db_path, settings.busy_timeout, on_migration)
         self.index = VectorIndex(self.store.user_vectors)
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
@@ -414,10 +421,17 @@ class MemoryLayer:
         for item in fact_rows.export_facts(self.store, user_id):
             yield {"type": "fact", **item}
 
-    def import_(self, user_id: str, items: Iterable[Mapping[str, Any]]) -> int:
+    def import_(
+        self,
+        user_id: str,
+        items: Iterable[Mapping[str, Any]],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
         """Store exported items for `user_id`, then index them; return messages added.
 
         Fact rows (`"type": "fact"`) are restored with their history (`restore_facts`).
+        `progress(done, todo)` hears the indexing, a pass at a time (todo: every message
+        waiting to be indexed, this import's and any other).
         """
         added = 0
         fact_rows = []
@@ -428,5 +442,9 @@ class MemoryLayer:
                 fact_rows.append(item)
         restore_facts(self.store, user_id, fact_rows)
         self.index.drop(user_id)
-        self.index_pending()
+        todo, done = self.store.count_unindexed(), 0
+        while step := self.index_pending(passes=1):
+            done += step
+            if progress is not None:
+                progress(min(done, todo), todo)
         return added
