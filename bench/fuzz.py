@@ -3,7 +3,9 @@
 Runs the fake upstream and two real proxies (real embedding model, temporary SQLite) in
 this process: one open, one with proxy keys (`auth.keys`: a key bound to a user, one for two
 users, an admin key). Drives every route with Hypothesis-generated bodies, headers, paths
-and `Authorization` values (no shrinking: each example is one request), and prints, per
+and `Authorization` values (no shrinking: each example is one request), hostile JSON too
+(a value nested up to 5,000 deep, or an integer past SQLite's 64 bits, anywhere in a chat,
+fact or import body; huge numbers and over-long ids in every path parameter), and prints, per
 endpoint, how many requests got which status, every distinct 5xx, the memory-error headers
 seen, and each store's state after; the numbers are also written as JSON.
 
@@ -41,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memory import FastEmbedder, MemoryLayer, Settings  # noqa: E402
 from proxy.app import build_app  # noqa: E402
 from proxy.config import Config  # noqa: E402
+from proxy.serving import uvicorn_options  # noqa: E402
 from tests.conftest import serve_app, wait_ready  # noqa: E402
 from tests.e2e.test_fuzz import (  # noqa: E402
     CHAT_PATHS,
@@ -50,24 +53,31 @@ from tests.e2e.test_fuzz import (  # noqa: E402
     fact_bodies,
     fact_key_requests,
     fact_key_route,
+    hostile_chat_bodies,
+    hostile_fact_bodies,
+    hostile_import_bodies,
     import_bodies,
     json_values,
     keyed_headers,
     memory_headers,
+    path_users,
     presents_a_key,
     search_params,
     upkeep_routes,
 )
 from tests.upstream import serve_upstream  # noqa: E402
 
-# endpoint -> requests at --scale 1 (13,600 in all)
+# endpoint -> requests at --scale 1 (15,100 in all)
 PLAN = {
     "chat: any JSON value": 2000,
     "chat: any bytes": 1500,
     "chat: chat-shaped body + memory headers": 1500,
+    "chat: a deep or huge value anywhere": 500,
     "chat: any user in the /u/ path": 500,
     "import: any body": 1500,
+    "import: a deep or huge value anywhere": 500,
     "facts: any body": 1500,
+    "facts: a deep or huge value anywhere": 500,
     "search: any query": 1000,
     "reads: any memory headers": 1000,
     "facts/{key}: delete, history, pin, unpin": 1000,
@@ -75,6 +85,7 @@ PLAN = {
     "keys: any route, any Authorization": 800,
     "keys: chat, any Authorization": 700,
 }
+HOSTILE = {"x-memory-user-id": "hostile"}
 ADMIN = {"authorization": f"Bearer {next(k.key for k in FUZZ_KEYS if k.admin)}"}
 Send = Callable[[Any], httpx.Response]
 Check = Callable[[Any, httpx.Response], str | None]
@@ -205,9 +216,16 @@ def _fuzz_open(http: httpx.Client, plan: dict[str, int], results: dict[str, Any]
         results,
     )
     _drive(
+        "chat: a deep or huge value anywhere",
+        plan["chat: a deep or huge value anywhere"],
+        st.tuples(hostile_chat_bodies, st.sampled_from(CHAT_PATHS)),
+        lambda c: http.post(c[1], content=c[0]),
+        results,
+    )
+    _drive(
         "chat: any user in the /u/ path",
         plan["chat: any user in the /u/ path"],
-        st.tuples(chat_bodies, st.text(min_size=1, max_size=20)),
+        st.tuples(chat_bodies, path_users),
         lambda c: http.post(
             f"/u/{quote(c[1], safe='')}/v1/chat/completions",
             content=json.dumps(c[0]).encode(),
@@ -222,10 +240,24 @@ def _fuzz_open(http: httpx.Client, plan: dict[str, int], results: dict[str, Any]
         results,
     )
     _drive(
+        "import: a deep or huge value anywhere",
+        plan["import: a deep or huge value anywhere"],
+        hostile_import_bodies,
+        lambda c: http.post("/v1/memory/import", content=c, headers=HOSTILE),
+        results,
+    )
+    _drive(
         "facts: any body",
         plan["facts: any body"],
         st.tuples(fact_bodies, memory_headers),
         lambda c: http.post("/v1/memory/facts", content=c[0], headers=c[1]),
+        results,
+    )
+    _drive(
+        "facts: a deep or huge value anywhere",
+        plan["facts: a deep or huge value anywhere"],
+        hostile_fact_bodies,
+        lambda c: http.post("/v1/memory/facts", content=c, headers=HOSTILE),
         results,
     )
     _drive(
@@ -297,7 +329,7 @@ def _proxy(workdir: Path, upstream_url: str, **fields: Any) -> Iterator[tuple[An
     config = Config(memory=memory, upstream_base_url=upstream_url, **fields)
     layer = MemoryLayer(memory, embedder_factory=lambda _: FastEmbedder())
     with (
-        serve_app(build_app(config, layer)) as root,
+        serve_app(build_app(config, layer), **uvicorn_options(config)) as root,
         httpx.Client(base_url=root, timeout=60) as http,
     ):
         wait_ready(root, timeout=120)  # the embedding model is loaded, as in production

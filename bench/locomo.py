@@ -188,9 +188,12 @@ def stats(root: str, user: str) -> dict[str, Any]:
 
 
 def block_of(body: dict[str, Any]) -> str:
-    system = body["messages"][0]
-    text = system["content"] if isinstance(system.get("content"), str) else ""
-    return text.split(BLOCK_START, 1)[1].split(BLOCK_END, 1)[0] if BLOCK_START in text else ""
+    """The block's text, in whichever system message the placement put it."""
+    for message in body["messages"]:
+        text = message["content"] if isinstance(message.get("content"), str) else ""
+        if message["role"] == "system" and BLOCK_START in text:
+            return text.split(BLOCK_START, 1)[1].split(BLOCK_END, 1)[0]
+    return ""
 
 
 def ask(client: openai.OpenAI, upstream: Any, conv: Conversation, q: Question) -> None:

@@ -23,10 +23,11 @@ from memory.heap import limit_arenas
 from memory.ingest.turns import Turn, content_hash
 from memory.layer import MemoryLayer, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
-from memory.settings import Settings
+from memory.settings import Placement, Settings
 from memory.store.journal import Journal
 from memory.store.marks import DueUser
 from memory.store.overview import SessionSummary, UserSummary
+from memory.store.response_links import ResponseLink
 from memory.store.store import Stats
 
 __all__ = [
@@ -51,9 +52,11 @@ __all__ = [
     "Message",
     "MigrationFailed",
     "Operation",
+    "Placement",
     "RecallRequest",
     "Recollection",
     "Rejection",
+    "ResponseLink",
     "SessionSummary",
     "Settings",
     "Stats",

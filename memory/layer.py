@@ -44,6 +44,7 @@ from memory.store.fts import fts_terms
 from memory.store.marks import DueUser
 from memory.store.migrations import MigrationProgress
 from memory.store.overview import SessionSummary, UserSummary
+from memory.store.response_links import ResponseLink, link_response, linked_response
 from memory.store.store import Stats, Store
 from memory.store.transfer import export_messages, import_message
 
@@ -70,6 +71,9 @@ class RecallRequest:
     context_window: int
     token_budget: int | None = None
     episodic: bool = True
+    # The provider holds this session's earlier turns (a Responses API request continuing a
+    # reply): the model sees them though the request does not carry them, so none is recalled.
+    session_in_context: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +156,9 @@ class MemoryLayer:
         if embedder is not None:
             query = build_query(request.messages)
             exclude = {content_hash(m) for m in request.messages}
+            if request.session_in_context:
+                stored = self.store.stored_keys(request.user_id, request.session_id)
+                exclude |= {key.partition("#")[0] for key in stored}
             found = retrieve(
                 self.store,
                 self.index,
@@ -344,7 +351,12 @@ class MemoryLayer:
         messages are stored too (`memory/facts/capture.py`). Resent history is not read again, so an
         old statement never overrides a newer one.
         """
+        if turn.response_id is not None and self.response_link(turn.user_id, turn.response_id):
+            return 0  # stored before: a journal replayed after a crash
         stored = store_new_messages(self.store, turn)
+        if turn.response_id is not None:
+            link = ResponseLink(turn.session_id, turn.context_tokens)
+            link_response(self.store, turn.user_id, turn.response_id, link, turn.created_at)
         if self.settings.capture_facts:
             for message in stored:
                 if message.role == "user":
@@ -352,6 +364,10 @@ class MemoryLayer:
                     apply_captures(self.store, turn.user_id, captures, message.id, turn.created_at)
         retire_facts(self.store, turn.user_id, turn.extra.get("injected_facts", ()), time.time())
         return len(stored)
+
+    def response_link(self, user_id: str, response_id: str) -> ResponseLink | None:
+        """The session (and context tokens) of a stored Responses API reply, or None."""
+        return linked_response(self.store, user_id, response_id)
 
     def index_pending(self, batch: int = 64, passes: int | None = None) -> int:
         """Chunk, embed and index unindexed messages, oldest first, `batch` at a time.

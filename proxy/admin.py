@@ -135,7 +135,7 @@ async def export(request: Request) -> Response:
 async def import_(request: Request) -> Response:
     state = _state(request)
     user_id = user_of(request)
-    raw = await read_body(request, state.config.max_body_bytes)
+    raw = await read_body(request, state.config.max_body_bytes, state.config.body_timeout)
     items = []
     # Lines end at newlines only: str.splitlines() also splits at U+2028, U+2029 and U+0085,
     # which an export (ensure_ascii=False) leaves unescaped inside a message's text.
@@ -144,8 +144,8 @@ async def import_(request: Request) -> Response:
             continue
         try:
             item = request_json.loads(line)
-        except ValueError:
-            raise BadRequest(f"line {number} is not JSON", code="invalid_jsonl") from None
+        except ValueError as exc:
+            raise BadRequest(f"line {number} is not JSON: {exc}", code="invalid_jsonl") from None
         if not isinstance(item, dict) or not _valid_item(item):
             raise BadRequest(f"line {number} is not an exported memory item", code="invalid_jsonl")
         items.append(item)
@@ -171,7 +171,13 @@ def _valid_item(item: dict[str, Any]) -> bool:
             not isinstance(value, kind) or (kind is int and isinstance(value, bool))
         ):
             return False
-    return not isinstance(item.get("id"), int) or 0 < item["id"] < 2**62
+    # SQLite stores 64-bit integers: a larger one fails in the store, not here
+    return _int_within(item.get("id"), 1) and _int_within(item.get("tokens"), 0)
+
+
+def _int_within(value: Any, low: int) -> bool:
+    """An absent value, or an integer from `low` up to (not including) 2**62."""
+    return not isinstance(value, int) or low <= value < 2**62
 
 
 def _positive_int(value: str, name: str, maximum: int) -> int:

@@ -1,8 +1,9 @@
 """The Starlette application: routes, lifespan, and the one piece of shared state.
 
 `AppState` is everything a request may touch: the frozen config, the memory layer (store,
-embedder, vector index), the background writer, the pooled httpx client for upstreams, and
-counters for `/metrics`. It is built in the lifespan and kept on `app.state.moim`; there are
+embedder, vector index), the background writer, the pooled httpx client for upstreams,
+counters for `/metrics`, and the Responses API replies that just finished
+(`proxy/recent_responses.py`). It is built in the lifespan and kept on `app.state.moim`; there are
 no other globals. With `consolidation.model` set, the lifespan also runs the consolidation
 schedule (`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
 Chat completions get memory (`proxy/pipeline.py`); any other `/v1/` request (and
@@ -37,12 +38,15 @@ from starlette.types import Receive, Scope, Send
 from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin
 from proxy.auth import authenticate, authorize_metrics, is_loopback
+from proxy.chat import chat
+from proxy.chat_metrics import ChatRequests
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import NotFound, ProxyError, ServiceUnavailable, UpstreamError
 from proxy.limits import HeaderLimit
 from proxy.passthrough import METHODS, passthrough, retrieve_model
-from proxy.pipeline import chat
+from proxy.recent_responses import RecentResponses
+from proxy.responses import responses
 from proxy.runtime import tune_process
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
@@ -61,10 +65,12 @@ class AppState:
     client: httpx.AsyncClient
     requests: dict[int, int] = field(default_factory=dict)
     mcp: McpEndpoint | None = None  # None without the mcp extra
+    responses: RecentResponses = field(default_factory=RecentResponses)
 
 
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     """The moim ASGI app for `config` (a prepared `layer` may be passed in, e.g. by tests)."""
+    requests: dict[int, int] = {}  # chat requests by status, counted by ChatRequests
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -77,7 +83,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         journal = Journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
         mcp = _mcp_endpoint(config, memory)
-        app.state.moim = AppState(config, memory, writer, client, mcp=mcp)
+        app.state.moim = AppState(config, memory, writer, client, requests, mcp=mcp)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
@@ -99,6 +105,10 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/chat/completions", _chat, methods=["POST"]),
         Route("/u/{user_id}/v1/chat/completions", _chat, methods=["POST"]),
         Route("/u/{user_id}/chat/completions", _chat, methods=["POST"]),
+        Route("/v1/responses", _responses, methods=["POST"]),
+        Route("/responses", _responses, methods=["POST"]),
+        Route("/u/{user_id}/v1/responses", _responses, methods=["POST"]),
+        Route("/u/{user_id}/responses", _responses, methods=["POST"]),
         Route("/v1/models", _models, methods=["GET"]),
         Route("/models", _models, methods=["GET"]),
         Route("/u/{user_id}/v1/models", _models, methods=["GET"]),
@@ -125,7 +135,10 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             MemoryLayerError: _memory_error,
             HTTPException: _http_error,
         },
-        middleware=[Middleware(HeaderLimit, max_bytes=config.max_header_bytes)],
+        middleware=[
+            Middleware(ChatRequests, counts=requests),  # outermost: it sees every answer
+            Middleware(HeaderLimit, max_bytes=config.max_header_bytes),
+        ],
     )
 
 
@@ -195,10 +208,11 @@ def state_of(request: Request) -> AppState:
 
 
 async def _chat(request: Request) -> Response:
-    state = state_of(request)
-    response = await chat(request, state, request.path_params.get("user_id"))
-    state.requests[response.status_code] = state.requests.get(response.status_code, 0) + 1
-    return response
+    return await chat(request, state_of(request), request.path_params.get("user_id"))
+
+
+async def _responses(request: Request) -> Response:
+    return await responses(request, state_of(request), request.path_params.get("user_id"))
 
 
 async def _models(request: Request) -> Response:
@@ -234,7 +248,7 @@ async def _metrics(request: Request) -> Response:
     state = state_of(request)
     authorize_metrics(request.headers, state.config)
     lines = [
-        "# HELP moim_chat_requests_total Chat requests answered, by status.",
+        "# HELP moim_chat_requests_total Chat and Responses API requests answered, by status.",
         "# TYPE moim_chat_requests_total counter",
         *(
             f'moim_chat_requests_total{{status="{s}"}} {n}'

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from proxy.config import Config, ProxyKey
 from proxy.errors import Forbidden, Unauthorized
+from proxy.identity import user_namespace
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +36,10 @@ class Caller:
         return self.key.user_id if self.key is not None else None
 
     def check_user(self, user_id: str) -> None:
-        """Refuse a user this key may not act for."""
+        """Refuse a user (a namespace, as `identify` gives it) this key may not act for."""
         if self.key is None or self.key.admin or self.key.user_id is not None:
             return
-        if self.key.users and user_id not in self.key.users:
+        if self.key.users and user_id not in map(user_namespace, self.key.users):
             raise Forbidden(f"this key may not act for user {user_id!r}", code="user_not_allowed")
 
 

@@ -61,7 +61,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     import uvicorn
 
     from proxy.app import build_app
-    from proxy.limits import parser_limit
+    from proxy.serving import uvicorn_options
 
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
@@ -89,7 +89,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
         port=config.port,
         log_level=log_level,
         access_log=False,
-        h11_max_incomplete_event_size=parser_limit(config.max_header_bytes),
+        **uvicorn_options(config),
     )
 
 
@@ -221,6 +221,7 @@ def mcp_(config_path: Path | None, user_id: str, create: bool) -> None:
     them. Needs the mcp extra: pip install 'moim[mcp]'. Logs go to stderr.
     """
     import anyio
+    from starlette.datastructures import Headers
 
     from proxy.errors import BadRequest
     from proxy.identity import identify
@@ -231,13 +232,13 @@ def mcp_(config_path: Path | None, user_id: str, create: bool) -> None:
         raise click.ClickException(
             f"moim mcp needs the mcp package ({exc.name}): pip install 'moim[mcp]'"
         ) from exc
-    try:
-        identify({"x-memory-user-id": user_id}, {})
+    try:  # the namespace a chat request naming this user in X-Memory-User-Id gets
+        namespace = identify(Headers({"x-memory-user-id": user_id}), {}).user_id
     except BadRequest as exc:
         raise click.BadParameter(exc.message, param_hint="--user") from exc
     layer = open_layer(config_from(config_path), create)
     logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    anyio.run(serve_stdio, layer, user_id)
+    anyio.run(serve_stdio, layer, namespace)
 
 
 @main.command()

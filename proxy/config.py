@@ -71,11 +71,18 @@ class Config:
     routes: Mapping[str, ModelRoute] = field(default_factory=dict)
     keys: tuple[ProxyKey, ...] = ()
     refuse_open_bind: bool = False
+    # With proxy keys, pass-through endpoints that hold the provider account's shared state
+    # (files, batches, fine-tuning, vector stores, …) need an admin key unless this is true.
+    account_endpoints_for_all_keys: bool = False
     # With proxy keys, /metrics needs an admin or metrics key; true opens it to anyone.
     metrics_public: bool = False
     max_body_bytes: int = 32 * 1024 * 1024
     max_messages: int = 10_000
     max_header_bytes: int = 16 * 1024
+    # A request's head must arrive within header_timeout seconds; its body must not stall
+    # for body_timeout seconds nor fall behind 1 KiB/s (proxy/serving.py, proxy/limits.py).
+    header_timeout: float = 10.0
+    body_timeout: float = 20.0
     ingest_queue_size: int = 10_000
     # The optional consolidation schedule (proxy/consolidate.py): no model, no schedule.
     consolidation_model: str | None = None
@@ -127,7 +134,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         embedding_model=_get(mem, "embedding_model", str, defaults.embedding_model, "memory."),
         vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
         fusion=_choice(mem, "fusion", ("scores", "rrf"), defaults.fusion),
-        placement=_choice(mem, "placement", ("system", "before_last_user"), "system"),
+        placement=_choice(mem, "placement", ("system", "before_last_user"), defaults.placement),
         min_similarity=_get(mem, "min_similarity", float, defaults.min_similarity, "memory."),
         recency_half_life_days=_get(
             mem, "recency_half_life_days", float, defaults.recency_half_life_days, "memory."
@@ -151,10 +158,15 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         routes=_routes(_section(data, "models")),
         keys=_keys(auth),
         refuse_open_bind=_get(auth, "refuse_open_bind", bool, False, "auth."),
+        account_endpoints_for_all_keys=_get(
+            auth, "account_endpoints_for_all_keys", bool, False, "auth."
+        ),
         metrics_public=_get(server, "metrics_public", bool, False, "server."),
         max_body_bytes=_at_least(server, "server.", "max_body_bytes", 32 * 1024 * 1024, 1),
         max_messages=_at_least(server, "server.", "max_messages", 10_000, 1),
         max_header_bytes=_at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
+        header_timeout=_above_zero(server, "server.", "header_timeout", 10.0),
+        body_timeout=_above_zero(server, "server.", "body_timeout", 20.0),
         ingest_queue_size=_at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
         **_consolidation(schedule),
     )

@@ -2,7 +2,10 @@
 
 ProxyError                 status, message, type, param, code
  ├── BadRequest            400  the request is malformed
- │    └── PayloadTooLarge  413  the body is over the configured limit
+ │    ├── PayloadTooLarge  413  the body is over the configured limit
+ │    ├── RequestTimeout   408  the head or body did not arrive in time (the connection closes)
+ │    └── ClientClosed     499  the client left while sending its body (nginx's code; no one
+ │                              reads the answer, but it is logged and counted)
  ├── Unauthorized          401  a proxy key is required or wrong
  ├── Forbidden             403  the key may not act for that user
  ├── NotFound              404  no such memory item, route or upstream
@@ -53,6 +56,19 @@ class BadRequest(ProxyError):
 
 class PayloadTooLarge(BadRequest):
     status = 413
+
+
+class RequestTimeout(BadRequest):
+    """The request's head or body was too slow; the connection is closed after the answer."""
+
+    status = 408
+
+    def __init__(self, message: str, code: str = "request_timeout"):
+        super().__init__(message, code=code, headers={"connection": "close"})
+
+
+class ClientClosed(BadRequest):
+    status = 499
 
 
 class Unauthorized(ProxyError):

@@ -98,11 +98,12 @@ async def list_facts(request: Request) -> Response:
 
 async def set_fact(request: Request) -> Response:
     user_id = admin.user_of(request)
-    raw = await read_body(request, request.app.state.moim.config.max_body_bytes)
+    config = request.app.state.moim.config
+    raw = await read_body(request, config.max_body_bytes, config.body_timeout)
     try:
         body = request_json.loads(raw)
-    except ValueError:
-        raise BadRequest("the body must be a JSON object", code="invalid_json") from None
+    except ValueError as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object", code="invalid_json")
     for field in ("key", "value"):

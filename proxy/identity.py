@@ -3,6 +3,12 @@
 Read from CONTRACT.md's headers with their fallbacks (Supermemory, Open WebUI and LiteLLM
 spellings, the body's `user`, the `/u/{user_id}` path form). A proxy key bound to a user
 overrides all of them, so a client cannot speak for someone else.
+
+Two distinct user ids never share a namespace, whichever source names them
+(`user_namespace`): an id of letters, digits and `. _ - @ : +` is its own namespace, as it
+always was; any other id (`john smith`, `john/smith`) is kept whole but percent-encoded,
+behind a `~` that no plain id contains (`~john%20smith`). Ids longer than 256 characters are
+refused, naming where they came from, rather than cut short.
 """
 
 from __future__ import annotations
@@ -19,17 +25,20 @@ from typing import Any
 from memory import message_text, strip_block
 from proxy.errors import BadRequest
 
+# As CONTRACT.md spells them (each is matched case-insensitively), in order of precedence.
 USER_HEADERS = (
-    "x-memory-user-id",
+    "X-Memory-User-Id",
     "x-sm-user-id",
-    "x-openwebui-user-id",
+    "X-OpenWebUI-User-Id",
     "x-litellm-end-user-id",
 )
-SESSION_HEADERS = ("x-memory-session-id", "x-sm-conversation-id", "x-openwebui-chat-id")
+SESSION_HEADERS = ("X-Memory-Session-Id", "x-sm-conversation-id", "X-OpenWebUI-Chat-Id")
 # 9999-12-31: beyond it dates cannot be shown; NaN and infinities fail the range check.
 MAX_TIMESTAMP = 253_402_300_800.0
-_ID = re.compile(r"^[\w.@:+\-]{1,256}$", re.UNICODE)
-_INVALID_ID_CHARS = re.compile(r"[^\w.@:+\-]", re.UNICODE)
+MAX_ID_LENGTH = 256
+_ID = re.compile(r"[\w.@:+\-]{1,256}")  # a plain id: its own namespace (fullmatch)
+_NOT_PLAIN = re.compile(r"[^\w.@:+\-]+")
+ENCODED_PREFIX = "~"  # not a plain id character: an encoded id never equals a plain one
 
 
 class Mode(StrEnum):
@@ -69,13 +78,9 @@ def identify(
     tools_default: bool = False,
 ) -> Identity:
     """Who is asking and how, from headers (case-insensitive mapping), body and path."""
-    user_id = bound_user or _first_header(headers, USER_HEADERS)
-    if user_id is None and isinstance(body.get("user"), str) and body["user"].strip():
-        # OpenAI accepts any string here ("John Smith"); keep it recognisable, make it an id.
-        user_id = _INVALID_ID_CHARS.sub("_", body["user"].strip())[:256]
-    user_id = _valid_id(user_id or path_user or "default", "user id")
-    session = _first_header(headers, SESSION_HEADERS)
-    session_id = _valid_id(session, "session id") if session else derive_session_id(user_id, body)
+    user_id = _user(headers, body, path_user, bound_user)
+    header, session = _first_header(headers, SESSION_HEADERS)
+    session_id = _session(session, header) if session else derive_session_id(user_id, body)
     mode = _mode(headers.get("x-memory-mode"), memory_enabled)
     return Identity(
         user_id=user_id,
@@ -105,12 +110,77 @@ def derive_session_id(user_id: str, body: Mapping[str, Any]) -> str:
     return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 
-def _first_header(headers: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+def user_namespace(user_id: str) -> str:
+    """The namespace `user_id`'s memory is stored under; distinct ids never share one.
+
+    A plain id (letters, digits, `. _ - @ : +`) is its own namespace. Any other id is `~`
+    followed by the id with each run of other characters percent-encoded as UTF-8
+    (`john smith` -> `~john%20smith`, `john/smith` -> `~john%2Fsmith`): reversible
+    (`urllib.parse.unquote(namespace[1:])`), and never a plain id, since `~` is not one of
+    its characters. This form is a contract: changing it moves stored users' memory.
+    """
+    if _ID.fullmatch(user_id):
+        return user_id
+    encoded = _NOT_PLAIN.sub(lambda run: _percent(run.group()), user_id)
+    return ENCODED_PREFIX + encoded
+
+
+def _percent(text: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in text.encode("utf-8", "surrogatepass"))
+
+
+def _user(
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    path_user: str | None,
+    bound_user: str | None,
+) -> str:
+    """The user's namespace, from the first source that names one (CONTRACT.md's order)."""
+    if bound_user:  # the operator's choice in config: not a client's to be refused
+        return user_namespace(bound_user)
+    header, user_id = _first_header(headers, USER_HEADERS)
+    if header is not None and user_id is not None:
+        return _checked_user(user_id, header)
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise BadRequest("'user' must be a string", param="user", code="invalid_user_id")
+    if user and user.strip():  # OpenAI takes any string ("John Smith"): kept whole
+        return _checked_user(user, "user")
+    if path_user:
+        return _checked_user(path_user, "user_id")
+    return "default"
+
+
+def _checked_user(user_id: str, source: str) -> str:
+    if len(user_id) > MAX_ID_LENGTH:
+        raise BadRequest(
+            f"{source}: a user id is at most {MAX_ID_LENGTH} characters",
+            param=source,
+            code="invalid_user_id",
+        )
+    return user_namespace(user_id)
+
+
+def held_session_id(user_id: str, field: str, value: str) -> str:
+    """The session of a Responses API request whose history the provider holds, named by a
+    body field: `conversation` (its id is the session's, for good), or `previous_response_id`
+    when moim never stored that reply (the requests that follow continue this one's reply,
+    which moim does store, so the chain stays in this session from here on). A contract, as
+    `derive_session_id` is.
+    """
+    canonical = json.dumps([user_id, field, value], ensure_ascii=False, separators=(",", ":"))
+    return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
+
+
+def _first_header(
+    headers: Mapping[str, str], names: tuple[str, ...]
+) -> tuple[str | None, str | None]:
+    """(the first of `names` that has a value, its value), or (None, None)."""
     for name in names:
         value = headers.get(name)
         if value and value.strip():
-            return _utf8(value.strip())
-    return None
+            return name, _utf8(value.strip())
+    return None, None
 
 
 def _utf8(value: str) -> str:
@@ -121,11 +191,12 @@ def _utf8(value: str) -> str:
         return value
 
 
-def _valid_id(value: str, what: str) -> str:
-    if not _ID.match(value):
+def _session(value: str, header: str | None) -> str:
+    if not _ID.fullmatch(value):
         raise BadRequest(
-            f"invalid {what}: use 1-256 letters, digits or . _ - @ : +",
-            code="invalid_" + what.replace(" ", "_"),
+            f"invalid session id in {header}: use 1-256 letters, digits or . _ - @ : +",
+            param=header,
+            code="invalid_session_id",
         )
     return value
 

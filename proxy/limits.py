@@ -1,26 +1,35 @@
 """Request limits: request heads over `server.max_header_bytes` get a 431, bodies over
-`server.max_body_bytes` a 413, both in OpenAI's error shape.
+`server.max_body_bytes` a 413, bodies too slow a 408, all in OpenAI's error shape.
 
 uvicorn's HTTP parser (h11) refuses a request head over its own limit with a bare-text 400.
 moim checks first, at a lower limit (16 KiB by default), in `HeaderLimit`, and answers like
 the rest of its errors; `moim serve` raises h11's limit to four times moim's so that only
-absurd heads reach the plain refusal. Every handler that reads a body reads it through
-`read_body` (chat, `POST /v1/memory/facts`, `POST /v1/memory/import`).
+absurd heads reach the plain refusal (a head's time limit is in proxy/serving.py). Every
+handler that reads a body reads it through `read_body` (chat, `POST /v1/memory/facts`,
+`POST /v1/memory/import`), which also bounds how long a body may take, and turns a client
+that leaves mid-body into one log line instead of a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Iterable
 
-from starlette.requests import Request
+import anyio
+from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from proxy.errors import PayloadTooLarge, ProxyError
+from proxy.errors import ClientClosed, PayloadTooLarge, ProxyError, RequestTimeout
+
+logger = logging.getLogger(__name__)
 
 # A client's x-request-id longer than this is not echoed on a 431: it may be the oversized one.
 MAX_REQUEST_ID = 256
+# Past `server.body_timeout`, a body must have come at least this fast on average (bytes/s),
+# as Apache's mod_reqtimeout asks of a body (MinRate); below it is a client holding a socket.
+MIN_BODY_RATE = 1024
 
 
 class HeadersTooLarge(ProxyError):
@@ -33,18 +42,53 @@ def parser_limit(max_header_bytes: int) -> int:
     return 4 * max_header_bytes
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The raw body, refusing more than `limit` bytes without reading it all."""
+async def read_body(request: Request, limit: int, timeout: float) -> bytes:
+    """The raw body, refusing more than `limit` bytes without reading it all.
+
+    A body must keep coming: a 408, and the connection closes, when no byte has come for
+    `timeout` seconds, or when, `timeout` seconds in, fewer than `MIN_BODY_RATE` bytes a
+    second have come on average (a client dripping a byte every few seconds is one that
+    stopped). A slow link sending a large body at a steady pace above the rate goes on.
+    """
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"request body is over {limit} bytes", code="payload_too_large")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request body is over {limit} bytes", code="payload_too_large")
-        chunks.append(chunk)
+    started = anyio.current_time()
+    try:
+        with anyio.fail_after(timeout) as scope:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLarge(
+                        f"request body is over {limit} bytes", code="payload_too_large"
+                    )
+                chunks.append(chunk)
+                scope.deadline = min(
+                    anyio.current_time() + timeout, started + timeout + size / MIN_BODY_RATE
+                )
+    except TimeoutError:
+        waited = anyio.current_time() - started
+        raise RequestTimeout(
+            f"the request body stopped arriving: {size} bytes in {waited:.0f} s"
+            f" (server.body_timeout: {timeout:g} s)"
+        ) from None
+    except ClientDisconnect:
+        raise _client_left(request, size) from None
     return b"".join(chunks)
+
+
+def _client_left(request: Request, size: int) -> ClientClosed:
+    """A client gone mid-body: one log line (Starlette's ClientDisconnect went unhandled, and
+    uvicorn logged a full traceback for every dropped upload)."""
+    logger.info(
+        "%s %s: the client left while sending its body (%d of %s bytes read)",
+        request.method,
+        request.url.path,
+        size,
+        request.headers.get("content-length", "?"),
+    )
+    return ClientClosed("the client closed the connection", code="client_closed")
 
 
 class HeaderLimit:

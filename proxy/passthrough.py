@@ -25,14 +25,24 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+import anyio
 import httpx
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Match
 
 from proxy import request_json
-from proxy.auth import authenticate
-from proxy.errors import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge, ProxyError
+from proxy.auth import Caller, authenticate
+from proxy.config import Config
+from proxy.errors import (
+    BadRequest,
+    Forbidden,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    ProxyError,
+    RequestTimeout,
+)
 from proxy.limits import read_body
 from proxy.streaming import relay
 from proxy.upstream import (
@@ -61,6 +71,10 @@ HOP_BY_HOP = frozenset(
 NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length", b"expect", b"accept-encoding"}
 # Response headers our server sets itself (uvicorn adds its own `date` and `server`).
 NOT_RELAYED = HOP_BY_HOP | {b"date", b"server", b"x-request-id"}
+# Endpoints that keep nothing on the provider account (besides /models, /audio/*, /images/*).
+STATELESS_ENDPOINTS = frozenset(
+    ("POST", path) for path in ("/embeddings", "/completions", "/moderations", "/responses")
+)
 
 
 async def passthrough(request: Request, state: AppState) -> Response:
@@ -71,6 +85,7 @@ async def passthrough(request: Request, state: AppState) -> Response:
         caller = authenticate(request.headers, state.config)
         suffix = upstream_path(request)
         _refuse_memory_paths(request, suffix)
+        _refuse_account_endpoints(request.method, suffix, caller, state.config)
         route, response = await _route(request, state, caller.authorization, suffix)
     except ProxyError as exc:
         exc.headers["x-request-id"] = request_id
@@ -137,6 +152,28 @@ def _refuse_memory_paths(request: Request, suffix: str) -> None:
     raise NotFound(f"{where}: no such memory API endpoint", code="unknown_url")
 
 
+def _refuse_account_endpoints(method: str, suffix: str, caller: Caller, config: Config) -> None:
+    """With proxy keys, only an admin key reaches the provider account's shared state.
+
+    Files, batches, fine-tuning jobs, vector stores, stored responses and the like belong to
+    the provider account, not to one moim user: any key holder could list, read or delete
+    another user's. Stateless endpoints stay open to every key (`STATELESS_ENDPOINTS`).
+    """
+    if caller.key is None or caller.key.admin or config.account_endpoints_for_all_keys:
+        return
+    path = unquote(suffix.split("?", 1)[0]).rstrip("/")
+    if (method, path) in STATELESS_ENDPOINTS or (method == "GET" and path.startswith("/models")):
+        return
+    if method == "POST" and path.startswith(("/audio/", "/images/")):
+        return
+    raise Forbidden(
+        f"{method} /v1{path} reaches the provider account's shared state (files, batches, "
+        "stored responses, …): with proxy keys it needs an admin key, or set "
+        "auth.account_endpoints_for_all_keys: true",
+        code="account_endpoint_needs_admin",
+    )
+
+
 async def _route(
     request: Request, state: AppState, client_auth: str | None, suffix: str
 ) -> tuple[str, Response]:
@@ -145,7 +182,7 @@ async def _route(
     content: bytes | AsyncIterator[bytes] | None = None
     target = Target("openai", "", config.upstream_base_url, config.upstream_api_key)
     if _has_body(request) and _is_json(request):
-        content = await read_body(request, config.max_body_bytes)
+        content = await read_body(request, config.max_body_bytes, config.body_timeout)
         body = _parse(content)
         model = _model_of(body)
         if model is not None:
@@ -161,7 +198,7 @@ async def _route(
             raise PayloadTooLarge(
                 f"request body is over {config.max_body_bytes} bytes", code="payload_too_large"
             )
-        content = _limited(request.stream(), config.max_body_bytes)
+        content = _limited(request.stream(), config.max_body_bytes, config.body_timeout)
     if target.base_url is None:
         raise NotFound(
             f"{request.method} {request.url.path}: moim has no upstream to pass this to; "
@@ -286,10 +323,23 @@ def _model_of(body: Any) -> str | None:
     return body["model"]
 
 
-async def _limited(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
-    """The body as it arrives, refused past `limit` bytes (a declared length is checked first)."""
+async def _limited(
+    chunks: AsyncIterator[bytes], limit: int, timeout: float
+) -> AsyncIterator[bytes]:
+    """The body as it arrives, refused past `limit` bytes (a declared length is checked first)
+    or when no byte has come for `timeout` seconds (`server.body_timeout`, as for chat)."""
     size = 0
-    async for chunk in chunks:
+    while True:
+        try:
+            with anyio.fail_after(timeout):
+                chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise RequestTimeout(
+                f"the request body stopped arriving after {size} bytes"
+                f" (server.body_timeout: {timeout:g} s)"
+            ) from None
         size += len(chunk)
         if size > limit:
             raise PayloadTooLarge(f"request body is over {limit} bytes", code="payload_too_large")

@@ -1,8 +1,14 @@
-"""One chat request, in the order of DESIGN.md's diagram, one line per step.
+"""One request that gets memory, in the order of DESIGN.md's diagram, one line per step.
 
 who → measure → recall → budget → inject (in `memory`) → forward → stream back → remember.
 This module owns the order and the fail-open: if any memory step fails, the request goes
 on exactly as the client sent it and the response says so in `x-memory-error`.
+
+Each API with memory, chat completions (`proxy/chat.py`) and the Responses API
+(`proxy/responses.py`), runs these steps through an `Api` of its own: how its body is
+checked, the `Conversation` the memory steps read from it (chat messages, and how the block
+is written back), and how it is forwarded. The byte path to an OpenAI-compatible upstream
+(`forward_bytes`) and the hand-over to the writer (`remember`) are shared.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,24 +27,23 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from memory import (
+    Placement,
     RecallRequest,
+    ResponseLink,
     Turn,
     context_window,
     count_message_tokens,
     fill_ratio,
-    inject_block,
 )
-from proxy import litellm_params, request_json, tool_loop, tools
+from proxy import request_json
 from proxy.auth import authenticate
+from proxy.config import Config
 from proxy.errors import BadRequest, ProxyError, UpstreamError
-from proxy.identity import Identity, Mode, identify
+from proxy.identity import Identity, Mode, held_session_id, identify
 from proxy.limits import read_body
-from proxy.streaming import ReplyCollector, relay
+from proxy.streaming import EndCallback, EventCollector, relay
 from proxy.upstream import (
     Target,
-    call_litellm,
-    litellm_json,
-    litellm_sse,
     open_openai,
     provider_key,
     relayed_headers,
@@ -85,17 +90,72 @@ class Report:
         return headers
 
 
-async def chat(request: Request, state: AppState, path_user: str | None = None) -> Response:
-    """Handle `POST /v1/chat/completions` (and its aliases)."""
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """What the memory steps read from one request, whatever its API.
+
+    `messages` are chat messages (role, content, tool_calls, tool_call_id): what memory
+    measures, recalls for, leaves out of recall and stores. `place` returns the body to send
+    with a block placed. `continues` is the Responses API reply the request continues
+    (`previous_response_id`), `thread` the provider's conversation it is part of (its
+    `conversation`): either way the provider holds the earlier turns.
+    """
+
+    model: str
+    messages: Sequence[Mapping[str, Any]]
+    place: Callable[[str, Placement], bytes]
+    continues: str | None = None
+    thread: str | None = None
+
+    @property
+    def held(self) -> bool:
+        """The provider holds the earlier turns: the request carries only new ones."""
+        return self.continues is not None or self.thread is not None
+
+
+# forward(state, request, target, body, raw, conversation, prepared, authorization, report)
+Forward = Callable[
+    [
+        "AppState",
+        Request,
+        Target,
+        dict[str, Any],
+        bytes,
+        Conversation,
+        "Prepared",
+        str | None,
+        Report,
+    ],
+    Awaitable[Response],
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """One endpoint with memory: how its body is checked (raising BadRequest), what the memory
+    steps read from it, and how it goes to the provider."""
+
+    parse: Callable[[bytes, int], dict[str, Any]]
+    conversation: Callable[[dict[str, Any]], Conversation]
+    forward: Forward
+    # Refuses (BadRequest) a body its route may not take, e.g. chat's litellm allow-list.
+    check: Callable[[dict[str, Any], Target, Config], None] | None = None
+
+
+async def handle(
+    request: Request, state: AppState, api: Api, path_user: str | None = None
+) -> Response:
+    """Answer one request of `api`, with memory."""
     started = time.perf_counter()
     report = Report(request_id=request.headers.get("x-request-id") or uuid.uuid4().hex)
     try:
         caller = authenticate(request.headers, state.config)
-        raw = await read_body(request, state.config.max_body_bytes)
-        body = parse_chat_body(raw, state.config.max_messages)
+        raw = await read_body(request, state.config.max_body_bytes, state.config.body_timeout)
+        body = api.parse(raw, state.config.max_messages)
+        conversation = api.conversation(body)
         who = identify(
             request.headers,
-            body,
+            {"user": body.get("user"), "messages": conversation.messages},
             path_user,
             caller.bound_user,
             state.config.memory_enabled,
@@ -103,62 +163,39 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
         )
         caller.check_user(who.user_id)
         target = resolve(body["model"], state.config)
-        if target.kind == "litellm":  # only OpenAI's parameters; address and key from config
-            litellm_params.refuse_unsafe(body, alias=body["model"] in state.config.routes)
+        if api.check is not None:  # before any memory step: a refusal stores nothing
+            api.check(body, target, state.config)
     except ProxyError as exc:
         return _error(exc, report)
     report.mode, report.session_id = who.mode.value, who.session_id
-    prepared = await prepare(state, who, body, report)
+    prepared = await prepare(state, who, conversation, report)
     who = prepared.who
     report.session_id = who.session_id
     report.error = report.error or state.writer.take_error()
     report.overhead_ms = (time.perf_counter() - started) * 1000
     authorization = provider_key(target, state.config, caller.authorization)
     try:
-        response = await forward(state, request, target, body, raw, prepared, authorization, report)
+        response = await api.forward(
+            state, request, target, body, raw, conversation, prepared, authorization, report
+        )
     except ProxyError as exc:
         response = _error(exc, report)
     _log(who, body, report, response.status_code)
     return response
 
 
-def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
-    """The request JSON, checked just enough to route and remember it."""
+def model_body(raw: bytes) -> dict[str, Any]:
+    """The request JSON: an object with a `model` string, as every API with memory takes."""
     try:
         body = request_json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("request body is not valid JSON", code="invalid_json") from None
+    except ValueError as exc:  # UnicodeDecodeError too
+        raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object", code="invalid_body")
     if not isinstance(body.get("model"), str) or not body["model"].strip():
         raise BadRequest(
             "'model' is required and must be a string", param="model", code="invalid_model"
         )
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest(
-            "'messages' is required and must be a non-empty array",
-            param="messages",
-            code="invalid_messages",
-        )
-    if len(messages) > max_messages:
-        raise BadRequest(f"'messages' has more than {max_messages} items", param="messages")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise BadRequest(
-                f"messages[{index}] must be an object with a 'role' string",
-                param=f"messages[{index}]",
-                code="invalid_message",
-            )
-        content = message.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise BadRequest(
-                f"messages[{index}].content must be a string, an array or null",
-                param=f"messages[{index}].content",
-                code="invalid_message",
-            )
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise BadRequest("'stream' must be a boolean", param="stream")
     return body
 
 
@@ -171,7 +208,9 @@ class Prepared:
     fact_ids: tuple[int, ...] = ()
 
 
-async def prepare(state: AppState, who: Identity, body: dict[str, Any], report: Report) -> Prepared:
+async def prepare(
+    state: AppState, who: Identity, conversation: Conversation, report: Report
+) -> Prepared:
     """Measure, recall, budget and inject.
 
     The one broad `except` of the request path: whatever fails in memory, the request still
@@ -180,27 +219,36 @@ async def prepare(state: AppState, who: Identity, body: dict[str, Any], report: 
     if who.mode is Mode.OFF:
         return Prepared(who)
     try:
-        return await anyio.to_thread.run_sync(_prepare, state, who, body, report)
+        return await anyio.to_thread.run_sync(_prepare, state, who, conversation, report)
     except Exception as exc:
         logger.exception("memory recall failed; forwarding without memory")
         report.error = f"recall failed: {type(exc).__name__}"
         return Prepared(who)
 
 
-def _prepare(state: AppState, who: Identity, body: dict[str, Any], report: Report) -> Prepared:
+def _prepare(
+    state: AppState, who: Identity, conversation: Conversation, report: Report
+) -> Prepared:
     settings = state.layer.settings
-    model = body["model"]
-    tokens = count_message_tokens(body["messages"], model)
+    model, messages = conversation.model, conversation.messages
+    link = _continued(state, who, conversation.continues)
+    tokens = count_message_tokens(messages, model) + (link.tokens if link else 0)
     window = context_window(model, settings.context_windows, settings.default_context_window)
     report.fill_ratio = fill_ratio(tokens, window)
     if not who.explicit_session:
-        session_id = state.layer.continue_session(who.user_id, who.session_id, body["messages"])
-        who = replace(who, session_id=session_id)
+        who = replace(who, session_id=_session(state, who, conversation, link))
     if not who.mode.reads:
         return Prepared(who)
     recollection = state.layer.recall(
         RecallRequest(
-            who.user_id, who.session_id, model, body["messages"], tokens, window, who.context_budget
+            who.user_id,
+            who.session_id,
+            model,
+            messages,
+            tokens,
+            window,
+            who.context_budget,
+            session_in_context=conversation.held,
         )
     )
     report.tier = recollection.tier.level
@@ -211,45 +259,57 @@ def _prepare(state: AppState, who: Identity, body: dict[str, Any], report: Repor
     report.tokens = recollection.block.tokens
     report.chunks = recollection.block.excerpts
     report.facts = recollection.block.facts
-    messages = inject_block(body["messages"], recollection.block.text, settings.placement)
-    content = json.dumps({**body, "messages": messages}, ensure_ascii=False).encode()
+    content = conversation.place(recollection.block.text, settings.placement)
     return Prepared(who, content, recollection.block.fact_ids)
 
 
-async def forward(
+def _continued(state: AppState, who: Identity, response_id: str | None) -> ResponseLink | None:
+    """The stored reply a Responses API request continues (just finished ones first)."""
+    if response_id is None:
+        return None
+    recent = state.responses.get(who.user_id, response_id)
+    return recent or state.layer.response_link(who.user_id, response_id)
+
+
+def _session(
+    state: AppState, who: Identity, conversation: Conversation, link: ResponseLink | None
+) -> str:
+    """The session of a request that named none: the one of the reply it continues, or of the
+    provider's conversation, else the one its messages continue (`continue_session`)."""
+    if link is not None:
+        return link.session_id
+    if conversation.thread is not None:
+        return held_session_id(who.user_id, "conversation", conversation.thread)
+    if conversation.continues is not None:  # a reply moim never saw: its chain from here on
+        return held_session_id(who.user_id, "previous_response_id", conversation.continues)
+    return state.layer.continue_session(who.user_id, who.session_id, conversation.messages)
+
+
+def aliased(content: bytes, body: Mapping[str, Any], target: Target) -> bytes:
+    """`content` naming the model as the provider knows it (a config alias may rename it)."""
+    if target.model == body["model"]:
+        return content
+    return json.dumps({**json.loads(content), "model": target.model}).encode()
+
+
+async def forward_bytes(
     state: AppState,
     request: Request,
     target: Target,
-    body: dict[str, Any],
-    raw: bytes,
-    prepared: Prepared,
+    path: str,
+    content: bytes,
     authorization: str | None,
+    collector: EventCollector,
+    on_end: EndCallback,
+    prepared: Prepared,
     report: Report,
 ) -> Response:
-    """Send upstream and answer the client; hand the turn to the writer when it ends."""
-    collector = ReplyCollector()
-    outbound = prepared.body
-    on_end = _remember(state, prepared, body, collector)
-    if target.kind == "litellm":
-        sent = json.loads(outbound) if outbound is not None else body
-        return await _forward_litellm(state, target, sent, authorization, collector, on_end, report)
-    content = outbound if outbound is not None else raw
-    if target.model != body["model"]:  # a config alias names another model upstream
-        content = json.dumps({**json.loads(content), "model": target.model}).encode()
-    if tools.applies(prepared.who, target, body):  # memory tools: the loop is tool_loop.py
-        return await tool_loop.forward_with_tools(
-            state,
-            request.headers,
-            target,
-            content,
-            prepared,
-            authorization,
-            collector,
-            on_end,
-            report,
-        )
+    """POST `content` to an OpenAI-compatible upstream's `path`; relay its answer byte for
+    byte, gathering the reply on the side."""
     try:
-        upstream = await open_openai(state.client, target, content, authorization, request.headers)
+        upstream = await open_openai(
+            state.client, target, content, authorization, request.headers, path
+        )
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc
     headers = {**relayed_headers(upstream), **report.headers()}
@@ -274,47 +334,36 @@ async def forward(
     return Response(data, status_code=upstream.status_code, headers=headers)
 
 
-async def _forward_litellm(
-    state: AppState,
-    target: Target,
-    body: dict[str, Any],
-    authorization: str | None,
-    collector: ReplyCollector,
-    on_end: Any,
-    report: Report,
-) -> Response:
-    result = await call_litellm(target, body, authorization, state.config.read_timeout)
-    if body.get("stream") is True:
-        return StreamingResponse(
-            relay(litellm_sse(result), collector, on_end),
-            media_type="text/event-stream",
-            headers=report.headers(),
-        )
-    data = litellm_json(result)
-    collector.feed_json(data)
-    on_end(False)
-    return Response(data, media_type="application/json", headers=report.headers())
+def remember(
+    state: AppState, prepared: Prepared, conversation: Conversation, collector: EventCollector
+) -> EndCallback:
+    """The callback that hands a finished (or abandoned) turn to the writer.
 
-
-def _remember(
-    state: AppState, prepared: Prepared, body: Mapping[str, Any], collector: ReplyCollector
-) -> Any:
-    """The callback that hands a finished (or abandoned) turn to the writer."""
+    A Responses API reply's id is noted at once (`AppState.responses`), so a request that
+    continues it finds its session before the writer has stored the turn.
+    """
     who = prepared.who
 
     def on_end(partial: bool) -> None:
         if not who.mode.writes:
             return
+        replies = collector.replies()
+        if collector.response_id is not None:
+            link = ResponseLink(who.session_id, collector.context_tokens)
+            state.responses.note(who.user_id, collector.response_id, link)
         state.writer.submit(
             Turn(
                 user_id=who.user_id,
                 session_id=who.session_id,
-                model=str(body["model"]),
-                messages=tuple(body["messages"]),
-                reply=collector.reply(),
+                model=conversation.model,
+                messages=(*conversation.messages, *replies[:-1]),
+                reply=replies[-1] if replies else None,
                 created_at=who.timestamp if who.timestamp is not None else time.time(),
                 partial=partial,
                 extra={"injected_facts": prepared.fact_ids},
+                response_id=collector.response_id,
+                context_tokens=collector.context_tokens,
+                continues=conversation.held,
             )
         )
 

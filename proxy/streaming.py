@@ -1,11 +1,13 @@
 """Step 6b, stream back: relay the provider's bytes as they arrive, and gather the reply.
 
-The bytes reach the client exactly as the provider sent them. On the side, a
-`ReplyCollector` parses the server-sent events (or the JSON body) into the assistant message
-that `remember` stores. The turn is handed over when the provider's `[DONE]` arrives, before
-those last bytes are sent, so a client that calls `/v1/memory/flush` right after its stream
-finds its turn; when the client leaves early, the relay's `finally` hands over what was
-produced, marked partial.
+The bytes reach the client exactly as the provider sent them. On the side, a collector
+parses the server-sent events (or the JSON body) into what `remember` stores: a
+`ReplyCollector` the chat completion's assistant message, the Responses API's
+`ResponseCollector` (`proxy/responses.py`) its output items. The turn is handed over when the
+reply is whole (chat's `[DONE]`, the Responses API's `response.completed`), before those last
+bytes are sent, so a client that calls `/v1/memory/flush` right after its stream finds its
+turn; when the client leaves early, the relay's `finally` hands over what was produced,
+marked partial.
 """
 
 from __future__ import annotations
@@ -23,31 +25,34 @@ logger = logging.getLogger(__name__)
 EndCallback = Callable[[bool], None]  # called once with partial=True/False
 
 
-class ReplyCollector:
-    """The assistant message (choice 0) rebuilt from a stream or a JSON body."""
+class EventCollector:
+    """Server-sent events read on the side as they pass; each API reads its own events.
+
+    `replies` is what the provider said, as chat messages for `remember`: one assistant
+    message for chat, possibly more for the Responses API (its output items). A Responses
+    reply also has the provider's id for it and the tokens its context then holds.
+    """
 
     def __init__(self) -> None:
         self.done = False
+        self.response_id: str | None = None
+        self.context_tokens = 0
         self._buffer = b""
-        self._content: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
-        self._role_seen = False
-        self._finished = False
 
     def feed(self, data: bytes) -> bool:
-        """Consume SSE bytes; return True once `data: [DONE]` has been seen."""
+        """Consume SSE bytes; return True once the reply is known to be whole."""
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
         return self._lines(lines)
 
     def end(self) -> bool:
-        """The stream ended: read a last line without its newline; True if the reply is whole.
-
-        Whole means `[DONE]` arrived, or a choice finished (some providers omit `[DONE]`).
-        """
+        """The stream ended: read a last line without its newline; True if the reply is whole."""
         self._lines([self._buffer])
         self._buffer = b""
-        return self.done or self._finished
+        return self.whole()
+
+    def whole(self) -> bool:
+        return self.done
 
     def _lines(self, lines: list[bytes]) -> bool:
         for line in lines:
@@ -65,6 +70,32 @@ class ReplyCollector:
             if isinstance(event, dict):
                 self._event(event)
         return self.done
+
+    def _event(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def feed_json(self, body: bytes) -> None:
+        """Consume a non-streamed response body."""
+        raise NotImplementedError
+
+    def replies(self) -> list[dict[str, Any]]:
+        """What the provider said so far, as chat messages (valid Unicode); maybe none."""
+        raise NotImplementedError
+
+
+class ReplyCollector(EventCollector):
+    """The assistant message (choice 0) of a chat completion, from a stream or a JSON body."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._content: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._role_seen = False
+        self._finished = False
+
+    def whole(self) -> bool:
+        """`[DONE]` arrived, or a choice finished (some providers omit `[DONE]`)."""
+        return self.done or self._finished
 
     def feed_json(self, body: bytes) -> None:
         """Consume a non-streamed ChatCompletion body."""
@@ -119,11 +150,15 @@ class ReplyCollector:
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if self._calls:
             message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
-        valid: dict[str, Any] = _valid_unicode(message)
+        valid: dict[str, Any] = valid_unicode(message)
         return valid
 
+    def replies(self) -> list[dict[str, Any]]:
+        reply = self.reply()
+        return [] if reply is None else [reply]
 
-def _valid_unicode(value: Any) -> Any:
+
+def valid_unicode(value: Any) -> Any:
     """`value` with every string valid Unicode, which the journal and SQLite require.
 
     A provider may escape a character outside the BMP as a surrogate pair (`"\\ud83d\\ude00"`)
@@ -137,15 +172,15 @@ def _valid_unicode(value: Any) -> Any:
             return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
         return value
     if isinstance(value, dict):
-        return {_valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_valid_unicode(item) for item in value]
+        return [valid_unicode(item) for item in value]
     return value
 
 
 async def relay(
     source: AsyncIterator[bytes],
-    collector: ReplyCollector | None,
+    collector: EventCollector | None,
     on_end: EndCallback,
     close: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:

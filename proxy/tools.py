@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory import Fact, MemoryLayer, MemoryLayerError
+from proxy import request_json
 from proxy.identity import Identity, Mode
 from proxy.upstream import Target
 
@@ -163,7 +164,7 @@ def execute(
     if not isinstance(name, str) or name not in allowed:
         return _error(f"unknown tool {name!r}")
     try:
-        arguments = json.loads(function.get("arguments") or "{}")
+        arguments = request_json.loads(function.get("arguments") or "{}")
     except (ValueError, TypeError):
         return _error("arguments must be a JSON object")
     if not isinstance(arguments, dict):

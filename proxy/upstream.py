@@ -89,8 +89,10 @@ async def open_openai(
     content: bytes,
     authorization: str | None,
     headers: Mapping[str, str],
+    path: str = "/chat/completions",
 ) -> httpx.Response:
-    """POST to an OpenAI-compatible `/chat/completions`; the caller closes the response."""
+    """POST to an OpenAI-compatible upstream's `path` (under its base URL, e.g.
+    `/chat/completions` or `/responses`); the caller closes the response."""
     assert target.base_url is not None
     outbound = {"content-type": "application/json", "accept-encoding": "identity"}
     if authorization:
@@ -100,7 +102,7 @@ async def open_openai(
             outbound[name] = headers[name]
     request = client.build_request(
         "POST",
-        target.base_url.rstrip("/") + "/chat/completions",
+        target.base_url.rstrip("/") + path,
         content=content,
         headers=outbound,
     )

@@ -24,7 +24,14 @@ import uvicorn
 from memory import Embedder, FastEmbedder, MemoryLayer, Settings
 from proxy.app import build_app
 from proxy.config import Config
+from proxy.serving import uvicorn_options
 from tests.upstream import Upstream, serve_upstream
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio, as moim does under uvicorn (trio may be installed too)."""
+    return "asyncio"
 
 
 @pytest.fixture(scope="session")
@@ -80,21 +87,20 @@ class Proxy:
 
 
 @contextmanager
-def serve_app(app: Any) -> Iterator[str]:
+def serve_app(app: Any, **options: Any) -> Iterator[str]:
     """Run an ASGI app under uvicorn in a thread on a free loopback port; yield its root URL.
 
-    The socket is created with IPPROTO_TCP so asyncio sets TCP_NODELAY on accepted
-    connections, as on a real server (a proto-0 socket leaves Nagle on).
+    `options` go to `uvicorn.Config`: a moim app is served with `uvicorn_options(config)`,
+    as `moim serve` serves it. The socket is created with IPPROTO_TCP so asyncio sets
+    TCP_NODELAY on accepted connections, as on a real server (a proto-0 socket leaves Nagle
+    on).
     """
+    options.setdefault("h11_max_incomplete_event_size", 64 * 1024)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, log_level="warning", log_config=None, h11_max_incomplete_event_size=64 * 1024
-        )
-    )
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", log_config=None, **options))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -135,7 +141,7 @@ def make_proxy(tmp_path: Path, upstream: Upstream, embedder: Embedder) -> Iterat
         fields.setdefault("upstream_base_url", upstream.url)
         config = Config(memory=memory, **fields)
         layer = MemoryLayer(memory, embedder_factory=lambda _: embedder)
-        root = stack.enter_context(serve_app(build_app(config, layer)))
+        root = stack.enter_context(serve_app(build_app(config, layer), **uvicorn_options(config)))
         wait_ready(root)
         return Proxy(root + "/v1", root, config, layer)
 

@@ -27,6 +27,13 @@ Replies to ``POST /v1/chat/completions``:
   ask for a JSON object (``response_format``, as moim's consolidation does), so a test can
   script them while chats go on beside them.
 
+``POST /v1/responses`` answers the same way in the Responses API's shapes, JSON or its real event
+stream (``tests/upstream_responses.py``), and keeps the ids it answered with: a
+``previous_response_id`` it never gave out gets OpenAI's 400 ``previous_response_not_found``.
+
+``POST /v1/messages`` is a minimal Anthropic messages endpoint (JSON only), for litellm's
+``anthropic/…`` routes: it answers ``"Noted, turn <n>."`` with Anthropic's ``usage``.
+
 ``GET /v1/models`` lists a few models. Embeddings, legacy completions, moderations, files,
 audio speech and ``GET /v1/models/{id}`` are answered by ``tests/upstream_api.py``; any other
 path gets an OpenAI-shaped 404. Every request is recorded as it arrived: method, path (and the
@@ -55,12 +62,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from tests import upstream_responses as responses
 from tests.upstream_api import OtherEndpoints
 
 CREATED = 1700000000
 CHUNK_CHARS = 8
 ECHO_LIMIT = 200
 CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+ANTHROPIC_PATH = "/v1/messages"
 MODELS = ("gpt-4o-mini", "gpt-4o", "tool-call", "slow", "broken", "logprobs")
 WEATHER_CALL = {"id": "call_test_weather", "name": "get_weather", "arguments": '{"city":"Paris"}'}
 LONG_REPLY = "".join(f"tick {i:02d} " for i in range(40))  # 40 chunks of exactly 8 characters
@@ -123,6 +133,7 @@ class Upstream:
         self.disconnects = 0  # streams whose client left before the last event
         self.api = OtherEndpoints(MODELS, self._event_stream)
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)])
+        self.response_ids: set[str] = set()  # every response id given out
         self._server: uvicorn.Server | None = None
         self._chats = 0
 
@@ -132,6 +143,7 @@ class Upstream:
         self.script.clear()
         self.json_script.clear()
         self.disconnects = 0
+        self.response_ids.clear()
         self._chats = 0
         self.api.reset()
 
@@ -142,6 +154,14 @@ class Upstream:
             if recorded.path == CHAT_PATH:
                 return dict(recorded.json)
         raise LookupError("the upstream has received no chat completion request")
+
+    @property
+    def last_responses_json(self) -> dict[str, Any]:
+        """The JSON body of the last ``/v1/responses`` request."""
+        for recorded in reversed(self.requests):
+            if recorded.path == RESPONSES_PATH:
+                return dict(recorded.json)
+        raise LookupError("the upstream has received no responses request")
 
     async def _handle(self, request: Request) -> Response:
         try:
@@ -167,6 +187,12 @@ class Upstream:
             if not isinstance(parsed, dict):
                 return _error(400, "invalid_request_error", "invalid_json", "Body is not JSON.")
             return self._chat(parsed)
+        if request.method == "POST" and request.url.path == RESPONSES_PATH:
+            if not isinstance(parsed, dict):
+                return _error(400, "invalid_request_error", "invalid_json", "Body is not JSON.")
+            return self._responses(parsed)
+        if request.method == "POST" and request.url.path == ANTHROPIC_PATH:
+            return self._anthropic(parsed)
         if request.method == "GET" and request.url.path == "/v1/models":
             model = {"object": "model", "created": CREATED, "owned_by": "test"}
             return JSONResponse({"object": "list", "data": [{"id": m, **model} for m in MODELS]})
@@ -197,6 +223,45 @@ class Upstream:
         if reply.broken_after is not None:
             return _Truncated(events[: 1 + reply.broken_after], "text/event-stream")
         return _EventStream(events, reply.delay, self._count_disconnect)
+
+    def _responses(self, body: dict[str, Any]) -> Response:
+        previous = body.get("previous_response_id")
+        if previous is not None and previous not in self.response_ids:
+            message = f"Previous response with id '{previous}' not found."
+            return _error(400, "invalid_request_error", "previous_response_not_found", message)
+        self._chats += 1
+        question = [{"role": "user", "content": responses.input_text(body)}]
+        reply = self._next_reply(str(body.get("model", "")), question, self.script)
+        if isinstance(reply, Response):
+            return reply
+        output = responses.output_items(self._chats, reply.content, reply.tool_calls)
+        self.response_ids.add(f"resp_test_{self._chats}")
+        if not body.get("stream"):
+            answer = json.dumps(responses.response_object(self._chats, body, output)).encode()
+            if reply.broken_after is not None:
+                return _Truncated([answer[: len(answer) // 2]], "application/json")
+            return Response(answer, media_type="application/json")
+        events = responses.response_events(self._chats, body, output)
+        if reply.broken_after is not None:  # created, in_progress, item and part added, deltas
+            return _Truncated(events[: 4 + reply.broken_after], "text/event-stream")
+        return _EventStream(events, reply.delay, self._count_disconnect)
+
+    def _anthropic(self, body: Any) -> Response:
+        self._chats += 1
+        said = f"Noted, turn {self._chats}."
+        prompt = _tokens(json.dumps(body))
+        return JSONResponse(
+            {
+                "id": f"msg_test_{self._chats}",
+                "type": "message",
+                "role": "assistant",
+                "model": str((body or {}).get("model", "")),
+                "content": [{"type": "text", "text": said}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": prompt, "output_tokens": _tokens(said)},
+            }
+        )
 
     def _next_reply(
         self, model: str, messages: list[dict[str, Any]], script: list[dict[str, Any]]

@@ -20,9 +20,10 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from memory.records import Excerpt, Fact, Policy
+from memory.settings import Placement
 
 __all__ = [
     "BLOCK_END",
@@ -276,26 +277,51 @@ def _age(days: int) -> str:
 def inject_block(
     messages: list[dict[str, Any]],
     block: str,
-    placement: Literal["system", "before_last_user"] = "system",
+    placement: Placement = "before_last_user",
 ) -> list[dict[str, Any]]:
     """A new message list with `block` placed in it; `messages` and its dicts are not changed.
 
-    "system" (the default, CONTRACT.md): prepend the block and a blank line to the first
-    system or developer message (as a first text part when its content is a list of parts),
-    or insert a new system message first when there is none. "before_last_user": a new system
-    message just before the last user message, or at the end when there is no user message.
+    "before_last_user" (the default): a new system message just before the last user message,
+    or at the end when there is no user message. What comes before it is the conversation as
+    the previous request had it, so a provider's prompt cache keeps that prefix
+    (bench/prompt_cache.py). "system" (the default until the prompt cache was measured):
+    prepend the block and a blank line to the first system or developer message (as a first
+    text part when its content is a list of parts), or insert a new system message first when
+    there is none; the block then changes the start of every request.
+
+    Either way a message that carries a `cache_control` breakpoint (on itself or on a part)
+    is never edited, and the block never goes before one: the provider caches the prefix up
+    to each breakpoint, so the block then goes in a new system message right after the last
+    message carrying one.
     """
     placed = list(messages)
+    after = _after_last_breakpoint(messages)
     if placement == "before_last_user":
         users = [i for i, message in enumerate(messages) if message.get("role") == "user"]
-        placed.insert(users[-1] if users else len(placed), {"role": "system", "content": block})
+        where = max(users[-1] if users else len(placed), after)
+        placed.insert(where, {"role": "system", "content": block})
         return placed
     for index, message in enumerate(messages):
         if message.get("role") in ("system", "developer"):
+            if index < after:
+                break
             placed[index] = {**message, "content": _prepend(block, message.get("content"))}
             return placed
-    placed.insert(0, {"role": "system", "content": block})
+    placed.insert(after, {"role": "system", "content": block})
     return placed
+
+
+def _after_last_breakpoint(messages: Sequence[dict[str, Any]]) -> int:
+    """The index after the last message with a `cache_control` breakpoint, or 0 if none."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        content = message.get("content")
+        parts = content if isinstance(content, list) else []
+        if "cache_control" in message or any(
+            isinstance(part, dict) and "cache_control" in part for part in parts
+        ):
+            return index + 1
+    return 0
 
 
 def _prepend(block: str, content: Any) -> Any:

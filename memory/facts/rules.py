@@ -44,6 +44,7 @@ MAX_KEY_CHARS = 80
 MAX_VALUE_CHARS = 500
 _CATEGORY = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _NOT_KEY = re.compile(r"[^\w:]+")
+_ID_DIGITS = 18  # the longest fact id looked up: any 18 digits fit SQLite's 64-bit integers
 
 DAY = 86_400.0
 # The blog's lifecycle: open loops close after 60 days of silence, episodic events go stale
@@ -212,8 +213,12 @@ def _ttl(ttl_seconds: object) -> float:
 
 
 def resolve_key(store: Store, user_id: str, key_or_id: str) -> str:
-    """The key meant by `key_or_id`: an id of one of the user's facts (all digits), else a key."""
-    if key_or_id.isascii() and key_or_id.isdigit():
+    """The key meant by `key_or_id`: an id of one of the user's facts (all digits), else a key.
+
+    Digits past SQLite's 64-bit integers (`99999999999999999999999`) are no fact's id: looked
+    up as a key, as any other digits that name no fact are.
+    """
+    if key_or_id.isascii() and key_or_id.isdigit() and len(key_or_id) <= _ID_DIGITS:
         found = fact_rows.fact_by_id(store, user_id, int(key_or_id))
         if found is not None:
             return found.key

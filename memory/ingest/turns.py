@@ -48,6 +48,14 @@ class Turn:
     created_at: float
     partial: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # Responses API: the provider's id for the reply and the tokens its context holds after it
+    # (memory/store/response_links.py). `continues`: the request named the reply it continues
+    # (`previous_response_id`), so it carries only new messages: each is stored even when the
+    # session already has one like it (system and developer messages, resent with every
+    # request, still once).
+    response_id: str | None = None
+    context_tokens: int = 0
+    continues: bool = False
 
 
 def content_hash(message: Mapping[str, Any]) -> str:
@@ -86,6 +94,21 @@ def message_keys(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     return keys
 
 
+def continued_keys(messages: Sequence[Mapping[str, Any]], stored: set[str]) -> list[str]:
+    """Keys for messages that follow those stored (`Turn.continues`): each message's occurrence
+    number counts on from the session's stored ones, except for system and developer messages."""
+    last: dict[str, int] = {}
+    for key in stored:
+        digest, _, number = key.partition("#")
+        last[digest] = max(last.get(digest, 0), int(number or 0))
+    keys = message_keys(messages)
+    for index, message in enumerate(messages):
+        if message.get("role") not in ("system", "developer"):
+            digest, _, number = keys[index].partition("#")
+            keys[index] = f"{digest}#{last.get(digest, 0) + int(number)}"
+    return keys
+
+
 def store_turn(store: Store, turn: Turn) -> int:
     """Store the turn's messages not yet in its session, and the reply; count new rows."""
     return len(store_new_messages(store, turn))
@@ -98,17 +121,19 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
         conversation.append(turn.reply)
     # Clients resend the whole history: only what the session lacks is encoded and counted.
     stored = store.stored_keys(turn.user_id, turn.session_id)
+    keys = continued_keys(conversation, stored) if turn.continues else message_keys(conversation)
     rows = []
-    for index, (message, key) in enumerate(
-        zip(conversation, message_keys(conversation), strict=True)
-    ):
+    for index, (message, key) in enumerate(zip(conversation, keys, strict=True)):
         if key in stored:
             continue
         is_reply = turn.reply is not None and index == len(conversation) - 1
         text = message_text(message)
         payload = dict(message)
         if message.get("role") in ("system", "developer"):
-            text = strip_block(text)
+            stripped = strip_block(text)
+            if stripped is not text and not stripped.strip():
+                continue  # a block of moim's own (a new system message) sent back: not stored
+            text = stripped
             if isinstance(payload.get("content"), str):
                 payload["content"] = text
         rows.append(

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,8 @@ import sqlite_vec
 from memory.errors import StoreUnavailable
 
 Connection = Any
+# Less than this spent waiting for the process's write lock is not worth a shorter busy wait.
+_WAITED = 0.001
 
 
 class Database:
@@ -38,16 +41,41 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """One write transaction, serialised with every other writer of this process."""
-        with self._errors(), self._write_lock:
-            db = self.connection()
+        """One write transaction, serialised with every other writer of this process.
+
+        Waits `busy_timeout` seconds in all, from one deadline: for this process's other
+        writer, then (what is left) for SQLite's lock. The writer retrying under another
+        process's lock holds the first while SQLite makes it wait for the second, so a
+        write queued behind it used to wait both in turn: twice the setting.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        if not self._write_lock.acquire(timeout=self.busy_timeout):
+            raise StoreUnavailable(
+                f"database is locked: another write of this process held it {self.busy_timeout} s"
+            )
+        try:
+            with self._errors():
+                db = self.connection()
+                self._begin(db, deadline - time.monotonic())
+                try:
+                    yield db
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+        finally:
+            self._write_lock.release()
+
+    def _begin(self, db: Connection, left: float) -> None:
+        """BEGIN IMMEDIATE, waiting for SQLite's lock at most `left` seconds."""
+        if left >= self.busy_timeout - _WAITED:  # the process lock was free: the usual path
             db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+            return
+        db.execute(f"PRAGMA busy_timeout = {max(0, round(left * 1000)):d}")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {round(self.busy_timeout * 1000):d}")
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._errors():

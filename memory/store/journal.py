@@ -37,6 +37,9 @@ class Journal:
             "reply": turn.reply,
             "created_at": turn.created_at,
             "partial": turn.partial,
+            "response_id": turn.response_id,
+            "context_tokens": turn.context_tokens,
+            "continues": turn.continues,
         }
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
         os.write(self._fd, line.encode())
@@ -97,6 +100,9 @@ def _turn(line: str) -> Turn | None:
             reply=item["reply"],
             created_at=float(item["created_at"]),
             partial=bool(item["partial"]),
+            response_id=item.get("response_id"),
+            context_tokens=int(item.get("context_tokens") or 0),
+            continues=bool(item.get("continues")),
         )
     except (ValueError, KeyError, TypeError):
         logger.warning("skipping a torn journal line")

@@ -247,6 +247,24 @@ def m008_fts_context(db: Connection) -> None:
             )
 
 
+def m009_response_links(db: Connection) -> None:
+    # Which session a Responses API reply belongs to (memory/store/response_links.py), so a request
+    # that continues it with `previous_response_id` is stored and recalled in that session.
+    # `tokens`: what the provider's context holds after the reply (its usage.total_tokens).
+    db.executescript(
+        """
+        CREATE TABLE response_links (
+            user_id TEXT NOT NULL,
+            response_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (user_id, response_id)
+        ) WITHOUT ROWID;
+        """
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_facts,
@@ -256,6 +274,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m006_turn_numbers,
     m007_fts_terms_per_user,
     m008_fts_context,
+    m009_response_links,
 )
 
 

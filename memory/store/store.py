@@ -369,6 +369,7 @@ class Store(Database):
             db.execute("DELETE FROM chunks WHERE user_id = ?", (user_id,))
             db.execute("DELETE FROM facts WHERE user_id = ?", (user_id,))
             db.execute("DELETE FROM consolidation_marks WHERE user_id = ?", (user_id,))
+            db.execute("DELETE FROM response_links WHERE user_id = ?", (user_id,))
             cur = db.execute("DELETE FROM messages WHERE user_id = ?", (user_id,))
             return int(cur.rowcount)
 

@@ -293,11 +293,10 @@ def test_every_client_field_reaches_upstream_with_only_the_block_added(proxy, up
         list(stream)
 
     received = upstream.last_json
-    injected = received["messages"][0]["content"]
-    assert injected.startswith(BLOCK_START + "\n")
-    assert "My dog is called Rex" in injected
-    assert injected.endswith("=== End Memory ===\n\n" + system)
-    received["messages"][0]["content"] = system
+    block = received["messages"].pop(1)  # a system message before the last user message
+    assert block["role"] == "system" and block["content"].startswith(BLOCK_START + "\n")
+    assert "My dog is called Rex" in block["content"]
+    assert block["content"].endswith("=== End Memory ===")
     assert received == {
         "model": "gpt-4o-mini",
         "messages": messages,

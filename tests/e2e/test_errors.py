@@ -161,16 +161,28 @@ MALFORMED = [
         "stream",
     ),
     (
-        "invalid_user_id",
+        "user_id_too_long",
         _body(model="gpt-4o-mini", messages=HELLO),
-        {"x-memory-user-id": "bob smith/../x"},
-        None,
+        {"x-memory-user-id": "bob" * 100},
+        "X-Memory-User-Id",
+    ),
+    (
+        "body_user_too_long",
+        _body(model="gpt-4o-mini", messages=HELLO, user="bob" * 100),
+        {},
+        "user",
+    ),
+    (
+        "body_user_not_a_string",
+        _body(model="gpt-4o-mini", messages=HELLO, user=42),
+        {},
+        "user",
     ),
     (
         "invalid_session_id",
         _body(model="gpt-4o-mini", messages=HELLO),
         {"x-memory-session-id": "chat#1?"},
-        None,
+        "X-Memory-Session-Id",
     ),
     (
         "budget_not_an_integer",
@@ -205,13 +217,13 @@ def test_malformed_request_is_a_400_and_goes_nowhere(proxy, upstream, raw, heade
     assert_nothing_forwarded_or_stored(proxy, upstream)
 
 
-def test_invalid_path_user_is_a_400(proxy, upstream):
+def test_a_path_user_over_256_characters_is_a_400(proxy, upstream):
     response = httpx.post(
-        proxy.root + "/u/bob%20smith/v1/chat/completions",
+        proxy.root + f"/u/{'bob' * 100}/v1/chat/completions",
         json={"model": "gpt-4o-mini", "messages": HELLO},
     )
 
-    assert_openai_error(response, 400)
+    assert assert_openai_error(response, 400)["param"] == "user_id"
     assert_nothing_forwarded_or_stored(proxy, upstream)
 
 
@@ -412,3 +424,25 @@ def test_models_with_upstream_unreachable_is_a_502(make_proxy, upstream):
 
     error = assert_openai_error(response, 502)
     assert error["code"] == "upstream_unreachable"
+
+
+def test_every_chat_request_is_counted_by_status_refusals_too(proxy, upstream):
+    """moim_chat_requests_total counted in the handler: refusals before it (a 431) were
+    missing, as were crashes (tests/proxy/test_chat_metrics.py)."""
+    body = {"model": "gpt-4o-mini", "messages": HELLO}
+    statuses = [
+        httpx.post(proxy.url + "/chat/completions", json=body).status_code,
+        httpx.post(proxy.root + "/u/ana/v1/chat/completions", content=b"{").status_code,
+        httpx.post(
+            proxy.url + "/chat/completions", json=body, headers={"x-padding": "p" * 20_000}
+        ).status_code,
+        httpx.post(proxy.root + "/chat/completions", json=body | {"stream": 1}).status_code,
+    ]
+    assert statuses == [200, 400, 431, 400]
+
+    metrics = httpx.get(proxy.root + "/metrics").text.splitlines()
+    assert [line for line in metrics if line.startswith("moim_chat_requests_total")] == [
+        'moim_chat_requests_total{status="200"} 1',
+        'moim_chat_requests_total{status="400"} 2',
+        'moim_chat_requests_total{status="431"} 1',
+    ]

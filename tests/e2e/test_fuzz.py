@@ -6,7 +6,11 @@ model names that make it fail on purpose (`error-500`, `broken`, …) and `provi
 (litellm, which would leave this machine) are never generated.
 
 Strings include lone UTF-16 surrogates (`"\\ud800"` in the JSON), which are not Unicode:
-moim must refuse them with a 400, not fail on them later. Every route is driven: chat, the
+moim must refuse them with a 400, not fail on them later. Any value of a body may also be
+hostile JSON: nested ~100 to 5,000 levels deep, or an integer past SQLite's 64 bits (or
+Python's 4,300 digits); and every path parameter (fact key or id, the `/u/{user}` user) and
+integer query parameter gets huge numbers and over-long ids. Each must be a 4xx in OpenAI's
+shape, never a RecursionError's or OverflowError's 500. Every route is driven: chat, the
 memory API (facts by key, delete, flush, import, export, search), models, metrics; and a
 second proxy with proxy keys (`auth.keys`) gets any route with any `Authorization`.
 
@@ -15,6 +19,7 @@ suite each endpoint gets 20 to 300 examples (fewer where a request reaches the m
 layer); `MOIM_FUZZ_EXAMPLES` (default 300) scales them all.
 """
 
+import copy
 import json
 import os
 import string
@@ -31,6 +36,7 @@ from hypothesis import strategies as st
 from memory import MemoryLayer, Settings
 from proxy.app import build_app
 from proxy.config import Config, ProxyKey
+from proxy.serving import uvicorn_options
 from proxy.upstream import LITELLM_PREFIXES
 from tests.conftest import Proxy, serve_app
 from tests.upstream import MODELS
@@ -208,7 +214,19 @@ import_bodies = (
     | st.lists(json_values, max_size=4).map(jsonl)
     | st.lists(export_items, min_size=1, max_size=4).map(jsonl)
 )
-fact_keys = st.sampled_from(["name", "city", "diet", "pet", "name/first", ".", "%2F"])
+# Integers past SQLite's 64-bit INTEGER, as JSON text (json.loads gives a Python int), and
+# one past Python's 4,300 digits (json.loads refuses it: a ValueError).
+HUGE_INTEGERS = (
+    "99999999999999999999999",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "18446744073709551616",
+    "1" * 5000,
+)
+huge_integers = st.sampled_from(HUGE_INTEGERS) | st.integers(min_value=2**63).map(str)
+fact_keys = st.sampled_from(
+    ["name", "city", "diet", "pet", "name/first", ".", "%2F", *HUGE_INTEGERS[:4]]
+)
 fact_bodies = (
     st.fixed_dictionaries(
         {"key": fact_keys | texts | json_values, "value": st.text(max_size=60) | json_values},
@@ -224,7 +242,74 @@ fact_bodies = (
 )
 search_params = st.fixed_dictionaries(
     {"q": st.text(max_size=60)},
-    optional={"k": st.integers(-3, 200).map(str) | printable},
+    optional={"k": st.integers(-3, 200).map(str) | huge_integers | printable},
+)
+
+
+def _nested(depth, opening):
+    """JSON text nested `depth` levels deep: built as text, as json.dumps would recurse."""
+    closing = "]" if opening == "[" else "}"
+    return opening * depth + "1" + closing * depth
+
+
+deep_json = st.builds(
+    _nested,
+    st.sampled_from([101, 990, 5000]) | st.integers(95, 5000),
+    st.sampled_from(["[", '{"a":']),
+)
+# JSON text that json.loads takes, but moim must refuse or store without failing.
+hostile_json = deep_json | huge_integers
+SPLICE = "\x00hostile\x00"  # stands for the hostile JSON text in a value until it is dumped
+
+
+def _plant(value, index):
+    """A copy of `value` whose `index`-th node (walk order, modulo their number) is SPLICE."""
+    value = copy.deepcopy(value)
+    slots = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        keys = list(item) if isinstance(item, dict) else range(len(item))
+        for key in keys:
+            slots.append((item, key))
+            if isinstance(item[key], (dict, list)):
+                stack.append(item[key])
+    if not isinstance(value, (dict, list)) or not slots:
+        return SPLICE
+    parent, key = slots[index % len(slots)]
+    parent[key] = SPLICE
+    return value
+
+
+def _dump_planted(value, raw):
+    return json.dumps(value).replace(json.dumps(SPLICE), raw)
+
+
+def hostile(values):
+    """JSON bodies from `values`, one value anywhere in each replaced by hostile JSON."""
+    return st.builds(
+        lambda value, index, raw: _dump_planted(_plant(value, index), raw).encode(),
+        values,
+        st.integers(0, 10**6),
+        hostile_json,
+    )
+
+
+hostile_chat_bodies = hostile(chat_bodies)
+hostile_fact_bodies = hostile(
+    st.fixed_dictionaries(
+        {"key": fact_keys, "value": st.text(max_size=60)},
+        optional={"category": st.just("personal"), "pinned": st.booleans()},
+    )
+)
+# JSONL with one value of one line hostile (the other lines are what an export holds).
+hostile_import_bodies = st.builds(
+    lambda items, index, raw: "\n".join(
+        _dump_planted(item, raw) for item in _plant(items, index)
+    ).encode(),
+    st.lists(export_items, min_size=1, max_size=3),
+    st.integers(0, 10**6),
+    hostile_json,
 )
 
 
@@ -234,9 +319,16 @@ def _in_path(text):
 
 FACT_ACTIONS = (("DELETE", ""), ("GET", "/history"), ("POST", "/pin"), ("POST", "/unpin"))
 # (method, path suffix) and a fact key: often one the fuzz also sets, so pin, history and
-# delete find something to work on.
+# delete find something to work on; or a fact id past SQLite's integers.
 fact_key_requests = st.tuples(
-    st.sampled_from(FACT_ACTIONS), fact_keys | st.text(min_size=1, max_size=20)
+    st.sampled_from(FACT_ACTIONS), fact_keys | st.text(min_size=1, max_size=20) | huge_integers
+)
+# Users of the `/u/{user}` path form: any text, and ids around the 256-character limit.
+path_users = (
+    st.text(min_size=1, max_size=20)
+    | st.text(min_size=250, max_size=300)
+    | st.integers(250, 300).map(lambda n: "u" * n)
+    | huge_integers
 )
 
 
@@ -256,7 +348,7 @@ upkeep_routes = st.one_of(
             ("GET", "/health/readiness"),
         ]
     ),
-    st.text(min_size=1, max_size=20).map(lambda user: ("GET", f"/u/{_in_path(user)}/v1/models")),
+    path_users.map(lambda user: ("GET", f"/u/{_in_path(user)}/v1/models")),
 )
 read_routes = st.sampled_from(
     [
@@ -318,7 +410,7 @@ def fuzzed_proxy(directory, upstream, embedder, **fields):
     config = Config(memory=memory, upstream_base_url=upstream.url, **fields)
     layer = MemoryLayer(memory, embedder_factory=lambda _: embedder)
     with (
-        serve_app(build_app(config, layer)) as root,
+        serve_app(build_app(config, layer), **uvicorn_options(config)) as root,
         httpx.Client(base_url=root, timeout=30) as http,
     ):
         yield Proxy(root + "/v1", root, config, layer), http
@@ -378,6 +470,20 @@ def not_moims_fault(response, http):
     assert response.status_code < 500, (response.status_code, response.text)
 
 
+def answered_in_openai_shape(response, http):
+    """No 5xx of moim's own, and an error in OpenAI's shape. The fake provider fails on some
+    values it reads itself (`stream_options`, a text part's `text`): that 5xx is relayed,
+    with `x-memory-mode` as on every chat response moim builds; a crash in moim has none."""
+    if response.status_code >= 500 and "x-memory-mode" in response.headers:
+        return
+    not_moims_fault(response, http)
+    if response.status_code >= 400:
+        assert set(response.json()["error"]) == {"message", "type", "param", "code"}, (
+            response.status_code,
+            response.text,
+        )
+
+
 def still_healthy(http):
     assert http.get("/health").status_code == 200
     metrics = http.get("/metrics").text
@@ -416,7 +522,7 @@ def test_chat_shaped_bodies_with_any_memory_headers(fuzzed, body, headers, path)
 
 @pytest.mark.slow
 @fuzz_settings(PIPELINE_EXAMPLES)
-@given(body=chat_bodies, user=st.text(min_size=1, max_size=20))
+@given(body=chat_bodies, user=path_users)
 def test_chat_any_user_in_the_path(fuzzed, body, user):
     _, http = fuzzed
     path = f"/u/{quote(user, safe='')}/v1/chat/completions"
@@ -437,6 +543,33 @@ def test_import_any_body(fuzzed, body, headers):
 def test_facts_any_body(fuzzed, body, headers):
     _, http = fuzzed
     not_moims_fault(http.post("/v1/memory/facts", content=body, headers=headers), http)
+
+
+HOSTILE = {"x-memory-user-id": "hostile"}  # the body is what these vary
+
+
+@pytest.mark.slow
+@fuzz_settings(PIPELINE_EXAMPLES)
+@given(body=hostile_chat_bodies, path=st.sampled_from(CHAT_PATHS))
+def test_chat_a_deep_or_huge_value_anywhere(fuzzed, body, path):
+    _, http = fuzzed
+    answered_in_openai_shape(http.post(path, content=body), http)
+
+
+@pytest.mark.slow
+@fuzz_settings(PIPELINE_EXAMPLES)
+@given(body=hostile_fact_bodies)
+def test_facts_a_deep_or_huge_value_anywhere(fuzzed, body):
+    _, http = fuzzed
+    answered_in_openai_shape(http.post("/v1/memory/facts", content=body, headers=HOSTILE), http)
+
+
+@pytest.mark.slow
+@fuzz_settings(PIPELINE_EXAMPLES)
+@given(body=hostile_import_bodies)
+def test_import_a_deep_or_huge_value_anywhere(fuzzed, body):
+    _, http = fuzzed
+    answered_in_openai_shape(http.post("/v1/memory/import", content=body, headers=HOSTILE), http)
 
 
 @pytest.mark.slow
@@ -609,6 +742,80 @@ def test_a_surrogate_pair_is_text_like_any_other(fuzzed):
     response = http.post("/v1/chat/completions", content=body.encode(), headers=user)
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"] == "echo: \U0001f600"
+
+
+def chat_with(raw):
+    """A chat body whose field `x` is the JSON text `raw`."""
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "x": "X"}
+    return json.dumps(body).replace('"X"', raw)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "code"),
+    [
+        ("/v1/chat/completions", chat_with(_nested(990, "[")), "invalid_json"),
+        ("/v1/chat/completions", _nested(5000, '{"a":'), "invalid_json"),
+        (
+            "/v1/memory/facts",
+            json.dumps({"key": "k", "value": "X"}).replace('"X"', _nested(990, "[")),
+            "invalid_json",
+        ),
+        ("/v1/memory/import", _nested(990, "["), "invalid_jsonl"),
+        (
+            "/v1/memory/import",
+            json.dumps({**IMPORTED, "name": "X"}).replace('"X"', _nested(990, "[")),
+            "invalid_jsonl",
+        ),
+    ],
+    ids=["chat", "chat-objects", "facts", "import", "import-field"],
+)
+def test_json_nested_990_deep_is_refused_with_a_400(fuzzed, path, body, code):
+    """json.loads raised RecursionError: a plain-text 500."""
+    _, http = fuzzed
+    user = {"x-memory-user-id": f"deep-{abs(hash(body)) % 10**6}", "connection": "close"}
+    response = http.post(path, content=body.encode(), headers=user)
+    settle(http)
+    assert response.status_code == 400, (response.status_code, response.text)
+    assert response.json()["error"]["code"] == code
+    assert "nested deeper than 100 levels" in response.json()["error"]["message"]
+    http.post("/v1/memory/flush")
+    stats = http.get("/v1/memory/stats", headers=user).json()
+    assert (stats["messages"], stats["facts"]) == (0, 0)
+
+
+def test_json_nested_100_deep_is_taken(fuzzed):
+    _, http = fuzzed
+    response = http.post("/v1/chat/completions", content=chat_with(_nested(99, "[")).encode())
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("key", HUGE_INTEGERS)
+@pytest.mark.parametrize("action", FACT_ACTIONS, ids=lambda action: action[0] + action[1])
+def test_a_fact_id_past_sqlites_integers_is_a_key_no_fact_has(fuzzed, action, key):
+    """int(key) reached SQLite: OverflowError, a plain-text 500."""
+    _, http = fuzzed
+    user = {"x-memory-user-id": "huge-ids", "connection": "close"}
+    assert http.post(
+        "/v1/memory/facts", json={"key": "pet", "value": "a cat"}, headers=user
+    ).is_success
+    response = http.request(*fact_key_route(action, key), headers=user)
+    settle(http)
+    assert response.status_code in (400, 404), (response.status_code, response.text)
+    assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+
+
+@pytest.mark.parametrize("field", ["tokens", "id"])
+@pytest.mark.parametrize("number", HUGE_INTEGERS[:4])
+def test_an_import_line_with_an_integer_past_sqlites_is_refused(fuzzed, field, number):
+    """A huge `tokens` reached SQLite: OverflowError, a plain-text 500."""
+    _, http = fuzzed
+    user = {"x-memory-user-id": f"huge-{field}", "connection": "close"}
+    line = json.dumps({**IMPORTED, field: "X"}).replace('"X"', number)
+    response = http.post("/v1/memory/import", content=line.encode(), headers=user)
+    settle(http)
+    assert response.status_code == 400, (response.status_code, response.text)
+    assert response.json()["error"]["code"] == "invalid_jsonl"
+    assert http.get("/v1/memory/stats", headers=user).json()["messages"] == 0
 
 
 @pytest.mark.parametrize("stamp", ["nan", "NaN", "inf", "-inf", "Infinity"])

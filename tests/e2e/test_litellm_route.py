@@ -138,11 +138,12 @@ def test_memory_block_reaches_the_provider_through_litellm(routed, upstream):
 
     assert int(raw.headers["x-memory-chunks-injected"]) > 0
     messages = upstream.last_json["messages"]
-    assert [m["role"] for m in messages] == ["system", "user"]
-    assert messages[0]["content"].startswith(BLOCK_START + "\n")
-    assert "My dog is called Rex" in messages[0]["content"]
-    assert messages[0]["content"].endswith(BLOCK_END + "\n\n" + system)
-    assert messages[1]["content"] == "What is my dog called?"
+    assert [m["role"] for m in messages] == ["system", "system", "user"]
+    assert messages[0]["content"] == system
+    assert messages[1]["content"].startswith(BLOCK_START + "\n")
+    assert "My dog is called Rex" in messages[1]["content"]
+    assert messages[1]["content"].endswith(BLOCK_END)
+    assert messages[2]["content"] == "What is my dog called?"
 
 
 def test_provider_error_through_litellm_keeps_its_status(routed, upstream):
@@ -219,3 +220,41 @@ def test_client_leaving_a_litellm_stream_stops_the_provider(routed, upstream):
     messages = routed.layer.store.messages("default")
     assert [(m.role, m.partial) for m in messages] == [("user", False), ("assistant", True)]
     assert reply.startswith(messages[1].content) and messages[1].content != reply
+
+
+CACHED = {"type": "ephemeral"}
+
+
+def test_an_anthropic_route_gets_the_block_after_the_last_cache_breakpoint(make_proxy, upstream):
+    # litellm's anthropic/ provider against the stand-in's Anthropic messages endpoint. The
+    # client marks its system prompt and its latest message for Anthropic's prompt cache: the
+    # provider caches the prefix up to each mark, so the block must come after the last one.
+    root = upstream.url.removesuffix("/v1")
+    claude = ModelRoute(model="anthropic/claude-sonnet-4-5", api_base=root, api_key="sk-up")
+    proxy = make_proxy(routes={"claude": claude})
+    said = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "My dog is Rex"}]}
+    httpx.post(proxy.url + "/chat/completions", json=said, timeout=10)
+    proxy.flush()
+    system = [{"type": "text", "text": "You are terse.", "cache_control": CACHED}]
+    question = {"type": "text", "text": "What is my dog called?", "cache_control": CACHED}
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Hi."},
+        {"role": "user", "content": [question]},
+    ]
+
+    response = httpx.post(
+        proxy.url + "/chat/completions", json={"model": "claude", "messages": messages}, timeout=60
+    )
+
+    assert response.status_code == 200, response.text
+    assert int(response.headers["x-memory-chunks-injected"]) >= 1
+    sent = upstream.requests[-1]
+    assert sent.path == "/v1/messages"
+    assert sent.json["system"] == system  # the cached system prompt, untouched
+    first, reply, last = sent.json["messages"]
+    assert (first["content"][0]["text"], reply["content"][0]["text"]) == ("Hello", "Hi.")
+    parts = [part["text"] for part in last["content"]]
+    assert last["content"][0] == question  # the marked message, then the block after it
+    assert parts[-1].startswith(BLOCK_START) and "Rex" in parts[-1]

@@ -139,11 +139,20 @@ def test_moim_mcp_refuses_a_missing_database_and_a_bad_user(tmp_path):
 
     runner = CliRunner()
     missing = runner.invoke(main, ["mcp", "--user", "ann"], env={"MOIM_DB": str(tmp_path / "x")})
-    bad = runner.invoke(main, ["mcp", "--user", "a b"], env={"MOIM_DB": str(tmp_path / "x")})
+    bad = runner.invoke(main, ["mcp", "--user", "a" * 257], env={"MOIM_DB": str(tmp_path / "x")})
 
     assert missing.exit_code == 1 and "no database at" in missing.output
     assert not (tmp_path / "x").exists()
-    assert bad.exit_code == 2 and "invalid user id" in bad.output
+    assert bad.exit_code == 2 and "at most 256 characters" in bad.output
+
+
+def test_stdio_user_is_the_namespace_chat_gives_the_same_id(stored):
+    async def calls(client):
+        return await client.call_tool("remember_fact", {"key": "city", "value": "Oslo"})
+
+    stdio_session(stored.settings.db_path, "--user", "john smith", calls=calls)
+
+    assert [f.value for f in stored.list_facts("~john%20smith")] == ["Oslo"]
 
 
 # -- streamable HTTP: /mcp on the proxy --------------------------------------------------------

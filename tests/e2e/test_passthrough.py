@@ -208,10 +208,88 @@ def test_with_proxy_keys_the_provider_gets_the_configured_key(make_proxy, upstre
 def test_with_proxy_keys_and_no_provider_key_no_key_is_sent(make_proxy, upstream):
     proxy = make_proxy(keys=(ProxyKey("sk-alice-proxy"),))
 
-    httpx.get(proxy.url + "/files", headers={"authorization": "Bearer sk-alice-proxy"})
+    httpx.post(
+        proxy.url + "/embeddings",
+        content=EMBED,
+        headers={"authorization": "Bearer sk-alice-proxy", **JSON},
+    )
 
     [received] = upstream.requests
     assert "authorization" not in received.headers
+
+
+ACCOUNT_ENDPOINTS = [
+    ("GET", "/v1/files"),
+    ("DELETE", "/v1/files/file-1"),
+    ("GET", "/v1/files/file-1/content"),
+    ("POST", "/v1/batches"),
+    ("GET", "/v1/fine_tuning/jobs"),
+    ("POST", "/v1/vector_stores"),
+    ("GET", "/v1/responses/resp_1"),
+    ("GET", "/v1/chat/completions"),
+    ("GET", "/u/alice/v1/uploads"),
+    ("GET", "/v1/%66iles"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), ACCOUNT_ENDPOINTS)
+def test_account_endpoints_need_an_admin_key(make_proxy, upstream, method, path):
+    keys = (ProxyKey("sk-alice-proxy", user_id="alice"), ProxyKey("sk-unbound-key"))
+    proxy = make_proxy(keys=keys, upstream_api_key="sk-up")
+
+    for key in ("sk-alice-proxy", "sk-unbound-key"):
+        response = httpx.request(
+            method, proxy.root + path, headers={"authorization": f"Bearer {key}"}
+        )
+        assert_openai_error(response, 403)
+        assert response.json()["error"]["code"] in ("account_endpoint_needs_admin", "invalid_path")
+    assert upstream.requests == []
+
+
+def test_an_admin_key_reaches_account_endpoints(make_proxy, upstream):
+    proxy = make_proxy(keys=(ProxyKey("sk-admin-proxy", admin=True),), upstream_api_key="sk-up")
+
+    response = httpx.get(proxy.url + "/files", headers={"authorization": "Bearer sk-admin-proxy"})
+
+    assert response.status_code == 200
+    [received] = upstream.requests
+    assert received.headers["authorization"] == "Bearer sk-up"
+
+
+def test_account_endpoints_may_be_opened_to_every_key(make_proxy, upstream):
+    proxy = make_proxy(
+        keys=(ProxyKey("sk-alice-proxy", user_id="alice"),), account_endpoints_for_all_keys=True
+    )
+
+    response = httpx.get(proxy.url + "/files", headers={"authorization": "Bearer sk-alice-proxy"})
+
+    assert response.status_code == 200
+    assert len(upstream.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/v1/embeddings"),
+        ("POST", "/v1/moderations"),
+        ("POST", "/v1/completions"),
+        ("POST", "/v1/audio/speech"),
+        ("GET", "/v1/models"),
+    ],
+)
+def test_stateless_endpoints_are_open_to_every_key(make_proxy, upstream, method, path):
+    proxy = make_proxy(keys=(ProxyKey("sk-alice-proxy", user_id="alice"),))
+    body = {"model": "gpt-4o-mini", "input": "hi", "prompt": "hi", "voice": "alloy"}
+
+    response = httpx.request(
+        method,
+        proxy.root + path,
+        json=body if method == "POST" else None,
+        headers={"authorization": "Bearer sk-alice-proxy"},
+    )
+
+    assert response.status_code == 200, response.text
+    assert len(upstream.requests) == 1
 
 
 @pytest.mark.parametrize(

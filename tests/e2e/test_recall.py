@@ -223,8 +223,7 @@ def test_context_budget_caps_the_injected_tokens(proxy, upstream):
     assert block is None or count_tokens(block, MODEL) <= 50
 
 
-def test_placement_before_last_user(make_proxy, upstream):
-    proxy = make_proxy(settings={"placement": "before_last_user"})
+def test_by_default_the_block_is_a_system_message_before_the_last_user_turn(proxy, upstream):
     remember(proxy, "hana", CLARA)
     messages = [
         {"role": "system", "content": "You are terse."},
@@ -239,6 +238,35 @@ def test_placement_before_last_user(make_proxy, upstream):
     assert sent[3]["content"].startswith(BLOCK_START) and sent[3]["content"].endswith(BLOCK_END)
     assert CLARA in sent[3]["content"]
     assert sent[4:] == messages[3:]
+
+
+def test_placement_system_prepends_the_block_to_the_system_prompt(make_proxy, upstream):
+    proxy = make_proxy(settings={"placement": "system"})
+    remember(proxy, "hana", CLARA)
+    messages = [{"role": "system", "content": "You are terse."}, *CLARA_QUESTION]
+    say(proxy, messages, "hana")
+    sent = sent_messages(upstream)
+    assert sent[0]["content"].startswith(BLOCK_START + "\n")
+    assert sent[0]["content"].endswith(BLOCK_END + "\n\nYou are terse.")
+    assert sent[1:] == messages[1:]
+
+
+def test_the_placement_moves_the_block_and_never_changes_what_it_says(make_proxy, upstream):
+    # Recall runs before placement: the same store and request give the same block anywhere.
+    messages = [{"role": "system", "content": "You are terse."}, *CLARA_QUESTION]
+    blocks = []
+    for placement in ("system", "before_last_user"):
+        proxy = make_proxy(settings={"placement": placement})
+        remember(proxy, "hana", CLARA, "My brother Tom repairs old bicycles in Leeds")
+        say(proxy, messages, "hana", X_Memory_Mode="read")
+        blocks.append(block_in(sent_messages(upstream)))
+    assert blocks[0] is not None and CLARA in blocks[0]
+    assert _without_session_ids(blocks[0]) == _without_session_ids(blocks[1])
+
+
+def _without_session_ids(block):
+    """The block without session ids (each proxy stores into its own derived session)."""
+    return re.sub(r'Session "[^"]*"', "Session", block)
 
 
 ATTACK = (

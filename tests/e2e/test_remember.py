@@ -230,7 +230,7 @@ def test_injected_memory_block_is_never_stored(proxy, upstream):
     proxy.flush()
 
     assert response.headers["x-memory-tokens-injected"] != "0"
-    assert upstream.last_json["messages"][0]["content"].startswith(BLOCK_START)
+    assert upstream.last_json["messages"][1]["content"].startswith(BLOCK_START)
     assert stored(proxy)[2:] == [
         ("system", "You know the user's pets."),
         ("user", "What is my dog called?"),
@@ -240,7 +240,9 @@ def test_injected_memory_block_is_never_stored(proxy, upstream):
     assert not any(BLOCK_START in json.dumps(p) for p in payloads(proxy))
 
 
-def test_a_block_the_client_sends_back_is_not_stored(proxy, upstream):
+@pytest.mark.parametrize("placement", ["before_last_user", "system"])
+def test_a_block_the_client_sends_back_is_not_stored(make_proxy, upstream, placement):
+    proxy = make_proxy(settings={"placement": placement})
     remember_dog(proxy)
     system = "You know the user's pets."
     history = [
@@ -248,17 +250,12 @@ def test_a_block_the_client_sends_back_is_not_stored(proxy, upstream):
         {"role": "user", "content": "What is my dog called?"},
     ]
     chat(proxy, history)
-    echoed = upstream.last_json["messages"][0]  # a client that kept what it was sent
-    assert echoed["content"].startswith(BLOCK_START)
+    echoed = upstream.last_json["messages"]  # a client that kept what it was sent
+    assert BLOCK_START in json.dumps(echoed)
 
     chat(
         proxy,
-        [
-            echoed,
-            *history[1:],
-            {"role": "assistant", "content": "Rex"},
-            {"role": "user", "content": "Thanks"},
-        ],
+        [*echoed, {"role": "assistant", "content": "Rex"}, {"role": "user", "content": "Thanks"}],
     )
     proxy.flush()
 

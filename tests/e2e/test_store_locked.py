@@ -7,6 +7,7 @@ The lock is real: a second SQLite connection holding `BEGIN EXCLUSIVE` on the pr
 """
 
 import json
+import threading
 import time
 from contextlib import contextmanager
 
@@ -83,6 +84,52 @@ def test_a_locked_store_is_a_503_with_retry_after_then_the_call_succeeds(
     }
     retried = call(proxy, method, path, **kwargs)
     assert retried.status_code == 200, retried.text
+
+
+@contextmanager
+def writing(store):
+    """Hold this process's write lock (and SQLite's) from another thread, as the writer does
+    while it waits out another process's lock before retrying a turn."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold():
+        with store.write():
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(30)
+    try:
+        yield release
+    finally:
+        release.set()
+        holder.join()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs"), WRITES, ids=[f"{m} {p}" for m, p, _ in WRITES]
+)
+def test_a_write_behind_the_process_s_own_writer_waits_one_busy_timeout_then_503(
+    proxy, method, path, kwargs
+):
+    """The wait for the process's writer counts against memory.busy_timeout: it was not
+    bounded at all, so behind a writer that waited out a lock the API waited twice."""
+    assert call(proxy, "POST", "/v1/memory/facts", json={"key": "pet", "value": "a cat"}).is_success
+
+    with writing(proxy.layer.store) as release:
+        refused = call(proxy, method, path, **kwargs)
+        assert not release.is_set()  # answered while the writer still held the lock
+
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "1"
+    assert refused.json()["error"] == {
+        "message": "the memory store is busy or unavailable; retry shortly",
+        "type": "server_error",
+        "param": None,
+        "code": "memory_unavailable",
+    }
+    assert call(proxy, method, path, **kwargs).status_code == 200
 
 
 def test_the_sdk_sees_a_locked_store_as_a_server_error(proxy):

@@ -24,7 +24,7 @@ upstream:
   read_timeout: 120.5
 memory:
   enabled: false
-  placement: before_last_user
+  placement: system
   vector_search: db
   fusion: rrf
   min_similarity: 0.5
@@ -79,6 +79,7 @@ def test_built_in_defaults():
     assert config.memory_enabled is True
     assert config.db_path == Path("moim.db")
     assert config.memory == Settings()
+    assert config.memory.placement == "before_last_user"  # keeps the provider's prompt cache
     assert config.memory.embedding_model == "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -103,7 +104,7 @@ def test_yaml_keys(in_empty_dir):
     assert (config.connect_timeout, config.read_timeout) == (3.0, 120.5)
     assert config.memory_enabled is False
     memory = config.memory
-    assert (memory.placement, memory.vector_search) == ("before_last_user", "db")
+    assert (memory.placement, memory.vector_search) == ("system", "db")
     assert memory.fusion == "rrf"
     assert (memory.min_similarity, memory.recency_half_life_days) == (0.5, 7.0)
     assert memory.context_windows == {"my-local-model": 32768}
@@ -160,7 +161,7 @@ def test_environment_beats_yaml(in_empty_dir):
         "sk-env",
     )
     assert config.memory_enabled is True
-    assert config.memory.placement == "before_last_user"  # untouched by the environment
+    assert config.memory.placement == "system"  # untouched by the environment
 
 
 def test_moim_memory_off_turns_memory_off(in_empty_dir):
@@ -394,6 +395,8 @@ def test_bad_key_in_a_keys_file_names_its_line_never_its_value(in_empty_dir):
         ("upstream: {read_timeout: -3}", "upstream.read_timeout: must be above 0, got -3.0"),
         ("upstream: {read_timeout: .nan}", "upstream.read_timeout: must be above 0, got nan"),
         ("memory: {busy_timeout: 0}", "memory.busy_timeout: must be above 0, got 0.0"),
+        ("server: {header_timeout: 0}", "server.header_timeout: must be above 0, got 0.0"),
+        ("server: {body_timeout: -1}", "server.body_timeout: must be above 0, got -1.0"),
     ],
 )
 def test_limits_below_one_are_refused_naming_the_key(in_empty_dir, yaml_text, message):
@@ -405,7 +408,8 @@ def test_limits_below_one_are_refused_naming_the_key(in_empty_dir, yaml_text, me
 
 def test_limits_from_yaml(in_empty_dir):
     text = (
-        "server: {max_body_bytes: 1, max_messages: 2, max_header_bytes: 3}\n"
+        "server: {max_body_bytes: 1, max_messages: 2, max_header_bytes: 3, header_timeout: 6,"
+        " body_timeout: 7.5}\n"
         "memory: {ingest_queue_size: 4, busy_timeout: 0.5}\n"
     )
     config = load_config(write(in_empty_dir / "moim.yaml", text), {})
@@ -415,7 +419,13 @@ def test_limits_from_yaml(in_empty_dir):
         config.max_header_bytes,
         config.ingest_queue_size,
         config.memory.busy_timeout,
-    ) == (1, 2, 3, 4, 0.5)
+        config.header_timeout,
+        config.body_timeout,
+    ) == (1, 2, 3, 4, 0.5, 6.0, 7.5)
+
+
+def test_slow_client_limits_default_to_10_and_20_seconds():
+    assert (Config().header_timeout, Config().body_timeout) == (10.0, 20.0)
 
 
 # -- what a key entry may say ------------------------------------------------------------------
@@ -525,8 +535,8 @@ def test_consistent_key_entries_load(in_empty_dir):
         ("port: 1234", "port: unknown key; did you mean server.port?"),
         (
             "server: {colour: blue}",
-            "server.colour: unknown key; server takes: host, max_body_bytes, max_header_bytes, "
-            "max_messages, metrics_public, port",
+            "server.colour: unknown key; server takes: body_timeout, header_timeout, host, "
+            "max_body_bytes, max_header_bytes, max_messages, metrics_public, port",
         ),
         (
             "wibble: 1",
@@ -535,8 +545,8 @@ def test_consistent_key_entries_load(in_empty_dir):
         ),
         (
             "server: {1: 2}",
-            "server.1: unknown key; server takes: host, max_body_bytes, "
-            "max_header_bytes, max_messages, metrics_public, port",
+            "server.1: unknown key; server takes: body_timeout, header_timeout, host, "
+            "max_body_bytes, max_header_bytes, max_messages, metrics_public, port",
         ),
     ],
 )
@@ -564,7 +574,8 @@ def test_an_unknown_name_under_auth_is_not_echoed_as_it_may_be_a_secret(in_empty
         load_config(write(in_empty_dir / "bad.yaml", text), {})
     assert str(raised.value) == (
         "auth: an unknown key (its name is not shown: it may be a secret); auth takes: "
-        "admin_keys, keys, keys_file, metrics_keys, refuse_open_bind"
+        "account_endpoints_for_all_keys, admin_keys, keys, keys_file, metrics_keys, "
+        "refuse_open_bind"
     )
 
 

@@ -1,13 +1,14 @@
 """proxy/identity.py: who is asking (CONTRACT.md "Who and how"), and how memory is used."""
 
 from datetime import UTC, datetime
+from urllib.parse import unquote
 
 import pytest
 from starlette.datastructures import Headers
 
 from memory import BLOCK_END, BLOCK_START
 from proxy.errors import BadRequest
-from proxy.identity import Mode, derive_session_id, identify
+from proxy.identity import Mode, derive_session_id, identify, user_namespace
 
 BODY = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -70,43 +71,85 @@ def test_bound_user_overrides_every_header():
     assert who(headers, body, path_user="mallory", bound_user="alice").user_id == "alice"
 
 
-@pytest.mark.parametrize(
-    "bad", ["has space", "a/b", "semi;colon", "new\nline", "x" * 257, "<script>"]
-)
-def test_invalid_user_id_header_is_a_bad_request(bad):
+def test_blank_body_user_falls_through_and_null_is_no_user():
+    assert who({}, {**BODY, "user": ""}, path_user="bob").user_id == "bob"
+    assert who({}, {**BODY, "user": None}).user_id == "default"
+
+
+@pytest.mark.parametrize("bad", [5, 1.5, True, ["ana"], {"id": "ana"}])
+def test_a_body_user_that_is_not_a_string_is_a_bad_request(bad):
     with pytest.raises(BadRequest) as raised:
-        who({"X-Memory-User-Id": bad}, BODY)
-    assert (raised.value.status, raised.value.code) == (400, "invalid_user_id")
+        who({}, {**BODY, "user": bad})
+    assert (raised.value.status, raised.value.param) == (400, "user")
 
 
 @pytest.mark.parametrize(
-    ("given", "user_id"),
+    "good", ["ana", "ana@example.com", "team:42", "u_1-2.3+x", "é李", "x" * 256, "John_Smith"]
+)
+def test_a_plain_id_is_its_own_namespace_from_every_source(good):
+    """Letters, digits and . _ - @ : + : the namespace it always had."""
+    as_header = good.encode().decode("latin-1")  # what HTTP hands over for UTF-8 bytes
+    assert who({"X-Memory-User-Id": as_header}).user_id == good
+    assert who({}, {**BODY, "user": good}).user_id == good
+    assert who({}, BODY, path_user=good).user_id == good
+    assert who({}, BODY, bound_user=good).user_id == good
+
+
+@pytest.mark.parametrize(
+    ("given", "namespace"),
     [
-        ("John Smith", "John_Smith"),
-        ("a/b", "a_b"),
-        ("<script>", "_script_"),
-        ("x" * 300, "x" * 256),
+        ("John Smith", "~John%20Smith"),
+        ("john/smith", "~john%2Fsmith"),
+        ("<script>", "~%3Cscript%3E"),
+        ("zoë smith", "~zoë%20smith"),
+        ("a%20b", "~a%2520b"),
+        ("~john%20smith", "~%7Ejohn%2520smith"),
+        (" ana", "~%20ana"),
+        ("new\nline", "~new%0Aline"),
     ],
 )
-def test_body_user_that_openai_accepts_becomes_a_valid_id(given, user_id):
-    assert who({}, {**BODY, "user": given}).user_id == user_id
+def test_any_other_id_is_kept_whole_percent_encoded_behind_a_tilde(given, namespace):
+    assert user_namespace(given) == namespace
+    assert unquote(namespace[1:]) == given  # reversible
+    assert who({}, {**BODY, "user": given}).user_id == namespace
+    assert who({}, BODY, path_user=given).user_id == namespace
+    assert who({}, BODY, bound_user=given).user_id == namespace
+
+
+def test_an_id_in_a_header_maps_as_it_does_in_the_body():
+    assert who({"X-Memory-User-Id": "John Smith"}).user_id == "~John%20Smith"
+    assert who({"x-sm-user-id": "a/b"}).user_id == who({}, {**BODY, "user": "a/b"}).user_id
+
+
+def test_ids_that_differ_only_in_characters_once_replaced_never_share_a_namespace():
+    ids = ["john smith", "john/smith", "john_smith", "john%20smith", "john\tsmith", "john  smith"]
+    namespaces = {who({}, {**BODY, "user": given}).user_id for given in ids}
+    assert len(namespaces) == len(ids)
+
+
+@pytest.mark.parametrize(
+    ("source", "param"),
+    [
+        ({"headers": {"X-Memory-User-Id": "x" * 257}}, "X-Memory-User-Id"),
+        ({"headers": {"x-litellm-end-user-id": "x" * 257}}, "x-litellm-end-user-id"),
+        ({"body": {**BODY, "user": "x" * 257}}, "user"),
+        ({"path_user": "x" * 257}, "user_id"),
+    ],
+)
+def test_an_id_over_256_characters_is_refused_naming_its_source(source, param):
+    """Cutting ids short would give two long ids with one beginning one namespace."""
+    with pytest.raises(BadRequest) as raised:
+        who(source.get("headers"), source.get("body", BODY), path_user=source.get("path_user"))
+    assert (raised.value.status, raised.value.code, raised.value.param) == (
+        400,
+        "invalid_user_id",
+        param,
+    )
 
 
 def test_utf8_user_id_header_is_decoded_as_utf8():
     latin1_view = "zoë".encode().decode("latin-1")
     assert who({"X-Memory-User-Id": latin1_view}, BODY).user_id == "zoë"
-
-
-def test_invalid_path_user_is_a_bad_request():
-    with pytest.raises(BadRequest):
-        who({}, BODY, path_user="a b")
-
-
-@pytest.mark.parametrize(
-    "good", ["ana", "ana@example.com", "team:42", "u_1-2.3+x", "é李", "x" * 256]
-)
-def test_valid_user_ids(good):
-    assert who({}, {**BODY, "user": good}).user_id == good
 
 
 # -- session ---------------------------------------------------------------------------------
@@ -118,10 +161,10 @@ def test_each_session_header_beats_every_later_fallback(position):
     assert who(headers).session_id == f"chat-{position}"
 
 
-def test_invalid_session_id_is_a_bad_request():
+def test_invalid_session_id_is_a_bad_request_naming_the_header():
     with pytest.raises(BadRequest) as raised:
-        who({"X-Memory-Session-Id": "two words"})
-    assert raised.value.code == "invalid_session_id"
+        who({"x-sm-conversation-id": "two words"})
+    assert (raised.value.code, raised.value.param) == ("invalid_session_id", "x-sm-conversation-id")
 
 
 def test_derived_session_is_stable_as_the_conversation_grows():

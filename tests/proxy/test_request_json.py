@@ -1,4 +1,6 @@
-"""proxy/request_json.py: client JSON is parsed as usual, and refused if it is not Unicode."""
+"""proxy/request_json.py: client JSON is parsed as usual, refused if not Unicode or too deep."""
+
+import json
 
 import pytest
 
@@ -36,3 +38,22 @@ def test_everything_else_parses_as_json_loads_does(raw, value):
 def test_malformed_json_is_still_a_value_error():
     with pytest.raises(ValueError):
         request_json.loads(b'{"content": ')
+
+
+def nested(depth, opening="["):
+    closing = "]" if opening == "[" else "}"
+    return opening * depth + "1" + closing * depth
+
+
+@pytest.mark.parametrize("depth", [101, 990, 100_000])
+@pytest.mark.parametrize("opening", ["[", '{"a":'])
+def test_json_nested_past_100_levels_is_a_value_error(depth, opening):
+    for raw in (nested(depth, opening), nested(depth, opening).encode()):
+        with pytest.raises(ValueError, match="nested deeper than 100 levels"):
+            request_json.loads(raw)
+
+
+def test_100_levels_parse_and_brackets_in_strings_do_not_count():
+    assert request_json.loads(nested(100)) == json.loads(nested(100))
+    brackets = json.dumps({"text": "[" * 500 + "{" * 500, "list": [[1]] * 200})
+    assert request_json.loads(brackets.encode()) == json.loads(brackets)

@@ -363,7 +363,7 @@ def test_block_is_prepended_to_the_first_system_message():
         {"role": "user", "content": "hi"},
         {"role": "system", "content": "second"},
     ]
-    assert inject_block(messages, BLOCK) == [
+    assert inject_block(messages, BLOCK, placement="system") == [
         {"role": "system", "content": f"{BLOCK}\n\nYou are terse."},
         {"role": "user", "content": "hi"},
         {"role": "system", "content": "second"},
@@ -375,7 +375,7 @@ def test_block_is_prepended_to_a_developer_message_keeping_its_other_fields():
         {"role": "user", "content": "hi"},
         {"role": "developer", "content": "Be kind.", "name": "dev"},
     ]
-    assert inject_block(messages, BLOCK) == [
+    assert inject_block(messages, BLOCK, placement="system") == [
         {"role": "user", "content": "hi"},
         {"role": "developer", "content": f"{BLOCK}\n\nBe kind.", "name": "dev"},
     ]
@@ -384,7 +384,7 @@ def test_block_is_prepended_to_a_developer_message_keeping_its_other_fields():
 def test_block_is_a_first_text_part_when_system_content_is_a_list():
     parts = [{"type": "text", "text": "You are terse."}]
     messages = [{"role": "system", "content": parts}, {"role": "user", "content": "hi"}]
-    assert inject_block(messages, BLOCK) == [
+    assert inject_block(messages, BLOCK, placement="system") == [
         {"role": "system", "content": [{"type": "text", "text": BLOCK}, *parts]},
         {"role": "user", "content": "hi"},
     ]
@@ -392,10 +392,16 @@ def test_block_is_a_first_text_part_when_system_content_is_a_list():
 
 def test_a_new_system_message_comes_first_when_there_is_none():
     messages = [{"role": "user", "content": "hi"}]
-    assert inject_block(messages, BLOCK) == [
+    assert inject_block(messages, BLOCK, placement="system") == [
         {"role": "system", "content": BLOCK},
         {"role": "user", "content": "hi"},
     ]
+
+
+def test_the_default_placement_is_before_the_last_user_message():
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}]
+    assert inject_block(messages, BLOCK) == inject_block(messages, BLOCK, "before_last_user")
+    assert inject_block(messages, BLOCK)[1] == {"role": "system", "content": BLOCK}
 
 
 def test_before_last_user_places_a_system_message_before_the_last_user_turn():
@@ -463,3 +469,54 @@ def test_stripping_removes_a_block_in_the_middle_of_text():
 )
 def test_text_without_a_complete_block_is_returned_as_is(text):
     assert strip_block(text) is text
+
+
+# -- cache_control breakpoints: never edited, never preceded by the block -----------------------
+
+CACHED = {"type": "ephemeral"}
+
+
+@pytest.mark.parametrize("placement", ["system", "before_last_user"])
+def test_a_system_message_with_a_breakpoint_is_left_alone(placement):
+    system = {"role": "system", "content": [{"type": "text", "text": "S", "cache_control": CACHED}]}
+    messages = [system, {"role": "user", "content": "hi"}]
+    assert inject_block(messages, BLOCK, placement=placement) == [
+        system,
+        {"role": "system", "content": BLOCK},
+        {"role": "user", "content": "hi"},
+    ]
+
+
+@pytest.mark.parametrize("placement", ["system", "before_last_user"])
+def test_the_block_goes_after_the_last_breakpoint(placement):
+    messages = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "two", "cache_control": CACHED},
+        {"role": "user", "content": [{"type": "text", "text": "three", "cache_control": CACHED}]},
+    ]
+    assert inject_block(messages, BLOCK, placement=placement) == [
+        *messages,
+        {"role": "system", "content": BLOCK},
+    ]
+
+
+def test_before_last_user_stays_before_a_last_user_message_after_the_breakpoints():
+    messages = [
+        {"role": "system", "content": "S", "cache_control": CACHED},
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "two"},
+        {"role": "user", "content": "three"},
+    ]
+    placed = inject_block(messages, BLOCK, placement="before_last_user")
+    assert placed == [*messages[:3], {"role": "system", "content": BLOCK}, messages[3]]
+
+
+def test_system_placement_prepends_to_a_system_message_after_the_breakpoints():
+    messages = [
+        {"role": "user", "content": "one", "cache_control": CACHED},
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "two"},
+    ]
+    placed = inject_block(messages, BLOCK, placement="system")
+    assert placed == [messages[0], {"role": "system", "content": f"{BLOCK}\n\nS"}, messages[2]]

@@ -36,6 +36,7 @@ ALL = [
     "m006_turn_numbers",
     "m007_fts_terms_per_user",
     "m008_fts_context",
+    "m009_response_links",
 ]
 
 
@@ -127,6 +128,7 @@ def test_migrated_database_has_exactly_these_tables(db):
         "facts",
         "messages",
         "meta",
+        "response_links",
     ]
 
 
@@ -136,6 +138,17 @@ def test_consolidation_marks_columns(db):
         ("user_id", "TEXT", 0, None, 1),
         ("message_id", "INTEGER", 1, None, 0),
         ("marked_at", "REAL", 1, None, 0),
+    ]
+
+
+def test_response_links_columns(db):
+    migrate(db)
+    assert columns(db, "response_links") == [
+        ("user_id", "TEXT", 1, None, 1),
+        ("response_id", "TEXT", 1, None, 2),
+        ("session_id", "TEXT", 1, None, 0),
+        ("tokens", "INTEGER", 1, None, 0),
+        ("created_at", "REAL", 1, None, 0),
     ]
 
 
@@ -248,7 +261,7 @@ def test_m006_numbers_existing_turns_per_session_in_id_order(db):
     ]:
         _message(db, mid, session, role)
     _message(db, 7, "a", "user", user="v")  # another user's session "a"
-    assert migrate(db) == ["m006_turn_numbers", "m007_fts_terms_per_user", "m008_fts_context"]
+    assert migrate(db) == ALL[5:]
     turns = dict(db.execute("SELECT id, turn FROM messages").fetchall())
     assert turns == {1: None, 2: 1, 3: 1, 4: None, 5: 2, 6: 2, 7: 1}
 

@@ -1,0 +1,158 @@
+"""`POST /v1/chat/completions`: the chat API through the pipeline's steps (`proxy/pipeline.py`).
+
+What is chat's own: the body's checks (`messages`), the conversation memory reads (the
+messages as sent; the block placed among them by `memory.inject_block`), and the forward:
+through litellm for other providers, through moim's tool loop when memory tools are on
+(`proxy/tool_loop.py`), else the byte path to an OpenAI-compatible upstream.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from memory import Placement, inject_block
+from proxy import litellm_params, tool_loop, tools
+from proxy.config import Config
+from proxy.errors import BadRequest
+from proxy.pipeline import (
+    Api,
+    Conversation,
+    Prepared,
+    Report,
+    aliased,
+    forward_bytes,
+    handle,
+    model_body,
+    remember,
+)
+from proxy.streaming import EndCallback, ReplyCollector, relay
+from proxy.upstream import Target, call_litellm, litellm_json, litellm_sse
+
+if TYPE_CHECKING:
+    from proxy.app import AppState
+
+
+async def chat(request: Request, state: AppState, path_user: str | None = None) -> Response:
+    """Handle `POST /v1/chat/completions` (and its aliases)."""
+    return await handle(request, state, CHAT, path_user)
+
+
+def chat_conversation(body: dict[str, Any]) -> Conversation:
+    """A chat request as memory reads it: its messages, and the block placed among them."""
+
+    def place(block: str, placement: Placement) -> bytes:
+        messages = inject_block(body["messages"], block, placement)
+        return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode()
+
+    return Conversation(body["model"], body["messages"], place)
+
+
+def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
+    """The request JSON, checked just enough to route and remember it."""
+    body = model_body(raw)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest(
+            "'messages' is required and must be a non-empty array",
+            param="messages",
+            code="invalid_messages",
+        )
+    if len(messages) > max_messages:
+        raise BadRequest(f"'messages' has more than {max_messages} items", param="messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise BadRequest(
+                f"messages[{index}] must be an object with a 'role' string",
+                param=f"messages[{index}]",
+                code="invalid_message",
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise BadRequest(
+                f"messages[{index}].content must be a string, an array or null",
+                param=f"messages[{index}].content",
+                code="invalid_message",
+            )
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise BadRequest("'stream' must be a boolean", param="stream")
+    return body
+
+
+async def forward(
+    state: AppState,
+    request: Request,
+    target: Target,
+    body: dict[str, Any],
+    raw: bytes,
+    conversation: Conversation,
+    prepared: Prepared,
+    authorization: str | None,
+    report: Report,
+) -> Response:
+    """Send a chat request upstream and answer the client; hand the turn to the writer."""
+    collector = ReplyCollector()
+    outbound = prepared.body
+    on_end = remember(state, prepared, conversation, collector)
+    if target.kind == "litellm":
+        sent = json.loads(outbound) if outbound is not None else body
+        return await _forward_litellm(state, target, sent, authorization, collector, on_end, report)
+    content = aliased(outbound if outbound is not None else raw, body, target)
+    if tools.applies(prepared.who, target, body):  # memory tools: the loop is tool_loop.py
+        return await tool_loop.forward_with_tools(
+            state,
+            request.headers,
+            target,
+            content,
+            prepared,
+            authorization,
+            collector,
+            on_end,
+            report,
+        )
+    return await forward_bytes(
+        state,
+        request,
+        target,
+        "/chat/completions",
+        content,
+        authorization,
+        collector,
+        on_end,
+        prepared,
+        report,
+    )
+
+
+async def _forward_litellm(
+    state: AppState,
+    target: Target,
+    body: dict[str, Any],
+    authorization: str | None,
+    collector: ReplyCollector,
+    on_end: EndCallback,
+    report: Report,
+) -> Response:
+    result = await call_litellm(target, body, authorization, state.config.read_timeout)
+    if body.get("stream") is True:
+        return StreamingResponse(
+            relay(litellm_sse(result), collector, on_end),
+            media_type="text/event-stream",
+            headers=report.headers(),
+        )
+    data = litellm_json(result)
+    collector.feed_json(data)
+    on_end(False)
+    return Response(data, media_type="application/json", headers=report.headers())
+
+
+def check_litellm_params(body: dict[str, Any], target: Target, config: Config) -> None:
+    """Through litellm only OpenAI's parameters pass; its address and key come from config."""
+    if target.kind == "litellm":
+        litellm_params.refuse_unsafe(body, alias=body["model"] in config.routes)
+
+
+CHAT = Api(parse_chat_body, chat_conversation, forward, check_litellm_params)

@@ -1,0 +1,185 @@
+"""`POST /v1/responses`: OpenAI's Responses API, with memory, through the chat pipeline's steps.
+
+The steps are `proxy/pipeline.py`'s, in its order and with its fail-open; what differs is
+how the request is read (`proxy/responses_body.py` makes chat messages of `instructions` and
+`input`, and writes the block back as an input item) and what the reply looks like:
+`ResponseCollector` reads the Responses API's events (or its JSON) on the side while the bytes
+go to the client unchanged, and the turn is handed to the writer when `response.completed`
+arrives, before the client has that event; a client that leaves early has what was said so far
+stored, marked partial, as for chat.
+
+A request naming `previous_response_id` continues a reply the provider keeps, with its
+history: it is stored in that reply's session (the id was linked to it when the reply was
+stored), its new messages stored as new, and recall leaves out the session's earlier turns,
+which the model already sees. The provider's context after that reply counts in the fill ratio.
+A request in a provider's `conversation` is the same, its session named by the conversation id.
+
+Only OpenAI-compatible upstreams have this endpoint: a model routed through litellm gets a 400
+naming the route, before anything is forwarded or stored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from memory import Placement
+from proxy.errors import BadRequest
+from proxy.pipeline import (
+    Api,
+    Conversation,
+    Prepared,
+    Report,
+    aliased,
+    forward_bytes,
+    handle,
+    remember,
+)
+from proxy.responses_body import (
+    conversation_messages,
+    item_messages,
+    parse_responses_body,
+    place_block,
+    thread_of,
+)
+from proxy.streaming import EventCollector, valid_unicode
+from proxy.upstream import Target
+
+if TYPE_CHECKING:
+    from proxy.app import AppState
+
+# The events after which the provider has said all it will: the reply is whole.
+_FINAL = ("response.completed", "response.incomplete")
+
+
+async def responses(request: Request, state: AppState, path_user: str | None = None) -> Response:
+    """Handle `POST /v1/responses` (and `/u/{user_id}/v1/responses`)."""
+    return await handle(request, state, RESPONSES, path_user)
+
+
+def responses_conversation(body: dict[str, Any]) -> Conversation:
+    """A Responses request as memory reads it, and the block placed in its input."""
+
+    def place(block: str, placement: Placement) -> bytes:
+        return json.dumps(place_block(body, block, placement), ensure_ascii=False).encode()
+
+    messages = conversation_messages(body)
+    return Conversation(
+        body["model"], messages, place, body.get("previous_response_id"), thread_of(body)
+    )
+
+
+async def forward_responses(
+    state: AppState,
+    request: Request,
+    target: Target,
+    body: dict[str, Any],
+    raw: bytes,
+    conversation: Conversation,
+    prepared: Prepared,
+    authorization: str | None,
+    report: Report,
+) -> Response:
+    """Send upstream, relay the answer, hand the turn to the writer when it ends."""
+    if target.kind != "openai":
+        raise BadRequest(
+            f"model '{body['model']}' goes through litellm, and moim offers /v1/responses only "
+            "for OpenAI-compatible upstreams (MOIM_UPSTREAM_BASE_URL or a route marked "
+            "openai_compatible); use /v1/chat/completions for this model",
+            param="model",
+            code="responses_unsupported_route",
+        )
+    collector = ResponseCollector()
+    on_end = remember(state, prepared, conversation, collector)
+    content = aliased(prepared.body if prepared.body is not None else raw, body, target)
+    return await forward_bytes(
+        state,
+        request,
+        target,
+        "/responses",
+        content,
+        authorization,
+        collector,
+        on_end,
+        prepared,
+        report,
+    )
+
+
+class ResponseCollector(EventCollector):
+    """A Responses API reply, from its event stream or its JSON body.
+
+    Whole once `response.completed` (or `response.incomplete`) arrives: its `output` items are
+    the reply. Before that, the items announced so far, their text and call arguments joined
+    from the deltas, are what a client that left early heard.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._output: list[dict[str, Any]] | None = None
+        self._items: dict[int, dict[str, Any]] = {}
+        self._pieces: dict[int, list[str]] = {}
+        self._finished: set[int] = set()
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if isinstance(event.get("response"), dict):
+            self._response(event["response"], kind in _FINAL)
+            return
+        index, item, delta = event.get("output_index"), event.get("item"), event.get("delta")
+        if not isinstance(index, int):
+            return
+        if kind in ("response.output_item.added", "response.output_item.done"):
+            if isinstance(item, dict):
+                self._items[index] = item
+                if kind == "response.output_item.done":
+                    self._finished.add(index)
+        elif kind in ("response.output_text.delta", "response.function_call_arguments.delta"):
+            if isinstance(delta, str):
+                self._pieces.setdefault(index, []).append(delta)
+
+    def _response(self, response: dict[str, Any], whole: bool) -> None:
+        if isinstance(response.get("id"), str):
+            self.response_id = response["id"]
+        if not whole:
+            return
+        output = response.get("output")
+        output = output if isinstance(output, list) else []
+        self._output = [item for item in output if isinstance(item, dict)]
+        usage = response.get("usage")
+        total = usage.get("total_tokens") if isinstance(usage, dict) else None
+        self.context_tokens = total if isinstance(total, int) else 0
+        self.done = True
+
+    def feed_json(self, body: bytes) -> None:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return
+        if isinstance(data, dict):
+            self._response(data, data.get("status") in ("completed", "incomplete"))
+
+    def replies(self) -> list[dict[str, Any]]:
+        items = self._output if self._output is not None else self._heard()
+        messages: list[dict[str, Any]] = valid_unicode(item_messages(items))
+        return messages
+
+    def _heard(self) -> list[dict[str, Any]]:
+        """The output items so far, an unfinished one with its deltas joined."""
+        heard = []
+        for index in sorted(self._items):
+            item = self._items[index]
+            said = "".join(self._pieces.get(index, []))
+            if index in self._finished:
+                heard.append(item)
+            elif item.get("type") == "message" and said:
+                heard.append({**item, "content": [{"type": "output_text", "text": said}]})
+            elif item.get("type") == "function_call":
+                heard.append({**item, "arguments": said})
+        return heard
+
+
+RESPONSES = Api(parse_responses_body, responses_conversation, forward_responses)

@@ -1,0 +1,147 @@
+"""A Responses API request as moim's memory steps read it, and the block written back into it.
+
+`POST /v1/responses` carries the conversation as `instructions` (the system prompt) and
+`input`: a string (one user message) or a list of items. The memory steps read chat messages,
+so `conversation_messages` turns the request into them:
+
+- `instructions` → a first system message;
+- a `message` item (or an item with no `type`, as the SDK's shorthand) → a message of its role,
+  its content kept as sent (a string, or parts whose `text` is the message's text);
+- a `function_call` item → a tool call (id = its `call_id`) of the assistant message before
+  it when that is the assistant's, else of a new assistant message, so a reply of text and
+  calls is one message, whether it comes from the provider's output or is sent back as input;
+- a `function_call_output` item → a `tool` message for that `call_id`;
+- other items (reasoning, built-in tools' calls, item references) are forwarded but not read.
+
+`place_block` writes the MOIM block back as a system message item (CONTRACT.md: the block is
+inside a system message), where the placement says: "before_last_user" just before the last
+user message item (a string input becomes that one item), "system" at the start of
+`instructions` (or as a first item when there are none). Nothing else in the body changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from memory import Placement, inject_block
+from proxy.errors import BadRequest
+from proxy.pipeline import model_body
+
+ROLES = ("user", "assistant", "system", "developer")
+
+
+def parse_responses_body(raw: bytes, max_items: int) -> dict[str, Any]:
+    """The request JSON, checked as far as memory reads it; other fields are the provider's."""
+    body = model_body(raw)
+    for name in ("instructions", "previous_response_id"):
+        if body.get(name) is not None and not isinstance(body[name], str):
+            raise BadRequest(f"'{name}' must be a string", param=name, code="invalid_" + name)
+    if body.get("conversation") is not None and thread_of(body) is None:
+        raise BadRequest(
+            "'conversation' must be a conversation id or an object with an 'id' string",
+            param="conversation",
+            code="invalid_conversation",
+        )
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise BadRequest("'stream' must be a boolean", param="stream")
+    items = body.get("input")
+    if items is None or isinstance(items, str):
+        return body
+    if not isinstance(items, list):
+        raise BadRequest(
+            "'input' must be a string or an array of items", param="input", code="invalid_input"
+        )
+    if len(items) > max_items:
+        raise BadRequest(f"'input' has more than {max_items} items", param="input")
+    for index, item in enumerate(items):
+        _check_item(item, f"input[{index}]")
+    return body
+
+
+def _check_item(item: Any, where: str) -> None:
+    def bad(what: str) -> BadRequest:
+        return BadRequest(f"{where} {what}", param=where, code="invalid_input_item")
+
+    if not isinstance(item, dict):
+        raise bad("must be an object")
+    kind = item.get("type", "message")
+    if kind == "message":
+        if item.get("role") not in ROLES:
+            raise bad("must have a 'role': one of " + ", ".join(ROLES))
+        content = item.get("content")
+        if not isinstance(content, (str, list)):
+            raise bad("must have a 'content' string or array")
+        if isinstance(content, list) and not all(isinstance(p, dict) for p in content):
+            raise bad("content parts must be objects")
+    elif kind == "function_call":
+        if not all(isinstance(item.get(k), str) for k in ("call_id", "name", "arguments")):
+            raise bad("(function_call) must have 'call_id', 'name' and 'arguments' strings")
+    elif kind == "function_call_output":
+        if not isinstance(item.get("call_id"), str):
+            raise bad("(function_call_output) must have a 'call_id' string")
+        if not isinstance(item.get("output"), (str, list)):
+            raise bad("(function_call_output) must have an 'output' string or array")
+    elif not isinstance(kind, str):
+        raise bad("'type' must be a string")
+
+
+def thread_of(body: Mapping[str, Any]) -> str | None:
+    """The id of the provider's conversation the request belongs to (`conversation`), if any."""
+    thread = body.get("conversation")
+    if isinstance(thread, Mapping):
+        thread = thread.get("id")
+    return thread if isinstance(thread, str) and thread else None
+
+
+def conversation_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The request as chat messages: instructions first, then its input items."""
+    messages: list[dict[str, Any]] = []
+    instructions = body.get("instructions")
+    if isinstance(instructions, str) and instructions:
+        messages.append({"role": "system", "content": instructions})
+    return messages + item_messages(input_items(body.get("input")))
+
+
+def input_items(items: Any) -> list[dict[str, Any]]:
+    """`input` as a list of items: a string is one user message; no input is none."""
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def item_messages(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Items (of a request's input or a response's output) as chat messages; items memory
+    does not read, or that lack what it reads, are left out."""
+    messages: list[dict[str, Any]] = []
+    joinable = False  # the last message is the assistant's, which a function call may join
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message" and item.get("role") in ROLES:
+            messages.append({"role": item["role"], "content": item.get("content")})
+            joinable = item["role"] == "assistant"
+        elif kind == "function_call" and isinstance(item.get("call_id"), str):
+            function = {"name": item.get("name"), "arguments": item.get("arguments")}
+            call = {"id": item["call_id"], "type": "function", "function": function}
+            if joinable:
+                last = messages[-1]
+                messages[-1] = {**last, "tool_calls": [*last.get("tool_calls", []), call]}
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                joinable = True
+        elif kind == "function_call_output" and isinstance(item.get("call_id"), str):
+            output = item.get("output")
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": output})
+            joinable = False
+    return messages
+
+
+def place_block(body: Mapping[str, Any], block: str, placement: Placement) -> dict[str, Any]:
+    """A copy of the body with the block placed (see the module docstring)."""
+    instructions = body.get("instructions")
+    if placement == "system" and isinstance(instructions, str) and instructions:
+        return {**body, "instructions": f"{block}\n\n{instructions}"}
+    items = input_items(body.get("input"))
+    if placement == "system":
+        return {**body, "input": [{"role": "system", "content": block}, *items]}
+    return {**body, "input": inject_block(items, block, "before_last_user")}

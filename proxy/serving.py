@@ -1,0 +1,100 @@
+"""How moim is served: uvicorn's options, and a time limit on each request's head.
+
+uvicorn waits for a request line and headers as long as a client takes: a connection that
+sends nothing, or a header a minute, keeps its socket (and a slot of the process's file
+descriptors) forever; 1,500 slow clients held theirs 40 s each, as long as they liked. The
+protocol here is uvicorn's h11 one with one timer more: a request's head must be whole
+within `server.header_timeout` seconds of its first byte (of the connection's start, for a
+new connection), else moim answers 408 in OpenAI's shape and closes the connection; a new
+connection that sent nothing is closed without a word, as uvicorn closes an idle keep-alive
+one (a client's speculative connection must not read a stray 408 later). Bodies have their
+own limit, `server.body_timeout`, in `read_body` (proxy/limits.py). `moim serve` and the
+tests' servers run with these options, so both serve alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from proxy.config import Config
+from proxy.errors import RequestTimeout
+from proxy.limits import parser_limit
+
+
+def uvicorn_options(config: Config) -> dict[str, Any]:
+    """Keyword arguments for `uvicorn.run` / `uvicorn.Config` that serve `config` as moim does."""
+    return {
+        "http": head_timeout_protocol(config.header_timeout),
+        "h11_max_incomplete_event_size": parser_limit(config.max_header_bytes),
+    }
+
+
+def head_timeout_protocol(seconds: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, giving each request's head at most `seconds` to arrive."""
+
+    class Protocol(HeadTimeoutH11):
+        head_timeout = seconds
+
+    return Protocol
+
+
+def _timeout_response(seconds: float) -> bytes:
+    error = RequestTimeout(
+        f"the request's headers did not arrive within {seconds:g} s (server.header_timeout)"
+    )
+    body = json.dumps(error.body()).encode()
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\n"
+        "content-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class HeadTimeoutH11(H11Protocol):
+    """H11Protocol with a timer running while a request's head is awaited (h11's IDLE)."""
+
+    head_timeout = 10.0
+    _timer: asyncio.TimerHandle | None = None
+    _started = False  # bytes of the awaited head have arrived
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._watch_head()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch_head(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timer()
+        super().connection_lost(exc)
+
+    def _watch_head(self, data: bytes = b"") -> None:
+        """Run the timer while the head is awaited; stop it once the request has begun."""
+        if self.conn.their_state is not h11.IDLE or self.transport.is_closing():
+            self._stop_timer()
+            self._started = False
+            return
+        self._started = self._started or bool(data)
+        if self._timer is None:
+            self._timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _head_timed_out(self) -> None:
+        self._timer = None
+        if self.conn.their_state is not h11.IDLE or self.transport.is_closing():
+            return
+        if self._started:
+            self.transport.write(_timeout_response(self.head_timeout))
+        self.transport.close()

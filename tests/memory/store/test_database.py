@@ -1,0 +1,62 @@
+"""memory/database.py: one writer at a time, and no write waits past `busy_timeout`.
+
+`busy_timeout` is how long a write may wait for the store: for SQLite's lock (held by
+another process) and for this process's own other writer alike, from one deadline. The
+writer's retries held the process lock while SQLite made them wait, so a memory API write
+queued behind one waited twice: 20 s answered 503 where the setting said 10.
+"""
+
+import threading
+from contextlib import closing
+
+import pytest
+import sqlean
+
+from memory import StoreUnavailable
+from memory.store.database import Database
+
+BUSY_TIMEOUT = 0.2
+
+
+@pytest.fixture
+def database(tmp_path):
+    db = Database(tmp_path / "moim.db", busy_timeout=BUSY_TIMEOUT)
+    with db.write() as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    return db
+
+
+def test_a_write_waits_for_the_process_s_other_writer_no_longer_than_busy_timeout(database):
+    holding, release = threading.Event(), threading.Event()
+
+    def hold():
+        with database.write():
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        holding.wait(30)
+        with pytest.raises(StoreUnavailable, match="locked"), database.write() as conn:
+            conn.execute("INSERT INTO notes VALUES ('too late')")  # pragma: no cover
+        assert not release.is_set()  # refused while the other writer still held the lock
+    finally:
+        release.set()
+        holder.join()
+    with database.write() as conn:  # and the lock is free again once it is released
+        conn.execute("INSERT INTO notes VALUES ('later')")
+    assert database.read("SELECT text FROM notes") == [("later",)]
+
+
+def test_a_write_another_process_blocks_is_refused_then_succeeds(database):
+    with closing(sqlean.connect(database.path, isolation_level=None, timeout=0)) as other:
+        other.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(StoreUnavailable, match="locked"), database.write() as conn:
+            conn.execute("INSERT INTO notes VALUES ('too late')")  # pragma: no cover
+        other.execute("ROLLBACK")
+    with database.write() as conn:
+        conn.execute("INSERT INTO notes VALUES ('later')")
+    assert database.read("SELECT text FROM notes") == [("later",)]
+    # the connection waits the whole busy_timeout again for the next lock
+    assert database.read("PRAGMA busy_timeout") == [(round(BUSY_TIMEOUT * 1000),)]
