@@ -45,6 +45,7 @@ from memory.store.marks import DueUser
 from memory.store.migrations import MigrationProgress
 from memory.store.overview import SessionSummary, UserSummary
 from memory.store.response_links import ResponseLink, link_response, linked_response
+from memory.store.sizes import StoreSizes, store_sizes
 from memory.store.store import Stats, Store
 from memory.store.transfer import export_messages, import_message
 
@@ -411,6 +412,10 @@ class MemoryLayer:
 
     def stats(self, user_id: str) -> Stats:
         return self.store.stats(user_id)
+
+    def sizes(self) -> StoreSizes:
+        """The whole store's counts and bytes, for metrics (a scan: not per request)."""
+        return store_sizes(self.store)
 
     def users(self, only: Sequence[str] | None = None, limit: int = 1000) -> list[UserSummary]:
         """Users with messages or facts, most recently active first (`only`: just those)."""

@@ -2,10 +2,12 @@
 
 `AppState` is everything a request may touch: the frozen config, the memory layer (store,
 embedder, vector index), the background writer, the pooled httpx client for upstreams,
-counters for `/metrics`, and the Responses API replies that just finished
-(`proxy/recent_responses.py`). It is built in the lifespan and kept on `app.state.moim`; there are
-no other globals. With `consolidation.model` set, the lifespan also runs the consolidation
-schedule (`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
+the app's Prometheus metrics (`proxy/metrics.py`), the MCP endpoint (`proxy/mcp_server.py`),
+and the Responses API replies that just finished (`proxy/recent_responses.py`). It is
+built in the lifespan and kept on `app.state.moim`; there are no other globals (the metrics'
+registry is the app's own, made with the app: its middleware counts into it). With
+`consolidation.model` set, the lifespan also runs the consolidation schedule
+(`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
 Chat completions get memory (`proxy/pipeline.py`); any other `/v1/` request (and
 `/u/{user}/v1/`) passes through to the provider unchanged (`proxy/passthrough.py`), after
 moim's own routes, which win. `ProxyError`s become OpenAI-shaped JSON in one handler; a
@@ -31,7 +33,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -39,13 +41,15 @@ from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin
 from proxy.auth import authenticate, authorize_metrics, is_loopback
 from proxy.chat import chat
-from proxy.chat_metrics import ChatRequests
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.errors import NotFound, ProxyError, ServiceUnavailable, UpstreamError
 from proxy.limits import HeaderLimit
+from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from proxy.metrics import Metrics
 from proxy.passthrough import METHODS, passthrough, retrieve_model
 from proxy.recent_responses import RecentResponses
+from proxy.request_metrics import RequestMetrics
 from proxy.responses import responses
 from proxy.runtime import tune_process
 from proxy.upstream import close_litellm, list_models
@@ -63,14 +67,14 @@ class AppState:
     layer: MemoryLayer
     writer: Writer
     client: httpx.AsyncClient
-    requests: dict[int, int] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=Metrics)
     mcp: McpEndpoint | None = None  # None without the mcp extra
     responses: RecentResponses = field(default_factory=RecentResponses)
 
 
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     """The moim ASGI app for `config` (a prepared `layer` may be passed in, e.g. by tests)."""
-    requests: dict[int, int] = {}  # chat requests by status, counted by ChatRequests
+    metrics = Metrics()  # before the lifespan: RequestMetrics counts into it
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -83,7 +87,8 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         journal = Journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
         mcp = _mcp_endpoint(config, memory)
-        app.state.moim = AppState(config, memory, writer, client, requests, mcp=mcp)
+        app.state.moim = AppState(config, memory, writer, client, metrics, mcp=mcp)
+        metrics.watch(app.state.moim)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
@@ -136,7 +141,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             HTTPException: _http_error,
         },
         middleware=[
-            Middleware(ChatRequests, counts=requests),  # outermost: it sees every answer
+            Middleware(RequestMetrics, metrics=metrics),  # outermost: it sees every answer
             Middleware(HeaderLimit, max_bytes=config.max_header_bytes),
         ],
     )
@@ -247,36 +252,7 @@ async def _readiness(request: Request) -> Response:
 async def _metrics(request: Request) -> Response:
     state = state_of(request)
     authorize_metrics(request.headers, state.config)
-    lines = [
-        "# HELP moim_chat_requests_total Chat and Responses API requests answered, by status.",
-        "# TYPE moim_chat_requests_total counter",
-        *(
-            f'moim_chat_requests_total{{status="{s}"}} {n}'
-            for s, n in sorted(state.requests.items())
-        ),
-        "# HELP moim_ingest_pending Turns received but not yet stored and indexed.",
-        "# TYPE moim_ingest_pending gauge",
-        f"moim_ingest_pending {state.writer.pending}",
-        "# HELP moim_ingest_queued Turns waiting in the ingest queue (RAM).",
-        "# TYPE moim_ingest_queued gauge",
-        f"moim_ingest_queued {state.writer.queued}",
-        "# HELP moim_ingest_queue_size Capacity of the ingest queue (memory.ingest_queue_size).",
-        "# TYPE moim_ingest_queue_size gauge",
-        f"moim_ingest_queue_size {state.writer.capacity}",
-        "# HELP moim_ingest_queue_peak The most turns the ingest queue has held at once.",
-        "# TYPE moim_ingest_queue_peak gauge",
-        f"moim_ingest_queue_peak {state.writer.queue_peak}",
-        "# HELP moim_ingest_spilled_total Turns written to the journal only, the queue full.",
-        "# TYPE moim_ingest_spilled_total counter",
-        f"moim_ingest_spilled_total {state.writer.spilled}",
-        "# HELP moim_memory_write_failures_total Failed memory writes.",
-        "# TYPE moim_memory_write_failures_total counter",
-        f"moim_memory_write_failures_total {state.writer.failures}",
-        "# HELP moim_vector_users_loaded Users whose vectors are held in RAM.",
-        "# TYPE moim_vector_users_loaded gauge",
-        f"moim_vector_users_loaded {state.layer.index.loaded_users()}",
-    ]
-    return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+    return Response(await state.metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
 
 async def _proxy_error(request: Request, exc: Exception) -> Response:
@@ -295,6 +271,7 @@ async def _proxy_error(request: Request, exc: Exception) -> Response:
 
 async def _memory_error(request: Request, exc: Exception) -> Response:
     """A memory-layer failure on the memory API, e.g. SQLite's "database is locked": 503."""
+    state_of(request).metrics.memory_errors.labels("memory_api", type(exc).__name__).inc()
     logger.warning(
         "memory API %s %s: store unavailable: %s: %s",
         request.method,
