@@ -15,7 +15,6 @@ from memory.facts.consolidation import (
     GateResult,
     Operation,
     Rejection,
-    apply_operations,
     gate,
     parse_operations,
 )
@@ -67,7 +66,6 @@ __all__ = [
     "TierRule",
     "Turn",
     "UserSummary",
-    "apply_operations",
     "content_hash",
     "context_window",
     "count_message_tokens",

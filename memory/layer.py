@@ -23,6 +23,7 @@ from memory.block.render import render_block
 from memory.block.tokens import count_tokens
 from memory.embedding import Embedder, FastEmbedder
 from memory.facts.capture import capture_facts
+from memory.facts.consolidation import Operation, apply_operations
 from memory.facts.rules import (
     MAX_SILENCE,
     apply_captures,
@@ -371,11 +372,13 @@ class MemoryLayer:
         return linked_response(self.store, user_id, response_id)
 
     def index_pending(self, batch: int = 64, passes: int | None = None) -> int:
-        """Chunk, embed and index unindexed messages, oldest first, `batch` at a time.
+        """Chunk, embed and index unindexed messages, oldest first, a pass at a time.
 
-        Everything pending by default; at most `passes` batches when given (the writer
-        indexes a batch, then stores newly finished turns, so neither waits on the other).
-        Returns how many messages were indexed.
+        A pass looks at `batch` messages and embeds at most `settings.index_slice_chunks`
+        chunks; a larger message takes several passes, and messages not yet begun go before
+        it (`memory.ingest.index_pending`). Everything pending by default; at most `passes`
+        passes when given (the writer runs one, then stores newly finished turns, so neither
+        waits on the other). Returns how many messages were worked on, summed over passes.
         """
         total, done_passes = 0, 0
         with self._index_lock:  # one indexer at a time: the writer, an import, a reindex
@@ -395,20 +398,43 @@ class MemoryLayer:
         return fts_upkeep.tidy(self.store, stop, self.settings.fts_merge_after)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild chunks, FTS rows and vectors from the message log."""
+        """Rebuild chunks, FTS rows and vectors from the message log; return how many
+        messages were re-indexed. `progress(done, todo)` is called about twice a second."""
         with self._index_lock:
             todo = self.store.reset_index()
             self.index.drop()
-            done = 0
-            while True:
-                step = index_pending(self.store, self.embedder, self.index, self.settings, 64)
-                if step == 0:
-                    return done
-                done += step
-                if progress is not None:
-                    progress(done, todo)
+            shown = time.monotonic()
+            while index_pending(self.store, self.embedder, self.index, self.settings, 64):
+                if progress is not None and time.monotonic() - shown >= 0.5:
+                    progress(todo - self.store.count_unindexed(), todo)  # a pass may do a slice
+                    shown = time.monotonic()
+            if progress is not None:
+                progress(todo, todo)
+            return todo
 
     # -- housekeeping ----------------------------------------------------------------------
+
+    def messages(self, user_id: str) -> list[Message]:
+        """Every stored message of one user, oldest first (the whole log: use sparingly)."""
+        return self.store.messages(user_id)
+
+    def index_frontier(self) -> tuple[int, int | None]:
+        """(newest stored message id, oldest message id not yet indexed, or None)."""
+        return self.store.index_frontier()
+
+    def vector_users_loaded(self) -> int:
+        """Users whose vectors are held in RAM right now."""
+        return self.index.loaded_users()
+
+    def vectors_loaded(self) -> int:
+        """Vectors held in RAM right now, over every loaded user."""
+        return self.index.loaded_vectors()
+
+    def apply_consolidation(
+        self, user_id: str, accepted: Sequence[Operation], now: float
+    ) -> list[Fact]:
+        """Apply gated consolidation operations in one transaction (all or nothing)."""
+        return apply_operations(self.store, user_id, accepted, now)
 
     def stats(self, user_id: str) -> Stats:
         return self.store.stats(user_id)

@@ -51,6 +51,12 @@ class Settings:
     placement: Placement = "before_last_user"
     chunk_size: int = 1000
     chunk_overlap: int = 200
+    # The most chunks one indexing pass embeds. A message with more is indexed a slice per
+    # pass, and the writer stores new turns and indexes messages not yet begun in between
+    # (memory/ingest.py), so one large message delays others by a slice, not by all of it.
+    # bench/fair_indexing.py, a short turn behind a 1 MiB message on a busy 2-core machine:
+    # searchable after 2.4 s with 32 (7.2 s with 64; 138 s before slicing).
+    index_slice_chunks: int = 32
     # Which retrievers recall uses: both fused (default), or one alone (for benchmarks).
     retrievers: Literal["hybrid", "dense", "lexical"] = "hybrid"
     # Candidates taken from each retriever before fusion (80 over 40: LoCoMo hit +0.9 points).

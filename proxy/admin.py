@@ -16,14 +16,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memory import Hit
-from proxy import facts_api, request_json
+from proxy import request_json
 from proxy.auth import authenticate
 from proxy.errors import BadRequest
 from proxy.identity import MAX_TIMESTAMP, identify
 from proxy.limits import read_body
+from proxy.state import state_of
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
+    pass
 
 
 def routes() -> list[Route]:
@@ -34,18 +35,12 @@ def routes() -> list[Route]:
         Route("/v1/memory", forget, methods=["DELETE"]),
         Route("/v1/memory/export", export, methods=["GET"]),
         Route("/v1/memory/import", import_, methods=["POST"]),
-        *facts_api.routes(),
     ]
-
-
-def _state(request: Request) -> AppState:
-    state: AppState = request.app.state.moim
-    return state
 
 
 def user_of(request: Request) -> str:
     """The user this memory request is about, after authentication."""
-    state = _state(request)
+    state = state_of(request)
     caller = authenticate(request.headers, state.config)
     who = identify(request.headers, {}, request.path_params.get("user_id"), caller.bound_user)
     caller.check_user(who.user_id)
@@ -57,7 +52,7 @@ async def _run(func: Callable[..., Any], *args: Any) -> Any:
 
 
 async def stats(request: Request) -> Response:
-    state = _state(request)
+    state = state_of(request)
     user_id = user_of(request)
     counts = await _run(state.layer.stats, user_id)
     return JSONResponse(
@@ -73,7 +68,7 @@ async def stats(request: Request) -> Response:
 
 
 async def flush(request: Request) -> Response:
-    state = _state(request)
+    state = state_of(request)
     authenticate(request.headers, state.config)
     done = await state.writer.flush(timeout=120.0)
     return JSONResponse(
@@ -82,7 +77,7 @@ async def flush(request: Request) -> Response:
 
 
 async def search(request: Request) -> Response:
-    state = _state(request)
+    state = state_of(request)
     user_id = user_of(request)
     query = request.query_params.get("q", "")
     if not query.strip():
@@ -113,7 +108,7 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
 
 
 async def forget(request: Request) -> Response:
-    state = _state(request)
+    state = state_of(request)
     user_id = user_of(request)
     await state.writer.flush(timeout=30.0)  # so no queued turn resurrects the user after
     removed = await _run(state.layer.forget, user_id)
@@ -121,7 +116,7 @@ async def forget(request: Request) -> Response:
 
 
 async def export(request: Request) -> Response:
-    state = _state(request)
+    state = state_of(request)
     user_id = user_of(request)
     items = await _run(lambda: list(state.layer.export(user_id)))
 
@@ -133,7 +128,7 @@ async def export(request: Request) -> Response:
 
 
 async def import_(request: Request) -> Response:
-    state = _state(request)
+    state = state_of(request)
     user_id = user_of(request)
     raw = await read_body(request, state.config.max_body_bytes, state.config.body_timeout)
     items = []

@@ -19,11 +19,9 @@ retrying.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,20 +36,20 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
-from proxy import admin
+from proxy import admin, facts_api
 from proxy.auth import authenticate, authorize_metrics, is_loopback
 from proxy.chat import chat
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
-from proxy.errors import NotFound, ProxyError, ServiceUnavailable, UpstreamError
+from proxy.errors import NotFound, ProxyError, ServiceUnavailable, error_response
 from proxy.limits import HeaderLimit
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics
 from proxy.passthrough import METHODS, passthrough, retrieve_model
-from proxy.recent_responses import RecentResponses
 from proxy.request_metrics import RequestMetrics
 from proxy.responses import responses
 from proxy.runtime import tune_process
+from proxy.state import AppState, state_of
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
 
@@ -59,17 +57,6 @@ if TYPE_CHECKING:
     from proxy.mcp_server import McpEndpoint
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class AppState:
-    config: Config
-    layer: MemoryLayer
-    writer: Writer
-    client: httpx.AsyncClient
-    metrics: Metrics = field(default_factory=Metrics)
-    mcp: McpEndpoint | None = None  # None without the mcp extra
-    responses: RecentResponses = field(default_factory=RecentResponses)
 
 
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
@@ -88,7 +75,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         writer = Writer(memory, journal, config.ingest_queue_size)
         mcp = _mcp_endpoint(config, memory)
         app.state.moim = AppState(config, memory, writer, client, metrics, mcp=mcp)
-        metrics.watch(app.state.moim)
+        metrics.watch(writer, memory)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
@@ -127,7 +114,8 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/mcp", _Mcp()),
         Route("/u/{user_id}/mcp", _Mcp()),
         *admin.routes(),
-        *_with_path_user(admin.routes()),
+        *facts_api.routes(),
+        *_with_path_user([*admin.routes(), *facts_api.routes()]),
         # Last: whatever moim does not handle above goes to the provider as it came.
         Route("/v1/{path:path}", _passthrough, methods=METHODS),
         Route("/u/{user_id}/v1/{path:path}", _passthrough, methods=METHODS),
@@ -207,11 +195,6 @@ async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
     await writer.start()
 
 
-def state_of(request: Request) -> AppState:
-    state: AppState = request.app.state.moim
-    return state
-
-
 async def _chat(request: Request) -> Response:
     return await chat(request, state_of(request), request.path_params.get("user_id"))
 
@@ -240,13 +223,20 @@ async def _health(request: Request) -> Response:
 
 
 async def _readiness(request: Request) -> Response:
+    """200 once the model is loaded and the journal replayed, while the writer works; 503
+    with the reason otherwise (`writer` says what is failing: proxy/writer_health.py)."""
     state = state_of(request)
     loaded, recovered = state.layer.ready, state.writer.recovered
-    ready = loaded and recovered
-    return JSONResponse(
-        {"status": "ok" if ready else "starting", "embedder": loaded, "recovered": recovered},
-        status_code=200 if ready else 503,
-    )
+    problem = state.writer.problem
+    ready = loaded and recovered and problem is None
+    body: dict[str, object] = {
+        "status": "ok" if ready else "failing" if problem else "starting",
+        "embedder": loaded,
+        "recovered": recovered,
+    }
+    if problem is not None:
+        body["writer"] = problem
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 async def _metrics(request: Request) -> Response:
@@ -256,17 +246,8 @@ async def _metrics(request: Request) -> Response:
 
 
 async def _proxy_error(request: Request, exc: Exception) -> Response:
-    if isinstance(exc, UpstreamError):  # the provider's own status and body, unchanged
-        return Response(
-            exc.content, status_code=exc.status, headers=exc.headers, media_type="application/json"
-        )
     assert isinstance(exc, ProxyError)
-    return Response(
-        json.dumps(exc.body()),
-        status_code=exc.status,
-        headers=exc.headers,
-        media_type="application/json",
-    )
+    return error_response(exc)
 
 
 async def _memory_error(request: Request, exc: Exception) -> Response:
@@ -286,19 +267,9 @@ async def _memory_error(request: Request, exc: Exception) -> Response:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (an unknown route, a wrong method) in OpenAI's shape."""
     assert isinstance(exc, HTTPException)
-    kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-    body = {
-        "error": {
-            "message": str(exc.detail),
-            "type": kind,
-            "param": None,
-            "code": str(exc.status_code),
-        }
-    }
-    return Response(
-        json.dumps(body),
-        status_code=exc.status_code,
-        media_type="application/json",
-        headers=exc.headers,
-    )
+    error = ProxyError(str(exc.detail), code=str(exc.status_code), headers=exc.headers)
+    error.status = exc.status_code
+    error.type = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    return error_response(error)

@@ -21,9 +21,7 @@ from proxy.errors import BadRequest
 from proxy.pipeline import (
     Api,
     Conversation,
-    Prepared,
-    Report,
-    aliased,
+    Exchange,
     forward_bytes,
     handle,
     model_body,
@@ -33,7 +31,7 @@ from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.upstream import Target, call_litellm, litellm_json, litellm_sse
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
+    from proxy.state import AppState
 
 
 async def chat(request: Request, state: AppState, path_user: str | None = None) -> Response:
@@ -82,61 +80,25 @@ def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
     return body
 
 
-async def forward(
-    state: AppState,
-    request: Request,
-    target: Target,
-    body: dict[str, Any],
-    raw: bytes,
-    conversation: Conversation,
-    prepared: Prepared,
-    authorization: str | None,
-    report: Report,
-) -> Response:
+async def forward(exchange: Exchange) -> Response:
     """Send a chat request upstream and answer the client; hand the turn to the writer."""
+    prepared, target, body = exchange.prepared, exchange.target, exchange.body
     collector = ReplyCollector()
-    outbound = prepared.body
-    on_end = remember(state, prepared, conversation, collector)
+    on_end = remember(exchange.state, prepared, exchange.conversation, collector, exchange.report)
     if target.kind == "litellm":
-        sent = json.loads(outbound) if outbound is not None else body
-        return await _forward_litellm(state, target, sent, authorization, collector, on_end, report)
-    content = aliased(outbound if outbound is not None else raw, body, target)
+        sent = json.loads(prepared.body) if prepared.body is not None else body
+        return await _forward_litellm(exchange, sent, collector, on_end)
+    content = exchange.outbound
     if tools.applies(prepared.who, target, body):  # memory tools: the loop is tool_loop.py
-        return await tool_loop.forward_with_tools(
-            state,
-            request.headers,
-            target,
-            content,
-            prepared,
-            authorization,
-            collector,
-            on_end,
-            report,
-        )
-    return await forward_bytes(
-        state,
-        request,
-        target,
-        "/chat/completions",
-        content,
-        authorization,
-        collector,
-        on_end,
-        prepared,
-        report,
-    )
+        return await tool_loop.forward_with_tools(exchange, content, collector, on_end)
+    return await forward_bytes(exchange, "/chat/completions", content, collector, on_end)
 
 
 async def _forward_litellm(
-    state: AppState,
-    target: Target,
-    body: dict[str, Any],
-    authorization: str | None,
-    collector: ReplyCollector,
-    on_end: EndCallback,
-    report: Report,
+    exchange: Exchange, body: dict[str, Any], collector: ReplyCollector, on_end: EndCallback
 ) -> Response:
-    result = await call_litellm(target, body, authorization, state.config.read_timeout)
+    report, timeout = exchange.report, exchange.state.config.read_timeout
+    result = await call_litellm(exchange.target, body, exchange.authorization, timeout)
     if body.get("stream") is True:
         return StreamingResponse(
             relay(litellm_sse(result), collector, on_end),

@@ -131,6 +131,9 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
     settings = Settings(
         db_path=Path(_get(data, "db", str, "moim.db")),
         busy_timeout=_above_zero(mem, "memory.", "busy_timeout", defaults.busy_timeout),
+        index_slice_chunks=_at_least(
+            mem, "memory.", "index_slice_chunks", defaults.index_slice_chunks, 1
+        ),
         embedding_model=_get(mem, "embedding_model", str, defaults.embedding_model, "memory."),
         vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
         fusion=_choice(mem, "fusion", ("scores", "rrf"), defaults.fusion),

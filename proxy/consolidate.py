@@ -35,7 +35,6 @@ from memory import (
     MemoryLayer,
     Message,
     Rejection,
-    apply_operations,
     gate,
     parse_operations,
 )
@@ -177,7 +176,7 @@ async def consolidate_user(
         )
     try:
         await anyio.to_thread.run_sync(
-            apply_operations, layer.store, user_id, result.accepted, time.time()
+            layer.apply_consolidation, user_id, result.accepted, time.time()
         )
     except ConsolidationRejected as exc:
         return _refused(report, exc.reason, proposed=len(operations))
@@ -211,11 +210,9 @@ def _read(
     facts = layer.list_facts(user_id, "active")
     if unread:
         return layer.unread_turns(user_id, turns) if turns > 0 else [], facts
-    # Store.messages reads the whole log; a `last N` query would spare that on long histories.
+    # layer.messages reads the whole log; a `last N` query would spare that on long histories.
     said = [
-        m
-        for m in layer.store.messages(user_id)
-        if m.role in ("user", "assistant") and m.content.strip()
+        m for m in layer.messages(user_id) if m.role in ("user", "assistant") and m.content.strip()
     ]
     return said[-turns:] if turns > 0 else [], facts
 

@@ -1,4 +1,4 @@
-"""The proxy's exceptions, one tree; `app.py` renders them in OpenAI's error shape.
+"""The proxy's exceptions, one tree, and their one renderer (`error_response`): OpenAI's shape.
 
 ProxyError                 status, message, type, param, code
  ├── BadRequest            400  the request is malformed
@@ -16,7 +16,10 @@ ProxyError                 status, message, type, param, code
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+
+from starlette.responses import Response
 
 
 class ProxyError(Exception):
@@ -110,3 +113,14 @@ class UpstreamError(ProxyError):
         super().__init__(f"upstream returned {status}", headers=headers)
         self.status = status
         self.content = content
+
+
+def error_response(exc: ProxyError, headers: Mapping[str, str] | None = None) -> Response:
+    """The response for `exc`: the provider's own status and body for an `UpstreamError`, else
+    `{"error": {"message", "type", "param", "code"}}` with its status; `headers` are added."""
+    merged = {**exc.headers, **(headers or {})}
+    if isinstance(exc, UpstreamError):
+        content = exc.content
+    else:
+        content = json.dumps(exc.body()).encode()
+    return Response(content, status_code=exc.status, headers=merged, media_type="application/json")

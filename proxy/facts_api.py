@@ -30,6 +30,7 @@ from memory import Fact
 from proxy import admin, request_json
 from proxy.errors import BadRequest, NotFound
 from proxy.limits import read_body
+from proxy.state import state_of
 
 if TYPE_CHECKING:
     from memory import MemoryLayer
@@ -68,7 +69,7 @@ def fact_json(fact: Fact) -> dict[str, Any]:
 
 
 def _layer(request: Request) -> MemoryLayer:
-    layer: MemoryLayer = request.app.state.moim.layer
+    layer = state_of(request).layer
     return layer
 
 
@@ -98,7 +99,7 @@ async def list_facts(request: Request) -> Response:
 
 async def set_fact(request: Request) -> Response:
     user_id = admin.user_of(request)
-    config = request.app.state.moim.config
+    config = state_of(request).config
     raw = await read_body(request, config.max_body_bytes, config.body_timeout)
     try:
         body = request_json.loads(raw)

@@ -4,8 +4,9 @@ Counted as things happen (`Metrics`): HTTP requests by route and status and chat
 status (`proxy/request_metrics.py`, outside the app, so refusals and crashes count too); per
 request with memory (`Metrics.observe`, from `proxy/pipeline.py`): moim's overhead, the tier,
 what was injected, abstentions and memory errors. Read when scraped (`_StateCollector`): the
-ingest queue, the writer, the vector index in RAM and the store's sizes. The registry is the
-app's own, never prometheus_client's global one: tests build many apps in one process.
+ingest queue, the writer's health, the vector index in RAM and the store's sizes. The
+registry is the app's own, never prometheus_client's global one: tests build many apps in one
+process.
 
 Names (README, "Health and metrics", lists them with their meaning):
 
@@ -16,6 +17,8 @@ Names (README, "Health and metrics", lists them with their meaning):
     moim_injected_facts_total                       moim_memory_errors_total{stage,kind}
     moim_ingest_pending  moim_ingest_queued  moim_ingest_queue_size  moim_ingest_queue_peak
     moim_ingest_spilled_total  moim_memory_write_failures_total  moim_index_pending_messages
+    moim_writer_up  moim_writer_failures_total{part}  moim_writer_restarts_total
+    moim_writer_oldest_unstored_seconds  moim_writer_unjournaled  moim_writer_dropped_total
     moim_vector_users_loaded  moim_vectors_loaded  moim_embedder_loaded
     moim_store_users  moim_store_messages  moim_store_chunks  moim_store_facts  moim_store_bytes
 """
@@ -24,18 +27,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio.to_thread
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from memory import MemoryLayerError
-
-if TYPE_CHECKING:
-    from proxy.app import AppState
-    from proxy.pipeline import Report
+from memory import MemoryLayer, MemoryLayerError
+from proxy.writer import Writer
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,19 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # moim's own time is milliseconds (a recall: ~5-50 ms); a first byte waits for the model.
 OVERHEAD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 TTFB_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+
+class Observed(Protocol):
+    """What `Metrics.observe` reads of a request (`proxy.pipeline.Report` has it)."""
+
+    overhead_ms: float
+    tier: int
+    tokens: int
+    chunks: int
+    facts: int
+    recalled: bool
+    abstained: bool
+    error_kind: str | None
 
 
 class Metrics:
@@ -110,11 +123,11 @@ class Metrics:
             registry=registry,
         )
 
-    def watch(self, state: AppState) -> None:
-        """Read the writer, the index and the store of `state` at every scrape."""
-        self.registry.register(_StateCollector(state))
+    def watch(self, writer: Writer, layer: MemoryLayer) -> None:
+        """Read the writer, the vector index and the store at every scrape."""
+        self.registry.register(_StateCollector(writer, layer))
 
-    def observe(self, endpoint: str, report: Report) -> None:
+    def observe(self, endpoint: str, report: Observed) -> None:
         """One request with memory, once answered: its overhead and what memory did."""
         self.overhead.labels(endpoint).observe(report.overhead_ms / 1000)
         if report.error_kind is not None:
@@ -134,13 +147,33 @@ class Metrics:
 
 
 class _StateCollector(Collector):
-    """Gauges and counters read from the app's state when scraped."""
+    """Gauges and counters read from the writer, the index and the store when scraped."""
 
-    def __init__(self, state: AppState) -> None:
-        self._state = state
+    def __init__(self, writer: Writer, layer: MemoryLayer) -> None:
+        self._writer = writer
+        self._layer = layer
 
     def collect(self) -> Iterator[Metric]:
-        writer, layer = self._state.writer, self._state.layer
+        yield from self._ingest()
+        yield from self._writer_health()
+        layer = self._layer
+        yield _gauge(
+            "moim_vector_users_loaded",
+            "Users whose vectors are held in RAM.",
+            layer.vector_users_loaded(),
+        )
+        yield _gauge(
+            "moim_vectors_loaded",
+            "Vectors held in RAM, over every loaded user.",
+            layer.vectors_loaded(),
+        )
+        yield _gauge(
+            "moim_embedder_loaded", "1 once the embedding model is loaded.", int(layer.ready)
+        )
+        yield from self._sizes()
+
+    def _ingest(self) -> Iterator[Metric]:
+        writer = self._writer
         yield _gauge(
             "moim_ingest_pending", "Turns received but not yet stored and indexed.", writer.pending
         )
@@ -162,27 +195,52 @@ class _StateCollector(Collector):
             "Turns written to the journal only, the queue being full.",
             writer.spilled,
         )
+
+    def _writer_health(self) -> Iterator[Metric]:
+        """sec-writer's health of the write path (proxy/writer.py, proxy/writer_health.py)."""
+        writer = self._writer
         yield _counter(
-            "moim_memory_write_failures", "Failed memory writes (store, index).", writer.failures
+            "moim_memory_write_failures",
+            "Failed memory writes (journal, store, index).",
+            writer.failures,
+        )
+        by_part = CounterMetricFamily(
+            "moim_writer_failures",
+            "Write path failures by part (journal, store, index, task, content).",
+            labels=["part"],
+        )
+        for part, count in sorted(writer.failures_by_part().items()):
+            by_part.add_metric([part], count)
+        yield by_part
+        yield _gauge(
+            "moim_writer_up",
+            "1 while the writer runs and nothing in the write path fails.",
+            int(writer.up),
+        )
+        yield _counter(
+            "moim_writer_restarts",
+            "Times the writer's task crashed and was restarted.",
+            writer.restarts,
         )
         yield _gauge(
-            "moim_vector_users_loaded",
-            "Users whose vectors are held in RAM.",
-            layer.index.loaded_users(),
+            "moim_writer_oldest_unstored_seconds",
+            "Age of the oldest turn not yet stored: the ingest lag.",
+            writer.oldest_unstored_seconds,
         )
         yield _gauge(
-            "moim_vectors_loaded",
-            "Vectors held in RAM, over every loaded user.",
-            layer.index.loaded_vectors(),
+            "moim_writer_unjournaled",
+            "Queued turns held in RAM only (the journal failed).",
+            writer.unjournaled,
         )
-        yield _gauge(
-            "moim_embedder_loaded", "1 once the embedding model is loaded.", int(layer.ready)
+        yield _counter(
+            "moim_writer_dropped",
+            "Turns SQLite refused for their content (logged).",
+            writer.dropped,
         )
-        yield from self._sizes()
 
     def _sizes(self) -> Iterator[Metric]:
         try:
-            sizes = self._state.layer.sizes()
+            sizes = self._layer.sizes()
         except MemoryLayerError as exc:  # a locked store: the rest of the scrape still counts
             logger.warning("metrics: store sizes unavailable: %s", type(exc).__name__)
             return

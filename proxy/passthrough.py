@@ -55,7 +55,7 @@ from proxy.upstream import (
 )
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
+    from proxy.state import AppState
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from memory import (
 from proxy import request_json
 from proxy.auth import authenticate
 from proxy.config import Config
-from proxy.errors import BadRequest, ProxyError, UpstreamError
+from proxy.errors import BadRequest, ProxyError, UpstreamError, error_response
 from proxy.identity import Identity, Mode, held_session_id, identify
 from proxy.limits import read_body
 from proxy.request_metrics import endpoint_of
@@ -54,7 +54,7 @@ from proxy.upstream import (
 )
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
+    from proxy.state import AppState
 
 logger = logging.getLogger(__name__)
 
@@ -119,21 +119,34 @@ class Conversation:
         return self.continues is not None or self.thread is not None
 
 
-# forward(state, request, target, body, raw, conversation, prepared, authorization, report)
-Forward = Callable[
-    [
-        "AppState",
-        Request,
-        Target,
-        dict[str, Any],
-        bytes,
-        Conversation,
-        "Prepared",
-        str | None,
-        Report,
-    ],
-    Awaitable[Response],
-]
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One request with memory, after the memory steps: what forwarding it needs.
+
+    Built once in `handle` and passed whole to the API's `forward`, the byte path and the
+    tool loop. `report` is the request's running account (headers, log line): the one part
+    that still changes while the answer streams.
+    """
+
+    state: AppState
+    request: Request
+    target: Target
+    body: dict[str, Any]
+    raw: bytes
+    conversation: Conversation
+    prepared: Prepared
+    authorization: str | None
+    report: Report
+
+    @property
+    def outbound(self) -> bytes:
+        """The body as it goes upstream: the block placed (if any) and a config alias's
+        model name."""
+        content = self.prepared.body if self.prepared.body is not None else self.raw
+        return aliased(content, self.body, self.target)
+
+
+Forward = Callable[[Exchange], Awaitable[Response]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,13 +190,16 @@ async def handle(
     prepared = await prepare(state, who, conversation, report)
     who = prepared.who
     report.session_id = who.session_id
-    report.error = report.error or state.writer.take_error()
+    if who.mode.writes and body.get("stream") is True:
+        # a stream's headers go out before its turn is journaled: say now if that is failing
+        report.error = report.error or state.writer.journal_problem()
     report.overhead_ms = (time.perf_counter() - started) * 1000
     authorization = provider_key(target, state.config, caller.authorization)
     try:
-        response = await api.forward(
+        exchange = Exchange(
             state, request, target, body, raw, conversation, prepared, authorization, report
         )
+        response = await api.forward(exchange)
     except ProxyError as exc:
         response = _error(exc, report)
     _log(who, body, report, response.status_code)
@@ -305,33 +321,34 @@ def aliased(content: bytes, body: Mapping[str, Any], target: Target) -> bytes:
 
 
 async def forward_bytes(
-    state: AppState,
-    request: Request,
-    target: Target,
+    exchange: Exchange,
     path: str,
     content: bytes,
-    authorization: str | None,
     collector: EventCollector,
     on_end: EndCallback,
-    prepared: Prepared,
-    report: Report,
 ) -> Response:
     """POST `content` to an OpenAI-compatible upstream's `path`; relay its answer byte for
     byte, gathering the reply on the side."""
+    state, target, prepared, report = (
+        exchange.state,
+        exchange.target,
+        exchange.prepared,
+        exchange.report,
+    )
+    authorization, request = exchange.authorization, exchange.request
     try:
         upstream = await open_openai(
             state.client, target, content, authorization, request.headers, path
         )
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc
-    headers = {**relayed_headers(upstream), **report.headers()}
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
     if upstream.status_code < 400 and streaming:
         kept = collector if prepared.who.mode.writes else None  # nothing to gather otherwise
         return StreamingResponse(
             relay(upstream.aiter_raw(), kept, on_end, upstream.aclose),
             status_code=upstream.status_code,
-            headers=headers,
+            headers={**relayed_headers(upstream), **report.headers()},
         )
     try:
         data = await upstream.aread()
@@ -342,17 +359,26 @@ async def forward_bytes(
         await upstream.aclose()
     if upstream.status_code < 400:
         collector.feed_json(data)
-        on_end(False)
+        on_end(False)  # before the headers: they say if this turn's journal write failed
+    headers = {**relayed_headers(upstream), **report.headers()}
     return Response(data, status_code=upstream.status_code, headers=headers)
 
 
 def remember(
-    state: AppState, prepared: Prepared, conversation: Conversation, collector: EventCollector
+    state: AppState,
+    prepared: Prepared,
+    conversation: Conversation,
+    collector: EventCollector,
+    report: Report,
 ) -> EndCallback:
     """The callback that hands a finished (or abandoned) turn to the writer.
 
     A Responses API reply's id is noted at once (`AppState.responses`), so a request that
     continues it finds its session before the writer has stored the turn.
+
+    A journal write that fails is this request's to report, and no other's: in its
+    `x-memory-error` when the response is whole (its headers are not sent yet), else in the
+    log line below, under its request id.
     """
     who = prepared.who
 
@@ -363,7 +389,7 @@ def remember(
         if collector.response_id is not None:
             link = ResponseLink(who.session_id, collector.context_tokens)
             state.responses.note(who.user_id, collector.response_id, link)
-        state.writer.submit(
+        error = state.writer.submit(
             Turn(
                 user_id=who.user_id,
                 session_id=who.session_id,
@@ -378,22 +404,15 @@ def remember(
                 continues=conversation.held,
             )
         )
+        if error is not None:
+            report.error = error
+            logger.warning("request_id=%s user_id=%s %s", report.request_id, who.user_id, error)
 
     return on_end
 
 
 def _error(exc: ProxyError, report: Report) -> Response:
-    headers = {**exc.headers, **report.headers()}
-    if isinstance(exc, UpstreamError):
-        return Response(
-            exc.content, status_code=exc.status, headers=headers, media_type="application/json"
-        )
-    return Response(
-        json.dumps(exc.body()),
-        status_code=exc.status,
-        headers=headers,
-        media_type="application/json",
-    )
+    return error_response(exc, report.headers())
 
 
 def _log(who: Identity, body: Mapping[str, Any], report: Report, status: int) -> None:

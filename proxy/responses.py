@@ -31,9 +31,7 @@ from proxy.errors import BadRequest
 from proxy.pipeline import (
     Api,
     Conversation,
-    Prepared,
-    Report,
-    aliased,
+    Exchange,
     forward_bytes,
     handle,
     remember,
@@ -46,10 +44,9 @@ from proxy.responses_body import (
     thread_of,
 )
 from proxy.streaming import EventCollector, valid_unicode
-from proxy.upstream import Target
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
+    from proxy.state import AppState
 
 # The events after which the provider has said all it will: the reply is whole.
 _FINAL = ("response.completed", "response.incomplete")
@@ -72,18 +69,9 @@ def responses_conversation(body: dict[str, Any]) -> Conversation:
     )
 
 
-async def forward_responses(
-    state: AppState,
-    request: Request,
-    target: Target,
-    body: dict[str, Any],
-    raw: bytes,
-    conversation: Conversation,
-    prepared: Prepared,
-    authorization: str | None,
-    report: Report,
-) -> Response:
+async def forward_responses(exchange: Exchange) -> Response:
     """Send upstream, relay the answer, hand the turn to the writer when it ends."""
+    body, target = exchange.body, exchange.target
     if target.kind != "openai":
         raise BadRequest(
             f"model '{body['model']}' goes through litellm, and moim offers /v1/responses only "
@@ -93,20 +81,10 @@ async def forward_responses(
             code="responses_unsupported_route",
         )
     collector = ResponseCollector()
-    on_end = remember(state, prepared, conversation, collector)
-    content = aliased(prepared.body if prepared.body is not None else raw, body, target)
-    return await forward_bytes(
-        state,
-        request,
-        target,
-        "/responses",
-        content,
-        authorization,
-        collector,
-        on_end,
-        prepared,
-        report,
+    on_end = remember(
+        exchange.state, exchange.prepared, exchange.conversation, collector, exchange.report
     )
+    return await forward_bytes(exchange, "/responses", exchange.outbound, collector, on_end)
 
 
 class ResponseCollector(EventCollector):

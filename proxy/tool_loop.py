@@ -42,8 +42,8 @@ from proxy.tools import MAX_ROUNDS, NAMES, execute, is_memory_call, offered, wit
 from proxy.upstream import Target, open_openai, relayed_headers, unreachable, upstream_error
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
-    from proxy.pipeline import Prepared, Report
+    from proxy.pipeline import Exchange, Report
+    from proxy.state import AppState
 
 logger = logging.getLogger(__name__)
 
@@ -91,18 +91,19 @@ class _Loop:
 
 
 async def forward_with_tools(
-    state: AppState,
-    headers: Mapping[str, str],
-    target: Target,
-    content: bytes,
-    prepared: Prepared,
-    authorization: str | None,
-    collector: ReplyCollector,
-    on_end: EndCallback,
-    report: Report,
+    exchange: Exchange, content: bytes, collector: ReplyCollector, on_end: EndCallback
 ) -> Response:
     """Forward `content` (the body as it would go upstream) with moim's tools in the loop."""
-    loop = _Loop(state, target, authorization, headers, prepared.who, collector, on_end, report)
+    loop = _Loop(
+        exchange.state,
+        exchange.target,
+        exchange.authorization,
+        exchange.request.headers,
+        exchange.prepared.who,
+        collector,
+        on_end,
+        exchange.report,
+    )
     body = json.loads(content)
     if body.get("stream") is True:
         return await _streamed(loop, body)

@@ -4,19 +4,34 @@ A finished turn is handed to `submit`, which appends it to the write-ahead journ
 append to a file, no database) and queues it; that happens before the client gets the last
 byte of its response, so a crash after a completed response loses nothing. One task
 alternates, in worker threads: store every queued turn (`MemoryLayer.store_only`, fast),
-index one batch of messages (`index_pending`, embedding: slow), and again. So SQLite has one
-writer, the event loop never waits on it, turns reach SQLite within one batch's time even
-under a backlog, and progress (`pending`, `flush`) advances batch by batch.
+index one pass (`index_pending`: embedding, slow, a bounded amount of work), and again. So
+SQLite has one writer, the event loop never waits on it, turns reach SQLite within one
+pass's time even under a backlog, and progress (`pending`, `flush`) advances pass by pass.
 
 Back-pressure: the queue holds at most `maxsize` turns. Past that, turns go to the journal
 only (RAM stays bounded) and are stored from it when the queue has drained; `spilled`
-counts them and `queue_peak` is the most the queue has held (both in `/metrics`). If storing
-fails (a locked or full disk), the journal keeps the turn and the writer retries from the
-journal when the next turn arrives, or after 1 s, 2 s, 4 s … (at most a minute) when none
-does; a failed indexing pass is retried the same way. The failure is reported once, as
-`x-memory-error`.
+counts them and `queue_peak` is the most the queue has held (both in `/metrics`).
 
-`flush` returns once every turn submitted before the call is stored and indexed.
+Failures never stop the writer (proxy/writer_health.py names the parts that can fail):
+
+- A turn leaves the queue only once it is stored. A store that fails for a reason that can
+  pass (a lock held past `busy_timeout`, a full disk: `MemoryLayerError`, `OSError`) leaves
+  it and the turns after it queued, and the writer tries again when the next turn arrives,
+  or after 1 s, 2 s, 4 s … (at most a minute) when none does. A turn SQLite refuses for what
+  it holds (text that is not valid Unicode) is dropped, logged and counted (`dropped`): no
+  retry could store it.
+- A turn whose journal append fails is queued whatever the queue's size and held in RAM
+  until stored; `submit` returns the error, for that turn's own response (`x-memory-error`)
+  and no other. Once the journal takes writes again, held turns are written to it.
+- A journal that cannot be emptied keeps turns already stored (storing them again is
+  harmless); the writer tries again at its next cycle.
+- A failed indexing pass leaves the messages unindexed in SQLite for the next pass.
+- The loop runs under `supervise`: should it raise anyway, the crash is logged with its
+  traceback, and the loop restarts, reading the journal again first.
+
+While any of these fails, `problem` says what: `/health/readiness` answers 503 and
+`moim_writer_up` is 0. `flush` returns once every turn submitted before the call is stored
+and indexed; while storing fails it waits (the memory API's flush times out with a 504).
 
 Indexing runs on a thread of its own at a lower OS priority (nice +10, where the platform
 allows it): when the cores are all busy, requests (their recall embeds a question too) go
@@ -26,28 +41,32 @@ first and indexing catches up when they are not. With cores to spare it makes no
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from contextlib import closing
+from dataclasses import dataclass, replace
 
 import anyio.to_thread
 
 from memory import Journal, MemoryLayer, Turn
+from proxy.storing import TRANSIENT, Stored, store_run
+from proxy.supervisor import supervise
+from proxy.writer_health import WriterHealth
+from proxy.writer_progress import UNKNOWN, Progress
 
 logger = logging.getLogger(__name__)
 
-# Messages indexed per pass; between passes the writer stores newly finished turns.
+# Messages looked at per indexing pass; between passes the writer stores newly finished turns.
 _BATCH = 64
-# The mark of a turn whose newest message id could not be read: done when all is indexed.
-_UNKNOWN = 1 << 62
 # Past this size the journal is cut down to the turns still queued (see Journal.keep_last).
 _JOURNAL_TRIM_BYTES = 4 * 1024 * 1024
-# After a failed store or indexing pass the writer tries again after this many seconds,
-# doubling up to the maximum, even when no new turn arrives to wake it.
+# After a failed cycle the writer tries again after this many seconds, doubling up to the
+# maximum, even when no new turn arrives to wake it.
 _RETRY_FIRST = 1.0
 _RETRY_MAX = 60.0
 # How much nicer than the process the indexing thread is (Unix nice values, 19 at most).
@@ -67,47 +86,65 @@ def _lower_priority() -> None:
         logger.debug("could not lower the indexing thread's priority", exc_info=True)
 
 
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A queued turn: whether the journal holds it, and when it was submitted."""
+
+    turn: Turn
+    journaled: bool
+    since: float  # time.monotonic()
+
+
 class Writer:
     def __init__(self, layer: MemoryLayer, journal: Journal, maxsize: int = 10_000) -> None:
         self._layer = layer
         self._journal = journal
-        self._queue: deque[Turn] = deque()
+        self._queue: deque[_Held] = deque()
         self._maxsize = maxsize
         self._wakeup = asyncio.Event()
-        self._progress = asyncio.Condition()
-        # Recovery counts as the first unit of work: until the writer has stored what a
-        # previous process left in the journal and indexed what it left unindexed, `flush`
-        # waits and readiness says no.
-        self._submitted = 1
-        self._stored = 0
-        self._indexed = 0
-        self._journal_only = True  # turns are in the journal that the queue does not hold
-        # (turns stored so far, newest message id then): a turn counts as indexed once every
-        # message up to its mark is
-        self._marks: deque[tuple[int, int]] = deque()
+        self._progress = Progress()
+        self._health = WriterHealth()
+        # Since when turns are in the journal that the queue does not hold (None: none are).
+        self._journal_only_since: float | None = time.monotonic()
         self._replayed = False
         self._task: asyncio.Task[None] | None = None
         self._indexer: ThreadPoolExecutor | None = None
         self._stopping = False
-        self.failures = 0
         self.spilled = 0  # turns that went to the journal only, the queue being full
         self.queue_peak = 0  # the most turns the queue has held at once
-        self.last_error: str | None = None
+        self.dropped = 0  # turns SQLite refused for their content
+        self.restarts = 0  # times the writer's task crashed and was restarted
+
+    # -- what it reports -------------------------------------------------------------------
 
     @property
     def pending(self) -> int:
         """Turns received but not yet stored and indexed."""
-        return self._submitted - self._indexed
+        return self._progress.pending
 
     @property
     def queued(self) -> int:
-        """Turns waiting in the queue now (at most `maxsize`)."""
+        """Turns waiting in the queue now (at most `maxsize`, plus turns held unjournaled)."""
         return len(self._queue)
+
+    @property
+    def unjournaled(self) -> int:
+        """Queued turns the journal does not hold: a crash now would lose them."""
+        return sum(1 for held in self._queue if not held.journaled)
 
     @property
     def capacity(self) -> int:
         """The most turns the queue may hold (`memory.ingest_queue_size`)."""
         return self._maxsize
+
+    @property
+    def failures(self) -> int:
+        """Failures of every part of the write path so far, dropped turns included."""
+        return self._health.failures
+
+    def failures_by_part(self) -> dict[str, int]:
+        """The same, by part of the write path (proxy/writer_health.py names them)."""
+        return dict(self._health.counts)
 
     @property
     def recovered(self) -> bool:
@@ -119,11 +156,42 @@ class Writer:
         """
         return self._replayed
 
+    @property
+    def problem(self) -> str | None:
+        """What is failing now (None when nothing is): readiness says 503 while it is set."""
+        if self._task is not None and self._task.done() and not self._stopping:
+            return "the writer task has ended"
+        return self._health.problem
+
+    @property
+    def up(self) -> bool:
+        """Running, and nothing in the write path failing."""
+        return self._task is not None and not self._task.done() and self.problem is None
+
+    @property
+    def oldest_unstored_seconds(self) -> float:
+        """How long the oldest turn not yet in SQLite has waited (0 when none waits)."""
+        times = [held.since for held in itertools.islice(self._queue, 1)]
+        if self._journal_only_since is not None:
+            times.append(self._journal_only_since)
+        return time.monotonic() - min(times) if times else 0.0
+
+    def journal_problem(self) -> str | None:
+        """While journal writes fail, what a streamed response says up front: its own turn
+        is appended after its headers are sent, and will most likely be held in RAM too."""
+        failing = self._health.failing("journal")
+        if failing is None:
+            return None
+        return f"memory journal failing ({failing.error}): turn to be held in RAM until stored"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
     async def start(self) -> None:
         self._indexer = ThreadPoolExecutor(
             1, thread_name_prefix="moim-indexer", initializer=_lower_priority
         )
-        self._task = asyncio.create_task(self._run(), name="moim-writer")
+        running = supervise("memory writer", self._run, self._crashed)
+        self._task = asyncio.create_task(running, name="moim-writer")
         self._wakeup.set()
 
     async def stop(self) -> None:
@@ -135,44 +203,45 @@ class Writer:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        if self.unjournaled:
+            try:
+                self._journal_held()
+            except OSError:
+                logger.error("%d turns neither stored nor journaled are lost", self.unjournaled)
         if self._indexer is not None:
             self._indexer.shutdown(wait=True)
-        self._journal.close()
 
-    def submit(self, turn: Turn) -> None:
-        """Make a finished turn durable in the journal and queue it. Never raises."""
-        self._submitted += 1
+    def submit(self, turn: Turn) -> str | None:
+        """Make a finished turn durable in the journal and queue it. Never raises.
+
+        Returns None, or what went wrong for this turn, for its own response to say: a
+        journal that cannot be written (the turn is then held in RAM until stored).
+        """
+        self._progress.submit()
+        error = None
         try:
             self._journal.append(turn)
-        except (OSError, ValueError) as exc:  # a full disk; text that is not UTF-8
-            self._fail(exc)  # still queued: storing it fails or not, and flush goes on
-        if len(self._queue) >= self._maxsize:
+        except OSError as exc:  # a full disk, EIO, a path that is no longer a writable file
+            error = self._health.failed("journal", exc) + ": this turn is held in RAM until stored"
+        except ValueError as exc:  # text that is not valid Unicode: SQLite will refuse it too
+            self._health.count("content")
+            error = f"memory write failed ({type(exc).__name__}): this turn cannot be stored"
+        if error is None and len(self._queue) >= self._maxsize:
             self.spilled += 1
-            self._journal_only = True
+            self._journal_only_since = self._journal_only_since or time.monotonic()
         else:
-            self._queue.append(turn)
+            self._queue.append(_Held(turn, error is None, time.monotonic()))
             self.queue_peak = max(self.queue_peak, len(self._queue))
         self._wakeup.set()
-
-    def take_error(self) -> str | None:
-        """The last write failure, reported once on the next response."""
-        error, self.last_error = self.last_error, None
         return error
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every turn submitted so far is stored and indexed; False on timeout."""
-        target = self._submitted
+        target = self._progress.submitted
         self._wakeup.set()
+        return await self._progress.reached(target, timeout)
 
-        async def reached() -> None:
-            async with self._progress:
-                await self._progress.wait_for(lambda: self._indexed >= target)
-
-        try:
-            await asyncio.wait_for(reached(), timeout)
-        except TimeoutError:
-            return False
-        return True
+    # -- the loop ------------------------------------------------------------------------------
 
     async def _run(self) -> None:
         retry: float | None = None  # after a failed cycle, seconds until the next try
@@ -181,15 +250,23 @@ class Writer:
             self._wakeup.clear()
             while True:
                 await self._drain()
-                indexed = await self._index(_BATCH)
-                await self._advance(failed=indexed is None)
-                if not indexed:  # nothing left (or indexing failed): wait for new turns
+                worked = await self._index(_BATCH)
+                await self._advance(failed=worked is None)
+                if not worked:  # nothing left (or indexing failed): wait for new turns
                     break
-            if indexed is None or self._journal_only:  # a turn waits in the journal, or
-                retry = min(2 * retry, _RETRY_MAX) if retry else _RETRY_FIRST  # in the log
+            self._health.recovered("task")
+            if self._health.problem is not None or self._journal_only_since is not None:
+                retry = min(2 * retry, _RETRY_MAX) if retry else _RETRY_FIRST
             else:
                 retry = None
             await self._tidy()
+
+    def _crashed(self, exc: Exception) -> None:
+        """The loop raised (a bug): count it; the restarted loop reads the journal again."""
+        self._health.failed("task", exc)
+        self.restarts += 1
+        self._journal_only_since = self._journal_only_since or time.monotonic()
+        self._wakeup.set()
 
     async def _wait(self, timeout: float | None) -> None:
         """Until a turn is submitted; after a failed cycle, `timeout` seconds at most, so a
@@ -201,92 +278,102 @@ class Writer:
             pass
 
     async def _drain(self) -> None:
-        """Store the queued turns, then whatever only the journal holds; empty the journal.
+        """Store the queued turns, then whatever only the journal holds; tidy the journal."""
+        failed = await self._store_queued()
+        if failed is None and self._journal_only_since is not None:
+            failed = await self._replay()
+        if failed != "store":
+            self._health.recovered("store")
+        self._tidy_journal()
 
-        Only the turns queued when the drain starts: under sustained load new turns keep
-        arriving, and draining "until empty" would never get to indexing.
+    async def _store_queued(self) -> str | None:
+        """Store the turns queued when the drain starts, oldest first, each leaving the queue
+        once stored; None, or the part that failed (the failed turn and the rest stay).
+
+        Only those turns: under sustained load new turns keep arriving, and draining "until
+        empty" would never get to indexing.
         """
-        turns = [self._queue.popleft() for _ in range(len(self._queue))]
-        clean = True
-        if turns:
-            failures, newest = await anyio.to_thread.run_sync(self._store_each, turns)
-            for exc in failures:
-                self._fail(exc)
-            clean = not failures
-            for mark in newest:
-                self._stored += 1
-                self._marks.append((self._stored, mark))
-        if self._journal_only and clean:
-            # Everything submitted so far is in the journal, the queued turns too; storing it
-            # again is idempotent. The flag is lowered before the journal is read: a turn
-            # that spills while the replay runs raises it again, for the next drain.
-            self._journal_only = False
-            submitted, queued = self._submitted, len(self._queue)
-            replayed = self._journal.turns()  # read as it is stored: one turn in RAM at a time
-            clean = await self._guarded(self._store_all, replayed)
-            if clean:
-                for _ in range(queued):  # stored by the replay: not again, nor counted twice
-                    self._queue.popleft()
-                self._stored = max(self._stored, submitted)
-                self._replayed = True
-                await self._mark()
-        if not clean:
-            self._journal_only = True  # retried from the journal: next turn or retry timer
-            self._stored = self._submitted - len(self._queue)  # flush must not hang on it
-            await self._mark()
-        elif self._journal_only:
-            pass  # a turn spilled meanwhile: the journal stays whole until it is replayed
-        elif not self._queue:
-            self._journal.clear()  # no await since the check: no append can slip in between
-        elif self._journal.size() > _JOURNAL_TRIM_BYTES:
-            self._journal.keep_last(len(self._queue))  # exactly the queued turns (not spilled)
+        turns = [held.turn for held in itertools.islice(self._queue, len(self._queue))]
+        if not turns:
+            return None
+        outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns)
+        for mark in outcome.marks:
+            self._queue.popleft()
+            self._progress.stored(mark)
+        return self._account(outcome)
 
-    def _store_each(self, turns: list[Turn]) -> tuple[list[Exception], list[int]]:
-        """Store turns one by one (one transaction each): the failures (logged), and per turn
-        the newest message id once it is stored (its progress mark)."""
-        failures: list[Exception] = []
-        newest: list[int] = []
-        for turn in turns:
-            try:
-                self._layer.store_only(turn)
-                newest.append(self._layer.store.index_frontier()[0])
-            except Exception as exc:  # one bad turn must not stop the others
-                logger.exception("memory write failed")
-                failures.append(exc)
-                newest.append(_UNKNOWN)
-        return failures, newest
-
-    async def _mark(self) -> None:
-        """Note the newest message id now that `self._stored` jumped (a journal replay, or a
-        failure); queued turns get their marks from `_store_each`."""
+    async def _replay(self) -> str | None:
+        """Store every turn in the journal (those stored already are skipped: idempotent);
+        None, or the part that failed. The queued turns it holds are then stored too and
+        leave the queue; those whose append failed stay."""
+        # Lowered before the journal is read: a turn that spills meanwhile raises it again.
+        since, self._journal_only_since = self._journal_only_since, None
+        submitted, queued = self._progress.submitted, len(self._queue)
+        with closing(self._journal.turns()) as turns:  # read as stored: one turn in RAM
+            outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns)
+        failed = self._account(outcome)
+        if failed is not None:
+            self._journal_only_since = since
+            return failed
+        kept = [held for held in itertools.islice(self._queue, queued) if not held.journaled]
+        for _ in range(queued):
+            self._queue.popleft()
+        self._queue.extendleft(reversed(kept))
         try:
-            newest, _ = await anyio.to_thread.run_sync(self._layer.store.index_frontier)
-        except Exception:  # the store is failing: progress falls back to whole cycles
-            newest = _UNKNOWN
-        self._marks.append((self._stored, newest))
+            newest, _ = await anyio.to_thread.run_sync(self._layer.index_frontier)
+        except TRANSIENT:  # the store is failing: these turns wait for everything indexed
+            newest = UNKNOWN
+        self._progress.stored_all(submitted - len(kept), newest)
+        self._replayed = True
+        return None
+
+    def _account(self, outcome: Stored) -> str | None:
+        self.dropped += outcome.dropped
+        self._health.count("content", outcome.dropped)
+        if outcome.error is None:
+            return None
+        self._health.failed(outcome.part, outcome.error)
+        return outcome.part
+
+    def _tidy_journal(self) -> None:
+        """Empty the journal once everything in it is stored, or cut it down when it has
+        grown; while it is failing, write to it again. A failure here leaves stored turns
+        in it (storing them again is harmless) and is tried again next cycle."""
+        try:
+            whole = self._journal_only_since is None  # every turn in it is stored or queued
+            if whole and not self._queue:
+                self._journal.clear()  # no await since the check: no append slips in between
+            elif whole and self._journal.size() > _JOURNAL_TRIM_BYTES:
+                self._journal.keep_last(len(self._queue))  # at least the queued turns
+            if self._health.failing("journal") is not None:
+                self._journal_held()
+        except OSError as exc:
+            self._health.failed("journal", exc)
+        else:
+            self._health.recovered("journal")
+
+    def _journal_held(self) -> None:
+        """Write to the journal: an empty line, then the held turns it lacks. Raises OSError
+        while it still cannot be written."""
+        self._journal.probe()
+        for index in range(len(self._queue)):
+            held = self._queue[index]
+            if not held.journaled:
+                try:
+                    self._journal.append(held.turn)
+                except ValueError:
+                    continue  # text that is not valid Unicode: held until SQLite drops it
+                self._queue[index] = replace(held, journaled=True)
 
     async def _advance(self, failed: bool) -> None:
-        """Count as indexed every stored turn whose messages all are (ids below the frontier).
-
-        A failed indexing pass counts everything stored as done, so `flush` cannot hang on
-        an embedding model that fails; the messages stay unindexed in SQLite and the next
-        pass (or `moim reindex`) picks them up.
-        """
+        """Count as indexed every stored turn whose messages all are (see writer_progress)."""
         oldest: int | None = None
         if not failed:
             try:
-                _, oldest = await anyio.to_thread.run_sync(self._layer.store.index_frontier)
-            except Exception:
-                failed = True
-        while self._marks and (failed or oldest is None or self._marks[0][1] < oldest):
-            indexed = self._marks.popleft()[0]
-            async with self._progress:
-                self._indexed = max(self._indexed, indexed)
-                self._progress.notify_all()
-
-    def _store_all(self, turns: Iterable[Turn]) -> None:
-        for turn in turns:
-            self._layer.store_only(turn)
+                _, oldest = await anyio.to_thread.run_sync(self._layer.index_frontier)
+            except TRANSIENT:
+                pass  # counted as done, as when the pass itself fails
+        await self._progress.indexed_below(oldest)
 
     async def _tidy(self) -> None:
         """Merge the FTS index while no turn waits and the writer is not stopping."""
@@ -300,27 +387,14 @@ class Writer:
         return bool(self._queue) or self._stopping
 
     async def _index(self, batch: int) -> int | None:
-        """Index up to `batch` messages on the indexing thread; None when it failed (logged
-        and counted)."""
+        """Index one pass of at most `batch` messages on the indexing thread: how many were
+        worked on, or None when it failed (logged, counted, retried next cycle)."""
         loop = asyncio.get_running_loop()
         try:
             work = self._layer.index_pending
-            return int(await loop.run_in_executor(self._indexer, work, batch, 1))  # one pass
-        except Exception as exc:
-            logger.exception("memory indexing failed")
-            self._fail(exc)
+            worked = int(await loop.run_in_executor(self._indexer, work, batch, 1))
+        except Exception as exc:  # the model, the store: the messages wait in SQLite
+            self._health.failed("index", exc, traceback=True)
             return None
-
-    async def _guarded(self, work: Callable[..., Any], *args: Any) -> bool:
-        try:
-            await anyio.to_thread.run_sync(work, *args)
-        except Exception as exc:  # a failed write must not stop the writer: log, count, go on
-            logger.exception("memory write failed")
-            self._fail(exc)
-            return False
-        return True
-
-    def _fail(self, exc: BaseException) -> None:
-        self.failures += 1
-        self.last_error = f"memory write failed: {type(exc).__name__}"
-        logger.error("%s: %s", self.last_error, exc)
+        self._health.recovered("index")
+        return worked

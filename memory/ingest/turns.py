@@ -170,34 +170,78 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
 def index_pending(
     store: Store, embedder: Embedder, index: VectorIndex, settings: Settings, limit: int = 64
 ) -> int:
-    """Chunk, embed and index up to `limit` unindexed messages; return how many were done."""
+    """Chunk, embed and index the oldest `limit` unindexed messages (at most), within
+    `settings.index_slice_chunks` chunks; return how many messages were worked on (indexed
+    whole, or one slice further along).
+
+    Fairness: a message with more chunks than fit in one pass is indexed a slice per pass,
+    and a message already begun waits behind the ones not yet begun; each message's slice
+    is stored (searchable) as soon as it is embedded, before the next one's is. So a large
+    message from one user holds up another user's turn by one slice, not by all of its
+    chunks (a 1 MiB message is ~1,300 chunks, about 40 s of one core). The message is marked
+    indexed with its last slice; after a crash, indexing resumes at the next slice.
+    """
     pending = store.unindexed_messages(limit)
     if not pending:
         return 0
-    planned = []
+    begun = store.chunk_counts([m.id for m in pending])
+    pending.sort(key=lambda m: (m.id in begun, m.id))  # messages not yet begun first
+    planned = _plan(pending, begun, settings)
+    for part in planned:
+        _index_slice(store, embedder, index, settings, part)
+    return len(planned)
+
+
+@dataclass(frozen=True, slots=True)
+class _Slice:
+    """The chunks of one message to index in this pass: from position `start`; `last` when
+    they are its final ones."""
+
+    message: Message
+    start: int
+    texts: list[str]
+    last: bool
+
+    @property
+    def first(self) -> bool:
+        return self.start == 0
+
+
+def _plan(pending: list[Message], begun: Mapping[int, int], settings: Settings) -> list[_Slice]:
+    """Each message's next slice, in order, until the pass's chunk budget is spent (the first
+    message always gets at least one chunk). Roles that are not recalled have no chunks."""
+    budget = max(1, settings.index_slice_chunks)
+    planned: list[_Slice] = []
     for stored in pending:
+        if budget <= 0:
+            break
         name, content = split_speaker(stored.name, stored.content)
         message = replace(stored, name=name)  # a speaker label indexes as the name
-        texts = []
+        texts: list[str] = []
         if message.role in RECALLED_ROLES:
             texts = chunk_text(content, settings.chunk_size, settings.chunk_overlap)
-        planned.append((message, texts))
-    contexts = {m.id: _context(store, m, settings) for m, texts in planned if texts}
+        start = begun.get(message.id, 0)
+        part = texts[start : start + budget]
+        budget -= len(part)
+        planned.append(_Slice(message, start, part, start + len(part) >= len(texts)))
+    return planned
+
+
+def _index_slice(
+    store: Store, embedder: Embedder, index: VectorIndex, settings: Settings, part: _Slice
+) -> None:
+    """Embed one message's slice and store its chunks, FTS rows and vectors."""
+    context = ("", "")
+    if part.first and part.texts:
+        context = _context(store, part.message, settings)
     inputs = [
-        _embedding_text(m.name, text, contexts[m.id] if i == 0 else None)
-        for m, texts in planned
-        for i, text in enumerate(texts)
+        _embedding_text(part.message.name, text, context if part.first and i == 0 else None)
+        for i, text in enumerate(part.texts)
     ]
-    vectors = embedder.embed_documents(inputs)
-    offset = 0
-    for message, texts in planned:
-        rows = vectors[offset : offset + len(texts)]
-        offset += len(texts)
-        context = contexts[message.id][1] if texts else ""
-        ids = store.add_chunks(message, texts, rows if texts else None, context)
-        if ids:
-            index.add(message.user_id, ids, rows)
-    return len(pending)
+    vectors = embedder.embed_documents(inputs) if inputs else None
+    ids = store.add_chunks(part.message, part.texts, vectors, context[1], part.start, part.last)
+    if ids and vectors is not None:
+        index.add(part.message.user_id, ids, vectors)
 
 
 def _context(store: Store, message: Message, settings: Settings) -> tuple[str, str]:

@@ -1,10 +1,18 @@
 """A write-ahead journal of finished turns, so a crash never loses one.
 
-A turn is appended here (one JSON line, an `os.write` on an O_APPEND descriptor: tens of
+A turn is appended here (one JSON line: open with O_APPEND, write, close; tens of
 microseconds, no database, no fsync) before the client receives the last byte of its
 response. The background writer stores turns in SQLite later; once everything appended
 has been stored, the journal is emptied. At start, turns still in the journal are stored
 again, which is safe because ingestion is idempotent (content hashes within a session).
+
+Every operation opens the path afresh rather than holding a descriptor: a journal that was
+deleted or replaced while the process runs is written where the path says (a held
+descriptor would write to a file no restart will read), and a path that stops being
+writable fails on the next append, where the writer sees it. Any operation may raise
+`OSError` (a full disk, EIO, a path that is a directory); the caller decides what to do.
+A write that fails half-way leaves a torn line; the next append starts on a fresh line, so
+only the torn one is skipped on replay.
 
 Survives a killed process (the OS holds the written bytes); like SQLite with
 `synchronous = NORMAL`, not a power cut.
@@ -12,23 +20,33 @@ Survives a killed process (the OS holds the written bytes); like SQLite with
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
-from collections.abc import Iterator
+import stat
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from memory.ingest.turns import Turn
 
 logger = logging.getLogger(__name__)
 
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+
 
 class Journal:
     def __init__(self, path: Path | str) -> None:
+        """Open (create) the journal at `path`; raises OSError when it cannot be."""
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._torn = False  # the last write failed part-way: start the next on a new line
+        os.close(os.open(self.path, _APPEND, 0o600))
 
     def append(self, turn: Turn) -> None:
+        """Add a turn as one line. Raises OSError when the file cannot be written, and
+        ValueError for text that is not valid Unicode (a lone surrogate)."""
         record = {
             "user_id": turn.user_id,
             "session_id": turn.session_id,
@@ -42,21 +60,40 @@ class Journal:
             "continues": turn.continues,
         }
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        os.write(self._fd, line.encode())
+        self._write(line.encode())
+
+    def probe(self) -> None:
+        """Write a byte at the end and take it back: raises OSError unless writes work."""
+        fd = os.open(self.path, _APPEND, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            os.write(fd, b"\n")
+            os.ftruncate(fd, size)  # were this to fail, an empty line is skipped on replay
+        finally:
+            os.close(fd)
+
+    def _write(self, data: bytes) -> None:
+        if self._torn:
+            data = b"\n" + data
+        fd = os.open(self.path, _APPEND, 0o600)
+        try:
+            view = memoryview(data)
+            while view:  # a short write (the disk filling up) is followed by its error
+                self._torn = True
+                view = view[os.write(fd, view) :]
+            self._torn = False
+        finally:
+            os.close(fd)
 
     def replay(self) -> list[Turn]:
         """The turns in the journal, as a list (see `turns`)."""
         return list(self.turns())
 
-    def turns(self) -> Iterator[Turn]:
+    def turns(self) -> Generator[Turn, None, None]:
         """The turns in the journal, read one line at a time, so replaying a journal that
         grew large (a long overload spills every turn here) holds one turn in RAM, not the
-        file. A torn last line (a crash mid-write) is skipped."""
-        try:
-            journal = open(self.path, "rb")
-        except FileNotFoundError:
-            return
-        with journal:
+        file. A torn line (a crash mid-write) is skipped; a missing journal holds none."""
+        with self._reading() as journal:
             # Binary lines end at b"\n" only; str.splitlines() would also split at U+2028,
             # U+2029 and U+0085, which json.dumps(ensure_ascii=False) leaves inside a text.
             for raw in journal:
@@ -65,25 +102,41 @@ class Journal:
                     yield turn
 
     def clear(self) -> None:
-        """Empty the journal: every turn in it is stored."""
-        os.ftruncate(self._fd, 0)
+        """Empty the journal (every turn in it is stored); recreate it if it is missing."""
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
 
     def keep_last(self, count: int) -> None:
         """Keep only the newest `count` turns (the rest are stored): under sustained load the
-        queue is never empty when a drain ends, and the journal would otherwise only grow."""
-        lines = self.path.read_bytes().splitlines(keepends=True)
+        queue is never empty when a drain ends, and the journal would otherwise only grow.
+        Empty lines are not turns and do not count."""
+        with self._reading() as journal:
+            lines = [line for line in journal if line.strip()]
         kept = lines[-count:] if count > 0 else []
         fresh = self.path.with_name(self.path.name + ".new")
         fresh.write_bytes(b"".join(kept))
         os.replace(fresh, self.path)  # atomic: a crash leaves the old journal or the new one
-        os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._torn = False
 
     def size(self) -> int:
-        return os.fstat(self._fd).st_size
+        """Bytes in the journal (0 when it is missing)."""
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
 
-    def close(self) -> None:
-        os.close(self._fd)
+    @contextmanager
+    def _reading(self) -> Iterator[BinaryIO | list[bytes]]:
+        """The journal open for reading, or no lines when it is missing. Refuses anything
+        but a regular file: a device such as /dev/zero would never end a line."""
+        try:
+            journal = open(self.path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            yield []
+            return
+        with journal:
+            if not stat.S_ISREG(os.fstat(journal.fileno()).st_mode):
+                raise OSError(errno.EINVAL, "the journal is not a regular file", str(self.path))
+            yield journal
 
 
 def _turn(line: str) -> Turn | None:

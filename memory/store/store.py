@@ -198,10 +198,19 @@ class Store(Database):
     # -- chunks ----------------------------------------------------------------------------
 
     def add_chunks(
-        self, message: Message, texts: Sequence[str], vectors: np.ndarray | None, context: str = ""
+        self,
+        message: Message,
+        texts: Sequence[str],
+        vectors: np.ndarray | None,
+        context: str = "",
+        start: int = 0,
+        last: bool = True,
     ) -> list[int]:
-        """Store a message's chunks, their FTS rows and vectors; mark the message indexed.
+        """Store a message's chunks from position `start` on, their FTS rows and vectors
+        (`vectors[i]` is `texts[i]`'s); with `last`, mark the message indexed.
 
+        A large message is indexed in slices (memory/ingest.py); a slice is stored only if
+        the message holds exactly the `start` chunks before it, so none is stored twice.
         `context` (the end of the turn before) goes into the first chunk's FTS row.
         """
         ids: list[int] = []
@@ -209,10 +218,17 @@ class Store(Database):
             row = db.execute("SELECT indexed FROM messages WHERE id = ?", (message.id,)).fetchone()
             if row is None or row[0]:
                 return []  # indexed meanwhile (or deleted): nothing to do
-            old = db.execute("SELECT id FROM chunks WHERE message_id = ?", (message.id,))
-            vector_table.delete(db, [row[0] for row in old.fetchall()])
-            db.execute("DELETE FROM chunks WHERE message_id = ?", (message.id,))
-            for position, text in enumerate(texts):
+            old = [
+                r[0]
+                for r in db.execute("SELECT id FROM chunks WHERE message_id = ?", (message.id,))
+            ]
+            if start == 0:
+                vector_table.delete(db, old)
+                db.execute("DELETE FROM chunks WHERE message_id = ?", (message.id,))
+            elif len(old) != start:
+                return []  # not the slice that comes next
+            for offset, text in enumerate(texts):
+                position = start + offset
                 cur = db.execute(
                     "INSERT INTO chunks (message_id, user_id, session_id, role, name, position, "
                     "text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -235,9 +251,23 @@ class Store(Database):
                 )
                 ids.append(chunk_id)
                 if vectors is not None:
-                    vector_table.put(db, chunk_id, message.user_id, vectors[position])
-            db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
+                    vector_table.put(db, chunk_id, message.user_id, vectors[offset])
+            if last:
+                db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
         return ids
+
+    def chunk_counts(self, message_ids: Sequence[int]) -> dict[int, int]:
+        """How many chunks each of these messages has (those with none are absent): for an
+        unindexed message, the slices of it indexed so far."""
+        if not message_ids:
+            return {}
+        marks = ",".join("?" * len(message_ids))
+        rows = self.read(
+            f"SELECT message_id, count(*) FROM chunks WHERE message_id IN ({marks}) "
+            "GROUP BY message_id",
+            list(message_ids),
+        )
+        return {int(m): int(n) for m, n in rows}
 
     def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
         """The user's chunks with these ids (ids of other users are silently absent)."""

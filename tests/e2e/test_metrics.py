@@ -103,6 +103,12 @@ def test_metrics_move_with_the_traffic_that_caused_them(metered):
     assert value(after, "moim_ingest_pending") == 0
     assert value(after, "moim_ingest_queue_size") == metered.config.ingest_queue_size
     assert value(after, "moim_memory_write_failures_total") == 0
+    assert value(after, "moim_writer_up") == 1
+    assert value(after, "moim_writer_oldest_unstored_seconds") == 0  # flushed: no lag
+    assert (
+        value(after, "moim_writer_restarts_total") == value(after, "moim_writer_dropped_total") == 0
+    )
+    assert types["moim_writer_failures"] == "counter"
 
 
 def test_memory_errors_are_counted_by_stage_and_kind(metered):

@@ -490,7 +490,9 @@ def test_sdk_stream_from_a_broken_upstream_ends(proxy, upstream):
 # -- failing memory ---------------------------------------------------------------------------
 
 
-def test_a_failing_store_does_not_stop_the_chat_and_is_reported(proxy, upstream):
+def test_a_failing_store_does_not_stop_the_chat_and_its_turns_are_kept_until_it_works(
+    proxy, upstream
+):
     with sqlite(proxy) as db:
         db.execute(
             "CREATE TRIGGER fail_insert BEFORE INSERT ON messages "
@@ -499,16 +501,17 @@ def test_a_failing_store_does_not_stop_the_chat_and_is_reported(proxy, upstream)
     first = [{"role": "user", "content": "Remember that my sister lives in Porto"}]
 
     answered = chat(proxy, first)
-    proxy.flush()
-    reported = chat(proxy, [{"role": "user", "content": "Another question"}])
-    proxy.flush()
+    wait_until(lambda: httpx.get(proxy.root + "/health/readiness").status_code == 503)
+    other = chat(proxy, [{"role": "user", "content": "Another question"}])
+    readiness = httpx.get(proxy.root + "/health/readiness").json()
 
     assert answered.status_code == 200
     assert answered.json()["choices"][0]["message"]["content"] == ECHO + first[0]["content"]
-    assert "x-memory-error" not in answered.headers
-    assert reported.status_code == 200
-    assert reported.json()["choices"][0]["message"]["content"] == "echo: Another question"
-    assert reported.headers["x-memory-error"]
+    assert "x-memory-error" not in answered.headers  # journaled: stored once the store works
+    assert other.status_code == 200
+    assert other.json()["choices"][0]["message"]["content"] == "echo: Another question"
+    assert "x-memory-error" not in other.headers  # another turn's failure is not this one's
+    assert readiness["status"] == "failing" and "store failing" in readiness["writer"]
     assert stored(proxy) == []
 
     with sqlite(proxy) as db:
@@ -518,12 +521,13 @@ def test_a_failing_store_does_not_stop_the_chat_and_is_reported(proxy, upstream)
         {"role": "assistant", "content": ECHO + first[0]["content"]},
         {"role": "user", "content": "Where does she live?"},
     ]
-    chat(proxy, history)  # may still report the failure of the turn before
-    proxy.flush()
+    assert "x-memory-error" not in chat(proxy, history).headers
+    proxy.flush()  # the two held turns first, then this one
     healthy = chat(proxy, [{"role": "user", "content": "All good now?"}])
     proxy.flush()
 
     assert "x-memory-error" not in healthy.headers
+    assert httpx.get(proxy.root + "/health/readiness").json()["status"] == "ok"
     sessions: dict[str, list[tuple[str, str]]] = {}
     for message in proxy.layer.store.messages("default"):
         sessions.setdefault(message.session_id, []).append((message.role, message.content))

@@ -60,7 +60,6 @@ def test_memory_exports_exactly_these_names():
         "TierRule",
         "Turn",
         "UserSummary",
-        "apply_operations",
         "content_hash",
         "context_window",
         "count_message_tokens",
@@ -90,3 +89,24 @@ def test_memory_imports_nothing_from_proxy_starlette_or_httpx():
 def test_proxy_uses_only_the_public_names_of_memory():
     private = [(f, m) for f, m in imported_modules("proxy") if m.startswith("memory.")]
     assert private == []
+
+
+def _layer_internals(tree):
+    """`<x>.layer.store`, `layer.index`, `self._layer.store` …: attribute reads that reach
+    past MemoryLayer's methods into its store or vector index."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr in ("store", "index")):
+            continue
+        owner = node.value
+        name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+        if name in ("layer", "_layer", "memory"):
+            yield node.lineno
+
+
+def test_proxy_reaches_memory_only_through_the_layer_s_methods():
+    found = [
+        (path.relative_to(ROOT).as_posix(), line)
+        for path in sorted((ROOT / "proxy").rglob("*.py"))
+        for line in _layer_internals(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert found == []

@@ -20,7 +20,7 @@ from tests.memory.hash_embedder import HashEmbedder
 
 
 class GatedEmbedder(HashEmbedder):
-    """Each `embed_documents` call (one indexing batch) waits for a permit."""
+    """Each `embed_documents` call (one message's chunks) waits for a permit."""
 
     def __init__(self):
         self.permits = threading.Semaphore(0)
@@ -31,6 +31,10 @@ class GatedEmbedder(HashEmbedder):
         assert self.permits.acquire(timeout=10), "the test never released this batch"
         self.waiting.clear()
         return super().embed_documents(texts)
+
+
+# Messages of one chunk each that one indexing pass takes (memory.index_slice_chunks).
+PASS = min(_BATCH, Settings().index_slice_chunks)
 
 
 def turn(k):
@@ -62,17 +66,15 @@ def test_progress_advances_with_each_indexing_batch(tmp_path):
         await until(lambda: writer.recovered)
         for k in range(turns):
             writer.submit(turn(k))
-        await until(gate.waiting.is_set)  # all stored; the first batch waits for its permit
+        await until(gate.waiting.is_set)  # all stored; the first message waits for its permit
         assert layer.store.count_unindexed() == 2 * turns
         assert writer.pending == turns
 
-        gate.permits.release()
-        first_batch_turns = _BATCH // 2
-        await until(lambda: writer.pending == turns - first_batch_turns)
-        assert layer.store.count_unindexed() == 2 * turns - _BATCH
+        gate.permits.release(PASS)  # one pass: its messages, one chunk each
+        await until(lambda: writer.pending == turns - PASS // 2)
+        assert layer.store.count_unindexed() == 2 * turns - PASS
 
-        for _ in range(10):
-            gate.permits.release()
+        gate.permits.release(1000)
         assert await writer.flush(timeout=10)
         assert writer.pending == 0
         assert layer.store.count_unindexed() == 0
@@ -91,16 +93,15 @@ def test_turns_finished_during_a_batch_are_stored_before_the_next_one(tmp_path):
         await until(lambda: writer.recovered)
         for k in range(40):
             writer.submit(turn(k))
-        await until(gate.waiting.is_set)  # first batch (64 of 80 messages) is embedding
-        writer.submit(turn(99))  # finishes while the batch runs
+        await until(gate.waiting.is_set)  # the first pass (of 80 messages) is embedding
+        writer.submit(turn(99))  # finishes while the pass runs
 
-        gate.permits.release()
-        await until(lambda: len(layer.store.messages("u")) == 82)  # stored before batch two
-        await until(gate.waiting.is_set)  # batch two waits for its permit
-        assert layer.store.count_unindexed() == 82 - _BATCH
+        gate.permits.release(PASS)
+        await until(lambda: len(layer.store.messages("u")) == 82)  # stored before pass two
+        await until(gate.waiting.is_set)  # pass two waits for its first permit
+        assert layer.store.count_unindexed() == 82 - PASS
 
-        for _ in range(10):
-            gate.permits.release()
+        gate.permits.release(1000)
         assert await writer.flush(timeout=10)
         await writer.stop()
 
@@ -149,10 +150,9 @@ def test_ready_once_the_journal_is_stored_while_a_backlog_is_still_indexing(tmp_
         await writer.start()
         await until(lambda: writer.recovered)
         assert len(layer.store.messages("u")) == 8  # the journal's turn is in SQLite
-        assert layer.store.count_unindexed() == 8  # the first batch still waits for its permit
+        assert layer.store.count_unindexed() == 8  # the first message waits for its permit
         assert writer.pending == 1
-        for _ in range(5):
-            gate.permits.release()
+        gate.permits.release(1000)
         assert await writer.flush(timeout=10)
         assert layer.store.count_unindexed() == 0
         await writer.stop()
@@ -248,9 +248,9 @@ def test_a_full_queue_sends_turns_to_the_journal_only_and_loses_none(tmp_path):
 
 
 def test_turns_that_arrive_while_the_journal_is_replayed_are_stored_and_counted_once(tmp_path):
-    """Turns queued before the replay reads the journal are in it (stored once, counted
-    once); a turn that spills while the replay runs is in the journal only and must survive
-    the journal being emptied afterwards."""
+    """Turns queued while the replay reads the journal may be read by it too (stored once,
+    counted once); a turn that spills while the replay runs is in the journal only and must
+    survive the journal being emptied afterwards."""
     layer = MemoryLayer(
         Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: HashEmbedder()
     )
@@ -265,18 +265,17 @@ def test_turns_that_arrive_while_the_journal_is_replayed_are_stored_and_counted_
         lock.execute("BEGIN IMMEDIATE")  # the writer's next store waits for it
         for k in range(backlog):
             writer.submit(turn(k))  # two queued, the rest spilled
-        await soon(lambda: writer.queued == 0)  # the writer took the two and waits to store
-        for k in (1000, 1001, 1002, 1003):
-            writer.submit(turn(k))  # two queued, two spilled, before the replay
+        assert (writer.queued, writer.spilled) == (2, backlog - 2)
         lock.execute("ROLLBACK")
-        await soon(lambda: stored_messages(layer) > 4)  # the replay is under way
-        writer.submit(turn(1004))  # the queue is full: spilled while the replay runs
+        await soon(lambda: stored_messages(layer) > 4)  # the two stored: the replay is under way
+        for k in (1000, 1001, 1002, 1003):
+            writer.submit(turn(k))  # two queued, two spilled, while the replay runs
         assert stored_messages(layer) < 2 * backlog, "the replay ended before the test's turns"
         assert await writer.flush(timeout=30)
         assert writer.pending == 0
         stored = {m.content for m in layer.store.messages("u") if m.role == "user"}
-        assert {f"question number {k}" for k in range(1000, 1005)} <= stored
-        assert stored_messages(layer) == 2 * (backlog + 5)
+        assert {f"question number {k}" for k in range(1000, 1004)} <= stored
+        assert stored_messages(layer) == 2 * (backlog + 4)
         assert journal.size() == 0
         await writer.stop()
 
@@ -301,10 +300,11 @@ def test_a_turn_that_cannot_be_encoded_is_reported_and_flush_still_returns(tmp_p
         writer = Writer(layer, Journal(tmp_path / "journal"))
         await writer.start()
         await until(lambda: writer.recovered)
-        writer.submit(broken)  # never raises: the journal refuses it, and so does SQLite
-        writer.submit(turn(1))
+        error = writer.submit(broken)  # never raises: the journal refuses it, and so does SQLite
+        assert writer.submit(turn(1)) is None
         assert await writer.flush(timeout=10)
-        assert writer.failures >= 1 and writer.take_error() is not None
+        assert error == "memory write failed (UnicodeEncodeError): this turn cannot be stored"
+        assert writer.dropped == 1 and writer.failures == 2 and writer.problem is None
         assert [m.content for m in layer.store.messages("u")] == [
             "question number 1",
             "answer number 1",
@@ -312,3 +312,109 @@ def test_a_turn_that_cannot_be_encoded_is_reported_and_flush_still_returns(tmp_p
         await writer.stop()
 
     asyncio.run(scenario())
+
+
+# -- failures in the write path: survived, retried, reported -----------------------------------
+
+
+def full_disk(path):
+    """Make `path` name /dev/full: every write to it fails with ENOSPC, even for root."""
+    link = path.with_name(path.name + ".link")
+    link.symlink_to("/dev/full")
+    os.replace(link, path)
+
+
+def user_texts(layer):
+    return sorted(m.content for m in layer.store.messages("u") if m.role == "user")
+
+
+def test_a_journal_on_a_full_disk_is_reported_per_turn_and_its_turns_are_still_stored(tmp_path):
+    layer = MemoryLayer(
+        Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: HashEmbedder()
+    )
+    path = tmp_path / "journal"
+
+    async def scenario():
+        writer = Writer(layer, Journal(path))
+        await writer.start()
+        await until(lambda: writer.recovered)
+        full_disk(path)
+        errors = [writer.submit(turn(k)) for k in range(3)]
+        assert (
+            errors == ["memory journal failed (ENOSPC): this turn is held in RAM until stored"] * 3
+        )
+        assert await writer.flush(timeout=10)  # SQLite works: stored from RAM
+        assert user_texts(layer) == [f"question number {k}" for k in range(3)]
+        assert "journal failing" in writer.problem and "ENOSPC" in writer.journal_problem()
+
+        path.unlink()  # space again
+        assert writer.submit(turn(3)) is None
+        await until(lambda: writer.problem is None)
+        assert await writer.flush(timeout=10)
+        assert len(user_texts(layer)) == 4 and path.stat().st_size == 0
+        await writer.stop()
+
+    asyncio.run(scenario())
+
+
+def test_turns_a_failing_store_refused_stay_queued_and_are_stored_with_no_new_turn(tmp_path):
+    layer = MemoryLayer(
+        Settings(db_path=tmp_path / "m.db", busy_timeout=0.05),
+        embedder_factory=lambda _: HashEmbedder(),
+    )
+    lock = sqlean.connect(str(tmp_path / "m.db"), isolation_level=None, timeout=10)
+
+    async def scenario():
+        writer = Writer(layer, Journal(tmp_path / "journal"))
+        await writer.start()
+        await until(lambda: writer.recovered)
+        lock.execute("BEGIN IMMEDIATE")
+        writer.submit(turn(0))
+        writer.submit(turn(1))
+        await until(lambda: "store failing" in (writer.problem or ""))
+        assert not await writer.flush(timeout=0.3)  # not stored: flush does not say it is
+        assert (writer.queued, writer.pending) == (2, 2)
+
+        lock.execute("ROLLBACK")  # nothing else is submitted: the retry timer stores them
+        await until(lambda: writer.pending == 0)
+        assert writer.problem is None and writer.queued == 0
+        assert user_texts(layer) == ["question number 0", "question number 1"]
+        await writer.stop()
+
+    with closing(lock):
+        asyncio.run(scenario())
+
+
+def test_turns_neither_store_nor_journal_took_are_held_and_journaled_once_it_works(tmp_path):
+    layer = MemoryLayer(
+        Settings(db_path=tmp_path / "m.db", busy_timeout=0.05),
+        embedder_factory=lambda _: HashEmbedder(),
+    )
+    path = tmp_path / "journal"
+    lock = sqlean.connect(str(tmp_path / "m.db"), isolation_level=None, timeout=10)
+
+    async def scenario():
+        writer = Writer(layer, Journal(path), maxsize=1)
+        await writer.start()
+        await until(lambda: writer.recovered)
+        lock.execute("BEGIN IMMEDIATE")
+        full_disk(path)
+        for k in range(3):  # past the queue's size: not spilled, the journal does not hold them
+            assert writer.submit(turn(k)) is not None
+        assert (writer.queued, writer.unjournaled, writer.spilled) == (3, 3, 0)
+
+        path.unlink()  # the journal works again: the held turns are written to it
+        await until(lambda: writer.unjournaled == 0)
+        assert sorted(t.messages[0]["content"] for t in Journal(path).turns()) == [
+            f"question number {k}" for k in range(3)
+        ]
+        assert "store failing" in writer.problem and "journal" not in writer.problem
+
+        lock.execute("ROLLBACK")
+        await until(lambda: writer.pending == 0)
+        assert len(user_texts(layer)) == 3 and path.stat().st_size == 0
+        assert writer.problem is None
+        await writer.stop()
+
+    with closing(lock):
+        asyncio.run(scenario())

@@ -5,6 +5,7 @@ from dataclasses import replace
 import pytest
 
 from memory.block.render import BLOCK_END, BLOCK_START
+from memory.ingest.chunking import chunk_text
 from memory.ingest.turns import Turn, content_hash, index_pending, message_keys, store_turn
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings
@@ -217,3 +218,83 @@ def test_no_context_is_embedded_when_it_is_turned_off(store, settings):
     settings = replace(settings, embedding_context_chars=0)
     index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
     assert embedder.texts == ["Camping?", "Yes."]
+
+
+# -- fairness: a large message is indexed a slice per pass ---------------------------------------
+
+
+def long_text(words=400):
+    return " ".join(f"word{i}" for i in range(words))  # ~3,500 characters: ~45 chunks of 100
+
+
+def message_chunks(store, message_id):
+    rows = store.read(
+        "SELECT c.position, c.text, "
+        "(SELECT count(*) FROM chunk_vectors v WHERE v.chunk_id = c.id) "
+        "FROM chunks c WHERE c.message_id = ? ORDER BY c.id",
+        (message_id,),
+    )
+    return [tuple(row) for row in rows]
+
+
+def indexed(store, message_id):
+    return store.read("SELECT indexed FROM messages WHERE id = ?", (message_id,))[0][0] == 1
+
+
+def test_a_large_message_is_indexed_a_slice_per_pass_and_newer_turns_go_before_its_rest(
+    store, settings
+):
+    settings = replace(settings, index_slice_chunks=4)
+    store_turn(store, turn([{"role": "user", "content": "Before it."}]))
+    index(store, settings)
+    store_turn(store, turn([{"role": "user", "content": long_text()}]))  # the same session
+    big_id = store.messages("alice")[-1].id
+    expected = chunk_text(long_text(), settings.chunk_size, settings.chunk_overlap)
+    assert len(expected) > 20
+
+    assert index(store, settings) == 1  # one slice of the big message
+    assert len(message_chunks(store, big_id)) == 4 and not indexed(store, big_id)
+
+    small = Turn(
+        "bob", "s-bob", "gpt-4o-mini", ({"role": "user", "content": "Quick one"},), None, 2.0
+    )
+    store_turn(store, small)
+    bob_id = store.messages("bob")[0].id
+    assert index(store, settings) == 2  # bob's message first, then the big one's next slice
+    assert indexed(store, bob_id) and not indexed(store, big_id)
+    assert [text for _, text, _ in message_chunks(store, bob_id)] == ["Quick one"]
+    assert len(message_chunks(store, big_id)) == 4 + 3
+
+    while index(store, settings):
+        pass
+    chunks = message_chunks(store, big_id)
+    assert indexed(store, big_id)
+    assert chunks == [(position, text, 1) for position, text in enumerate(expected)]
+
+
+def test_indexing_resumes_a_half_indexed_message_at_its_next_slice(store, settings):
+    settings = replace(settings, index_slice_chunks=5)
+    store_turn(store, turn([{"role": "user", "content": "Before it."}]))
+    store_turn(store, turn([{"role": "user", "content": long_text(100)}]))
+    embedder = RecordingEmbedder()
+    index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
+    # one slice, then the process "crashes"; a new one goes on where it stopped
+    reopened = Store(settings.db_path)
+    reopened.ensure_vectors(HashEmbedder.name, HashEmbedder.dim)
+    while index_pending(reopened, embedder, VectorIndex(reopened.user_vectors), settings):
+        pass
+    message_id = reopened.messages("alice")[-1].id
+    positions = [position for position, _, _ in message_chunks(reopened, message_id)]
+    expected = chunk_text(long_text(100), settings.chunk_size, settings.chunk_overlap)
+    assert positions == list(range(len(expected))) and indexed(reopened, message_id)
+    # each chunk embedded once; the turn before it only ahead of the first chunk
+    assert embedder.texts == ["Before it.", f"user: Before it.\n{expected[0]}", *expected[1:]]
+
+
+def test_a_slice_that_is_not_the_next_one_is_not_stored(store, settings):
+    store_turn(store, turn([{"role": "user", "content": long_text(30)}]))
+    message = store.unindexed_messages()[0]
+    vectors = HashEmbedder().embed_documents(["a", "b"])
+    assert store.add_chunks(message, ["a", "b"], vectors, start=0, last=False) != []
+    assert store.add_chunks(message, ["c"], vectors[:1], start=1, last=True) == []  # 2 there
+    assert len(message_chunks(store, message.id)) == 2 and not indexed(store, message.id)

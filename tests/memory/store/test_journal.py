@@ -1,4 +1,13 @@
-"""memory/store/journal.py: finished turns survive in an append-only file until they are stored."""
+"""memory/store/journal.py: finished turns survive in an append-only file until they are stored.
+
+A full disk is /dev/full behind the journal's path: writes to it fail with ENOSPC even for
+root, which a read-only file or directory would not do.
+"""
+
+import errno
+import os
+
+import pytest
 
 from memory import Journal, Turn
 
@@ -97,3 +106,86 @@ def test_replaying_a_large_journal_holds_one_turn_at_a_time(tmp_path):
         tracemalloc.stop()
     assert count == 2_000
     assert peak < 1_000_000, f"{peak} bytes at the peak: the journal was read whole"
+
+
+# -- a journal that fails, and comes back -------------------------------------------------------
+
+
+def broken(path, target="/dev/full"):
+    """Make `path` name a device that refuses writes, as a full disk would (ENOSPC, even for
+    root), in one atomic step."""
+    link = path.with_name(path.name + ".link")
+    link.symlink_to(target)
+    os.replace(link, path)
+
+
+def test_an_append_to_a_full_disk_raises_and_the_next_one_after_it_is_freed_works(tmp_path):
+    journal = Journal(tmp_path / "j")
+    journal.append(turn(0))
+    kept = (tmp_path / "j").read_bytes()
+    broken(tmp_path / "j")
+
+    with pytest.raises(OSError) as raised:
+        journal.append(turn(1))
+    assert raised.value.errno == errno.ENOSPC
+    with pytest.raises(OSError):
+        journal.probe()
+
+    (tmp_path / "j").unlink()
+    (tmp_path / "j").write_bytes(kept + b'{"user_id": "u", "sess')  # and a line torn by it
+    journal.append(turn(2))  # starts on a fresh line: only the torn one is lost
+    journal.probe()
+    assert contents(journal) == ["turn 0", "turn 2"]
+
+
+def test_a_journal_replaced_while_running_is_written_where_the_path_says(tmp_path):
+    journal = Journal(tmp_path / "j")
+    journal.append(turn(0))
+    (tmp_path / "j").rename(tmp_path / "elsewhere")
+    (tmp_path / "j").mkdir()  # the path is now a directory: appends there fail
+
+    with pytest.raises(OSError):
+        journal.append(turn(1))
+    with pytest.raises(OSError):
+        journal.clear()
+
+    (tmp_path / "j").rmdir()
+    journal.append(turn(2))  # a fresh journal at the same path
+    assert contents(journal) == ["turn 2"]
+    assert contents(Journal(tmp_path / "elsewhere")) == ["turn 0"]
+
+
+def test_a_journal_that_is_not_a_regular_file_is_refused_rather_than_read_for_ever(tmp_path):
+    journal = Journal(tmp_path / "j")
+    broken(tmp_path / "j", "/dev/zero")  # reads as endless zeros, never a line end
+
+    with pytest.raises(OSError):
+        list(journal.turns())
+    with pytest.raises(OSError):
+        journal.keep_last(1)
+
+
+def test_a_missing_journal_holds_no_turns_and_clearing_recreates_it(tmp_path):
+    journal = Journal(tmp_path / "j")
+    (tmp_path / "j").unlink()
+    assert contents(journal) == [] and journal.size() == 0
+    journal.clear()
+    assert (tmp_path / "j").is_file()
+
+
+def test_keep_last_counts_turns_not_empty_lines(tmp_path):
+    journal = Journal(tmp_path / "j")
+    for k in range(3):
+        journal.append(turn(k))
+        with open(tmp_path / "j", "ab") as handle:
+            handle.write(b"\n")  # as after a torn line
+    journal.keep_last(2)
+    assert contents(journal) == ["turn 1", "turn 2"]
+
+
+def test_a_probe_leaves_the_journal_as_it_was(tmp_path):
+    journal = Journal(tmp_path / "j")
+    journal.append(turn(0))
+    before = (tmp_path / "j").read_bytes()
+    journal.probe()
+    assert (tmp_path / "j").read_bytes() == before

@@ -1,0 +1,44 @@
+"""The one piece of shared runtime state, and how a request finds it.
+
+`AppState` is everything a request may touch: the frozen config, the memory layer (store,
+embedder, vector index), the background writer, the pooled httpx client for upstreams,
+the app's Prometheus metrics (`proxy/metrics.py`), the MCP endpoint (`proxy/mcp_server.py`,
+None without the `mcp` extra), and the Responses API replies that just finished
+(`proxy/recent_responses.py`). `proxy/app.py` builds it in the lifespan and keeps it on
+`app.state.moim`; there are no other globals. It lives in its own module so that the request
+steps (pipeline, chat, responses, tool loop, admin, pass-through) can name it without
+importing the app that imports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import httpx
+from starlette.requests import Request
+
+from memory import MemoryLayer
+from proxy.config import Config
+from proxy.metrics import Metrics
+from proxy.recent_responses import RecentResponses
+from proxy.writer import Writer
+
+if TYPE_CHECKING:
+    from proxy.mcp_server import McpEndpoint
+
+
+@dataclass(slots=True)
+class AppState:
+    config: Config
+    layer: MemoryLayer
+    writer: Writer
+    client: httpx.AsyncClient
+    metrics: Metrics = field(default_factory=Metrics)
+    responses: RecentResponses = field(default_factory=RecentResponses)
+    mcp: McpEndpoint | None = None
+
+
+def state_of(request: Request) -> AppState:
+    state: AppState = request.app.state.moim
+    return state

@@ -1,0 +1,104 @@
+"""What is failing in the write path right now: the writer's side of readiness and `/metrics`.
+
+The writer (proxy/writer.py) reports each failure under the part of the write path it hit,
+and each recovery:
+
+    journal   appending a turn, emptying or trimming the journal (a full disk, EIO, a path
+              that is no longer a writable file)
+    store     storing a turn in SQLite (a lock held past `busy_timeout`, a full disk)
+    index     chunking or embedding (the model failing)
+    task      the writer's own task crashed and is being restarted
+    content   a turn no retry could store (text that is not valid Unicode): counted only,
+              it is dropped and the writer goes on
+
+While any part is failing the writer is not healthy: `/health/readiness` answers 503 with
+the reason and `moim_writer_up` is 0. A part recovers when the operation that failed
+succeeds again (the journal: when a write to it does). The first failure of a part is
+logged at ERROR, repeats at most once a minute, the recovery at WARNING.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+# While a part keeps failing, its failures are logged at most this often (seconds).
+_LOG_EVERY = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Failing:
+    """One part of the write path that failed and has not worked since."""
+
+    part: str
+    error: str  # the exception's kind, never its text: it may hold a path
+    since: float  # time.monotonic() of the first failure
+    logged: float  # time.monotonic() it was last logged
+
+
+def describe(exc: BaseException) -> str:
+    """A short, path-free name for an error: the errno's name for OS errors (ENOSPC)."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return errno.errorcode.get(exc.errno, type(exc).__name__)
+    return type(exc).__name__
+
+
+class WriterHealth:
+    def __init__(self) -> None:
+        self._failing: dict[str, Failing] = {}
+        self.counts: Counter[str] = Counter()  # failures so far, by part
+
+    @property
+    def failures(self) -> int:
+        """Every failure so far, of every part (moim_memory_write_failures_total)."""
+        return sum(self.counts.values())
+
+    def count(self, part: str, failures: int = 1) -> None:
+        """Count failures that leave nothing failing (a turn dropped for its content)."""
+        self.counts[part] += failures
+
+    def failed(self, part: str, exc: BaseException, traceback: bool = False) -> str:
+        """Note a failure of `part`; return a one-line description without paths."""
+        self.counts[part] += 1
+        now = time.monotonic()
+        error = describe(exc)
+        before = self._failing.get(part)
+        if before is None or now - before.logged >= _LOG_EVERY:
+            logger.error(
+                "memory writer: %s failed (%s: %s); turns are kept and retried",
+                part,
+                type(exc).__name__,
+                exc,
+                exc_info=exc if traceback else None,
+            )
+            logged = now
+        else:
+            logged = before.logged
+        self._failing[part] = Failing(part, error, before.since if before else now, logged)
+        return f"memory {part} failed ({error})"
+
+    def recovered(self, part: str) -> None:
+        """`part` worked again (nothing happens when it was not failing)."""
+        before = self._failing.pop(part, None)
+        if before is not None:
+            seconds = time.monotonic() - before.since
+            logger.warning("memory writer: %s works again after %.1f s", part, seconds)
+
+    def failing(self, part: str) -> Failing | None:
+        return self._failing.get(part)
+
+    @property
+    def problem(self) -> str | None:
+        """What is failing, for `/health/readiness` (None when nothing is)."""
+        if not self._failing:
+            return None
+        now = time.monotonic()
+        return "; ".join(
+            f"{f.part} failing for {now - f.since:.0f} s ({f.error})"
+            for f in sorted(self._failing.values(), key=lambda f: f.since)
+        )

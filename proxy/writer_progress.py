@@ -1,0 +1,69 @@
+"""How far the writer (proxy/writer.py) has got: turns submitted, stored and indexed.
+
+`pending` in `/v1/memory/stats` and `/metrics` is submitted minus indexed, and `flush` waits
+until indexed reaches what was submitted when it was called. They are counts, not turn
+identities. Each stored turn leaves a mark: how many turns were stored then, and the newest
+message id then. Indexing goes oldest message first (a large message a slice at a time), so
+once the oldest message not yet indexed is past a mark's id, every turn stored by then is
+indexed. Recovery (storing what a previous process left in the journal) counts as the first
+unit of work, so `flush` waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+# The mark of a turn whose newest message id could not be read: done when all is indexed.
+UNKNOWN = 1 << 62
+
+
+class Progress:
+    def __init__(self) -> None:
+        self.submitted = 1  # recovery is the first unit of work
+        self._stored = 0
+        self._indexed = 0
+        self._marks: deque[tuple[int, int]] = deque()  # (turns stored, newest message id)
+        self._changed = asyncio.Condition()
+
+    @property
+    def pending(self) -> int:
+        """Turns received but not yet stored and indexed."""
+        return self.submitted - self._indexed
+
+    def submit(self) -> None:
+        self.submitted += 1
+
+    def stored(self, newest: int) -> None:
+        """One more turn is stored, its messages' ids up to `newest` (0: nothing to index)."""
+        self._stored += 1
+        self._marks.append((self._stored, newest))
+
+    def stored_all(self, count: int, newest: int) -> None:
+        """The first `count` turns submitted are all stored (a journal replay stored them),
+        their messages' ids up to `newest`."""
+        self._stored = max(self._stored, count)
+        self._marks.append((self._stored, newest))
+
+    async def indexed_below(self, oldest: int | None) -> None:
+        """Every message with an id below `oldest` is indexed (None: every message, or the
+        indexing failed and the turns stored so far count as done, so `flush` cannot hang
+        on an embedding model that fails; their messages wait in SQLite for the next pass)."""
+        while self._marks and (oldest is None or self._marks[0][1] < oldest):
+            indexed = self._marks.popleft()[0]
+            async with self._changed:
+                self._indexed = max(self._indexed, indexed)
+                self._changed.notify_all()
+
+    async def reached(self, target: int, timeout: float | None) -> bool:
+        """Wait until `target` turns are indexed; False when `timeout` seconds pass first."""
+
+        async def indexed() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: self._indexed >= target)
+
+        try:
+            await asyncio.wait_for(indexed(), timeout)
+        except TimeoutError:
+            return False
+        return True
