@@ -28,6 +28,7 @@ from memory.store.journal import Journal
 from memory.store.marks import DueUser
 from memory.store.overview import SessionSummary, UserSummary
 from memory.store.response_links import ResponseLink
+from memory.store.sizes import StoreSizes
 from memory.store.store import Stats
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "SessionSummary",
     "Settings",
     "Stats",
+    "StoreSizes",
     "StoreUnavailable",
     "Tier",
     "TierRule",

@@ -46,8 +46,10 @@ from memory.store.backend import StoreBackend, open_store
 from memory.store.fts import fts_terms
 from memory.store.journal import Journal
 from memory.store.marks import DueUser
+from memory.store.migrations import MigrationProgress
 from memory.store.overview import SessionSummary, UserSummary
 from memory.store.response_links import ResponseLink, link_response, linked_response
+from memory.store.sizes import StoreSizes, store_sizes
 from memory.store.store import Stats, Store
 from memory.store.transfer import export_messages, import_message
 
@@ -97,11 +99,17 @@ class Recollection:
 class MemoryLayer:
     """Store, embedder and vector index of one process."""
 
-    def __init__(self, settings: Settings, embedder_factory: EmbedderFactory | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        embedder_factory: EmbedderFactory | None = None,
+        on_migration: MigrationProgress | None = None,
+    ):
+        """Open (and migrate) the store; `on_migration(done, total, name)` hears an upgrade."""
         if settings.db_url:  # shared by replicas: no RAM copy of the vectors to go stale
             settings = replace(settings, vector_search="db")
         self.settings = settings
-        self.store: StoreBackend = open_store(settings)
+        self.store: StoreBackend = open_store(settings, on_migration)
         self._journal: Journal | None = None
         self.index = VectorIndex(self.store.user_vectors)
         self._factory = embedder_factory or _default_embedder
@@ -474,6 +482,10 @@ class MemoryLayer:
         """Users whose vectors are held in RAM right now."""
         return self.index.loaded_users()
 
+    def vectors_loaded(self) -> int:
+        """Vectors held in RAM right now, over every loaded user."""
+        return self.index.loaded_vectors()
+
     def apply_consolidation(
         self, user_id: str, accepted: Sequence[Operation], now: float
     ) -> list[Fact]:
@@ -482,6 +494,10 @@ class MemoryLayer:
 
     def stats(self, user_id: str) -> Stats:
         return self.store.stats(user_id)
+
+    def sizes(self) -> StoreSizes:
+        """The whole store's counts and bytes, for metrics (a scan: not per request)."""
+        return store_sizes(self.store)
 
     def users(self, only: Sequence[str] | None = None, limit: int = 1000) -> list[UserSummary]:
         """Users with messages or facts, most recently active first (`only`: just those)."""
@@ -508,10 +524,17 @@ class MemoryLayer:
         for item in fact_rows.export_facts(self.store, user_id):
             yield {"type": "fact", **item}
 
-    def import_(self, user_id: str, items: Iterable[Mapping[str, Any]]) -> int:
+    def import_(
+        self,
+        user_id: str,
+        items: Iterable[Mapping[str, Any]],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
         """Store exported items for `user_id`, then index them; return messages added.
 
         Fact rows (`"type": "fact"`) are restored with their history (`restore_facts`).
+        `progress(done, todo)` hears the indexing, a pass at a time (todo: every message
+        waiting to be indexed, this import's and any other).
         """
         added = 0
         fact_rows = []
@@ -522,5 +545,9 @@ class MemoryLayer:
                 fact_rows.append(item)
         restore_facts(self.store, user_id, fact_rows)
         self.index.drop(user_id)
-        self.index_pending()
+        todo, done = self.store.count_unindexed(), 0
+        while step := self.index_pending(passes=1):
+            done += step
+            if progress is not None:
+                progress(min(done, todo), todo)
         return added

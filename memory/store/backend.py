@@ -22,6 +22,7 @@ from memory.records import Chunk, Message
 
 if TYPE_CHECKING:
     from memory.settings import Settings
+    from memory.store.migrations import MigrationProgress
     from memory.store.store import NewMessage, Stats
 
 
@@ -111,12 +112,13 @@ def redact_url(url: str) -> str:
     return re.sub(r"^([a-z]+://[^:@/?#]*):[^@/?#]*@", r"\1:***@", url)
 
 
-def open_store(settings: Settings) -> StoreBackend:
-    """The store the settings name: Postgres for `db_url`, else the SQLite file `db_path`."""
+def open_store(settings: Settings, on_migration: MigrationProgress | None = None) -> StoreBackend:
+    """The store the settings name: Postgres for `db_url`, else the SQLite file `db_path`;
+    `on_migration` hears SQLite's migrations (Postgres applies its own under a lock)."""
     if settings.db_url:
         from memory.store.postgres import PgStore  # only Postgres users need psycopg
 
         return PgStore(settings.db_url)
     from memory.store.store import Store
 
-    return Store(settings.db_path, settings.busy_timeout)
+    return Store(settings.db_path, settings.busy_timeout, on_migration)

@@ -23,7 +23,7 @@ from memory.records import Chunk, Message
 from memory.store import vector_table
 from memory.store.database import Database, connect
 from memory.store.fts import fts_document, fts_match
-from memory.store.migrations import migrate
+from memory.store.migrations import MigrationProgress, migrate
 
 # Bump when the vector table's definition, or what is embedded for a chunk, changes: vectors
 # are then rebuilt from messages. 3: a message's first chunk is embedded after the previous
@@ -59,11 +59,16 @@ class Stats:
 class Store(Database):
     """moim's migrated SQLite database, opened once per process."""
 
-    def __init__(self, path: Path | str, busy_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        busy_timeout: float = 10.0,
+        on_migration: MigrationProgress | None = None,
+    ) -> None:
         super().__init__(path, busy_timeout)
         self.dim: int | None = None
         with self._errors():
-            migrate(self.connection())
+            migrate(self.connection(), on_migration)
 
     # -- vectors table ---------------------------------------------------------------------
 

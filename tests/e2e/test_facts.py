@@ -328,11 +328,11 @@ def moim(tmp_path, *args):
 def test_cli_sets_lists_pins_and_forgets_facts_with_history(tmp_path):
     first = moim(tmp_path, "set", "Home City", "Berlin", "--user", "ann")
     moim(tmp_path, "set", "home_city", "Lisbon", "--user", "ann", "--pin")
-    listed = moim(tmp_path, "list", "--user", "ann")
+    listed = moim(tmp_path, "list", "--user", "ann", "--json")
     unpinned = moim(tmp_path, "unpin", "home_city", "--user", "ann")
     pinned = moim(tmp_path, "pin", "home_city", "--user", "ann")
     deleted = moim(tmp_path, "delete", str(json.loads(first.stdout)["id"]), "--user", "ann")
-    history = moim(tmp_path, "history", "home_city", "--user", "ann")
+    history = moim(tmp_path, "history", "home_city", "--user", "ann", "--json")
     others = moim(tmp_path, "list", "--user", "bob", "--status", "all")
 
     assert first.exit_code == 0, first.output

@@ -54,6 +54,7 @@ def test_memory_exports_exactly_these_names():
         "SessionSummary",
         "Settings",
         "Stats",
+        "StoreSizes",
         "StoreUnavailable",
         "Tier",
         "TierRule",

@@ -72,7 +72,7 @@ def test_migrate_stats_reindex_export_import_on_postgres(pg_database, tmp_path, 
     )
     imported = runner.invoke(main, ["memory", "import", "--user", "kim"], input=line, env=env)
     assert imported.exit_code == 0, imported.output
-    stats = runner.invoke(main, ["stats", "--user", "kim"], env=env)
+    stats = runner.invoke(main, ["stats", "--user", "kim", "--json"], env=env)
     assert json.loads(stats.stdout)["messages"] == 1
     reindexed = runner.invoke(main, ["reindex"], env=env)
     assert reindexed.exit_code == 0 and "re-indexed 1 messages" in reindexed.output
