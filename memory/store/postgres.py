@@ -342,16 +342,37 @@ class PgStore:
     def lexical_search(
         self, user_id: str, terms: Sequence[str], limit: int, context_weight: float
     ) -> list[tuple[int, float]]:
-        """(chunk id, rank) of the user's chunks holding any of `terms`, best first."""
+        """(chunk id, score) of the user's chunks holding any of `terms`, best first.
+
+        BM25's shape over Postgres's full text: each stem's `ts_rank_cd` (its frequency in the
+        chunk, length-normalised) weighted by its inverse document frequency among the user's
+        chunks, summed. `ts_rank_cd` alone has no IDF, so a common word outweighed a rare one:
+        LoCoMo hit 0.795 without it, against SQLite's BM25 0.860.
+        """
         stems = [t.split("_", 1)[1] for t in fts_document(user_id, " ".join(terms)).split()]
+        stems = list(dict.fromkeys(stems))
         if not stems:
             return []
         weights = f"{{0, 0, {float(context_weight)!r}, 1}}"  # D, C, B (context), A (text)
         rows = self._rows(
-            "SELECT id, ts_rank_cd(%s::float4[], terms, q, 2) AS score "
-            "FROM chunks, to_tsquery('simple', %s) q WHERE user_id = %s AND terms @@ q "
-            "ORDER BY score DESC, id LIMIT %s",
-            [weights, _tsquery(list(dict.fromkeys(stems))), user_id, limit],
+            "WITH q AS (SELECT to_tsquery('simple', s) AS tq FROM unnest(%s::text[]) AS s), "
+            "total AS (SELECT count(*) AS n FROM chunks WHERE user_id = %s), "
+            "idf AS (SELECT q.tq, ln(1 + (total.n - d.n + 0.5) / (d.n + 0.5)) AS w "
+            "  FROM q, total, LATERAL (SELECT count(*) AS n FROM chunks "
+            "  WHERE user_id = %s AND terms @@ q.tq) d) "
+            "SELECT c.id, sum(idf.w * ts_rank_cd(%s::float4[], c.terms, idf.tq, 2)) AS score "
+            "FROM chunks c JOIN idf ON c.terms @@ idf.tq "
+            "WHERE c.user_id = %s AND c.terms @@ to_tsquery('simple', %s) "
+            "GROUP BY c.id ORDER BY score DESC, c.id LIMIT %s",
+            [
+                [_tsquery([stem]) for stem in stems],
+                user_id,
+                user_id,
+                weights,
+                user_id,
+                _tsquery(stems),
+                limit,
+            ],
         )
         return [(int(i), float(score)) for i, score in rows]
 
