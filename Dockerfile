@@ -4,7 +4,7 @@ WORKDIR /app
 COPY pyproject.toml README.md config.yaml ./
 COPY proxy ./proxy
 COPY memory ./memory
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir ".[postgres,mcp]"
 # Convert the bundled embedding model to int8 once, at build time (memory/bundled_model.py).
 ENV MOIM_CACHE_DIR=/opt/moim-cache
 RUN python -c "from memory.bundled_model import bundled_model_dir; bundled_model_dir()"

@@ -274,11 +274,9 @@ def main() -> None:
             f"preloaded user {preload!r}: {layer.stats(preload).chunks} chunks ({preload_s:.0f} s)",
             flush=True,
         )
-        if layer.store.rebuilding is not None:
-            layer.store.rebuilding.join()
+        layer.wait_for_lexical_index()
         if args.subprocess:
-            if layer.store.lexical is not None:
-                layer.store.lexical.close()  # the proxy process takes the index over
+            layer.close()  # the proxy process takes the lexical index over
             layer = None  # the proxy process opens the file itself
     with ExitStack() as stack:
         upstream = stack.enter_context(serve_upstream())

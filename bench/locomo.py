@@ -317,7 +317,11 @@ def run_variant(
     variant: str, args: argparse.Namespace, convs: list[Conversation], upstream: Any, db: Path
 ) -> dict[str, Any]:
     """Start the proxy on `db` with this retriever, replay what is missing, ask, explain misses."""
-    settings = replace(Settings(db_path=db), retrievers=variant, lexical_index=args.lexical_index)
+    settings = replace(
+        Settings(db_path=db, db_url=args.db_url),
+        retrievers=variant,
+        lexical_index=args.lexical_index,
+    )
     if args.min_similarity is not None:
         settings = replace(settings, min_similarity=args.min_similarity)
     started = time.perf_counter()
@@ -398,6 +402,10 @@ def main() -> None:
     parser.add_argument("--limit-questions", type=int, help="first N questions per conversation")
     parser.add_argument("--min-similarity", type=float, help="override Settings.min_similarity")
     parser.add_argument("--db", type=Path, help="database to reuse (replay skipped when present)")
+    parser.add_argument(
+        "--db-url",
+        help="a postgresql:// store instead of SQLite (replay skipped when it holds one)",
+    )
     parser.add_argument(
         "--lexical-index", default="tantivy", choices=("tantivy", "fts5"), help="BM25 engine"
     )

@@ -14,14 +14,24 @@ received is scored, whitespace and case normalised:
 
 - para / temporal / pref: the expected phrase is in the block;
 - update: the current phrase is in the block, and before the superseded phrase if that is
-  in the block too;
+  in the block too; "update, the value" asks the same of the short current and old values
+  (the last two fields: "Lisbon" before "Porto", as whole words, the facts section included,
+  as the hidden acceptance suite of issue 16 scores it);
 - abstain (never discussed, on a familiar topic): the block has no `[Relevant past context]`.
 
     PYTHONPATH=. /work/venv/bin/python bench/memsuite.py                 # replay and ask
     PYTHONPATH=. /work/venv/bin/python bench/memsuite.py --db /tmp/m.db  # reuse a replay
 
 Data format: `### <persona> <tune|held>`, `@ <YYYY-MM-DD>` opens a session, `U:` / `A:` are
-turns, `Q <category> | <question> | <expected> | <superseded or ->` are questions.
+turns, `Q <category> | <question> | <expected> | <superseded or -> [| <value> | <old value or ->]`
+are questions.
+
+Two suites. `--suite short` is the personas alone (about 24 short turns each: a 5 x 600 block
+holds much of a history, so paraphrase is near the ceiling). `--suite long` (the default) weaves
+into each persona eight of the twelve distractor sessions of its half
+(bench/memsuite/distractors_{a,b}.txt: the same themes, long assistant answers, each with its
+own paraphrase and never-discussed questions), dated evenly between the persona's first session
+and a month after its last: about 4x the text, many related topics, as in a year of use.
 """
 
 from __future__ import annotations
@@ -30,11 +40,13 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +78,9 @@ class Case:
     expected: str | None
     stale: str | None
     result: dict[str, Any] = field(default_factory=dict)
+    source: str = "own"  # "own" or the distractor session's name
+    value: str | None = None  # update: the current value and the superseded one, short
+    old_value: str | None = None
 
 
 @dataclass
@@ -90,7 +105,7 @@ def load(paths: list[Path]) -> list[Persona]:
             if line.startswith("### "):
                 name, split = line[4:].split()
                 personas.append(Persona(name, split))
-            elif line.startswith("@ "):
+            elif line.startswith("@ "):  # a date, or "bank" for a distractor session
                 personas[-1].sessions.append((line[2:].strip(), []))
             elif line[:3] in ("U: ", "A: "):
                 role = "user" if line[0] == "U" else "assistant"
@@ -100,8 +115,12 @@ def load(paths: list[Path]) -> list[Persona]:
                 category, question = parts[0], parts[1]
                 expected = parts[2] if len(parts) > 2 else None
                 stale = parts[3] if len(parts) > 3 and parts[3] != "-" else None
+                value = parts[4] if len(parts) > 4 else None
+                old_value = parts[5] if len(parts) > 5 and parts[5] != "-" else None
                 p = personas[-1]
-                p.cases.append(Case(p.name, p.split, category, question, expected, stale))
+                case = Case(p.name, p.split, category, question, expected, stale)
+                case.value, case.old_value = value, old_value
+                p.cases.append(case)
             else:
                 raise ValueError(f"{path}: cannot read {line!r}")
     for p in personas:
@@ -119,6 +138,44 @@ def _check(persona: Persona) -> None:
                 found = sum(norm(phrase) in t for t in turns)
                 ok = found == 1 if case.category == "update" else found >= 1
                 assert ok, f"{persona.name}: {phrase!r} is in {found} turns"
+
+
+BANK_SESSIONS = 8  # distractor sessions woven into each persona (of 12 per half)
+
+
+def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
+    """Each persona with eight distractor sessions of its half, their questions asked too.
+
+    Persona i of a half gets bank sessions i, i+1, ... i+7 (mod 12) of the same half, so each
+    distractor lands in eight personas among different neighbours. Dates run evenly from a few
+    days after the persona's first session to a month after its last.
+    """
+    out = []
+    for split in ("tune", "held"):
+        mine = [p for p in personas if p.split == split]
+        theirs = [b for b in bank if b.split == split]
+        for i, persona in enumerate(mine):
+            chosen = [theirs[(i + j) % len(theirs)] for j in range(min(BANK_SESSIONS, len(theirs)))]
+            dates = [date.fromisoformat(day) for day, _ in persona.sessions]
+            first, last = dates[0] + timedelta(days=3), dates[-1] + timedelta(days=30)
+            step = (last - first) / max(1, len(chosen) - 1)
+            extra = [
+                ((first + step * n).isoformat(), d.sessions[0][1]) for n, d in enumerate(chosen)
+            ]
+            sessions = sorted(persona.sessions + extra, key=lambda s: s[0])
+            cases = persona.cases + [
+                replace_case(c, persona.name, d.name) for d in chosen for c in d.cases
+            ]
+            woven = Persona(persona.name, split, sessions, cases)
+            _check(woven)
+            out.append(woven)
+    return out
+
+
+def replace_case(case: Case, persona: str, source: str) -> Case:
+    return Case(
+        persona, case.split, case.category, case.question, case.expected, case.stale, source=source
+    )
 
 
 def replay(client: openai.OpenAI, upstream: Any, persona: Persona, dated: bool) -> None:
@@ -160,6 +217,9 @@ def ask(client: openai.OpenAI, upstream: Any, number: int, case: Case) -> None:
         stale_at = block.find(norm(case.stale)) if case.stale else -1
         passed = at >= 0 and (stale_at < 0 or at < stale_at)
         case.result["stale_in_block"] = stale_at >= 0
+    if case.category == "update" and case.value:
+        at, old_at = _word_at(block, case.value), _word_at(block, case.old_value)
+        case.result["value_passed"] = at >= 0 and (old_at < 0 or at < old_at)
     case.result.update(
         passed=passed,
         excerpts=excerpts,
@@ -167,6 +227,14 @@ def ask(client: openai.OpenAI, upstream: Any, number: int, case: Case) -> None:
         overhead_ms=float(raw.headers["x-memory-overhead-ms"]),
         block=block,
     )
+
+
+def _word_at(block: str, value: str | None) -> int:
+    """Where `value` first occurs in `block` as whole words (normalised), or -1."""
+    if not value:
+        return -1
+    found = re.search(rf"(?<!\w){re.escape(norm(value))}(?!\w)", block)
+    return found.start() if found else -1
 
 
 def report(cases: list[Case]) -> dict[str, Any]:
@@ -181,9 +249,26 @@ def report(cases: list[Case]) -> dict[str, Any]:
                 if (category == "all" or c.category == category) and split in (None, c.split)
             ]
             score = sum(c.result["passed"] for c in chosen) / len(chosen) if chosen else 0.0
+            if not chosen:
+                row.append("-")
+                continue
             table[category][split or "all"] = {"n": len(chosen), "score": score}
             row.append(f"{score:.2f} ({len(chosen)})")
         print(f"| {category} | " + " | ".join(row) + " |")
+    valued = [c for c in cases if "value_passed" in c.result]
+    for split in ("tune", "held", None):
+        chosen = [c for c in valued if split in (None, c.split)]
+        score = sum(c.result["value_passed"] for c in chosen) / len(chosen) if chosen else 0.0
+        table["update_value"][split or "all"] = {"n": len(chosen), "score": score}
+    if valued:
+        print(
+            "| update, the value (current before superseded, facts included) | "
+            + " | ".join(
+                f"{table['update_value'][s]['score']:.2f} ({table['update_value'][s]['n']})"
+                for s in ("tune", "held", "all")
+            )
+            + " |"
+        )
     answered = [c for c in cases if c.category != "abstain"]
     kept = sum(c.result["excerpts"] for c in answered) / len(answered)
     print(f"\nquestions with an answer that got excerpts: {kept:.2f}")
@@ -192,6 +277,7 @@ def report(cases: list[Case]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--suite", choices=["long", "short"], default="long")
     parser.add_argument("--db", type=Path, help="database to reuse (replay skipped when present)")
     parser.add_argument("--no-timestamps", action="store_true", help="replay without dates")
     parser.add_argument("--show", choices=[*CATEGORIES, "none"], default="none")
@@ -199,9 +285,13 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="Settings name=value")
     args = parser.parse_args()
     personas = load(sorted(DATA.glob("personas_*.txt")))
+    if args.suite == "long":
+        personas = weave(personas, load(sorted(DATA.glob("distractors_*.txt"))))
     cases = [c for p in personas for c in p.cases if args.split in ("all", c.split)]
     print(
-        f"dataset: {len(personas)} personas, {len(cases)} questions; machine: "
+        f"dataset: {args.suite} suite, {len(personas)} personas, {len(cases)} questions, "
+        f"{sum(len(t) for p in personas for _, s in p.sessions for _, t in s) // len(personas)}"
+        f" characters of history a persona; machine: "
         f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
     overrides = {}
@@ -226,13 +316,20 @@ def main() -> None:
             for number, case in enumerate(cases):
                 ask(client, upstream, number, case)
     out = report(cases)
+    if args.suite == "long":
+        print("\nthe personas' own questions only:", end="")
+        out["own"] = report([c for c in cases if c.source == "own"])
+        print("\nthe distractor sessions' questions only:", end="")
+        out["bank"] = report([c for c in cases if c.source != "own"])
     for case in cases:
         if case.category == args.show and not case.result["passed"]:
             print(f"\n- {case.persona} [{case.split}] {case.question} -> {case.expected}")
             print("  " + case.result["block"][:1500])
     RESULTS.mkdir(parents=True, exist_ok=True)
     per_case = [{**c.__dict__, "result": c.result} for c in cases]
-    (RESULTS / "memsuite.json").write_text(json.dumps({"table": out, "cases": per_case}))
+    (RESULTS / f"memsuite_{args.suite}.json").write_text(
+        json.dumps({"table": out, "cases": per_case})
+    )
 
 
 if __name__ == "__main__":

@@ -382,8 +382,8 @@ def main() -> None:
         build["u1m"] = populate(whale, "u1m", 1_000_000, np_rng, pool)
         print(f"store u1m: {whale.stats('u1m').chunks} chunks ({build['u1m']:.0f} s)", flush=True)
     for lay in (layer, small, big, whale):  # a rebuilt lexical index: wait, FTS5 answers meanwhile
-        if lay is not None and lay.store.rebuilding is not None:
-            lay.store.rebuilding.join()
+        if lay is not None:
+            lay.wait_for_lexical_index()
     base = history(np_rng)
     reply = "".join(f"tok{i:04d} " for i in range(args.chunks - 2))[: 8 * (args.chunks - 2)]
     with ExitStack() as stack:

@@ -165,8 +165,7 @@ def main() -> None:
         )
         embedder = CachedEmbedder(settings, stored[0] if stored else settings.embedding_model)
         layer = MemoryLayer(settings, lambda _: embedder)  # type: ignore[arg-type,return-value]
-        if layer.store.rebuilding is not None:  # the copy has no lexical index beside it
-            layer.store.rebuilding.join()
+        layer.wait_for_lexical_index()  # the copy has no lexical index beside it: rebuilt
         qs = [q for c in convs for q in c.questions if q.evidence or q.audited]
         started = time.perf_counter()
         for conv in convs:

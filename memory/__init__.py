@@ -21,11 +21,14 @@ from memory.facts.consolidation import (
 from memory.heap import limit_arenas
 from memory.ingest.turns import Turn, content_hash
 from memory.layer import MemoryLayer, PendingRecall, RecallRequest, Recollection
-from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
+from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Placement, Settings
+from memory.store.backend import redact_url
 from memory.store.journal import Journal
 from memory.store.marks import DueUser
+from memory.store.overview import SessionSummary, UserSummary
 from memory.store.response_links import ResponseLink
+from memory.store.sizes import StoreSizes
 from memory.store.store import Stats
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "GateResult",
     "Hit",
     "Journal",
+    "LeftOut",
     "MAX_OPERATIONS",
     "MemoryBlock",
     "MemoryLayer",
@@ -55,12 +59,15 @@ __all__ = [
     "Recollection",
     "Rejection",
     "ResponseLink",
+    "SessionSummary",
     "Settings",
     "Stats",
+    "StoreSizes",
     "StoreUnavailable",
     "Tier",
     "TierRule",
     "Turn",
+    "UserSummary",
     "content_hash",
     "context_window",
     "count_message_tokens",
@@ -71,6 +78,7 @@ __all__ = [
     "limit_arenas",
     "message_text",
     "parse_operations",
+    "redact_url",
     "select_tier",
     "strip_block",
     "tier_rules_from_config",

@@ -13,12 +13,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from memory import heap
 from memory.block.budget import select_tier
 from memory.block.excerpts import build_excerpts, newest_first
+from memory.block.left_out import left_out
 from memory.block.render import render_block
 from memory.block.tokens import count_tokens
 from memory.embedding import Embedder, FastEmbedder
@@ -29,6 +31,7 @@ from memory.facts.rules import (
     apply_captures,
     check_status,
     facts_for_block,
+    facts_for_block_and_left_out,
     resolve_key,
     restore_facts,
     retire_facts,
@@ -37,12 +40,17 @@ from memory.facts.rules import set_fact as _set_fact
 from memory.ingest.turns import Turn, content_hash, index_pending, store_new_messages
 from memory.recall.retrieval import Retrieval, build_query, retrieve
 from memory.recall.vectors import VectorIndex
-from memory.records import Chunk, Excerpt, Fact, Hit, MemoryBlock, Message, Tier
+from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Settings
-from memory.store import fact_rows, fts_upkeep, marks
+from memory.store import fact_rows, fts_upkeep, marks, overview
+from memory.store.backend import StoreBackend, open_store
 from memory.store.fts import fts_terms
+from memory.store.journal import Journal
 from memory.store.marks import DueUser
+from memory.store.migrations import MigrationProgress
+from memory.store.overview import SessionSummary, UserSummary
 from memory.store.response_links import ResponseLink, link_response, linked_response
+from memory.store.sizes import StoreSizes, store_sizes
 from memory.store.store import Stats, Store
 from memory.store.transfer import export_messages, import_message
 
@@ -93,19 +101,27 @@ class Recollection:
     hits: list[Hit]
     # True when excerpts were skipped because the embedding model was still loading.
     warming: bool = False
+    # For the inspector: the query recall searched with ("" when it did not search), and what
+    # it kept out of the block and why (memory/block/left_out.py).
+    query: str = ""
+    left_out: tuple[LeftOut, ...] = ()
 
 
 class MemoryLayer:
     """Store, embedder and vector index of one process."""
 
-    def __init__(self, settings: Settings, embedder_factory: EmbedderFactory | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        embedder_factory: EmbedderFactory | None = None,
+        on_migration: MigrationProgress | None = None,
+    ):
+        """Open (and migrate) the store; `on_migration(done, total, name)` hears an upgrade."""
+        if settings.db_url:  # shared by replicas: no RAM copy of the vectors to go stale
+            settings = replace(settings, vector_search="db")
         self.settings = settings
-        self.store = Store(
-            settings.db_path,
-            settings.busy_timeout,
-            lexical_index=settings.lexical_index == "tantivy",
-            context_chars=settings.embedding_context_chars,
-        )
+        self.store: StoreBackend = open_store(settings, on_migration)
+        self._journal: Journal | None = None
         self.index = VectorIndex(self.store.user_vectors)
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
@@ -195,9 +211,12 @@ class MemoryLayer:
             pending = None  # not this request's results
         now = (pending.now if pending else time.time()) if now is None else now
         tier = select_tier(request.request_tokens, request.context_window, self.settings.tier_rules)
-        facts = self.facts(request.user_id)
+        facts, dropped = facts_for_block_and_left_out(
+            self.store, request.user_id, self.settings.facts_max_tokens, time.time()
+        )
         hits: list[Hit] = []
         excerpts: list[Excerpt] = []
+        found = Retrieval([], True, "")
         embedder = None
         if request.episodic and tier.max_excerpts > 0:
             embedder = self._embedder_if_loaded() if pending is None else self._embedder
@@ -224,7 +243,11 @@ class MemoryLayer:
             excerpts = newest_first(excerpts)
         block = self._render(facts, excerpts, request, now)
         warming = request.episodic and tier.max_excerpts > 0 and embedder is None
-        return Recollection(tier, block, hits if block else [], warming)
+        pool = self.settings.hit_pool
+        why = left_out([*found.left_out, *dropped], found.hits, pool, excerpts, block, facts)
+        return Recollection(
+            tier, block, hits if block else [], warming, query=found.query, left_out=why
+        )
 
     def _neighbours(self, user_id: str, exclude: set[str]) -> Callable[[Chunk], list[Message]]:
         around = self.settings.widen_turns
@@ -251,7 +274,12 @@ class MemoryLayer:
             tokens = count_tokens(text, request.model)
             if request.token_budget is None or tokens <= request.token_budget:
                 return MemoryBlock(
-                    text, tokens, len(excerpts), len(facts), tuple(f.id for f in facts)
+                    text,
+                    tokens,
+                    len(excerpts),
+                    len(facts),
+                    tuple(f.id for f in facts),
+                    tuple(excerpts),
                 )
             if excerpts:  # the least relevant goes first
                 least = max(excerpts, key=lambda e: e.rank)
@@ -288,6 +316,7 @@ class MemoryLayer:
             (),
             time.time(),
             limit=k,
+            gate=False,
         )
         return found.hits[:k]
 
@@ -430,6 +459,8 @@ class MemoryLayer:
     def tidy_index(self, stop: Callable[[], bool]) -> bool:
         """Merge the FTS index a step at a time until it is whole or `stop()` is true; for
         the writer's idle time (memory/store/fts_upkeep.py). True when it merged it whole."""
+        if not isinstance(self.store, Store):
+            return True  # Postgres keeps its own indexes
         return fts_upkeep.tidy(self.store, stop, self.settings.fts_merge_after)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -446,6 +477,58 @@ class MemoryLayer:
             if progress is not None:
                 progress(todo, todo)
             return todo
+
+    # -- replicas ----------------------------------------------------------------------------
+
+    @property
+    def shared(self) -> bool:
+        """True when the store is Postgres, shared with other replicas."""
+        return self.settings.db_url is not None
+
+    def open_journal(self, path: Path) -> Journal:
+        """The journal the writer appends finished turns to: the file at `path` for SQLite;
+        for Postgres the `pending_turns` table, with that file for when it is unreachable."""
+        if self.settings.db_url is None:
+            self._journal = Journal(path)
+        else:
+            from memory.store.pg_journal import PgJournal
+            from memory.store.postgres import PgStore
+
+            assert isinstance(self.store, PgStore)
+            self._journal = PgJournal(self.store, path)
+        return self._journal
+
+    def recover_replicas(self) -> int:
+        """Store the turns replicas that died left in the shared journal, then index one batch
+        of whatever is unindexed (theirs too); return turns adopted. Postgres only."""
+        from memory.store.pg_journal import PgJournal
+
+        adopted = 0
+        if isinstance(self._journal, PgJournal):
+            adopted = self._journal.adopt(self.store_only)
+        if self.store.count_unindexed():
+            self.index_pending(passes=1)
+        return adopted
+
+    def user_ids(self) -> list[str]:
+        """Every user with a message or a fact, sorted (for copying a whole store)."""
+        return overview.user_ids(self.store)
+
+    def wait_for_lexical_index(self, timeout: float | None = None) -> bool:
+        """Wait for a rebuild of SQLite's tantivy index under way (FTS5 answers meanwhile);
+        True when it answers searches. False on Postgres or with `lexical_index: fts5`."""
+        wait = getattr(self.store, "wait_for_lexical_index", None)
+        return bool(wait(timeout)) if wait is not None else False
+
+    def close(self) -> None:
+        """Close the store's connections (Postgres's pool; SQLite's close with the process)
+        and let go of the lexical index."""
+        journal_close = getattr(self._journal, "close", None)
+        if journal_close is not None:
+            journal_close()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
 
     # -- housekeeping ----------------------------------------------------------------------
 
@@ -471,6 +554,10 @@ class MemoryLayer:
         """Users whose vectors are held in RAM right now."""
         return self.index.loaded_users()
 
+    def vectors_loaded(self) -> int:
+        """Vectors held in RAM right now, over every loaded user."""
+        return self.index.loaded_vectors()
+
     def apply_consolidation(
         self, user_id: str, accepted: Sequence[Operation], now: float
     ) -> list[Fact]:
@@ -479,6 +566,22 @@ class MemoryLayer:
 
     def stats(self, user_id: str) -> Stats:
         return self.store.stats(user_id)
+
+    def sizes(self) -> StoreSizes:
+        """The whole store's counts and bytes, for metrics (a scan: not per request)."""
+        return store_sizes(self.store)
+
+    def users(self, only: Sequence[str] | None = None, limit: int = 1000) -> list[UserSummary]:
+        """Users with messages or facts, most recently active first (`only`: just those)."""
+        return overview.users(self.store, only, limit)
+
+    def sessions(self, user_id: str, limit: int = 500) -> list[SessionSummary]:
+        """The user's sessions, most recently active first."""
+        return overview.sessions(self.store, user_id, limit)
+
+    def turns(self, user_id: str, session_id: str) -> list[Message]:
+        """Every stored message of one of the user's sessions, in the order stored."""
+        return self.store.messages(user_id, session_id)
 
     def forget(self, user_id: str) -> int:
         """Delete every message, chunk, vector and fact of one user."""
@@ -493,10 +596,17 @@ class MemoryLayer:
         for item in fact_rows.export_facts(self.store, user_id):
             yield {"type": "fact", **item}
 
-    def import_(self, user_id: str, items: Iterable[Mapping[str, Any]]) -> int:
+    def import_(
+        self,
+        user_id: str,
+        items: Iterable[Mapping[str, Any]],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
         """Store exported items for `user_id`, then index them; return messages added.
 
         Fact rows (`"type": "fact"`) are restored with their history (`restore_facts`).
+        `progress(done, todo)` hears the indexing, a pass at a time (todo: every message
+        waiting to be indexed, this import's and any other).
         """
         added = 0
         fact_rows = []
@@ -507,5 +617,9 @@ class MemoryLayer:
                 fact_rows.append(item)
         restore_facts(self.store, user_id, fact_rows)
         self.index.drop(user_id)
-        self.index_pending()
+        todo, done = self.store.count_unindexed(), 0
+        while step := self.index_pending(passes=1):
+            done += step
+            if progress is not None:
+                progress(min(done, todo), todo)
         return added

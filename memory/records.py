@@ -7,7 +7,7 @@ Times are Unix seconds (float, UTC).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
@@ -54,6 +54,10 @@ class Hit:
     `score` is the fused, re-ranked score (higher is better; fusion gives [0, 1], bonuses add).
     `similarity` is the cosine between query and chunk in [-1, 1], None if not computed.
     Ranks are 1-based positions in each retriever's list, None when absent from it.
+    `lexical_score` is BM25 as the lexical search gave it (higher is better), None when absent
+    from its list; `fused_score` is what fusion gave, before re-ranking's bonuses. Both are for
+    showing how a hit was ranked (the inspector, the search API): ranking reads neither, and
+    two hits that differ only in them are equal.
     """
 
     chunk: Chunk
@@ -61,6 +65,8 @@ class Hit:
     similarity: float | None
     dense_rank: int | None
     lexical_rank: int | None
+    lexical_score: float | None = field(default=None, compare=False)
+    fused_score: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,8 @@ class Excerpt:
     # (0 = most relevant): the block shows excerpts newest first, a budget cuts by relevance.
     latest_at: float | None = None
     rank: int = 0
+    # The recalled chunks it shows (turns added around them to fill its room are not listed).
+    chunk_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,3 +125,41 @@ class MemoryBlock:
     excerpts: int
     facts: int
     fact_ids: tuple[int, ...] = ()
+    # The excerpts in the block, in the order it shows them.
+    recalled: tuple[Excerpt, ...] = ()
+
+
+# Why recall kept something out of the block (`LeftOut.reason`):
+#   present   its message is in the request: the model already sees it
+#   abstained nothing matched the query's words and the best meaning match was weak
+#   weak      one weak signal only (memory/recall/ranking.py, `drop_weak`)
+#   pool      ranked below the best `Settings.hit_pool` hits that excerpts are cut from
+#   excerpts  no room left in the tier's excerpts (how many, how long: the fill ratio's tier)
+#   context_budget  the request's token cap (X-Memory-Context-Budget) did not leave room
+#   facts_budget    past `Settings.facts_max_tokens`, the facts section's cap
+#   silent    its category's silence limit passed (an old open loop or event)
+LeftOutReason = Literal[
+    "present",
+    "abstained",
+    "weak",
+    "pool",
+    "excerpts",
+    "context_budget",
+    "facts_budget",
+    "silent",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A chunk or fact recall held but kept out of the block, and why.
+
+    For the inspector's "why this block": recall decides nothing by these. A ranked chunk
+    comes as its `hit` (with its scores), one dropped before ranking as its `chunk`, a fact
+    as its `fact`; exactly one is set. An excerpt the token cap dropped comes as its hits.
+    """
+
+    reason: LeftOutReason
+    hit: Hit | None = None
+    chunk: Chunk | None = None
+    fact: Fact | None = None

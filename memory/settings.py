@@ -22,6 +22,9 @@ class Settings:
     """Memory-layer settings. Defaults are the embedded, offline configuration."""
 
     db_path: Path = Path("moim.db")
+    # A `postgresql://…` URL: the shared Postgres + pgvector store for N replicas instead of
+    # the SQLite file (memory/store/postgres.py). `db_path` then only names the local journal.
+    db_url: str | None = None
     # Seconds a statement waits for another connection's write lock before the store gives up
     # (StoreUnavailable): the writer then retries from its journal, and the memory API says 503.
     busy_timeout: float = 10.0
@@ -97,6 +100,11 @@ class Settings:
     recency_weight: float = 0.05
     # MemX-style rejection: with no lexical hit, a best cosine below this recalls nothing.
     min_similarity: float = 0.35
+    # The abstention gate (memory/recall/abstention.py): no excerpt when the best cosine plus
+    # `standout_margin_weight` times its lead over the median of the ten best is under
+    # `min_standout` (0 turns the gate off). Calibration: docs/recall-quality.md.
+    standout_margin_weight: float = 3.0
+    min_standout: float = 0.5
     # A keyword match whose meaning is this far from the query is not recalled either.
     min_lexical_similarity: float = 0.15
     facts_max_tokens: int = 400

@@ -98,6 +98,11 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
         "text": hit.chunk.text,
         "score": round(hit.score, 6),
         "similarity": None if hit.similarity is None else round(hit.similarity, 4),
+        # how it was ranked, as the inspector shows it: BM25 and the fused score before bonuses
+        "lexical_score": hit.lexical_score,
+        "fused_score": None if hit.fused_score is None else round(hit.fused_score, 6),
+        "lexical_rank": hit.lexical_rank,
+        "dense_rank": hit.dense_rank,
         "session_id": hit.chunk.session_id,
         "message_id": hit.chunk.message_id,
         "role": hit.chunk.role,

@@ -2,10 +2,12 @@
 
 `AppState` is everything a request may touch: the frozen config, the memory layer (store,
 embedder, vector index), the background writer, the pooled httpx client for upstreams,
-counters for `/metrics`, and the Responses API replies that just finished
-(`proxy/recent_responses.py`). It is built in the lifespan and kept on `app.state.moim`; there are
-no other globals. With `consolidation.model` set, the lifespan also runs the consolidation
-schedule (`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
+the app's Prometheus metrics (`proxy/metrics.py`), the MCP endpoint (`proxy/mcp_server.py`),
+and the Responses API replies that just finished (`proxy/recent_responses.py`). It is
+built in the lifespan and kept on `app.state.moim`; there are no other globals (the metrics'
+registry is the app's own, made with the app: its middleware counts into it). With
+`consolidation.model` set, the lifespan also runs the consolidation schedule
+(`proxy/consolidate.py`) as a task on that client, cancelled at shutdown.
 Chat completions get memory (`proxy/pipeline.py`); any other `/v1/` request (and
 `/u/{user}/v1/`) passes through to the provider unchanged (`proxy/passthrough.py`), after
 moim's own routes, which win. `ProxyError`s become OpenAI-shaped JSON in one handler; a
@@ -21,6 +23,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 import httpx
@@ -28,31 +31,39 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
-from memory import Journal, MemoryLayer, MemoryLayerError, count_tokens
-from proxy import admin, facts_api
-from proxy.auth import authenticate, authorize_metrics
+from memory import MemoryLayer, MemoryLayerError, count_tokens
+from proxy import admin, facts_api, inspector
+from proxy.auth import authenticate, authorize_metrics, is_loopback
 from proxy.chat import chat
-from proxy.chat_metrics import ChatRequests
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
-from proxy.errors import ProxyError, ServiceUnavailable, error_response
+from proxy.errors import NotFound, ProxyError, ServiceUnavailable, error_response
+from proxy.inspector import Inspector
 from proxy.limits import HeaderLimit
+from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from proxy.metrics import Metrics
 from proxy.passthrough import METHODS, passthrough, retrieve_model
+from proxy.replicas import recover_replicas
+from proxy.request_metrics import RequestMetrics
 from proxy.responses import responses
 from proxy.runtime import tune_process
 from proxy.state import AppState, state_of
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
 
+if TYPE_CHECKING:
+    from proxy.mcp_server import McpEndpoint
+
 logger = logging.getLogger(__name__)
 
 
 def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     """The moim ASGI app for `config` (a prepared `layer` may be passed in, e.g. by tests)."""
-    requests: dict[int, int] = {}  # chat requests by status, counted by ChatRequests
+    metrics = Metrics()  # before the lifespan: RequestMetrics counts into it
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -62,17 +73,31 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
         )
-        journal = Journal(Path(f"{config.db_path}.journal"))
+        journal = memory.open_journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
-        app.state.moim = AppState(config, memory, writer, client, requests)
+        mcp = _mcp_endpoint(config, memory)
+        app.state.moim = AppState(
+            config,
+            memory,
+            writer,
+            client,
+            metrics,
+            mcp=mcp,
+            inspector=Inspector.from_config(config),
+        )
+        metrics.watch(writer, memory)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
         loading = asyncio.create_task(_warm_up(memory, writer))
         schedule = _start_schedule(config, memory, client)
+        replicas = asyncio.create_task(recover_replicas(memory)) if memory.shared else None
         try:
-            yield
+            async with _mcp_running(mcp):
+                yield
         finally:
             loading.cancel()
+            if replicas is not None:
+                replicas.cancel()
             if schedule is not None:  # before the client it uses is closed
                 schedule.cancel()
                 await asyncio.wait([schedule])
@@ -99,9 +124,12 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         Route("/health/liveliness", _health, methods=["GET"]),
         Route("/health/readiness", _readiness, methods=["GET"]),
         Route("/metrics", _metrics, methods=["GET"]),
+        Route("/mcp", _Mcp()),
+        Route("/u/{user_id}/mcp", _Mcp()),
         *admin.routes(),
         *facts_api.routes(),
         *_with_path_user([*admin.routes(), *facts_api.routes()]),
+        *inspector.routes(config),
         # Last: whatever moim does not handle above goes to the provider as it came.
         Route("/v1/{path:path}", _passthrough, methods=METHODS),
         Route("/u/{user_id}/v1/{path:path}", _passthrough, methods=METHODS),
@@ -115,7 +143,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             HTTPException: _http_error,
         },
         middleware=[
-            Middleware(ChatRequests, counts=requests),  # outermost: it sees every answer
+            Middleware(RequestMetrics, metrics=metrics),  # outermost: it sees every answer
             Middleware(HeaderLimit, max_bytes=config.max_header_bytes),
         ],
     )
@@ -136,6 +164,37 @@ def _start_schedule(
     if config.consolidation_model is None or not config.memory_enabled:
         return None
     return asyncio.create_task(consolidate_on_schedule(config, layer, client))
+
+
+def _mcp_endpoint(config: Config, layer: MemoryLayer) -> McpEndpoint | None:
+    """The `/mcp` endpoint, or None when the `mcp` SDK (the `moim[mcp]` extra) is missing."""
+    try:
+        from proxy.mcp_server import McpEndpoint
+    except ImportError:
+        logger.info("MCP at /mcp is off: the mcp package is not installed (moim[mcp])")
+        return None
+    return McpEndpoint(layer, config, is_loopback(config.host))
+
+
+@asynccontextmanager
+async def _mcp_running(endpoint: McpEndpoint | None) -> AsyncIterator[None]:
+    if endpoint is None:
+        yield
+        return
+    async with endpoint.run():
+        yield
+
+
+class _Mcp:
+    """`/mcp`: MCP over streamable HTTP (`proxy/mcp_server.py`), 404 without the extra."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = state_of(Request(scope)).mcp
+        if endpoint is None:
+            raise NotFound(
+                "MCP needs the mcp package: pip install 'moim[mcp]'", code="mcp_not_installed"
+            )
+        await endpoint(scope, receive, send)
 
 
 async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
@@ -197,70 +256,7 @@ async def _readiness(request: Request) -> Response:
 async def _metrics(request: Request) -> Response:
     state = state_of(request)
     authorize_metrics(request.headers, state.config)
-    work = state.layer.embedding_work()
-    lines = [
-        "# HELP moim_chat_requests_total Chat and Responses API requests answered, by status.",
-        "# TYPE moim_chat_requests_total counter",
-        *(
-            f'moim_chat_requests_total{{status="{s}"}} {n}'
-            for s, n in sorted(state.requests.items())
-        ),
-        "# HELP moim_ingest_pending Turns received but not yet stored and indexed.",
-        "# TYPE moim_ingest_pending gauge",
-        f"moim_ingest_pending {state.writer.pending}",
-        "# HELP moim_ingest_queued Turns waiting in the ingest queue (RAM).",
-        "# TYPE moim_ingest_queued gauge",
-        f"moim_ingest_queued {state.writer.queued}",
-        "# HELP moim_ingest_queue_size Capacity of the ingest queue (memory.ingest_queue_size).",
-        "# TYPE moim_ingest_queue_size gauge",
-        f"moim_ingest_queue_size {state.writer.capacity}",
-        "# HELP moim_ingest_queue_peak The most turns the ingest queue has held at once.",
-        "# TYPE moim_ingest_queue_peak gauge",
-        f"moim_ingest_queue_peak {state.writer.queue_peak}",
-        "# HELP moim_ingest_spilled_total Turns written to the journal only, the queue full.",
-        "# TYPE moim_ingest_spilled_total counter",
-        f"moim_ingest_spilled_total {state.writer.spilled}",
-        "# HELP moim_memory_write_failures_total Failed memory writes (journal, store, index).",
-        "# TYPE moim_memory_write_failures_total counter",
-        f"moim_memory_write_failures_total {state.writer.failures}",
-        "# HELP moim_embedding_cpu_seconds_total CPU the embedding model used, by kind.",
-        "# TYPE moim_embedding_cpu_seconds_total counter",
-        *(
-            f'moim_embedding_cpu_seconds_total{{kind="{kind}"}} {seconds:.6f}'
-            for kind, (seconds, _) in sorted(work.items())
-        ),
-        "# HELP moim_embedding_texts_total Texts the embedding model embedded, by kind.",
-        "# TYPE moim_embedding_texts_total counter",
-        *(
-            f'moim_embedding_texts_total{{kind="{kind}"}} {texts}'
-            for kind, (_, texts) in sorted(work.items())
-        ),
-        "# HELP moim_writer_failures_total Write path failures by part (journal, store, ...).",
-        "# TYPE moim_writer_failures_total counter",
-        *(
-            f'moim_writer_failures_total{{part="{part}"}} {n}'
-            for part, n in sorted(state.writer.failures_by_part().items())
-        ),
-        "# HELP moim_writer_up 1 while the writer runs and nothing in the write path fails.",
-        "# TYPE moim_writer_up gauge",
-        f"moim_writer_up {int(state.writer.up)}",
-        "# HELP moim_writer_restarts_total Times the writer's task crashed and was restarted.",
-        "# TYPE moim_writer_restarts_total counter",
-        f"moim_writer_restarts_total {state.writer.restarts}",
-        "# HELP moim_writer_oldest_unstored_seconds Age of the oldest turn not yet stored.",
-        "# TYPE moim_writer_oldest_unstored_seconds gauge",
-        f"moim_writer_oldest_unstored_seconds {state.writer.oldest_unstored_seconds:.3f}",
-        "# HELP moim_writer_unjournaled Queued turns held in RAM only (the journal failed).",
-        "# TYPE moim_writer_unjournaled gauge",
-        f"moim_writer_unjournaled {state.writer.unjournaled}",
-        "# HELP moim_writer_dropped_total Turns SQLite refused for their content (logged).",
-        "# TYPE moim_writer_dropped_total counter",
-        f"moim_writer_dropped_total {state.writer.dropped}",
-        "# HELP moim_vector_users_loaded Users whose vectors are held in RAM.",
-        "# TYPE moim_vector_users_loaded gauge",
-        f"moim_vector_users_loaded {state.layer.vector_users_loaded()}",
-    ]
-    return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+    return Response(await state.metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
 
 async def _proxy_error(request: Request, exc: Exception) -> Response:
@@ -270,6 +266,7 @@ async def _proxy_error(request: Request, exc: Exception) -> Response:
 
 async def _memory_error(request: Request, exc: Exception) -> Response:
     """A memory-layer failure on the memory API, e.g. SQLite's "database is locked": 503."""
+    state_of(request).metrics.memory_errors.labels("memory_api", type(exc).__name__).inc()
     logger.warning(
         "memory API %s %s: store unavailable: %s: %s",
         request.method,

@@ -15,6 +15,7 @@ it; without proxy keys it is open like everything else.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -86,3 +87,13 @@ def _matching_key(headers: Mapping[str, str], config: Config) -> ProxyKey:
     if match is None:
         raise Unauthorized("a valid moim proxy key is required", code="invalid_api_key")
     return match
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address is reachable from this machine only (`localhost` included)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,16 +1,17 @@
 """The `moim` command: thin verbs over the library.
 
 moim serve [--config PATH] [--host H] [--port P]
-moim migrate | reindex | stats --user U
-moim memory stats|export|import|delete --user U
+moim migrate | reindex | stats --user U | users          (users: proxy/cli_browse.py)
+moim memory stats|export|import|delete|search --user U   (search: proxy/cli_browse.py)
+moim memory copy --from sqlite:///moim.db --to postgresql://…
 moim facts list|set|delete|history|pin|unpin --user U   (proxy/cli_facts.py)
 moim consolidate [--user U] [--model M] [--turns N]
+moim mcp [--user U]                       (MCP on stdio: proxy/mcp_server.py)
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import sys
@@ -21,16 +22,21 @@ from urllib.parse import urlsplit, urlunsplit
 
 import click
 
+from proxy.auth import is_loopback
+from proxy.cli_browse import search, users
 from proxy.cli_common import (
     CONFIG_OPTION,
     CREATE_OPTION,
+    JSON_OPTION,
     USER_OPTION,
     announce_database,
     check_db_directory,
     config_from,
     database_path,
     open_layer,
+    progress_bar,
 )
+from proxy.cli_copy import copy
 from proxy.cli_facts import facts
 from proxy.config import Config
 
@@ -42,6 +48,7 @@ def main() -> None:
 
 
 main.add_command(facts)
+main.add_command(users)
 
 
 @main.command()
@@ -61,7 +68,9 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
     check_db_directory(config)
-    if not _is_loopback(config.host) and not config.keys:
+    # Postgres is opened here, so an unreachable server is one clear line, not a traceback.
+    layer = open_layer(config, create=True) if config.memory.db_url else None
+    if not is_loopback(config.host) and not config.keys:
         if config.refuse_open_bind:
             raise click.ClickException(
                 f"refusing to bind {config.host} without proxy keys (auth.refuse_open_bind)"
@@ -76,10 +85,11 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    announce_database(*database_path(config, create=True))  # the app opens or creates it
+    if layer is None:
+        announce_database(*database_path(config, create=True))  # the app opens or creates it
     click.echo(banner(config), err=True)
     uvicorn.run(
-        build_app(config),
+        build_app(config, layer),
         host=config.host,
         port=config.port,
         log_level=log_level,
@@ -91,39 +101,42 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
 @main.command()
 @CONFIG_OPTION
 def migrate(config_path: Path | None) -> None:
-    """Create or upgrade the database schema (serve does it too, before it answers)."""
+    """Create or upgrade the database schema (serve does it too, before it answers).
+
+    An upgrade shows a bar, one step per migration, when stderr is a terminal.
+    """
     config = config_from(config_path)
     open_layer(config, create=True)  # opening the store applies pending migrations
-    click.echo(f"{config.db_path.resolve()}: schema up to date")
+    click.echo(f"{database_path(config, create=True)[0]}: schema up to date")
 
 
 @main.command()
 @CONFIG_OPTION
 def reindex(config_path: Path | None) -> None:
-    """Rebuild chunks, full-text and vector indexes from the stored messages."""
+    """Rebuild chunks, full-text and vector indexes from the stored messages.
+
+    Shows a bar with counts and ETA on stderr when it is a terminal.
+    """
     layer = open_layer(config_from(config_path))
     _ = layer.embedder  # load the model before the bar starts
-    bar: Any = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = click.progressbar(length=max(total, 1), label="re-indexing messages")
-            bar.__enter__()
-        bar.update(done - bar.pos)
-
-    done = layer.reindex(progress)
-    if bar is not None:
-        bar.__exit__(None, None, None)
+    with progress_bar("re-indexing messages") as progress:
+        done = layer.reindex(progress)
     click.echo(f"re-indexed {done} messages")
 
 
 @main.command()
 @CONFIG_OPTION
 @USER_OPTION
-def stats(config_path: Path | None, user_id: str) -> None:
-    """Counts of one user's stored memory."""
+@JSON_OPTION
+def stats(config_path: Path | None, user_id: str, as_json: bool) -> None:
+    """Counts of one user's stored memory: messages, sessions, chunks, facts."""
     counts = open_layer(config_from(config_path)).stats(user_id)
+    if not as_json:
+        click.echo(
+            f"{user_id}: {counts.messages} messages in {counts.sessions} sessions, "
+            f"{counts.chunks} chunks, {counts.facts} facts"
+        )
+        return
     click.echo(
         json.dumps(
             {
@@ -132,17 +145,20 @@ def stats(config_path: Path | None, user_id: str) -> None:
                 "chunks": counts.chunks,
                 "facts": counts.facts,
                 "sessions": counts.sessions,
-            }
+            },
+            ensure_ascii=False,
         )
     )
 
 
 @main.group()
 def memory() -> None:
-    """Inspect, export, import or delete one user's memory."""
+    """Inspect, search, export, import or delete one user's memory."""
 
 
 memory.add_command(stats, "stats")
+memory.add_command(copy, "copy")
+memory.add_command(search, "search")
 
 
 @memory.command("export")
@@ -160,10 +176,14 @@ def export_(config_path: Path | None, user_id: str) -> None:
 @CREATE_OPTION
 @click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
 def import_(config_path: Path | None, user_id: str, create: bool, source: Any) -> None:
-    """Read SOURCE (JSONL as export writes it; default: stdin) into the user's memory; index it."""
+    """Read SOURCE (JSONL as export writes it; default: stdin) into the user's memory; index it.
+
+    The indexing shows a bar with counts and ETA on stderr when it is a terminal.
+    """
     items = _json_lines(source)
     layer = open_layer(config_from(config_path), create)
-    added = layer.import_(user_id, items)
+    with progress_bar("indexing imported messages") as progress:
+        added = layer.import_(user_id, items, progress)
     click.echo(f"imported {added} messages for {user_id}")
 
 
@@ -187,6 +207,44 @@ def delete(config_path: Path | None, user_id: str) -> None:
     """Forget everything of one user."""
     removed = open_layer(config_from(config_path)).forget(user_id)
     click.echo(f"deleted {removed} messages of {user_id}")
+
+
+@main.command("mcp")
+@CONFIG_OPTION
+@click.option(
+    "--user",
+    "user_id",
+    envvar="MOIM_USER",
+    default="default",
+    show_default=True,
+    help="The memory namespace the tools act for (or MOIM_USER).",
+)
+@CREATE_OPTION
+def mcp_(config_path: Path | None, user_id: str, create: bool) -> None:
+    """Serve moim's memory tools over MCP on stdin/stdout, for one user (desktop agents).
+
+    search_memory, remember_fact, recall_facts and forget_fact, as the proxy's /mcp serves
+    them. Needs the mcp extra: pip install 'moim[mcp]'. Logs go to stderr.
+    """
+    import anyio
+    from starlette.datastructures import Headers
+
+    from proxy.errors import BadRequest
+    from proxy.identity import identify
+
+    try:
+        from proxy.mcp_server import serve_stdio
+    except ImportError as exc:
+        raise click.ClickException(
+            f"moim mcp needs the mcp package ({exc.name}): pip install 'moim[mcp]'"
+        ) from exc
+    try:  # the namespace a chat request naming this user in X-Memory-User-Id gets
+        namespace = identify(Headers({"x-memory-user-id": user_id}), {}).user_id
+    except BadRequest as exc:
+        raise click.BadParameter(exc.message, param_hint="--user") from exc
+    layer = open_layer(config_from(config_path), create)
+    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    anyio.run(serve_stdio, layer, namespace)
 
 
 @main.command()
@@ -219,6 +277,7 @@ def consolidate(
     expected JSON changes nothing; operations under the write gate's thresholds, or
     near-duplicates of other facts, are skipped with a reason. Prints a JSON summary per model
     call (keys and counts, no fact values); a user whose model could not be reached stays due.
+    Without --user, a bar on stderr counts the due users done, when it is a terminal.
     """
     config = config_from(config_path)
     model = model or config.consolidation_model
@@ -248,7 +307,8 @@ def _consolidate_due(config: Config, model: str, turns: int) -> None:
 
     min_new_turns = config.consolidation_min_new_turns
     layer = open_layer(config)
-    outcomes = asyncio.run(run_due(config, layer, model, turns, min_new_turns))
+    with progress_bar("consolidating due users") as progress:
+        outcomes = asyncio.run(run_due(config, layer, model, turns, min_new_turns, progress))
     for outcome in outcomes:
         click.echo(json.dumps(outcome.summary(), ensure_ascii=False))
     failed = {outcome.user_id for outcome in outcomes if outcome.error is not None}
@@ -293,15 +353,6 @@ def _without_secrets(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{host}:{port}" if port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 if __name__ == "__main__":  # pragma: no cover

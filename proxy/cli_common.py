@@ -1,9 +1,14 @@
-"""What every `moim` verb shares: the --config, --user and --create options, the config, and
-the memory layer over a database the command names on stderr and never creates unasked."""
+"""What every `moim` verb shares: the --config, --user, --create and --json options, the
+config, the memory layer over a database the command names on stderr and never creates
+unasked, and progress bars on stderr."""
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,48 @@ CREATE_OPTION = click.option(
     default=False,
     help="Start a new, empty database when none exists at the path (default: refuse).",
 )
+JSON_OPTION = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    default=False,
+    help="Print JSON (one object a line) for scripts, instead of text for people.",
+)
+# Told (done, total) and, optionally, what is being worked on.
+Progress = Callable[..., None]
+
+
+@contextmanager
+def progress_bar(label: str) -> Iterator[Progress]:
+    """A `progress(done, total, item="")` callback drawing a bar on stderr: counts and ETA.
+
+    Nothing is drawn when stderr is not a terminal (a script, a log file, a pipe), nor before
+    the first call, so work that turns out to be quick shows nothing.
+    """
+    stream = sys.stderr
+    bar: Any = None
+
+    def progress(done: int, total: int, item: str = "") -> None:
+        nonlocal bar
+        if not stream.isatty():
+            return
+        if bar is None:
+            bar = click.progressbar(
+                length=max(total, 1),
+                label=label,
+                file=stream,
+                show_pos=True,
+                item_show_func=lambda shown: shown or None,
+            )
+            bar.current_item = item
+            bar.__enter__()  # draws the bar at 0, with the item
+        bar.update(max(0, done - bar.pos), item)
+
+    try:
+        yield progress
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
 
 
 def config_from(config_path: Path | None) -> Config:
@@ -41,13 +88,19 @@ def config_from(config_path: Path | None) -> Config:
         raise click.ClickException(str(exc)) from exc
 
 
-def database_path(config: Config, create: bool | None = None) -> tuple[Path, bool]:
+def database_path(config: Config, create: bool | None = None) -> tuple[Path | str, bool]:
     """The database's absolute path and whether it exists; a missing one refused unless `create`.
+
+    For Postgres, its URL with the password masked (the server says whether it exists).
 
     The path is relative to the working directory (`./moim.db` by default), so a command run
     from elsewhere would otherwise create and use a new, empty store without a word.
     `create` is None for a command without a --create option, False when it was not given.
     """
+    if config.memory.db_url:
+        from memory import redact_url
+
+        return redact_url(config.memory.db_url), True
     path = config.db_path.resolve()
     existed = path.exists()
     if not existed and not create:
@@ -59,7 +112,7 @@ def database_path(config: Config, create: bool | None = None) -> tuple[Path, boo
     return path, existed
 
 
-def announce_database(path: Path, existed: bool) -> None:
+def announce_database(path: Path | str, existed: bool) -> None:
     """Say on stderr which database the command uses, and whether it was just created."""
     click.echo(f"moim: {'using' if existed else 'creating'} {path}", err=True)
 
@@ -74,10 +127,14 @@ def open_layer(config: Config, create: bool | None = None) -> Any:
 
     path, existed = database_path(config, create)
     try:
-        layer = MemoryLayer(config.memory)
+        with progress_bar("upgrading the database") as progress:
+            layer = MemoryLayer(config.memory, on_migration=progress)
     except MemoryLayerError as exc:
         raise click.ClickException(str(exc)) from exc
     announce_database(path, existed)
+    context = click.get_current_context(silent=True)
+    if context is not None:  # Postgres: the pool's threads end with the command
+        context.call_on_close(layer.close)
     return layer
 
 
@@ -92,3 +149,25 @@ def check_db_directory(config: Config) -> None:
         raise click.ClickException(
             f"db: cannot create {config.db_path}: no such directory {directory}"
         )
+
+
+def when(seconds: float | None) -> str:
+    """Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` ("-" for none)."""
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def echo_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()
+) -> None:
+    """Columns padded to their widest cell, numbers to the right; nothing when no rows."""
+    if not rows:
+        return
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        cells = [
+            cell.rjust(width) if i in numeric else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        click.echo("  ".join(cells).rstrip())

@@ -1,4 +1,8 @@
-"""`moim facts …`: list, set, forget or pin one user's facts from the command line."""
+"""`moim facts …`: list, set, forget or pin one user's facts from the command line.
+
+`list` and `history` print a table, or with `--json` one JSON object a line; `set`, `pin`
+and `unpin` print the fact they leave as JSON.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +17,12 @@ import click
 from proxy.cli_common import (
     CONFIG_OPTION,
     CREATE_OPTION,
+    JSON_OPTION,
     USER_OPTION,
     config_from,
+    echo_table,
     open_layer,
+    when,
 )
 
 
@@ -40,6 +47,25 @@ def _echo_facts(*found: Any) -> None:
         click.echo(json.dumps(asdict(fact), ensure_ascii=False))
 
 
+def _facts_table(found: list[Any]) -> None:
+    """KEY, VALUE, CATEGORY, POLICY, PINNED, STATUS, UPDATED, ID: one row a fact."""
+    rows = [
+        [
+            f.key,
+            f.value,
+            f.category,
+            f.policy,
+            "yes" if f.pinned else "",
+            f.status,
+            when(f.updated_at),
+            str(f.id),
+        ]
+        for f in found
+    ]
+    header = ["KEY", "VALUE", "CATEGORY", "POLICY", "PINNED", "STATUS", "UPDATED", "ID"]
+    echo_table(header, rows, numeric=(7,))
+
+
 def _current(fact: Any, key: str, user_id: str) -> Any:
     if fact is None:
         raise click.ClickException(f"no current fact {key!r} for user {user_id!r}")
@@ -56,10 +82,17 @@ def _current(fact: Any, key: str, user_id: str) -> Any:
     show_default=True,
     help="Which rows: current facts, or history.",
 )
-def facts_list(config_path: Path | None, user_id: str, status: str) -> None:
-    """Print the user's facts, one JSON object per line, oldest first."""
+@JSON_OPTION
+def facts_list(config_path: Path | None, user_id: str, status: str, as_json: bool) -> None:
+    """Print the user's facts, oldest first: a table, or one JSON object a line (--json)."""
     wanted = None if status == "all" else status
-    _echo_facts(*_facts_call(config_path, lambda layer: layer.list_facts(user_id, wanted)))
+    found = _facts_call(config_path, lambda layer: layer.list_facts(user_id, wanted))
+    if as_json:
+        _echo_facts(*found)
+    elif found:
+        _facts_table(found)
+    else:
+        click.echo(f"no {'' if wanted is None else wanted + ' '}facts for {user_id}", err=True)
 
 
 @facts.command("set")
@@ -131,13 +164,17 @@ def facts_delete(config_path: Path | None, user_id: str, key: str) -> None:
 @facts.command("history")
 @CONFIG_OPTION
 @USER_OPTION
+@JSON_OPTION
 @click.argument("key")
-def facts_history(config_path: Path | None, user_id: str, key: str) -> None:
-    """Print every value KEY (or a fact id) ever had, oldest first, one JSON object per line."""
+def facts_history(config_path: Path | None, user_id: str, as_json: bool, key: str) -> None:
+    """Print every value KEY (or a fact id) ever had, oldest first: a table, or JSON lines."""
     found = _facts_call(config_path, lambda layer: layer.fact_history(user_id, key))
     if not found:
         raise click.ClickException(f"no fact {key!r} for user {user_id!r}")
-    _echo_facts(*found)
+    if as_json:
+        _echo_facts(*found)
+    else:
+        _facts_table(found)
 
 
 @facts.command("pin")

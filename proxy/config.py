@@ -28,7 +28,9 @@ class ConfigError(ValueError):
 # Proxy keys shorter than this are refused: guessable, and "" would match a request with none.
 MIN_KEY_LENGTH = 8
 # Settings whose value is a secret: a value of the wrong type is not echoed in the error.
-_SECRET_SETTINGS = frozenset({"api_key"})
+_SECRET_SETTINGS = frozenset({"api_key", "secret"})
+# The inspector's cookie secret, when configured, is at least this long (HMAC-SHA256's key).
+MIN_SECRET_LENGTH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,20 @@ class ProxyKey:
     users: tuple[str, ...] = ()
     admin: bool = False
     metrics_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class InspectorConfig:
+    """The web inspector at `/ui` (proxy/inspector/)."""
+
+    enabled: bool = True
+    # Requests kept per user for "why this block", in RAM; 0 records none.
+    history: int = 10
+    # Without proxy keys, answer clients beyond loopback too.
+    allow_remote: bool = False
+    # Signs the login cookie (HMAC-SHA256); None: a random one per process, so a restart (or
+    # another replica) asks to log in again.
+    secret: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +105,7 @@ class Config:
     consolidation_every_minutes: float = 60.0
     consolidation_min_new_turns: int = 10  # a user is due after this many new turns
     consolidation_turns: int = 40  # user and assistant messages the model reads per call
+    inspector: InspectorConfig = field(default_factory=InspectorConfig)
 
     @property
     def db_path(self) -> Path:
@@ -129,7 +146,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
     schedule = _section(data, "consolidation")
     defaults = Settings()
     settings = Settings(
-        db_path=Path(_get(data, "db", str, "moim.db")),
+        **_database(_get(data, "db", str, "moim.db")),
         busy_timeout=_above_zero(mem, "memory.", "busy_timeout", defaults.busy_timeout),
         index_slice_chunks=_at_least(
             mem, "memory.", "index_slice_chunks", defaults.index_slice_chunks, 1
@@ -140,6 +157,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         fusion=_choice(mem, "fusion", ("scores", "rrf"), defaults.fusion),
         placement=_choice(mem, "placement", ("system", "before_last_user"), defaults.placement),
         min_similarity=_get(mem, "min_similarity", float, defaults.min_similarity, "memory."),
+        min_standout=_get(mem, "min_standout", float, defaults.min_standout, "memory."),
         recency_half_life_days=_get(
             mem, "recency_half_life_days", float, defaults.recency_half_life_days, "memory."
         ),
@@ -173,6 +191,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         body_timeout=_above_zero(server, "server.", "body_timeout", 20.0),
         ingest_queue_size=_at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
         **_consolidation(schedule),
+        inspector=_inspector(_section(data, "inspector")),
     )
     _refuse_unknown(data)
     return config
@@ -207,8 +226,19 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         changes["keys"] = _unique([*config.keys, *extra])
     config = replace(config, **changes)
     if env.get("MOIM_DB"):
-        config = replace(config, memory=replace(config.memory, db_path=Path(env["MOIM_DB"])))
+        config = replace(config, memory=replace(config.memory, **_database(env["MOIM_DB"])))
     return config
+
+
+def _database(target: str) -> dict[str, Any]:
+    """Settings fields for `db:` / MOIM_DB: a SQLite path, or a Postgres URL.
+
+    With Postgres, `db_path` stays the default and names the local journal file beside the
+    working directory (turns wait there while the database is unreachable).
+    """
+    if target.startswith(("postgresql://", "postgres://")):
+        return {"db_url": target, "db_path": Path("moim.db")}
+    return {"db_path": Path(target), "db_url": None}
 
 
 def _section(data: Section, key: str) -> Section:
@@ -280,6 +310,20 @@ def _consolidation(schedule: Mapping[str, Any]) -> dict[str, Any]:
         "consolidation_min_new_turns": _at_least(schedule, prefix, "min_new_turns", 10, 1),
         "consolidation_turns": _at_least(schedule, prefix, "turns", 40, 1, 1000),
     }
+
+
+def _inspector(section: Mapping[str, Any]) -> InspectorConfig:
+    """The `inspector:` section; a short secret is refused (its value is never shown)."""
+    prefix = "inspector."
+    secret = _get(section, "secret", str, None, prefix)
+    if secret is not None and len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(f"inspector.secret: must be at least {MIN_SECRET_LENGTH} characters")
+    return InspectorConfig(
+        enabled=_get(section, "enabled", bool, True, prefix),
+        history=_at_least(section, prefix, "history", 10, 0, 1000),
+        allow_remote=_get(section, "allow_remote", bool, False, prefix),
+        secret=secret,
+    )
 
 
 def _at_least(

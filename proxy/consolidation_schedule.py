@@ -14,6 +14,7 @@ store) is read over several cycles rather than in a burst of model calls.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,18 +53,24 @@ async def consolidate_due(
     model: str,
     turns: int,
     min_new_turns: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Outcome]:
     """Each user due (`min_new_turns` new turns), one after another: one outcome per batch.
 
     A due user's unread turns are read in batches of `turns`, oldest first, each marked once
     the model has answered, until none is left: a user who said more than `turns` things since
     the last cycle has every one of them read. One user's failure is logged and leaves that
-    user's unread turns unmarked; the next user goes on.
+    user's unread turns unmarked; the next user goes on. `progress(done, due)` hears each
+    user done.
     """
     due = await anyio.to_thread.run_sync(layer.users_due_for_consolidation, min_new_turns)
     outcomes: list[Outcome] = []
-    for user in due:
+    for done, user in enumerate(due):
+        if progress is not None:
+            progress(done, len(due))
         outcomes += await _consolidate_and_mark(config, layer, client, user, model, turns)
+    if progress is not None and due:
+        progress(len(due), len(due))
     return outcomes
 
 
@@ -148,8 +155,13 @@ async def consolidate_on_schedule(
 
 
 async def run_due(
-    config: Config, layer: MemoryLayer, model: str, turns: int, min_new_turns: int
+    config: Config,
+    layer: MemoryLayer,
+    model: str,
+    turns: int,
+    min_new_turns: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Outcome]:
     """`consolidate_due` with its own httpx client, for the CLI."""
     async with own_client(config) as client:
-        return await consolidate_due(config, layer, client, model, turns, min_new_turns)
+        return await consolidate_due(config, layer, client, model, turns, min_new_turns, progress)

@@ -42,6 +42,7 @@ from proxy.config import Config
 from proxy.errors import BadRequest, ProxyError, UpstreamError, error_response
 from proxy.identity import Identity, Mode, held_session_id, identify
 from proxy.limits import read_body
+from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, relay
 from proxy.upstream import (
     Target,
@@ -73,6 +74,11 @@ class Report:
     facts: int = 0
     overhead_ms: float = 0.0
     error: str | None = None
+    # For /metrics (proxy/metrics.py), not sent: whether recall ran, whether it abstained,
+    # and the kind of a memory failure the request went on without.
+    recalled: bool = False
+    abstained: bool = False
+    error_kind: str | None = None
 
     def headers(self) -> dict[str, str]:
         headers = {
@@ -198,6 +204,7 @@ async def handle(
     except ProxyError as exc:
         response = _error(exc, report)
     _log(who, body, report, response.status_code)
+    state.metrics.observe(endpoint_of(request.url.path), report)
     return response
 
 
@@ -245,6 +252,7 @@ async def prepare(
     except Exception as exc:
         logger.exception("memory recall failed; forwarding without memory")
         report.error = f"recall failed: {type(exc).__name__}"
+        report.error_kind = type(exc).__name__
         return Prepared(who)
 
 
@@ -278,9 +286,14 @@ def _prepare(
         ),
         pending=pending,
     )
-    report.tier = recollection.tier.level
+    state.inspector.history.record(who, model, report, recollection)  # "why this block"
+    report.tier, report.recalled = recollection.tier.level, True
     if recollection.warming:
         report.error = "embedding model still loading: facts only, no excerpts"
+        report.error_kind = "embedder_loading"
+    report.abstained = not (recollection.block and recollection.block.excerpts) and any(
+        item.reason in ("abstained", "weak") for item in recollection.left_out
+    )
     if recollection.block is None:
         return Prepared(who)
     report.tokens = recollection.block.tokens

@@ -2,8 +2,10 @@
 
 `AppState` is everything a request may touch: the frozen config, the memory layer (store,
 embedder, vector index), the background writer, the pooled httpx client for upstreams,
-counters for `/metrics`, and the Responses API replies that just finished
-(`proxy/recent_responses.py`). `proxy/app.py` builds it in the lifespan and keeps it on
+counters and histograms for `/metrics` (`proxy/metrics.py`), the MCP endpoint
+(`proxy/mcp_server.py`, None without the `mcp` extra), the Responses API replies that just
+finished (`proxy/recent_responses.py`), and the web inspector's request ring and cookie
+signer (`proxy/inspector/`). `proxy/app.py` builds it in the lifespan and keeps it on
 `app.state.moim`; there are no other globals. It lives in its own module so that the request
 steps (pipeline, chat, responses, tool loop, admin, pass-through) can name it without
 importing the app that imports them.
@@ -12,14 +14,20 @@ importing the app that imports them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx
 from starlette.requests import Request
 
 from memory import MemoryLayer
 from proxy.config import Config
+from proxy.inspector.visit import Inspector
+from proxy.metrics import Metrics
 from proxy.recent_responses import RecentResponses
 from proxy.writer import Writer
+
+if TYPE_CHECKING:
+    from proxy.mcp_server import McpEndpoint
 
 
 @dataclass(slots=True)
@@ -28,8 +36,10 @@ class AppState:
     layer: MemoryLayer
     writer: Writer
     client: httpx.AsyncClient
-    requests: dict[int, int] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=Metrics)
     responses: RecentResponses = field(default_factory=RecentResponses)
+    inspector: Inspector = field(default_factory=lambda: Inspector.from_config(Config()))
+    mcp: McpEndpoint | None = None
 
 
 def state_of(request: Request) -> AppState:

@@ -29,15 +29,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory import Fact, MemoryLayer, MemoryLayerError
 from proxy import request_json
 from proxy.identity import Identity, Mode
 from proxy.upstream import Target
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +169,16 @@ def execute(
         return _error("arguments must be a JSON object")
     if not isinstance(arguments, dict):
         return _error("arguments must be a JSON object")
+    return run_tool(layer, user_id, name, arguments)
+
+
+def run_tool(layer: MemoryLayer, user_id: str, name: str, arguments: Mapping[str, Any]) -> str:
+    """Run tool `name` (one of `NAMES`) with parsed `arguments` for `user_id`; the JSON result.
+
+    What `execute` runs once it has parsed a call, and what the MCP server
+    (`proxy/mcp_server.py`) runs for its tools. Blocks like `execute`; bad arguments and
+    memory failures become `{"error": ...}`.
+    """
     try:
         result = _TOOLS[name](layer, user_id, arguments)
     except (ValueError, TypeError) as exc:  # memory names the bad field in a ValueError

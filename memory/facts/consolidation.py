@@ -33,7 +33,7 @@ from memory.errors import MemoryLayerError
 from memory.facts.rules import check_category, check_value, normalise_key
 from memory.records import Fact
 from memory.store import fact_rows
-from memory.store.store import Store
+from memory.store.backend import StoreBackend as Store
 
 Op = Literal["add", "update", "reinforce", "contradict", "close_open_loop"]
 OPS: tuple[Op, ...] = get_args(Op)

@@ -20,9 +20,9 @@ from typing import Any
 
 from memory.block.tokens import count_tokens
 from memory.facts.capture import Capture
-from memory.records import Fact, FactStatus, Policy
+from memory.records import Fact, FactStatus, LeftOut, Policy
 from memory.store import fact_rows
-from memory.store.store import Store
+from memory.store.backend import StoreBackend as Store
 
 logger = logging.getLogger(__name__)
 
@@ -134,8 +134,23 @@ def facts_for_block(store: Store, user_id: str, max_tokens: int, now: float) -> 
     never writes. Facts past their expiry or their category's silence limit are left out
     here, and made stale by `retire_facts` in the background writer.
     """
-    active = [f for f in fact_rows.active_facts(store, user_id, now) if not _silent(f, now)]
-    return select_for_block(active, max_tokens, lambda text: count_tokens(text, _COUNT_MODEL))
+    return facts_for_block_and_left_out(store, user_id, max_tokens, now)[0]
+
+
+def facts_for_block_and_left_out(
+    store: Store, user_id: str, max_tokens: int, now: float
+) -> tuple[list[Fact], list[LeftOut]]:
+    """`facts_for_block`, and the active facts it leaves out with why (silent, facts_budget)."""
+    active = fact_rows.active_facts(store, user_id, now)
+    heard = [f for f in active if not _silent(f, now)]
+    chosen = select_for_block(heard, max_tokens, lambda text: count_tokens(text, _COUNT_MODEL))
+    taken = {f.id for f in chosen}
+    left_out = [
+        LeftOut("silent" if _silent(f, now) else "facts_budget", fact=f)
+        for f in active
+        if f.id not in taken
+    ]
+    return chosen, left_out
 
 
 def retire_facts(store: Store, user_id: str, injected: Sequence[int], now: float) -> None:

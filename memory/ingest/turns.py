@@ -26,8 +26,9 @@ from memory.ingest.speakers import split_speaker
 from memory.recall.vectors import VectorIndex
 from memory.records import Message
 from memory.settings import Settings
+from memory.store.backend import StoreBackend as Store
 from memory.store.fts import turn_tail
-from memory.store.store import NewMessage, Store
+from memory.store.store import NewMessage
 
 logger = logging.getLogger(__name__)
 

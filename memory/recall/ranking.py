@@ -75,6 +75,7 @@ def fuse(
         scores = mixed_scores(chunks.keys(), cosines, bm25, lexical_weight)
     dense_rank = {i: r for r, i in enumerate(dense_ids, start=1)}
     lexical_rank = {i: r for r, i in enumerate(lexical_ids, start=1)}
+    bm25_of = dict(lexical)  # shown with the hit, not ranked by here
     hits = [
         Hit(
             chunk=chunks[i],
@@ -82,6 +83,8 @@ def fuse(
             similarity=similarities.get(i),
             dense_rank=dense_rank.get(i),
             lexical_rank=lexical_rank.get(i),
+            lexical_score=bm25_of.get(i),
+            fused_score=score,
         )
         for i, score in scores.items()
     ]

@@ -13,20 +13,21 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from memory.block.tokens import message_text
 from memory.embedding import Embedder
 from memory.ingest.turns import RECALLED_ROLES
+from memory.recall.abstention import nothing_stands_out
 from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
 from memory.recall.when import query_windows
-from memory.records import Chunk, Hit
+from memory.records import Chunk, Hit, LeftOut
 from memory.settings import Settings
+from memory.store.backend import StoreBackend as Store
 from memory.store.fts import fts_terms, search_terms
-from memory.store.store import Store
 
 _LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
 
@@ -43,6 +44,8 @@ class Retrieval:
     hits: list[Hit]
     abstained: bool
     query: str
+    # What was found but dropped: present in the request, abstained on, weak (for the inspector).
+    left_out: tuple[LeftOut, ...] = ()
 
 
 def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -73,9 +76,13 @@ def retrieve(
     exclude_hashes: Collection[str],
     now: float,
     limit: int | None = None,
+    gate: bool = True,
 ) -> Retrieval:
-    """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present:
-    the best `limit` of them (`settings.hit_pool` when None)."""
+    """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present.
+
+    `gate` applies the abstention gate (`memory.recall.abstention`): recall for a block uses
+    it, a search (the memory API, the search tool) lists what matched without it.
+    """
     if not query.strip():
         return Retrieval([], True, query)
     if settings.vector_search == "ram" and index.count(user_id) == 0:
@@ -112,23 +119,24 @@ def retrieve(
         for i, c in chunks.items()
         if i in found and c.message_hash not in exclude_hashes and c.role in RECALLED_ROLES
     }
+    present = tuple(
+        LeftOut("present", chunk=c)
+        for i, c in chunks.items()
+        if i in found and c.message_hash in exclude_hashes and c.role in RECALLED_ROLES
+    )
     similarities = dict(dense)
     missing = [i for i in visible if i not in similarities]
     similarities.update(_similarities(store, index, settings, user_id, vector, missing))
     ranked = rank(
-        visible,
-        dense,
-        lexical,
-        similarities,
-        now,
-        query,
-        query_windows(query),
-        _weights(settings),
-        settings.hit_pool if limit is None else limit,  # records only for what may be shown
+        visible, dense, lexical, similarities, now, query, query_windows(query), _weights(settings)
     )
-    if ranked is None:
-        return Retrieval([], True, query)
-    return Retrieval(ranked, not ranked, query)
+    hits, kept = ranked.hits, ranked.kept
+    if ranked.abstained:
+        return Retrieval([], True, query, present + _left_out("abstained", hits, []))
+    threshold = settings.min_standout if gate else 0.0
+    if nothing_stands_out(query, hits, kept, settings.standout_margin_weight, threshold):
+        return Retrieval([], True, query, present + _left_out("abstained", hits, []))
+    return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept))
 
 
 def _weights(settings: Settings) -> Weights:
@@ -144,6 +152,14 @@ def _weights(settings: Settings) -> Weights:
         min_similarity=settings.min_similarity,
         min_lexical_similarity=settings.min_lexical_similarity,
     )
+
+
+def _left_out(
+    reason: Literal["abstained", "weak"], hits: list[Hit], kept: list[Hit]
+) -> tuple[LeftOut, ...]:
+    """The hits not in `kept`, as left out for `reason`."""
+    kept_ids = {h.chunk.id for h in kept}
+    return tuple(LeftOut(reason, hit=h) for h in hits if h.chunk.id not in kept_ids)
 
 
 def _speakers(chunks: Collection[Chunk]) -> set[str]:

@@ -4,7 +4,7 @@
 recency bonus, neighbour loans, the speaker and date bonuses, abstention, the weak-hit
 floor). This module computes the same numbers, in the same order of operations, as numpy
 arrays over the candidates instead of one `Hit` record per candidate per step (a recall
-made ~230 `dataclasses.replace` calls), and builds records only for the hits returned.
+made ~230 `dataclasses.replace` calls and five sorts), and builds each record once.
 `tests/memory/recall/test_scoring.py` pins it to ranking.py's functions, order and scores.
 """
 
@@ -41,6 +41,16 @@ class Weights:
     min_lexical_similarity: float = 0.15
 
 
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """What ranking found: every candidate as a hit, best first, and the hits that pass the
+    weak-hit floor (`kept`); `abstained` when recall should inject nothing."""
+
+    hits: list[Hit]
+    kept: list[Hit]
+    abstained: bool
+
+
 def rank(
     chunks: Mapping[int, Chunk],
     dense: Sequence[tuple[int, float]],
@@ -50,21 +60,22 @@ def rank(
     query: str,
     windows: Sequence[Window],
     weights: Weights,
-    limit: int | None = None,
-) -> list[Hit] | None:
-    """The hits of `chunks`, fused, re-ranked and floored, best first (the best `limit`).
+) -> Ranked:
+    """The hits of `chunks`, fused and re-ranked, best first, and those above the floor.
 
-    None when recall abstains (`ranking.should_abstain`); [] when every hit was too weak.
-    Arguments are `ranking.fuse`'s; scores and order equal ranking.py's step by step.
+    Arguments are `ranking.fuse`'s; the scores and the order equal ranking.py's step by step
+    (fuse, rerank, boost_neighbours, boost_speakers, boost_dated), `abstained` its
+    `should_abstain` and `kept` its `drop_weak`.
     """
     if not chunks:
-        return None
+        return Ranked([], [], True)
     ids = np.fromiter(chunks.keys(), dtype=np.int64, count=len(chunks))
     listed = [chunks[int(i)] for i in ids]
     dense_rank = _ranks(ids, [i for i, _ in dense if i in chunks])
     lexical_rank = _ranks(ids, [i for i, _ in lexical if i in chunks])
     cosine = np.array([similarities.get(int(i), np.nan) for i in ids], dtype=np.float64)
-    score = _fused(ids, chunks, dense, lexical, cosine, weights)
+    fused = score = _fused(ids, chunks, dense, lexical, cosine, weights)
+    bm25_of = dict(lexical)  # shown with the hit, not ranked by here
     created = np.array([c.created_at for c in listed], dtype=np.float64)
     if weights.half_life_days > 0 and weights.recency_weight > 0:
         age_days = np.maximum(0.0, now - created) / SECONDS_PER_DAY
@@ -83,24 +94,27 @@ def rank(
     if weights.date_weight > 0 and windows:
         dated = np.array([any(w.contains(c.created_at) for w in windows) for c in listed])
         score = np.where(dated, score + weights.date_weight, score)
-    known = ~np.isnan(cosine)
-    if not (lexical_rank > 0).any():  # abstain: no lexical hit and a weak best cosine
-        best = cosine[known].max() if known.any() else -1.0
-        if best < weights.min_similarity:
-            return None
-    floor = np.where(lexical_rank > 0, weights.min_lexical_similarity, weights.min_similarity)
-    kept = np.flatnonzero(~known | (np.where(known, cosine, 0.0) >= floor))
-    order = kept[np.lexsort((-ids[kept], -score[kept]))][:limit]
-    return [
+    order = np.lexsort((-ids, -score))
+    hits = [
         Hit(
             chunk=listed[i],
             score=float(score[i]),
             similarity=None if np.isnan(cosine[i]) else float(cosine[i]),
             dense_rank=int(dense_rank[i]) or None,
             lexical_rank=int(lexical_rank[i]) or None,
+            lexical_score=bm25_of.get(int(ids[i])),
+            fused_score=float(fused[i]),
         )
         for i in order
     ]
+    known = ~np.isnan(cosine)
+    if not (lexical_rank > 0).any():  # no lexical hit and a weak best cosine: abstain
+        best = cosine[known].max() if known.any() else -1.0
+        if best < weights.min_similarity:
+            return Ranked(hits, [], True)
+    floor = np.where(lexical_rank > 0, weights.min_lexical_similarity, weights.min_similarity)
+    passes = (~known | (np.where(known, cosine, 0.0) >= floor))[order]
+    return Ranked(hits, [h for h, ok in zip(hits, passes.tolist(), strict=True) if ok], False)
 
 
 def _ranks(ids: np.ndarray, ranked: list[int]) -> np.ndarray:

@@ -286,3 +286,8 @@ class VectorIndex:
 
     def loaded_users(self) -> int:
         return len(self._users)
+
+    def loaded_vectors(self) -> int:
+        """Vectors held in RAM, over every loaded user."""
+        with self._lock:
+            return sum(len(matrix.ids) for matrix in self._users.values())

@@ -26,9 +26,10 @@ class Database:
     """A SQLite file: per-thread connections for reads, one lock-serialised writer."""
 
     def __init__(self, path: Path | str, busy_timeout: float = 10.0) -> None:
-        # Absolute: a thread that opens its connection later (the lexical index's rebuild)
-        # must open this file even if the process has changed directory meanwhile.
-        self.path = str(path) if str(path) == ":memory:" else str(Path(path).absolute())
+        self.path = str(path)
+        # Connections open the absolute path: a thread that connects later (the lexical
+        # index's rebuild) must open this file even if the process changed directory since.
+        self.target = self.path if self.path == ":memory:" else str(Path(path).absolute())
         self.busy_timeout = busy_timeout
         self._local = threading.local()
         self._write_lock = threading.RLock()
@@ -37,7 +38,7 @@ class Database:
         """This thread's connection (WAL, foreign keys, sqlite-vec loaded)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect(self.path, self.busy_timeout)
+            conn = connect(self.target, self.busy_timeout, self.path)
             self._local.conn = conn
         return conn
 
@@ -104,8 +105,9 @@ class Database:
             raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
 
-def connect(path: str, busy_timeout: float = 10.0) -> Connection:
-    """A connection to `path` that waits up to `busy_timeout` seconds for another's lock."""
+def connect(path: str, busy_timeout: float = 10.0, shown: str | None = None) -> Connection:
+    """A connection to `path` that waits up to `busy_timeout` seconds for another's lock;
+    an error names the file as `shown` (the path as the user gave it), else as `path`."""
     try:
         conn = sqlean.connect(
             path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
@@ -119,5 +121,5 @@ def connect(path: str, busy_timeout: float = 10.0) -> Connection:
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000):d}")
     except sqlean.Error as exc:
-        raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
+        raise StoreUnavailable(f"cannot open {shown or path}: {exc}") from exc
     return conn

@@ -24,8 +24,8 @@ from dataclasses import replace
 from typing import Any, cast
 
 from memory.records import Fact, FactStatus, Policy
+from memory.store.backend import StoreBackend as Store
 from memory.store.database import Connection
-from memory.store.store import Store
 
 _COLUMNS = (
     "id, user_id, key, value, category, policy, pinned, status, confidence, source, "

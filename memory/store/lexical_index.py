@@ -69,6 +69,7 @@ class LexicalIndex:
         self.directory = directory
         self.ready = False
         self.building = False
+        self.closed = False  # after `close`, writes are ignored (a rebuild under way stops)
         self._dirty = False
         directory.mkdir(parents=True, exist_ok=True)
         self._schema = _schema()
@@ -116,6 +117,8 @@ class LexicalIndex:
     def put(self, rows: Iterable[tuple[int, str, str, str]]) -> None:
         """Add or replace chunks: (chunk id, owner token, terms, context terms)."""
         with self._lock:
+            if self.closed:
+                return
             for chunk_id, owner, terms, context in rows:
                 self._writer.delete_documents_by_term("id", chunk_id)
                 document = tantivy.Document()
@@ -127,17 +130,23 @@ class LexicalIndex:
 
     def delete_ids(self, chunk_ids: Sequence[int]) -> None:
         with self._lock:
+            if self.closed:
+                return
             for chunk_id in chunk_ids:
                 self._writer.delete_documents_by_term("id", chunk_id)
                 self._dirty = True
 
     def delete_owner(self, owner: str) -> None:
         with self._lock:
+            if self.closed:
+                return
             self._writer.delete_documents_by_term("owner", owner)
             self._dirty = True
 
     def clear(self) -> None:
         with self._lock:
+            if self.closed:
+                return
             # Pending adds survive delete_all_documents (still in the indexing thread):
             # they are dropped first, or a rebuild would hold them twice.
             self._writer.rollback()
@@ -155,6 +164,8 @@ class LexicalIndex:
     def commit(self, generation: int) -> None:
         """Make the writes searchable and durable; record `generation` unless rebuilding."""
         with self._lock:
+            if self.closed:
+                return
             if self._dirty:
                 self._writer.commit()
                 self._index.reload()
@@ -193,6 +204,8 @@ class LexicalIndex:
 
     def close(self) -> None:
         with self._lock:
-            self.ready = False
+            if self.closed:
+                return
+            self.closed, self.ready = True, False
             self._writer.rollback()  # uncommitted writes are lost, as after a crash
             self._writer.wait_merging_threads()  # and the writer's lock is released

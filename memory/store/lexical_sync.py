@@ -78,12 +78,14 @@ def rebuild(store: Store) -> int:
         db = store.connection()
         top = int(db.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
     done, low = 0, 0
-    while low < top:
+    while low < top and not index.closed:
         with store.write_lock():
             rows = list(_documents(store.connection(), low, low + _BATCH, store.context_chars))
             index.put(rows)
         done, low = done + len(rows), low + _BATCH
     with store.write_lock():
+        if index.closed:  # the store was closed meanwhile: the next start rebuilds
+            return done
         current = generation(store.connection())
         index.building, index.ready = False, True
         index.commit(current)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.store.store import Store
+from memory.store.backend import StoreBackend as Store
 
 
 @dataclass(frozen=True, slots=True)

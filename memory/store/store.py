@@ -26,7 +26,7 @@ from memory.store import lexical_sync, vector_table
 from memory.store.database import Database, connect
 from memory.store.fts import fts_document, fts_match, fts_stems, owner_token
 from memory.store.lexical_index import LexicalIndex
-from memory.store.migrations import migrate
+from memory.store.migrations import MigrationProgress, migrate
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,7 @@ class Store(Database):
         self,
         path: Path | str,
         busy_timeout: float = 10.0,
+        on_migration: MigrationProgress | None = None,
         lexical_index: bool = False,
         context_chars: int = 200,
     ) -> None:
@@ -85,14 +86,28 @@ class Store(Database):
         self._stale = False  # another process changed chunks: rebuild at the next commit
         self.rebuilding: threading.Thread | None = None  # the lexical index's, if under way
         with self._errors():
-            migrate(self.connection())
+            migrate(self.connection(), on_migration)
         if lexical_index and self.path != ":memory:":
             try:
-                self.lexical = LexicalIndex(Path(self.path + "-lexical"))
+                self.lexical = LexicalIndex(Path(self.target + "-lexical"))
             except ValueError as exc:  # another process holds its writer (tantivy's lock)
                 logger.warning("lexical index not used in this process: %s", exc)
             else:
                 self.rebuilding = lexical_sync.check(self)
+
+    def close(self) -> None:
+        """Let go of the lexical index (its writer's lock): uncommitted changes are dropped,
+        so the next process rebuilds or verifies it. SQLite's connections close with their
+        threads."""
+        if self.lexical is not None:
+            self.lexical.close()
+            self.lexical = None
+
+    def wait_for_lexical_index(self, timeout: float | None = None) -> bool:
+        """Wait for a rebuild of the lexical index under way; True when it is ready."""
+        if self.rebuilding is not None:
+            self.rebuilding.join(timeout)
+        return self.lexical is not None and self.lexical.ready
 
     def write_lock(self) -> threading.RLock:
         """The lock every write transaction takes; held across a change and its mirroring."""
@@ -506,7 +521,7 @@ class Store(Database):
         A long-lived connection's cached FTS5 structure can be older than the writer's and
         then reports a healthy index as malformed.
         """
-        conn = connect(self.path, self.busy_timeout)
+        conn = connect(self.target, self.busy_timeout)
         try:
             ok = conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")

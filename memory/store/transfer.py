@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from memory.store.store import Store
+from memory.store.backend import StoreBackend as Store
 
 
 def export_messages(store: Store, user_id: str) -> Iterator[dict[str, Any]]:

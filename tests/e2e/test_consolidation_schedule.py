@@ -159,6 +159,21 @@ async def test_an_upstream_error_leaves_the_user_unmarked_and_the_next_user_goes
 
 
 @pytest.mark.anyio
+async def test_progress_hears_each_due_user_done(config, layer, upstream):
+    chat(layer, "ann", "I moved to Lisbon.", "I love it here.")
+    chat(layer, "bob", "I work at Acme.", "It is a big company.")
+    upstream.json_script.extend([add("home_city", "Lisbon"), add("employer", "Acme")])
+    heard = []
+
+    async with httpx.AsyncClient(timeout=30) as client:
+        await consolidate_due(
+            config, layer, client, MODEL, 40, 4, lambda done, due: heard.append((done, due))
+        )
+
+    assert heard == [(0, 2), (1, 2), (2, 2)]
+
+
+@pytest.mark.anyio
 async def test_more_unread_turns_than_one_batch_are_all_read_oldest_first(config, layer, upstream):
     said = [f"Note number {n} about my garden." for n in range(5)]  # ten turns
     newest = chat(layer, "ann", *said)

@@ -428,7 +428,7 @@ def test_models_with_upstream_unreachable_is_a_502(make_proxy, upstream):
 
 def test_every_chat_request_is_counted_by_status_refusals_too(proxy, upstream):
     """moim_chat_requests_total counted in the handler: refusals before it (a 431) were
-    missing, as were crashes (tests/proxy/test_chat_metrics.py)."""
+    missing, as were crashes (tests/proxy/test_request_metrics.py)."""
     body = {"model": "gpt-4o-mini", "messages": HELLO}
     statuses = [
         httpx.post(proxy.url + "/chat/completions", json=body).status_code,
@@ -442,7 +442,7 @@ def test_every_chat_request_is_counted_by_status_refusals_too(proxy, upstream):
 
     metrics = httpx.get(proxy.root + "/metrics").text.splitlines()
     assert [line for line in metrics if line.startswith("moim_chat_requests_total")] == [
-        'moim_chat_requests_total{status="200"} 1',
-        'moim_chat_requests_total{status="400"} 2',
-        'moim_chat_requests_total{status="431"} 1',
+        'moim_chat_requests_total{status="200"} 1.0',
+        'moim_chat_requests_total{status="400"} 2.0',
+        'moim_chat_requests_total{status="431"} 1.0',
     ]

@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from proxy.cli import main
 
+pytestmark = pytest.mark.both_backends
+
 BLOCK_START = "=== Memory Context ==="
 KNOWN = "[Known about the user]"
 SILENT = "[Use silently — do not mention]"
@@ -326,11 +328,11 @@ def moim(tmp_path, *args):
 def test_cli_sets_lists_pins_and_forgets_facts_with_history(tmp_path):
     first = moim(tmp_path, "set", "Home City", "Berlin", "--user", "ann")
     moim(tmp_path, "set", "home_city", "Lisbon", "--user", "ann", "--pin")
-    listed = moim(tmp_path, "list", "--user", "ann")
+    listed = moim(tmp_path, "list", "--user", "ann", "--json")
     unpinned = moim(tmp_path, "unpin", "home_city", "--user", "ann")
     pinned = moim(tmp_path, "pin", "home_city", "--user", "ann")
     deleted = moim(tmp_path, "delete", str(json.loads(first.stdout)["id"]), "--user", "ann")
-    history = moim(tmp_path, "history", "home_city", "--user", "ann")
+    history = moim(tmp_path, "history", "home_city", "--user", "ann", "--json")
     others = moim(tmp_path, "list", "--user", "bob", "--status", "all")
 
     assert first.exit_code == 0, first.output
@@ -367,3 +369,43 @@ def test_every_facts_command_has_help_text(command):
 
     assert result.exit_code == 0
     assert result.output.split("\n\n")[1].strip()  # the summary under the usage line
+
+
+def test_a_new_job_and_a_new_dose_supersede_the_old_values_in_the_history(proxy, upstream):
+    say(proxy, "I'm a backend engineer at Zalando, mostly Java and Kotlin services.")
+    say(proxy, "My doctor put me on 10 mg of lisinopril last month for blood pressure.")
+    proxy.flush()
+    say(proxy, "Update on my life: I started at Spotify this week as a staff engineer.")
+    say(proxy, "Also the doctor raised my lisinopril to 20 mg because my readings were high.")
+    proxy.flush()
+
+    say(proxy, "Where do I work now?", extra_headers={"X-Memory-Mode": "read"})
+
+    known = section(block_sent(upstream), KNOWN)
+    assert {"- employer: Spotify", "- job title: staff engineer"} <= set(known)
+    assert "- medication (lisinopril): lisinopril 20 mg" in known
+    assert not any("Zalando" in line or "10 mg" in line for line in known)
+    with api(proxy) as client:
+        employer = client.get("/facts/employer/history").json()["facts"]
+        dose = client.get("/facts/medication:lisinopril/history").json()["facts"]
+    assert [(f["value"], f["status"]) for f in employer] == [
+        ("Zalando", "superseded"),
+        ("Spotify", "active"),
+    ]
+    assert [(f["value"], f["status"]) for f in dose] == [
+        ("lisinopril 10 mg", "superseded"),
+        ("lisinopril 20 mg", "active"),
+    ]
+
+
+def test_a_moved_date_leads_the_block_as_a_fact(proxy, upstream):
+    say(proxy, "My partner and I are getting married! The wedding is on 14 September in Bath.")
+    proxy.flush()
+    say(proxy, "Bad news: we moved the wedding to 21 September at Prior Park.")
+    proxy.flush()
+
+    say(proxy, "When is my wedding?", extra_headers={"X-Memory-Mode": "read"})
+
+    block = block_sent(upstream)
+    assert "- current (wedding): 21 September at Prior Park" in section(block, KNOWN)
+    assert block.index("21 September") < block.index("14 September")

@@ -444,7 +444,7 @@ def test_a_client_that_leaves_a_non_streamed_request_does_not_hang_the_proxy(mak
 
     def answered():
         metrics = httpx.get(proxy.root + "/metrics").text
-        return int(metrics.split(counted)[1].split()[0]) if counted in metrics else 0
+        return int(float(metrics.split(counted)[1].split()[0])) if counted in metrics else 0
 
     started = time.monotonic()
     with pytest.raises(httpx.ReadTimeout):  # the client gives up and hangs up

@@ -24,8 +24,11 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import pytest
 
 from memory import BLOCK_START
+
+pytestmark = pytest.mark.both_backends
 
 WORDS = (
     "marigold obsidian tangerine walrus quasar saffron bramble cobalt juniper lantern "

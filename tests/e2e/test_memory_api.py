@@ -9,6 +9,8 @@ import pytest
 
 from memory import BLOCK_END, BLOCK_START
 
+pytestmark = pytest.mark.both_backends
+
 MODEL = "gpt-4o-mini"
 KAYAK = "I keep my red kayak at the marina in Porto, berth number 14"
 PASTA = "My carbonara uses guanciale, pecorino and plenty of black pepper"

@@ -7,9 +7,12 @@ import re
 import unicodedata
 
 import httpx
+import pytest
 
 from memory import BLOCK_END, BLOCK_START, count_message_tokens, count_tokens
 from memory.block.render import PREAMBLE
+
+pytestmark = pytest.mark.both_backends
 
 MODEL = "gpt-4o-mini"
 
@@ -378,3 +381,113 @@ def test_a_speaker_label_in_the_text_scores_as_the_name_field(proxy, upstream):
     named, labelled = ([(r["text"], round(r["score"], 6)) for r in found[u]] for u in turns)
     assert named == labelled
     assert named[0][0] == said
+
+
+LAPTOP = (
+    (
+        "My old laptop is dying and I need a new one for work. Budget around 1,500. I need to "
+        "run Linux for my job.",
+        "With 1,500 and a Linux requirement you have good options. Lenovo ThinkPads and Dell "
+        "XPS or Latitude models are the safest bets; Framework laptops are great if you value "
+        "repairability. Check for at least 16 GB of RAM, a 1 TB SSD and a keyboard you like.",
+    ),
+    (
+        "I'm torn between the ThinkPad X1 Carbon and a MacBook Air M3 running Asahi.",
+        "For a work machine where Linux is a requirement, the X1 Carbon is the safer choice. "
+        "Asahi Linux support for the M3 generation lags behind, and external displays may not "
+        "work yet. The X1 Carbon runs Fedora and Ubuntu well out of the box.",
+    ),
+    (
+        "Okay, I ordered the ThinkPad X1 Carbon Gen 11 with 32 GB of RAM.",
+        "Good choice. When it arrives, update the BIOS and firmware first with fwupd, then "
+        "install your distribution. Check that suspend works, set up TLP for battery life, and "
+        "enable full-disk encryption during install if it's a work machine.",
+    ),
+    (
+        "The battery on the old one only lasts 40 minutes now.",
+        "That's a worn battery. Keep the old laptop plugged in until you have moved everything "
+        "over to the new one and tested your backups, then wipe the drive before passing it on.",
+    ),
+    (
+        "The new laptop arrived, the screen is much sharper than my old one.",
+        "Enjoy it. If text looks small on the higher-resolution screen, set fractional scaling "
+        "to 125 % in the display settings rather than changing the font size everywhere.",
+    ),
+    (
+        "Which distribution should I install on the new laptop, Fedora or Ubuntu?",
+        "Both work well on the X1 Carbon. Fedora ships newer kernels and GNOME sooner; Ubuntu "
+        "LTS changes less often and many work tools document it first.",
+    ),
+    (
+        "I went with Fedora 39 on the laptop and everything works, even the fingerprint reader.",
+        "Great. Enable the RPM Fusion repositories for codecs, and keep an eye on kernel updates "
+        "for firmware fixes in the first months.",
+    ),
+    (
+        "At the office I plug the laptop into a Thunderbolt dock with two screens.",
+        "A Thunderbolt dock makes it one cable. If a screen flickers, update the dock's firmware "
+        "and try another cable before blaming the laptop.",
+    ),
+    (
+        "I back up my files to an external Samsung T7 SSD every Sunday.",
+        "A weekly copy is a good start. Add a second copy off-site, such as a cloud backup, so "
+        "a fire or theft cannot take both, and test a restore now and then.",
+    ),
+    (
+        "My phone is a Pixel 8 and I'd like my photos to sync to the laptop.",
+        "Syncthing works well between Android and Linux: it syncs folders directly over your "
+        "network without a cloud account. Point it at the camera folder on the phone.",
+    ),
+    (
+        "I type a lot, so I bought a mechanical keyboard with brown switches.",
+        "Brown switches are a good compromise: a tactile bump without the click. A wrist rest "
+        "and the keyboard at elbow height help during long typing sessions.",
+    ),
+)
+
+
+def converse(proxy, user, pairs):
+    """`user` holds one conversation of these (user, assistant) turns; wait until indexed."""
+    messages = []
+    for said, reply in pairs:
+        messages += [{"role": "user", "content": said}, {"role": "assistant", "content": reply}]
+    say(proxy, messages[:-1], user)
+    proxy.flush()
+
+
+def test_a_never_discussed_detail_on_a_familiar_topic_gets_facts_but_no_excerpt(proxy, upstream):
+    say(proxy, [{"role": "user", "content": "My name is Nadia."}], "nadia")
+    converse(proxy, "nadia", LAPTOP)
+
+    # The dock was discussed, its brand never: one related turn that does not stand out.
+    never = [{"role": "user", "content": "What is the brand of my docking station?"}]
+    headers = say(proxy, never, "nadia", X_Memory_Mode="read")
+    block = block_in(sent_messages(upstream))
+    assert "- name: Nadia" in block
+    assert "[Relevant past context]" not in block
+    assert headers["x-memory-chunks-injected"] == "0"
+
+    said = [{"role": "user", "content": "Which notebook did I end up buying?"}]
+    say(proxy, said, "nadia", X_Memory_Mode="read")
+    assert "ThinkPad X1 Carbon Gen 11" in block_in(sent_messages(upstream))
+
+
+def test_a_search_still_lists_what_the_abstention_gate_withholds(proxy, upstream):
+    converse(proxy, "nadia", LAPTOP)
+    question = "What is the brand of my docking station?"
+    say(proxy, [{"role": "user", "content": question}], "nadia", X_Memory_Mode="read")
+    assert "[Relevant past context]" not in (block_in(sent_messages(upstream)) or "")
+    found = httpx.get(
+        proxy.root + "/v1/memory/search",
+        params={"q": question, "k": 3},
+        headers={"X-Memory-User-Id": "nadia"},
+    ).json()["results"]
+    assert found  # the weak related turn the block left out is still listed
+
+
+def test_the_abstention_gate_can_be_turned_off(make_proxy, upstream):
+    proxy = make_proxy(settings={"min_standout": 0.0})
+    converse(proxy, "nadia", LAPTOP)
+    never = [{"role": "user", "content": "What is the brand of my docking station?"}]
+    say(proxy, never, "nadia", X_Memory_Mode="read")
+    assert "[Relevant past context]" in block_in(sent_messages(upstream))

@@ -1,5 +1,9 @@
 """The shortest path through moim: a reply arrives, the turn is stored, and later recalled."""
 
+import pytest
+
+pytestmark = pytest.mark.both_backends
+
 
 def test_a_fact_said_once_is_recalled_in_a_new_conversation(proxy, upstream):
     with proxy.client() as client:

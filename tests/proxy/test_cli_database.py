@@ -73,7 +73,7 @@ def test_a_command_names_the_database_it_uses_on_stderr(tmp_path):
     db.parent.mkdir()
     moim("migrate", cwd=tmp_path, db=db)
 
-    result = moim("stats", "--user", "ann", cwd=tmp_path, db=db)
+    result = moim("stats", "--user", "ann", "--json", cwd=tmp_path, db=db)
 
     assert result.exit_code == 0, result.output
     assert result.stderr == f"moim: using {db.resolve()}\n"
@@ -104,7 +104,7 @@ def test_migrate_creates_a_missing_database_and_says_so(tmp_path):
 
 def test_create_starts_an_empty_database_for_facts_set(tmp_path):
     result = moim("facts", "set", "name", "Ann", "--user", "ann", "--create", cwd=tmp_path)
-    listed = moim("facts", "list", "--user", "ann", cwd=tmp_path)
+    listed = moim("facts", "list", "--user", "ann", "--json", cwd=tmp_path)
 
     assert result.exit_code == 0, result.output
     assert result.stderr == f"moim: creating {tmp_path.resolve() / 'moim.db'}\n"
@@ -118,7 +118,7 @@ def test_create_starts_an_empty_database_for_import(tmp_path):
     exported = moim("memory", "export", "--user", "ann", cwd=tmp_path / "old").stdout
 
     imported = moim("memory", "import", "--user", "bo", "--create", cwd=tmp_path, stdin=exported)
-    listed = moim("facts", "list", "--user", "bo", cwd=tmp_path)
+    listed = moim("facts", "list", "--user", "bo", "--json", cwd=tmp_path)
 
     assert imported.exit_code == 0, imported.output
     assert imported.stderr == f"moim: creating {tmp_path.resolve() / 'moim.db'}\n"

@@ -541,7 +541,7 @@ def test_consistent_key_entries_load(in_empty_dir):
         (
             "wibble: 1",
             "wibble: unknown key; the top level takes: auth, consolidation, context_windows, db, "
-            "memory, models, server, upstream",
+            "inspector, memory, models, server, upstream",
         ),
         (
             "server: {1: 2}",

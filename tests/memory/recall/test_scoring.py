@@ -20,7 +20,7 @@ from memory.recall.ranking import (
     rerank,
     should_abstain,
 )
-from memory.recall.scoring import Weights, rank
+from memory.recall.scoring import Ranked, Weights, rank
 from memory.recall.when import query_windows
 from memory.records import Chunk
 
@@ -61,8 +61,8 @@ def stepwise(chunks, dense, lexical, similarities, query, w):
     hits = boost_speakers(hits, query, w.speaker_weight)
     hits = boost_dated(hits, query_windows(query), w.date_weight)
     if should_abstain(hits, w.min_similarity):
-        return None
-    return drop_weak(hits, w.min_similarity, w.min_lexical_similarity)
+        return Ranked(hits, [], True)
+    return Ranked(hits, drop_weak(hits, w.min_similarity, w.min_lexical_similarity), False)
 
 
 QUERIES = ["What did Ana say about the trip?", "Where was I in May 2023?", "anything new"]
@@ -82,18 +82,14 @@ def test_vectorised_ranking_equals_the_stepwise_one(seed, query, weights):
     expected = stepwise(chunks, dense, lexical, similarities, query, weights)
     got = rank(chunks, dense, lexical, similarities, NOW, query, query_windows(query), weights)
     assert got == expected
+    shown = [(h.lexical_score, h.fused_score) for h in got.hits]  # not compared by Hit's ==
+    assert shown == [(h.lexical_score, h.fused_score) for h in expected.hits]
 
 
 def test_only_lexical_evidence_never_abstains_and_no_candidates_do():
     chunks, dense, lexical, similarities = candidates(1)
-    assert rank({}, [], [], {}, NOW, "q", [], Weights()) is None
+    assert rank({}, [], [], {}, NOW, "q", [], Weights()) == Ranked([], [], True)
     weak = {i: -0.5 for i in similarities}
-    assert rank(chunks, [], lexical, weak, NOW, "q", [], Weights()) is not None
+    assert rank(chunks, [], lexical, weak, NOW, "q", [], Weights()).abstained is False
     dense_only = {i: c for i, c in chunks.items() if i in dict(dense)}
-    assert rank(dense_only, dense, [], weak, NOW, "q", [], Weights()) is None
-
-
-def test_a_limit_keeps_the_best_in_order():
-    chunks, dense, lexical, similarities = candidates(2)
-    whole = rank(chunks, dense, lexical, similarities, NOW, "q", [], Weights())
-    assert rank(chunks, dense, lexical, similarities, NOW, "q", [], Weights(), 5) == whole[:5]
+    assert rank(dense_only, dense, [], weak, NOW, "q", [], Weights()).abstained is True

@@ -210,6 +210,30 @@ def test_existing_chunks_move_into_the_per_user_index_with_their_context(tmp_pat
     assert found("ann", "tulips") == []
 
 
+def test_progress_hears_each_migration_of_an_upgrade_but_not_of_a_new_database(tmp_path, db):
+    from memory.store.migrations import MIGRATIONS, _run_in_transaction
+
+    heard_new = []
+    migrate(db, lambda *step: heard_new.append(step))
+    old = sqlean.connect(str(tmp_path / "old.db"), isolation_level=None)
+    old.execute("CREATE TABLE _moim_migrations (name TEXT PRIMARY KEY, applied_at REAL)")
+    for migration in MIGRATIONS[:6]:
+        old.execute("BEGIN")
+        _run_in_transaction(old, migration)
+        old.execute("INSERT INTO _moim_migrations VALUES (?, 0)", (migration.__name__,))
+        old.execute("COMMIT")
+    heard = []
+
+    migrate(old, lambda *step: heard.append(step))
+
+    rest = [m.__name__ for m in MIGRATIONS[6:]]
+    assert heard_new == []
+    assert heard == [
+        *((i, len(rest), name) for i, name in enumerate(rest)),
+        (len(rest), len(rest), ""),
+    ]
+
+
 def _message(db, mid, session, role, user="u"):
     db.execute(
         "INSERT INTO messages (id, user_id, session_id, message_key, content_hash, role, "

@@ -1,0 +1,209 @@
+"""The change cue rules: "I started at …", "we moved the wedding to …", "my new manager is …".
+
+Part of deterministic fact capture (`memory/facts/capture.py` tries these after the
+self-statement rules of `memory/facts/statements.py`). Each fires only on words that say
+something changed or is now so, and writes the current value under a key a later change of the
+same thing reuses, so the older value is superseded in the fact's history (DMF §4.5) and the
+block leads with the current one. A first statement of a person in a role ("my manager is
+Priya") is deliberately not captured: if the later change were phrased in a way no cue reads,
+a stale fact would head every block, which is worse than none. Keys are a contract with stored
+facts: changing how a key is built orphans the facts stored under the old one.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memory.facts.lexicon import JUNK, cue, word_set
+from memory.facts.statements import _ADV, Capture, _lower_ok, _proper, cap, slug
+
+# Words that end a value: the start of a new clause or of a detail about it.
+_STOP = word_set(
+    "and but because cause since so as instead rather starting from until till after before "
+    "this next last when while which who where if though although now then too also btw lol "
+    "due thanks"
+)
+_JOB_NOUN = (
+    r"(?:engineer|developer|designer|teacher|nurse|doctor|manager|analyst|consultant|scientist"
+    r"|researcher|lawyer|accountant|architect|administrator|admin|editor|writer|journalist"
+    r"|technician|pharmacist|paramedic|physiotherapist|therapist|chef|cook|lecturer|professor"
+    r"|programmer|director|coordinator|officer|specialist|assistant|intern|producer|marketer"
+    r"|recruiter|midwife|surgeon|dentist|librarian|electrician|plumber|mechanic|pilot"
+    r"|head\s+of\s+[a-z]+(?:\s+[a-z]+)?|lead|owner|founder|cto|ceo|vp)"
+)
+_ROLE_NOUN = (
+    r"(?:manager|boss|lead|coach|tutor|teacher|trainer|instructor|drummer|guitarist|bassist"
+    r"|singer|keyboardist|doctor|dentist|therapist|physio|physiotherapist|neurologist"
+    r"|gp|landlord|landlady|mentor|accountant|lawyer|vet|babysitter|nanny|cleaner|supervisor"
+    r"|flatmate|roommate|housemate|pt)"
+)
+_SECRET = cue(r"\b(?:password|passcode|passphrase|pin|key|token|secret|login|username)\b")
+_PRONOUN = word_set("it them this that these those everything something things stuff one")
+# One-off conversation events: moving one is not a lasting fact ('I moved the meeting to Friday').
+_ONE_OFF = word_set("meeting call standup stand-up sync chat catch-up session")
+
+_STARTED = cue(
+    rf"i(?:'ve|\s+have)?{_ADV}\s+(?:started\s+(?:a\s+new\s+job\s+)?at|joined|got\s+(?:the|a|an"
+    r"|that)\s+(?:new\s+)?job\s+(?:offer\s+)?(?:at|with))\s+(?P<org>.+?)(?:\s+(?:this|last|next"
+    r"|today|yesterday)\s+\w+)?(?:\s+as\s+(?:an?\s+)?(?P<job>.+))?"
+)
+_I_AM_A = cue(
+    rf"i(?:'m|\s+am){_ADV}\s+(?:now\s+)?an?\s+(?P<job>(?:[\w-]+\s+){{0,3}}?{_JOB_NOUN})"
+    r"(?:\s+(?:at|for|with)\s+(?P<org>.+)|\s+(?:in|on|based|working|living|from)\s+.+)?"
+)
+_MADE = cue(
+    rf"i(?:'ve|\s+have|'ve\s+been|\s+have\s+been|\s+was|\s+got|'m|\s+am){_ADV}\s+(?:been\s+)?"
+    rf"(?:made|promoted\s+to|appointed(?:\s+as)?|named)\s+(?:the\s+)?(?P<job>(?:[\w-]+\s+){{0,3}}?"
+    rf"{_JOB_NOUN}.*)"
+)
+_NEW_ROLE = cue(
+    rf"(?:.*?[,;:]\s+)?(?:my|our)\s+(?P<new>new\s+|current\s+)?(?P<role>(?:[a-z]+\s+){{0,2}}?{_ROLE_NOUN})\s+"
+    r"(?:is|'s)\s+(?P<now>now\s+)?(?:(?:called|named)\s+)?(?P<v>.+)"
+)
+_MOVED_THING = cue(
+    rf"(?:i|we|they)(?:'ve|\s+have)?{_ADV}\s+(?:moved|pushed|postponed|rescheduled|shifted"
+    r"|changed|switched|swapped|migrated|bumped|delayed|brought\s+forward)\s+(?:(?P<det>the|my"
+    r"|our)\s+)?(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)\s+(?P<from>from\s+.+?\s+)?(?:to|until"
+    r"|till)\s+(?P<v>.+)"
+)
+_THING_MOVED = cue(
+    r"(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)\s+(?:has\s+been|have\s+been|was|were"
+    r"|got|is\s+being|is)\s+(?:now\s+)?(?:moved|pushed|postponed|rescheduled|shifted|changed"
+    r"|switched|delayed|brought\s+forward)\s+(?:back\s+)?(?:to|until|till)\s+(?P<v>.+)"
+)
+_DOSE = (
+    r"\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|g|ml|iu|units?)\b(?:\s+(?:once|twice|three\s+times)\s+(?:a"
+    r"|per)\s+day|\s+daily)?"
+)
+_DRUG = r"[a-z][a-z-]{3,}"
+_NOT_DRUG = word_set(
+    "dose dosage medication medicine meds pill pills tablet tablets prescription intake "
+    "caffeine coffee sugar salt water protein budget rent weight limit"
+)
+_DOSE_CHANGED = cue(
+    rf".*?\b(?:raised|increased|upped|lowered|reduced|decreased|dropped|doubled|halved|changed"
+    rf"|adjusted|bumped|cut|moved)\s+my\s+(?P<drug>{_DRUG})(?:\s+dose)?\s+(?:up\s+|down\s+)?to\s+"
+    rf"(?P<dose>{_DOSE}).*"
+)
+_PUT_ON = cue(
+    rf".*?\b(?:put|started|switched|moved)\s+me\s+(?:from\s+\S+\s+)?(?:on|onto|to)\s+(?:(?P<d1>"
+    rf"{_DOSE})\s+of\s+(?P<drug1>{_DRUG})|(?P<drug2>{_DRUG})\s+(?P<d2>{_DOSE}))(?P<rest>.*)"
+)
+_MY_DOSE = cue(
+    rf"(?:my\s+(?P<drug1>{_DRUG})(?:\s+dose)?\s+is\s+now|i(?:'m|\s+am){_ADV}\s+(?:on|taking)"
+    rf"\s+(?:(?P<d2>{_DOSE})\s+of\s+(?P<drug2>{_DRUG})|(?P<drug3>{_DRUG})\s+(?P<d3>{_DOSE})))"
+    rf"(?:\s+(?P<d1>{_DOSE}))?(?P<rest>.*)"
+)
+
+
+def _value(text: str, max_words: int = 8) -> str | None:
+    """`text` up to the first punctuation or clause word: 'the Riverside Park pavilion'."""
+    words: list[str] = []
+    for raw in text.split():
+        word = raw.rstrip(".,;:!?)")
+        if raw[:1] in "(\"'" or word.lower() in _STOP:
+            break
+        words.append(word)
+        if word != raw or len(words) > max_words:
+            break
+    if not words or len(words) > max_words or words[0].lower() in JUNK - {"the", "a", "an"}:
+        return None
+    return " ".join(words)
+
+
+def _job(text: str) -> str | None:
+    job = _value(text, 5)
+    if job is None or re.search(r"[^\w\s-]", job):
+        return None
+    return re.sub(r"^(?:an?|the)\s+", "", job, flags=re.I)
+
+
+def _rule_started(clause: str) -> list[Capture]:
+    """'I started at Spotify this week as a staff engineer', 'I got the job at Kaiser'."""
+    if not (match := _STARTED.fullmatch(clause)):
+        return []
+    org = _proper(match["org"], 5, lower_ok=_lower_ok(clause), org=True, the_ok=True)
+    if not org:
+        return []
+    out = [cap("employer", org, "profile", "started_at")]
+    job = _job(re.split(r"\s+(?:in|on|at|for|with)\s+", match["job"])[0]) if match["job"] else None
+    return out + ([cap("job_title", job, "profile", "started_at")] if job else [])
+
+
+def _rule_i_am_a(clause: str) -> list[Capture]:
+    """'I'm a backend engineer at Zalando' -> job_title, and employer when it is a name."""
+    if not (match := _I_AM_A.fullmatch(clause)) or not (job := _job(match["job"])):
+        return []
+    out = [cap("job_title", job, "profile", "i_am_a")]
+    if match["org"]:
+        org = _proper(match["org"], 5, lower_ok=_lower_ok(clause), org=True, the_ok=True)
+        out += [cap("employer", org, "profile", "i_am_a")] if org else []
+    return out
+
+
+def _rule_made(clause: str) -> list[Capture]:
+    """'I've been made head of science', 'I was promoted to senior engineer'."""
+    if not (match := _MADE.fullmatch(clause)) or not (job := _job(match["job"])):
+        return []
+    return [cap("job_title", job, "profile", "promoted")]
+
+
+def _rule_new_role(clause: str) -> list[Capture]:
+    """'my new manager is called Tomás', 'our drummer is now Ana' (a change, never a first
+    mention: see the module docstring)."""
+    match = _NEW_ROLE.fullmatch(clause)
+    if not match or not (match["new"] or match["now"]):
+        return []
+    name = _proper(match["v"], 3, lower_ok=False)
+    if not name:
+        return []
+    role = re.sub(r"^(?:new|current)\s+", "", match["role"].lower())
+    return [cap(f"person:{slug(role, 3)}", name, "profile", "new_role")]
+
+
+def _rule_moved_thing(clause: str) -> list[Capture]:
+    """'we moved the wedding to 21 September', 'we switched internet provider to Zen'."""
+    match = _MOVED_THING.fullmatch(clause) or _THING_MOVED.fullmatch(clause)
+    if not match:
+        return []
+    thing = match["thing"].lower()
+    bare = match.re is _MOVED_THING and not match["det"]
+    if thing.split()[0] in _PRONOUN or thing.split()[-1] in _ONE_OFF or _SECRET.search(thing):
+        return []
+    if thing in ("me", "us", "back", "over", "out", "in"):
+        return []
+    if bare and not match["from"] and not re.search(r"\b(?:provider|hosting|host)\b", thing):
+        return []  # 'we moved to Lisbon', 'I switched to decaf': no thing named
+    value = _value(re.sub(r"\s+instead(?:\s+of\b.*)?$", "", match["v"].rstrip(".!")))
+    if not value or _SECRET.search(value):
+        return []
+    return [cap(f"current:{slug(thing, 4)}", value, "profile", "moved_thing")]
+
+
+def _dose_capture(drug: str, dose: str, rule: str) -> list[Capture]:
+    drug = drug.lower()
+    if drug in _NOT_DRUG:
+        return []
+    return [cap(f"medication:{slug(drug)}", f"{drug} {' '.join(dose.split())}", "profile", rule)]
+
+
+def _rule_dose(clause: str) -> list[Capture]:
+    """'the doctor raised my lisinopril to 20 mg', 'she switched me to topiramate 25 mg',
+    'my sertraline dose is now 100 mg'."""
+    if match := _DOSE_CHANGED.fullmatch(clause):
+        return _dose_capture(match["drug"], match["dose"], "dose_changed")
+    if match := _PUT_ON.fullmatch(clause):
+        drug, dose = match["drug1"] or match["drug2"], match["d1"] or match["d2"]
+        return _dose_capture(drug, dose, "put_on")
+    if (match := _MY_DOSE.fullmatch(clause)) and (match["d1"] or match["d2"] or match["d3"]):
+        drug = match["drug1"] or match["drug2"] or match["drug3"]
+        return _dose_capture(drug, match["d1"] or match["d2"] or match["d3"], "dose_now")
+    return []
+
+
+def change(clause: str) -> list[Capture]:
+    """The first change rule that fires on `clause`."""
+    for rule in (_rule_started, _rule_made, _rule_i_am_a, _rule_new_role, _rule_moved_thing):
+        if found := rule(clause):
+            return found
+    return _rule_dose(clause)

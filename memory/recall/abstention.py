@@ -1,0 +1,85 @@
+"""Step 3c, the abstention gate: recall no excerpt when nothing stands out from the topic.
+
+A question on a familiar topic always finds related turns: on the user's health, some health
+turn shares its words and sits in MiniLM's 0.3-0.6 cosine band. What separates "this detail
+was said" from "only its topic was" is whether one turn stands out from the rest: a turn that
+answers the question scores clearly above the other turns of its topic; for a question about
+something never said, the best turn is just one of many alike. The gate reads that from the
+cosines recall already has (no extra query):
+
+    standout = best cosine + margin_weight × (best cosine − median of the ten best cosines)
+
+over the hits that pass the similarity floors, and abstains when `standout` is under
+`threshold`. Facts are not affected (they are never suppressed); only excerpts are withheld.
+With fewer than ten candidates the gate stays open (a new user's few turns are all recalled).
+
+Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4
+(docs/recall-quality.md has the trade-off curve): margin weight 3 and threshold 0.5 silence
+0.53 of never-discussed questions (held out 0.54) for 0.02 (0.05) of answerable ones, and
+drop an evidence turn from 0.4 % of LoCoMo's answerable questions (held out 0.1 %).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+
+from memory.records import Hit
+
+# Cosines the median is taken over: the best few of the topic the question touches.
+TOPIC_SIZE = 10
+
+
+def standout(kept: Sequence[Hit], margin_weight: float) -> float:
+    """How far the best cosine of `kept` stands above the rest of its topic, in cosine units.
+
+    best + margin_weight × (best − median of the TOPIC_SIZE best); a lone hit has no lead.
+    """
+    cosines = sorted((h.similarity for h in kept if h.similarity is not None), reverse=True)
+    if not cosines:
+        return 0.0
+    best = cosines[0]
+    return best + margin_weight * (best - statistics.median(cosines[:TOPIC_SIZE]))
+
+
+def nothing_stands_out(
+    query: str,
+    candidates: Sequence[Hit],
+    kept: Sequence[Hit],
+    margin_weight: float,
+    threshold: float,
+) -> bool:
+    """True when excerpts should be withheld: no hit stands out of the question's topic.
+
+    `candidates` are every fused hit, `kept` those that passed the similarity floors
+    (`ranking.drop_weak`): the topic is what is left once unrelated turns are gone, so a
+    question whose few related turns are all alike gets a small lead. With fewer than
+    TOPIC_SIZE candidates the store is too small to tell a topic from the whole history and
+    the gate stays open. A `threshold` of 0 (or less) turns it off.
+    """
+    if threshold <= 0 or sum(h.similarity is not None for h in candidates) < TOPIC_SIZE:
+        return False
+    if names_a_stored_identifier(query, kept):
+        return False
+    return standout(kept, margin_weight) < threshold
+
+
+# An identifier: a word with a digit in it (INC-48213, v2.4.1, 10.0.3.7), or joined by `_`,
+# `-`, `.` or `/` between letters (feature_flag, api.internal). MiniLM reads such tokens
+# poorly, so their cosines say little; an exact match of one is the answer, not a topic.
+_IDENTIFIER = re.compile(r"[\w./-]*\d[\w./-]*|\w+(?:[_./-]\w+)+")
+
+
+def names_a_stored_identifier(query: str, kept: Sequence[Hit]) -> bool:
+    """True when the question names an identifier that a kept hit holds verbatim.
+
+    The gate judges by cosines alone; for a question asking after an exact identifier that was
+    said, the lexical match is the evidence, and withholding it would lose a detail the user
+    can name exactly.
+    """
+    wanted = {t.strip("./-").lower() for t in _IDENTIFIER.findall(query)}
+    wanted = {t for t in wanted if len(t) >= 3}
+    if not wanted:
+        return False
+    return any(t in h.chunk.text.lower() for h in kept for t in wanted)

@@ -1,0 +1,134 @@
+"""The storage seam: what the rest of `memory/` asks of a store, whichever database it is.
+
+Two backends implement `StoreBackend`: `memory.store.store.Store` (one SQLite file, the
+embedded default) and `memory.store.postgres.PgStore` (PostgreSQL + pgvector, shared by N
+replicas). Recall, ranking, facts and rendering are written once against this protocol.
+
+The facts', marks' and export SQL (`fact_rows`, `marks`, `transfer`) is shared too: it goes
+through `write()` and `read()`, and the Postgres backend translates the few SQLite spellings it
+uses (`memory/store/pg_sql.py`). `open_store` picks the backend from the settings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from memory.records import Chunk, Message
+
+if TYPE_CHECKING:
+    from memory.settings import Settings
+    from memory.store.migrations import MigrationProgress
+    from memory.store.store import NewMessage, Stats
+
+
+class StoreBackend(Protocol):
+    """Messages, chunks, both search indexes, and raw SQL access for the shared modules."""
+
+    dim: int | None
+
+    def write(self) -> AbstractContextManager[Any]:
+        """One write transaction; yields a connection whose `execute` takes SQLite's `?`."""
+        ...
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    def ensure_vectors(self, model: str, dim: int) -> bool: ...
+
+    def add_messages(self, user_id: str, session_id: str, rows: Sequence[NewMessage]) -> int: ...
+
+    def insert_messages(
+        self, user_id: str, session_id: str, rows: Sequence[NewMessage]
+    ) -> list[int]: ...
+
+    def stored_keys(self, user_id: str, session_id: str) -> set[str]: ...
+
+    def has_session(self, user_id: str, session_id: str) -> bool: ...
+
+    def session_with(self, user_id: str, hashes: Sequence[str]) -> str | None: ...
+
+    def unindexed_messages(self, limit: int = 256) -> list[Message]: ...
+
+    def count_unindexed(self) -> int: ...
+
+    def index_frontier(self) -> tuple[int, int | None]: ...
+
+    def messages(self, user_id: str, session_id: str | None = None) -> list[Message]: ...
+
+    def add_chunks(
+        self,
+        message: Message,
+        texts: Sequence[str],
+        vectors: np.ndarray | None,
+        context: str = "",
+        start: int = 0,
+        last: bool = True,
+    ) -> list[int]: ...
+
+    def chunk_counts(self, message_ids: Sequence[int]) -> dict[int, int]: ...
+
+    def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]: ...
+
+    def neighbours(
+        self,
+        user_id: str,
+        message_id: int,
+        around: int,
+        exclude_hashes: Collection[str] = (),
+    ) -> list[Message]: ...
+
+    def lexical_search(
+        self, user_id: str, terms: Sequence[str], limit: int, context_weight: float
+    ) -> list[tuple[int, float]]: ...
+
+    def dense_search(
+        self, user_id: str, vector: np.ndarray, limit: int
+    ) -> list[tuple[int, float]]: ...
+
+    def user_vectors(self, user_id: str) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]: ...
+
+    def reset_index(self) -> int: ...
+
+    def commit_lexical(self) -> None:
+        """Make chunks added since the last call searchable (a derived index's commit)."""
+        ...
+
+    def stats(self, user_id: str) -> Stats: ...
+
+    def delete_user(self, user_id: str) -> int: ...
+
+    def integrity_ok(self) -> bool: ...
+
+
+def is_postgres_url(target: str) -> bool:
+    """True for a `postgresql://…` (or `postgres://…`) connection URL."""
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by `***`, safe for logs and error messages."""
+    return re.sub(r"^([a-z]+://[^:@/?#]*):[^@/?#]*@", r"\1:***@", url)
+
+
+def open_store(settings: Settings, on_migration: MigrationProgress | None = None) -> StoreBackend:
+    """The store the settings name: Postgres for `db_url`, else the SQLite file `db_path`;
+    `on_migration` hears SQLite's migrations (Postgres applies its own under a lock)."""
+    if settings.db_url:
+        from memory.store.postgres import PgStore  # only Postgres users need psycopg
+
+        return PgStore(settings.db_url)
+    from memory.store.store import Store
+
+    return Store(
+        settings.db_path,
+        settings.busy_timeout,
+        on_migration,
+        lexical_index=settings.lexical_index == "tantivy",
+        context_chars=settings.embedding_context_chars,
+    )

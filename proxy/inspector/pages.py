@@ -1,0 +1,111 @@
+"""The inspector's pages (GET): users, a user's sessions and their turns, facts and a fact's
+history, search with every score, and "why this block" for the user's last requests.
+
+Each reads through the memory layer's public methods, for a user the viewer may see
+(`Visit.user`); the user list is scoped to the users the viewer may see in the query itself.
+"""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from memory import Fact, Hit, UserSummary
+from proxy.inspector.access import Refused
+from proxy.inspector.visit import Visit, redirect
+
+MAX_QUERY_CHARS = 2000
+MAX_RESULTS = 50
+# Why recall left something out, as the "why this block" page says it (memory.LeftOutReason).
+REASONS = {
+    "present": "already in the request (or in the conversation the provider holds): the "
+    "model sees it there",
+    "abstained": "low confidence: no keyword match and a weak best meaning match, so recall "
+    "abstained (memory.min_similarity)",
+    "weak": "low confidence: one weak signal only",
+    "pool": "ranked below the best hits that excerpts are cut from",
+    "excerpts": "budget: no room left in this tier's excerpts",
+    "context_budget": "budget: the request's token cap (X-Memory-Context-Budget)",
+    "facts_budget": "budget: past the facts section's cap (memory.facts_max_tokens)",
+    "silent": "its category's silence limit passed",
+}
+
+
+async def users(visit: Visit) -> Response:
+    found: list[UserSummary] = await visit.run(visit.layer.users, visit.viewer.only)
+    kept = {u.user_id: len(visit.state.inspector.history.recent(u.user_id)) for u in found}
+    return visit.page("users.html", users=found, kept=kept)
+
+
+async def user(visit: Visit) -> Response:
+    user_id = visit.user()
+    stats = await visit.run(visit.layer.stats, user_id)
+    sessions = await visit.run(visit.layer.sessions, user_id)
+    return visit.page("user.html", user_id=user_id, tab="sessions", stats=stats, sessions=sessions)
+
+
+async def session(visit: Visit) -> Response:
+    user_id = visit.user()
+    session_id = visit.request.path_params["session_id"]
+    turns = await visit.run(visit.layer.turns, user_id, session_id)
+    return visit.page(
+        "session.html", user_id=user_id, tab="sessions", session_id=session_id, turns=turns
+    )
+
+
+async def facts(visit: Visit) -> Response:
+    user_id = visit.user()
+    rows: list[Fact] = await visit.run(visit.layer.list_facts, user_id, None)
+    active = [f for f in rows if f.status == "active"]
+    active.sort(key=lambda f: (not f.pinned, f.key))
+    past = sorted((f for f in rows if f.status != "active"), key=lambda f: -f.updated_at)
+    return visit.page("facts.html", user_id=user_id, tab="facts", active=active, past=past[:200])
+
+
+async def fact_history(visit: Visit) -> Response:
+    user_id = visit.user()
+    key = visit.request.query_params.get("key", "")
+    rows: list[Fact] = await visit.run(visit.layer.fact_history, user_id, key) if key else []
+    if not rows:
+        raise Refused(404, f"no fact {key!r} for this user")
+    return visit.page("fact.html", user_id=user_id, tab="facts", key=rows[0].key, rows=rows)
+
+
+async def search(visit: Visit) -> Response:
+    user_id = visit.user()
+    query = visit.request.query_params.get("q", "")[:MAX_QUERY_CHARS]
+    k = _count(visit.request.query_params.get("k", "10"))
+    hits: list[Hit] = []
+    if query.strip():
+        hits = await visit.run(visit.layer.search, user_id, query, k)
+    return visit.page("search.html", user_id=user_id, tab="search", query=query, k=k, hits=hits)
+
+
+async def why(visit: Visit) -> Response:
+    user_id = visit.user()
+    history = visit.state.inspector.history
+    wanted = visit.request.query_params.get("request")
+    if wanted is None:
+        records = history.recent(user_id)
+        return visit.page(
+            "why.html", user_id=user_id, tab="why", records=records, size=history.size
+        )
+    record = history.find(user_id, wanted)
+    if record is None:
+        raise Refused(404, "that request is no longer kept (or never was)")
+    scores = {hit.chunk.id: hit for hit in record.hits}
+    return visit.page(
+        "why_one.html", user_id=user_id, tab="why", r=record, scores=scores, reasons=REASONS
+    )
+
+
+async def login_page(visit: Visit) -> Response:
+    if visit.viewer.key is not None or visit.viewer.open:
+        return redirect("/ui")
+    return visit.page("login.html", error=None)
+
+
+def _count(value: str) -> int:
+    try:
+        return min(max(int(value), 1), MAX_RESULTS)
+    except ValueError:
+        return 10

@@ -1,0 +1,119 @@
+"""The inspector's "why this block": each user's last requests, kept in RAM.
+
+`History.record` is the one call `proxy/pipeline.py` makes, right after recall, in the worker
+thread that ran it: it keeps what the inspector shows of the request (tier, fill ratio, the
+block as sent, the scores of the hits in its excerpts, what was left out and why) in a ring
+of `size` entries per user, for the `MAX_USERS` most recently active users. Nothing is
+written anywhere; a restart forgets it. `size` 0 records nothing (`inspector.history`).
+
+What is kept is bounded, so the ring's memory is: the block whole (it is what was sent),
+the first `MAX_LEFT_OUT` left-out items, and chunk texts cut to `TEXT_CHARS`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from memory import Hit, LeftOut, MemoryBlock, Recollection, Tier
+
+if TYPE_CHECKING:
+    from proxy.identity import Identity
+    from proxy.pipeline import Report
+
+MAX_USERS = 256
+MAX_LEFT_OUT = 40
+TEXT_CHARS = 400
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRecord:
+    """One chat request as the inspector shows it."""
+
+    request_id: str
+    at: float
+    user_id: str
+    session_id: str
+    model: str
+    mode: str
+    tier: Tier
+    fill_ratio: float
+    query: str
+    block: MemoryBlock | None
+    # The hits the block's excerpts show, for their scores.
+    hits: tuple[Hit, ...]
+    left_out: tuple[LeftOut, ...]
+    # How many were left out in all (`left_out` holds the first `MAX_LEFT_OUT`).
+    left_out_total: int
+    warming: bool
+
+
+class History:
+    """A bounded ring of `BlockRecord`s per user; safe to use from any thread."""
+
+    def __init__(self, size: int, max_users: int = MAX_USERS) -> None:
+        self.size = size
+        self.max_users = max_users
+        self._users: OrderedDict[str, deque[BlockRecord]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def record(self, who: Identity, model: str, report: Report, recollection: Recollection) -> None:
+        """Keep this request's recall for the inspector (nothing when the size is 0)."""
+        if self.size <= 0:
+            return
+        entry = _entry(who, model, report, recollection)
+        with self._lock:
+            ring = self._users.pop(who.user_id, None) or deque(maxlen=self.size)
+            ring.append(entry)
+            self._users[who.user_id] = ring
+            while len(self._users) > self.max_users:
+                self._users.popitem(last=False)
+
+    def recent(self, user_id: str) -> list[BlockRecord]:
+        """The user's kept requests, newest first."""
+        with self._lock:
+            return list(reversed(self._users.get(user_id, ())))
+
+    def find(self, user_id: str, request_id: str) -> BlockRecord | None:
+        """The user's kept request with this id (the newest, if a client reused one)."""
+        return next((r for r in self.recent(user_id) if r.request_id == request_id), None)
+
+
+def _entry(who: Identity, model: str, report: Report, recollection: Recollection) -> BlockRecord:
+    block = recollection.block
+    shown = {i for excerpt in (block.recalled if block else ()) for i in excerpt.chunk_ids}
+    hits = tuple(_short(h) for h in recollection.hits if h.chunk.id in shown)
+    left_out = tuple(_short_left_out(item) for item in recollection.left_out[:MAX_LEFT_OUT])
+    return BlockRecord(
+        request_id=report.request_id,
+        at=time.time(),
+        user_id=who.user_id,
+        session_id=who.session_id,
+        model=model,
+        mode=who.mode.value,
+        tier=recollection.tier,
+        fill_ratio=report.fill_ratio,
+        query=recollection.query,
+        block=block,
+        hits=hits,
+        left_out=left_out,
+        left_out_total=len(recollection.left_out),
+        warming=recollection.warming,
+    )
+
+
+def _short(hit: Hit) -> Hit:
+    if len(hit.chunk.text) <= TEXT_CHARS:
+        return hit
+    return replace(hit, chunk=replace(hit.chunk, text=hit.chunk.text[:TEXT_CHARS] + "…"))
+
+
+def _short_left_out(item: LeftOut) -> LeftOut:
+    if item.hit is not None:
+        return replace(item, hit=_short(item.hit))
+    if item.chunk is not None and len(item.chunk.text) > TEXT_CHARS:
+        return replace(item, chunk=replace(item.chunk, text=item.chunk.text[:TEXT_CHARS] + "…"))
+    return item
