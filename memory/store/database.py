@@ -43,6 +43,20 @@ class Database:
         return conn
 
     @contextmanager
+    def held(self) -> Iterator[None]:
+        """This process's write lock, for a transaction and what follows it under the same
+        lock (`Store` mirrors chunks into its lexical index there); waited for at most
+        `busy_timeout` seconds, as `write` waits, then StoreUnavailable."""
+        if not self._write_lock.acquire(timeout=self.busy_timeout):
+            raise StoreUnavailable(
+                f"database is locked: another write of this process held it {self.busy_timeout} s"
+            )
+        try:
+            yield
+        finally:
+            self._write_lock.release()
+
+    @contextmanager
     def write(self) -> Iterator[Connection]:
         """One write transaction, serialised with every other writer of this process.
 

@@ -146,7 +146,7 @@ class Store(Database):
         tantivy commit: the writer calls it once per batch of turns)."""
         if self.lexical is None:
             return
-        with self._write_lock:
+        with self.held():
             if self._stale and not self.lexical.building:
                 self._stale = False
                 self.rebuilding = lexical_sync.start_rebuild(self)
@@ -174,7 +174,7 @@ class Store(Database):
         }
         current = dict(self.read("SELECT key, value FROM meta"))
         same = all(current.get(k) == v for k, v in wanted.items())
-        with self._write_lock:
+        with self.held():
             with self.write() as db:
                 generation = None
                 if not same:
@@ -309,7 +309,7 @@ class Store(Database):
         """
         ids: list[int] = []
         documents: list[tuple[int, str, str, str]] = []
-        with self._write_lock:
+        with self.held():
             with self.write() as db:
                 row = db.execute(
                     "SELECT indexed FROM messages WHERE id = ?", (message.id,)
@@ -480,7 +480,7 @@ class Store(Database):
 
     def reset_index(self) -> int:
         """Drop every derived row (chunks, FTS, vectors); return messages to re-index."""
-        with self._write_lock:
+        with self.held():
             with self.write() as db:
                 db.execute("DELETE FROM chunks")
                 db.execute("DELETE FROM chunk_vectors")
@@ -503,7 +503,7 @@ class Store(Database):
 
     def delete_user(self, user_id: str) -> int:
         """Forget everything of one user; return the number of messages removed."""
-        with self._write_lock:
+        with self.held():
             with self.write() as db:
                 db.execute("DELETE FROM chunk_vectors WHERE user_id = ?", (user_id,))
                 db.execute("DELETE FROM chunks WHERE user_id = ?", (user_id,))
