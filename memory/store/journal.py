@@ -47,20 +47,7 @@ class Journal:
     def append(self, turn: Turn) -> None:
         """Add a turn as one line. Raises OSError when the file cannot be written, and
         ValueError for text that is not valid Unicode (a lone surrogate)."""
-        record = {
-            "user_id": turn.user_id,
-            "session_id": turn.session_id,
-            "model": turn.model,
-            "messages": list(turn.messages),
-            "reply": turn.reply,
-            "created_at": turn.created_at,
-            "partial": turn.partial,
-            "response_id": turn.response_id,
-            "context_tokens": turn.context_tokens,
-            "continues": turn.continues,
-        }
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        self._write(line.encode())
+        self._write((turn_line(turn) + "\n").encode())
 
     def probe(self) -> None:
         """Write a byte at the end and take it back: raises OSError unless writes work."""
@@ -137,6 +124,23 @@ class Journal:
             if not stat.S_ISREG(os.fstat(journal.fileno()).st_mode):
                 raise OSError(errno.EINVAL, "the journal is not a regular file", str(self.path))
             yield journal
+
+
+def turn_line(turn: Turn) -> str:
+    """A turn as one line of JSON, the form every journal (file or `pending_turns`) keeps."""
+    record = {
+        "user_id": turn.user_id,
+        "session_id": turn.session_id,
+        "model": turn.model,
+        "messages": list(turn.messages),
+        "reply": turn.reply,
+        "created_at": turn.created_at,
+        "partial": turn.partial,
+        "response_id": turn.response_id,
+        "context_tokens": turn.context_tokens,
+        "continues": turn.continues,
+    }
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 def _turn(line: str) -> Turn | None:

@@ -16,7 +16,6 @@ turn after turn.
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import threading
@@ -28,29 +27,13 @@ from typing import Any
 import psycopg
 
 from memory.ingest.turns import Turn
-from memory.store.journal import Journal, _turn
+from memory.store.journal import Journal, _turn, turn_line
 from memory.store.postgres import PgStore
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER = 2.0
 _CONNECT_TIMEOUT = 2  # psycopg's smallest
-
-
-def _line(turn: Turn) -> str:
-    record = {
-        "user_id": turn.user_id,
-        "session_id": turn.session_id,
-        "model": turn.model,
-        "messages": list(turn.messages),
-        "reply": turn.reply,
-        "created_at": turn.created_at,
-        "partial": turn.partial,
-        "response_id": turn.response_id,
-        "context_tokens": turn.context_tokens,
-        "continues": turn.continues,
-    }
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 class PgJournal(Journal):
@@ -90,7 +73,7 @@ class PgJournal(Journal):
         return conn
 
     def append(self, turn: Turn) -> None:
-        line = _line(turn)
+        line = turn_line(turn)
         try:
             with self._lock:
                 row = (
