@@ -1,0 +1,43 @@
+"""memory/heap.py: glibc's malloc kept from holding freed memory (Linux with glibc only)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from memory import heap
+
+pytestmark = pytest.mark.skipif(heap._LIBC is None, reason="glibc only")
+
+# Frees an 8 MB block (glibc then raises its mmap threshold to 8 MB), allocates 1 MB, and
+# prints whether that block got a mapping of its own (mallinfo2's count of mapped blocks).
+_PROBE = """
+import ctypes, sys
+from memory import heap
+class Info(ctypes.Structure):
+    names = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+    _fields_ = [(n, ctypes.c_size_t) for n in names.split()]
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = Info
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "fixed":
+    heap.fix_mmap_threshold(256 * 1024)
+libc.free(libc.malloc(8 << 20))
+before = libc.mallinfo2().hblks
+block = libc.malloc(1 << 20)
+print(libc.mallinfo2().hblks - before)
+libc.free(block)
+"""
+
+
+def mapped_blocks(mode):
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, mode], capture_output=True, text=True, check=True
+    )
+    return int(out.stdout)
+
+
+def test_a_fixed_mmap_threshold_maps_large_blocks_after_a_larger_one_was_freed():
+    assert mapped_blocks("default") == 0  # from the heap: glibc's threshold moved to 8 MB
+    assert mapped_blocks("fixed") == 1  # its own mapping, given back when freed
