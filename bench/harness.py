@@ -465,6 +465,8 @@ class Sampler(threading.Thread):
     def __init__(self, handle: ProxyHandle, every: float = 1.0, also: Any = None) -> None:
         super().__init__(daemon=True)
         self.handle, self.every, self.also = handle, every, also
+        # More figures for each sample (e.g. the database server's CPU seconds).
+        self.extra: Callable[[], dict[str, float]] | None = None
         self.samples: list[dict[str, float]] = []
         self.stop = threading.Event()
         self.started_at = time.perf_counter()
@@ -481,6 +483,7 @@ class Sampler(threading.Thread):
             "cpu_s": cpu_s(self.handle.pid),
             "pending": pending,
             **embedding_counters(text),
+            **(self.extra() if self.extra is not None else {}),
         }
         self.samples.append(row)
         return row
