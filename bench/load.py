@@ -64,6 +64,7 @@ from bench.harness import (  # noqa: E402
     postgres_cpu,
     serve_proxy,
     serve_replicas,
+    vacuum,
 )
 from bench.overhead import populate  # noqa: E402
 from memory import MemoryLayer, Settings  # noqa: E402
@@ -336,6 +337,8 @@ def main() -> None:
             flush=True,
         )
         layer.wait_for_lexical_index()
+        if args.db_url:
+            print(f"vacuum (analyze): {vacuum(args.db_url):.1f} s", flush=True)
         if args.subprocess:
             layer.close()  # the proxy process takes the lexical index over
             layer = None  # the proxy process opens the file itself

@@ -54,7 +54,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from bench.harness import ensure_database, pgserver_url, sibling_url  # noqa: E402
+from bench.harness import ensure_database, pgserver_url, sibling_url, vacuum  # noqa: E402
 from memory import MemoryLayer, RecallRequest, Settings, count_message_tokens, inject_block  # noqa: E402
 from memory.recall.retrieval import build_query  # noqa: E402
 from memory.store.fts import search_terms, turn_tail  # noqa: E402
@@ -341,7 +341,8 @@ def postgres_layers(url: str, embedder: Any, tmp: Path) -> dict[str, MemoryLayer
     """The Postgres stores of the PG rows, each built on first use and reused after: `url`
     holds u0, u10k and u100k (as --db does), its `_1k` sibling the 1k-chunk user alone, its
     `_empty` sibling nothing. `populate` fills them from the generator and seed a fresh
-    SQLite store starts from, so stores built fresh on both hold the same chunks and vectors.
+    SQLite store starts from, so stores built fresh on both hold the same chunks and vectors;
+    each is vacuumed and analysed before the run (`bench.harness.vacuum` says why).
     Each layer's local journal (unused: these rows only read) goes to `tmp`."""
     layers, rng, pool = {}, np.random.default_rng(7), {}
     users: tuple[tuple[str, str, dict[str, int]], ...] = (
@@ -358,6 +359,7 @@ def postgres_layers(url: str, embedder: Any, tmp: Path) -> dict[str, MemoryLayer
         for user, size in sizes.items():
             took = populate(layer, user, size, rng, pool)
             print(f"store PG {user}: {layer.stats(user).chunks} chunks ({took:.1f} s)", flush=True)
+        print(f"vacuum (analyze) PG{suffix or ' main'}: {vacuum(target):.1f} s", flush=True)
         layers[name] = layer
     return layers
 
