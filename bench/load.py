@@ -383,6 +383,7 @@ def main() -> None:
         if isinstance(store, PgStore):
             store.close()
     about["loadavg_end"] = os.getloadavg()
+    leftover = cancel_leftovers(args.db_url) if args.db_url else []
     rows = run["rows"]
     for row in rows + run["warm"]["rows"]:
         row.pop("reply"), row.pop("asked")
@@ -416,6 +417,7 @@ def main() -> None:
             for n in range(len(handles))
         ],
         "stored_check": stored,
+        "queries_left_running": leftover,
         "samples": samples,
         "pending_at_end": pending,
         "flush_s": flush_s[-1],
@@ -499,6 +501,24 @@ def replica_figures(
     }
 
 
+def cancel_leftovers(url: str) -> list[dict[str, Any]]:
+    """Statements still running on the database once every replica has stopped: a query a
+    timed-out request left behind goes on, holding a core of the database, until it ends.
+    Listed (how long, what) and cancelled, so the next run does not share the server with
+    them."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid, extract(epoch FROM now() - query_start), left(query, 120) "
+            "FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
+            "AND pid <> pg_backend_pid()"
+        ).fetchall()
+        for pid, _, _ in rows:
+            conn.execute("SELECT pg_cancel_backend(%s)", [pid])
+    return [{"running_s": float(s), "query": q} for _, s, q in rows]
+
+
 def database_mb(store: Any, db: Path) -> float:
     """The store's size on disk: the SQLite files, or the Postgres database."""
     if isinstance(store, PgStore):
@@ -558,6 +578,11 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
                 f"{texts['query']:.0f} / {texts['document']:.0f} | "
                 f"{x['flush_done_after_s']:.1f} ({x['flush_status']}) |"
             )
+    for query in r["queries_left_running"]:
+        print(
+            f"\n- a query still running on the database after the replicas stopped, for "
+            f"{query['running_s']:.0f} s (cancelled): {query['query']}"
+        )
     c = r["stored_check"]
     lost = {k: v for k, v in c.items() if k != "completed"}
     print(
