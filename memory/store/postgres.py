@@ -21,7 +21,6 @@ as in SQLite. What differs:
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Collection, Iterator, Sequence
@@ -55,8 +54,11 @@ def _vector_text(vector: np.ndarray) -> str:
     return "[" + ",".join(repr(float(x)) for x in np.asarray(vector, dtype=np.float32)) + "]"
 
 
-def _parse_vector(text: str) -> np.ndarray:
-    return np.asarray(json.loads(text), dtype=np.float32)
+def _parse_vector(data: bytes) -> np.ndarray:
+    """A vector from pgvector's binary form (`vector_send`): two uint16 (the dimension, then
+    a reserved word), then big-endian float4s. Read as bytes, not as text: parsing the text
+    form of the 80 vectors a recall fetches took 15-25 ms; this takes about one."""
+    return np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32)
 
 
 def _tsquery(stems: Sequence[str]) -> str:
@@ -126,10 +128,11 @@ class PgStore:
         with self._conn() as conn:
             return PgConnection(conn).execute(sql, params).fetchall()
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows of a native Postgres statement (`%s` parameters)."""
+    def _rows(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[Any]:
+        """Rows of a native Postgres statement (`%s` parameters); `binary` asks for the
+        columns in binary form (a `bytea` then comes back without its hex encoding)."""
         with self._conn() as conn:
-            return list(conn.execute(sql, list(params)).fetchall())
+            return list(conn.execute(sql, list(params), binary=binary).fetchall())
 
     # -- vectors table ---------------------------------------------------------------------
 
@@ -393,9 +396,10 @@ class PgStore:
         self, user_id: str, half_from: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         rows = self._rows(
-            "SELECT chunk_id, embedding::text FROM chunk_vectors WHERE user_id = %s "
+            "SELECT chunk_id, vector_send(embedding) FROM chunk_vectors WHERE user_id = %s "
             "ORDER BY chunk_id",
             [user_id],
+            binary=True,
         )
         ids = np.asarray([int(r[0]) for r in rows], dtype=np.int64)
         dtype = row_dtype(len(rows), half_from)
@@ -408,9 +412,10 @@ class PgStore:
         if not ids:
             return {}
         rows = self._rows(
-            "SELECT chunk_id, embedding::text FROM chunk_vectors "
+            "SELECT chunk_id, vector_send(embedding) FROM chunk_vectors "
             "WHERE user_id = %s AND chunk_id = ANY(%s)",
             [user_id, list(ids)],
+            binary=True,
         )
         return {int(i): _parse_vector(v) for i, v in rows}
 
