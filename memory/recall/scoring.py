@@ -95,17 +95,21 @@ def rank(
         dated = np.array([any(w.contains(c.created_at) for w in windows) for c in listed])
         score = np.where(dated, score + weights.date_weight, score)
     order = np.lexsort((-ids, -score))
+    # Plain Python numbers, read once: indexing an array per candidate makes numpy scalars,
+    # which cost most of the time building the records took (same values: tolist is exact).
+    scores, cosines, fused_scores = score.tolist(), cosine.tolist(), fused.tolist()
+    dense_ranks, lexical_ranks, id_list = dense_rank.tolist(), lexical_rank.tolist(), ids.tolist()
     hits = [
         Hit(
             chunk=listed[i],
-            score=float(score[i]),
-            similarity=None if np.isnan(cosine[i]) else float(cosine[i]),
-            dense_rank=int(dense_rank[i]) or None,
-            lexical_rank=int(lexical_rank[i]) or None,
-            lexical_score=bm25_of.get(int(ids[i])),
-            fused_score=float(fused[i]),
+            score=scores[i],
+            similarity=None if math.isnan(cosines[i]) else cosines[i],
+            dense_rank=dense_ranks[i] or None,
+            lexical_rank=lexical_ranks[i] or None,
+            lexical_score=bm25_of.get(id_list[i]),
+            fused_score=fused_scores[i],
         )
-        for i in order
+        for i in order.tolist()
     ]
     known = ~np.isnan(cosine)
     if not (lexical_rank > 0).any():  # no lexical hit and a weak best cosine: abstain
@@ -160,21 +164,22 @@ def _fused(
 def _loans(listed: list[Chunk], score: np.ndarray, weights: Sequence[float]) -> np.ndarray:
     """`ranking.boost_neighbours`' loan of each hit: the best score at each distance d of
     its turn in its session, times `weights[d - 1]`, summed over distances."""
-    best: dict[tuple[str, int], float] = {}
+    # turn -> best score, per session: int keys, no (session, turn) tuple built per lookup
+    best: dict[str, dict[int, float]] = {}
     for chunk, value in zip(listed, score.tolist(), strict=True):
         if chunk.turn is not None:
-            place = (chunk.session_id, chunk.turn)
-            best[place] = max(best.get(place, value), value)
+            turns = best.setdefault(chunk.session_id, {})
+            held = turns.get(chunk.turn, value)
+            turns[chunk.turn] = value if value > held else held  # max(held, value)
     loans = np.zeros(len(listed))
     for position, chunk in enumerate(listed):
-        if chunk.turn is None:
+        turn = chunk.turn
+        if turn is None:
             continue
+        turns = best[chunk.session_id]
         loan = 0.0
         for d, weight in enumerate(weights, start=1):
-            near = max(
-                best.get((chunk.session_id, chunk.turn - d), 0.0),
-                best.get((chunk.session_id, chunk.turn + d), 0.0),
-            )
-            loan += weight * near
+            before, after = turns.get(turn - d, 0.0), turns.get(turn + d, 0.0)
+            loan += weight * (after if after > before else before)  # max(before, after)
         loans[position] = loan
     return loans
