@@ -23,6 +23,7 @@ import sqlean
 
 from memory.records import Chunk, Message
 from memory.store import lexical_sync, vector_table
+from memory.store.chunk_rows import DEFAULT_ROWS, ChunkRows
 from memory.store.database import Database, connect
 from memory.store.fts import fts_document, fts_match, fts_stems, owner_token
 from memory.store.lexical_index import LexicalIndex
@@ -77,8 +78,11 @@ class Store(Database):
         on_migration: MigrationProgress | None = None,
         lexical_index: bool = False,
         context_chars: int = 200,
+        chunk_rows: int = DEFAULT_ROWS,
     ) -> None:
         super().__init__(path, busy_timeout)
+        # Rows recall read lately (memory/store/chunk_rows.py), told of every change below.
+        self.rows = ChunkRows(chunk_rows)
         self.dim: int | None = None
         self.context_chars = context_chars
         self.lexical: LexicalIndex | None = None
@@ -118,15 +122,19 @@ class Store(Database):
         generation: int,
         deleted: Sequence[int] = (),
         added: Sequence[tuple[int, str, str, str]] = (),
-        owner: str | None = None,
+        user_id: str | None = None,
+        forgotten: bool = False,
         clear: bool = False,
         commit: bool = True,
     ) -> None:
-        """Apply a committed change of `chunks` to the lexical index (the write lock held).
+        """Apply a committed change of `chunks` to the lexical index and the cached rows (the
+        write lock held): `deleted` ids and `added` documents of `user_id`'s, all of that
+        user's chunks (`forgotten`), or every chunk (`clear`).
 
         `generation` is the one the change's transaction set; a gap means another process
         changed chunks too, and the index is rebuilt at the next commit.
         """
+        self.rows.changed(generation, user_id, deleted, forgotten, clear)
         if generation != self.mirrored_generation + 1:
             self._stale = True
         self.mirrored_generation = generation
@@ -134,8 +142,8 @@ class Store(Database):
             return
         if clear:
             self.lexical.clear()
-        if owner is not None:
-            self.lexical.delete_owner(owner)
+        if forgotten and user_id is not None:
+            self.lexical.delete_owner(owner_token(user_id))
         self.lexical.delete_ids(deleted)
         self.lexical.put(added)
         if commit:
@@ -354,7 +362,7 @@ class Store(Database):
                     db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
                 generation = lexical_sync.bump(db)
             deleted = old if start == 0 else []
-            self._mirror(generation, deleted=deleted, added=documents, commit=False)
+            self._mirror(generation, deleted, documents, message.user_id, commit=False)
         return ids
 
     def chunk_counts(self, message_ids: Sequence[int]) -> dict[int, int]:
@@ -371,9 +379,20 @@ class Store(Database):
         return {int(m): int(n) for m, n in rows}
 
     def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
-        """The user's chunks with these ids (ids of other users are silently absent)."""
+        """The user's chunks with these ids (ids of other users are silently absent), in
+        ascending id order; rows read lately come from RAM (`ChunkRows`)."""
         if not ids:
             return {}
+        with self._errors():
+            generation = lexical_sync.generation(self.connection())
+        found, missing, ticket = self.rows.get(user_id, ids, generation)
+        if missing:
+            read = self._read_chunks(user_id, missing)
+            self.rows.put(user_id, read, ticket)
+            found.update(read)
+        return {i: found[i] for i in sorted(found)}
+
+    def _read_chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
         # One JSON row, not a row per chunk (see `read_one`). The time goes as text with all
         # 17 digits (`%!.17g`): JSON would round it to 15, SQLite's plain %g to 16.
         marks = ",".join("?" * len(ids))
@@ -512,7 +531,7 @@ class Store(Database):
                 db.execute("DELETE FROM response_links WHERE user_id = ?", (user_id,))
                 cur = db.execute("DELETE FROM messages WHERE user_id = ?", (user_id,))
                 generation = lexical_sync.bump(db)
-            self._mirror(generation, owner=owner_token(user_id))
+            self._mirror(generation, user_id=user_id, forgotten=True)
             return int(cur.rowcount)
 
     def integrity_ok(self) -> bool:
