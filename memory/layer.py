@@ -22,7 +22,7 @@ from memory.block.budget import select_tier
 from memory.block.excerpts import build_excerpts, newest_first
 from memory.block.left_out import left_out
 from memory.block.render import render_block
-from memory.block.tokens import count_tokens
+from memory.block.tokens import count_block_tokens
 from memory.embedding import Embedder, FastEmbedder
 from memory.facts.capture import capture_facts
 from memory.facts.consolidation import Operation, apply_operations
@@ -271,7 +271,7 @@ class MemoryLayer:
             text = render_block(facts, excerpts, now, request.session_id)
             if text is None:
                 return None
-            tokens = count_tokens(text, request.model)
+            tokens = count_block_tokens(text, request.model)
             if request.token_budget is None or tokens <= request.token_budget:
                 return MemoryBlock(
                     text,
