@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from memory import heap
 from memory.block.budget import select_tier
-from memory.block.excerpts import build_excerpts, newest_first
+from memory.block.excerpts import Neighbours, build_excerpts, newest_first
 from memory.block.left_out import left_out
 from memory.block.render import render_block
 from memory.block.tokens import count_block_tokens
@@ -321,13 +321,13 @@ class MemoryLayer:
             tier, block, hits if block else [], warming, query=found.query, left_out=why
         )
 
-    def _neighbours(self, user_id: str, exclude: set[str]) -> Callable[[Chunk], list[Message]]:
+    def _neighbours(self, user_id: str, exclude: set[str]) -> Neighbours:
         around = self.settings.widen_turns
 
-        def neighbours(chunk: Chunk) -> list[Message]:
+        def neighbours(chunks: Sequence[Chunk]) -> dict[int, list[Message]]:
             if around <= 0:
-                return []
-            return self.store.neighbours(user_id, chunk.message_id, around, exclude)
+                return {}
+            return self.store.neighbours(user_id, [c.message_id for c in chunks], around, exclude)
 
         return neighbours
 

@@ -259,7 +259,7 @@ def _context(store: Store, message: Message, settings: Settings) -> tuple[str, s
     limit = settings.embedding_context_chars
     if limit <= 0:
         return "", ""
-    around = store.neighbours(message.user_id, message.id, 1)
+    around = store.neighbours(message.user_id, [message.id], 1).get(message.id, [])
     previous = next((m for m in reversed(around) if m.id < message.id), None)
     if previous is None:
         return "", ""

@@ -412,39 +412,57 @@ class Store(Database):
     def neighbours(
         self,
         user_id: str,
-        message_id: int,
+        message_ids: Sequence[int],
         around: int,
         exclude_hashes: Collection[str] = (),
-    ) -> list[Message]:
-        """Up to `around` user/assistant turns on each side of a message, in its session.
+    ) -> dict[int, list[Message]]:
+        """For each of these messages (by id): up to `around` user/assistant turns on each
+        side of it in its session, and itself, oldest first; one statement for them all.
 
         Turns whose content hash is in `exclude_hashes` (present in the request) are left out.
         """
-        columns = "id, user_id, session_id, role, name, content, created_at, partial, content_hash"
+        found: dict[int, list[Message]] = {}
+        for start in range(0, len(message_ids), _ANCHORS_PER_READ):
+            found.update(
+                self._neighbours(
+                    user_id, message_ids[start : start + _ANCHORS_PER_READ], around, exclude_hashes
+                )
+            )
+        return found
+
+    def _neighbours(
+        self,
+        user_id: str,
+        message_ids: Sequence[int],
+        around: int,
+        exclude_hashes: Collection[str],
+    ) -> dict[int, list[Message]]:
         same_session = (
-            f"SELECT {columns} FROM messages WHERE user_id = ? AND session_id = "
+            "SELECT ? AS anchor, id, user_id, session_id, role, name, content, created_at, "
+            "partial, content_hash FROM messages WHERE user_id = ? AND session_id = "
             "(SELECT session_id FROM messages WHERE id = ? AND user_id = ?) "
             "AND role IN ('user', 'assistant')"
         )
-        rows = self.read(
-            f"SELECT * FROM ({same_session} AND id < ? ORDER BY id DESC LIMIT ?) UNION ALL "
-            f"SELECT * FROM ({same_session} AND id >= ? ORDER BY id LIMIT ?)",
-            (
-                user_id,
-                message_id,
-                user_id,
-                message_id,
-                around,
-                user_id,
-                message_id,
-                user_id,
-                message_id,
-                around + 1,
-            ),
+        parts: list[str] = []
+        params: list[Any] = []
+        for mid in message_ids:
+            parts.append(f"SELECT * FROM ({same_session} AND id < ? ORDER BY id DESC LIMIT ?)")
+            parts.append(f"SELECT * FROM ({same_session} AND id >= ? ORDER BY id LIMIT ?)")
+            params += [mid, user_id, mid, user_id, mid, around]
+            params += [mid, user_id, mid, user_id, mid, around + 1]
+        # One JSON row (see `read_one`); the time as text with all 17 digits, as in `chunks`.
+        packed = self.read_one(
+            "SELECT json_group_array(json_array(anchor, id, user_id, session_id, role, name, "
+            "content, printf('%!.17g', created_at), partial, content_hash)) "
+            f"FROM ({' UNION ALL '.join(parts)})",
+            params,
         )
-        rows.sort(key=lambda row: row[0])
-        found = [(row[0], message_from_row(row), row[8] not in exclude_hashes) for row in rows]
-        return [message for mid, message, keep in found if keep or mid == message_id]
+        found: dict[int, list[Message]] = {mid: [] for mid in message_ids}
+        for row in sorted(json.loads(packed) if packed else []):  # by anchor, then id
+            anchor, mid, content_hash = row[0], row[1], row[9]
+            if content_hash not in exclude_hashes or mid == anchor:
+                found[anchor].append(message_from_row([*row[1:7], float(row[7]), row[8]]))
+        return {mid: messages for mid, messages in found.items() if messages}
 
     def lexical_search(
         self, user_id: str, terms: Sequence[str], limit: int, context_weight: float
@@ -552,6 +570,10 @@ class Store(Database):
 
 
 # A message row as a JSON array for packed reads (`Store.read_one`); the time as exact text.
+# Messages whose neighbours one statement reads (two SELECTs each; SQLite allows 500 in a
+# compound SELECT).
+_ANCHORS_PER_READ = 100
+
 _MESSAGE_JSON = (
     "json_array(id, user_id, session_id, role, name, content, "
     "printf('%!.17g', created_at), partial)"
