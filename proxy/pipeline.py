@@ -256,8 +256,8 @@ async def prepare(
         prepared = await anyio.to_thread.run_sync(
             _prepare, state, who, conversation, report, pending
         )
-        if isinstance(prepared, Future):
-            return await asyncio.wrap_future(prepared)
+        if isinstance(prepared, Future):  # done already when the search was
+            return prepared.result() if prepared.done() else await asyncio.wrap_future(prepared)
         return prepared
     except Exception as exc:
         logger.exception("memory recall failed; forwarding without memory")

@@ -38,3 +38,19 @@ def test_a_text_embedded_as_a_query_is_not_embedded_again_as_a_document(embedder
     assert batches == [["A reply about the lake trail"]]
     assert np.array_equal(rows[1], query)
     assert np.allclose(rows[1], real([asked])[0], atol=1e-4)  # the same vector a batch gives
+
+
+def test_a_query_is_embedded_exactly_as_fastembeds_query_embed_does(embedder):
+    # moim runs the bundled model's query steps itself (memory/embedding.py, `_run_one`);
+    # this pins them to fastembed's: same tokens, same pooling, the same vector to the bit.
+    texts = [
+        "What did we decide last month about the kayak and the berth?",
+        "",
+        "Ünïcödé, 中文 and 😀 with\ttabs\nand lines",
+        "word " * 400,  # past the tokenizer's 256 tokens: truncated the same way
+    ]
+    for text in texts:
+        ours = embedder.embed_query(text)
+        theirs = np.asarray(next(iter(embedder._model.query_embed([text]))), dtype=np.float32)
+        theirs = theirs / np.linalg.norm(theirs)
+        assert np.array_equal(ours, theirs), text[:40]
