@@ -81,19 +81,13 @@ class FastEmbedder:
         return vector
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """Rows for `texts`; a text recently embedded as a query is not embedded again.
-
-        The last user message is usually both the request's query and, once the turn is
-        stored, one of the chunks to index: the model is symmetric, so its query vector is
-        reused and the writer embeds only what is new (about half of each turn).
-        """
-        known = [self._queries.get(text) for text in texts]
-        todo = [text for text, vector in zip(texts, known, strict=True) if vector is None]
-        fresh = iter(self._embed_batch(todo)) if todo else iter(())
-        rows = [next(fresh) if vector is None else vector for vector in known]
-        if not rows:
+        if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.vstack(rows).astype(np.float32)
+        return self._embed_batch(texts)
+
+    def forget_queries(self) -> None:
+        """Let go of every cached query (a user forgotten: their questions go too)."""
+        self._queries.clear()
 
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         # Batches are padded to their longest text: embed in length order, return in input order.
@@ -153,6 +147,72 @@ class RecentVectors:
             self._items.move_to_end(text)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+class QuestionVectors:
+    """Vectors of recent questions, per user, held until the writer indexes their messages.
+
+    Recall embeds each request's last user message as the writer will embed it
+    (`memory.ingest.turns.question_text`); the writer gets to the stored message seconds
+    later, or minutes under a backlog, and takes the vector from here instead of embedding
+    the text again. At most `size` are held in all (~1.5 kB each), the oldest let go first:
+    a request that stores nothing (mode `read`) leaves its vector to be pushed out, and one
+    pushed out is embedded again (the same vector: one text per model run). `drop` forgets
+    a user's.
+    """
+
+    def __init__(self, size: int = 2048) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, user_id: str, text: str, vector: np.ndarray) -> None:
+        with self._lock:
+            self._items[(user_id, text)] = vector
+            self._items.move_to_end((user_id, text))
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def take(self, user_id: str, text: str) -> np.ndarray | None:
+        """The vector held for this user's text, which is let go; None when none is."""
+        with self._lock:
+            return self._items.pop((user_id, text), None)
+
+    def drop(self, user_id: str | None = None) -> None:
+        """Let go of one user's vectors (or everyone's)."""
+        with self._lock:
+            if user_id is None:
+                self._items.clear()
+            else:
+                for key in [key for key in self._items if key[0] == user_id]:
+                    del self._items[key]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def noting(self, embedder: Embedder, user_id: str) -> Embedder:
+        """`embedder`, for one recall of `user_id`: each question's vector is also held."""
+        return _Noting(embedder, user_id, self)
+
+
+class _Noting:
+    """An embedder whose queries' vectors are also put in a `QuestionVectors`."""
+
+    def __init__(self, embedder: Embedder, user_id: str, questions: QuestionVectors) -> None:
+        self.name, self.dim = embedder.name, embedder.dim
+        self._embedder, self._user_id, self._questions = embedder, user_id, questions
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector = self._embedder.embed_query(text)
+        self._questions.put(self._user_id, text, vector)
+        return vector
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embedder.embed_documents(texts)
 
 
 def _run_one(model: Any, text: str) -> np.ndarray:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,7 +24,7 @@ from memory.block.excerpts import Neighbours, build_excerpts, newest_first
 from memory.block.left_out import left_out
 from memory.block.render import render_block
 from memory.block.tokens import count_block_tokens
-from memory.embedding import Embedder, FastEmbedder
+from memory.embedding import Embedder, FastEmbedder, QuestionVectors
 from memory.facts.capture import capture_facts
 from memory.facts.consolidation import Operation, apply_operations
 from memory.facts.rules import (
@@ -37,9 +38,15 @@ from memory.facts.rules import (
     retire_facts,
 )
 from memory.facts.rules import set_fact as _set_fact
-from memory.ingest.turns import Turn, content_hash, index_pending, store_new_messages
+from memory.ingest.turns import (
+    Turn,
+    content_hash,
+    index_pending,
+    question_text,
+    store_new_messages,
+)
 from memory.recall.retrieval import Retrieval, build_query, retrieve
-from memory.recall.vectors import VectorIndex
+from memory.recall.vectors import HALF_FROM, VectorIndex
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Settings
 from memory.store import fact_rows, fts_upkeep, marks, overview
@@ -123,9 +130,12 @@ class MemoryLayer:
         self.settings = settings
         self.store: StoreBackend = open_store(settings, on_migration)
         self._journal: Journal | None = None
-        self.index = VectorIndex(self.store.user_vectors)
+        # Big users' rows in float16 (memory/recall/vectors.py): half the RAM, same top hits.
+        self.index = VectorIndex(partial(self.store.user_vectors, half_from=HALF_FROM))
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
+        # Recall's question vectors, for the writer to store rather than embed again.
+        self._questions = QuestionVectors()
         self._load_lock = threading.Lock()
         self._index_lock = threading.Lock()
         # Searches begun before the request is measured (`begin_recall`).
@@ -189,7 +199,15 @@ class MemoryLayer:
         exclude = {content_hash(m) for m in messages} | (held or set())
         query = build_query(messages)
         found = retrieve(
-            self.store, self.index, embedder, self.settings, user_id, query, exclude, now
+            self.store,
+            self.index,
+            self._questions.noting(embedder, user_id),
+            self.settings,
+            user_id,
+            query,
+            exclude,
+            now,
+            question=question_text(messages, self.settings),
         )
         return found, exclude
 
@@ -519,7 +537,10 @@ class MemoryLayer:
         total, done_passes = 0, 0
         with self._index_lock:  # one indexer at a time: the writer, an import, a reindex
             while passes is None or done_passes < passes:
-                done = index_pending(self.store, self.embedder, self.index, self.settings, batch)
+                known = self._questions.take
+                done = index_pending(
+                    self.store, self.embedder, self.index, self.settings, batch, known
+                )
                 total += done
                 done_passes += 1
                 if done == 0:
@@ -659,6 +680,10 @@ class MemoryLayer:
         """Delete every message, chunk, vector and fact of one user."""
         removed = self.store.delete_user(user_id)
         self.index.drop(user_id)
+        self._questions.drop(user_id)
+        forget_queries = getattr(self._embedder, "forget_queries", None)
+        if forget_queries is not None:  # the model's own cache of recent questions
+            forget_queries()
         return removed
 
     def export(self, user_id: str) -> Iterator[dict[str, Any]]:

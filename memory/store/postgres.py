@@ -39,6 +39,7 @@ from memory.store.fts import fts_document
 from memory.store.pg_schema import migrate
 from memory.store.pg_sql import PgConnection
 from memory.store.store import NewMessage, Stats, message_from_row
+from memory.store.vector_table import row_dtype
 
 _VECTOR_LAYOUT = "3"  # as memory/store/store.py's: what is embedded for a chunk
 _MESSAGE_COLUMNS = "id, user_id, session_id, role, name, content, created_at, partial"
@@ -395,14 +396,17 @@ class PgStore:
         )
         return [(int(i), float(c)) for i, c in rows]
 
-    def user_vectors(self, user_id: str) -> tuple[np.ndarray, np.ndarray]:
+    def user_vectors(
+        self, user_id: str, half_from: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         rows = self._rows(
             "SELECT chunk_id, embedding::text FROM chunk_vectors WHERE user_id = %s "
             "ORDER BY chunk_id",
             [user_id],
         )
         ids = np.asarray([int(r[0]) for r in rows], dtype=np.int64)
-        matrix = np.zeros((len(rows), self.dim or 0), dtype=np.float32)
+        dtype = row_dtype(len(rows), half_from)
+        matrix = np.zeros((len(rows), self.dim or 0), dtype=dtype)
         for n, row in enumerate(rows):
             matrix[n] = _parse_vector(row[1])
         return ids, matrix

@@ -505,10 +505,13 @@ class Store(Database):
         with self._errors():
             return vector_table.nearest(self.connection(), user_id, vector, limit)
 
-    def user_vectors(self, user_id: str) -> tuple[np.ndarray, np.ndarray]:
-        """All of a user's chunk ids (ascending) and vectors; the matrix may have spare rows."""
+    def user_vectors(
+        self, user_id: str, half_from: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """All of a user's chunk ids (ascending) and vectors; the matrix may have spare rows.
+        Its rows are float16 when the user has at least `half_from` vectors, else float32."""
         with self._errors():
-            return vector_table.partition(self.connection(), user_id, self.dim or 0)
+            return vector_table.partition(self.connection(), user_id, self.dim or 0, half_from)
 
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored vectors of some of the user's chunks."""
