@@ -16,6 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -87,12 +88,32 @@ def content_hash(message: Mapping[str, Any]) -> str:
         if isinstance(c, Mapping)
     ]
     text = message_text(message)
-    if message.get("role") in ("system", "developer"):
+    role, name, call_id = message.get("role"), message.get("name"), message.get("tool_call_id")
+    if not calls and len(text) <= _HASHED_LIMIT and _plain(role, name, call_id):
+        return _recent_hash(role, name, text, call_id)  # a history resent every turn
+    return _hash(role, name, text, calls, call_id)
+
+
+# Clients resend the whole history with every request, and recall, session resolution and
+# the writer each hash it: a plain message's hash is remembered (at most 2,048 of them, of
+# at most 4,000 characters each), as its token count is (memory/block/tokens.py).
+_HASHED_LIMIT = 4_000
+
+
+def _plain(*values: Any) -> bool:
+    return all(value is None or isinstance(value, str) for value in values)
+
+
+@lru_cache(maxsize=2048)
+def _recent_hash(role: str | None, name: str | None, text: str, call_id: str | None) -> str:
+    return _hash(role, name, text, [], call_id)
+
+
+def _hash(role: Any, name: Any, text: str, calls: list[Any], call_id: Any) -> str:
+    if role in ("system", "developer"):
         text = strip_block(text)
     canonical = json.dumps(
-        [message.get("role"), message.get("name"), text, calls, message.get("tool_call_id")],
-        ensure_ascii=False,
-        separators=(",", ":"),
+        [role, name, text, calls, call_id], ensure_ascii=False, separators=(",", ":")
     )
     return hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
 
@@ -296,7 +317,7 @@ def _context(store: Store, message: Message, settings: Settings) -> tuple[str, s
     limit = settings.embedding_context_chars
     if limit <= 0:
         return "", ""
-    around = store.neighbours(message.user_id, message.id, 1)
+    around = store.neighbours(message.user_id, [message.id], 1).get(message.id, [])
     previous = next((m for m in reversed(around) if m.id < message.id), None)
     if previous is None:
         return "", ""

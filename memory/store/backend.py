@@ -76,10 +76,10 @@ class StoreBackend(Protocol):
     def neighbours(
         self,
         user_id: str,
-        message_id: int,
+        message_ids: Sequence[int],
         around: int,
         exclude_hashes: Collection[str] = (),
-    ) -> list[Message]: ...
+    ) -> dict[int, list[Message]]: ...
 
     def lexical_search(
         self, user_id: str, terms: Sequence[str], limit: int, context_weight: float

@@ -327,11 +327,18 @@ class PgStore:
     def neighbours(
         self,
         user_id: str,
-        message_id: int,
+        message_ids: Sequence[int],
         around: int,
         exclude_hashes: Collection[str] = (),
+    ) -> dict[int, list[Message]]:
+        """For each of these messages (by id): up to `around` user/assistant turns each side
+        of it in its session, and itself, oldest first."""
+        found = {mid: self._neighbours(user_id, mid, around, exclude_hashes) for mid in message_ids}
+        return {mid: messages for mid, messages in found.items() if messages}
+
+    def _neighbours(
+        self, user_id: str, message_id: int, around: int, exclude_hashes: Collection[str]
     ) -> list[Message]:
-        """Up to `around` user/assistant turns each side of a message, in its session."""
         same_session = (
             f"SELECT {_MESSAGE_COLUMNS}, content_hash FROM messages WHERE user_id = %s "
             "AND session_id = (SELECT session_id FROM messages WHERE id = %s AND user_id = %s) "

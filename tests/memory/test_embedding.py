@@ -69,3 +69,19 @@ def test_a_noting_embedder_holds_each_question_it_embeds_for_its_user(embedder):
     assert (noting.name, noting.dim) == (embedder.name, embedder.dim)
     assert np.array_equal(held.take("ana", "Where is the kayak?"), vector)
     assert len(noting.embed_documents(["a document"])) == 1 and len(held) == 0
+
+
+def test_a_query_is_embedded_exactly_as_fastembeds_query_embed_does(embedder):
+    # moim runs the bundled model's query steps itself (memory/embedding.py, `_run_one`);
+    # this pins them to fastembed's: same tokens, same pooling, the same vector to the bit.
+    texts = [
+        "What did we decide last month about the kayak and the berth?",
+        "",
+        "Ünïcödé, 中文 and 😀 with\ttabs\nand lines",
+        "word " * 400,  # past the tokenizer's 256 tokens: truncated the same way
+    ]
+    for text in texts:
+        ours = embedder.embed_query(text)
+        theirs = np.asarray(next(iter(embedder._model.query_embed([text]))), dtype=np.float32)
+        theirs = theirs / np.linalg.norm(theirs)
+        assert np.array_equal(ours, theirs), text[:40]

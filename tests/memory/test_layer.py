@@ -61,6 +61,44 @@ def test_a_recall_begun_for_another_user_is_not_used(tmp_path):
     assert (other.block, other.hits) == (None, [])
 
 
+def test_a_recall_finished_by_its_search_gives_the_same_block_and_hits(tmp_path):
+    layer = _layer(tmp_path)
+    messages = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    plain = layer.recall(_request("ana", messages), NOW)
+    pending = layer.begin_recall("ana", messages, NOW)
+    finished = layer.recall_then(_request("ana", messages), lambda found: found, pending)
+    found = finished.result(timeout=60)
+    assert found.block is not None
+    assert found.block == plain.block
+    assert [(h.chunk.id, h.score) for h in found.hits] == [
+        (h.chunk.id, h.score) for h in plain.hits
+    ]
+    assert found.left_out == plain.left_out
+
+
+def test_recall_then_without_a_search_under_way_recalls_as_recall_does(tmp_path):
+    layer = _layer(tmp_path)
+    messages = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    finished = layer.recall_then(_request("ana", messages), lambda found: found.block)
+    assert finished.result(timeout=60) == layer.recall(_request("ana", messages)).block
+    pending = layer.begin_recall("ana", messages, NOW)
+    other = layer.recall_then(_request("bob", messages), lambda found: found.block, pending)
+    assert other.result(timeout=60) is None  # ana's search is not bob's
+
+
+def test_what_recall_then_raises_is_in_its_future(tmp_path):
+    layer = _layer(tmp_path)
+    messages = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    pending = layer.begin_recall("ana", messages, NOW)
+
+    def fails(found):
+        raise ValueError("placing the block failed")
+
+    finished = layer.recall_then(_request("ana", messages), fails, pending)
+    with pytest.raises(ValueError, match="placing the block failed"):
+        finished.result(timeout=60)
+
+
 ASKED = {
     "role": "user",
     "content": "Where do I keep the red kayak these days, and what does it still need "

@@ -1,5 +1,7 @@
 """memory/ingest/turns.py: message identity, storing a turn, and indexing it into chunks."""
 
+import hashlib
+import json
 from dataclasses import replace
 
 import pytest
@@ -68,6 +70,39 @@ def test_content_hash_ignores_an_injected_block_in_a_text_part():
     plain = {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]}
     injected = {"role": "developer", "content": [{"type": "text", "text": f"{BLOCK}\n\nBe brief."}]}
     assert content_hash(injected) == content_hash(plain)
+
+
+def test_content_hash_is_blake2b_of_the_canonical_form_whether_remembered_or_not():
+    # The form is a contract (stored messages are found by it); a plain message's hash is
+    # remembered, so the first and the second computation must both be this.
+    def canonical(role, name, text, calls, call_id):
+        form = json.dumps(
+            [role, name, text, calls, call_id], ensure_ascii=False, separators=(",", ":")
+        )
+        return hashlib.blake2b(form.encode(), digest_size=16).hexdigest()
+
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    cases = [
+        (
+            {"role": "user", "content": "Ünïcode 🙂 text"},
+            ["user", None, "Ünïcode 🙂 text", [], None],
+        ),
+        ({"role": "user", "name": "ana", "content": "hi"}, ["user", "ana", "hi", [], None]),
+        ({"role": "tool", "tool_call_id": "c1", "content": "42"}, ["tool", None, "42", [], "c1"]),
+        (
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            ["assistant", None, "", [["c1", "f", "{}"]], None],
+        ),
+        ({"role": "user", "name": 7, "content": "odd name"}, ["user", 7, "odd name", [], None]),
+        ({"role": "user", "content": "long " * 2000}, ["user", None, "long " * 2000, [], None]),
+        (
+            {"role": "system", "content": f"{BLOCK}\n\nBe terse."},
+            ["system", None, "Be terse.", [], None],
+        ),
+    ]
+    for message, form in cases:
+        assert content_hash(message) == canonical(*form)
+        assert content_hash(dict(message)) == canonical(*form)  # again, remembered
 
 
 def test_content_hash_tells_role_text_and_name_apart():
