@@ -167,6 +167,15 @@ class MemoryLayer:
         if rebuild is None:
             logger.warning("embedding layout changed: every message will be re-indexed")
             return
+        if rebuild.done:
+            logger.warning(
+                "re-embedding chunks for %s resumes: %d of %d done; until a user's are done, "
+                "their recall is by keywords only",
+                rebuild.new_model,
+                rebuild.done,
+                rebuild.total,
+            )
+            return
         logger.warning(
             "embedding model changed from %s to %s: re-embedding %d chunks in the background; "
             "until a user's are done, their recall is by keywords only",
@@ -581,6 +590,9 @@ class MemoryLayer:
         close = getattr(self.store, "close", None)
         if close is not None:
             close()
+        close_embedder = getattr(self._embedder, "close", None)  # a service's connections
+        if close_embedder is not None:
+            close_embedder()
 
     # -- housekeeping ----------------------------------------------------------------------
 

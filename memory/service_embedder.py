@@ -72,6 +72,12 @@ class ServiceEmbedder:
         self.name = _space_name(model, query_prefix, document_prefix)
         self.dim = dim if dim is not None else len(self._call(["probe"], "query")[0])
 
+    def close(self) -> None:
+        """Let go of the service's connections (when it has any to let go of)."""
+        close = getattr(self._service, "close", None)
+        if close is not None:
+            close()
+
     def embed_query(self, text: str) -> np.ndarray:
         known = self._queries.get(text)
         if known is not None:

@@ -292,6 +292,8 @@ def _embedder(mem: Section) -> EmbedderConfig | None:
     """`memory.embedder`, or None (the bundled model) when absent."""
     if mem.get("embedder") is None:
         return None
+    if not isinstance(mem["embedder"], Mapping):
+        raise ConfigError("memory.embedder: must be a mapping (model, api_base, …)")
     section = _section(mem, "embedder")
     prefix = "memory.embedder."
     model = typed(section, "model", str, None, prefix)

@@ -123,6 +123,10 @@ class OpenAIEmbeddings(_Retrying):
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
         )
 
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._client.close()
+
     def __call__(self, texts: Sequence[str], kind: str) -> list[list[float]]:
         body: dict[str, Any] = {"model": self.config.model, "input": list(texts)}
         if self.config.dimensions is not None:
