@@ -606,6 +606,16 @@ class MemoryLayer:
             return {}
         return {kind: (float(seconds[kind]), int(texts.get(kind, 0))) for kind in seconds}
 
+    def embedding_service_work(self) -> dict[str, tuple[float, int]]:
+        """Seconds spent waiting on a remote embedding service and texts sent to it, by kind
+        ("query": on the request path, one text a call); empty with the bundled model."""
+        embedder = self._embedder
+        seconds = getattr(embedder, "seconds", None)
+        texts = getattr(embedder, "texts", None)
+        if not isinstance(seconds, dict) or not isinstance(texts, dict):
+            return {}
+        return {kind: (float(seconds[kind]), int(texts.get(kind, 0))) for kind in seconds}
+
     def messages(self, user_id: str) -> list[Message]:
         """Every stored message of one user, oldest first (the whole log: use sparingly)."""
         return self.store.messages(user_id)

@@ -70,7 +70,7 @@ class ServiceEmbedder:
         self.seconds = {"query": 0.0, "document": 0.0}
         self.texts = {"query": 0, "document": 0}
         self.name = _space_name(model, query_prefix, document_prefix)
-        self.dim = dim if dim is not None else len(self._call(["probe"], "query")[0])
+        self.dim = dim if dim is not None else len(self._call(["probe"], "query", False)[0])
 
     def close(self) -> None:
         """Let go of the service's connections (when it has any to let go of)."""
@@ -112,15 +112,17 @@ class ServiceEmbedder:
         self._down_until = 0.0  # it answers again
         return rows
 
-    def _call(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
-        """The service's rows for `texts`, checked: one per text, each of the model's width."""
+    def _call(self, texts: Sequence[str], kind: Kind, counted: bool = True) -> np.ndarray:
+        """The service's rows for `texts`, checked: one per text, each of the model's width.
+        `counted`: its time and texts go into `seconds` and `texts` (not the start's probe)."""
         started = time.perf_counter()
         try:
             rows = self._service(texts, kind)
         finally:
-            with self._lock:
-                self.seconds[kind] += time.perf_counter() - started
-                self.texts[kind] += len(texts)
+            if counted:
+                with self._lock:
+                    self.seconds[kind] += time.perf_counter() - started
+                    self.texts[kind] += len(texts)
         try:
             matrix = np.asarray(rows, dtype=np.float32)
         except (TypeError, ValueError) as exc:

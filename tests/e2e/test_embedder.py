@@ -62,6 +62,10 @@ def test_turns_are_embedded_by_the_remote_model_and_recall_uses_it(
     assert {call.authorization for call in embeddings.calls} == {f"Bearer {KEY}"}
     assert (proxy.layer.embedder.name, proxy.layer.embedder.dim) == ("test-bow", DIMENSIONS)
     assert proxy.layer.store.dim == DIMENSIONS
+    scraped = metrics(proxy)
+    assert 'moim_embedding_service_texts_total{kind="document"} 4.0' in scraped
+    assert 'moim_embedding_service_seconds_total{kind="query"}' in scraped
+    assert "moim_vector_rebuild_pending 0.0" in scraped
 
 
 def test_the_key_and_no_client_field_reach_the_embedding_service(make_proxy, upstream, embeddings):
@@ -131,6 +135,7 @@ def test_a_new_embedder_rebuilds_the_vectors_and_recall_works_after(
         assert state == {"from": state["from"], "to": "test-bow (96)", "done": 0, "total": 4}
         assert state["from"].startswith("sentence-transformers/all-MiniLM-L6-v2")
         assert "embedding model changed from" in caplog.text
+        assert "moim_vector_rebuild_pending 4.0" in metrics(proxy)
 
         headers = ask(proxy, BEES_QUESTION)  # meanwhile: keywords, no query embedding
         assert BEES in block_in(upstream.last_json["messages"])
@@ -186,6 +191,10 @@ def serving(config, embedder=None):
 
 def readiness(proxy):
     return httpx.get(proxy.root + "/health/readiness").json()
+
+
+def metrics(proxy):
+    return httpx.get(proxy.root + "/metrics").text
 
 
 def stats(proxy):
