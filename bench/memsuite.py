@@ -317,7 +317,8 @@ def main() -> None:
             if fresh:
                 for persona in personas:
                     replay(client, upstream, persona, not args.no_timestamps)
-                httpx.post(root + "/v1/memory/flush", timeout=300)
+                while httpx.post(root + "/v1/memory/flush", timeout=300).status_code != 200:
+                    pass  # 504: still indexing after 120 s (a busy machine); wait again
             print(f"replay {time.perf_counter() - started:.0f} s (fresh: {fresh})")
             upstream.script.clear()
             for number, case in enumerate(cases):
