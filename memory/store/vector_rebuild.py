@@ -14,9 +14,9 @@ The rebuild is one `meta` row, `vector_rebuild`, holding JSON:
 Chunks with ids above `end` were indexed after the switch, by the new model. The others are
 re-embedded in (user id, chunk id) order, so users become whole one after another; `user` and
 `chunk` are the last chunk done. A user is ready for dense recall once none of their chunks up
-to `end` lies after that cursor (`user_ready`, one indexed range probe); until then their
-recall is lexical only (memory/layer.py). Every comparison of user ids is made by the
-database, in the same collation as its `ORDER BY`.
+to `end` lies after that cursor (`user_ready`, index probes); until then their recall is
+lexical only (memory/layer.py). Every comparison of user ids is made by the database, in the
+same collation as its `ORDER BY`.
 
 Each step saves its vectors and moves the cursor in one transaction, and only if the cursor is
 still where the step read it (a compare-and-set on the row): two Postgres replicas may run
@@ -122,21 +122,36 @@ def state(store: StoreBackend) -> VectorRebuild | None:
 
 
 def user_ready(store: StoreBackend, user_id: str, rebuild: VectorRebuild) -> bool:
-    """True when every chunk of the user has its vector from the new model."""
+    """True when every chunk of the user has its vector from the new model: the user comes
+    before the cursor's (in the database's collation), or none of theirs up to `end` lies
+    after it. Two index probes at most."""
+    lower = rebuild.chunk_id
+    if user_id != rebuild.user_id:
+        later = store.read("SELECT CAST(? AS TEXT) > CAST(? AS TEXT)", (user_id, rebuild.user_id))
+        if not later[0][0]:
+            return True
+        lower = 0
     rows = store.read(
-        "SELECT 1 FROM chunks WHERE user_id = ? AND id <= ? AND (user_id, id) > (?, ?) LIMIT 1",
-        (user_id, rebuild.end, rebuild.user_id, rebuild.chunk_id),
+        "SELECT 1 FROM chunks WHERE user_id = ? AND id > ? AND id <= ? LIMIT 1",
+        (user_id, lower, rebuild.end),
     )
     return not rows
 
 
 def pending(store: StoreBackend, rebuild: VectorRebuild, limit: int) -> list[PendingChunk]:
-    """The next `limit` chunks to re-embed, in (user id, chunk id) order."""
+    """The next `limit` chunks to re-embed, in (user id, chunk id) order: the rest of the
+    cursor's user, then the users after it (each read starts at its place in the index)."""
     rows = store.read(
-        "SELECT id, message_id, user_id, session_id, role, name, position, text, created_at "
-        "FROM chunks WHERE id <= ? AND (user_id, id) > (?, ?) ORDER BY user_id, id LIMIT ?",
-        (rebuild.end, rebuild.user_id, rebuild.chunk_id, limit),
+        f"SELECT {_COLUMNS} FROM chunks WHERE user_id = ? AND id > ? AND id <= ? "
+        "ORDER BY id LIMIT ?",
+        (rebuild.user_id, rebuild.chunk_id, rebuild.end, limit),
     )
+    if len(rows) < limit:
+        rows += store.read(
+            f"SELECT {_COLUMNS} FROM chunks WHERE user_id > ? AND id <= ? "
+            "ORDER BY user_id, id LIMIT ?",
+            (rebuild.user_id, rebuild.end, limit - len(rows)),
+        )
     return [
         PendingChunk(
             int(r[0]),
@@ -151,6 +166,9 @@ def pending(store: StoreBackend, rebuild: VectorRebuild, limit: int) -> list[Pen
         )
         for r in rows
     ]
+
+
+_COLUMNS = "id, message_id, user_id, session_id, role, name, position, text, created_at"
 
 
 def save(
