@@ -164,3 +164,38 @@ def test_a_step_that_finds_the_cursor_moved_stores_nothing(switched):
     assert vector_rebuild.state(store).done == 1
     stored = store.vectors(chunks[0].user_id, [chunks[0].id])[chunks[0].id]
     assert not np.allclose(stored, 1.0)
+
+
+class OpenAISizedEmbedder(WideHashEmbedder):
+    """The same bag of words in 1536 dimensions (text-embedding-3-small's width)."""
+
+    name = "test/hash-1536"
+    dim = 1536
+
+    def embed_documents(self, texts):
+        return np.array([self.embed_query(t) for t in texts], dtype=np.float32).reshape(-1, 1536)
+
+    def embed_query(self, text):
+        vector = np.full(1536, 0.01, dtype=np.float32)
+        for word in re.findall(r"\w+", text.lower()):
+            digest = hashlib.blake2b(word.encode(), digest_size=2).digest()
+            vector[int.from_bytes(digest, "little") % 1536] += 1.0
+        return vector / np.linalg.norm(vector)
+
+
+def test_the_vectors_can_widen_to_1536_dimensions(settings):
+    first = open_layer(settings, WideHashEmbedder())
+    remember_all(first)
+    first.close()
+    layer = open_layer(settings, OpenAISizedEmbedder())
+    try:
+        _ = layer.embedder
+        while layer.rebuild_vectors():
+            pass
+
+        ids, vectors = layer.store.user_vectors("ana")
+        assert len(ids) == 4 and vectors.shape[1] == 1536
+        hits = layer.search("ana", "Where does Ingrid keep the bees?")
+        assert "Ingrid keeps bees" in hits[0].chunk.text and hits[0].similarity > 0.3
+    finally:
+        layer.close()
