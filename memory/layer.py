@@ -157,11 +157,11 @@ class MemoryLayer:
                         self._load_failed = time.monotonic()
                         raise
                     if self.store.ensure_vectors(embedder.name, embedder.dim):
-                        self._announce_change(embedder)
+                        self._announce_change()
                     self._embedder = embedder
         return self._embedder
 
-    def _announce_change(self, embedder: Embedder) -> None:
+    def _announce_change(self) -> None:
         """Log what a change of embedding model costs (`ensure_vectors` returned True)."""
         rebuild = self.rebuilds.started()
         if rebuild is None:
