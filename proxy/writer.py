@@ -28,6 +28,8 @@ Failures never stop the writer (proxy/writer_health.py names the parts that can 
 - A journal that cannot be emptied keeps turns already stored (storing them again is
   harmless); the writer tries again at its next cycle.
 - A failed indexing pass leaves the messages unindexed in SQLite for the next pass.
+- When no message waits to be indexed, a pass re-embeds a batch of chunks after a change of
+  embedding model (`MemoryLayer.rebuild_vectors`); it fails and is retried as indexing is.
 - The loop runs under `supervise`: should it raise anyway, the crash is logged with its
   traceback, and the loop restarts, reading the journal again first.
 
@@ -400,6 +402,9 @@ class Writer:
         try:
             work = self._layer.index_pending
             worked = int(await loop.run_in_executor(self._indexer, work, batch, 1))
+            if worked == 0:  # no turn waits: re-embed a batch after a change of model
+                rebuild = self._layer.rebuild_vectors
+                worked = int(await loop.run_in_executor(self._indexer, rebuild))
         except Exception as exc:  # the model, the store: the messages wait in SQLite
             self._health.failed("index", exc, traceback=True)
             return None

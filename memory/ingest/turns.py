@@ -280,18 +280,11 @@ def _index_slice(
     known: Known | None,
 ) -> None:
     """Embed one message's slice and store its chunks, FTS rows and vectors."""
-    context = ("", "")
-    if part.first and part.texts:
-        context = _context(store, part.message, settings)
-    message = part.message
-    inputs = [
-        embedding_text(message.role, message.name, text, context if part.first and i == 0 else None)
-        for i, text in enumerate(part.texts)
-    ]
-    vectors = _embed(embedder, message.user_id, inputs, known) if inputs else None
-    ids = store.add_chunks(message, part.texts, vectors, context[1], part.start, part.last)
+    inputs, before = embedding_inputs(store, settings, part.message, part.texts, part.start)
+    vectors = _embed(embedder, part.message.user_id, inputs, known) if inputs else None
+    ids = store.add_chunks(part.message, part.texts, vectors, before, part.start, part.last)
     if ids and vectors is not None:
-        index.add(message.user_id, ids, vectors)
+        index.add(part.message.user_id, ids, vectors)
 
 
 def _embed(embedder: Embedder, user_id: str, texts: list[str], known: Known | None) -> np.ndarray:
@@ -302,6 +295,25 @@ def _embed(embedder: Embedder, user_id: str, texts: list[str], known: Known | No
         return embedder.embed_documents(texts)
     fresh = iter(embedder.embed_documents(todo) if todo else ())
     return np.vstack([next(fresh) if vector is None else vector for vector in held])
+
+
+def embedding_inputs(
+    store: Store, settings: Settings, message: Message, texts: Sequence[str], start: int
+) -> tuple[list[str], str]:
+    """What is embedded for `message`'s chunks `texts` (from position `start`), and the
+    previous turn's tail that its first chunk's lexical row holds ("" for a later slice).
+
+    Indexing and the re-embedding after a model change (memory/ingest/reembed.py) both
+    call it, so a re-embedded chunk gets the vector a fresh index would give it.
+    """
+    context = ("", "")
+    if start == 0 and texts:
+        context = _context(store, message, settings)
+    inputs = [
+        embedding_text(message.role, message.name, text, context if start == 0 and i == 0 else None)
+        for i, text in enumerate(texts)
+    ]
+    return inputs, context[1]
 
 
 def _context(store: Store, message: Message, settings: Settings) -> tuple[str, str]:

@@ -10,6 +10,7 @@ roles that are not recalled. `memory.recall.ranking` fuses what is left.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import numpy as np
 
 from memory.block.tokens import message_text
 from memory.embedding import Embedder
+from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import nothing_stands_out
 from memory.recall.scoring import Weights, rank
@@ -28,6 +30,8 @@ from memory.records import Chunk, Hit, LeftOut
 from memory.settings import Settings
 from memory.store.backend import StoreBackend as Store
 from memory.store.fts import fts_terms, search_terms
+
+logger = logging.getLogger(__name__)
 
 _LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
 
@@ -46,6 +50,8 @@ class Retrieval:
     query: str
     # What was found but dropped: present in the request, abstained on, weak (for the inspector).
     left_out: tuple[LeftOut, ...] = ()
+    # Why recall went on with the lexical side alone: the embedder failed (None: it did not).
+    degraded: str | None = None
 
 
 def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -69,7 +75,7 @@ def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
 def retrieve(
     store: Store,
     index: VectorIndex,
-    embedder: Embedder,
+    embedder: Embedder | None,
     settings: Settings,
     user_id: str,
     query: str,
@@ -85,10 +91,14 @@ def retrieve(
     it, a search (the memory API, the search tool) lists what matched without it. `question`
     is the text embedded for the dense search, when not `query` itself (recall embeds the
     last user message as the writer will: `memory.ingest.turns.question_text`).
+
+    With no `embedder` (the user's vectors are being rebuilt for a new model), or when it
+    fails (EmbeddingFailed: a remote embedder unreachable), the lexical side alone ranks:
+    BM25 orders the hits, and the cosine floors and the gate, which need cosines, pass them.
     """
     if not query.strip():
         return Retrieval([], True, query)
-    if settings.vector_search == "ram" and index.count(user_id) == 0:
+    if embedder is not None and settings.vector_search == "ram" and index.count(user_id) == 0:
         return Retrieval([], True, query)  # nothing stored: skip the embedding and the searches
     wanted = settings.candidates if limit is None else max(limit, settings.candidates)
     terms = search_terms(query) if settings.retrievers != "dense" else []
@@ -100,10 +110,12 @@ def retrieve(
         if terms
         else None
     )
+    vector, degraded = None, None
+    dense: list[tuple[int, float]] = []
     try:
-        vector = embedder.embed_query(query if question is None else question)
-        dense: list[tuple[int, float]] = []
-        if settings.retrievers != "lexical":
+        if embedder is not None:
+            vector, degraded = _embed_query(embedder, query if question is None else question)
+        if vector is not None and settings.retrievers != "lexical":
             dense = _dense(store, index, settings, user_id, vector, wanted)
     finally:
         side = searching.result() if searching is not None else _Lexical([], {}, set(), set())
@@ -128,18 +140,29 @@ def retrieve(
         if i in found and c.message_hash in exclude_hashes and c.role in RECALLED_ROLES
     )
     similarities = dict(dense)
-    missing = [i for i in visible if i not in similarities]
-    similarities.update(_similarities(store, index, settings, user_id, vector, missing))
+    if vector is not None:
+        missing = [i for i in visible if i not in similarities]
+        similarities.update(_similarities(store, index, settings, user_id, vector, missing))
     ranked = rank(
         visible, dense, lexical, similarities, now, query, query_windows(query), _weights(settings)
     )
     hits, kept = ranked.hits, ranked.kept
     if ranked.abstained:
-        return Retrieval([], True, query, present + _left_out("abstained", hits, []))
+        return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
     threshold = settings.min_standout if gate else 0.0
     if nothing_stands_out(query, hits, kept, settings.standout_margin_weight, threshold):
-        return Retrieval([], True, query, present + _left_out("abstained", hits, []))
-    return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept))
+        return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
+    return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept), degraded)
+
+
+def _embed_query(embedder: Embedder, query: str) -> tuple[np.ndarray | None, str | None]:
+    """The query's vector, or (None, why) when the embedder failed: recall then goes on
+    with the lexical side alone (fail open), and the caller says so."""
+    try:
+        return embedder.embed_query(query), None
+    except EmbeddingFailed as exc:
+        logger.warning("query embedding failed, recalling by keywords only: %s", exc)
+        return None, "embedder unavailable: keyword recall only"
 
 
 def _weights(settings: Settings) -> Weights:

@@ -39,6 +39,10 @@ class StoreBackend(Protocol):
 
     def ensure_vectors(self, model: str, dim: int) -> bool: ...
 
+    def write_vectors(
+        self, db: Any, rows: Sequence[tuple[int, str]], vectors: np.ndarray
+    ) -> None: ...
+
     def add_messages(self, user_id: str, session_id: str, rows: Sequence[NewMessage]) -> int: ...
 
     def insert_messages(

@@ -33,11 +33,13 @@ import psycopg_pool
 
 from memory.errors import StoreUnavailable
 from memory.records import Chunk, Message
+from memory.store import vector_rebuild
 from memory.store.backend import redact_url
 from memory.store.fts import fts_document
 from memory.store.pg_schema import migrate
 from memory.store.pg_sql import PgConnection
 from memory.store.store import NewMessage, Stats, message_from_row
+from memory.store.store import reembed_only as _reembed_only
 from memory.store.vector_table import row_dtype
 
 _VECTOR_LAYOUT = "3"  # as memory/store/store.py's: what is embedded for a chunk
@@ -137,7 +139,10 @@ class PgStore:
     # -- vectors table ---------------------------------------------------------------------
 
     def ensure_vectors(self, model: str, dim: int) -> bool:
-        """Create the vector table for this model; True when every message must be re-indexed."""
+        """Create the vector table for this model's width; True when chunks must be
+        re-embedded (another model) or messages re-indexed (another layout), as SQLite's
+        `Store.ensure_vectors`. The column's width is the model's: another width drops the
+        table and creates it again, under the lock replicas take for it."""
         wanted = {
             "embedding_model": model,
             "embedding_dim": str(dim),
@@ -147,10 +152,17 @@ class PgStore:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", [0x6D6F696E])
             current = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             same = all(current.get(k) == v for k, v in wanted.items())
+            rebuild = same and vector_rebuild.KEY in current
             if not same:
                 conn.execute("DROP TABLE IF EXISTS chunk_vectors")
-                conn.execute("DELETE FROM chunks")
-                conn.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+                shared = PgConnection(conn)
+                if _reembed_only(current):
+                    old = f"{current['embedding_model']} ({current['embedding_dim']})"
+                    rebuild = vector_rebuild.start(shared, old, f"{model} ({dim})") is not None
+                else:
+                    conn.execute("DELETE FROM chunks")
+                    conn.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+                    vector_rebuild.clear(shared)
                 for key, value in wanted.items():
                     conn.execute(
                         "INSERT INTO meta (key, value) VALUES (%s, %s) "
@@ -167,7 +179,19 @@ class PgStore:
             )
             anything = conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone()
         self.dim = dim
-        return not same and anything is not None
+        return rebuild or (not same and anything is not None)
+
+    def write_vectors(
+        self, db: PgConnection, rows: Sequence[tuple[int, str]], vectors: np.ndarray
+    ) -> None:
+        """Store (or replace) the vectors of chunks (id, user id), in `write()`'s transaction."""
+        for (chunk_id, user_id), vector in zip(rows, vectors, strict=True):
+            db.raw.execute(
+                "INSERT INTO chunk_vectors (chunk_id, user_id, embedding) "
+                "VALUES (%s, %s, %s::vector) "
+                "ON CONFLICT (chunk_id) DO UPDATE SET embedding = excluded.embedding",
+                [chunk_id, user_id, _vector_text(vector)],
+            )
 
     # -- messages --------------------------------------------------------------------------
 
@@ -430,6 +454,7 @@ class PgStore:
         with self._conn() as conn, conn.transaction():
             conn.execute("DELETE FROM chunks")  # cascades to chunk_vectors
             conn.execute("UPDATE messages SET indexed = 0")
+            vector_rebuild.clear(PgConnection(conn))
         return self.count_unindexed()
 
     # -- per-user housekeeping -------------------------------------------------------------

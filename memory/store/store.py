@@ -22,7 +22,7 @@ import numpy as np
 import sqlean
 
 from memory.records import Chunk, Message
-from memory.store import lexical_sync, vector_table
+from memory.store import lexical_sync, vector_rebuild, vector_table
 from memory.store.chunk_rows import DEFAULT_ROWS, ChunkRows
 from memory.store.database import Database, connect
 from memory.store.fts import fts_document, fts_match, fts_stems, owner_token
@@ -169,11 +169,14 @@ class Store(Database):
     # -- vectors table ---------------------------------------------------------------------
 
     def ensure_vectors(self, model: str, dim: int) -> bool:
-        """Create the vector table for this model; return True when a reindex is needed.
+        """Create the vector table for this model; return True when work is needed: every
+        chunk re-embedded (another model) or every message re-indexed (another layout).
 
-        Vectors are derived data. When the configured model (or the table's layout) differs
-        from the one that built them, they are dropped and every message is marked for
-        re-indexing.
+        Vectors are derived data, tagged in `meta` with the model and width that made them.
+        For another model the table is made again at its width and a background rebuild
+        re-embeds the chunks (memory/store/vector_rebuild.py); chunks and their lexical
+        rows stay. When the table's layout (what is embedded for a chunk) changed, chunks
+        are dropped too and every message is marked for re-indexing.
         """
         wanted = {
             "embedding_model": model,
@@ -182,23 +185,36 @@ class Store(Database):
         }
         current = dict(self.read("SELECT key, value FROM meta"))
         same = all(current.get(k) == v for k, v in wanted.items())
+        rebuild = same and vector_rebuild.KEY in current
         with self.held():
             with self.write() as db:
                 generation = None
                 if not same:
                     vector_table.drop(db)
-                    db.execute("DELETE FROM chunks")
-                    db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+                    if reembed_only(current):
+                        old = f"{current['embedding_model']} ({current['embedding_dim']})"
+                        rebuild = vector_rebuild.start(db, old, f"{model} ({dim})") is not None
+                    else:
+                        db.execute("DELETE FROM chunks")
+                        db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+                        vector_rebuild.clear(db)
+                        generation = lexical_sync.bump(db)
                     db.executemany(
                         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                         list(wanted.items()),
                     )
-                    generation = lexical_sync.bump(db)
                 vector_table.create(db, dim)
             if generation is not None:
                 self._mirror(generation, clear=True)
         self.dim = dim
+        if rebuild:
+            return True
         return not same and bool(self.read("SELECT 1 FROM messages LIMIT 1"))
+
+    def write_vectors(self, db: Any, rows: Sequence[tuple[int, str]], vectors: np.ndarray) -> None:
+        """Store (or replace) the vectors of chunks (id, user id), in `write()`'s transaction."""
+        for (chunk_id, user_id), vector in zip(rows, vectors, strict=True):
+            vector_table.put(db, chunk_id, user_id, vector)
 
     # -- messages --------------------------------------------------------------------------
 
@@ -525,6 +541,7 @@ class Store(Database):
                 db.execute("DELETE FROM chunks")
                 db.execute("DELETE FROM chunk_vectors")
                 db.execute("UPDATE messages SET indexed = 0")
+                vector_rebuild.clear(db)
                 generation = lexical_sync.bump(db)
             self._mirror(generation, clear=True)
         return self.count_unindexed()
@@ -581,6 +598,16 @@ _MESSAGE_JSON = (
     "json_array(id, user_id, session_id, role, name, content, "
     "printf('%!.17g', created_at), partial)"
 )
+
+
+def reembed_only(current: dict[str, str]) -> bool:
+    """True when the vectors were made by another model with today's layout: re-embedding
+    the chunks is enough (a store with no vectors yet, or another layout, re-indexes)."""
+    return (
+        current.get("vector_layout") == _VECTOR_LAYOUT
+        and "embedding_model" in current
+        and "embedding_dim" in current
+    )
 
 
 def message_from_row(row: Sequence[Any]) -> Message:
