@@ -168,7 +168,8 @@ CREATE TABLE chunk_terms (
     own INTEGER NOT NULL,
     context INTEGER NOT NULL,
     chunk_length INTEGER NOT NULL,
-    PRIMARY KEY (user_id, term, chunk_id)
+    -- covering: a search reads the index alone (heap reads were 4/5 of it at 100k chunks)
+    PRIMARY KEY (user_id, term, chunk_id) INCLUDE (own, context, chunk_length)
 );
 CREATE INDEX chunk_terms_by_chunk ON chunk_terms (chunk_id);
 

@@ -358,16 +358,15 @@ class PgStore:
         if not stems:
             return []
         rows = self._rows(
-            "WITH docs AS (SELECT count(*) AS n, coalesce(avg(length), 0) AS mean "
-            "  FROM chunks WHERE user_id = %s), "
+            "WITH docs AS (SELECT count(*)::float8 AS n, "
+            "  greatest(avg(length)::float8, 1e-9) AS mean FROM chunks WHERE user_id = %s), "
             "postings AS MATERIALIZED (SELECT term, chunk_id, own + %s * context AS tf, "
-            "  chunk_length FROM chunk_terms WHERE user_id = %s AND term = ANY("
-            "  tsvector_to_array(to_tsvector('simple', %s)))), "
+            "  chunk_length::float8 AS length FROM chunk_terms WHERE user_id = %s "
+            "  AND term = ANY(tsvector_to_array(to_tsvector('simple', %s)))), "
             "idf AS (SELECT term, ln(1 + (docs.n - count(*) + 0.5) / (count(*) + 0.5)) AS w "
             "  FROM postings, docs GROUP BY term, docs.n) "
-            "SELECT p.chunk_id, sum(idf.w * p.tf * %s / (p.tf + %s * (1 - %s + %s * "
-            "  p.chunk_length / greatest(docs.mean, 1e-9)))) AS score "
-            "FROM postings p JOIN idf USING (term), docs WHERE p.tf > 0 "
+            "SELECT p.chunk_id, sum(idf.w * p.tf * %s / (p.tf + %s * p.length / docs.mean + %s)) "
+            "AS score FROM postings p JOIN idf USING (term), docs WHERE p.tf > 0 "
             "GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %s",
             [
                 user_id,
@@ -375,9 +374,8 @@ class PgStore:
                 user_id,
                 " ".join(stems),
                 _K1 + 1,
-                _K1,
-                _B,
-                _B,
+                _K1 * _B,
+                _K1 * (1 - _B),
                 limit,
             ],
         )
