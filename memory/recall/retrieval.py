@@ -77,11 +77,14 @@ def retrieve(
     now: float,
     limit: int | None = None,
     gate: bool = True,
+    question: str | None = None,
 ) -> Retrieval:
     """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present.
 
     `gate` applies the abstention gate (`memory.recall.abstention`): recall for a block uses
-    it, a search (the memory API, the search tool) lists what matched without it.
+    it, a search (the memory API, the search tool) lists what matched without it. `question`
+    is the text embedded for the dense search, when not `query` itself (recall embeds the
+    last user message as the writer will: `memory.ingest.turns.question_text`).
     """
     if not query.strip():
         return Retrieval([], True, query)
@@ -98,7 +101,7 @@ def retrieve(
         else None
     )
     try:
-        vector = embedder.embed_query(query)
+        vector = embedder.embed_query(query if question is None else question)
         dense: list[tuple[int, float]] = []
         if settings.retrievers != "lexical":
             dense = _dense(store, index, settings, user_id, vector, wanted)

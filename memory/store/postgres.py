@@ -39,6 +39,7 @@ from memory.store.fts import fts_document
 from memory.store.pg_schema import migrate
 from memory.store.pg_sql import PgConnection
 from memory.store.store import NewMessage, Stats, message_from_row
+from memory.store.vector_table import row_dtype
 
 _VECTOR_LAYOUT = "3"  # as memory/store/store.py's: what is embedded for a chunk
 _MESSAGE_COLUMNS = "id, user_id, session_id, role, name, content, created_at, partial"
@@ -334,11 +335,18 @@ class PgStore:
     def neighbours(
         self,
         user_id: str,
-        message_id: int,
+        message_ids: Sequence[int],
         around: int,
         exclude_hashes: Collection[str] = (),
+    ) -> dict[int, list[Message]]:
+        """For each of these messages (by id): up to `around` user/assistant turns each side
+        of it in its session, and itself, oldest first."""
+        found = {mid: self._neighbours(user_id, mid, around, exclude_hashes) for mid in message_ids}
+        return {mid: messages for mid, messages in found.items() if messages}
+
+    def _neighbours(
+        self, user_id: str, message_id: int, around: int, exclude_hashes: Collection[str]
     ) -> list[Message]:
-        """Up to `around` user/assistant turns each side of a message, in its session."""
         same_session = (
             f"SELECT {_MESSAGE_COLUMNS}, content_hash FROM messages WHERE user_id = %s "
             "AND session_id = (SELECT session_id FROM messages WHERE id = %s AND user_id = %s) "
@@ -399,7 +407,9 @@ class PgStore:
         )
         return [(int(i), float(c)) for i, c in rows]
 
-    def user_vectors(self, user_id: str) -> tuple[np.ndarray, np.ndarray]:
+    def user_vectors(
+        self, user_id: str, half_from: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         rows = self._rows(
             "SELECT chunk_id, vector_send(embedding) FROM chunk_vectors WHERE user_id = %s "
             "ORDER BY chunk_id",
@@ -407,7 +417,8 @@ class PgStore:
             binary=True,
         )
         ids = np.asarray([int(r[0]) for r in rows], dtype=np.int64)
-        matrix = np.zeros((len(rows), self.dim or 0), dtype=np.float32)
+        dtype = row_dtype(len(rows), half_from)
+        matrix = np.zeros((len(rows), self.dim or 0), dtype=dtype)
         for n, row in enumerate(rows):
             matrix[n] = _parse_vector(row[1])
         return ids, matrix
