@@ -5,7 +5,8 @@ as in SQLite. What differs:
 
 - Connections come from a small pool (psycopg 3); a failed connection or statement is
   `StoreUnavailable`, as a locked SQLite file is, so chat fails open and the memory API says
-  503. The URL is only ever shown with its password masked.
+  503. The URL is only ever shown with its password masked. Statements are never prepared:
+  each is planned for its own user, as users' sizes differ by orders of magnitude.
 - Dense search is exact cosine over the user's rows of `chunk_vectors` (pgvector's `<=>`,
   ordered, limited; the user's rows found by index). Lexical search is BM25 over the same
   stemmed terms SQLite indexes (`memory.store.fts`): each chunk's `terms` tsvector holds its
@@ -85,7 +86,14 @@ class PgStore:
             url,
             min_size=1,
             max_size=max_connections,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            # No prepared statements: Postgres would plan a statement run a few times once,
+            # for an average user (a generic plan), and a heavy user's search then re-counts
+            # its chunks for each one that matches (100k chunks: 25 minutes, not 2 s).
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": CONNECT_TIMEOUT,
+                "prepare_threshold": None,
+            },
             check=psycopg_pool.ConnectionPool.check_connection,
             timeout=CONNECT_TIMEOUT,
             open=True,
