@@ -312,7 +312,7 @@ def profile(
                 "vector search (codes + rescoring)", index.search, user, vector, s.candidates
             )
         found_ids = {*(i for i, _ in lexical), *(i for i, _ in dense)}
-        chunks = timed("store.chunks", store.chunks, user, list(found_ids))
+        chunks = timed("store.chunks (rows read lately: RAM)", store.chunks, user, list(found_ids))
         missing = [i for i in chunks if i not in dict(dense)]
         timed("store.vectors (lexical-only)", store.vectors, user, missing)
         if not postgres:
