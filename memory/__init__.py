@@ -18,7 +18,7 @@ from memory.facts.consolidation import (
     gate,
     parse_operations,
 )
-from memory.heap import limit_arenas
+from memory.heap import fix_mmap_threshold, limit_arenas
 from memory.ingest.turns import Turn, content_hash
 from memory.layer import MemoryLayer, PendingRecall, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
@@ -78,6 +78,7 @@ __all__ = [
     "count_message_tokens",
     "count_tokens",
     "fill_ratio",
+    "fix_mmap_threshold",
     "gate",
     "inject_block",
     "limit_arenas",

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -63,6 +63,7 @@ class FastEmbedder:
             raise EmbeddingFailed(f"cannot load embedding model {model}: {exc}") from exc
         self.name = name
         self.dim = int(probe.shape[0])
+        self._bundled = model == BUNDLED_MODEL
         self._batch_size = batch_size
         # onnxruntime sessions are thread-safe; batches take turns so they do not thrash.
         self._lock = threading.Lock()
@@ -80,19 +81,13 @@ class FastEmbedder:
         return vector
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """Rows for `texts`; a text recently embedded as a query is not embedded again.
-
-        The last user message is usually both the request's query and, once the turn is
-        stored, one of the chunks to index: the model is symmetric, so its query vector is
-        reused and the writer embeds only what is new (about half of each turn).
-        """
-        known = [self._queries.get(text) for text in texts]
-        todo = [text for text, vector in zip(texts, known, strict=True) if vector is None]
-        fresh = iter(self._embed_batch(todo)) if todo else iter(())
-        rows = [next(fresh) if vector is None else vector for vector in known]
-        if not rows:
+        if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.vstack(rows).astype(np.float32)
+        return self._embed_batch(texts)
+
+    def forget_queries(self) -> None:
+        """Let go of every cached query (a user forgotten: their questions go too)."""
+        self._queries.clear()
 
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         # Batches are padded to their longest text: embed in length order, return in input order.
@@ -118,7 +113,10 @@ class FastEmbedder:
         # writer's batch (~50-200 ms) on the request path.
         started = time.thread_time()
         try:
-            row = next(iter(self._model.query_embed([text])))
+            if self._bundled:
+                row = _run_one(self._model.model, text)
+            else:  # fastembed's own way: some models prefix or pool queries their own way
+                row = next(iter(self._model.query_embed([text])))
         except Exception as exc:
             raise EmbeddingFailed(str(exc)) from exc
         self.cpu_seconds["query"] += time.thread_time() - started  # a race may lose one: a gauge
@@ -149,6 +147,100 @@ class RecentVectors:
             self._items.move_to_end(text)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+class QuestionVectors:
+    """Vectors of recent questions, per user, held until the writer indexes their messages.
+
+    Recall embeds each request's last user message as the writer will embed it
+    (`memory.ingest.turns.question_text`); the writer gets to the stored message seconds
+    later, or minutes under a backlog, and takes the vector from here instead of embedding
+    the text again. At most `size` are held in all (~1.5 kB each), the oldest let go first:
+    a request that stores nothing (mode `read`) leaves its vector to be pushed out, and one
+    pushed out is embedded again (the same vector: one text per model run). `drop` forgets
+    a user's.
+    """
+
+    def __init__(self, size: int = 2048) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, user_id: str, text: str, vector: np.ndarray) -> None:
+        with self._lock:
+            self._items[(user_id, text)] = vector
+            self._items.move_to_end((user_id, text))
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def take(self, user_id: str, text: str) -> np.ndarray | None:
+        """The vector held for this user's text, which is let go; None when none is."""
+        with self._lock:
+            return self._items.pop((user_id, text), None)
+
+    def drop(self, user_id: str | None = None) -> None:
+        """Let go of one user's vectors (or everyone's)."""
+        with self._lock:
+            if user_id is None:
+                self._items.clear()
+            else:
+                for key in [key for key in self._items if key[0] == user_id]:
+                    del self._items[key]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def noting(self, embedder: Embedder, user_id: str) -> Embedder:
+        """`embedder`, for one recall of `user_id`: each question's vector is also held.
+
+        Not for an embedder whose queries are embedded unlike its documents (a remote
+        model with a query prefix: memory/service_embedder.py): it is returned as it is.
+        """
+        if not getattr(embedder, "symmetric", True):
+            return embedder
+        return _Noting(embedder, user_id, self)
+
+
+class _Noting:
+    """An embedder whose queries' vectors are also put in a `QuestionVectors`."""
+
+    def __init__(self, embedder: Embedder, user_id: str, questions: QuestionVectors) -> None:
+        self.name, self.dim = embedder.name, embedder.dim
+        self._embedder, self._user_id, self._questions = embedder, user_id, questions
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector = self._embedder.embed_query(text)
+        self._questions.put(self._user_id, text, vector)
+        return vector
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embedder.embed_documents(texts)
+
+
+def _run_one(model: Any, text: str) -> np.ndarray:
+    """The bundled model's vector of one text, as fastembed's `query_embed` computes it.
+
+    fastembed's steps, called directly: its tokenizer's `encode` (`encode_batch`, which
+    fastembed calls, hands even one text to a pool of threads and waits for it), one run of
+    its onnxruntime session, its own pooling. ~0.1 ms less of ~3.5, with a thread hand-off
+    less; tests/memory/test_embedding.py pins the vectors equal to fastembed's.
+    """
+    from fastembed.common.onnx_model import OnnxOutputContext
+
+    encoding = model.tokenizer.encode(text)
+    ids = np.array([encoding.ids], dtype=np.int64)
+    mask = np.array([encoding.attention_mask], dtype=np.int64)
+    wanted = {node.name for node in model.model.get_inputs()}
+    given = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    inputs = {name: value for name, value in given.items() if name in wanted}
+    output = model.model.run(model.ONNX_OUTPUT_NAMES, inputs)[0]
+    pooled = model._post_process_onnx_output(OnnxOutputContext(output, mask, ids))
+    row: np.ndarray = np.asarray(pooled)[0]
+    return row
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:

@@ -7,6 +7,8 @@ alternates, in worker threads: store every queued turn (`MemoryLayer.store_only`
 index one pass (`index_pending`: embedding, slow, a bounded amount of work), and again. So
 SQLite has one writer, the event loop never waits on it, turns reach SQLite within one
 pass's time even under a backlog, and progress (`pending`, `flush`) advances pass by pass.
+With replicas on Postgres, turns may also wait behind messages another replica is indexing;
+the writer then looks again every second until they are done.
 
 Back-pressure: the queue holds at most `maxsize` turns. Past that, turns go to the journal
 only (RAM stays bounded) and are stored from it when the queue has drained; `spilled`
@@ -71,6 +73,9 @@ _JOURNAL_TRIM_BYTES = 4 * 1024 * 1024
 # maximum, even when no new turn arrives to wake it.
 _RETRY_FIRST = 1.0
 _RETRY_MAX = 60.0
+# With replicas: how often to look again while our stored turns wait behind messages
+# another replica has claimed (no new turn may come to wake us when it is done).
+_OTHERS_POLL = 1.0
 # How much nicer than the process the indexing thread is (Unix nice values, 19 at most).
 _INDEXING_NICENESS = 10
 
@@ -259,6 +264,8 @@ class Writer:
             self._health.recovered("task")
             if self._health.problem is not None or self._journal_only_since is not None:
                 retry = min(2 * retry, _RETRY_MAX) if retry else _RETRY_FIRST
+            elif self._layer.shared and self._progress.pending:
+                retry = _OTHERS_POLL  # another replica indexes what our turns wait behind
             else:
                 retry = None
             await self._tidy()

@@ -83,11 +83,14 @@ def retrieve(
     now: float,
     limit: int | None = None,
     gate: bool = True,
+    question: str | None = None,
 ) -> Retrieval:
     """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present.
 
     `gate` applies the abstention gate (`memory.recall.abstention`): recall for a block uses
-    it, a search (the memory API, the search tool) lists what matched without it.
+    it, a search (the memory API, the search tool) lists what matched without it. `question`
+    is the text embedded for the dense search, when not `query` itself (recall embeds the
+    last user message as the writer will: `memory.ingest.turns.question_text`).
 
     With no `embedder` (the user's vectors are being rebuilt for a new model), or when it
     fails (EmbeddingFailed: a remote embedder unreachable), the lexical side alone ranks:
@@ -111,7 +114,7 @@ def retrieve(
     dense: list[tuple[int, float]] = []
     try:
         if embedder is not None:
-            vector, degraded = _embed_query(embedder, query)
+            vector, degraded = _embed_query(embedder, query if question is None else question)
         if vector is not None and settings.retrievers != "lexical":
             dense = _dense(store, index, settings, user_id, vector, wanted)
     finally:

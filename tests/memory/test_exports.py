@@ -69,6 +69,7 @@ def test_memory_exports_exactly_these_names():
         "count_message_tokens",
         "count_tokens",
         "fill_ratio",
+        "fix_mmap_threshold",
         "gate",
         "inject_block",
         "limit_arenas",

@@ -282,3 +282,29 @@ def test_a_reply_is_found_by_the_turn_it_answers_below_the_turn_itself(store, se
     # "Yes, last May!" by its question's end; "Lovely." follows a turn without the word
     assert texts(0.7)[-1] == "Yes, last May!"
     assert set(texts(0.7)) == {said[0][1], said[1][1], said[3][1]}
+
+
+def test_neighbours_of_several_messages_come_in_one_read_each_in_its_session(store):
+    said = [new_message(f"k{i}", f"turn {i}", ("user", "assistant")[i % 2]) for i in range(1, 8)]
+    store.add_messages("fay", "s-1", said)
+    store.add_messages("fay", "s-2", [new_message("other", "elsewhere")])
+    store.add_messages("gus", "s-1", [new_message("gus", "not fay's")])
+    ids = {m.content: m.id for m in store.messages("fay")} | {"gus": store.messages("gus")[0].id}
+
+    def contents(found):
+        return {anchor: [m.content for m in messages] for anchor, messages in found.items()}
+
+    found = store.neighbours("fay", [ids["turn 2"], ids["turn 6"], ids["elsewhere"]], 1)
+    assert contents(found) == {
+        ids["turn 2"]: ["turn 1", "turn 2", "turn 3"],
+        ids["turn 6"]: ["turn 5", "turn 6", "turn 7"],
+        ids["elsewhere"]: ["elsewhere"],
+    }
+    # turns present in the request are left out, but never the message itself
+    hidden = {"k3", "k6"}
+    assert contents(store.neighbours("fay", [ids["turn 2"], ids["turn 6"]], 2, hidden)) == {
+        ids["turn 2"]: ["turn 1", "turn 2", "turn 4"],
+        ids["turn 6"]: ["turn 4", "turn 5", "turn 6", "turn 7"],
+    }
+    assert store.neighbours("fay", [ids["gus"]], 1) == {}  # another user's message
+    assert store.neighbours("fay", [], 1) == {}
