@@ -195,7 +195,13 @@ class QuestionVectors:
         return len(self._items)
 
     def noting(self, embedder: Embedder, user_id: str) -> Embedder:
-        """`embedder`, for one recall of `user_id`: each question's vector is also held."""
+        """`embedder`, for one recall of `user_id`: each question's vector is also held.
+
+        Not for an embedder whose queries are embedded unlike its documents (a remote
+        model with a query prefix: memory/service_embedder.py): it is returned as it is.
+        """
+        if not getattr(embedder, "symmetric", True):
+            return embedder
         return _Noting(embedder, user_id, self)
 
 

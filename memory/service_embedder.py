@@ -70,6 +70,9 @@ class ServiceEmbedder:
         self.seconds = {"query": 0.0, "document": 0.0}
         self.texts = {"query": 0, "document": 0}
         self.name = _space_name(model, query_prefix, document_prefix)
+        # A query's vector may stand for the same text stored (the writer reuses recall's,
+        # memory.embedding.QuestionVectors) only when both are embedded alike.
+        self.symmetric = query_prefix == document_prefix
         self.dim = dim if dim is not None else len(self._call(["probe"], "query", False)[0])
 
     def close(self) -> None:
@@ -77,6 +80,10 @@ class ServiceEmbedder:
         close = getattr(self._service, "close", None)
         if close is not None:
             close()
+
+    def forget_queries(self) -> None:
+        """Let go of every cached query (a user forgotten: their questions go too)."""
+        self._queries.clear()
 
     def embed_query(self, text: str) -> np.ndarray:
         known = self._queries.get(text)
@@ -96,8 +103,7 @@ class ServiceEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Rows for `texts`; with equal prefixes, a text just embedded as a query is reused."""
-        reuse = self._query_prefix == self._document_prefix
-        known = [self._queries.get(text) if reuse else None for text in texts]
+        known = [self._queries.get(text) if self.symmetric else None for text in texts]
         todo = [self._document_prefix + t for t, v in zip(texts, known, strict=True) if v is None]
         fresh = iter(self._batches(todo))
         rows = [next(fresh) if vector is None else vector for vector in known]

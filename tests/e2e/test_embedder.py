@@ -208,3 +208,21 @@ def wait_for(probe, timeout=30.0):
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.05)
     return found
+
+
+def test_with_prefixes_a_question_is_embedded_again_as_a_stored_message(
+    make_proxy, upstream, embeddings
+):
+    chosen = remote(
+        embeddings, dimensions=DIMENSIONS, query_prefix="query: ", document_prefix="passage: "
+    )
+    proxy = make_proxy(embedder=chosen)
+    remember(proxy, "ana", BIKE)  # something stored, so the next request embeds its question
+
+    long = BEES + " and every summer she sells the heather honey at the market by the river"
+    say(proxy, [{"role": "user", "content": long}], "ana")  # 20 words: embedded alone
+    proxy.flush()
+
+    texts = embeddings.texts()
+    assert texts.count("query: " + long) == 1  # recall's
+    assert texts.count("passage: " + long) == 1  # the writer's: not the query's vector
