@@ -6,6 +6,10 @@ The default model is all-MiniLM-L6-v2 (384 dimensions), bundled and run in int8
 be configured by users who have network.
 
 Vectors are float32, L2-normalised, so a dot product is the cosine.
+
+The same model run also yields a vector per word: the mean of the last hidden states of the
+word's tokens, normalised (`WordVector`). Recall compares a question's words with the words
+the user has said (`memory/recall/vocabulary.py`); they cost no extra run.
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from memory.bundled_model import VARIANT, bundled_model_dir
 from memory.errors import EmbeddingFailed
 from memory.settings import BUNDLED_MODEL
+
+T = TypeVar("T")
 
 
 class Embedder(Protocol):
@@ -35,6 +42,34 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> np.ndarray:
         """One normalised float32 vector."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class WordVector:
+    """One word of an embedded text and its contextual vector (normalised float32).
+
+    `word` is the text's own characters at `start` (case kept); the vector is the mean of the
+    model's last hidden states over the word's tokens, the states the text's vector pools.
+    """
+
+    word: str
+    start: int
+    vector: np.ndarray
+
+
+@runtime_checkable
+class WordEmbedder(Embedder, Protocol):
+    """An embedder that also gives each text's word vectors, from the same model run."""
+
+    def embed_query_words(self, text: str) -> tuple[np.ndarray, tuple[WordVector, ...]]:
+        """The query's vector (as `embed_query`) and its words' vectors."""
+        ...
+
+    def embed_documents_words(
+        self, texts: Sequence[str]
+    ) -> tuple[np.ndarray, list[tuple[WordVector, ...]]]:
+        """The texts' rows (as `embed_documents`) and each text's word vectors."""
         ...
 
 
@@ -66,7 +101,8 @@ class FastEmbedder:
         self._batch_size = batch_size
         # onnxruntime sessions are thread-safe; batches take turns so they do not thrash.
         self._lock = threading.Lock()
-        self._queries = RecentVectors(512)
+        self._queries: RecentVectors[np.ndarray] = RecentVectors(512)
+        self._query_words: RecentVectors[tuple[WordVector, ...]] = RecentVectors(512)
         # CPU seconds (of the threads that ran the model) and texts, per kind: "query" for
         # recall, "document" for indexing (bench/load.py splits moim's CPU with them).
         self.cpu_seconds = {"query": 0.0, "document": 0.0}
@@ -93,6 +129,65 @@ class FastEmbedder:
         if not rows:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.vstack(rows).astype(np.float32)
+
+    def embed_query_words(self, text: str) -> tuple[np.ndarray, tuple[WordVector, ...]]:
+        """The query's vector and its words' vectors, from one model run (both cached)."""
+        vector, words = self._queries.get(text), self._query_words.get(text)
+        if vector is None or words is None:
+            started = time.thread_time()
+            rows, found = self._run_with_words([text])
+            self.cpu_seconds["query"] += time.thread_time() - started
+            self.texts["query"] += 1
+            vector, words = rows[0], found[0]
+            vector.setflags(write=False)
+            self._queries.put(text, vector)
+            self._query_words.put(text, words)
+        return vector, words
+
+    def embed_documents_words(
+        self, texts: Sequence[str]
+    ) -> tuple[np.ndarray, list[tuple[WordVector, ...]]]:
+        """Rows and word vectors for `texts`, one text per model run (`embedding_batch_size`
+        does not apply: a run's words come from that text alone).
+
+        A text recently embedded as a query with its words is not run again.
+        """
+        rows: list[np.ndarray] = []
+        words: list[tuple[WordVector, ...]] = []
+        for text in texts:
+            vector, known = self._queries.get(text), self._query_words.get(text)
+            if vector is None or known is None:
+                with self._lock:
+                    started = time.thread_time()
+                    fresh, found = self._run_with_words([text])
+                    self.cpu_seconds["document"] += time.thread_time() - started
+                    self.texts["document"] += 1
+                vector, known = fresh[0], found[0]
+            rows.append(vector)
+            words.append(known)
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32), []
+        return np.vstack(rows).astype(np.float32), words
+
+    def _run_with_words(
+        self, texts: list[str]
+    ) -> tuple[list[np.ndarray], list[tuple[WordVector, ...]]]:
+        """One run of the model over `texts`: each text's pooled vector (as fastembed pools
+        it) and its words' vectors. Relies on fastembed's ONNX model object (`onnx_embed`,
+        `_post_process_onnx_output`, `tokenizer`), pinned with fastembed's version."""
+        model: Any = self._model.model
+        try:
+            output = model.onnx_embed(texts)
+            pooled = list(model._post_process_onnx_output(output))
+            encodings = [model.tokenizer.encode(text) for text in texts]
+        except Exception as exc:
+            raise EmbeddingFailed(str(exc)) from exc
+        vectors = [_normalise(np.asarray(row, dtype=np.float32)[None, :])[0] for row in pooled]
+        words = [
+            _word_vectors(text, encoding, np.asarray(output.model_output[i], dtype=np.float32))
+            for i, (text, encoding) in enumerate(zip(texts, encodings, strict=True))
+        ]
+        return vectors, words
 
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         # Batches are padded to their longest text: embed in length order, return in input order.
@@ -128,22 +223,45 @@ class FastEmbedder:
         return vector
 
 
-class RecentVectors:
+def _word_vectors(text: str, encoding: Any, states: np.ndarray) -> tuple[WordVector, ...]:
+    """Each word of `text` (the tokenizer's words: split at spaces and punctuation) with the
+    normalised mean of its tokens' hidden states; words cut off by truncation are left out."""
+    tokens: dict[int, list[int]] = {}
+    for position, word_id in enumerate(encoding.word_ids):
+        if word_id is not None and position < len(states):
+            tokens.setdefault(word_id, []).append(position)
+    if not tokens:
+        return ()
+    spans = list(tokens.values())
+    averaging = np.zeros((len(spans), len(states)), dtype=np.float32)  # words × tokens
+    for row, positions in enumerate(spans):
+        averaging[row, positions] = 1.0 / len(positions)
+    means = averaging @ states
+    norms = np.linalg.norm(means, axis=1)
+    words = []
+    for row, positions in enumerate(spans):
+        start, end = encoding.offsets[positions[0]][0], encoding.offsets[positions[-1]][1]
+        if end > start and norms[row] > 0:
+            words.append(WordVector(text[start:end], start, means[row] / norms[row]))
+    return tuple(words)
+
+
+class RecentVectors(Generic[T]):
     """A small thread-safe LRU of text → vector (the query cache)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._items: OrderedDict[str, T] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, text: str) -> np.ndarray | None:
+    def get(self, text: str) -> T | None:
         with self._lock:
             vector = self._items.get(text)
             if vector is not None:
                 self._items.move_to_end(text)
             return vector
 
-    def put(self, text: str, vector: np.ndarray) -> None:
+    def put(self, text: str, vector: T) -> None:
         with self._lock:
             self._items[text] = vector
             self._items.move_to_end(text)

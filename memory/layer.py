@@ -40,6 +40,7 @@ from memory.facts.rules import set_fact as _set_fact
 from memory.ingest.turns import Turn, content_hash, index_pending, store_new_messages
 from memory.recall.retrieval import Retrieval, build_query, retrieve
 from memory.recall.vectors import VectorIndex
+from memory.recall.vocabulary import Vocabulary
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Settings
 from memory.store import fact_rows, fts_upkeep, marks, overview
@@ -123,6 +124,7 @@ class MemoryLayer:
         self.store: StoreBackend = open_store(settings, on_migration)
         self._journal: Journal | None = None
         self.index = VectorIndex(self.store.user_vectors)
+        self.vocabulary = Vocabulary(self.store)
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
         self._load_lock = threading.Lock()
@@ -188,7 +190,15 @@ class MemoryLayer:
         exclude = {content_hash(m) for m in messages} | (held or set())
         query = build_query(messages)
         found = retrieve(
-            self.store, self.index, embedder, self.settings, user_id, query, exclude, now
+            self.store,
+            self.index,
+            embedder,
+            self.settings,
+            user_id,
+            query,
+            exclude,
+            now,
+            vocabulary=self.vocabulary,
         )
         return found, exclude
 
@@ -317,6 +327,7 @@ class MemoryLayer:
             time.time(),
             limit=k,
             gate=False,
+            vocabulary=self.vocabulary,
         )
         return found.hits[:k]
 
@@ -587,6 +598,7 @@ class MemoryLayer:
         """Delete every message, chunk, vector and fact of one user."""
         removed = self.store.delete_user(user_id)
         self.index.drop(user_id)
+        self.vocabulary.drop(user_id)
         return removed
 
     def export(self, user_id: str) -> Iterator[dict[str, Any]]:

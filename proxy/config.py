@@ -158,6 +158,9 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         placement=_choice(mem, "placement", ("system", "before_last_user"), defaults.placement),
         min_similarity=_get(mem, "min_similarity", float, defaults.min_similarity, "memory."),
         min_standout=_get(mem, "min_standout", float, defaults.min_standout, "memory."),
+        expansion_similarity=_get(
+            mem, "expansion_similarity", float, defaults.expansion_similarity, "memory."
+        ),
         recency_half_life_days=_get(
             mem, "recency_half_life_days", float, defaults.recency_half_life_days, "memory."
         ),

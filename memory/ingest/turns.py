@@ -18,13 +18,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from memory.block.render import strip_block
 from memory.block.tokens import count_tokens, message_text
-from memory.embedding import Embedder
+from memory.embedding import Embedder, WordEmbedder
 from memory.ingest.chunking import chunk_text
 from memory.ingest.speakers import split_speaker
 from memory.recall.vectors import VectorIndex
-from memory.records import Message
+from memory.recall.vocabulary import vocabulary_terms
+from memory.records import Message, Term
 from memory.settings import Settings
 from memory.store.backend import StoreBackend as Store
 from memory.store.fts import turn_tail
@@ -240,10 +243,29 @@ def _index_slice(
         _embedding_text(part.message.name, text, context if part.first and i == 0 else None)
         for i, text in enumerate(part.texts)
     ]
-    vectors = embedder.embed_documents(inputs) if inputs else None
-    ids = store.add_chunks(part.message, part.texts, vectors, context[1], part.start, part.last)
+    vectors, terms = _embed(embedder, inputs, part.texts)
+    ids = store.add_chunks(
+        part.message, part.texts, vectors, context[1], part.start, part.last, terms
+    )
     if ids and vectors is not None:
         index.add(part.message.user_id, ids, vectors)
+
+
+def _embed(
+    embedder: Embedder, inputs: list[str], texts: list[str]
+) -> tuple[np.ndarray | None, list[list[Term]]]:
+    """The inputs' vectors and, when the embedder gives word vectors, each chunk's words for
+    the user's vocabulary (those of its own text, which ends its input)."""
+    if not inputs:
+        return None, []
+    if not isinstance(embedder, WordEmbedder):
+        return embedder.embed_documents(inputs), []
+    vectors, words = embedder.embed_documents_words(inputs)
+    terms = [
+        vocabulary_terms(found, len(given) - len(text))
+        for found, given, text in zip(words, inputs, texts, strict=True)
+    ]
+    return vectors, terms
 
 
 def _context(store: Store, message: Message, settings: Settings) -> tuple[str, str]:

@@ -18,11 +18,12 @@ from typing import Any, Literal
 import numpy as np
 
 from memory.block.tokens import message_text
-from memory.embedding import Embedder
+from memory.embedding import Embedder, WordEmbedder
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import nothing_stands_out
 from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
+from memory.recall.vocabulary import Vocabulary
 from memory.recall.when import query_windows
 from memory.records import Chunk, Hit, LeftOut
 from memory.settings import Settings
@@ -77,11 +78,14 @@ def retrieve(
     now: float,
     limit: int | None = None,
     gate: bool = True,
+    vocabulary: Vocabulary | None = None,
 ) -> Retrieval:
     """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present.
 
     `gate` applies the abstention gate (`memory.recall.abstention`): recall for a block uses
-    it, a search (the memory API, the search tool) lists what matched without it.
+    it, a search (the memory API, the search tool) lists what matched without it. With a
+    `vocabulary`, the query's words the user never said are searched with the user's nearest
+    words too (`memory.recall.vocabulary`).
     """
     if not query.strip():
         return Retrieval([], True, query)
@@ -98,7 +102,7 @@ def retrieve(
         else None
     )
     try:
-        vector = embedder.embed_query(query)
+        vector, extra = _embed(embedder, settings, vocabulary, user_id, query, terms)
         dense: list[tuple[int, float]] = []
         if settings.retrievers != "lexical":
             dense = _dense(store, index, settings, user_id, vector, wanted)
@@ -112,6 +116,11 @@ def retrieve(
         lexical = store.lexical_search(
             user_id, search_terms(query, drop=named), wanted, settings.lexical_context_weight
         )
+        chunks.update(store.chunks(user_id, [i for i, _ in lexical if i not in chunks]))
+    extra = [word for word in extra if word not in named]
+    if extra:  # BM25 is a sum over terms: the neighbours' scores add to the query's own
+        more = store.lexical_search(user_id, extra, wanted, settings.lexical_context_weight)
+        lexical = _summed(lexical, more, wanted)
         chunks.update(store.chunks(user_id, [i for i, _ in lexical if i not in chunks]))
     found = {*(i for i, _ in dense), *(i for i, _ in lexical)}  # not the name search's
     visible = {
@@ -137,6 +146,36 @@ def retrieve(
     if nothing_stands_out(query, hits, kept, settings.standout_margin_weight, threshold):
         return Retrieval([], True, query, present + _left_out("abstained", hits, []))
     return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept))
+
+
+def _embed(
+    embedder: Embedder,
+    settings: Settings,
+    vocabulary: Vocabulary | None,
+    user_id: str,
+    query: str,
+    terms: list[str],
+) -> tuple[np.ndarray, list[str]]:
+    """The query's vector, and the user's words to search beside the query's own (none
+    without a vocabulary, an embedder that gives word vectors, or a lexical search)."""
+    wanted = settings.expansion_similarity > 0 and settings.expansion_words > 0
+    if vocabulary is None or not terms or not wanted or not isinstance(embedder, WordEmbedder):
+        return embedder.embed_query(query), []
+    vector, words = embedder.embed_query_words(query)
+    extra = vocabulary.expansions(
+        user_id, words, settings.expansion_similarity, settings.expansion_words
+    )
+    return vector, extra
+
+
+def _summed(
+    first: list[tuple[int, float]], second: list[tuple[int, float]], k: int
+) -> list[tuple[int, float]]:
+    """Two lexical searches over disjoint terms as one: each id's scores added, best `k`."""
+    scores = dict(first)
+    for chunk_id, score in second:
+        scores[chunk_id] = scores.get(chunk_id, 0.0) + score
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
 def _weights(settings: Settings) -> Weights:

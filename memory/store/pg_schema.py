@@ -139,9 +139,25 @@ CREATE TABLE response_links (
 );
 """
 
+# Each user's vocabulary and its word vectors (as SQLite's m010).
+M003_VOCABULARY = """
+CREATE TABLE vocabulary (
+    id BIGSERIAL PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    stem TEXT NOT NULL,
+    word TEXT NOT NULL,
+    chunk_id BIGINT NOT NULL REFERENCES chunks (id) ON DELETE CASCADE,
+    vector BYTEA NOT NULL,
+    UNIQUE (user_id, stem)
+);
+CREATE INDEX vocabulary_by_user ON vocabulary (user_id, id);
+CREATE INDEX vocabulary_by_chunk ON vocabulary (chunk_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("m001_initial", _script(M001_INITIAL)),
     ("m002_response_links", _script(M002_RESPONSE_LINKS)),
+    ("m003_vocabulary", _script(M003_VOCABULARY)),
 )
 
 

@@ -38,3 +38,26 @@ def test_a_text_embedded_as_a_query_is_not_embedded_again_as_a_document(embedder
     assert batches == [["A reply about the lake trail"]]
     assert np.array_equal(rows[1], query)
     assert np.allclose(rows[1], real([asked])[0], atol=1e-4)  # the same vector a batch gives
+
+
+def test_a_texts_word_vectors_come_from_the_run_that_embeds_it(embedder):
+    text = "Who is taking our old settee, Dr. Ana?"
+    vector, words = embedder.embed_query_words(text)
+    assert np.array_equal(vector, embedder._embed_query(text))  # the same vector, one run
+    assert [(w.word, w.start) for w in words] == [
+        ("Who", 0),
+        ("is", 4),
+        ("taking", 7),
+        ("our", 14),
+        ("old", 18),
+        ("settee", 22),
+        (",", 28),
+        ("Dr", 30),
+        (".", 32),
+        ("Ana", 34),
+        ("?", 37),
+    ]
+    assert all(np.isclose(np.linalg.norm(w.vector), 1.0, atol=1e-5) for w in words)
+    rows, found = embedder.embed_documents_words([text, "The old sofa"])
+    assert np.allclose(rows, embedder.embed_documents([text, "The old sofa"]), atol=1e-6)
+    assert [w.word for w in found[1]] == ["The", "old", "sofa"]
