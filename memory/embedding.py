@@ -227,6 +227,7 @@ def _word_vectors(text: str, encoding: Any, states: np.ndarray) -> tuple[WordVec
     """Each word of `text` (the tokenizer's words: split at spaces and punctuation) with the
     normalised mean of its tokens' hidden states; words cut off by truncation are left out."""
     tokens: dict[int, list[int]] = {}
+    offsets = encoding.offsets  # each read of the property builds the list anew
     for position, word_id in enumerate(encoding.word_ids):
         if word_id is not None and position < len(states):
             tokens.setdefault(word_id, []).append(position)
@@ -240,7 +241,7 @@ def _word_vectors(text: str, encoding: Any, states: np.ndarray) -> tuple[WordVec
     norms = np.linalg.norm(means, axis=1)
     words = []
     for row, positions in enumerate(spans):
-        start, end = encoding.offsets[positions[0]][0], encoding.offsets[positions[-1]][1]
+        start, end = offsets[positions[0]][0], offsets[positions[-1]][1]
         if end > start and norms[row] > 0:
             words.append(WordVector(text[start:end], start, means[row] / norms[row]))
     return tuple(words)
