@@ -33,6 +33,7 @@ from proxy.cli_common import (
     check_db_directory,
     config_from,
     database_path,
+    namespace_given,
     open_layer,
     progress_bar,
 )
@@ -217,7 +218,8 @@ def delete(config_path: Path | None, user_id: str) -> None:
     envvar="MOIM_USER",
     default="default",
     show_default=True,
-    help="The memory namespace the tools act for (or MOIM_USER).",
+    callback=namespace_given,
+    help="The user the tools act for (or MOIM_USER): a client's id or a `moim users` namespace.",
 )
 @CREATE_OPTION
 def mcp_(config_path: Path | None, user_id: str, create: bool) -> None:
@@ -227,10 +229,6 @@ def mcp_(config_path: Path | None, user_id: str, create: bool) -> None:
     them. Needs the mcp extra: pip install 'moim[mcp]'. Logs go to stderr.
     """
     import anyio
-    from starlette.datastructures import Headers
-
-    from proxy.errors import BadRequest
-    from proxy.identity import identify
 
     try:
         from proxy.mcp_server import serve_stdio
@@ -238,13 +236,9 @@ def mcp_(config_path: Path | None, user_id: str, create: bool) -> None:
         raise click.ClickException(
             f"moim mcp needs the mcp package ({exc.name}): pip install 'moim[mcp]'"
         ) from exc
-    try:  # the namespace a chat request naming this user in X-Memory-User-Id gets
-        namespace = identify(Headers({"x-memory-user-id": user_id}), {}).user_id
-    except BadRequest as exc:
-        raise click.BadParameter(exc.message, param_hint="--user") from exc
     layer = open_layer(config_from(config_path), create)
     logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    anyio.run(serve_stdio, layer, namespace)
+    anyio.run(serve_stdio, layer, user_id)
 
 
 @main.command()
@@ -253,6 +247,7 @@ def mcp_(config_path: Path | None, user_id: str, create: bool) -> None:
     "--user",
     "user_id",
     default=None,
+    callback=namespace_given,
     help="One user; without it, every user due (consolidation.min_new_turns new turns).",
 )
 @click.option(
@@ -332,7 +327,7 @@ def banner(config: Config) -> str:
         )
     else:
         upstream = "none: provider/model names go through litellm; other /v1/ requests get 404"
-    memory = "on (chat completions)" if config.memory_enabled else "off"
+    memory = "on (chat completions, Responses API)" if config.memory_enabled else "off"
     return "\n".join(
         [
             f"moim on http://{config.host}:{config.port}/v1",

@@ -23,12 +23,29 @@ CONFIG_OPTION = click.option(
     default=None,
     help="config.yaml to read (default: $MOIM_CONFIG, else ./config.yaml if present).",
 )
+
+
+def namespace_given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--user's value as the namespace it names: a client's user id, encoded as a request's
+    would be (`john smith`), or a namespace as `moim users` prints it (`~john%20smith`)."""
+    from proxy.errors import BadRequest
+    from proxy.identity import given_namespace
+
+    if value is None:
+        return None
+    try:
+        return given_namespace(value)
+    except BadRequest as exc:
+        raise click.BadParameter(exc.message) from exc
+
+
 USER_OPTION = click.option(
     "--user",
     "user_id",
     default="default",
     show_default=True,
-    help="The memory namespace (user id).",
+    callback=namespace_given,
+    help="The user: the id a client sends, or a namespace as `moim users` prints it.",
 )
 CREATE_OPTION = click.option(
     "--create",

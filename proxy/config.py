@@ -18,17 +18,11 @@ from typing import Any
 import yaml
 
 from memory import Settings, TierRule, tier_rules_from_config
-from proxy.config_reader import Section, unknown_keys
+from proxy.config_keys import ProxyKey as ProxyKey  # re-exported: part of Config
+from proxy.config_keys import env_keys, proxy_keys
+from proxy.config_reader import ConfigError as ConfigError  # re-exported: load_config raises it
+from proxy.config_reader import Section, integer, typed, unknown_keys
 
-
-class ConfigError(ValueError):
-    """The configuration is invalid; the message names the key."""
-
-
-# Proxy keys shorter than this are refused: guessable, and "" would match a request with none.
-MIN_KEY_LENGTH = 8
-# Settings whose value is a secret: a value of the wrong type is not echoed in the error.
-_SECRET_SETTINGS = frozenset({"api_key", "secret"})
 # The inspector's cookie secret, when configured, is at least this long (HMAC-SHA256's key).
 MIN_SECRET_LENGTH = 32
 
@@ -41,21 +35,6 @@ class ModelRoute:
     api_base: str | None = None
     api_key: str | None = None
     openai_compatible: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyKey:
-    """A key clients present to moim; optionally bound to one user or a set of users.
-
-    `users=()` means no list, i.e. any user; config refuses an empty `users:` so that it never
-    comes to mean that by accident. A `metrics_only` key reads `/metrics` and nothing else.
-    """
-
-    key: str
-    user_id: str | None = None
-    users: tuple[str, ...] = ()
-    admin: bool = False
-    metrics_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,47 +125,47 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
     schedule = _section(data, "consolidation")
     defaults = Settings()
     settings = Settings(
-        **_database(_get(data, "db", str, "moim.db")),
+        **_database(typed(data, "db", str, "moim.db")),
         busy_timeout=_above_zero(mem, "memory.", "busy_timeout", defaults.busy_timeout),
         index_slice_chunks=_at_least(
             mem, "memory.", "index_slice_chunks", defaults.index_slice_chunks, 1
         ),
-        embedding_model=_get(mem, "embedding_model", str, defaults.embedding_model, "memory."),
+        embedding_model=typed(mem, "embedding_model", str, defaults.embedding_model, "memory."),
         vector_search=_choice(mem, "vector_search", ("ram", "db"), "ram"),
         lexical_index=_choice(mem, "lexical_index", ("tantivy", "fts5"), "tantivy"),
         fusion=_choice(mem, "fusion", ("scores", "rrf"), defaults.fusion),
         placement=_choice(mem, "placement", ("system", "before_last_user"), defaults.placement),
-        min_similarity=_get(mem, "min_similarity", float, defaults.min_similarity, "memory."),
-        min_standout=_get(mem, "min_standout", float, defaults.min_standout, "memory."),
-        expansion_similarity=_get(
+        min_similarity=typed(mem, "min_similarity", float, defaults.min_similarity, "memory."),
+        min_standout=typed(mem, "min_standout", float, defaults.min_standout, "memory."),
+        expansion_similarity=typed(
             mem, "expansion_similarity", float, defaults.expansion_similarity, "memory."
         ),
-        recency_half_life_days=_get(
+        recency_half_life_days=typed(
             mem, "recency_half_life_days", float, defaults.recency_half_life_days, "memory."
         ),
-        facts_max_tokens=_get(mem, "facts_max_tokens", int, defaults.facts_max_tokens, "memory."),
-        capture_facts=_get(mem, "capture_facts", bool, True, "memory."),
-        context_windows={str(k): _int(v, f"context_windows.{k}") for k, v in windows.items()},
+        facts_max_tokens=typed(mem, "facts_max_tokens", int, defaults.facts_max_tokens, "memory."),
+        capture_facts=typed(mem, "capture_facts", bool, True, "memory."),
+        context_windows={str(k): integer(v, f"context_windows.{k}") for k, v in windows.items()},
     )
     if "tiers" in mem:
         settings = replace(settings, tier_rules=_tier_rules(mem))
     config = Config(
-        host=_get(server, "host", str, "127.0.0.1", "server."),
+        host=typed(server, "host", str, "127.0.0.1", "server."),
         port=_at_least(server, "server.", "port", 8080, 1, 65535),
-        upstream_base_url=_get(upstream, "base_url", str, None, "upstream."),
-        upstream_api_key=_get(upstream, "api_key", str, None, "upstream."),
+        upstream_base_url=typed(upstream, "base_url", str, None, "upstream."),
+        upstream_api_key=typed(upstream, "api_key", str, None, "upstream."),
         connect_timeout=_above_zero(upstream, "upstream.", "connect_timeout", 10.0),
         read_timeout=_above_zero(upstream, "upstream.", "read_timeout", 600.0),
-        memory_enabled=_get(mem, "enabled", bool, True, "memory."),
-        memory_tools=_get(mem, "tools", bool, False, "memory."),
+        memory_enabled=typed(mem, "enabled", bool, True, "memory."),
+        memory_tools=typed(mem, "tools", bool, False, "memory."),
         memory=settings,
         routes=_routes(_section(data, "models")),
-        keys=_keys(auth),
-        refuse_open_bind=_get(auth, "refuse_open_bind", bool, False, "auth."),
-        account_endpoints_for_all_keys=_get(
+        keys=proxy_keys(auth),
+        refuse_open_bind=typed(auth, "refuse_open_bind", bool, False, "auth."),
+        account_endpoints_for_all_keys=typed(
             auth, "account_endpoints_for_all_keys", bool, False, "auth."
         ),
-        metrics_public=_get(server, "metrics_public", bool, False, "server."),
+        metrics_public=typed(server, "metrics_public", bool, False, "server."),
         max_body_bytes=_at_least(server, "server.", "max_body_bytes", 32 * 1024 * 1024, 1),
         max_messages=_at_least(server, "server.", "max_messages", 10_000, 1),
         max_header_bytes=_at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
@@ -206,7 +185,7 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
     if env.get("MOIM_HOST"):
         changes["host"] = env["MOIM_HOST"]
     if env.get("MOIM_PORT"):
-        changes["port"] = _within(_int(env["MOIM_PORT"], "MOIM_PORT"), "MOIM_PORT", 1, 65535)
+        changes["port"] = _within(integer(env["MOIM_PORT"], "MOIM_PORT"), "MOIM_PORT", 1, 65535)
     if env.get("MOIM_UPSTREAM_BASE_URL"):
         changes["upstream_base_url"] = env["MOIM_UPSTREAM_BASE_URL"]
     if env.get("MOIM_UPSTREAM_API_KEY"):
@@ -218,15 +197,8 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         changes["memory_enabled"] = value == "on"
     if env.get("MOIM_CONSOLIDATION_MODEL"):
         changes["consolidation_model"] = env["MOIM_CONSOLIDATION_MODEL"]
-    extra = [
-        ProxyKey(_key(key.strip(), f"MOIM_PROXY_KEYS item {number}"))
-        for number, key in enumerate(env.get("MOIM_PROXY_KEYS", "").split(","), start=1)
-        if key.strip()
-    ]
-    if env.get("MOIM_PROXY_KEYS_FILE"):
-        extra += _keys_file(env["MOIM_PROXY_KEYS_FILE"], "MOIM_PROXY_KEYS_FILE")
-    if extra:
-        changes["keys"] = _unique([*config.keys, *extra])
+    if env.get("MOIM_PROXY_KEYS") or env.get("MOIM_PROXY_KEYS_FILE"):
+        changes["keys"] = env_keys(config.keys, env)
     config = replace(config, **changes)
     if env.get("MOIM_DB"):
         config = replace(config, memory=replace(config.memory, **_database(env["MOIM_DB"])))
@@ -274,29 +246,6 @@ def _tier_rules(mem: Section) -> tuple[TierRule, ...]:
         raise ConfigError(f"memory.tiers: {exc}") from exc
 
 
-def _get(data: Mapping[str, Any], key: str, kind: type, default: Any, prefix: str = "") -> Any:
-    value = data.get(key)
-    if value is None:
-        return default
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if kind is int:
-        return _int(value, prefix + key)
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        shown = " (the value is not shown)" if key in _SECRET_SETTINGS else f", got {value!r}"
-        raise ConfigError(f"{prefix}{key}: expected {kind.__name__}{shown}")
-    return value
-
-
-def _int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ConfigError(f"{key}: expected an integer, got {value!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
-
-
 def _choice(data: Mapping[str, Any], key: str, options: tuple[str, ...], default: str) -> Any:
     value = data.get(key, default)
     if value not in options:
@@ -308,7 +257,7 @@ def _consolidation(schedule: Mapping[str, Any]) -> dict[str, Any]:
     """The `consolidation:` section as `Config` fields; bounds checked, the key named."""
     prefix = "consolidation."
     return {
-        "consolidation_model": _get(schedule, "model", str, None, prefix) or None,
+        "consolidation_model": typed(schedule, "model", str, None, prefix) or None,
         "consolidation_every_minutes": _above_zero(schedule, prefix, "every_minutes", 60.0),
         "consolidation_min_new_turns": _at_least(schedule, prefix, "min_new_turns", 10, 1),
         "consolidation_turns": _at_least(schedule, prefix, "turns", 40, 1, 1000),
@@ -318,13 +267,13 @@ def _consolidation(schedule: Mapping[str, Any]) -> dict[str, Any]:
 def _inspector(section: Mapping[str, Any]) -> InspectorConfig:
     """The `inspector:` section; a short secret is refused (its value is never shown)."""
     prefix = "inspector."
-    secret = _get(section, "secret", str, None, prefix)
+    secret = typed(section, "secret", str, None, prefix)
     if secret is not None and len(secret) < MIN_SECRET_LENGTH:
         raise ConfigError(f"inspector.secret: must be at least {MIN_SECRET_LENGTH} characters")
     return InspectorConfig(
-        enabled=_get(section, "enabled", bool, True, prefix),
+        enabled=typed(section, "enabled", bool, True, prefix),
         history=_at_least(section, prefix, "history", 10, 0, 1000),
-        allow_remote=_get(section, "allow_remote", bool, False, prefix),
+        allow_remote=typed(section, "allow_remote", bool, False, prefix),
         secret=secret,
     )
 
@@ -338,7 +287,7 @@ def _at_least(
     high: int | None = None,
 ) -> int:
     """An integer setting within bounds; a value outside them names its key."""
-    return _within(_get(data, key, int, default, prefix), prefix + key, low, high)
+    return _within(typed(data, key, int, default, prefix), prefix + key, low, high)
 
 
 def _within(value: int, name: str, low: int, high: int | None = None) -> int:
@@ -350,7 +299,7 @@ def _within(value: int, name: str, low: int, high: int | None = None) -> int:
 
 def _above_zero(data: Mapping[str, Any], prefix: str, key: str, default: float) -> float:
     """A finite number of seconds (or minutes) above 0; anything else names its key."""
-    value: float = _get(data, key, float, default, prefix)
+    value: float = typed(data, key, float, default, prefix)
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{prefix}{key}: must be above 0, got {value!r}")
     return value
@@ -366,138 +315,8 @@ def _routes(models: Section) -> dict[str, ModelRoute]:
         spec = models.child(spec, str(name))
         routes[str(name)] = ModelRoute(
             model=spec["model"],
-            api_base=_get(spec, "api_base", str, None, f"models.{name}."),
-            api_key=_get(spec, "api_key", str, None, f"models.{name}."),
-            openai_compatible=_get(spec, "openai_compatible", bool, False, f"models.{name}."),
+            api_base=typed(spec, "api_base", str, None, f"models.{name}."),
+            api_key=typed(spec, "api_key", str, None, f"models.{name}."),
+            openai_compatible=typed(spec, "openai_compatible", bool, False, f"models.{name}."),
         )
     return routes
-
-
-def _keys(auth: Section) -> tuple[ProxyKey, ...]:
-    """`auth.keys`, `auth.admin_keys`, `auth.metrics_keys` and `auth.keys_file`.
-
-    Each key is checked by `_key`, each `auth.keys` entry by `_key_entry`.
-    """
-    keys = []
-    for index, item in enumerate(_list(auth, "keys")):
-        where = f"auth.keys[{index}]"
-        if isinstance(item, str):
-            keys.append(ProxyKey(_key(item, where)))
-        elif isinstance(item, Mapping) and isinstance(item.get("key"), str):
-            keys.append(_key_entry(auth.child(item, f"keys[{index}]"), where))
-        else:
-            raise ConfigError(f"{where}: expected a mapping with a 'key' string")
-    for index, key in enumerate(_list(auth, "admin_keys")):
-        keys.append(ProxyKey(key=_key(key, f"auth.admin_keys[{index}]"), admin=True))
-    for index, key in enumerate(_list(auth, "metrics_keys")):
-        where = f"auth.metrics_keys[{index}]"
-        keys.append(ProxyKey(key=_key(key, where), metrics_only=True))
-    path = _get(auth, "keys_file", str, None, "auth.")
-    if path is not None:
-        keys.extend(_keys_file(path, "auth.keys_file"))
-    return _unique(keys)
-
-
-def _key_entry(entry: Section, where: str) -> ProxyKey:
-    """One `auth.keys` mapping. Errors name the entry (`where`), never its key.
-
-    Refused: an empty `users` list or user id (a key meant for some users must never end up
-    acting for all of them), and fields that contradict each other, of which only one would
-    take effect: `user_id` with `users`, and either with `admin: true`.
-    """
-    key = _key(entry["key"], where)
-    user_id = _get(entry, "user_id", str, None, f"{where}.")
-    if user_id is not None and not user_id.strip():
-        raise ConfigError(f"{where}.user_id: the user id is empty")
-    users = _users(entry, where)
-    admin = _get(entry, "admin", bool, False, f"{where}.")
-    if user_id is not None and users is not None:
-        raise ConfigError(
-            f"{where}: 'user_id' and 'users' contradict each other: "
-            "a key is bound to one user or may act for a list of them, not both"
-        )
-    for name, given in (("user_id", user_id), ("users", users)):
-        if admin and given is not None:
-            raise ConfigError(
-                f"{where}: '{name}' and 'admin: true' contradict each other: "
-                "an admin key acts for any user"
-            )
-    return ProxyKey(key, user_id, users or (), admin)
-
-
-def _users(entry: Section, where: str) -> tuple[str, ...] | None:
-    """An entry's `users`: None when absent; present, it names at least one user."""
-    if "users" not in entry:
-        return None
-    users = entry["users"]
-    if users is None or users == []:
-        raise ConfigError(
-            f"{where}.users: the list is empty; name the users this key may act for, "
-            "or leave 'users' out for a key that acts for any user"
-        )
-    if not isinstance(users, list) or not all(isinstance(user, str) for user in users):
-        raise ConfigError(f"{where}.users: expected a list of user ids")
-    for index, user in enumerate(users):
-        if not user.strip():
-            raise ConfigError(f"{where}.users[{index}]: the user id is empty")
-    return tuple(users)
-
-
-def _list(auth: Mapping[str, Any], name: str) -> list[Any]:
-    value = auth.get(name) or []
-    if not isinstance(value, list):
-        raise ConfigError(f"auth.{name}: expected a list")
-    return value
-
-
-def _key(value: Any, where: str) -> str:
-    """A proxy key, checked. Errors name the key's position (`where`), never its value.
-
-    An empty key would let in a request that presents none, and a short one can be guessed.
-    Clients' keys are stripped before comparison, so one with outer spaces could never match.
-    """
-    if not isinstance(value, str):
-        raise ConfigError(f"{where}: expected a string")
-    if not value.strip():
-        raise ConfigError(f"{where}: the key is empty")
-    if value != value.strip():
-        raise ConfigError(f"{where}: the key starts or ends with whitespace")
-    if not (value.isascii() and value.isprintable()):
-        raise ConfigError(f"{where}: the key must be printable ASCII")
-    if len(value) < MIN_KEY_LENGTH:
-        raise ConfigError(f"{where}: the key is shorter than {MIN_KEY_LENGTH} characters")
-    return value
-
-
-def _keys_file(path: str, name: str) -> list[ProxyKey]:
-    """Unbound keys from a file: one a line; blank lines and lines starting with `#` skipped."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{name}: cannot read {path}: {exc}") from exc
-    return [
-        ProxyKey(_key(line.strip(), f"{name} line {number}"))
-        for number, line in enumerate(text.splitlines(), start=1)
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
-
-
-def _unique(keys: list[ProxyKey]) -> tuple[ProxyKey, ...]:
-    """The keys, repeats dropped; the same key with two meanings is refused.
-
-    `authenticate` takes the last key that matches, so an unbound copy of a bound key would
-    silently undo its binding. Positions count from 1 over auth.keys, auth.admin_keys, the
-    keys file, then the environment.
-    """
-    seen: dict[str, tuple[int, ProxyKey]] = {}
-    unique = []
-    for number, key in enumerate(keys, start=1):
-        if key.key not in seen:
-            seen[key.key] = (number, key)
-            unique.append(key)
-        elif seen[key.key][1] != key:
-            raise ConfigError(
-                f"auth: proxy keys #{seen[key.key][0]} and #{number} are the same key "
-                "with different users or rights"
-            )
-    return tuple(unique)

@@ -86,3 +86,35 @@ def _explain(section: Section, key: Any, known_paths: list[str]) -> str:
 
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the key."""
+
+
+# Settings whose value is a secret: a value of the wrong type is not echoed in the error.
+_SECRET_SETTINGS = frozenset({"api_key", "secret"})
+
+
+def typed(data: Mapping[str, Any], key: str, kind: type, default: Any, prefix: str = "") -> Any:
+    """`data[key]` checked to be a `kind`, else `default` when absent; errors name `prefix`+key."""
+    value = data.get(key)
+    if value is None:
+        return default
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is int:
+        return integer(value, prefix + key)
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        shown = " (the value is not shown)" if key in _SECRET_SETTINGS else f", got {value!r}"
+        raise ConfigError(f"{prefix}{key}: expected {kind.__name__}{shown}")
+    return value
+
+
+def integer(value: Any, key: str) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected an integer, got {value!r}") from None

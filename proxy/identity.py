@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+from urllib.parse import unquote
 
 from memory import message_text, strip_block
 from proxy.errors import BadRequest
@@ -123,6 +124,21 @@ def user_namespace(user_id: str) -> str:
         return user_id
     encoded = _NOT_PLAIN.sub(lambda run: _percent(run.group()), user_id)
     return ENCODED_PREFIX + encoded
+
+
+def given_namespace(value: str) -> str:
+    """The namespace an operator means by `value` on the command line.
+
+    Either the id a client sends (`john smith`, encoded as a request's would be) or a
+    namespace exactly as `moim users` prints it (`~john%20smith`, taken as it is).
+    """
+    if value.startswith(ENCODED_PREFIX):
+        try:
+            if user_namespace(unquote(value[1:], errors="strict")) == value:
+                return value
+        except UnicodeDecodeError:
+            pass
+    return _checked_user(value, "--user")
 
 
 def _percent(text: str) -> str:

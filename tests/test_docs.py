@@ -57,13 +57,18 @@ def test_every_command_is_in_the_readme(name):
 
 
 def config_keys():
-    """The keys `proxy/config.py` reads: the string literal naming each one where it is read.
+    """The keys `proxy/config.py` and `proxy/config_keys.py` read: the string literal naming
+    each one where it is read.
 
-    That is an argument of its readers (`_get(mem, "tools", …)`) or of a mapping's `.get`, a
+    That is an argument of its readers (`typed(mem, "tools", …)`) or of a mapping's `.get`, a
     subscript, or the left side of an `in` test; environment variables (upper case) are not.
     """
-    tree = ast.parse((REPO / "proxy" / "config.py").read_text(encoding="utf-8"))
-    readers = {"_get": 1, "_choice": 1, "_section": 1, "_list": 1, "_above_zero": 2}
+    source = "\n".join(
+        (REPO / "proxy" / name).read_text(encoding="utf-8")
+        for name in ("config.py", "config_keys.py")
+    )
+    tree = ast.parse(source)
+    readers = {"typed": 1, "_choice": 1, "_section": 1, "_list": 1, "_above_zero": 2}
     readers["_at_least"] = 2
     for node in ast.walk(tree):
         named = None

@@ -81,7 +81,7 @@ def test_banner_names_the_upstream_without_its_secrets():
         "moim on http://127.0.0.1:8080/v1",
         "  upstream: https://api.example.com:8443/v1 (provider key from config);"
         " other /v1/ requests pass through",
-        "  memory:   on (chat completions)",
+        "  memory:   on (chat completions, Responses API)",
     ]
 
 

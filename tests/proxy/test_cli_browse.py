@@ -226,3 +226,29 @@ def test_migrate_of_an_old_database_draws_a_bar_per_migration(tmp_path):
     assert out == f"{old.resolve()}: schema up to date\n"
     assert "upgrading the database" in err
     assert f"{pending}/{pending}" in err and MIGRATIONS[6].__name__ in err
+
+
+# -- --user: a client's id or the namespace `moim users` prints -----------------------------------
+
+
+def test_user_is_found_by_the_id_a_client_sends_and_by_its_printed_namespace(db, embedder):
+    from proxy.identity import user_namespace
+
+    layer = MemoryLayer(Settings(db_path=db), embedder_factory=lambda _: embedder)
+    said(layer, user_namespace("john smith"), "s4", KAYAK, 1_700_000_200.0)
+    layer.close()
+    printed = [r["user_id"] for r in json_lines(moim(db, "users", "--json").stdout)]
+
+    assert "~john%20smith" in printed
+    by_id = json.loads(moim(db, "memory", "stats", "--user", "john smith", "--json").stdout)
+    by_namespace = json.loads(moim(db, "stats", "--user", "~john%20smith", "--json").stdout)
+    assert by_id == by_namespace and by_id["messages"] == 1
+    assert by_id["user_id"] == "~john%20smith"
+
+
+def test_a_user_id_too_long_for_a_request_is_refused_on_the_command_line(db):
+    result = CliRunner().invoke(
+        main, ["stats", "--user", "x" * 300], env={"MOIM_DB": str(db), "MOIM_CONFIG": None}
+    )
+
+    assert result.exit_code == 2 and "at most 256 characters" in result.output
