@@ -107,7 +107,7 @@ class Settings:
     min_standout: float = 0.5
     # A question's words the user never said are searched with the user's own nearest words
     # (memory/recall/vocabulary.py): the least cosine of such a neighbour (0 turns it off) and
-    # how many each word gets. memsuite paraphrase +5 / +4 points (tuning / held out), LoCoMo
+    # how many each word gets. memsuite paraphrase +5 / +3 points (tuning / held out), LoCoMo
     # within ±0.5 (docs/recall-quality.md).
     expansion_similarity: float = 0.5
     expansion_words: int = 2

@@ -6,6 +6,10 @@ kept out of the lexical search: every turn that greets them matches it, and BM25
 greetings over content (`memory.recall.ranking.boost_speakers` uses the name instead). Chunks whose
 message is present in the current request are dropped (the model already sees them), as are
 roles that are not recalled. `memory.recall.ranking` fuses what is left.
+
+A query word the user never said is also searched as the user's nearest words
+(`memory.recall.vocabulary`): a second lexical search over those words, its BM25 added to the
+first's, once the query's embedding run has given the words' vectors.
 """
 
 from __future__ import annotations
