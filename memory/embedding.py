@@ -58,17 +58,18 @@ class WordVector:
     vector: np.ndarray
 
 
+Words = tuple[WordVector, ...]
+
+
 @runtime_checkable
 class WordEmbedder(Embedder, Protocol):
     """An embedder that also gives each text's word vectors, from the same model run."""
 
-    def embed_query_words(self, text: str) -> tuple[np.ndarray, tuple[WordVector, ...]]:
+    def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
         """The query's vector (as `embed_query`) and its words' vectors."""
         ...
 
-    def embed_documents_words(
-        self, texts: Sequence[str]
-    ) -> tuple[np.ndarray, list[tuple[WordVector, ...]]]:
+    def embed_documents_words(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Words]]:
         """The texts' rows (as `embed_documents`) and each text's word vectors."""
         ...
 
@@ -98,11 +99,12 @@ class FastEmbedder:
             raise EmbeddingFailed(f"cannot load embedding model {model}: {exc}") from exc
         self.name = name
         self.dim = int(probe.shape[0])
+        self._bundled = model == BUNDLED_MODEL
         self._batch_size = batch_size
         # onnxruntime sessions are thread-safe; batches take turns so they do not thrash.
         self._lock = threading.Lock()
         self._queries: RecentVectors[np.ndarray] = RecentVectors(512)
-        self._query_words: RecentVectors[tuple[WordVector, ...]] = RecentVectors(512)
+        self._query_words: RecentVectors[Words] = RecentVectors(512)
         # CPU seconds (of the threads that ran the model) and texts, per kind: "query" for
         # recall, "document" for indexing (bench/load.py splits moim's CPU with them).
         self.cpu_seconds = {"query": 0.0, "document": 0.0}
@@ -116,78 +118,61 @@ class FastEmbedder:
         return vector
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """Rows for `texts`; a text recently embedded as a query is not embedded again.
-
-        The last user message is usually both the request's query and, once the turn is
-        stored, one of the chunks to index: the model is symmetric, so its query vector is
-        reused and the writer embeds only what is new (about half of each turn).
-        """
-        known = [self._queries.get(text) for text in texts]
-        todo = [text for text, vector in zip(texts, known, strict=True) if vector is None]
-        fresh = iter(self._embed_batch(todo)) if todo else iter(())
-        rows = [next(fresh) if vector is None else vector for vector in known]
-        if not rows:
+        if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.vstack(rows).astype(np.float32)
+        return self._embed_batch(texts)
 
-    def embed_query_words(self, text: str) -> tuple[np.ndarray, tuple[WordVector, ...]]:
+    def forget_queries(self) -> None:
+        """Let go of every cached query (a user forgotten: their questions go too)."""
+        self._queries.clear()
+        self._query_words.clear()
+
+    def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
         """The query's vector and its words' vectors, from one model run (both cached)."""
         vector, words = self._queries.get(text), self._query_words.get(text)
         if vector is None or words is None:
             started = time.thread_time()
-            rows, found = self._run_with_words([text])
+            vector, words = self._run_with_words(text)
             self.cpu_seconds["query"] += time.thread_time() - started
             self.texts["query"] += 1
-            vector, words = rows[0], found[0]
-            vector.setflags(write=False)
             self._queries.put(text, vector)
             self._query_words.put(text, words)
         return vector, words
 
-    def embed_documents_words(
-        self, texts: Sequence[str]
-    ) -> tuple[np.ndarray, list[tuple[WordVector, ...]]]:
+    def embed_documents_words(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Words]]:
         """Rows and word vectors for `texts`, one text per model run (`embedding_batch_size`
-        does not apply: a run's words come from that text alone).
-
-        A text recently embedded as a query with its words is not run again.
-        """
+        does not apply: a run's words come from that text alone)."""
         rows: list[np.ndarray] = []
-        words: list[tuple[WordVector, ...]] = []
+        words: list[Words] = []
         for text in texts:
-            vector, known = self._queries.get(text), self._query_words.get(text)
-            if vector is None or known is None:
-                with self._lock:
-                    started = time.thread_time()
-                    fresh, found = self._run_with_words([text])
-                    self.cpu_seconds["document"] += time.thread_time() - started
-                    self.texts["document"] += 1
-                vector, known = fresh[0], found[0]
+            with self._lock:
+                started = time.thread_time()
+                vector, found = self._run_with_words(text)
+                self.cpu_seconds["document"] += time.thread_time() - started
+                self.texts["document"] += 1
             rows.append(vector)
-            words.append(known)
+            words.append(found)
         if not rows:
             return np.zeros((0, self.dim), dtype=np.float32), []
         return np.vstack(rows).astype(np.float32), words
 
-    def _run_with_words(
-        self, texts: list[str]
-    ) -> tuple[list[np.ndarray], list[tuple[WordVector, ...]]]:
-        """One run of the model over `texts`: each text's pooled vector (as fastembed pools
-        it) and its words' vectors. Relies on fastembed's ONNX model object (`onnx_embed`,
-        `_post_process_onnx_output`, `tokenizer`), pinned with fastembed's version."""
+    def _run_with_words(self, text: str) -> tuple[np.ndarray, Words]:
+        """One run of the model over `text`: its vector (as fastembed pools it) and its
+        words' vectors. Relies on fastembed's ONNX model object, as `_run_one` does."""
         model: Any = self._model.model
         try:
-            output = model.onnx_embed(texts)
-            pooled = list(model._post_process_onnx_output(output))
-            encodings = [model.tokenizer.encode(text) for text in texts]
+            encoding = model.tokenizer.encode(text)
+            if self._bundled:
+                row, states = _run_one_states(model, encoding)
+            else:
+                output = model.onnx_embed([text])
+                row = next(iter(model._post_process_onnx_output(output)))
+                states = np.asarray(output.model_output[0], dtype=np.float32)
         except Exception as exc:
             raise EmbeddingFailed(str(exc)) from exc
-        vectors = [_normalise(np.asarray(row, dtype=np.float32)[None, :])[0] for row in pooled]
-        words = [
-            _word_vectors(text, encoding, np.asarray(output.model_output[i], dtype=np.float32))
-            for i, (text, encoding) in enumerate(zip(texts, encodings, strict=True))
-        ]
-        return vectors, words
+        vector: np.ndarray = _normalise(np.asarray(row, dtype=np.float32)[None, :])[0]
+        vector.setflags(write=False)
+        return vector, _word_vectors(text, encoding, states)
 
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         # Batches are padded to their longest text: embed in length order, return in input order.
@@ -213,7 +198,10 @@ class FastEmbedder:
         # writer's batch (~50-200 ms) on the request path.
         started = time.thread_time()
         try:
-            row = next(iter(self._model.query_embed([text])))
+            if self._bundled:
+                row = _run_one(self._model.model, text)
+            else:  # fastembed's own way: some models prefix or pool queries their own way
+                row = next(iter(self._model.query_embed([text])))
         except Exception as exc:
             raise EmbeddingFailed(str(exc)) from exc
         self.cpu_seconds["query"] += time.thread_time() - started  # a race may lose one: a gauge
@@ -221,30 +209,6 @@ class FastEmbedder:
         vector: np.ndarray = _normalise(np.asarray(row, dtype=np.float32)[None, :])[0]
         vector.setflags(write=False)
         return vector
-
-
-def _word_vectors(text: str, encoding: Any, states: np.ndarray) -> tuple[WordVector, ...]:
-    """Each word of `text` (the tokenizer's words: split at spaces and punctuation) with the
-    normalised mean of its tokens' hidden states; words cut off by truncation are left out."""
-    tokens: dict[int, list[int]] = {}
-    offsets = encoding.offsets  # each read of the property builds the list anew
-    for position, word_id in enumerate(encoding.word_ids):
-        if word_id is not None and position < len(states):
-            tokens.setdefault(word_id, []).append(position)
-    if not tokens:
-        return ()
-    spans = list(tokens.values())
-    averaging = np.zeros((len(spans), len(states)), dtype=np.float32)  # words × tokens
-    for row, positions in enumerate(spans):
-        averaging[row, positions] = 1.0 / len(positions)
-    means = averaging @ states
-    norms = np.linalg.norm(means, axis=1)
-    words = []
-    for row, positions in enumerate(spans):
-        start, end = offsets[positions[0]][0], offsets[positions[-1]][1]
-        if end > start and norms[row] > 0:
-            words.append(WordVector(text[start:end], start, means[row] / norms[row]))
-    return tuple(words)
 
 
 class RecentVectors(Generic[T]):
@@ -268,6 +232,153 @@ class RecentVectors(Generic[T]):
             self._items.move_to_end(text)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+class QuestionVectors:
+    """Vectors of recent questions, per user, held until the writer indexes their messages.
+
+    Recall embeds each request's last user message as the writer will embed it
+    (`memory.ingest.turns.question_text`); the writer gets to the stored message seconds
+    later, or minutes under a backlog, and takes the vector from here instead of embedding
+    the text again. At most `size` are held in all (~1.5 kB each), the oldest let go first:
+    a request that stores nothing (mode `read`) leaves its vector to be pushed out, and one
+    pushed out is embedded again (the same vector: one text per model run). `drop` forgets
+    a user's.
+    """
+
+    def __init__(self, size: int = 2048) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._words: dict[tuple[str, str], Words] = {}  # of the items, when the model gave them
+        self._lock = threading.Lock()
+
+    def put(self, user_id: str, text: str, vector: np.ndarray, words: Words | None = None) -> None:
+        with self._lock:
+            self._items[(user_id, text)] = vector
+            self._items.move_to_end((user_id, text))
+            if words is not None:
+                self._words[(user_id, text)] = words
+            while len(self._items) > self._size:
+                key, _ = self._items.popitem(last=False)
+                self._words.pop(key, None)
+
+    def take_words(self, user_id: str, text: str) -> Words | None:
+        """The words held for this user's text (call before `take`), which are let go."""
+        with self._lock:
+            return self._words.pop((user_id, text), None)
+
+    def take(self, user_id: str, text: str) -> np.ndarray | None:
+        """The vector held for this user's text, which is let go (its words too); None when
+        none is."""
+        with self._lock:
+            self._words.pop((user_id, text), None)
+            return self._items.pop((user_id, text), None)
+
+    def drop(self, user_id: str | None = None) -> None:
+        """Let go of one user's vectors (or everyone's)."""
+        with self._lock:
+            if user_id is None:
+                self._items.clear()
+                self._words.clear()
+            else:
+                for key in [key for key in self._items if key[0] == user_id]:
+                    del self._items[key]
+                    self._words.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def noting(self, embedder: Embedder, user_id: str) -> Embedder:
+        """`embedder`, for one recall of `user_id`: each question's vector is also held."""
+        if isinstance(embedder, WordEmbedder):
+            return _NotingWords(embedder, user_id, self)
+        return _Noting(embedder, user_id, self)
+
+
+class _Noting:
+    """An embedder whose queries' vectors are also put in a `QuestionVectors`."""
+
+    def __init__(self, embedder: Embedder, user_id: str, questions: QuestionVectors) -> None:
+        self.name, self.dim = embedder.name, embedder.dim
+        self._embedder, self._user_id, self._questions = embedder, user_id, questions
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector = self._embedder.embed_query(text)
+        self._questions.put(self._user_id, text, vector)
+        return vector
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embedder.embed_documents(texts)
+
+
+class _NotingWords(_Noting):
+    """`_Noting` for an embedder that gives word vectors: the question's are held too."""
+
+    def __init__(self, embedder: WordEmbedder, user_id: str, questions: QuestionVectors) -> None:
+        super().__init__(embedder, user_id, questions)
+        self._words_of = embedder
+
+    def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
+        vector, words = self._words_of.embed_query_words(text)
+        self._questions.put(self._user_id, text, vector, words)
+        return vector, words
+
+    def embed_documents_words(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Words]]:
+        return self._words_of.embed_documents_words(texts)
+
+
+def _run_one(model: Any, text: str) -> np.ndarray:
+    """The bundled model's vector of one text, as fastembed's `query_embed` computes it.
+
+    fastembed's steps, called directly: its tokenizer's `encode` (`encode_batch`, which
+    fastembed calls, hands even one text to a pool of threads and waits for it), one run of
+    its onnxruntime session, its own pooling. ~0.1 ms less of ~3.5, with a thread hand-off
+    less; tests/memory/test_embedding.py pins the vectors equal to fastembed's.
+    """
+    row, _ = _run_one_states(model, model.tokenizer.encode(text))
+    return row
+
+
+def _run_one_states(model: Any, encoding: Any) -> tuple[np.ndarray, np.ndarray]:
+    """`_run_one` for an encoding already made: the pooled row and the last hidden states."""
+    from fastembed.common.onnx_model import OnnxOutputContext
+
+    ids = np.array([encoding.ids], dtype=np.int64)
+    mask = np.array([encoding.attention_mask], dtype=np.int64)
+    wanted = {node.name for node in model.model.get_inputs()}
+    given = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    inputs = {name: value for name, value in given.items() if name in wanted}
+    output = model.model.run(model.ONNX_OUTPUT_NAMES, inputs)[0]
+    pooled = model._post_process_onnx_output(OnnxOutputContext(output, mask, ids))
+    return np.asarray(pooled)[0], np.asarray(output[0], dtype=np.float32)
+
+
+def _word_vectors(text: str, encoding: Any, states: np.ndarray) -> Words:
+    """Each word of `text` (the tokenizer's words: split at spaces and punctuation) with the
+    normalised mean of its tokens' hidden states; words cut off by truncation are left out."""
+    tokens: dict[int, list[int]] = {}
+    offsets = encoding.offsets  # each read of the property builds the list anew
+    for position, word_id in enumerate(encoding.word_ids):
+        if word_id is not None and position < len(states):
+            tokens.setdefault(word_id, []).append(position)
+    if not tokens:
+        return ()
+    spans = list(tokens.values())
+    averaging = np.zeros((len(spans), len(states)), dtype=np.float32)  # words × tokens
+    for row, positions in enumerate(spans):
+        averaging[row, positions] = 1.0 / len(positions)
+    means = averaging @ states
+    norms = np.linalg.norm(means, axis=1)
+    words = []
+    for row, positions in enumerate(spans):
+        start, end = offsets[positions[0]][0], offsets[positions[-1]][1]
+        if end > start and norms[row] > 0:
+            words.append(WordVector(text[start:end], start, means[row] / norms[row]))
+    return tuple(words)
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:

@@ -14,16 +14,18 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memory import heap
 from memory.block.budget import select_tier
-from memory.block.excerpts import build_excerpts, newest_first
+from memory.block.excerpts import Neighbours, build_excerpts, newest_first
 from memory.block.left_out import left_out
 from memory.block.render import render_block
-from memory.block.tokens import count_tokens
-from memory.embedding import Embedder, FastEmbedder
+from memory.block.tokens import count_block_tokens
+from memory.embedding import Embedder, FastEmbedder, QuestionVectors
+from memory.errors import EmbeddingFailed
 from memory.facts.capture import capture_facts
 from memory.facts.consolidation import Operation, apply_operations
 from memory.facts.rules import (
@@ -37,9 +39,16 @@ from memory.facts.rules import (
     retire_facts,
 )
 from memory.facts.rules import set_fact as _set_fact
-from memory.ingest.turns import Turn, content_hash, index_pending, store_new_messages
+from memory.ingest.reembed import Rebuilds
+from memory.ingest.turns import (
+    Turn,
+    content_hash,
+    index_pending,
+    question_text,
+    store_new_messages,
+)
 from memory.recall.retrieval import Retrieval, build_query, retrieve
-from memory.recall.vectors import VectorIndex
+from memory.recall.vectors import HALF_FROM, VectorIndex
 from memory.recall.vocabulary import Vocabulary
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Settings
@@ -54,10 +63,15 @@ from memory.store.response_links import ResponseLink, link_response, linked_resp
 from memory.store.sizes import StoreSizes, store_sizes
 from memory.store.store import Stats, Store
 from memory.store.transfer import export_messages, import_message
+from memory.store.vector_rebuild import VectorRebuild
 
 logger = logging.getLogger(__name__)
 
 EmbedderFactory = Callable[[Settings], Embedder]
+T = TypeVar("T")
+# After the embedder failed to load, requests go on without it for this long before one
+# tries again: a remote embedder that is down must not cost every request its timeout.
+LOAD_RETRY_SECONDS = 10.0
 
 
 def _default_embedder(settings: Settings) -> Embedder:
@@ -106,6 +120,8 @@ class Recollection:
     # it kept out of the block and why (memory/block/left_out.py).
     query: str = ""
     left_out: tuple[LeftOut, ...] = ()
+    # Set when recall went on by keywords alone because the embedder failed: what to tell.
+    degraded: str | None = None
 
 
 class MemoryLayer:
@@ -123,11 +139,16 @@ class MemoryLayer:
         self.settings = settings
         self.store: StoreBackend = open_store(settings, on_migration)
         self._journal: Journal | None = None
-        self.index = VectorIndex(self.store.user_vectors)
+        # Big users' rows in float16 (memory/recall/vectors.py): half the RAM, same top hits.
+        self.index = VectorIndex(partial(self.store.user_vectors, half_from=HALF_FROM))
         self.vocabulary = Vocabulary(self.store)
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
+        # Recall's question vectors, for the writer to store rather than embed again.
+        self._questions = QuestionVectors()
         self._load_lock = threading.Lock()
+        self._load_failed = 0.0  # time.monotonic() of the last failed load
+        self.rebuilds = Rebuilds(self.store, self.index, settings)
         self._index_lock = threading.Lock()
         # Searches begun before the request is measured (`begin_recall`).
         self._ahead = ThreadPoolExecutor(max_workers=8, thread_name_prefix="moim-recall")
@@ -136,15 +157,45 @@ class MemoryLayer:
 
     @property
     def embedder(self) -> Embedder:
-        """The embedding model, loaded on first use (about a second for the bundled one)."""
+        """The embedding model, loaded on first use (about a second for the bundled one).
+
+        Raises what loading raises (EmbeddingFailed: e.g. a remote embedder unreachable).
+        """
         if self._embedder is None:
             with self._load_lock:
                 if self._embedder is None:
-                    embedder = self._factory(self.settings)
+                    try:
+                        embedder = self._factory(self.settings)
+                    except Exception:
+                        self._load_failed = time.monotonic()
+                        raise
                     if self.store.ensure_vectors(embedder.name, embedder.dim):
-                        logger.warning("embedding model changed: every message will be re-indexed")
+                        self._announce_change()
                     self._embedder = embedder
         return self._embedder
+
+    def _announce_change(self) -> None:
+        """Log what a change of embedding model costs (`ensure_vectors` returned True)."""
+        rebuild = self.rebuilds.started()
+        if rebuild is None:
+            logger.warning("embedding layout changed: every message will be re-indexed")
+            return
+        if rebuild.done:
+            logger.warning(
+                "re-embedding chunks for %s resumes: %d of %d done; until a user's are done, "
+                "their recall is by keywords only",
+                rebuild.new_model,
+                rebuild.done,
+                rebuild.total,
+            )
+            return
+        logger.warning(
+            "embedding model changed from %s to %s: re-embedding %d chunks in the background; "
+            "until a user's are done, their recall is by keywords only",
+            rebuild.old_model,
+            rebuild.new_model,
+            rebuild.total,
+        )
 
     @property
     def ready(self) -> bool:
@@ -159,6 +210,8 @@ class MemoryLayer:
         """
         if self._embedder is None and self._load_lock.locked():
             return None
+        if self._embedder is None and time.monotonic() - self._load_failed < LOAD_RETRY_SECONDS:
+            raise EmbeddingFailed("the embedding model failed to load; retrying shortly")
         return self.embedder
 
     # -- read side -------------------------------------------------------------------------
@@ -189,15 +242,17 @@ class MemoryLayer:
         """Search for the request's query; `held` are hashes of turns the provider holds."""
         exclude = {content_hash(m) for m in messages} | (held or set())
         query = build_query(messages)
+        ready = self.rebuilds.ready(user_id)  # else keywords only: vectors being rebuilt
         found = retrieve(
             self.store,
             self.index,
-            embedder,
+            self._questions.noting(embedder, user_id) if ready else None,
             self.settings,
             user_id,
             query,
             exclude,
             now,
+            question=question_text(messages, self.settings),
             vocabulary=self.vocabulary,
         )
         return found, exclude
@@ -213,23 +268,11 @@ class MemoryLayer:
         `pending` (from `begin_recall` for the same user and messages) is the search already
         under way; without it, recall searches here.
         """
-        if pending is not None and (
-            pending.user_id != request.user_id
-            or pending.messages is not request.messages
-            or request.session_in_context  # its exclusions need the session: search here
-        ):
-            pending = None  # not this request's results
+        pending = self._pending_for(request, pending)
         now = (pending.now if pending else time.time()) if now is None else now
-        tier = select_tier(request.request_tokens, request.context_window, self.settings.tier_rules)
-        facts, dropped = facts_for_block_and_left_out(
-            self.store, request.user_id, self.settings.facts_max_tokens, time.time()
-        )
-        hits: list[Hit] = []
-        excerpts: list[Excerpt] = []
-        found = Retrieval([], True, "")
-        embedder = None
-        if request.episodic and tier.max_excerpts > 0:
-            embedder = self._embedder_if_loaded() if pending is None else self._embedder
+        tier, facts, dropped = self._tier_and_facts(request)
+        embedder = self._episodic_embedder(request, tier, pending)
+        found, exclude = Retrieval([], True, ""), set[str]()
         if embedder is not None:
             if pending is not None:
                 found, exclude = pending.future.result()
@@ -241,12 +284,95 @@ class MemoryLayer:
                 found, exclude = self._retrieve(
                     embedder, request.user_id, request.messages, now, held
                 )
-            query = found.query
+        return self._recollect(request, tier, facts, dropped, embedder, found, exclude, now)
+
+    def recall_then(
+        self,
+        request: RecallRequest,
+        then: Callable[[Recollection], T],
+        pending: PendingRecall | None = None,
+    ) -> Future[T]:
+        """`then(recall(request, pending=pending))`, finished by the thread that searches.
+
+        The tier and the facts are read here, while the search `begin_recall` started goes on;
+        the excerpts, the block and `then` run on the search's thread as soon as it is done,
+        and the returned future holds what `then` returned (or what it, or recall, raised).
+        A caller waiting on an event loop is woken by that thread, not by this one in turn.
+        Without a search under way (or once it is done) everything runs here.
+        """
+        pending = self._pending_for(request, pending)
+        if pending is None:  # no search under way: all of it here
+            return _done(lambda: then(self.recall(request)))
+        now = pending.now
+        tier, facts, dropped = self._tier_and_facts(request)
+        embedder = self._episodic_embedder(request, tier, pending)
+        result: Future[T] = Future()
+
+        def finish(search: Future[tuple[Retrieval, set[str]]] | None) -> None:
+            try:
+                found, exclude = search.result() if search else (Retrieval([], True, ""), set())
+                recollection = self._recollect(
+                    request, tier, facts, dropped, embedder, found, exclude, now
+                )
+                result.set_result(then(recollection))
+            except BaseException as exc:  # the caller's to handle, on its own thread
+                result.set_exception(exc)
+
+        if embedder is None:  # no excerpts for this request: the search is not waited for
+            finish(None)
+        else:
+            pending.future.add_done_callback(finish)  # here at once if it is done already
+        return result
+
+    def _pending_for(
+        self, request: RecallRequest, pending: PendingRecall | None
+    ) -> PendingRecall | None:
+        """`pending` if it is this request's search, else None."""
+        if pending is not None and (
+            pending.user_id != request.user_id
+            or pending.messages is not request.messages
+            or request.session_in_context  # its exclusions need the session: search here
+        ):
+            return None  # not this request's results
+        return pending
+
+    def _tier_and_facts(self, request: RecallRequest) -> tuple[Tier, list[Fact], list[LeftOut]]:
+        """The request's tier, and the facts for its block (with those kept out, and why)."""
+        tier = select_tier(request.request_tokens, request.context_window, self.settings.tier_rules)
+        facts, dropped = facts_for_block_and_left_out(
+            self.store, request.user_id, self.settings.facts_max_tokens, time.time()
+        )
+        return tier, facts, dropped
+
+    def _episodic_embedder(
+        self, request: RecallRequest, tier: Tier, pending: PendingRecall | None
+    ) -> Embedder | None:
+        """The embedder to recall excerpts with; None when the request gets none, or while
+        the model loads."""
+        if not request.episodic or tier.max_excerpts <= 0:
+            return None
+        return self._embedder_if_loaded() if pending is None else self._embedder
+
+    def _recollect(
+        self,
+        request: RecallRequest,
+        tier: Tier,
+        facts: list[Fact],
+        dropped: list[LeftOut],
+        embedder: Embedder | None,
+        found: Retrieval,
+        exclude: set[str],
+        now: float,
+    ) -> Recollection:
+        """The excerpts of what the search found, the block, and what was left out."""
+        hits: list[Hit] = []
+        excerpts: list[Excerpt] = []
+        if embedder is not None:
             hits = found.hits[: self.settings.hit_pool]
             excerpts = build_excerpts(
                 hits,
                 tier,
-                fts_terms(query),
+                fts_terms(found.query),
                 request.session_id,
                 self._neighbours(request.user_id, exclude),
             )
@@ -256,16 +382,22 @@ class MemoryLayer:
         pool = self.settings.hit_pool
         why = left_out([*found.left_out, *dropped], found.hits, pool, excerpts, block, facts)
         return Recollection(
-            tier, block, hits if block else [], warming, query=found.query, left_out=why
+            tier,
+            block,
+            hits if block else [],
+            warming,
+            query=found.query,
+            left_out=why,
+            degraded=found.degraded,
         )
 
-    def _neighbours(self, user_id: str, exclude: set[str]) -> Callable[[Chunk], list[Message]]:
+    def _neighbours(self, user_id: str, exclude: set[str]) -> Neighbours:
         around = self.settings.widen_turns
 
-        def neighbours(chunk: Chunk) -> list[Message]:
+        def neighbours(chunks: Sequence[Chunk]) -> dict[int, list[Message]]:
             if around <= 0:
-                return []
-            return self.store.neighbours(user_id, chunk.message_id, around, exclude)
+                return {}
+            return self.store.neighbours(user_id, [c.message_id for c in chunks], around, exclude)
 
         return neighbours
 
@@ -281,7 +413,7 @@ class MemoryLayer:
             text = render_block(facts, excerpts, now, request.session_id)
             if text is None:
                 return None
-            tokens = count_tokens(text, request.model)
+            tokens = count_block_tokens(text, request.model)
             if request.token_budget is None or tokens <= request.token_budget:
                 return MemoryBlock(
                     text,
@@ -316,10 +448,11 @@ class MemoryLayer:
 
     def search(self, user_id: str, query: str, k: int = 10) -> list[Hit]:
         """The user's chunks for a free-text query, ranked, without abstention or budget."""
+        embedder = self.embedder
         found = retrieve(
             self.store,
             self.index,
-            self.embedder,
+            embedder if self.rebuilds.ready(user_id) else None,
             self.settings,
             user_id,
             query,
@@ -458,7 +591,16 @@ class MemoryLayer:
         total, done_passes = 0, 0
         with self._index_lock:  # one indexer at a time: the writer, an import, a reindex
             while passes is None or done_passes < passes:
-                done = index_pending(self.store, self.embedder, self.index, self.settings, batch)
+                known = self._questions.take
+                done = index_pending(
+                    self.store,
+                    self.embedder,
+                    self.index,
+                    self.settings,
+                    batch,
+                    known,
+                    self._questions.take_words,
+                )
                 total += done
                 done_passes += 1
                 if done == 0:
@@ -466,6 +608,18 @@ class MemoryLayer:
         if total:
             heap.trim()  # the batch's activations are freed: give the memory back
         return total
+
+    def rebuild_vectors(self) -> int:
+        """Re-embed one batch of chunks after a change of embedding model (the writer runs
+        it when no turn waits to be indexed); 0 when no rebuild is under way or it is over."""
+        if not self.rebuilds.active:
+            return 0
+        with self._index_lock:
+            return self.rebuilds.step(self.embedder)
+
+    def vector_rebuild(self) -> VectorRebuild | None:
+        """The re-embedding under way after a change of model (its progress), or None."""
+        return self.rebuilds.progress()
 
     def tidy_index(self, stop: Callable[[], bool]) -> bool:
         """Merge the FTS index a step at a time until it is whole or `stop()` is true; for
@@ -478,7 +632,8 @@ class MemoryLayer:
         """Rebuild chunks, FTS rows and vectors from the message log; return how many
         messages were re-indexed. `progress(done, todo)` is called about twice a second."""
         with self._index_lock:
-            todo = self.store.reset_index()
+            todo = self.store.reset_index()  # a rebuild under way ends: all is indexed anew
+            self.rebuilds.active = False
             self.index.drop()
             shown = time.monotonic()
             while index_pending(self.store, self.embedder, self.index, self.settings, 64):
@@ -540,6 +695,9 @@ class MemoryLayer:
         close = getattr(self.store, "close", None)
         if close is not None:
             close()
+        close_embedder = getattr(self._embedder, "close", None)  # a service's connections
+        if close_embedder is not None:
+            close_embedder()
 
     # -- housekeeping ----------------------------------------------------------------------
 
@@ -548,6 +706,16 @@ class MemoryLayer:
         "document"); empty for an embedder that does not count them or is not loaded."""
         embedder = self._embedder
         seconds = getattr(embedder, "cpu_seconds", None)
+        texts = getattr(embedder, "texts", None)
+        if not isinstance(seconds, dict) or not isinstance(texts, dict):
+            return {}
+        return {kind: (float(seconds[kind]), int(texts.get(kind, 0))) for kind in seconds}
+
+    def embedding_service_work(self) -> dict[str, tuple[float, int]]:
+        """Seconds spent waiting on a remote embedding service and texts sent to it, by kind
+        ("query": on the request path, one text a call); empty with the bundled model."""
+        embedder = self._embedder
+        seconds = getattr(embedder, "seconds", None)
         texts = getattr(embedder, "texts", None)
         if not isinstance(seconds, dict) or not isinstance(texts, dict):
             return {}
@@ -599,6 +767,10 @@ class MemoryLayer:
         removed = self.store.delete_user(user_id)
         self.index.drop(user_id)
         self.vocabulary.drop(user_id)
+        self._questions.drop(user_id)
+        forget_queries = getattr(self._embedder, "forget_queries", None)
+        if forget_queries is not None:  # the model's own cache of recent questions
+            forget_queries()
         return removed
 
     def export(self, user_id: str) -> Iterator[dict[str, Any]]:
@@ -635,3 +807,13 @@ class MemoryLayer:
             if progress is not None:
                 progress(min(done, todo), todo)
         return added
+
+
+def _done(compute: Callable[[], T]) -> Future[T]:
+    """A future already holding what `compute()` returned, or what it raised."""
+    result: Future[T] = Future()
+    try:
+        result.set_result(compute())
+    except BaseException as exc:
+        result.set_exception(exc)
+    return result

@@ -13,11 +13,14 @@ is written back), and how it is forwarded. The byte path to an OpenAI-compatible
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +33,7 @@ from memory import (
     PendingRecall,
     Placement,
     RecallRequest,
+    Recollection,
     ResponseLink,
     Turn,
     context_window,
@@ -244,11 +248,17 @@ async def prepare(
         return Prepared(who)
     try:
         # The searches start now, on the layer's threads; measuring the request and
-        # resolving its session run meanwhile, on this one's worker thread.
+        # resolving its session run meanwhile, on this one's worker thread. The block is then
+        # built and placed by the thread that searched, which wakes this loop when it is done.
         pending = None
         if who.mode.reads and not conversation.held:
             pending = state.layer.begin_recall(who.user_id, conversation.messages)
-        return await anyio.to_thread.run_sync(_prepare, state, who, conversation, report, pending)
+        prepared = await anyio.to_thread.run_sync(
+            _prepare, state, who, conversation, report, pending
+        )
+        if isinstance(prepared, Future):  # done already when the search was
+            return prepared.result() if prepared.done() else await asyncio.wrap_future(prepared)
+        return prepared
     except Exception as exc:
         logger.exception("memory recall failed; forwarding without memory")
         report.error = f"recall failed: {type(exc).__name__}"
@@ -262,7 +272,9 @@ def _prepare(
     conversation: Conversation,
     report: Report,
     pending: PendingRecall | None,
-) -> Prepared:
+) -> Prepared | Future[Prepared]:
+    """Measure the request and resolve its session; recall and inject (a future when the
+    search under way will finish them)."""
     settings = state.layer.settings
     model, messages = conversation.model, conversation.messages
     link = _continued(state, who, conversation.continues)
@@ -273,24 +285,36 @@ def _prepare(
         who = replace(who, session_id=_session(state, who, conversation, link))
     if not who.mode.reads:
         return Prepared(who)
-    recollection = state.layer.recall(
-        RecallRequest(
-            who.user_id,
-            who.session_id,
-            model,
-            messages,
-            tokens,
-            window,
-            who.context_budget,
-            session_in_context=conversation.held,
-        ),
-        pending=pending,
+    request = RecallRequest(
+        who.user_id,
+        who.session_id,
+        model,
+        messages,
+        tokens,
+        window,
+        who.context_budget,
+        session_in_context=conversation.held,
     )
+    inject = functools.partial(_inject, state, who, conversation, report)
+    return state.layer.recall_then(request, inject, pending=pending)
+
+
+def _inject(
+    state: AppState,
+    who: Identity,
+    conversation: Conversation,
+    report: Report,
+    recollection: Recollection,
+) -> Prepared:
+    """Report what recall found and place its block in the body to send."""
+    model, settings = conversation.model, state.layer.settings
     state.inspector.history.record(who, model, report, recollection)  # "why this block"
     report.tier, report.recalled = recollection.tier.level, True
     if recollection.warming:
         report.error = "embedding model still loading: facts only, no excerpts"
         report.error_kind = "embedder_loading"
+    elif recollection.degraded:  # the embedder failed: recalled by keywords alone
+        report.error, report.error_kind = recollection.degraded, "embedder_unavailable"
     report.abstained = not (recollection.block and recollection.block.excerpts) and any(
         item.reason in ("abstained", "weak") for item in recollection.left_out
     )

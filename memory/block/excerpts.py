@@ -16,15 +16,16 @@ room and may lose the part that mattered.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from memory.block.budget import cut_excerpt
 from memory.ingest.speakers import split_speaker
 from memory.records import Chunk, Excerpt, Hit, Message, Tier
 
-# The turns around a hit's message in its session, oldest first (the message included).
-Neighbours = Callable[[Chunk], Sequence[Message]]
+# The turns around each of these chunks' messages in their sessions, oldest first (the
+# message included), by message id: read at once for every passage.
+Neighbours = Callable[[Sequence[Chunk]], Mapping[int, Sequence[Message]]]
 
 _ELLIPSIS = "…"
 
@@ -90,9 +91,10 @@ def build_excerpts(
         taken.setdefault(chunk.session_id, set()).add(chunk.message_id)
         if hit.similarity is not None:
             passage.similarity = max(passage.similarity or -1.0, hit.similarity)
-    if neighbours is not None:
+    if neighbours is not None and passages:
+        around = neighbours([p.best for p in passages if p.best is not None])
         for passage in passages:
-            _widen(passage, neighbours, taken[passage.session_id])
+            _widen(passage, around, taken[passage.session_id])
     return [_excerpt(p, session_id, rank) for rank, p in enumerate(passages)]
 
 
@@ -133,13 +135,14 @@ def _line(speaker: str, text: str, room: int, terms: Sequence[str], cut: bool) -
     return label + piece
 
 
-def _widen(passage: _Passage, neighbours: Neighbours, taken: set[int]) -> None:
+def _widen(passage: _Passage, neighbours: Mapping[int, Sequence[Message]], taken: set[int]) -> None:
     """Add whole turns around the passage's best hit, nearest first, while they fit.
 
-    `taken` holds the message ids already shown in any excerpt of the session; it grows.
+    `neighbours` holds the turns around each passage's best hit; `taken` the message ids
+    already shown in any excerpt of the session; it grows.
     """
     assert passage.best is not None
-    around = list(neighbours(passage.best))
+    around = list(neighbours.get(passage.best.message_id, ()))
     centre = next((i for i, m in enumerate(around) if m.id == passage.best.message_id), None)
     if centre is None:
         return

@@ -14,6 +14,7 @@ first's, once the query's embedding run has given the words' vectors.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import numpy as np
 
 from memory.block.tokens import message_text
 from memory.embedding import Embedder, WordEmbedder
+from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import nothing_stands_out
 from memory.recall.scoring import Weights, rank
@@ -33,6 +35,8 @@ from memory.records import Chunk, Hit, LeftOut
 from memory.settings import Settings
 from memory.store.backend import StoreBackend as Store
 from memory.store.fts import fts_terms, search_terms
+
+logger = logging.getLogger(__name__)
 
 _LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
 
@@ -51,6 +55,8 @@ class Retrieval:
     query: str
     # What was found but dropped: present in the request, abstained on, weak (for the inspector).
     left_out: tuple[LeftOut, ...] = ()
+    # Why recall went on with the lexical side alone: the embedder failed (None: it did not).
+    degraded: str | None = None
 
 
 def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -74,7 +80,7 @@ def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
 def retrieve(
     store: Store,
     index: VectorIndex,
-    embedder: Embedder,
+    embedder: Embedder | None,
     settings: Settings,
     user_id: str,
     query: str,
@@ -82,18 +88,25 @@ def retrieve(
     now: float,
     limit: int | None = None,
     gate: bool = True,
+    question: str | None = None,
     vocabulary: Vocabulary | None = None,
 ) -> Retrieval:
     """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present.
 
     `gate` applies the abstention gate (`memory.recall.abstention`): recall for a block uses
-    it, a search (the memory API, the search tool) lists what matched without it. With a
-    `vocabulary`, the query's words the user never said are searched with the user's nearest
-    words too (`memory.recall.vocabulary`).
+    it, a search (the memory API, the search tool) lists what matched without it. `question`
+    is the text embedded for the dense search, when not `query` itself (recall embeds the
+    last user message as the writer will: `memory.ingest.turns.question_text`).
+
+    With no `embedder` (the user's vectors are being rebuilt for a new model), or when it
+    fails (EmbeddingFailed: a remote embedder unreachable), the lexical side alone ranks:
+    BM25 orders the hits, and the cosine floors and the gate, which need cosines, pass them.
+    With a `vocabulary`, the words of the embedded text that the user never said are searched
+    as the user's nearest words too (`memory.recall.vocabulary`).
     """
     if not query.strip():
         return Retrieval([], True, query)
-    if settings.vector_search == "ram" and index.count(user_id) == 0:
+    if embedder is not None and settings.vector_search == "ram" and index.count(user_id) == 0:
         return Retrieval([], True, query)  # nothing stored: skip the embedding and the searches
     wanted = settings.candidates if limit is None else max(limit, settings.candidates)
     terms = search_terms(query) if settings.retrievers != "dense" else []
@@ -105,10 +118,16 @@ def retrieve(
         if terms
         else None
     )
+    vector, degraded, extra = None, None, list[str]()
+    dense: list[tuple[int, float]] = []
     try:
-        vector, extra = _embed(embedder, settings, vocabulary, user_id, query, terms)
-        dense: list[tuple[int, float]] = []
-        if settings.retrievers != "lexical":
+        if embedder is not None:
+            embedded = query if question is None else question
+            vector, degraded, extra = _embed_query(
+                embedder, embedded, vocabulary, settings, user_id
+            )
+            extra = extra if terms else []
+        if vector is not None and settings.retrievers != "lexical":
             dense = _dense(store, index, settings, user_id, vector, wanted)
     finally:
         side = searching.result() if searching is not None else _Lexical([], {}, set(), set())
@@ -138,38 +157,44 @@ def retrieve(
         if i in found and c.message_hash in exclude_hashes and c.role in RECALLED_ROLES
     )
     similarities = dict(dense)
-    missing = [i for i in visible if i not in similarities]
-    similarities.update(_similarities(store, index, settings, user_id, vector, missing))
+    if vector is not None:
+        missing = [i for i in visible if i not in similarities]
+        similarities.update(_similarities(store, index, settings, user_id, vector, missing))
     ranked = rank(
         visible, dense, lexical, similarities, now, query, query_windows(query), _weights(settings)
     )
     hits, kept = ranked.hits, ranked.kept
     if ranked.abstained:
-        return Retrieval([], True, query, present + _left_out("abstained", hits, []))
+        return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
     threshold = settings.min_standout if gate else 0.0
     if nothing_stands_out(query, hits, kept, settings.standout_margin_weight, threshold):
-        return Retrieval([], True, query, present + _left_out("abstained", hits, []))
-    return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept))
+        return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
+    return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept), degraded)
 
 
-def _embed(
+def _embed_query(
     embedder: Embedder,
-    settings: Settings,
+    text: str,
     vocabulary: Vocabulary | None,
+    settings: Settings,
     user_id: str,
-    query: str,
-    terms: list[str],
-) -> tuple[np.ndarray, list[str]]:
-    """The query's vector, and the user's words to search beside the query's own (none
-    without a vocabulary, an embedder that gives word vectors, or a lexical search)."""
+) -> tuple[np.ndarray | None, str | None, list[str]]:
+    """The query's vector and the user's words to search beside its own (none without a
+    vocabulary or an embedder that gives word vectors); or (None, why, []) when the embedder
+    failed: recall then goes on with the lexical side alone (fail open), and the caller says
+    so."""
     wanted = settings.expansion_similarity > 0 and settings.expansion_words > 0
-    if vocabulary is None or not terms or not wanted or not isinstance(embedder, WordEmbedder):
-        return embedder.embed_query(query), []
-    vector, words = embedder.embed_query_words(query)
+    try:
+        if vocabulary is None or not wanted or not isinstance(embedder, WordEmbedder):
+            return embedder.embed_query(text), None, []
+        vector, words = embedder.embed_query_words(text)
+    except EmbeddingFailed as exc:
+        logger.warning("query embedding failed, recalling by keywords only: %s", exc)
+        return None, "embedder unavailable: keyword recall only", []
     extra = vocabulary.expansions(
         user_id, words, settings.expansion_similarity, settings.expansion_words
     )
-    return vector, extra
+    return vector, None, extra
 
 
 def _summed(

@@ -69,12 +69,14 @@ def rank(
     """
     if not chunks:
         return Ranked([], [], True)
-    ids = np.fromiter(chunks.keys(), dtype=np.int64, count=len(chunks))
-    listed = [chunks[int(i)] for i in ids]
-    dense_rank = _ranks(ids, [i for i, _ in dense if i in chunks])
-    lexical_rank = _ranks(ids, [i for i, _ in lexical if i in chunks])
-    cosine = np.array([similarities.get(int(i), np.nan) for i in ids], dtype=np.float64)
-    fused = score = _fused(ids, chunks, dense, lexical, cosine, weights)
+    # Candidates in the mapping's order, as plain ints and as an array (numpy scalars cost
+    # ~0.1 µs each to make and convert: they are not taken one by one).
+    id_list, listed = list(chunks), list(chunks.values())
+    ids = np.array(id_list, dtype=np.int64)
+    dense_rank = _ranks(id_list, [i for i, _ in dense if i in chunks])
+    lexical_rank = _ranks(id_list, [i for i, _ in lexical if i in chunks])
+    cosine = np.array([similarities.get(i, np.nan) for i in id_list], dtype=np.float64)
+    fused = score = _fused(id_list, chunks, dense, lexical, cosine, weights)
     bm25_of = dict(lexical)  # shown with the hit, not ranked by here
     created = np.array([c.created_at for c in listed], dtype=np.float64)
     if weights.half_life_days > 0 and weights.recency_weight > 0:
@@ -95,17 +97,21 @@ def rank(
         dated = np.array([any(w.contains(c.created_at) for w in windows) for c in listed])
         score = np.where(dated, score + weights.date_weight, score)
     order = np.lexsort((-ids, -score))
+    # Plain Python numbers, read once: indexing an array per candidate makes numpy scalars,
+    # which cost most of the time building the records took (same values: tolist is exact).
+    scores, cosines, fused_scores = score.tolist(), cosine.tolist(), fused.tolist()
+    dense_ranks, lexical_ranks = dense_rank.tolist(), lexical_rank.tolist()
     hits = [
         Hit(
             chunk=listed[i],
-            score=float(score[i]),
-            similarity=None if np.isnan(cosine[i]) else float(cosine[i]),
-            dense_rank=int(dense_rank[i]) or None,
-            lexical_rank=int(lexical_rank[i]) or None,
-            lexical_score=bm25_of.get(int(ids[i])),
-            fused_score=float(fused[i]),
+            score=scores[i],
+            similarity=None if math.isnan(cosines[i]) else cosines[i],
+            dense_rank=dense_ranks[i] or None,
+            lexical_rank=lexical_ranks[i] or None,
+            lexical_score=bm25_of.get(id_list[i]),
+            fused_score=fused_scores[i],
         )
-        for i in order
+        for i in order.tolist()
     ]
     known = ~np.isnan(cosine)
     if not (lexical_rank > 0).any():  # no lexical hit and a weak best cosine: abstain
@@ -117,14 +123,14 @@ def rank(
     return Ranked(hits, [h for h, ok in zip(hits, passes.tolist(), strict=True) if ok], False)
 
 
-def _ranks(ids: np.ndarray, ranked: list[int]) -> np.ndarray:
+def _ranks(ids: list[int], ranked: list[int]) -> np.ndarray:
     """1-based position of each id in `ranked` (0 where absent)."""
     where = {chunk_id: position for position, chunk_id in enumerate(ranked, start=1)}
-    return np.array([where.get(int(i), 0) for i in ids], dtype=np.int64)
+    return np.array([where.get(i, 0) for i in ids], dtype=np.int64)
 
 
 def _fused(
-    ids: np.ndarray,
+    ids: list[int],
     chunks: Mapping[int, Chunk],
     dense: Sequence[tuple[int, float]],
     lexical: Sequence[tuple[int, float]],
@@ -141,9 +147,9 @@ def _fused(
             (1.0, w),
         )
         top = (1.0 + w) / (k + 1)
-        return np.array([ranked.get(int(i), 0.0) / top for i in ids], dtype=np.float64)
+        return np.array([ranked.get(i, 0.0) / top for i in ids], dtype=np.float64)
     bm25 = {i: s for i, s in lexical if i in chunks}
-    lexical_score = np.array([bm25.get(int(i), 0.0) for i in ids], dtype=np.float64)
+    lexical_score = np.array([bm25.get(i, 0.0) for i in ids], dtype=np.float64)
     best = max(bm25.values(), default=0.0)
     lexical_part = lexical_score / best if best > 0 else np.zeros(len(ids))
     dense_part = np.zeros(len(ids))
@@ -160,21 +166,22 @@ def _fused(
 def _loans(listed: list[Chunk], score: np.ndarray, weights: Sequence[float]) -> np.ndarray:
     """`ranking.boost_neighbours`' loan of each hit: the best score at each distance d of
     its turn in its session, times `weights[d - 1]`, summed over distances."""
-    best: dict[tuple[str, int], float] = {}
+    # turn -> best score, per session: int keys, no (session, turn) tuple built per lookup
+    best: dict[str, dict[int, float]] = {}
     for chunk, value in zip(listed, score.tolist(), strict=True):
         if chunk.turn is not None:
-            place = (chunk.session_id, chunk.turn)
-            best[place] = max(best.get(place, value), value)
+            turns = best.setdefault(chunk.session_id, {})
+            held = turns.get(chunk.turn, value)
+            turns[chunk.turn] = value if value > held else held  # max(held, value)
     loans = np.zeros(len(listed))
     for position, chunk in enumerate(listed):
-        if chunk.turn is None:
+        turn = chunk.turn
+        if turn is None:
             continue
+        turns = best[chunk.session_id]
         loan = 0.0
         for d, weight in enumerate(weights, start=1):
-            near = max(
-                best.get((chunk.session_id, chunk.turn - d), 0.0),
-                best.get((chunk.session_id, chunk.turn + d), 0.0),
-            )
-            loan += weight * near
+            before, after = turns.get(turn - d, 0.0), turns.get(turn + d, 0.0)
+            loan += weight * (after if after > before else before)  # max(before, after)
         loans[position] = loan
     return loans

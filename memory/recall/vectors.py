@@ -14,6 +14,14 @@ one array per 64-bit word so the scan reads each word of every row in one pass),
 them are returned with their exact cosines. The codes of 100k rows are 4.6 MB against the
 matrix's 150 MB (docs/performance.md has the timings and the recall of the exact top 80).
 Below it every row is scored: small users get exactly what they got before.
+
+Rows are held in the dtype the loader returns. `MemoryLayer` asks the store for float16 rows
+for users of `HALF_FROM` vectors or more: 73 MB at 100k instead of 147, read straight into
+the half-precision matrix (no float32 copy at load). Only their codes are scanned whole;
+the `RESCORED` rows are cast back to float32 and scored exactly as before, and a rounding
+of at most 2^-11 of each component moves a cosine by ~1e-4: the top 80 stay the top 80
+(tests/memory/recall/test_vectors.py compares them with float32 rows). Smaller users stay in
+float32, so their exact scan and scores do not change.
 """
 
 from __future__ import annotations
@@ -39,6 +47,11 @@ class _Load:
 EXACT_BELOW = 20_000
 # Rows scored exactly after the Hamming scan (docs/performance.md: recall of the top 80).
 RESCORED = 2_000
+# Users with at least this many vectors are loaded as float16 rows (see the docstring): they
+# are searched by codes, so only the rescored rows are ever read, and cast.
+HALF_FROM = EXACT_BELOW
+# Rows cast to float32 at a time when a half-precision matrix is read whole (codes, a scan).
+_CAST_ROWS = 4096
 
 # Rows per block appended after a user's load. Growing never copies the loaded matrix: at
 # 100k vectors a copy meant a 150 MB spike, and growing by a quarter kept up to 38 MB spare.
@@ -59,8 +72,11 @@ class _UserMatrix:
     @classmethod
     def loaded(cls, ids: np.ndarray, rows: np.ndarray) -> _UserMatrix:
         rows = rows[: len(ids)]
-        mean = rows.mean(axis=0) if len(rows) else np.zeros(rows.shape[1], dtype=np.float32)
-        mean = mean.astype(np.float32)
+        mean = (
+            rows.mean(axis=0, dtype=np.float32)
+            if len(rows)
+            else np.zeros(rows.shape[1], dtype=np.float32)
+        )
         return cls(np.asarray(ids, dtype=np.int64), [rows], mean, [_codes(rows, mean)])
 
     def filled(self) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -96,7 +112,8 @@ class _UserMatrix:
         done = 0
         while done < len(ids):
             if row == capacity:  # the loaded matrix is never written into: it is full
-                self.blocks.append(np.empty((_BLOCK_ROWS, vectors.shape[1]), dtype=np.float32))
+                shape = (_BLOCK_ROWS, vectors.shape[1])
+                self.blocks.append(np.empty(shape, dtype=self.blocks[0].dtype))
                 self.codes.append(np.empty((self.codes[0].shape[0], _BLOCK_ROWS), np.uint64))
                 capacity += _BLOCK_ROWS
             last = self.blocks[-1]
@@ -112,7 +129,8 @@ class _UserMatrix:
 
     def _merge_sorted(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         held = np.concatenate([self.ids, ids])
-        rows = np.concatenate([*(block for block, _ in self.filled()), vectors.astype(np.float32)])
+        dtype = self.blocks[0].dtype
+        rows = np.concatenate([*(block for block, _ in self.filled()), vectors.astype(dtype)])
         order = np.argsort(held, kind="stable")
         self.ids, self.blocks = held[order], [rows[order]]
         self.codes = [_codes(self.blocks[0], self.mean)]
@@ -152,9 +170,9 @@ class _View:
         if not self.blocks:
             return np.zeros(0, dtype=np.float32)
         scores: np.ndarray = (
-            self.blocks[0] @ query
+            _dot(self.blocks[0], query)
             if len(self.blocks) == 1
-            else np.concatenate([block @ query for block in self.blocks])
+            else np.concatenate([_dot(block, query) for block in self.blocks])
         )
         return scores
 
@@ -169,15 +187,29 @@ class _View:
         return out
 
 
+def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """`rows @ query` in float32; half-precision rows are cast a slice at a time (a whole
+    cast would copy the matrix in float32, the very memory float16 saves)."""
+    if rows.dtype == np.float32:
+        product: np.ndarray = rows @ query
+        return product
+    out = np.empty(len(rows), dtype=np.float32)
+    for start in range(0, len(rows), _CAST_ROWS):
+        part = rows[start : start + _CAST_ROWS].astype(np.float32)
+        out[start : start + len(part)] = part @ query
+    return out
+
+
 def _codes(rows: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """The binary codes of `rows` (signs of row − mean), as uint64 words × rows.
 
-    Computed 16k rows at a time: the comparison's booleans take a byte per dimension.
+    Computed `_CAST_ROWS` rows at a time: the comparison's booleans take a byte per dimension
+    (and float16 rows are compared in float32).
     """
     words = -(-rows.shape[1] // 64)
     packed = np.zeros((len(rows), words * 8), dtype=np.uint8)
-    for start in range(0, len(rows), 16_384):
-        bits = np.packbits(rows[start : start + 16_384] > mean, axis=1)
+    for start in range(0, len(rows), _CAST_ROWS):
+        bits = np.packbits(rows[start : start + _CAST_ROWS] > mean, axis=1)
         packed[start : start + len(bits), : bits.shape[1]] = bits
     return np.ascontiguousarray(packed.view(np.uint64).T)
 

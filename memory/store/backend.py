@@ -39,6 +39,10 @@ class StoreBackend(Protocol):
 
     def ensure_vectors(self, model: str, dim: int) -> bool: ...
 
+    def write_vectors(
+        self, db: Any, rows: Sequence[tuple[int, str]], vectors: np.ndarray
+    ) -> None: ...
+
     def add_messages(self, user_id: str, session_id: str, rows: Sequence[NewMessage]) -> int: ...
 
     def insert_messages(
@@ -81,10 +85,10 @@ class StoreBackend(Protocol):
     def neighbours(
         self,
         user_id: str,
-        message_id: int,
+        message_ids: Sequence[int],
         around: int,
         exclude_hashes: Collection[str] = (),
-    ) -> list[Message]: ...
+    ) -> dict[int, list[Message]]: ...
 
     def lexical_search(
         self, user_id: str, terms: Sequence[str], limit: int, context_weight: float
@@ -94,7 +98,9 @@ class StoreBackend(Protocol):
         self, user_id: str, vector: np.ndarray, limit: int
     ) -> list[tuple[int, float]]: ...
 
-    def user_vectors(self, user_id: str) -> tuple[np.ndarray, np.ndarray]: ...
+    def user_vectors(
+        self, user_id: str, half_from: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]: ...
 
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]: ...
 

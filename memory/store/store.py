@@ -22,7 +22,8 @@ import numpy as np
 import sqlean
 
 from memory.records import Chunk, Message, Term
-from memory.store import lexical_sync, vector_table
+from memory.store import lexical_sync, vector_rebuild, vector_table
+from memory.store.chunk_rows import DEFAULT_ROWS, ChunkRows
 from memory.store.database import Database, connect
 from memory.store.fts import fts_document, fts_match, fts_stems, owner_token
 from memory.store.lexical_index import LexicalIndex
@@ -86,8 +87,11 @@ class Store(Database):
         on_migration: MigrationProgress | None = None,
         lexical_index: bool = False,
         context_chars: int = 200,
+        chunk_rows: int = DEFAULT_ROWS,
     ) -> None:
         super().__init__(path, busy_timeout)
+        # Rows recall read lately (memory/store/chunk_rows.py), told of every change below.
+        self.rows = ChunkRows(chunk_rows)
         self.dim: int | None = None
         self.context_chars = context_chars
         self.lexical: LexicalIndex | None = None
@@ -127,15 +131,19 @@ class Store(Database):
         generation: int,
         deleted: Sequence[int] = (),
         added: Sequence[tuple[int, str, str, str]] = (),
-        owner: str | None = None,
+        user_id: str | None = None,
+        forgotten: bool = False,
         clear: bool = False,
         commit: bool = True,
     ) -> None:
-        """Apply a committed change of `chunks` to the lexical index (the write lock held).
+        """Apply a committed change of `chunks` to the lexical index and the cached rows (the
+        write lock held): `deleted` ids and `added` documents of `user_id`'s, all of that
+        user's chunks (`forgotten`), or every chunk (`clear`).
 
         `generation` is the one the change's transaction set; a gap means another process
         changed chunks too, and the index is rebuilt at the next commit.
         """
+        self.rows.changed(generation, user_id, deleted, forgotten, clear)
         if generation != self.mirrored_generation + 1:
             self._stale = True
         self.mirrored_generation = generation
@@ -143,8 +151,8 @@ class Store(Database):
             return
         if clear:
             self.lexical.clear()
-        if owner is not None:
-            self.lexical.delete_owner(owner)
+        if forgotten and user_id is not None:
+            self.lexical.delete_owner(owner_token(user_id))
         self.lexical.delete_ids(deleted)
         self.lexical.put(added)
         if commit:
@@ -170,11 +178,14 @@ class Store(Database):
     # -- vectors table ---------------------------------------------------------------------
 
     def ensure_vectors(self, model: str, dim: int) -> bool:
-        """Create the vector table for this model; return True when a reindex is needed.
+        """Create the vector table for this model; return True when work is needed: every
+        chunk re-embedded (another model) or every message re-indexed (another layout).
 
-        Vectors are derived data. When the configured model (or the table's layout) differs
-        from the one that built them, they are dropped and every message is marked for
-        re-indexing.
+        Vectors are derived data, tagged in `meta` with the model and width that made them.
+        For another model the table is made again at its width and a background rebuild
+        re-embeds the chunks (memory/store/vector_rebuild.py); chunks and their lexical
+        rows stay. When the table's layout (what is embedded for a chunk) changed, chunks
+        are dropped too and every message is marked for re-indexing.
         """
         wanted = {
             "embedding_model": model,
@@ -183,23 +194,37 @@ class Store(Database):
         }
         current = dict(self.read("SELECT key, value FROM meta"))
         same = all(current.get(k) == v for k, v in wanted.items())
+        rebuild = same and vector_rebuild.KEY in current
         with self.held():
             with self.write() as db:
                 generation = None
                 if not same:
                     vector_table.drop(db)
-                    db.execute("DELETE FROM chunks")
-                    db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+                    db.execute("DELETE FROM vocabulary")  # word vectors of the old model
+                    if reembed_only(current):
+                        old = f"{current['embedding_model']} ({current['embedding_dim']})"
+                        rebuild = vector_rebuild.start(db, old, f"{model} ({dim})") is not None
+                    else:
+                        db.execute("DELETE FROM chunks")
+                        db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+                        vector_rebuild.clear(db)
+                        generation = lexical_sync.bump(db)
                     db.executemany(
                         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                         list(wanted.items()),
                     )
-                    generation = lexical_sync.bump(db)
                 vector_table.create(db, dim)
             if generation is not None:
                 self._mirror(generation, clear=True)
         self.dim = dim
+        if rebuild:
+            return True
         return not same and bool(self.read("SELECT 1 FROM messages LIMIT 1"))
+
+    def write_vectors(self, db: Any, rows: Sequence[tuple[int, str]], vectors: np.ndarray) -> None:
+        """Store (or replace) the vectors of chunks (id, user id), in `write()`'s transaction."""
+        for (chunk_id, user_id), vector in zip(rows, vectors, strict=True):
+            vector_table.put(db, chunk_id, user_id, vector)
 
     # -- messages --------------------------------------------------------------------------
 
@@ -371,7 +396,7 @@ class Store(Database):
                     db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
                 generation = lexical_sync.bump(db)
             deleted = old if start == 0 else []
-            self._mirror(generation, deleted=deleted, added=documents, commit=False)
+            self._mirror(generation, deleted, documents, message.user_id, commit=False)
         return ids
 
     def vocabulary_mark(self, user_id: str) -> tuple[int, int]:
@@ -407,9 +432,20 @@ class Store(Database):
         return {int(m): int(n) for m, n in rows}
 
     def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
-        """The user's chunks with these ids (ids of other users are silently absent)."""
+        """The user's chunks with these ids (ids of other users are silently absent), in
+        ascending id order; rows read lately come from RAM (`ChunkRows`)."""
         if not ids:
             return {}
+        with self._errors():
+            generation = lexical_sync.generation(self.connection())
+        found, missing, ticket = self.rows.get(user_id, ids, generation)
+        if missing:
+            read = self._read_chunks(user_id, missing)
+            self.rows.put(user_id, read, ticket)
+            found.update(read)
+        return {i: found[i] for i in sorted(found)}
+
+    def _read_chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
         # One JSON row, not a row per chunk (see `read_one`). The time goes as text with all
         # 17 digits (`%!.17g`): JSON would round it to 15, SQLite's plain %g to 16.
         marks = ",".join("?" * len(ids))
@@ -429,39 +465,57 @@ class Store(Database):
     def neighbours(
         self,
         user_id: str,
-        message_id: int,
+        message_ids: Sequence[int],
         around: int,
         exclude_hashes: Collection[str] = (),
-    ) -> list[Message]:
-        """Up to `around` user/assistant turns on each side of a message, in its session.
+    ) -> dict[int, list[Message]]:
+        """For each of these messages (by id): up to `around` user/assistant turns on each
+        side of it in its session, and itself, oldest first; one statement for them all.
 
         Turns whose content hash is in `exclude_hashes` (present in the request) are left out.
         """
-        columns = "id, user_id, session_id, role, name, content, created_at, partial, content_hash"
+        found: dict[int, list[Message]] = {}
+        for start in range(0, len(message_ids), _ANCHORS_PER_READ):
+            found.update(
+                self._neighbours(
+                    user_id, message_ids[start : start + _ANCHORS_PER_READ], around, exclude_hashes
+                )
+            )
+        return found
+
+    def _neighbours(
+        self,
+        user_id: str,
+        message_ids: Sequence[int],
+        around: int,
+        exclude_hashes: Collection[str],
+    ) -> dict[int, list[Message]]:
         same_session = (
-            f"SELECT {columns} FROM messages WHERE user_id = ? AND session_id = "
+            "SELECT ? AS anchor, id, user_id, session_id, role, name, content, created_at, "
+            "partial, content_hash FROM messages WHERE user_id = ? AND session_id = "
             "(SELECT session_id FROM messages WHERE id = ? AND user_id = ?) "
             "AND role IN ('user', 'assistant')"
         )
-        rows = self.read(
-            f"SELECT * FROM ({same_session} AND id < ? ORDER BY id DESC LIMIT ?) UNION ALL "
-            f"SELECT * FROM ({same_session} AND id >= ? ORDER BY id LIMIT ?)",
-            (
-                user_id,
-                message_id,
-                user_id,
-                message_id,
-                around,
-                user_id,
-                message_id,
-                user_id,
-                message_id,
-                around + 1,
-            ),
+        parts: list[str] = []
+        params: list[Any] = []
+        for mid in message_ids:
+            parts.append(f"SELECT * FROM ({same_session} AND id < ? ORDER BY id DESC LIMIT ?)")
+            parts.append(f"SELECT * FROM ({same_session} AND id >= ? ORDER BY id LIMIT ?)")
+            params += [mid, user_id, mid, user_id, mid, around]
+            params += [mid, user_id, mid, user_id, mid, around + 1]
+        # One JSON row (see `read_one`); the time as text with all 17 digits, as in `chunks`.
+        packed = self.read_one(
+            "SELECT json_group_array(json_array(anchor, id, user_id, session_id, role, name, "
+            "content, printf('%!.17g', created_at), partial, content_hash)) "
+            f"FROM ({' UNION ALL '.join(parts)})",
+            params,
         )
-        rows.sort(key=lambda row: row[0])
-        found = [(row[0], message_from_row(row), row[8] not in exclude_hashes) for row in rows]
-        return [message for mid, message, keep in found if keep or mid == message_id]
+        found: dict[int, list[Message]] = {mid: [] for mid in message_ids}
+        for row in sorted(json.loads(packed) if packed else []):  # by anchor, then id
+            anchor, mid, content_hash = row[0], row[1], row[9]
+            if content_hash not in exclude_hashes or mid == anchor:
+                found[anchor].append(message_from_row([*row[1:7], float(row[7]), row[8]]))
+        return {mid: messages for mid, messages in found.items() if messages}
 
     def lexical_search(
         self, user_id: str, terms: Sequence[str], limit: int, context_weight: float
@@ -504,10 +558,13 @@ class Store(Database):
         with self._errors():
             return vector_table.nearest(self.connection(), user_id, vector, limit)
 
-    def user_vectors(self, user_id: str) -> tuple[np.ndarray, np.ndarray]:
-        """All of a user's chunk ids (ascending) and vectors; the matrix may have spare rows."""
+    def user_vectors(
+        self, user_id: str, half_from: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """All of a user's chunk ids (ascending) and vectors; the matrix may have spare rows.
+        Its rows are float16 when the user has at least `half_from` vectors, else float32."""
         with self._errors():
-            return vector_table.partition(self.connection(), user_id, self.dim or 0)
+            return vector_table.partition(self.connection(), user_id, self.dim or 0, half_from)
 
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored vectors of some of the user's chunks."""
@@ -522,6 +579,7 @@ class Store(Database):
                 db.execute("DELETE FROM chunks")
                 db.execute("DELETE FROM chunk_vectors")
                 db.execute("UPDATE messages SET indexed = 0")
+                vector_rebuild.clear(db)
                 generation = lexical_sync.bump(db)
             self._mirror(generation, clear=True)
         return self.count_unindexed()
@@ -550,7 +608,7 @@ class Store(Database):
                 db.execute("DELETE FROM response_links WHERE user_id = ?", (user_id,))
                 cur = db.execute("DELETE FROM messages WHERE user_id = ?", (user_id,))
                 generation = lexical_sync.bump(db)
-            self._mirror(generation, owner=owner_token(user_id))
+            self._mirror(generation, user_id=user_id, forgotten=True)
             return int(cur.rowcount)
 
     def integrity_ok(self) -> bool:
@@ -571,10 +629,24 @@ class Store(Database):
 
 
 # A message row as a JSON array for packed reads (`Store.read_one`); the time as exact text.
+# Messages whose neighbours one statement reads (two SELECTs each; SQLite allows 500 in a
+# compound SELECT).
+_ANCHORS_PER_READ = 100
+
 _MESSAGE_JSON = (
     "json_array(id, user_id, session_id, role, name, content, "
     "printf('%!.17g', created_at), partial)"
 )
+
+
+def reembed_only(current: dict[str, str]) -> bool:
+    """True when the vectors were made by another model with today's layout: re-embedding
+    the chunks is enough (a store with no vectors yet, or another layout, re-indexes)."""
+    return (
+        current.get("vector_layout") == _VECTOR_LAYOUT
+        and "embedding_model" in current
+        and "embedding_dim" in current
+    )
 
 
 def message_from_row(row: Sequence[Any]) -> Message:

@@ -79,27 +79,38 @@ def some(db: Connection, user_id: str, chunk_ids: Sequence[int]) -> dict[int, np
     return found
 
 
-def partition(db: Connection, user_id: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def partition(
+    db: Connection, user_id: str, dim: int, half_from: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """All of a user's (chunk ids, vectors), ids ascending; the arrays may have spare rows.
 
     Returns (ids, matrix) where only the first `len(ids)` rows of `matrix` are meaningful:
     the matrix is allocated once at the partition's slot count, which leaves room to append
-    without copying 150 MB at 100k vectors.
+    without copying 150 MB at 100k vectors. Its rows are float32, or float16 from `half_from`
+    rows on (written into it block by block: no float32 copy). The fast read counts the
+    partition's slots, its vectors and the free slots of its 16-slot blocks.
     """
     try:
-        return _read_shadow(db, user_id, dim)
+        return _read_shadow(db, user_id, dim, half_from)
     except sqlean.OperationalError as exc:  # "no such table/column": another layout
         if "no such" not in str(exc):
             raise
-        return _read_scan(db, user_id, dim)
+        return _read_scan(db, user_id, dim, half_from)
 
 
-def _read_shadow(db: Connection, user_id: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def row_dtype(count: int, half_from: int | None) -> type[np.floating[Any]]:
+    """float16 for `count` rows at or past `half_from` (None: never), else float32."""
+    return np.float16 if half_from is not None and count >= half_from else np.float32
+
+
+def _read_shadow(
+    db: Connection, user_id: str, dim: int, half_from: int | None
+) -> tuple[np.ndarray, np.ndarray]:
     slots = db.execute(
         f"SELECT coalesce(sum(size), 0) FROM {TABLE}_chunks WHERE partition00 = ?", (user_id,)
     ).fetchone()[0]
     ids = np.empty(slots, dtype=np.int64)
-    matrix = np.empty((slots, dim), dtype=np.float32)
+    matrix = np.empty((slots, dim), dtype=row_dtype(slots, half_from))
     cursor = db.execute(
         f"SELECT c.size, c.validity, c.rowids, v.vectors FROM {TABLE}_chunks AS c "
         f"JOIN {TABLE}_vector_chunks00 AS v ON v.rowid = c.chunk_id "
@@ -119,13 +130,15 @@ def _read_shadow(db: Connection, user_id: str, dim: int) -> tuple[np.ndarray, np
     return _ascending(ids[:count], matrix, count)
 
 
-def _read_scan(db: Connection, user_id: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def _read_scan(
+    db: Connection, user_id: str, dim: int, half_from: int | None
+) -> tuple[np.ndarray, np.ndarray]:
     rows = db.execute(
         f"SELECT chunk_id, embedding FROM {TABLE} WHERE user_id = ? ORDER BY chunk_id",
         (user_id,),
     ).fetchall()
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    matrix = np.empty((len(rows), dim), dtype=np.float32)
+    matrix = np.empty((len(rows), dim), dtype=row_dtype(len(rows), half_from))
     for position, row in enumerate(rows):
         matrix[position] = np.frombuffer(row[1], dtype=np.float32)
     return ids, matrix

@@ -172,6 +172,19 @@ def test_delete_forgets_only_that_user(api_proxy, upstream):
     assert KAYAK in recalled_block(api_proxy, upstream, "bob", KAYAK_QUESTION)
 
 
+def test_a_forgotten_user_who_talks_again_is_recalled_only_the_new_words(api_proxy, upstream):
+    chat(api_proxy, "alice", KAYAK)
+    api_proxy.flush()
+    assert KAYAK in recalled_block(api_proxy, upstream, "alice", KAYAK_QUESTION)  # rows read
+    api(api_proxy, "DELETE", "/v1/memory", "alice")
+    # The new turn's chunks may be given the forgotten ones' ids (SQLite reuses freed ids).
+    chat(api_proxy, "alice", "I sold my kayak last week; I keep a paddleboard at the marina")
+    api_proxy.flush()
+    block = recalled_block(api_proxy, upstream, "alice", KAYAK_QUESTION)
+    assert block is not None and "paddleboard" in block
+    assert "berth number 14" not in block
+
+
 def test_export_delete_import_restores_the_same_recall(proxy, upstream):
     chat(proxy, "alice", KAYAK)
     chat(proxy, "alice", PASTA)

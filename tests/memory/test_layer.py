@@ -1,4 +1,7 @@
-"""memory/layer.py: a recall begun before the request is measured gives what a recall does."""
+"""memory/layer.py: a recall begun before the request is measured gives what a recall does;
+the writer reuses the vector of the question recall embedded."""
+
+import pytest
 
 from memory import MemoryLayer, RecallRequest, Settings, Turn
 from tests.memory.hash_embedder import HashEmbedder
@@ -6,8 +9,20 @@ from tests.memory.hash_embedder import HashEmbedder
 NOW = 1_700_000_000.0
 
 
-def _layer(tmp_path):
-    layer = MemoryLayer(Settings(db_path=tmp_path / "moim.db"), lambda _: HashEmbedder())
+class RecordingEmbedder(HashEmbedder):
+    """Remembers every document text it was asked to embed."""
+
+    def __init__(self):
+        self.documents = []
+
+    def embed_documents(self, texts):
+        self.documents.extend(texts)
+        return super().embed_documents(texts)
+
+
+def _layer(tmp_path, embedder=None):
+    embedder = embedder or HashEmbedder()
+    layer = MemoryLayer(Settings(db_path=tmp_path / "moim.db"), lambda _: embedder)
     said = [
         ("s-1", "I keep my red kayak at the marina in Porto", "Noted, the marina."),
         ("s-2", "My carbonara uses guanciale and pecorino", "Sounds good."),
@@ -44,3 +59,75 @@ def test_a_recall_begun_for_another_user_is_not_used(tmp_path):
     pending = layer.begin_recall("ana", messages, NOW)
     other = layer.recall(_request("bob", messages), NOW, pending)
     assert (other.block, other.hits) == (None, [])
+
+
+def test_a_recall_finished_by_its_search_gives_the_same_block_and_hits(tmp_path):
+    layer = _layer(tmp_path)
+    messages = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    plain = layer.recall(_request("ana", messages), NOW)
+    pending = layer.begin_recall("ana", messages, NOW)
+    finished = layer.recall_then(_request("ana", messages), lambda found: found, pending)
+    found = finished.result(timeout=60)
+    assert found.block is not None
+    assert found.block == plain.block
+    assert [(h.chunk.id, h.score) for h in found.hits] == [
+        (h.chunk.id, h.score) for h in plain.hits
+    ]
+    assert found.left_out == plain.left_out
+
+
+def test_recall_then_without_a_search_under_way_recalls_as_recall_does(tmp_path):
+    layer = _layer(tmp_path)
+    messages = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    finished = layer.recall_then(_request("ana", messages), lambda found: found.block)
+    assert finished.result(timeout=60) == layer.recall(_request("ana", messages)).block
+    pending = layer.begin_recall("ana", messages, NOW)
+    other = layer.recall_then(_request("bob", messages), lambda found: found.block, pending)
+    assert other.result(timeout=60) is None  # ana's search is not bob's
+
+
+def test_what_recall_then_raises_is_in_its_future(tmp_path):
+    layer = _layer(tmp_path)
+    messages = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    pending = layer.begin_recall("ana", messages, NOW)
+
+    def fails(found):
+        raise ValueError("placing the block failed")
+
+    finished = layer.recall_then(_request("ana", messages), fails, pending)
+    with pytest.raises(ValueError, match="placing the block failed"):
+        finished.result(timeout=60)
+
+
+ASKED = {
+    "role": "user",
+    "content": "Where do I keep the red kayak these days, and what does it still need "
+    "before the trip up the coast in May?",
+}
+REPLY = {"role": "assistant", "content": "At the marina; a paddle."}
+
+
+def test_the_writer_stores_the_vector_recall_embedded_for_the_question(tmp_path):
+    embedder = RecordingEmbedder()
+    layer = _layer(tmp_path, embedder)
+    layer.recall(_request("ana", [ASKED]), NOW)
+    embedder.documents.clear()
+
+    layer.remember(Turn("ana", "s-new", "gpt-4o-mini", (ASKED,), REPLY, NOW))
+
+    assert embedder.documents == [f"user: {ASKED['content'][-200:]}\n{REPLY['content']}"]
+    found = layer.search("ana", ASKED["content"], 1)  # its vector is the question's
+    assert found[0].chunk.text == ASKED["content"]
+    assert found[0].similarity == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_forgotten_user_leaves_no_question_vector_behind(tmp_path):
+    embedder = RecordingEmbedder()
+    layer = _layer(tmp_path, embedder)
+    layer.recall(_request("ana", [ASKED]), NOW)
+    layer.forget("ana")
+    embedder.documents.clear()
+
+    layer.remember(Turn("ana", "s-new", "gpt-4o-mini", (ASKED,), REPLY, NOW))
+
+    assert embedder.documents[0] == ASKED["content"]  # embedded again: nothing was held

@@ -77,7 +77,9 @@ def test_leftover_room_is_filled_with_the_turns_next_to_the_best_hit():
         Message(2, "alice", "s-1", "user", "Ana", "At the marina.", NOW + 1),
         Message(3, "alice", "s-1", "assistant", "Bo", "Which one?\nThe big one?", NOW + 2),
     ]
-    excerpts = build_excerpts([hit(2, "At the marina.")], TIER, [], "now", lambda _: around)
+    excerpts = build_excerpts(
+        [hit(2, "At the marina.")], TIER, [], "now", lambda chunks: {2: around}
+    )
     assert texts(excerpts) == [
         ("s-1", "Bo: Where do you keep it?\nAna: At the marina.\nBo: Which one? The big one?")
     ]
@@ -124,7 +126,7 @@ def test_widening_does_not_repeat_a_turn_another_excerpt_of_the_session_shows():
         hit(1, "The marina is in Porto by a bridge."),
         hit(2, "The kayak is red and very old.", name="Bo"),
     ]
-    excerpts = build_excerpts(hits, Tier(0, 2, 50), [], "now", lambda c: around[c.message_id])
+    excerpts = build_excerpts(hits, Tier(0, 2, 50), [], "now", lambda chunks: around)
     assert texts(excerpts) == [
         ("s-1", "Ana: The marina is in Porto by a bridge."),
         ("s-1", "Bo: The kayak is red and very old.\nAna: Yes."),

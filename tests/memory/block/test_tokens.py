@@ -1,6 +1,7 @@
 """memory/block/tokens.py: request tokens with tiktoken, and context windows from litellm's map."""
 
 import json
+import random
 from pydoc_data.topics import topics
 
 import pytest
@@ -8,6 +9,7 @@ import tiktoken
 
 from memory.block.tokens import (
     context_window,
+    count_block_tokens,
     count_message_tokens,
     count_tokens,
     encoding_for,
@@ -133,3 +135,24 @@ def test_the_rank_table_moim_sheds_is_where_tiktoken_keeps_it():
     # Pins the reliance on tiktoken's internals: if `_mergeable_ranks` is renamed, shedding
     # silently stops (27 MB more per encoding) and this fails instead.
     assert vars(encoding_for("gpt-4o-mini"))["_mergeable_ranks"] == {}
+
+
+# Pieces the pre-tokenizers join across line breaks when they can: runs of breaks, blank and
+# indented lines, CRLF, punctuation before a break, a slash after one, Unicode breaks, specials.
+_PIECES = [
+    *("a", "Z", "é", "中", "😀", "Ω", "ǅ", "\u0301", "1", "123", "1234", "'s", "'S", "'"),
+    *(" ", "  ", "\t", "\xa0", "\u200b", "\u2028", "\x85", "\x0b", "\x0c"),
+    *("\n", "\n\n", "\r\n", "\r", " \n", "\n ", "\n\t", "\n/x"),
+    *(".", ",", ":", "…", "!", "?", "-", "=", "[", "]", "/", "//", '"', "<|endoftext|>"),
+    *("=== End Memory ===", "  - ", "[Relevant past context]"),
+]
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "gpt-4", "text-davinci-003"])
+def test_a_block_counted_line_by_line_counts_as_a_whole(model):
+    encoding = encoding_for(model)
+    rng = random.Random(7)
+    texts = ["".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 60))) for _ in range(3000)]
+    texts.append("=== Memory Context ===\nRecalled.\n\n[Relevant past context]\n  user: hi\n/x")
+    for text in texts:
+        assert count_block_tokens(text, model) == len(encoding.encode(text, disallowed_special=()))

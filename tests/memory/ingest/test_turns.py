@@ -1,12 +1,21 @@
 """memory/ingest/turns.py: message identity, storing a turn, and indexing it into chunks."""
 
+import hashlib
+import json
 from dataclasses import replace
 
 import pytest
 
 from memory.block.render import BLOCK_END, BLOCK_START
 from memory.ingest.chunking import chunk_text
-from memory.ingest.turns import Turn, content_hash, index_pending, message_keys, store_turn
+from memory.ingest.turns import (
+    Turn,
+    content_hash,
+    index_pending,
+    message_keys,
+    question_text,
+    store_turn,
+)
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings
 from memory.store.store import Store
@@ -61,6 +70,39 @@ def test_content_hash_ignores_an_injected_block_in_a_text_part():
     plain = {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]}
     injected = {"role": "developer", "content": [{"type": "text", "text": f"{BLOCK}\n\nBe brief."}]}
     assert content_hash(injected) == content_hash(plain)
+
+
+def test_content_hash_is_blake2b_of_the_canonical_form_whether_remembered_or_not():
+    # The form is a contract (stored messages are found by it); a plain message's hash is
+    # remembered, so the first and the second computation must both be this.
+    def canonical(role, name, text, calls, call_id):
+        form = json.dumps(
+            [role, name, text, calls, call_id], ensure_ascii=False, separators=(",", ":")
+        )
+        return hashlib.blake2b(form.encode(), digest_size=16).hexdigest()
+
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    cases = [
+        (
+            {"role": "user", "content": "Ünïcode 🙂 text"},
+            ["user", None, "Ünïcode 🙂 text", [], None],
+        ),
+        ({"role": "user", "name": "ana", "content": "hi"}, ["user", "ana", "hi", [], None]),
+        ({"role": "tool", "tool_call_id": "c1", "content": "42"}, ["tool", None, "42", [], "c1"]),
+        (
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            ["assistant", None, "", [["c1", "f", "{}"]], None],
+        ),
+        ({"role": "user", "name": 7, "content": "odd name"}, ["user", 7, "odd name", [], None]),
+        ({"role": "user", "content": "long " * 2000}, ["user", None, "long " * 2000, [], None]),
+        (
+            {"role": "system", "content": f"{BLOCK}\n\nBe terse."},
+            ["system", None, "Be terse.", [], None],
+        ),
+    ]
+    for message, form in cases:
+        assert content_hash(message) == canonical(*form)
+        assert content_hash(dict(message)) == canonical(*form)  # again, remembered
 
 
 def test_content_hash_tells_role_text_and_name_apart():
@@ -195,6 +237,84 @@ def test_a_turn_is_embedded_after_the_tail_of_the_turn_before_it(store, settings
     assert [texts for texts in chunks_by_message(store).values()][-1] == ["Yes, last May!"]
 
 
+LONG_QUESTION = "Which of the trails up there did you take, and was the climb to the lake as steep as the ranger told us it would be?"  # noqa: E501
+
+
+def test_a_users_message_that_says_enough_is_embedded_without_the_turn_before(store, settings):
+    messages = [
+        {"role": "user", "content": "Did you go camping?"},
+        {"role": "assistant", "content": "Yes, in the mountains near Porto."},
+        {"role": "user", "content": LONG_QUESTION},
+    ]
+    reply = {"role": "assistant", "content": "The north one."}
+    store_turn(store, turn(messages, reply))
+    store_turn(store, turn([*messages, reply, {"role": "user", "content": "And in May?"}]))
+    embedder = RecordingEmbedder()
+    settings = replace(settings, embedding_context_chars=20, chunk_size=1000)
+    index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
+    assert embedder.texts == [
+        "Did you go camping?",
+        "user: Did you go camping?\nYes, in the mountains near Porto.",
+        LONG_QUESTION,  # twenty words or more: alone
+        "user: told us it would be?\nThe north one.",
+        "assistant: The north one.\nAnd in May?",  # short: after the reply it answers
+    ]
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "user", "content": LONG_QUESTION}],
+        [
+            {"role": "user", "name": "Ana", "content": "Did you go camping?"},
+            {"role": "assistant", "name": "Bo", "content": "Yes, last May!"},
+            {"role": "tool", "tool_call_id": "t1", "content": "{}"},
+            {"role": "user", "name": "Ana", "content": LONG_QUESTION},
+        ],
+        [
+            {"role": "user", "content": "Ana: Did you go camping?"},
+            {"role": "assistant", "content": "Bo: Yes, last May!"},
+            {"role": "user", "content": f"  Ana: {LONG_QUESTION}  "},
+        ],
+    ],
+)
+def test_the_question_recall_embeds_is_the_text_the_writer_embeds(store, settings, messages):
+    settings = replace(settings, chunk_size=1000)
+    store_turn(store, turn(messages))
+    embedder = RecordingEmbedder()
+    index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
+    assert question_text(messages, settings) == embedder.texts[-1]
+
+
+def test_no_question_text_when_the_writer_embeds_the_message_otherwise(settings):
+    after = [{"role": "assistant", "content": "Yes, last May!"}]
+    assert question_text([*after, {"role": "user", "content": "Where?"}], settings) is None
+    assert question_text(after, settings) is None  # no user message
+    long = {"role": "user", "content": LONG_QUESTION * 3}  # past chunk_size (100 here)
+    assert question_text([long], settings) is None
+
+
+def test_vectors_already_known_are_stored_not_embedded_again(store, settings):
+    settings = replace(settings, chunk_size=1000)
+    asked = {"role": "user", "content": LONG_QUESTION}
+    store_turn(store, turn([asked], {"role": "assistant", "content": "The north one."}))
+    question = question_text([asked], settings)
+    known_vector = HashEmbedder().embed_query("something else entirely")
+    taken = []
+
+    def known(user_id, text):
+        taken.append((user_id, text))
+        return known_vector if text == question else None
+
+    embedder = RecordingEmbedder()
+    index_pending(store, embedder, VectorIndex(store.user_vectors), settings, known=known)
+
+    assert embedder.texts == [f"user: {LONG_QUESTION}\nThe north one."]
+    assert taken == [("alice", question), ("alice", embedder.texts[0])]
+    ids, rows = store.user_vectors("alice")
+    assert rows[0].tolist() == known_vector.tolist()  # the question's chunk, first stored
+
+
 def test_only_a_messages_first_chunk_gets_the_context(store, settings):
     long = " ".join(f"omega{i}" for i in range(60))  # several chunks
     store_turn(
@@ -275,7 +395,7 @@ def test_a_large_message_is_indexed_a_slice_per_pass_and_newer_turns_go_before_i
 def test_indexing_resumes_a_half_indexed_message_at_its_next_slice(store, settings):
     settings = replace(settings, index_slice_chunks=5)
     store_turn(store, turn([{"role": "user", "content": "Before it."}]))
-    store_turn(store, turn([{"role": "user", "content": long_text(100)}]))
+    store_turn(store, turn([{"role": "assistant", "content": long_text(100)}]))
     embedder = RecordingEmbedder()
     index_pending(store, embedder, VectorIndex(store.user_vectors), settings)
     # one slice, then the process "crashes"; a new one goes on where it stopped

@@ -10,6 +10,7 @@ import pytest
 from memory.ingest.turns import Turn, index_pending, store_turn
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings
+from memory.store import vector_rebuild
 from memory.store.fts import search_terms
 from memory.store.store import NewMessage, Stats, Store
 from memory.store.transfer import export_messages, import_message
@@ -148,11 +149,32 @@ def test_ensure_vectors_with_the_same_model_changes_nothing(store, two_users):
     assert store.stats("alice").chunks == 2
 
 
-def test_ensure_vectors_with_another_model_marks_messages_for_reindexing(store, two_users):
+def test_ensure_vectors_with_another_model_keeps_chunks_and_starts_a_vector_rebuild(
+    store, two_users
+):
+    assert store.ensure_vectors("test/another-model", 16) is True
+
+    assert store.count_unindexed() == 0
+    assert store.stats("alice").chunks == 2
+    assert store.user_vectors("alice")[0].tolist() == []  # the old model's are gone
+    rebuild = vector_rebuild.state(store)
+    assert (rebuild.old_model, rebuild.new_model) == ("test/hash-8 (8)", "test/another-model (16)")
+    assert (rebuild.total, rebuild.done, rebuild.end) == (4, 0, 4)
+    assert dict(store.read("SELECT key, value FROM meta WHERE key LIKE 'embedding_%'")) == {
+        "embedding_model": "test/another-model",
+        "embedding_dim": "16",
+    }
+
+
+def test_ensure_vectors_after_a_layout_change_marks_messages_for_reindexing(store, two_users):
+    with store.write() as db:
+        db.execute("UPDATE meta SET value = 'old' WHERE key = 'vector_layout'")
+
     assert store.ensure_vectors("test/another-model", 8) is True
     assert store.count_unindexed() == 4
     assert store.stats("alice").chunks == 0
     assert store.user_vectors("alice")[0].tolist() == []
+    assert vector_rebuild.state(store) is None
 
 
 def test_ensure_vectors_on_an_empty_store_needs_no_reindex(settings):
@@ -260,3 +282,29 @@ def test_a_reply_is_found_by_the_turn_it_answers_below_the_turn_itself(store, se
     # "Yes, last May!" by its question's end; "Lovely." follows a turn without the word
     assert texts(0.7)[-1] == "Yes, last May!"
     assert set(texts(0.7)) == {said[0][1], said[1][1], said[3][1]}
+
+
+def test_neighbours_of_several_messages_come_in_one_read_each_in_its_session(store):
+    said = [new_message(f"k{i}", f"turn {i}", ("user", "assistant")[i % 2]) for i in range(1, 8)]
+    store.add_messages("fay", "s-1", said)
+    store.add_messages("fay", "s-2", [new_message("other", "elsewhere")])
+    store.add_messages("gus", "s-1", [new_message("gus", "not fay's")])
+    ids = {m.content: m.id for m in store.messages("fay")} | {"gus": store.messages("gus")[0].id}
+
+    def contents(found):
+        return {anchor: [m.content for m in messages] for anchor, messages in found.items()}
+
+    found = store.neighbours("fay", [ids["turn 2"], ids["turn 6"], ids["elsewhere"]], 1)
+    assert contents(found) == {
+        ids["turn 2"]: ["turn 1", "turn 2", "turn 3"],
+        ids["turn 6"]: ["turn 5", "turn 6", "turn 7"],
+        ids["elsewhere"]: ["elsewhere"],
+    }
+    # turns present in the request are left out, but never the message itself
+    hidden = {"k3", "k6"}
+    assert contents(store.neighbours("fay", [ids["turn 2"], ids["turn 6"]], 2, hidden)) == {
+        ids["turn 2"]: ["turn 1", "turn 2", "turn 4"],
+        ids["turn 6"]: ["turn 4", "turn 5", "turn 6", "turn 7"],
+    }
+    assert store.neighbours("fay", [ids["gus"]], 1) == {}  # another user's message
+    assert store.neighbours("fay", [], 1) == {}

@@ -38,7 +38,7 @@ def test_a_partition_read_matches_the_scan_across_users_and_deletions(db):
 
     for user in ("alice", "bob", "carol", "nobody"):
         fast = vector_table.partition(db, user, DIM)
-        slow = vector_table._read_scan(db, user, DIM)
+        slow = vector_table._read_scan(db, user, DIM, None)
         assert fast[0].tolist() == slow[0].tolist()
         assert held(*fast) == held(*slow)
         assert {owners[i] for i in fast[0].tolist()} <= {user}
@@ -78,5 +78,24 @@ def test_the_shadow_tables_are_read_directly_on_the_pinned_sqlite_vec(db):
     # this pins that the fast read itself works on the sqlite-vec version pyproject.toml pins.
     vector_table.put(db, 1, "alice", vector(1))
     vector_table.put(db, 2, "alice", vector(2))
-    ids, matrix = vector_table._read_shadow(db, "alice", DIM)
-    assert held(ids, matrix) == held(*vector_table._read_scan(db, "alice", DIM))
+    ids, matrix = vector_table._read_shadow(db, "alice", DIM, None)
+    assert held(ids, matrix) == held(*vector_table._read_scan(db, "alice", DIM, None))
+
+
+@pytest.mark.parametrize("read", [vector_table.partition, vector_table._read_scan])
+def test_a_user_at_half_from_vectors_reads_as_float16_rows(db, read):
+    for chunk_id in range(1, 41):
+        vector_table.put(db, chunk_id, "alice", vector(chunk_id))
+    vector_table.put(db, 100, "bob", vector(100))
+
+    # 40 vectors in 16-slot blocks: 48 slots, which the fast read counts (the scan, rows)
+    at = 48 if read is vector_table.partition else 40
+    ids, matrix = read(db, "alice", DIM, at)
+    small_ids, small = read(db, "bob", DIM, at)
+
+    assert matrix.dtype == np.float16 and small.dtype == np.float32
+    assert ids.tolist() == list(range(1, 41))
+    expected = np.stack([vector(i) for i in range(1, 41)]).astype(np.float16)
+    assert matrix[:40].tolist() == expected.tolist()  # each value rounded once, to nearest
+    assert held(small_ids, small) == {100: vector(100).tolist()}
+    assert read(db, "alice", DIM, at + 1)[1].dtype == np.float32
