@@ -49,6 +49,7 @@ from memory.ingest.turns import (
 )
 from memory.recall.retrieval import Retrieval, build_query, retrieve
 from memory.recall.vectors import HALF_FROM, VectorIndex
+from memory.recall.vocabulary import Vocabulary
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Settings
 from memory.store import fact_rows, fts_upkeep, marks, overview
@@ -140,6 +141,7 @@ class MemoryLayer:
         self._journal: Journal | None = None
         # Big users' rows in float16 (memory/recall/vectors.py): half the RAM, same top hits.
         self.index = VectorIndex(partial(self.store.user_vectors, half_from=HALF_FROM))
+        self.vocabulary = Vocabulary(self.store)
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
         # Recall's question vectors, for the writer to store rather than embed again.
@@ -251,6 +253,7 @@ class MemoryLayer:
             exclude,
             now,
             question=question_text(messages, self.settings),
+            vocabulary=self.vocabulary,
         )
         return found, exclude
 
@@ -457,6 +460,7 @@ class MemoryLayer:
             time.time(),
             limit=k,
             gate=False,
+            vocabulary=self.vocabulary,
         )
         return found.hits[:k]
 
@@ -589,7 +593,13 @@ class MemoryLayer:
             while passes is None or done_passes < passes:
                 known = self._questions.take
                 done = index_pending(
-                    self.store, self.embedder, self.index, self.settings, batch, known
+                    self.store,
+                    self.embedder,
+                    self.index,
+                    self.settings,
+                    batch,
+                    known,
+                    self._questions.take_words,
                 )
                 total += done
                 done_passes += 1
@@ -756,6 +766,7 @@ class MemoryLayer:
         """Delete every message, chunk, vector and fact of one user."""
         removed = self.store.delete_user(user_id)
         self.index.drop(user_id)
+        self.vocabulary.drop(user_id)
         self._questions.drop(user_id)
         forget_queries = getattr(self._embedder, "forget_queries", None)
         if forget_queries is not None:  # the model's own cache of recent questions

@@ -65,7 +65,7 @@ class ServiceEmbedder:
         self._document_prefix = document_prefix
         self._cooldown = cooldown
         self._down_until = 0.0
-        self._queries = RecentVectors(512)
+        self._queries: RecentVectors[np.ndarray] = RecentVectors(512)
         self._lock = threading.Lock()
         self.seconds = {"query": 0.0, "document": 0.0}
         self.texts = {"query": 0, "document": 0}

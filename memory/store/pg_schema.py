@@ -188,10 +188,26 @@ SELECT c.user_id, p.term, c.id, p.own, p.context, c.length
 FROM chunks AS c, moim_postings(c.terms) AS p;
 """
 
+# Each user's vocabulary and its word vectors (as SQLite's m010).
+M004_VOCABULARY = """
+CREATE TABLE vocabulary (
+    id BIGSERIAL PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    stem TEXT NOT NULL,
+    word TEXT NOT NULL,
+    chunk_id BIGINT NOT NULL REFERENCES chunks (id) ON DELETE CASCADE,
+    vector BYTEA NOT NULL,
+    UNIQUE (user_id, stem)
+);
+CREATE INDEX vocabulary_by_user ON vocabulary (user_id, id);
+CREATE INDEX vocabulary_by_chunk ON vocabulary (chunk_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("m001_initial", _script(M001_INITIAL)),
     ("m002_response_links", _script(M002_RESPONSE_LINKS)),
     ("m003_bm25_postings", _script(M003_BM25_POSTINGS)),
+    ("m004_vocabulary", _script(M004_VOCABULARY)),
 )
 
 

@@ -33,17 +33,17 @@ import psycopg
 import psycopg_pool
 
 from memory.errors import StoreUnavailable
-from memory.records import Chunk, Message
+from memory.records import Chunk, Message, Term
 from memory.store import vector_rebuild
 from memory.store.backend import redact_url
 from memory.store.fts import fts_document
 from memory.store.pg_schema import migrate
 from memory.store.pg_sql import PgConnection
-from memory.store.store import NewMessage, Stats, message_from_row
+from memory.store.store import ADD_TERM, NewMessage, Stats, message_from_row
 from memory.store.store import reembed_only as _reembed_only
 from memory.store.vector_table import row_dtype
 
-_VECTOR_LAYOUT = "3"  # as memory/store/store.py's: what is embedded for a chunk
+_VECTOR_LAYOUT = "4"  # as memory/store/store.py's: what is embedded for a chunk
 _MESSAGE_COLUMNS = "id, user_id, session_id, role, name, content, created_at, partial"
 # Seconds to wait for a connection (at start, from the pool) before the store is unavailable.
 CONNECT_TIMEOUT = 5
@@ -162,6 +162,7 @@ class PgStore:
             if not same:
                 conn.execute("DROP TABLE IF EXISTS chunk_vectors")
                 shared = PgConnection(conn)
+                conn.execute("DELETE FROM vocabulary")  # word vectors of the old model
                 if _reembed_only(current):
                     old = f"{current['embedding_model']} ({current['embedding_dim']})"
                     rebuild = vector_rebuild.start(shared, old, f"{model} ({dim})") is not None
@@ -317,20 +318,39 @@ class PgStore:
         context: str = "",
         start: int = 0,
         last: bool = True,
+        words: Sequence[Sequence[Term]] = (),
     ) -> list[int]:
         """Store a message's chunks from position `start` on, their terms and vectors; with
         `last`, mark it indexed (and end its part of the claim). As SQLite's `add_chunks`."""
         with self._claim_lock:
             if message.id in self._claimed:
                 with self._errors():
-                    ids = _add_chunks(self._claim, message, texts, vectors, context, start, last)
+                    ids = _add_chunks(
+                        self._claim, message, texts, vectors, context, start, last, words
+                    )
                     if last:
                         self._claimed.discard(message.id)
                         if not self._claimed:
                             self._end_claim()
                 return ids
         with self._conn() as conn, conn.transaction():
-            return _add_chunks(conn, message, texts, vectors, context, start, last)
+            return _add_chunks(conn, message, texts, vectors, context, start, last, words)
+
+    def vocabulary_mark(self, user_id: str) -> tuple[int, int]:
+        """As SQLite's: the user's vocabulary size and newest row id."""
+        row = self._rows(
+            "SELECT count(*), coalesce(max(id), 0) FROM vocabulary WHERE user_id = %s", [user_id]
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def vocabulary(self, user_id: str, after: int = 0) -> list[Term]:
+        """As SQLite's: the user's vocabulary rows past `after`, oldest first."""
+        rows = self._rows(
+            "SELECT id, stem, word, vector FROM vocabulary WHERE user_id = %s AND id > %s "
+            "ORDER BY id",
+            [user_id, after],
+        )
+        return [Term(stem, word, bytes(vector), int(i)) for i, stem, word, vector in rows]
 
     def chunk_counts(self, message_ids: Sequence[int]) -> dict[int, int]:
         """How many chunks each of these messages has (those with none are absent)."""
@@ -480,8 +500,17 @@ class PgStore:
         return Stats(user_id, *(int(n) for n in row))
 
     def delete_user(self, user_id: str) -> int:
-        """Forget everything of one user; return the number of messages removed."""
+        """Forget everything of one user; return the number of messages removed.
+
+        The user's messages are locked first: a replica indexing one of them holds it (its
+        claim) while it adds the chunk's words, and a word the user already has waits for this
+        transaction's delete of it; taking the messages first makes the delete wait for that
+        indexing to end instead (Postgres found a deadlock the other way round).
+        """
         with self._conn() as conn, conn.transaction():
+            conn.execute(
+                "SELECT id FROM messages WHERE user_id = %s ORDER BY id FOR UPDATE", [user_id]
+            )
             conn.execute("DELETE FROM chunks WHERE user_id = %s", [user_id])
             conn.execute("UPDATE facts SET superseded_by = NULL WHERE user_id = %s", [user_id])
             conn.execute("DELETE FROM facts WHERE user_id = %s", [user_id])
@@ -510,6 +539,7 @@ def _add_chunks(
     context: str,
     start: int,
     last: bool,
+    words: Sequence[Sequence[Term]] = (),
 ) -> list[int]:
     """`PgStore.add_chunks` on a connection already in a transaction."""
     row = conn.execute(
@@ -559,6 +589,10 @@ def _add_chunks(
                 "VALUES (%s, %s, %s::vector)",
                 [chunk_id, message.user_id, _vector_text(vectors[offset])],
             )
+        if offset < len(words) and words[offset]:
+            rows = [(message.user_id, t.stem, t.word, chunk_id, t.vector) for t in words[offset]]
+            with conn.cursor() as cursor:
+                cursor.executemany(ADD_TERM, rows)
     if last:
         conn.execute("UPDATE messages SET indexed = 1 WHERE id = %s", [message.id])
     return ids
