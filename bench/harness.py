@@ -14,11 +14,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -217,15 +218,20 @@ def busy_s() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_window(pids: dict[str, int | None]) -> Any:
-    """Start counting; the returned function gives cores busy since, per named process, for
+def cpu_window(pids: dict[str, int | None | Callable[[], float]]) -> Any:
+    """Start counting; the returned function gives cores busy since, per named process (a
+    pid, None for this one, or a function giving CPU seconds: a group of processes), for
     the whole machine, and for every other process (other work on a shared machine)."""
+
+    def used(source: int | None | Callable[[], float]) -> float:
+        return source() if callable(source) else cpu_s(source)
+
     started, machine0 = time.perf_counter(), busy_s()
-    own = {name: cpu_s(pid) for name, pid in pids.items()}
+    own = {name: used(source) for name, source in pids.items()}
 
     def stop() -> dict[str, float]:
         elapsed = time.perf_counter() - started
-        cores = {name: (cpu_s(pid) - own[name]) / elapsed for name, pid in pids.items()}
+        cores = {name: (used(source) - own[name]) / elapsed for name, source in pids.items()}
         whole = (busy_s() - machine0) / elapsed
         return {**cores, "whole machine": whole, "other processes": whole - sum(cores.values())}
 
@@ -294,11 +300,33 @@ def serve_proxy(
             _wait_ready(root, lambda: True)
             yield ProxyHandle(root, os.getpid(), "threads in the benchmark process", layer)
         return
-    port, config = _free_port(), db.with_suffix(".yaml")
-    config.write_text(json.dumps({"db": str(db), "upstream": {"base_url": upstream_url}}))
+    with _moim_serve(upstream_url, str(db.resolve()), db.resolve().with_suffix("")) as handle:
+        yield handle
+
+
+@contextmanager
+def serve_replicas(upstream_url: str, db_url: str, count: int, home: Path) -> Iterator[list[Any]]:
+    """`count` `moim serve` processes on the Postgres database `db_url`, as replicas behind a
+    balancer would run: each in a directory of its own under `home` (its config, log and
+    local journal, `moim.db.journal`), all ready before this yields their handles."""
+    with ExitStack() as stack:
+        handles = []
+        for n in range(count):
+            (home / f"replica-{n}").mkdir(parents=True, exist_ok=True)
+            files = home / f"replica-{n}" / "moim"
+            handles.append(stack.enter_context(_moim_serve(upstream_url, db_url, files)))
+        yield handles
+
+
+@contextmanager
+def _moim_serve(upstream_url: str, db: str, files: Path) -> Iterator[ProxyHandle]:
+    """`python -m proxy.cli serve` storing in `db` (a path or a Postgres URL), its config at
+    `files`.yaml and its log at `files`.log, working in `files`' directory."""
+    port, config = _free_port(), files.with_suffix(".yaml")
+    config.write_text(json.dumps({"db": db, "upstream": {"base_url": upstream_url}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
     env["PYTHONPATH"] = str(ROOT)
-    log = db.with_suffix(".log").open("w")
+    log = files.with_suffix(".log").open("w")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -312,7 +340,7 @@ def serve_proxy(
             "--log-level",
             "warning",
         ],
-        cwd=ROOT,
+        cwd=files.parent,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -331,7 +359,92 @@ def serve_proxy(
             proc.wait()
         log.close()
         if proc.returncode not in (0, -15):
-            print(f"proxy exited {proc.returncode}; log: {db.with_suffix('.log')}")
+            print(f"proxy exited {proc.returncode}; log: {files.with_suffix('.log')}")
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------
+
+
+def pgserver_url(data: Path, database: str) -> str:
+    """The URL of `database` on a PostgreSQL with pgvector started from the `pgserver` wheel
+    with its data in `data` (created on first use). The server is left running, so the next
+    run reuses it and its stores; stop it with `…/pgserver/pginstall/bin/pg_ctl -D DATA
+    stop`. As root, `data` must not be under a 0700 directory: postgres runs as its own user.
+    """
+    import warnings
+
+    data.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():  # platformdirs' XDG_RUNTIME_DIR warning
+        warnings.simplefilter("ignore")
+        import pgserver  # type: ignore[import-untyped]
+
+        server = pgserver.get_server(data, cleanup_mode=None)
+    return str(server.get_uri(database))
+
+
+def sibling_url(url: str, suffix: str) -> str:
+    """The URL of the database named like `url`'s plus `suffix`, on the same server."""
+    parts = urlsplit(url)
+    return parts._replace(path=parts.path + suffix).geturl()
+
+
+def ensure_database(url: str) -> str:
+    """Create the database `url` names if its server does not have it yet; return `url`."""
+    import psycopg
+    from psycopg import sql
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return url
+
+
+def vacuum(url: str) -> float:
+    """VACUUM (ANALYZE) the database `url` names; seconds taken. A store filled in bulk
+    has no planner statistics and no visibility map yet (index-only scans then read the
+    heap): a running deployment's autovacuum gets there soon after, so the bench starts
+    from there, not from the minute after a bulk load."""
+    import psycopg
+
+    started = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+    return time.perf_counter() - started
+
+
+def postgres_cpu(url: str) -> Callable[[], float] | None:
+    """A function giving the CPU seconds of the PostgreSQL server `url` points to, when it
+    runs on this machine behind a Unix socket in its data directory (pgserver's way): the
+    postmaster, its live backends, and the backends that have exited (the postmaster's
+    children's time). None otherwise (not measured)."""
+    parts = urlsplit(url)
+    host = parse_qs(parts.query).get("host", [parts.hostname or ""])[0]
+    pidfile = Path(host) / "postmaster.pid"
+    if not host.startswith("/") or not pidfile.is_file():
+        return None
+    postmaster = int(pidfile.read_text().split()[0])
+
+    def total() -> float:
+        ticks = os.sysconf("SC_CLK_TCK")
+        fields = _stat(postmaster)
+        seconds = sum(int(f) for f in fields[11:15]) / ticks if fields else 0.0
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit() and (child := _stat(int(proc.name))):
+                if int(child[1]) == postmaster:
+                    seconds += (int(child[11]) + int(child[12])) / ticks
+        return seconds
+
+    return total
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command (state first); [] if it has exited."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return []
 
 
 def pct(values: Sequence[float], qs: Sequence[int] = (50, 95, 99)) -> dict[str, float | None]:
@@ -365,6 +478,8 @@ class Sampler(threading.Thread):
     def __init__(self, handle: ProxyHandle, every: float = 1.0, also: Any = None) -> None:
         super().__init__(daemon=True)
         self.handle, self.every, self.also = handle, every, also
+        # More figures for each sample (e.g. the database server's CPU seconds).
+        self.extra: Callable[[], dict[str, float]] | None = None
         self.samples: list[dict[str, float]] = []
         self.stop = threading.Event()
         self.started_at = time.perf_counter()
@@ -381,6 +496,7 @@ class Sampler(threading.Thread):
             "cpu_s": cpu_s(self.handle.pid),
             "pending": pending,
             **embedding_counters(text),
+            **(self.extra() if self.extra is not None else {}),
         }
         self.samples.append(row)
         return row

@@ -4,6 +4,7 @@ Run from the repository root:
 
     /work/venv/bin/python bench/load.py [--clients 32] [--duration 30] [--turns 4]
         [--stream-share 0.5] [--preload-chunks 100000] [--no-subprocess] [--db PATH]
+        [--replicas N --db-url postgresql://… | --pgserver DIR] [--sample-every 1]
 
 The fake upstream (tests/upstream.py, echoing the user's message, 8 characters per SSE
 event) runs in a thread of this process; moim runs as `python -m proxy.cli serve` (default:
@@ -11,10 +12,18 @@ its GIL is not the client's) or, with --no-subprocess, in a thread here. Each cl
 `openai.AsyncOpenAI` of its own with its own user (`x-memory-user-id`, mode auto), closed
 loop: a conversation of --turns exchanges resent in full each request, then a new one;
 streamed or not at random. One warm-up request per client is not counted. Every second the
-proxy's RSS, CPU time and writer queue (`/metrics`) are sampled. At the end: the queue and
+proxy's RSS, CPU time and writer queue (`/metrics`) are sampled (--sample-every: each
+scrape counts the whole store's rows, which costs the database). At the end: the queue and
 the time `POST /v1/memory/flush` takes to drain it. --preload-chunks N first gives user
 `preload` N synthetic chunks (bench/overhead.py's `populate`), and client 0 is that user;
 with --db the store is kept, and a later run reuses (or finishes) the preload.
+--db-url runs --replicas `moim serve` processes on one PostgreSQL database (each in a
+directory of its own, as replicas behind a balancer), the clients spread round-robin over
+them (no balancer in the bench); --pgserver DIR starts or reuses a local PostgreSQL with
+pgvector (the `pgserver` wheel) and uses its database `moim_load`. Sampled, counted and
+flushed per replica, summed for the totals; the postgres server's CPU is counted when it
+runs here (a Unix socket in its data directory, as pgserver's). After the flush, every
+completed turn's user message and reply must be in the store (a count of those missing).
 Prints the numbers, writes bench/results/load.json; asserts nothing (STYLE.md 18).
 """
 
@@ -48,14 +57,19 @@ from bench.harness import (  # noqa: E402
     chat_text,
     cores_text,
     cpu_window,
+    ensure_database,
     fmt,
     machine,
     pct,
-    processes,
+    pgserver_url,
+    postgres_cpu,
     serve_proxy,
+    serve_replicas,
+    vacuum,
 )
 from bench.overhead import populate  # noqa: E402
 from memory import MemoryLayer, Settings  # noqa: E402
+from memory.store.postgres import PgStore  # noqa: E402
 from memory.store.store import Store  # noqa: E402
 from tests.upstream import serve_upstream  # noqa: E402
 
@@ -98,9 +112,12 @@ async def client_loop(
     rows: list[dict],
     errors: Counter,
     limit: int | None = None,
+    replica: int = 0,
 ) -> None:
-    """Closed loop until `until` (or `limit` requests): conversations of `args.turns`
-    exchanges, each request resending the conversation so far."""
+    """Closed loop until `until` (or `limit`) requests: conversations of `args.turns`
+    exchanges, each request resending the conversation so far. Each row and error names
+    the replica the client talks to; a row keeps the user message and the reply, for the
+    check that the store holds them."""
     while time.perf_counter() < until and (limit is None or limit > 0):
         limit = None if limit is None else limit - 1
         if len(history) >= 2 * args.turns:
@@ -111,68 +128,67 @@ async def client_loop(
             row = await one_request(client, messages, rng.random() < args.stream_share)
         except openai.APIStatusError as exc:
             errors[f"HTTP {exc.status_code}: {exc.message}"[:160]] += 1
+            errors[replica] += 1
             continue
         except (openai.APIError, httpx.HTTPError) as exc:
             errors[f"{type(exc).__name__}: {exc}"[:160]] += 1
+            errors[replica] += 1
             continue
         if not row["reply"]:
             errors["empty reply"] += 1
+            errors[replica] += 1
+        row |= {"replica": replica, "user": client.default_headers["x-memory-user-id"]}
+        row["asked"] = asked["content"]
         rows.append(row)
-        history += [asked, {"role": "assistant", "content": row.pop("reply")}]
+        history += [asked, {"role": "assistant", "content": row["reply"]}]
 
 
 async def drive(
-    root: str, users: list[str], args: argparse.Namespace, sampler: Sampler
+    roots: list[str], users: list[str], args: argparse.Namespace, samplers: list[Sampler]
 ) -> dict[str, Any]:
-    """One warm-up request per client (not counted), then all clients for `args.duration`."""
+    """One warm-up request per client (not counted), then all clients for `args.duration`;
+    client i talks to replica i mod len(roots)."""
     clients = [
         openai.AsyncOpenAI(
-            base_url=root + "/v1",
+            base_url=roots[n % len(roots)] + "/v1",
             api_key="sk-bench",
             max_retries=0,
             timeout=120,
             default_headers={"x-memory-user-id": user, "x-memory-mode": "auto"},
         )
-        for user in users
+        for n, user in enumerate(users)
     ]
-    rngs = [random.Random(1000 + i) for i in range(len(users))]
-    histories: list[list[dict]] = [[] for _ in users]
+    seats = [  # client, its generator, its conversation, its replica
+        (c, random.Random(1000 + n), [], n % len(roots)) for n, c in enumerate(clients)
+    ]
     warm: dict[str, Any] = {"rows": [], "errors": Counter()}
     started = time.perf_counter()
     if args.preload_chunks:  # alone first: its first recall loads its vectors into RAM
-        await client_loop(
-            clients[0],
-            rngs[0],
-            histories[0],
-            args,
-            float("inf"),
-            warm["rows"],
-            warm["errors"],
-            limit=1,
-        )
+        c, r, h, replica = seats[0]
+        await client_loop(c, r, h, args, float("inf"), warm["rows"], warm["errors"], 1, replica)
         warm["preload_first_ms"] = (time.perf_counter() - started) * 1000
     await asyncio.gather(
         *(
-            client_loop(c, r, h, args, float("inf"), warm["rows"], warm["errors"], limit=1)
-            for c, r, h in zip(clients, rngs, histories, strict=True)
+            client_loop(c, r, h, args, float("inf"), warm["rows"], warm["errors"], 1, replica)
+            for c, r, h, replica in seats
             if "preload_first_ms" not in warm or c is not clients[0]
         )
     )
     warm["s"] = time.perf_counter() - started
-    warm["rss_mb"] = sampler.sample()["rss_mb"]
+    warm["rss_mb"] = [sampler.sample()["rss_mb"] for sampler in samplers]
     rows: list[dict] = []
     errors: Counter = Counter()
-    first = sampler.sample()
-    window, started = cpu_window(processes(sampler.handle)), time.perf_counter()
+    first = combined([sampler.sample() for sampler in samplers])
+    window, started = cpu_window(watched(samplers, args)), time.perf_counter()
     await asyncio.gather(
         *(
-            client_loop(c, r, h, args, started + args.duration, rows, errors)
-            for c, r, h in zip(clients, rngs, histories, strict=True)
+            client_loop(c, r, h, args, started + args.duration, rows, errors, None, replica)
+            for c, r, h, replica in seats
         )
     )
     elapsed = time.perf_counter() - started
     cpu = window()
-    last = sampler.sample()
+    last = combined([sampler.sample() for sampler in samplers])
     for client in clients:
         await client.close()
     return {
@@ -183,6 +199,37 @@ async def drive(
         "cpu": cpu,
         "window": (first, last),
     }
+
+
+def watched(samplers: list[Sampler], args: argparse.Namespace) -> dict[str, Any]:
+    """What `cpu_window` counts: each proxy process, this one, and the postgres server."""
+    if samplers[0].handle.pid == os.getpid():
+        return {"benchmark process (proxy in threads)": None}
+    names = ["proxy"] if len(samplers) == 1 else [f"replica {n}" for n in range(len(samplers))]
+    found: dict[str, Any] = dict(zip(names, (s.handle.pid for s in samplers), strict=True))
+    found["benchmark process (client, upstream)"] = None
+    if args.db_url and (postgres := postgres_cpu(args.db_url)) is not None:
+        found["postgres"] = postgres
+    return found
+
+
+def combined(samples: list[dict[str, float]]) -> dict[str, float]:
+    """One sample per replica, summed: CPU seconds, queues, embedding counters, RSS."""
+    keys = {key for sample in samples for key in sample} - {"t"}
+    return {"t": samples[0]["t"], **{k: sum(s.get(k, 0.0) for s in samples) for k in keys}}
+
+
+def missing_turns(store: Any, rows: list[dict]) -> dict[str, int]:
+    """Completed requests whose user message or reply the store does not hold."""
+    held: dict[str, set[tuple[str, str]]] = {}
+    missing = Counter()
+    for row in rows:
+        user = row["user"]
+        if user not in held:
+            held[user] = {(m.role, m.content) for m in store.messages(user)}
+        missing["user message"] += ("user", row["asked"]) not in held[user]
+        missing["reply"] += ("assistant", row["reply"]) not in held[user]
+    return {"completed": len(rows), **missing}
 
 
 def sustained(
@@ -230,6 +277,8 @@ def sustained(
     }
     stored = chunks / (requests + len(run["warm"]["rows"]))  # warm-up turns are stored too
     needed = per_text["query"] + stored * per_text["document"]
+    if "postgres_cpu_s" in drained:  # the database's own work, beside moim's
+        per["postgres server"] = spent("postgres_cpu_s") / requests
     rate = len(run["rows"]) / span
     bound = (cpu / span) / needed if needed > 0 else 0.0
     return {
@@ -266,9 +315,24 @@ def main() -> None:
         help="run the proxy as `python -m proxy.cli serve` (else in threads)",
     )
     parser.add_argument("--db", type=Path, help="reuse/keep the database here (else a temp dir)")
+    parser.add_argument("--db-url", help="a PostgreSQL database for --replicas moim serve")
+    parser.add_argument("--pgserver", type=Path, help="start/reuse a local pgserver here")
+    parser.add_argument("--replicas", type=int, default=1, help="moim serve processes (Postgres)")
     parser.add_argument("--preload-user", default="preload", help="the preloaded user's id")
+    parser.add_argument(
+        "--sample-every",
+        type=float,
+        default=1.0,
+        help="seconds between /metrics scrapes (each counts the whole store's rows)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/load.json")
     args = parser.parse_args()
+    if args.pgserver and not args.db_url:
+        args.db_url = pgserver_url(args.pgserver, "moim_load")
+    if args.replicas > 1 and not args.db_url:
+        parser.error("--replicas needs --db-url or --pgserver: replicas share a Postgres store")
+    if args.db_url and not args.subprocess:
+        parser.error("--db-url runs moim serve processes (not --no-subprocess)")
     tmp = Path(tempfile.mkdtemp(prefix="moim-load-"))
     db = args.db or tmp / "load.db"
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -279,11 +343,16 @@ def main() -> None:
         "the proxy (and by whatever else runs on this machine: see loadavg)",
         flush=True,
     )
+    settings = (
+        Settings(db_url=ensure_database(args.db_url), db_path=tmp / "preload.db")
+        if args.db_url
+        else Settings(db_path=db)
+    )
     salt = "".join(random.Random().choices("abcdefghjkmnpqrstuvwxyz", k=4))
     users = [f"load-{salt}-{i}" for i in range(args.clients)]
     layer, preload_s = None, 0.0
     if args.preload_chunks:
-        layer = MemoryLayer(Settings(db_path=db))
+        layer = MemoryLayer(settings)
         preload = args.preload_user
         preload_s = populate(layer, preload, args.preload_chunks, np.random.default_rng(7), {})
         users[0] = preload
@@ -292,34 +361,59 @@ def main() -> None:
             flush=True,
         )
         layer.wait_for_lexical_index()
+        if args.db_url:
+            print(f"vacuum (analyze): {vacuum(args.db_url):.1f} s", flush=True)
         if args.subprocess:
             layer.close()  # the proxy process takes the lexical index over
             layer = None  # the proxy process opens the file itself
     with ExitStack() as stack:
         upstream = stack.enter_context(serve_upstream())
-        handle = stack.enter_context(serve_proxy(upstream.url, db, args.subprocess, layer))
-        sampler = Sampler(handle, also=upstream.requests.clear)
-        idle = sampler.sample()
-        sampler.start()
-        run = asyncio.run(drive(handle.root, users, args, sampler))
-        pending = sampler.sample()["pending"]
-        started = time.perf_counter()
-        flushed = httpx.post(handle.root + "/v1/memory/flush", timeout=180)
-        flush_s = time.perf_counter() - started
-        drained = sampler.sample()  # everything the run received is remembered by now
-        sampler.stop.set()
-        store = Store(db)
+        if args.db_url:
+            handles = stack.enter_context(
+                serve_replicas(upstream.url, args.db_url, args.replicas, tmp)
+            )
+            for handle in handles:
+                handle.mode = f"{args.replicas} × moim serve on one PostgreSQL database"
+        else:
+            handles = [stack.enter_context(serve_proxy(upstream.url, db, args.subprocess, layer))]
+        samplers = [
+            Sampler(h, args.sample_every, upstream.requests.clear if n == 0 else None)
+            for n, h in enumerate(handles)
+        ]
+        postgres = postgres_cpu(args.db_url) if args.db_url else None
+        if postgres is not None:  # the database's CPU, with replica 0's samples
+            samplers[0].extra = lambda: {"postgres_cpu_s": postgres()}
+        idle = [sampler.sample() for sampler in samplers]
+        for sampler in samplers:
+            sampler.start()
+        run = asyncio.run(drive([h.root for h in handles], users, args, samplers))
+        pending = combined([sampler.sample() for sampler in samplers])["pending"]
+        flushed, flush_s = flush_all(handles)
+        drained = combined([sampler.sample() for sampler in samplers])  # all remembered now
+        per_replica = [sampler.samples for sampler in samplers]
+        for sampler in samplers:
+            sampler.stop.set()
+        store = PgStore(args.db_url) if args.db_url else Store(db)
         stats = {u: store.stats(u) for u in users}
+        stored = missing_turns(store, run["rows"] + run["warm"]["rows"])
+        db_mb = database_mb(store, db)
+        if isinstance(store, PgStore):
+            store.close()
     about["loadavg_end"] = os.getloadavg()
-    rows, samples = run["rows"], sampler.samples
+    leftover = cancel_leftovers(args.db_url) if args.db_url else []
+    rows = run["rows"]
+    for row in rows + run["warm"]["rows"]:
+        row.pop("reply"), row.pop("asked")
+    samples = [combined(list(at)) for at in zip(*per_replica, strict=False)]
     result = {
-        "proxy": handle.mode,
+        "proxy": handles[0].mode,
+        "replicas": len(handles),
         "clients": args.clients,
         "duration_s": run["elapsed"],
         "requests": len(rows),
         "requests_per_s": len(rows) / run["elapsed"],
         "streamed": sum(r["stream"] for r in rows),
-        "errors": dict(run["errors"]),
+        "errors": {k: v for k, v in run["errors"].items() if isinstance(k, str)},
         "memory_errors": dict(Counter(r["memory_error"] for r in rows if r["memory_error"])),
         "latency_ms": pct([r["latency_ms"] for r in rows]),
         "ttfb_ms_streamed": pct([r["ttfb_ms"] for r in rows if r["ttfb_ms"] is not None]),
@@ -331,22 +425,28 @@ def main() -> None:
         "sustained": sustained(
             run,
             drained,
-            flush_s,
+            flush_s[-1],
             sum(stats[u].chunks for u in users if u != args.preload_user),
         ),
-        "rss_idle_mb": idle["rss_mb"],
-        "rss_after_warmup_mb": run["warm"]["rss_mb"],
+        "rss_idle_mb": sum(s["rss_mb"] for s in idle),
+        "rss_after_warmup_mb": sum(run["warm"]["rss_mb"]),
         "rss_mb": {
             "min": min(s["rss_mb"] for s in samples),
             "max": max(s["rss_mb"] for s in samples),
         },
+        "per_replica": [
+            replica_figures(n, rows, run, idle[n], per_replica[n], flush_s[n], flushed[n])
+            for n in range(len(handles))
+        ],
+        "stored_check": stored,
+        "queries_left_running": leftover,
         "samples": samples,
         "pending_at_end": pending,
-        "flush_s": flush_s,
-        "flush": {"status": flushed.status_code, **flushed.json()},
+        "flush_s": flush_s[-1],
+        "flush": {"status": flushed[-1].status_code, **flushed[-1].json()},
         "warmup": {
             "s": run["warm"]["s"],
-            "errors": dict(run["warm"]["errors"]),
+            "errors": {k: v for k, v in run["warm"]["errors"].items() if isinstance(k, str)},
             "first_latency_ms": pct([r["latency_ms"] for r in run["warm"]["rows"]], (50,)),
             "preload_first_ms": run["warm"].get("preload_first_ms"),
         },
@@ -355,7 +455,7 @@ def main() -> None:
             "preload_s": preload_s,
             "load_users_messages": sum(stats[u].messages for u in users if u != args.preload_user),
             "load_users_chunks": sum(stats[u].chunks for u in users if u != args.preload_user),
-            "db_mb": sum(p.stat().st_size for p in db.parent.glob(db.name + "*")) / 2**20,
+            "db_mb": db_mb,
         },
     }
     report(result, args)
@@ -379,8 +479,78 @@ def main() -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def flush_all(handles: list[Any]) -> tuple[list[httpx.Response], list[float]]:
+    """`POST /v1/memory/flush` to each replica in turn (any replica indexes what is left),
+    again while one answers 504 (its writer still behind after its 120 s, as on a starved
+    machine), for 20 minutes at most; each replica's last answer and when it came."""
+    started, flushed, done_at = time.perf_counter(), [], []
+    for handle in handles:
+        while True:
+            answer = httpx.post(handle.root + "/v1/memory/flush", timeout=180)
+            if answer.status_code != 504 or time.perf_counter() - started > 1200:
+                break
+        flushed.append(answer)
+        done_at.append(time.perf_counter() - started)
+    return flushed, done_at
+
+
+def replica_figures(
+    n: int,
+    rows: list[dict],
+    run: dict[str, Any],
+    idle: dict[str, float],
+    samples: list[dict[str, float]],
+    flush_s: float,
+    flushed: httpx.Response,
+) -> dict[str, Any]:
+    """One replica's share: requests served, errors, RSS, texts it embedded, its flush."""
+    first, last = samples[0], samples[-1]
+    return {
+        "requests": sum(r["replica"] == n for r in rows),
+        "errors": run["errors"].get(n, 0),
+        "rss_mb": {
+            "idle": idle["rss_mb"],
+            "after_warmup": run["warm"]["rss_mb"][n],
+            "max": max(s["rss_mb"] for s in samples),
+        },
+        "cpu_s": last["cpu_s"] - first["cpu_s"],
+        "texts_embedded": {
+            kind: last.get(f"embed_texts_{kind}", 0.0) - first.get(f"embed_texts_{kind}", 0.0)
+            for kind in ("query", "document")
+        },
+        "flush_done_after_s": flush_s,
+        "flush_status": flushed.status_code,
+    }
+
+
+def cancel_leftovers(url: str) -> list[dict[str, Any]]:
+    """Statements still running on the database once every replica has stopped: a query a
+    timed-out request left behind goes on, holding a core of the database, until it ends.
+    Listed (how long, what) and cancelled, so the next run does not share the server with
+    them."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid, extract(epoch FROM now() - query_start), left(query, 120) "
+            "FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
+            "AND pid <> pg_backend_pid()"
+        ).fetchall()
+        for pid, _, _ in rows:
+            conn.execute("SELECT pg_cancel_backend(%s)", [pid])
+    return [{"running_s": float(s), "query": q} for _, s, q in rows]
+
+
+def database_mb(store: Any, db: Path) -> float:
+    """The store's size on disk: the SQLite files, or the Postgres database."""
+    if isinstance(store, PgStore):
+        return float(store.read("SELECT pg_database_size(current_database())")[0][0]) / 2**20
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*")) / 2**20
+
+
 def report(r: dict[str, Any], args: argparse.Namespace) -> None:
     s, first = r["store"], r["warmup"]["preload_first_ms"]
+    summed = f" (sum of {r['replicas']} replicas)" if r["replicas"] > 1 else ""
     preload_first = "" if first is None else f"; the preload user's first, alone: {first:.0f} ms"
     print(
         f"\nproxy: {r['proxy']}; clients: {args.clients} × openai.AsyncOpenAI, closed loop, "
@@ -390,7 +560,7 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"{r['duration_s']:.1f} s\n"
         f"store: preload user {s['preload_chunks']} chunks; load users at the end "
         f"{s['load_users_messages']} messages, {s['load_users_chunks']} chunks; "
-        f"file {s['db_mb']:.0f} MB\n\n"
+        f"on disk {s['db_mb']:.0f} MB\n\n"
         f"- requests: {r['requests']} ({r['streamed']} streamed), "
         f"{r['requests_per_s']:.1f} req/s\n"
         f"- errors: {sum(r['errors'].values())} {r['errors'] or ''}; memory errors "
@@ -400,10 +570,10 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"- x-memory-overhead-ms: {fmt(r['overhead_header_ms'])}; chunks injected mean "
         f"{r['chunks_injected_mean']:.1f}\n"
         f"- CPU (cores busy over the run): {cores_text(r['cpu_cores'])}\n"
-        f"- proxy RSS: idle {r['rss_idle_mb']:.0f} MB, after warm-up "
+        f"- proxy RSS{summed}: idle {r['rss_idle_mb']:.0f} MB, after warm-up "
         f"{r['rss_after_warmup_mb']:.0f} MB, during the run min {r['rss_mb']['min']:.0f} / "
         f"max {r['rss_mb']['max']:.0f} MB\n"
-        f"- writer queue at the end: {r['pending_at_end']:.0f} turns; flush took "
+        f"- writer queue{summed} at the end: {r['pending_at_end']:.0f} turns; flush took "
         f"{r['flush_s']:.2f} s {r['flush']}"
     )
     u = r["sustained"]
@@ -421,6 +591,31 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"{u['chunks_stored_per_request']:.2f} stored chunks a request, at the CPU per text "
         f"above): {u['embedder_bound_requests_per_s']:.1f} req/s; sustained / bound = "
         f"{u['ratio_to_embedder_bound']:.2f} (target ≥ 0.90)"
+    )
+    if r["replicas"] > 1:
+        print(
+            "\n| replica | requests | errors | RSS idle / warm / max (MB) | CPU (s) | texts "
+            "embedded (query / document) | flush done after (s) |\n|---|---|---|---|---|---|---|"
+        )
+        for n, x in enumerate(r["per_replica"]):
+            rss, texts = x["rss_mb"], x["texts_embedded"]
+            print(
+                f"| {n} | {x['requests']} | {x['errors']} | {rss['idle']:.0f} / "
+                f"{rss['after_warmup']:.0f} / {rss['max']:.0f} | {x['cpu_s']:.1f} | "
+                f"{texts['query']:.0f} / {texts['document']:.0f} | "
+                f"{x['flush_done_after_s']:.1f} ({x['flush_status']}) |"
+            )
+    for query in r["queries_left_running"]:
+        print(
+            f"\n- a query still running on the database after the replicas stopped, for "
+            f"{query['running_s']:.0f} s (cancelled): {query['query']}"
+        )
+    c = r["stored_check"]
+    lost = {k: v for k, v in c.items() if k != "completed"}
+    print(
+        f"\n- stored: of {c['completed']} completed requests (warm-up included), user messages "
+        f"missing from the store {lost.get('user message', 0)}, replies missing "
+        f"{lost.get('reply', 0)}"
     )
     print("\n| t (s) | RSS (MB) | proxy CPU (s) | writer queue |\n|---|---|---|---|")
     picks = sorted({int(i) for i in np.linspace(0, len(r["samples"]) - 1, 10)})

@@ -45,6 +45,7 @@ import numpy as np  # noqa: E402
 import openai  # noqa: E402
 import uvicorn  # noqa: E402
 
+from bench import embedding_server  # noqa: E402
 from memory import BLOCK_END, BLOCK_START, Settings  # noqa: E402
 from proxy.app import build_app  # noqa: E402
 from proxy.config import Config  # noqa: E402
@@ -314,7 +315,12 @@ def report(variant: str, qs: list[Question], seconds: float) -> dict[str, Any]:
 
 
 def run_variant(
-    variant: str, args: argparse.Namespace, convs: list[Conversation], upstream: Any, db: Path
+    variant: str,
+    args: argparse.Namespace,
+    convs: list[Conversation],
+    upstream: Any,
+    db: Path,
+    embedder: Any = None,
 ) -> dict[str, Any]:
     """Start the proxy on `db` with this retriever, replay what is missing, ask, explain misses."""
     settings = replace(
@@ -325,7 +331,8 @@ def run_variant(
     if args.min_similarity is not None:
         settings = replace(settings, min_similarity=args.min_similarity)
     started = time.perf_counter()
-    with serve(build_app(Config(upstream_base_url=upstream.url, memory=settings))) as root:
+    config = Config(upstream_base_url=upstream.url, memory=settings, embedder=embedder)
+    with serve(build_app(config)) as root:
         client = openai.OpenAI(
             base_url=root + "/v1", api_key="sk-bench", max_retries=0, timeout=300
         )
@@ -417,6 +424,7 @@ def main() -> None:
         help="speaker as the `name` field, or written into the text (Caroline: …)",
     )
     parser.add_argument("--no-timestamps", action="store_true", help="no X-Memory-Timestamp")
+    embedding_server.add_arguments(parser)
     args = parser.parse_args()
     convs = load(parse_range(args.conversations), args.limit_questions, args.speakers)
     variants = VARIANTS if args.retrievers == "all" else [args.retrievers]
@@ -431,18 +439,24 @@ def main() -> None:
     )
     print(
         f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python "
-        f"{platform.python_version()}, embedding {Settings().embedding_model}"
+        f"{platform.python_version()}, embedding "
+        f"{Settings().embedding_model if args.embedder == 'bundled' else args.embedder}"
     )
     print(REFERENCE)
     RESULTS.mkdir(parents=True, exist_ok=True)
     results = {}
-    with tempfile.TemporaryDirectory() as tmp, serve_upstream() as upstream:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        serve_upstream() as upstream,
+        embedding_server.chosen_embedder(args.embedder) as embedder,
+    ):
         db = args.db or Path(tmp) / "locomo.db"
         started = time.perf_counter()
         for variant in variants:
-            results[variant] = run_variant(variant, args, convs, upstream, db)
+            results[variant] = run_variant(variant, args, convs, upstream, db, embedder)
             style = "" if args.speakers == "name" else f"-{args.speakers}"
             style += "-undated" if args.no_timestamps else ""
+            style += "" if args.embedder == "bundled" else f"-{args.embedder}"
             (RESULTS / f"locomo-{variant}{style}.json").write_text(json.dumps(results[variant]))
     print(
         "\n| variant | hit (1-4, audited, all) | all | hit 120 | all 120 | tokens | no block "

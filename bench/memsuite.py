@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import openai  # noqa: E402
 
+from bench import embedding_server  # noqa: E402
 from bench.locomo import block_of, serve  # noqa: E402
 from memory import Settings  # noqa: E402
 from proxy.app import build_app  # noqa: E402
@@ -283,6 +284,7 @@ def main() -> None:
     parser.add_argument("--show", choices=[*CATEGORIES, "none"], default="none")
     parser.add_argument("--split", choices=["tune", "held", "all"], default="all")
     parser.add_argument("--set", action="append", default=[], help="Settings name=value")
+    embedding_server.add_arguments(parser)
     args = parser.parse_args()
     personas = load(sorted(DATA.glob("personas_*.txt")))
     if args.suite == "long":
@@ -298,11 +300,16 @@ def main() -> None:
     for item in args.set:
         name, value = item.split("=", 1)
         overrides[name] = type(getattr(Settings(), name))(value)
-    with tempfile.TemporaryDirectory() as tmp, serve_upstream() as upstream:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        serve_upstream() as upstream,
+        embedding_server.chosen_embedder(args.embedder) as embedder,
+    ):
         db = args.db or Path(tmp) / "memsuite.db"
         fresh = not db.exists()
         settings = replace(Settings(db_path=db), **overrides)
-        with serve(build_app(Config(upstream_base_url=upstream.url, memory=settings))) as root:
+        config = Config(upstream_base_url=upstream.url, memory=settings, embedder=embedder)
+        with serve(build_app(config)) as root:
             client = openai.OpenAI(base_url=root + "/v1", api_key="sk-bench", max_retries=0)
             while httpx.get(root + "/health/readiness").status_code != 200:
                 time.sleep(0.1)  # a question asked while the model loads gets facts only
@@ -310,7 +317,8 @@ def main() -> None:
             if fresh:
                 for persona in personas:
                     replay(client, upstream, persona, not args.no_timestamps)
-                httpx.post(root + "/v1/memory/flush", timeout=300)
+                while httpx.post(root + "/v1/memory/flush", timeout=300).status_code != 200:
+                    pass  # 504: still indexing after 120 s (a busy machine); wait again
             print(f"replay {time.perf_counter() - started:.0f} s (fresh: {fresh})")
             upstream.script.clear()
             for number, case in enumerate(cases):
@@ -327,7 +335,8 @@ def main() -> None:
             print("  " + case.result["block"][:1500])
     RESULTS.mkdir(parents=True, exist_ok=True)
     per_case = [{**c.__dict__, "result": c.result} for c in cases]
-    (RESULTS / f"memsuite_{args.suite}.json").write_text(
+    named = "" if args.embedder == "bundled" else f"_{args.embedder}"
+    (RESULTS / f"memsuite_{args.suite}{named}.json").write_text(
         json.dumps({"table": out, "cases": per_case})
     )
 

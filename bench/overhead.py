@@ -4,7 +4,7 @@ Run from the repository root:
 
     /work/venv/bin/python bench/overhead.py [--requests 200] [--warmup 20] [--chunks 10]
         [--delay-ms 1] [--memory-mode read] [--profile 30] [--db PATH] [--million]
-        [--million-user] [--peer-litellm PATH/TO/litellm]
+        [--million-user] [--peer-litellm PATH/TO/litellm] [--db-url postgresql://… | --pgserver DIR]
 
 One process: the fake upstream (tests/upstream.py), a ~20-line Starlette relay and moim, each
 under uvicorn in its own thread and loop; the client is raw HTTP over one keep-alive
@@ -16,6 +16,11 @@ a question to show the cache. --million-user adds one user with 1M chunks (its o
 beside --db, built once and reused). --peer-litellm runs the LiteLLM proxy (its `litellm`
 command, installed in a virtualenv of its own: `litellm[proxy]==1.106.2`) in a subprocess,
 one worker, no memory, routing the same model to the same fake upstream: a measured row.
+--db-url adds the memory-on rows on a PostgreSQL store (moim serve with `db: postgresql://…`)
+in the same run, interleaved with the others: the URL's database holds u0, u10k and u100k,
+its siblings `<name>_1k` and `<name>_empty` the 1k-chunk user alone and nothing, each created
+and filled by `populate` on first use and reused after. --pgserver DIR starts (or reuses) a
+local PostgreSQL with pgvector from the `pgserver` wheel and uses its database `moim_bench`.
 Prints markdown tables, writes bench/results/overhead.json; asserts nothing (STYLE.md 18).
 """
 
@@ -49,6 +54,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
+from bench.harness import ensure_database, pgserver_url, sibling_url, vacuum  # noqa: E402
 from memory import MemoryLayer, RecallRequest, Settings, count_message_tokens, inject_block  # noqa: E402
 from memory.recall.retrieval import build_query  # noqa: E402
 from memory.store.fts import search_terms, turn_tail  # noqa: E402
@@ -271,10 +277,13 @@ def pct(values: list[float]) -> dict[str, float]:
 def profile(
     layer: MemoryLayer, user: str, messages: list[dict], rng: random.Random, n: int
 ) -> dict[str, dict[str, float]]:
-    """In-process timings (ms) of recall's steps for `user`, and of `layer.recall` itself."""
+    """In-process timings (ms) of recall's steps for `user`, and of `layer.recall` itself.
+    On Postgres the searches are the database's (`vector_search: db`), with no RAM matrix."""
     steps: dict[str, list[float]] = {}
     s, store, embedder, index = layer.settings, layer.store, layer.embedder, layer.index
-    all_ids, matrix = store.user_vectors(user)  # for the RAM alternative to store.vectors
+    postgres = s.db_url is not None
+    if not postgres:
+        all_ids, matrix = store.user_vectors(user)  # for the RAM alternative to store.vectors
 
     def timed(name: str, fn: Any, *args: Any) -> Any:
         t, out = time.perf_counter(), fn(*args)
@@ -286,7 +295,9 @@ def profile(
         tokens = timed("count_message_tokens", count_message_tokens, msgs, MODEL)
         query = build_query(msgs)
         lexical = timed(
-            "lexical_search (tantivy once verified)",
+            "lexical_search (Postgres full text)"
+            if postgres
+            else "lexical_search (tantivy once verified)",
             store.lexical_search,
             user,
             search_terms(query),
@@ -294,15 +305,21 @@ def profile(
             s.lexical_context_weight,
         )
         vector = timed("embed_query (uncached)", embedder.embed_query, query)
-        dense = timed("vector search (codes + rescoring)", index.search, user, vector, s.candidates)
+        if postgres:
+            dense = timed("dense_search (pgvector)", store.dense_search, user, vector, s.candidates)
+        else:
+            dense = timed(
+                "vector search (codes + rescoring)", index.search, user, vector, s.candidates
+            )
         found_ids = {*(i for i, _ in lexical), *(i for i, _ in dense)}
         chunks = timed("store.chunks (rows read lately: RAM)", store.chunks, user, list(found_ids))
         missing = [i for i in chunks if i not in dict(dense)]
         timed("store.vectors (lexical-only)", store.vectors, user, missing)
-        timed(
-            "cosines in RAM instead",
-            lambda m=missing, v=vector: matrix[np.searchsorted(all_ids, m)] @ v,
-        )
+        if not postgres:
+            timed(
+                "cosines in RAM instead",
+                lambda m=missing, v=vector: matrix[np.searchsorted(all_ids, m)] @ v,
+            )
         msgs[-1]["content"] = question(rng)  # a fresh question: the whole recall, uncached
         found = timed(
             "layer.recall (total)",
@@ -318,6 +335,39 @@ def profile(
                 ).encode(),
             )
     return {name: pct(values) for name, values in steps.items()}
+
+
+def postgres_layers(url: str, embedder: Any, tmp: Path) -> dict[str, MemoryLayer]:
+    """The Postgres stores of the PG rows, each built on first use and reused after: `url`
+    holds u0, u10k and u100k (as --db does), its `_1k` sibling the 1k-chunk user alone, its
+    `_empty` sibling nothing. `populate` fills them from the generator and seed a fresh
+    SQLite store starts from, so stores built fresh on both hold the same chunks and vectors;
+    each is vacuumed and analysed before the run (`bench.harness.vacuum` says why).
+    Each layer's local journal (unused: these rows only read) goes to `tmp`."""
+    layers, rng, pool = {}, np.random.default_rng(7), {}
+    users: tuple[tuple[str, str, dict[str, int]], ...] = (
+        ("pg", "", SIZES),
+        ("pg small", "_1k", {"u1k": 1000}),
+        ("pg empty", "_empty", {}),
+    )
+    for name, suffix, sizes in users:
+        target = ensure_database(sibling_url(url, suffix))
+        layer = MemoryLayer(
+            Settings(db_url=target, db_path=tmp / f"pg{suffix}.db"),
+            embedder_factory=lambda _: embedder,
+        )
+        for user, size in sizes.items():
+            took = populate(layer, user, size, rng, pool)
+            print(f"store PG {user}: {layer.stats(user).chunks} chunks ({took:.1f} s)", flush=True)
+        print(f"vacuum (analyze) PG{suffix or ' main'}: {vacuum(target):.1f} s", flush=True)
+        layers[name] = layer
+    return layers
+
+
+def postgres_about(layer: MemoryLayer) -> dict[str, str]:
+    """The server's version and the settings that bound its caching (for the record)."""
+    names = ("server_version", "shared_buffers", "work_mem", "effective_cache_size")
+    return {name: str(layer.store.read(f"SHOW {name}")[0][0]) for name in names}
 
 
 def main() -> None:
@@ -337,6 +387,8 @@ def main() -> None:
     parser.add_argument("--million", action="store_true", help="add 1M chunks over 1k users")
     parser.add_argument("--million-user", action="store_true", help="add one 1M-chunk user")
     parser.add_argument("--peer-litellm", type=Path, help="the `litellm` command of a venv")
+    parser.add_argument("--db-url", help="add PG rows: this Postgres database (built, reused)")
+    parser.add_argument("--pgserver", type=Path, help="add PG rows on a local pgserver here")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/overhead.json")
     args = parser.parse_args()
     threadpoolctl.threadpool_limits(1, user_api="blas")  # as moim serve does (proxy/runtime.py)
@@ -384,6 +436,10 @@ def main() -> None:
     for lay in (layer, small, big, whale):  # a rebuilt lexical index: wait, FTS5 answers meanwhile
         if lay is not None:
             lay.wait_for_lexical_index()
+    url = args.db_url or (args.pgserver and pgserver_url(args.pgserver, "moim_bench"))
+    pg = postgres_layers(url, embedder, tmp) if url else {}
+    if pg:
+        machine["postgres"] = postgres_about(pg["pg"])
     base = history(np_rng)
     reply = "".join(f"tok{i:04d} " for i in range(args.chunks - 2))[: 8 * (args.chunks - 2)]
     with ExitStack() as stack:
@@ -401,6 +457,7 @@ def main() -> None:
                 ("small", small),
                 ("1M", big),
                 ("whale", whale),
+                *pg.items(),
             )
             if lay
         }
@@ -425,6 +482,12 @@ def main() -> None:
             paths["moim, 1k chunks of 1M (1k users)"] = on("m0", "1M")
         if whale is not None:
             paths["moim, 1M chunks (one user)"] = on("u1m", "whale")
+        if pg:
+            paths["moim PG, 0 chunks, empty DB"] = on("u0", "pg empty")
+            paths["moim PG, 0 chunks (110k others)"] = on("u0", "pg")
+            paths["moim PG, 1k chunks, alone in its DB"] = on("u1k", "pg small")
+            paths["moim PG, 10k chunks"] = on("u10k", "pg")
+            paths["moim PG, 100k chunks"] = on("u100k", "pg")
         if peer is not None:
             peer_auth = {"authorization": f"Bearer {PEER_KEY}"}
             paths["LiteLLM proxy 1.106.2, no memory"] = (peer, peer_auth, False)
@@ -459,6 +522,9 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         tokens = count_message_tokens(base + [{"role": "user", "content": fixed}], MODEL)
         steps = profile(layer, "u100k", base, rng, args.profile)
+        pg_steps = profile(pg["pg"], "u100k", base, rng, args.profile) if pg else {}
+    for lay in pg.values():
+        lay.close()
     machine["loadavg_end"] = os.getloadavg()
     results = {}
     for name, rows in samples.items():
@@ -473,7 +539,7 @@ def main() -> None:
             "chunks_injected_mean": float(np.mean([r["chunks"] for r in good])),
             "memory_errors": sorted({r["error"] for r in good if r["error"]}),
         }
-    report(results, args, tokens, elapsed, rss, build, steps)
+    report(results, args, tokens, elapsed, rss, build, steps, pg_steps)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(
@@ -493,6 +559,7 @@ def main() -> None:
                 "rss_mb": rss,
                 "populate_s": build,
                 "recall_steps_ms": steps,
+                "recall_steps_ms_postgres": pg_steps,
             },
             indent=2,
         )
@@ -501,7 +568,14 @@ def main() -> None:
 
 
 def report(
-    results: dict, args: Any, tokens: int, elapsed: float, rss: dict, build: dict, steps: dict
+    results: dict,
+    args: Any,
+    tokens: int,
+    elapsed: float,
+    rss: dict,
+    build: dict,
+    steps: dict,
+    pg_steps: dict,
 ) -> None:
     print(
         f"\nclient: raw HTTP (httpx.Client, one keep-alive connection per path); "
@@ -536,12 +610,15 @@ def report(
                 f"| {name} | {h['p50']:.2f} | {h['p95']:.2f} | {h['p99']:.2f} | "
                 f"{r['chunks_injected_mean']:.1f} | {r['failed']} {r['memory_errors']} |"
             )
-    print(
-        f"\n## recall steps in-process, user u100k, {args.profile} unique questions (ms)\n\n"
-        "| step | p50 | p95 | p99 |\n|---|---|---|---|"
-    )
-    for name, p in steps.items():
-        print(f"| {name} | {p['p50']:.2f} | {p['p95']:.2f} | {p['p99']:.2f} |")
+    for backend, timings in (("SQLite", steps), ("PostgreSQL", pg_steps)):
+        if not timings:
+            continue
+        print(
+            f"\n## recall steps in-process, {backend}, user u100k, {args.profile} unique "
+            "questions (ms)\n\n| step | p50 | p95 | p99 |\n|---|---|---|---|"
+        )
+        for name, p in timings.items():
+            print(f"| {name} | {p['p50']:.2f} | {p['p95']:.2f} | {p['p99']:.2f} |")
     print(
         "\n## RSS of this process (MB), store build time (s)\n\n"
         + "\n".join(f"- {name}: {value:.0f} MB" for name, value in rss.items())

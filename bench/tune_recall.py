@@ -72,16 +72,32 @@ class CachedEmbedder:
     def embed_documents(self, texts: Any) -> np.ndarray:
         raise RuntimeError("the tuning database must be fully indexed")
 
+    def embed_documents_words(self, texts: Any) -> Any:
+        raise RuntimeError("the tuning database must be fully indexed")
+
+    def embed_query_words(self, text: str) -> Any:
+        """The query's vector and word vectors (memory/recall/vocabulary.py): the model runs
+        for each question (its words are not cached on disk); the vector is the cached one."""
+        model = self._loaded()
+        vector, words = model.embed_query_words(text)
+        if text not in self.cache:
+            self.cache[text] = vector
+            self.misses += 1
+        return self.cache[text], words
+
+    def _loaded(self) -> FastEmbedder:
+        if self._model is None:
+            self._model = FastEmbedder(self._settings.embedding_model, 16, 1)
+        if self._model.name != self.name:
+            raise SystemExit(
+                f"the database's vectors are {self.name}, the model is "
+                f"{self._model.name}: re-index it or fill the query cache"
+            )
+        return self._model
+
     def embed_query(self, text: str) -> np.ndarray:
         if text not in self.cache:
-            if self._model is None:
-                self._model = FastEmbedder(self._settings.embedding_model, 16, 1)
-            if self._model.name != self.name:
-                raise SystemExit(
-                    f"the database's vectors are {self.name}, the model is "
-                    f"{self._model.name}: re-index it or fill the query cache"
-                )
-            self.cache[text] = self._model.embed_query(text)
+            self.cache[text] = self._loaded().embed_query(text)
             self.misses += 1
         return self.cache[text]
 

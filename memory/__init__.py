@@ -22,6 +22,7 @@ from memory.heap import fix_mmap_threshold, limit_arenas
 from memory.ingest.turns import Turn, content_hash
 from memory.layer import MemoryLayer, PendingRecall, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
+from memory.service_embedder import EmbeddingService, ServiceEmbedder
 from memory.settings import Placement, Settings
 from memory.store.backend import redact_url
 from memory.store.journal import Journal
@@ -30,6 +31,7 @@ from memory.store.overview import SessionSummary, UserSummary
 from memory.store.response_links import ResponseLink
 from memory.store.sizes import StoreSizes
 from memory.store.store import Stats
+from memory.store.vector_rebuild import VectorRebuild
 
 __all__ = [
     "BLOCK_END",
@@ -39,6 +41,7 @@ __all__ = [
     "DueUser",
     "Embedder",
     "EmbeddingFailed",
+    "EmbeddingService",
     "Excerpt",
     "Fact",
     "FastEmbedder",
@@ -59,6 +62,7 @@ __all__ = [
     "Recollection",
     "Rejection",
     "ResponseLink",
+    "ServiceEmbedder",
     "SessionSummary",
     "Settings",
     "Stats",
@@ -68,6 +72,7 @@ __all__ = [
     "TierRule",
     "Turn",
     "UserSummary",
+    "VectorRebuild",
     "content_hash",
     "context_window",
     "count_message_tokens",

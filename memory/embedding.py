@@ -6,6 +6,10 @@ The default model is all-MiniLM-L6-v2 (384 dimensions), bundled and run in int8
 be configured by users who have network.
 
 Vectors are float32, L2-normalised, so a dot product is the cosine.
+
+The same model run also yields a vector per word: the mean of the last hidden states of the
+word's tokens, normalised (`WordVector`). Recall compares a question's words with the words
+the user has said (`memory/recall/vocabulary.py`); they cost no extra run.
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from memory.bundled_model import VARIANT, bundled_model_dir
 from memory.errors import EmbeddingFailed
 from memory.settings import BUNDLED_MODEL
+
+T = TypeVar("T")
 
 
 class Embedder(Protocol):
@@ -35,6 +42,35 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> np.ndarray:
         """One normalised float32 vector."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class WordVector:
+    """One word of an embedded text and its contextual vector (normalised float32).
+
+    `word` is the text's own characters at `start` (case kept); the vector is the mean of the
+    model's last hidden states over the word's tokens, the states the text's vector pools.
+    """
+
+    word: str
+    start: int
+    vector: np.ndarray
+
+
+Words = tuple[WordVector, ...]
+
+
+@runtime_checkable
+class WordEmbedder(Embedder, Protocol):
+    """An embedder that also gives each text's word vectors, from the same model run."""
+
+    def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
+        """The query's vector (as `embed_query`) and its words' vectors."""
+        ...
+
+    def embed_documents_words(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Words]]:
+        """The texts' rows (as `embed_documents`) and each text's word vectors."""
         ...
 
 
@@ -67,7 +103,8 @@ class FastEmbedder:
         self._batch_size = batch_size
         # onnxruntime sessions are thread-safe; batches take turns so they do not thrash.
         self._lock = threading.Lock()
-        self._queries = RecentVectors(512)
+        self._queries: RecentVectors[np.ndarray] = RecentVectors(512)
+        self._query_words: RecentVectors[Words] = RecentVectors(512)
         # CPU seconds (of the threads that ran the model) and texts, per kind: "query" for
         # recall, "document" for indexing (bench/load.py splits moim's CPU with them).
         self.cpu_seconds = {"query": 0.0, "document": 0.0}
@@ -88,6 +125,54 @@ class FastEmbedder:
     def forget_queries(self) -> None:
         """Let go of every cached query (a user forgotten: their questions go too)."""
         self._queries.clear()
+        self._query_words.clear()
+
+    def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
+        """The query's vector and its words' vectors, from one model run (both cached)."""
+        vector, words = self._queries.get(text), self._query_words.get(text)
+        if vector is None or words is None:
+            started = time.thread_time()
+            vector, words = self._run_with_words(text)
+            self.cpu_seconds["query"] += time.thread_time() - started
+            self.texts["query"] += 1
+            self._queries.put(text, vector)
+            self._query_words.put(text, words)
+        return vector, words
+
+    def embed_documents_words(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Words]]:
+        """Rows and word vectors for `texts`, one text per model run (`embedding_batch_size`
+        does not apply: a run's words come from that text alone)."""
+        rows: list[np.ndarray] = []
+        words: list[Words] = []
+        for text in texts:
+            with self._lock:
+                started = time.thread_time()
+                vector, found = self._run_with_words(text)
+                self.cpu_seconds["document"] += time.thread_time() - started
+                self.texts["document"] += 1
+            rows.append(vector)
+            words.append(found)
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32), []
+        return np.vstack(rows).astype(np.float32), words
+
+    def _run_with_words(self, text: str) -> tuple[np.ndarray, Words]:
+        """One run of the model over `text`: its vector (as fastembed pools it) and its
+        words' vectors. Relies on fastembed's ONNX model object, as `_run_one` does."""
+        model: Any = self._model.model
+        try:
+            encoding = model.tokenizer.encode(text)
+            if self._bundled:
+                row, states = _run_one_states(model, encoding)
+            else:
+                output = model.onnx_embed([text])
+                row = next(iter(model._post_process_onnx_output(output)))
+                states = np.asarray(output.model_output[0], dtype=np.float32)
+        except Exception as exc:
+            raise EmbeddingFailed(str(exc)) from exc
+        vector: np.ndarray = _normalise(np.asarray(row, dtype=np.float32)[None, :])[0]
+        vector.setflags(write=False)
+        return vector, _word_vectors(text, encoding, states)
 
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         # Batches are padded to their longest text: embed in length order, return in input order.
@@ -126,22 +211,22 @@ class FastEmbedder:
         return vector
 
 
-class RecentVectors:
+class RecentVectors(Generic[T]):
     """A small thread-safe LRU of text → vector (the query cache)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._items: OrderedDict[str, T] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, text: str) -> np.ndarray | None:
+    def get(self, text: str) -> T | None:
         with self._lock:
             vector = self._items.get(text)
             if vector is not None:
                 self._items.move_to_end(text)
             return vector
 
-    def put(self, text: str, vector: np.ndarray) -> None:
+    def put(self, text: str, vector: T) -> None:
         with self._lock:
             self._items[text] = vector
             self._items.move_to_end(text)
@@ -168,18 +253,29 @@ class QuestionVectors:
     def __init__(self, size: int = 2048) -> None:
         self._size = size
         self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._words: dict[tuple[str, str], Words] = {}  # of the items, when the model gave them
         self._lock = threading.Lock()
 
-    def put(self, user_id: str, text: str, vector: np.ndarray) -> None:
+    def put(self, user_id: str, text: str, vector: np.ndarray, words: Words | None = None) -> None:
         with self._lock:
             self._items[(user_id, text)] = vector
             self._items.move_to_end((user_id, text))
+            if words is not None:
+                self._words[(user_id, text)] = words
             while len(self._items) > self._size:
-                self._items.popitem(last=False)
+                key, _ = self._items.popitem(last=False)
+                self._words.pop(key, None)
+
+    def take_words(self, user_id: str, text: str) -> Words | None:
+        """The words held for this user's text (call before `take`), which are let go."""
+        with self._lock:
+            return self._words.pop((user_id, text), None)
 
     def take(self, user_id: str, text: str) -> np.ndarray | None:
-        """The vector held for this user's text, which is let go; None when none is."""
+        """The vector held for this user's text, which is let go (its words too); None when
+        none is."""
         with self._lock:
+            self._words.pop((user_id, text), None)
             return self._items.pop((user_id, text), None)
 
     def drop(self, user_id: str | None = None) -> None:
@@ -187,15 +283,25 @@ class QuestionVectors:
         with self._lock:
             if user_id is None:
                 self._items.clear()
+                self._words.clear()
             else:
                 for key in [key for key in self._items if key[0] == user_id]:
                     del self._items[key]
+                    self._words.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._items)
 
     def noting(self, embedder: Embedder, user_id: str) -> Embedder:
-        """`embedder`, for one recall of `user_id`: each question's vector is also held."""
+        """`embedder`, for one recall of `user_id`: each question's vector is also held.
+
+        Not for an embedder whose queries are embedded unlike its documents (a remote
+        model with a query prefix: memory/service_embedder.py): it is returned as it is.
+        """
+        if not getattr(embedder, "symmetric", True):
+            return embedder
+        if isinstance(embedder, WordEmbedder):
+            return _NotingWords(embedder, user_id, self)
         return _Noting(embedder, user_id, self)
 
 
@@ -215,6 +321,22 @@ class _Noting:
         return self._embedder.embed_documents(texts)
 
 
+class _NotingWords(_Noting):
+    """`_Noting` for an embedder that gives word vectors: the question's are held too."""
+
+    def __init__(self, embedder: WordEmbedder, user_id: str, questions: QuestionVectors) -> None:
+        super().__init__(embedder, user_id, questions)
+        self._words_of = embedder
+
+    def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
+        vector, words = self._words_of.embed_query_words(text)
+        self._questions.put(self._user_id, text, vector, words)
+        return vector, words
+
+    def embed_documents_words(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Words]]:
+        return self._words_of.embed_documents_words(texts)
+
+
 def _run_one(model: Any, text: str) -> np.ndarray:
     """The bundled model's vector of one text, as fastembed's `query_embed` computes it.
 
@@ -223,9 +345,14 @@ def _run_one(model: Any, text: str) -> np.ndarray:
     its onnxruntime session, its own pooling. ~0.1 ms less of ~3.5, with a thread hand-off
     less; tests/memory/test_embedding.py pins the vectors equal to fastembed's.
     """
+    row, _ = _run_one_states(model, model.tokenizer.encode(text))
+    return row
+
+
+def _run_one_states(model: Any, encoding: Any) -> tuple[np.ndarray, np.ndarray]:
+    """`_run_one` for an encoding already made: the pooled row and the last hidden states."""
     from fastembed.common.onnx_model import OnnxOutputContext
 
-    encoding = model.tokenizer.encode(text)
     ids = np.array([encoding.ids], dtype=np.int64)
     mask = np.array([encoding.attention_mask], dtype=np.int64)
     wanted = {node.name for node in model.model.get_inputs()}
@@ -233,8 +360,31 @@ def _run_one(model: Any, text: str) -> np.ndarray:
     inputs = {name: value for name, value in given.items() if name in wanted}
     output = model.model.run(model.ONNX_OUTPUT_NAMES, inputs)[0]
     pooled = model._post_process_onnx_output(OnnxOutputContext(output, mask, ids))
-    row: np.ndarray = np.asarray(pooled)[0]
-    return row
+    return np.asarray(pooled)[0], np.asarray(output[0], dtype=np.float32)
+
+
+def _word_vectors(text: str, encoding: Any, states: np.ndarray) -> Words:
+    """Each word of `text` (the tokenizer's words: split at spaces and punctuation) with the
+    normalised mean of its tokens' hidden states; words cut off by truncation are left out."""
+    tokens: dict[int, list[int]] = {}
+    offsets = encoding.offsets  # each read of the property builds the list anew
+    for position, word_id in enumerate(encoding.word_ids):
+        if word_id is not None and position < len(states):
+            tokens.setdefault(word_id, []).append(position)
+    if not tokens:
+        return ()
+    spans = list(tokens.values())
+    averaging = np.zeros((len(spans), len(states)), dtype=np.float32)  # words × tokens
+    for row, positions in enumerate(spans):
+        averaging[row, positions] = 1.0 / len(positions)
+    means = averaging @ states
+    norms = np.linalg.norm(means, axis=1)
+    words = []
+    for row, positions in enumerate(spans):
+        start, end = offsets[positions[0]][0], offsets[positions[-1]][1]
+        if end > start and norms[row] > 0:
+            words.append(WordVector(text[start:end], start, means[row] / norms[row]))
+    return tuple(words)
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:

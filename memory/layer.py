@@ -25,6 +25,7 @@ from memory.block.left_out import left_out
 from memory.block.render import render_block
 from memory.block.tokens import count_block_tokens
 from memory.embedding import Embedder, FastEmbedder, QuestionVectors
+from memory.errors import EmbeddingFailed
 from memory.facts.capture import capture_facts
 from memory.facts.consolidation import Operation, apply_operations
 from memory.facts.rules import (
@@ -38,6 +39,7 @@ from memory.facts.rules import (
     retire_facts,
 )
 from memory.facts.rules import set_fact as _set_fact
+from memory.ingest.reembed import Rebuilds
 from memory.ingest.turns import (
     Turn,
     content_hash,
@@ -47,6 +49,7 @@ from memory.ingest.turns import (
 )
 from memory.recall.retrieval import Retrieval, build_query, retrieve
 from memory.recall.vectors import HALF_FROM, VectorIndex
+from memory.recall.vocabulary import Vocabulary
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.settings import Settings
 from memory.store import fact_rows, fts_upkeep, marks, overview
@@ -60,11 +63,15 @@ from memory.store.response_links import ResponseLink, link_response, linked_resp
 from memory.store.sizes import StoreSizes, store_sizes
 from memory.store.store import Stats, Store
 from memory.store.transfer import export_messages, import_message
+from memory.store.vector_rebuild import VectorRebuild
 
 logger = logging.getLogger(__name__)
 
 EmbedderFactory = Callable[[Settings], Embedder]
 T = TypeVar("T")
+# After the embedder failed to load, requests go on without it for this long before one
+# tries again: a remote embedder that is down must not cost every request its timeout.
+LOAD_RETRY_SECONDS = 10.0
 
 
 def _default_embedder(settings: Settings) -> Embedder:
@@ -113,6 +120,8 @@ class Recollection:
     # it kept out of the block and why (memory/block/left_out.py).
     query: str = ""
     left_out: tuple[LeftOut, ...] = ()
+    # Set when recall went on by keywords alone because the embedder failed: what to tell.
+    degraded: str | None = None
 
 
 class MemoryLayer:
@@ -132,11 +141,14 @@ class MemoryLayer:
         self._journal: Journal | None = None
         # Big users' rows in float16 (memory/recall/vectors.py): half the RAM, same top hits.
         self.index = VectorIndex(partial(self.store.user_vectors, half_from=HALF_FROM))
+        self.vocabulary = Vocabulary(self.store)
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
         # Recall's question vectors, for the writer to store rather than embed again.
         self._questions = QuestionVectors()
         self._load_lock = threading.Lock()
+        self._load_failed = 0.0  # time.monotonic() of the last failed load
+        self.rebuilds = Rebuilds(self.store, self.index, settings)
         self._index_lock = threading.Lock()
         # Searches begun before the request is measured (`begin_recall`).
         self._ahead = ThreadPoolExecutor(max_workers=8, thread_name_prefix="moim-recall")
@@ -145,15 +157,45 @@ class MemoryLayer:
 
     @property
     def embedder(self) -> Embedder:
-        """The embedding model, loaded on first use (about a second for the bundled one)."""
+        """The embedding model, loaded on first use (about a second for the bundled one).
+
+        Raises what loading raises (EmbeddingFailed: e.g. a remote embedder unreachable).
+        """
         if self._embedder is None:
             with self._load_lock:
                 if self._embedder is None:
-                    embedder = self._factory(self.settings)
+                    try:
+                        embedder = self._factory(self.settings)
+                    except Exception:
+                        self._load_failed = time.monotonic()
+                        raise
                     if self.store.ensure_vectors(embedder.name, embedder.dim):
-                        logger.warning("embedding model changed: every message will be re-indexed")
+                        self._announce_change()
                     self._embedder = embedder
         return self._embedder
+
+    def _announce_change(self) -> None:
+        """Log what a change of embedding model costs (`ensure_vectors` returned True)."""
+        rebuild = self.rebuilds.started()
+        if rebuild is None:
+            logger.warning("embedding layout changed: every message will be re-indexed")
+            return
+        if rebuild.done:
+            logger.warning(
+                "re-embedding chunks for %s resumes: %d of %d done; until a user's are done, "
+                "their recall is by keywords only",
+                rebuild.new_model,
+                rebuild.done,
+                rebuild.total,
+            )
+            return
+        logger.warning(
+            "embedding model changed from %s to %s: re-embedding %d chunks in the background; "
+            "until a user's are done, their recall is by keywords only",
+            rebuild.old_model,
+            rebuild.new_model,
+            rebuild.total,
+        )
 
     @property
     def ready(self) -> bool:
@@ -168,6 +210,8 @@ class MemoryLayer:
         """
         if self._embedder is None and self._load_lock.locked():
             return None
+        if self._embedder is None and time.monotonic() - self._load_failed < LOAD_RETRY_SECONDS:
+            raise EmbeddingFailed("the embedding model failed to load; retrying shortly")
         return self.embedder
 
     # -- read side -------------------------------------------------------------------------
@@ -198,16 +242,18 @@ class MemoryLayer:
         """Search for the request's query; `held` are hashes of turns the provider holds."""
         exclude = {content_hash(m) for m in messages} | (held or set())
         query = build_query(messages)
+        ready = self.rebuilds.ready(user_id)  # else keywords only: vectors being rebuilt
         found = retrieve(
             self.store,
             self.index,
-            self._questions.noting(embedder, user_id),
+            self._questions.noting(embedder, user_id) if ready else None,
             self.settings,
             user_id,
             query,
             exclude,
             now,
             question=question_text(messages, self.settings),
+            vocabulary=self.vocabulary,
         )
         return found, exclude
 
@@ -336,7 +382,13 @@ class MemoryLayer:
         pool = self.settings.hit_pool
         why = left_out([*found.left_out, *dropped], found.hits, pool, excerpts, block, facts)
         return Recollection(
-            tier, block, hits if block else [], warming, query=found.query, left_out=why
+            tier,
+            block,
+            hits if block else [],
+            warming,
+            query=found.query,
+            left_out=why,
+            degraded=found.degraded,
         )
 
     def _neighbours(self, user_id: str, exclude: set[str]) -> Neighbours:
@@ -396,10 +448,11 @@ class MemoryLayer:
 
     def search(self, user_id: str, query: str, k: int = 10) -> list[Hit]:
         """The user's chunks for a free-text query, ranked, without abstention or budget."""
+        embedder = self.embedder
         found = retrieve(
             self.store,
             self.index,
-            self.embedder,
+            embedder if self.rebuilds.ready(user_id) else None,
             self.settings,
             user_id,
             query,
@@ -407,6 +460,7 @@ class MemoryLayer:
             time.time(),
             limit=k,
             gate=False,
+            vocabulary=self.vocabulary,
         )
         return found.hits[:k]
 
@@ -539,7 +593,13 @@ class MemoryLayer:
             while passes is None or done_passes < passes:
                 known = self._questions.take
                 done = index_pending(
-                    self.store, self.embedder, self.index, self.settings, batch, known
+                    self.store,
+                    self.embedder,
+                    self.index,
+                    self.settings,
+                    batch,
+                    known,
+                    self._questions.take_words,
                 )
                 total += done
                 done_passes += 1
@@ -548,6 +608,18 @@ class MemoryLayer:
         if total:
             heap.trim()  # the batch's activations are freed: give the memory back
         return total
+
+    def rebuild_vectors(self) -> int:
+        """Re-embed one batch of chunks after a change of embedding model (the writer runs
+        it when no turn waits to be indexed); 0 when no rebuild is under way or it is over."""
+        if not self.rebuilds.active:
+            return 0
+        with self._index_lock:
+            return self.rebuilds.step(self.embedder)
+
+    def vector_rebuild(self) -> VectorRebuild | None:
+        """The re-embedding under way after a change of model (its progress), or None."""
+        return self.rebuilds.progress()
 
     def tidy_index(self, stop: Callable[[], bool]) -> bool:
         """Merge the FTS index a step at a time until it is whole or `stop()` is true; for
@@ -560,7 +632,8 @@ class MemoryLayer:
         """Rebuild chunks, FTS rows and vectors from the message log; return how many
         messages were re-indexed. `progress(done, todo)` is called about twice a second."""
         with self._index_lock:
-            todo = self.store.reset_index()
+            todo = self.store.reset_index()  # a rebuild under way ends: all is indexed anew
+            self.rebuilds.active = False
             self.index.drop()
             shown = time.monotonic()
             while index_pending(self.store, self.embedder, self.index, self.settings, 64):
@@ -622,6 +695,9 @@ class MemoryLayer:
         close = getattr(self.store, "close", None)
         if close is not None:
             close()
+        close_embedder = getattr(self._embedder, "close", None)  # a service's connections
+        if close_embedder is not None:
+            close_embedder()
 
     # -- housekeeping ----------------------------------------------------------------------
 
@@ -630,6 +706,16 @@ class MemoryLayer:
         "document"); empty for an embedder that does not count them or is not loaded."""
         embedder = self._embedder
         seconds = getattr(embedder, "cpu_seconds", None)
+        texts = getattr(embedder, "texts", None)
+        if not isinstance(seconds, dict) or not isinstance(texts, dict):
+            return {}
+        return {kind: (float(seconds[kind]), int(texts.get(kind, 0))) for kind in seconds}
+
+    def embedding_service_work(self) -> dict[str, tuple[float, int]]:
+        """Seconds spent waiting on a remote embedding service and texts sent to it, by kind
+        ("query": on the request path, one text a call); empty with the bundled model."""
+        embedder = self._embedder
+        seconds = getattr(embedder, "seconds", None)
         texts = getattr(embedder, "texts", None)
         if not isinstance(seconds, dict) or not isinstance(texts, dict):
             return {}
@@ -680,6 +766,7 @@ class MemoryLayer:
         """Delete every message, chunk, vector and fact of one user."""
         removed = self.store.delete_user(user_id)
         self.index.drop(user_id)
+        self.vocabulary.drop(user_id)
         self._questions.drop(user_id)
         forget_queries = getattr(self._embedder, "forget_queries", None)
         if forget_queries is not None:  # the model's own cache of recent questions

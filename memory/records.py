@@ -48,6 +48,18 @@ class Chunk:
 
 
 @dataclass(frozen=True, slots=True)
+class Term:
+    """A word of a user's vocabulary (`memory.recall.vocabulary`): its stem (the lexical
+    index's term), the word as written where first seen, and its contextual vector there
+    (int8 bytes). `id` is the row's, once stored."""
+
+    stem: str
+    word: str
+    vector: bytes
+    id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
     """A recalled chunk with how it was found.
 

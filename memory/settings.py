@@ -105,6 +105,12 @@ class Settings:
     # `min_standout` (0 turns the gate off). Calibration: docs/recall-quality.md.
     standout_margin_weight: float = 3.0
     min_standout: float = 0.5
+    # A question's words the user never said are searched with the user's own nearest words
+    # (memory/recall/vocabulary.py): the least cosine of such a neighbour (0 turns it off) and
+    # how many each word gets. memsuite paraphrase +5 / +3 points (tuning / held out), LoCoMo
+    # within ±0.5 (docs/recall-quality.md).
+    expansion_similarity: float = 0.5
+    expansion_words: int = 2
     # A keyword match whose meaning is this far from the query is not recalled either.
     min_lexical_similarity: float = 0.15
     facts_max_tokens: int = 400

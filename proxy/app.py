@@ -41,6 +41,7 @@ from proxy.auth import authenticate, authorize_metrics, is_loopback
 from proxy.chat import chat
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
+from proxy.embedding_service import embedder_factory
 from proxy.errors import NotFound, ProxyError, ServiceUnavailable, error_response
 from proxy.inspector import Inspector
 from proxy.limits import HeaderLimit
@@ -68,7 +69,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         tune_process()
-        memory = layer or MemoryLayer(config.memory)
+        memory = layer or MemoryLayer(config.memory, embedder_factory(config))
         client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
@@ -238,7 +239,10 @@ async def _health(request: Request) -> Response:
 
 async def _readiness(request: Request) -> Response:
     """200 once the model is loaded and the journal replayed, while the writer works; 503
-    with the reason otherwise (`writer` says what is failing: proxy/writer_health.py)."""
+    with the reason otherwise (`writer` says what is failing: proxy/writer_health.py).
+
+    While chunks are re-embedded for a new embedding model, `vector_rebuild` says how far
+    that is; it does not make the process unready (recall goes on by keywords meanwhile)."""
     state = state_of(request)
     loaded, recovered = state.layer.ready, state.writer.recovered
     problem = state.writer.problem
@@ -250,7 +254,27 @@ async def _readiness(request: Request) -> Response:
     }
     if problem is not None:
         body["writer"] = problem
+    rebuild = await anyio.to_thread.run_sync(_rebuild_progress, state.layer)
+    if rebuild is not None:
+        body["vector_rebuild"] = rebuild
     return JSONResponse(body, status_code=200 if ready else 503)
+
+
+def _rebuild_progress(layer: MemoryLayer) -> dict[str, object] | None:
+    """The re-embedding under way after a change of model, for readiness; None without one
+    (or when the store cannot say: readiness reports the writer's failures already)."""
+    try:
+        rebuild = layer.vector_rebuild()
+    except MemoryLayerError:
+        return None
+    if rebuild is None:
+        return None
+    return {
+        "from": rebuild.old_model,
+        "to": rebuild.new_model,
+        "done": rebuild.done,
+        "total": rebuild.total,
+    }
 
 
 async def _metrics(request: Request) -> Response:

@@ -328,13 +328,17 @@ def banner(config: Config) -> str:
     else:
         upstream = "none: provider/model names go through litellm; other /v1/ requests get 404"
     memory = "on (chat completions, Responses API)" if config.memory_enabled else "off"
-    return "\n".join(
-        [
-            f"moim on http://{config.host}:{config.port}/v1",
-            f"  upstream: {upstream}",
-            f"  memory:   {memory}",
-        ]
-    )
+    lines = [
+        f"moim on http://{config.host}:{config.port}/v1",
+        f"  upstream: {upstream}",
+        f"  memory:   {memory}",
+    ]
+    if config.embedder is not None:  # else the bundled model, offline: nothing to say
+        chosen = config.embedder
+        where = f" at {_without_secrets(chosen.api_base)}" if chosen.api_base else " (litellm)"
+        key = " (key from config)" if chosen.api_key else ""
+        lines.append(f"  embedder: {chosen.model}{where}{key}")
+    return "\n".join(lines)
 
 
 def _without_secrets(url: str) -> str:

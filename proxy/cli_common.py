@@ -141,11 +141,12 @@ def open_layer(config: Config, create: bool | None = None) -> Any:
     database is named once it is open, so such an error is the command's first line.
     """
     from memory import MemoryLayer, MemoryLayerError  # here: `moim --help` need not load it
+    from proxy.embedding_service import embedder_factory
 
     path, existed = database_path(config, create)
     try:
         with progress_bar("upgrading the database") as progress:
-            layer = MemoryLayer(config.memory, on_migration=progress)
+            layer = MemoryLayer(config.memory, embedder_factory(config), on_migration=progress)
     except MemoryLayerError as exc:
         raise click.ClickException(str(exc)) from exc
     announce_database(path, existed)

@@ -33,14 +33,16 @@ def _settings_for(target: str, base: Any) -> Any:
 def copy(config_path: Path | None, source: str, target: str) -> None:
     """Copy every user's messages and facts from one store into another, then index them."""
     from memory import MemoryLayer, MemoryLayerError, redact_url
+    from proxy.embedding_service import embedder_factory
 
-    base = config_from(config_path).memory
+    config = config_from(config_path)
+    base = config.memory
     source_settings = _settings_for(source, base)
     if source_settings.db_url is None and not source_settings.db_path.exists():
         raise click.ClickException(f"no database at {source_settings.db_path}")
     try:
         src = MemoryLayer(source_settings)
-        dst = MemoryLayer(_settings_for(target, base))
+        dst = MemoryLayer(_settings_for(target, base), embedder_factory(config))
     except MemoryLayerError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"moim: copying {redact_url(source)} to {redact_url(target)}", err=True)

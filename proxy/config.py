@@ -38,6 +38,27 @@ class ModelRoute:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbedderConfig:
+    """`memory.embedder`: an embedding model served elsewhere, instead of the bundled one
+    (proxy/embedding_service.py calls it; memory/service_embedder.py uses it)."""
+
+    # `provider/model` (litellm's names) goes through litellm; any other name is sent to
+    # `api_base`, an OpenAI-compatible base URL (`…/v1`), with httpx.
+    model: str
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    # The vectors' width; sent as the request's `dimensions` (models that can shorten their
+    # vectors take it). Unset: learned from a probe at start, so the service must answer then.
+    dimensions: int | None = None
+    batch_size: int = 64  # texts per call
+    timeout: float = 30.0  # seconds per call from the writer, which retries
+    query_timeout: float = 2.0  # seconds a request waits for its query's vector
+    retries: int = 3  # more tries of a writer's call that failed for a reason that may pass
+    query_prefix: str = ""  # put before each query (e5: "query: ")
+    document_prefix: str = ""  # put before each chunk (e5: "passage: ")
+
+
+@dataclass(frozen=True, slots=True)
 class InspectorConfig:
     """The web inspector at `/ui` (proxy/inspector/)."""
 
@@ -85,6 +106,8 @@ class Config:
     consolidation_min_new_turns: int = 10  # a user is due after this many new turns
     consolidation_turns: int = 40  # user and assistant messages the model reads per call
     inspector: InspectorConfig = field(default_factory=InspectorConfig)
+    # None: the bundled embedding model (`memory.embedding_model`), offline.
+    embedder: EmbedderConfig | None = None
 
     @property
     def db_path(self) -> Path:
@@ -137,6 +160,9 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         placement=_choice(mem, "placement", ("system", "before_last_user"), defaults.placement),
         min_similarity=typed(mem, "min_similarity", float, defaults.min_similarity, "memory."),
         min_standout=typed(mem, "min_standout", float, defaults.min_standout, "memory."),
+        expansion_similarity=typed(
+            mem, "expansion_similarity", float, defaults.expansion_similarity, "memory."
+        ),
         recency_half_life_days=typed(
             mem, "recency_half_life_days", float, defaults.recency_half_life_days, "memory."
         ),
@@ -171,6 +197,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         ingest_queue_size=_at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
         **_consolidation(schedule),
         inspector=_inspector(_section(data, "inspector")),
+        embedder=_embedder(mem),
     )
     _refuse_unknown(data)
     return config
@@ -196,6 +223,9 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         changes["consolidation_model"] = env["MOIM_CONSOLIDATION_MODEL"]
     if env.get("MOIM_PROXY_KEYS") or env.get("MOIM_PROXY_KEYS_FILE"):
         changes["keys"] = env_keys(config.keys, env)
+    embedder = _embedder_env(config.embedder, env)
+    if embedder is not config.embedder:
+        changes["embedder"] = embedder
     config = replace(config, **changes)
     if env.get("MOIM_DB"):
         config = replace(config, memory=replace(config.memory, **_database(env["MOIM_DB"])))
@@ -259,6 +289,58 @@ def _consolidation(schedule: Mapping[str, Any]) -> dict[str, Any]:
         "consolidation_min_new_turns": _at_least(schedule, prefix, "min_new_turns", 10, 1),
         "consolidation_turns": _at_least(schedule, prefix, "turns", 40, 1, 1000),
     }
+
+
+def _embedder(mem: Section) -> EmbedderConfig | None:
+    """`memory.embedder`, or None (the bundled model) when absent."""
+    if mem.get("embedder") is None:
+        return None
+    if not isinstance(mem["embedder"], Mapping):
+        raise ConfigError("memory.embedder: must be a mapping (model, api_base, …)")
+    section = _section(mem, "embedder")
+    prefix = "memory.embedder."
+    model = typed(section, "model", str, None, prefix)
+    if not model or not model.strip():
+        raise ConfigError("memory.embedder.model: required (the embedding model's name)")
+    dimensions = typed(section, "dimensions", int, None, prefix)
+    if dimensions is not None:
+        _within(dimensions, prefix + "dimensions", 1, 65536)
+    return EmbedderConfig(
+        model=model.strip(),
+        api_base=typed(section, "api_base", str, None, prefix) or None,
+        api_key=typed(section, "api_key", str, None, prefix) or None,
+        dimensions=dimensions,
+        batch_size=_at_least(section, prefix, "batch_size", 64, 1, 2048),
+        timeout=_above_zero(section, prefix, "timeout", 30.0),
+        query_timeout=_above_zero(section, prefix, "query_timeout", 2.0),
+        retries=_at_least(section, prefix, "retries", 3, 0, 10),
+        query_prefix=typed(section, "query_prefix", str, "", prefix),
+        document_prefix=typed(section, "document_prefix", str, "", prefix),
+    )
+
+
+def _embedder_env(embedder: EmbedderConfig | None, env: Mapping[str, str]) -> EmbedderConfig | None:
+    """MOIM_EMBEDDER_MODEL, MOIM_EMBEDDER_API_BASE, MOIM_EMBEDDER_API_KEY over
+    `memory.embedder` (the model names one when the file has none)."""
+    changes: dict[str, Any] = {
+        field: env[name].strip()
+        for field, name in (
+            ("model", "MOIM_EMBEDDER_MODEL"),
+            ("api_base", "MOIM_EMBEDDER_API_BASE"),
+            ("api_key", "MOIM_EMBEDDER_API_KEY"),
+        )
+        if env.get(name, "").strip()
+    }
+    if not changes:
+        return embedder
+    if embedder is None:
+        if "model" not in changes:
+            raise ConfigError(
+                "MOIM_EMBEDDER_API_BASE and MOIM_EMBEDDER_API_KEY need a model: "
+                "set MOIM_EMBEDDER_MODEL or memory.embedder.model"
+            )
+        return EmbedderConfig(**changes)
+    return replace(embedder, **changes)
 
 
 def _inspector(section: Mapping[str, Any]) -> InspectorConfig:

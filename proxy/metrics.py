@@ -21,6 +21,8 @@ Names (README, "Health and metrics", lists them with their meaning):
     moim_writer_oldest_unstored_seconds  moim_writer_unjournaled  moim_writer_dropped_total
     moim_vector_users_loaded  moim_vectors_loaded  moim_embedder_loaded
     moim_embedding_cpu_seconds_total{kind}          moim_embedding_texts_total{kind}
+    moim_embedding_service_seconds_total{kind}      moim_embedding_service_texts_total{kind}
+    moim_vector_rebuild_pending
     moim_store_users  moim_store_messages  moim_store_chunks  moim_store_facts  moim_store_bytes
 """
 
@@ -172,6 +174,7 @@ class _StateCollector(Collector):
             "moim_embedder_loaded", "1 once the embedding model is loaded.", int(layer.ready)
         )
         yield from self._embedding(layer.embedding_work())
+        yield from self._embedding_service(layer.embedding_service_work())
         yield from self._sizes()
 
     def _embedding(self, work: dict[str, tuple[float, int]]) -> Iterator[Metric]:
@@ -257,12 +260,39 @@ class _StateCollector(Collector):
             writer.dropped,
         )
 
+    def _embedding_service(self, work: dict[str, tuple[float, int]]) -> Iterator[Metric]:
+        """A remote embedder's wait (`memory.embedder`): seconds over texts of kind "query"
+        is the mean query-embedding latency a request pays."""
+        if not work:
+            return
+        seconds = CounterMetricFamily(
+            "moim_embedding_service_seconds",
+            "Seconds spent waiting on the embedding service, by kind (query, document).",
+            labels=["kind"],
+        )
+        texts = CounterMetricFamily(
+            "moim_embedding_service_texts",
+            "Texts sent to the embedding service, by kind.",
+            labels=["kind"],
+        )
+        for kind, (waited, count) in sorted(work.items()):
+            seconds.add_metric([kind], waited)
+            texts.add_metric([kind], count)
+        yield seconds
+        yield texts
+
     def _sizes(self) -> Iterator[Metric]:
         try:
+            rebuild = self._layer.vector_rebuild()
             sizes = self._layer.sizes()
         except MemoryLayerError as exc:  # a locked store: the rest of the scrape still counts
             logger.warning("metrics: store sizes unavailable: %s", type(exc).__name__)
             return
+        yield _gauge(
+            "moim_vector_rebuild_pending",
+            "Chunks still to re-embed after a change of embedding model (0: none).",
+            rebuild.total - rebuild.done if rebuild is not None else 0,
+        )
         yield _gauge("moim_store_users", "Users with stored messages.", sizes.users)
         yield _gauge("moim_store_messages", "Messages stored, every user.", sizes.messages)
         yield _gauge("moim_store_chunks", "Chunks indexed (full-text and vectors).", sizes.chunks)

@@ -313,6 +313,8 @@ def _inject(
     if recollection.warming:
         report.error = "embedding model still loading: facts only, no excerpts"
         report.error_kind = "embedder_loading"
+    elif recollection.degraded:  # the embedder failed: recalled by keywords alone
+        report.error, report.error_kind = recollection.degraded, "embedder_unavailable"
     report.abstained = not (recollection.block and recollection.block.excerpts) and any(
         item.reason in ("abstained", "weak") for item in recollection.left_out
     )

@@ -161,7 +161,8 @@ def upstream_error(message: str, code: str) -> bytes:
 # -- litellm ---------------------------------------------------------------------------------
 
 
-def _litellm() -> Any:
+def load_litellm() -> Any:
+    """litellm, imported on first use, offline (its bundled cost map), quiet, no telemetry."""
     # Read the bundled cost map instead of fetching it from the network at import time.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_TELEMETRY", "False")
@@ -181,7 +182,7 @@ async def call_litellm(
     body's: see `proxy/litellm_params.py` for what of the body is passed on.
     """
     # The first import takes seconds: never on the event loop.
-    litellm = await anyio.to_thread.run_sync(_litellm)
+    litellm = await anyio.to_thread.run_sync(load_litellm)
     params = litellm_params.forwarded(body)
     params["model"] = target.model
     if target.base_url:
@@ -215,7 +216,7 @@ async def embed_litellm(
     encoding = body.get("encoding_format", "float")
     if encoding not in ("float", "base64"):
         raise BadRequest("'encoding_format' must be 'float' or 'base64'", param="encoding_format")
-    litellm = await anyio.to_thread.run_sync(_litellm)
+    litellm = await anyio.to_thread.run_sync(load_litellm)
     params = litellm_params.forwarded(body, litellm_params.EMBEDDING_PARAMS - {"encoding_format"})
     params.update(model=target.model, timeout=timeout)
     if target.base_url:

@@ -7,6 +7,8 @@ alternates, in worker threads: store every queued turn (`MemoryLayer.store_only`
 index one pass (`index_pending`: embedding, slow, a bounded amount of work), and again. So
 SQLite has one writer, the event loop never waits on it, turns reach SQLite within one
 pass's time even under a backlog, and progress (`pending`, `flush`) advances pass by pass.
+With replicas on Postgres, turns may also wait behind messages another replica is indexing;
+the writer then looks again every second until they are done.
 
 Back-pressure: the queue holds at most `maxsize` turns. Past that, turns go to the journal
 only (RAM stays bounded) and are stored from it when the queue has drained; `spilled`
@@ -26,6 +28,8 @@ Failures never stop the writer (proxy/writer_health.py names the parts that can 
 - A journal that cannot be emptied keeps turns already stored (storing them again is
   harmless); the writer tries again at its next cycle.
 - A failed indexing pass leaves the messages unindexed in SQLite for the next pass.
+- When no message waits to be indexed, a pass re-embeds a batch of chunks after a change of
+  embedding model (`MemoryLayer.rebuild_vectors`); it fails and is retried as indexing is.
 - The loop runs under `supervise`: should it raise anyway, the crash is logged with its
   traceback, and the loop restarts, reading the journal again first.
 
@@ -69,6 +73,9 @@ _JOURNAL_TRIM_BYTES = 4 * 1024 * 1024
 # maximum, even when no new turn arrives to wake it.
 _RETRY_FIRST = 1.0
 _RETRY_MAX = 60.0
+# With replicas: how often to look again while our stored turns wait behind messages
+# another replica has claimed (no new turn may come to wake us when it is done).
+_OTHERS_POLL = 1.0
 # How much nicer than the process the indexing thread is (Unix nice values, 19 at most).
 _INDEXING_NICENESS = 10
 
@@ -257,6 +264,8 @@ class Writer:
             self._health.recovered("task")
             if self._health.problem is not None or self._journal_only_since is not None:
                 retry = min(2 * retry, _RETRY_MAX) if retry else _RETRY_FIRST
+            elif self._layer.shared and self._progress.pending:
+                retry = _OTHERS_POLL  # another replica indexes what our turns wait behind
             else:
                 retry = None
             await self._tidy()
@@ -393,6 +402,9 @@ class Writer:
         try:
             work = self._layer.index_pending
             worked = int(await loop.run_in_executor(self._indexer, work, batch, 1))
+            if worked == 0:  # no turn waits: re-embed a batch after a change of model
+                rebuild = self._layer.rebuild_vectors
+                worked = int(await loop.run_in_executor(self._indexer, rebuild))
         except Exception as exc:  # the model, the store: the messages wait in SQLite
             self._health.failed("index", exc, traceback=True)
             return None

@@ -31,6 +31,7 @@ import uvicorn
 from memory import Embedder, FastEmbedder, MemoryLayer, Settings
 from proxy.app import build_app
 from proxy.config import Config
+from proxy.embedding_service import embedder_factory
 from proxy.serving import uvicorn_options
 from tests.upstream import Upstream, serve_upstream
 
@@ -188,7 +189,8 @@ def make_proxy(
     """A factory: `make_proxy(**config_fields)` starts a proxy with a fresh database.
 
     Defaults: the fake upstream as `upstream_base_url`, a temporary SQLite file (or, for the
-    postgres backend, a fresh Postgres database per `db_path`), the real embedding model.
+    postgres backend, a fresh Postgres database per `db_path`), the real embedding model (or
+    the one `embedder=EmbedderConfig(...)` names).
     `memory=Settings(...)` fields may be given as `settings={...}`.
     """
     stack = ExitStack()
@@ -208,7 +210,9 @@ def make_proxy(
         memory = Settings(**settings)
         fields.setdefault("upstream_base_url", upstream.url)
         config = Config(memory=memory, **fields)
-        layer = MemoryLayer(memory, embedder_factory=lambda _: embedder)
+        # The session's bundled model, unless the config names a remote embedder (its own).
+        factory = embedder_factory(config) if config.embedder else lambda _: embedder
+        layer = MemoryLayer(memory, embedder_factory=factory)
         stack.callback(layer.close)
         root = stack.enter_context(serve_app(build_app(config, layer), **uvicorn_options(config)))
         wait_ready(root)

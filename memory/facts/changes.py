@@ -71,6 +71,15 @@ _THING_MOVED = cue(
     r"|got|is\s+being|is)\s+(?:now\s+)?(?:moved|pushed|postponed|rescheduled|shifted|changed"
     r"|switched|delayed|brought\s+forward)\s+(?:back\s+)?(?:to|until|till)\s+(?P<v>.+)"
 )
+_WENT = cue(
+    r"(?:.*?[,;:]\s+)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?:has\s+|have\s+)?"
+    r"(?:went|gone|rose|risen|fell|fallen|dropped|climbed|jumped|increased|decreased|grew"
+    r"|shrank|is|are)\s+(?:up\s+|down\s+)?from\s+(?P<old>\S+(?:\s+\S+){0,3}?)\s+to\s+(?P<v>.+)"
+)
+_NEW_JOB = cue(
+    rf"i(?:'ve|\s+have)?{_ADV}\s+(?:got|landed|accepted|took)\s+(?:the|that)\s+"
+    r"(?P<what>[\w-]+(?:\s+[\w-]+){0,2}?)\s+(?P<noun>job|position|role|post)(?P<rest>\W.*)?"
+)
 _DOSE = (
     r"\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|g|ml|iu|units?)\b(?:\s+(?:once|twice|three\s+times)\s+(?:a"
     r"|per)\s+day|\s+daily)?"
@@ -180,6 +189,36 @@ def _rule_moved_thing(clause: str) -> list[Capture]:
     return [cap(f"current:{slug(thing, 4)}", value, "profile", "moved_thing")]
 
 
+def _rule_went(clause: str) -> list[Capture]:
+    """'the ID step drop-off went from 38% to 21%', 'my rent went up from 900 to 1,050': an
+    amount that changed (a digit in the old or new value; 'the kids went from school to the
+    park' is a trip, not a change)."""
+    if not (match := _WENT.fullmatch(clause)):
+        return []
+    if not re.search(r"\d", match["old"] + " " + match["v"].split()[0]):
+        return []
+    thing = match["thing"].lower()
+    if thing.split()[0] in _PRONOUN or _SECRET.search(thing) or thing.split()[-1] in _ONE_OFF:
+        return []
+    value = _value(match["v"].rstrip(".!"), 4)
+    if not value or _SECRET.search(value):
+        return []
+    return [cap(f"current:{slug(thing, 4)}", value, "profile", "went_from")]
+
+
+def _rule_new_job(clause: str) -> list[Capture]:
+    """'I got the outpatient job!', 'I accepted the Berlin position' (no employer named:
+    'I got the job at Kaiser' is `_rule_started`'s)."""
+    if not (match := _NEW_JOB.fullmatch(clause)):
+        return []
+    what = match["what"].lower()
+    if what.split()[0] in _PRONOUN | {"new", "same", "old", "first", "other", "next"}:
+        return []
+    if match["rest"] and re.match(r"\W*\s*(?:at|with|in|for)\b", match["rest"]):
+        return []
+    return [cap("job_title", f"{match['what']} {match['noun']}", "profile", "new_job")]
+
+
 def _dose_capture(drug: str, dose: str, rule: str) -> list[Capture]:
     drug = drug.lower()
     if drug in _NOT_DRUG:
@@ -203,7 +242,16 @@ def _rule_dose(clause: str) -> list[Capture]:
 
 def change(clause: str) -> list[Capture]:
     """The first change rule that fires on `clause`."""
-    for rule in (_rule_started, _rule_made, _rule_i_am_a, _rule_new_role, _rule_moved_thing):
+    rules = (
+        _rule_started,
+        _rule_made,
+        _rule_new_job,
+        _rule_i_am_a,
+        _rule_new_role,
+        _rule_moved_thing,
+        _rule_went,
+    )
+    for rule in rules:
         if found := rule(clause):
             return found
     return _rule_dose(clause)

@@ -23,11 +23,12 @@ import numpy as np
 
 from memory.block.render import strip_block
 from memory.block.tokens import count_tokens, message_text
-from memory.embedding import Embedder
+from memory.embedding import Embedder, WordEmbedder, Words
 from memory.ingest.chunking import chunk_text
 from memory.ingest.speakers import split_speaker
 from memory.recall.vectors import VectorIndex
-from memory.records import Message
+from memory.recall.vocabulary import vocabulary_terms
+from memory.records import Message, Term
 from memory.settings import Settings
 from memory.store.backend import StoreBackend as Store
 from memory.store.fts import turn_tail
@@ -49,6 +50,8 @@ SHORT_USER_WORDS = 20
 # A function that may hold the vector of a user's text already embedded (as a question):
 # (user_id, text) → the vector, or None. The writer embeds only what it does not hold.
 Known = Callable[[str, str], np.ndarray | None]
+# And the words of such a text with their vectors (`memory.embedding.WordEmbedder`), when held.
+KnownWords = Callable[[str, str], Words | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +212,7 @@ def index_pending(
     settings: Settings,
     limit: int = 64,
     known: Known | None = None,
+    known_words: KnownWords | None = None,
 ) -> int:
     """Chunk, embed and index the oldest `limit` unindexed messages (at most), within
     `settings.index_slice_chunks` chunks; return how many messages were worked on (indexed
@@ -231,7 +235,7 @@ def index_pending(
     pending.sort(key=lambda m: (m.id in begun, m.id))  # messages not yet begun first
     planned = _plan(pending, begun, settings)
     for part in planned:
-        _index_slice(store, embedder, index, settings, part, known)
+        _index_slice(store, embedder, index, settings, part, known, known_words)
     store.commit_lexical()  # one tantivy commit a pass (at most index_slice_chunks chunks)
     return len(planned)
 
@@ -278,23 +282,53 @@ def _index_slice(
     settings: Settings,
     part: _Slice,
     known: Known | None,
+    known_words: KnownWords | None = None,
 ) -> None:
     """Embed one message's slice and store its chunks, FTS rows and vectors."""
-    context = ("", "")
-    if part.first and part.texts:
-        context = _context(store, part.message, settings)
-    message = part.message
-    inputs = [
-        embedding_text(message.role, message.name, text, context if part.first and i == 0 else None)
-        for i, text in enumerate(part.texts)
-    ]
-    vectors = _embed(embedder, message.user_id, inputs, known) if inputs else None
-    ids = store.add_chunks(message, part.texts, vectors, context[1], part.start, part.last)
+    inputs, before = embedding_inputs(store, settings, part.message, part.texts, part.start)
+    vectors, terms = (
+        _embed(embedder, part.message.user_id, inputs, part.texts, known, known_words)
+        if inputs
+        else (None, [])
+    )
+    ids = store.add_chunks(part.message, part.texts, vectors, before, part.start, part.last, terms)
     if ids and vectors is not None:
-        index.add(message.user_id, ids, vectors)
+        index.add(part.message.user_id, ids, vectors)
 
 
-def _embed(embedder: Embedder, user_id: str, texts: list[str], known: Known | None) -> np.ndarray:
+def _embed(
+    embedder: Embedder,
+    user_id: str,
+    inputs: list[str],
+    texts: list[str],
+    known: Known | None,
+    known_words: KnownWords | None = None,
+) -> tuple[np.ndarray, list[list[Term]]]:
+    """Rows for `inputs`: those `known` holds, the others embedded (in one call); and, when
+    the embedder gives word vectors, each chunk's words for the user's vocabulary (those of
+    its own text `texts[i]`, which ends its input). A held vector whose words are not held is
+    embedded again for them."""
+    if not isinstance(embedder, WordEmbedder):
+        return _vectors(embedder, user_id, inputs, known), []
+    held_words = [known_words(user_id, t) if known_words is not None else None for t in inputs]
+    held = [known(user_id, t) if known is not None else None for t in inputs]
+    todo = [
+        text
+        for text, vector, words in zip(inputs, held, held_words, strict=True)
+        if vector is None or words is None
+    ]
+    rows, found = embedder.embed_documents_words(todo) if todo else (None, [])
+    fresh = iter(zip(rows if rows is not None else (), found, strict=True))
+    vectors, terms = [], []
+    for text, given, vector, words in zip(inputs, texts, held, held_words, strict=True):
+        if vector is None or words is None:
+            vector, words = next(fresh)
+        vectors.append(vector)
+        terms.append(vocabulary_terms(words, len(text) - len(given)))
+    return np.vstack(vectors), terms
+
+
+def _vectors(embedder: Embedder, user_id: str, texts: list[str], known: Known | None) -> np.ndarray:
     """Rows for `texts`: those `known` holds, the others embedded (in one call)."""
     held = [known(user_id, text) if known is not None else None for text in texts]
     todo = [text for text, vector in zip(texts, held, strict=True) if vector is None]
@@ -302,6 +336,25 @@ def _embed(embedder: Embedder, user_id: str, texts: list[str], known: Known | No
         return embedder.embed_documents(texts)
     fresh = iter(embedder.embed_documents(todo) if todo else ())
     return np.vstack([next(fresh) if vector is None else vector for vector in held])
+
+
+def embedding_inputs(
+    store: Store, settings: Settings, message: Message, texts: Sequence[str], start: int
+) -> tuple[list[str], str]:
+    """What is embedded for `message`'s chunks `texts` (from position `start`), and the
+    previous turn's tail that its first chunk's lexical row holds ("" for a later slice).
+
+    Indexing and the re-embedding after a model change (memory/ingest/reembed.py) both
+    call it, so a re-embedded chunk gets the vector a fresh index would give it.
+    """
+    context = ("", "")
+    if start == 0 and texts:
+        context = _context(store, message, settings)
+    inputs = [
+        embedding_text(message.role, message.name, text, context if start == 0 and i == 0 else None)
+        for i, text in enumerate(texts)
+    ]
+    return inputs, context[1]
 
 
 def _context(store: Store, message: Message, settings: Settings) -> tuple[str, str]:

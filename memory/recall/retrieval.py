@@ -6,10 +6,15 @@ kept out of the lexical search: every turn that greets them matches it, and BM25
 greetings over content (`memory.recall.ranking.boost_speakers` uses the name instead). Chunks whose
 message is present in the current request are dropped (the model already sees them), as are
 roles that are not recalled. `memory.recall.ranking` fuses what is left.
+
+A query word the user never said is also searched as the user's nearest words
+(`memory.recall.vocabulary`): a second lexical search over those words, its BM25 added to the
+first's, once the query's embedding run has given the words' vectors.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,16 +23,20 @@ from typing import Any, Literal
 import numpy as np
 
 from memory.block.tokens import message_text
-from memory.embedding import Embedder
+from memory.embedding import Embedder, WordEmbedder
+from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import nothing_stands_out
 from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
+from memory.recall.vocabulary import Vocabulary
 from memory.recall.when import query_windows
 from memory.records import Chunk, Hit, LeftOut
 from memory.settings import Settings
 from memory.store.backend import StoreBackend as Store
 from memory.store.fts import fts_terms, search_terms
+
+logger = logging.getLogger(__name__)
 
 _LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
 
@@ -46,6 +55,8 @@ class Retrieval:
     query: str
     # What was found but dropped: present in the request, abstained on, weak (for the inspector).
     left_out: tuple[LeftOut, ...] = ()
+    # Why recall went on with the lexical side alone: the embedder failed (None: it did not).
+    degraded: str | None = None
 
 
 def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -69,7 +80,7 @@ def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
 def retrieve(
     store: Store,
     index: VectorIndex,
-    embedder: Embedder,
+    embedder: Embedder | None,
     settings: Settings,
     user_id: str,
     query: str,
@@ -78,6 +89,7 @@ def retrieve(
     limit: int | None = None,
     gate: bool = True,
     question: str | None = None,
+    vocabulary: Vocabulary | None = None,
 ) -> Retrieval:
     """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present.
 
@@ -85,10 +97,16 @@ def retrieve(
     it, a search (the memory API, the search tool) lists what matched without it. `question`
     is the text embedded for the dense search, when not `query` itself (recall embeds the
     last user message as the writer will: `memory.ingest.turns.question_text`).
+
+    With no `embedder` (the user's vectors are being rebuilt for a new model), or when it
+    fails (EmbeddingFailed: a remote embedder unreachable), the lexical side alone ranks:
+    BM25 orders the hits, and the cosine floors and the gate, which need cosines, pass them.
+    With a `vocabulary`, the words of the embedded text that the user never said are searched
+    as the user's nearest words too (`memory.recall.vocabulary`).
     """
     if not query.strip():
         return Retrieval([], True, query)
-    if settings.vector_search == "ram" and index.count(user_id) == 0:
+    if embedder is not None and settings.vector_search == "ram" and index.count(user_id) == 0:
         return Retrieval([], True, query)  # nothing stored: skip the embedding and the searches
     wanted = settings.candidates if limit is None else max(limit, settings.candidates)
     terms = search_terms(query) if settings.retrievers != "dense" else []
@@ -100,10 +118,16 @@ def retrieve(
         if terms
         else None
     )
+    vector, degraded, extra = None, None, list[str]()
+    dense: list[tuple[int, float]] = []
     try:
-        vector = embedder.embed_query(query if question is None else question)
-        dense: list[tuple[int, float]] = []
-        if settings.retrievers != "lexical":
+        if embedder is not None:
+            embedded = query if question is None else question
+            vector, degraded, extra = _embed_query(
+                embedder, embedded, vocabulary, settings, user_id
+            )
+            extra = extra if terms else []
+        if vector is not None and settings.retrievers != "lexical":
             dense = _dense(store, index, settings, user_id, vector, wanted)
     finally:
         side = searching.result() if searching is not None else _Lexical([], {}, set(), set())
@@ -115,6 +139,11 @@ def retrieve(
         lexical = store.lexical_search(
             user_id, search_terms(query, drop=named), wanted, settings.lexical_context_weight
         )
+        chunks.update(store.chunks(user_id, [i for i, _ in lexical if i not in chunks]))
+    extra = [word for word in extra if word not in named]
+    if extra:  # BM25 is a sum over terms: the neighbours' scores add to the query's own
+        more = store.lexical_search(user_id, extra, wanted, settings.lexical_context_weight)
+        lexical = _summed(lexical, more, wanted)
         chunks.update(store.chunks(user_id, [i for i, _ in lexical if i not in chunks]))
     found = {*(i for i, _ in dense), *(i for i, _ in lexical)}  # not the name search's
     visible = {
@@ -128,18 +157,54 @@ def retrieve(
         if i in found and c.message_hash in exclude_hashes and c.role in RECALLED_ROLES
     )
     similarities = dict(dense)
-    missing = [i for i in visible if i not in similarities]
-    similarities.update(_similarities(store, index, settings, user_id, vector, missing))
+    if vector is not None:
+        missing = [i for i in visible if i not in similarities]
+        similarities.update(_similarities(store, index, settings, user_id, vector, missing))
     ranked = rank(
         visible, dense, lexical, similarities, now, query, query_windows(query), _weights(settings)
     )
     hits, kept = ranked.hits, ranked.kept
     if ranked.abstained:
-        return Retrieval([], True, query, present + _left_out("abstained", hits, []))
+        return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
     threshold = settings.min_standout if gate else 0.0
     if nothing_stands_out(query, hits, kept, settings.standout_margin_weight, threshold):
-        return Retrieval([], True, query, present + _left_out("abstained", hits, []))
-    return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept))
+        return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
+    return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept), degraded)
+
+
+def _embed_query(
+    embedder: Embedder,
+    text: str,
+    vocabulary: Vocabulary | None,
+    settings: Settings,
+    user_id: str,
+) -> tuple[np.ndarray | None, str | None, list[str]]:
+    """The query's vector and the user's words to search beside its own (none without a
+    vocabulary or an embedder that gives word vectors); or (None, why, []) when the embedder
+    failed: recall then goes on with the lexical side alone (fail open), and the caller says
+    so."""
+    wanted = settings.expansion_similarity > 0 and settings.expansion_words > 0
+    try:
+        if vocabulary is None or not wanted or not isinstance(embedder, WordEmbedder):
+            return embedder.embed_query(text), None, []
+        vector, words = embedder.embed_query_words(text)
+    except EmbeddingFailed as exc:
+        logger.warning("query embedding failed, recalling by keywords only: %s", exc)
+        return None, "embedder unavailable: keyword recall only", []
+    extra = vocabulary.expansions(
+        user_id, words, settings.expansion_similarity, settings.expansion_words
+    )
+    return vector, None, extra
+
+
+def _summed(
+    first: list[tuple[int, float]], second: list[tuple[int, float]], k: int
+) -> list[tuple[int, float]]:
+    """Two lexical searches over disjoint terms as one: each id's scores added, best `k`."""
+    scores = dict(first)
+    for chunk_id, score in second:
+        scores[chunk_id] = scores.get(chunk_id, 0.0) + score
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
 def _weights(settings: Settings) -> Weights:

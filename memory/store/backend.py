@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from memory.records import Chunk, Message
+from memory.records import Chunk, Message, Term
 
 if TYPE_CHECKING:
     from memory.settings import Settings
@@ -38,6 +38,10 @@ class StoreBackend(Protocol):
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
     def ensure_vectors(self, model: str, dim: int) -> bool: ...
+
+    def write_vectors(
+        self, db: Any, rows: Sequence[tuple[int, str]], vectors: np.ndarray
+    ) -> None: ...
 
     def add_messages(self, user_id: str, session_id: str, rows: Sequence[NewMessage]) -> int: ...
 
@@ -67,7 +71,12 @@ class StoreBackend(Protocol):
         context: str = "",
         start: int = 0,
         last: bool = True,
+        words: Sequence[Sequence[Term]] = (),
     ) -> list[int]: ...
+
+    def vocabulary_mark(self, user_id: str) -> tuple[int, int]: ...
+
+    def vocabulary(self, user_id: str, after: int = 0) -> list[Term]: ...
 
     def chunk_counts(self, message_ids: Sequence[int]) -> dict[int, int]: ...
 

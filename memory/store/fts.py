@@ -39,6 +39,7 @@ __all__ = [
     "fts_terms",
     "owner_token",
     "search_terms",
+    "stem",
     "turn_tail",
 ]
 
@@ -142,6 +143,11 @@ def _stem(word: str) -> str:
     """The word's Porter stem ("cooking" → "cook"; FTS5's `porter` tokenizer does the same)."""
     with _PORTER_LOCK:
         return str(_PORTER.stemWord(word))
+
+
+def stem(term: str) -> str:
+    """A search term's indexed form, without the owner prefix ("cooking" → "cook")."""
+    return _stem(term)
 
 
 def _quote(term: str) -> str:

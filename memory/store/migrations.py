@@ -265,6 +265,29 @@ def m009_response_links(db: Connection) -> None:
     )
 
 
+def m010_vocabulary(db: Connection) -> None:
+    # Each user's vocabulary: a stem of their chunks' text, the word as first written, and its
+    # contextual vector there (int8, memory/recall/vocabulary.py). Recall expands a question's
+    # word the user never said with the user's nearest words. A row lives as long as the chunk
+    # it was first seen in (forgetting a turn forgets the words it brought); a stem is stored
+    # once per user. Derived: `moim reindex` rebuilds it with the chunks.
+    db.executescript(
+        """
+        CREATE TABLE vocabulary (
+            id INTEGER PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            stem TEXT NOT NULL,
+            word TEXT NOT NULL,
+            chunk_id INTEGER NOT NULL REFERENCES chunks (id) ON DELETE CASCADE,
+            vector BLOB NOT NULL,
+            UNIQUE (user_id, stem)
+        );
+        CREATE INDEX vocabulary_by_user ON vocabulary (user_id, id);
+        CREATE INDEX vocabulary_by_chunk ON vocabulary (chunk_id);
+        """
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_facts,
@@ -275,6 +298,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m007_fts_terms_per_user,
     m008_fts_context,
     m009_response_links,
+    m010_vocabulary,
 )
 
 

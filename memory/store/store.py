@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import sqlean
 
-from memory.records import Chunk, Message
-from memory.store import lexical_sync, vector_table
+from memory.records import Chunk, Message, Term
+from memory.store import lexical_sync, vector_rebuild, vector_table
 from memory.store.chunk_rows import DEFAULT_ROWS, ChunkRows
 from memory.store.database import Database, connect
 from memory.store.fts import fts_document, fts_match, fts_stems, owner_token
@@ -33,8 +33,17 @@ logger = logging.getLogger(__name__)
 
 # Bump when the vector table's definition, or what is embedded for a chunk, changes: vectors
 # are then rebuilt from messages. 3: a message's first chunk is embedded after the previous
-# turn's tail (memory/ingest/turns.py).
-_VECTOR_LAYOUT = "3"
+# turn's tail (memory/ingest/turns.py). 4: the same run fills the user's vocabulary
+# (memory/recall/vocabulary.py), so a store from before gets one.
+_VECTOR_LAYOUT = "4"
+
+
+# A word for the user's vocabulary (memory/recall/vocabulary.py): the first chunk to bring a
+# stem keeps it. Both backends' statement (`%s` marks; SQLite takes `?`).
+ADD_TERM = (
+    "INSERT INTO vocabulary (user_id, stem, word, chunk_id, vector) VALUES (%s, %s, %s, %s, %s) "
+    "ON CONFLICT (user_id, stem) DO NOTHING"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +178,14 @@ class Store(Database):
     # -- vectors table ---------------------------------------------------------------------
 
     def ensure_vectors(self, model: str, dim: int) -> bool:
-        """Create the vector table for this model; return True when a reindex is needed.
+        """Create the vector table for this model; return True when work is needed: every
+        chunk re-embedded (another model) or every message re-indexed (another layout).
 
-        Vectors are derived data. When the configured model (or the table's layout) differs
-        from the one that built them, they are dropped and every message is marked for
-        re-indexing.
+        Vectors are derived data, tagged in `meta` with the model and width that made them.
+        For another model the table is made again at its width and a background rebuild
+        re-embeds the chunks (memory/store/vector_rebuild.py); chunks and their lexical
+        rows stay. When the table's layout (what is embedded for a chunk) changed, chunks
+        are dropped too and every message is marked for re-indexing.
         """
         wanted = {
             "embedding_model": model,
@@ -182,23 +194,37 @@ class Store(Database):
         }
         current = dict(self.read("SELECT key, value FROM meta"))
         same = all(current.get(k) == v for k, v in wanted.items())
+        rebuild = same and vector_rebuild.KEY in current
         with self.held():
             with self.write() as db:
                 generation = None
                 if not same:
                     vector_table.drop(db)
-                    db.execute("DELETE FROM chunks")
-                    db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+                    db.execute("DELETE FROM vocabulary")  # word vectors of the old model
+                    if reembed_only(current):
+                        old = f"{current['embedding_model']} ({current['embedding_dim']})"
+                        rebuild = vector_rebuild.start(db, old, f"{model} ({dim})") is not None
+                    else:
+                        db.execute("DELETE FROM chunks")
+                        db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+                        vector_rebuild.clear(db)
+                        generation = lexical_sync.bump(db)
                     db.executemany(
                         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                         list(wanted.items()),
                     )
-                    generation = lexical_sync.bump(db)
                 vector_table.create(db, dim)
             if generation is not None:
                 self._mirror(generation, clear=True)
         self.dim = dim
+        if rebuild:
+            return True
         return not same and bool(self.read("SELECT 1 FROM messages LIMIT 1"))
+
+    def write_vectors(self, db: Any, rows: Sequence[tuple[int, str]], vectors: np.ndarray) -> None:
+        """Store (or replace) the vectors of chunks (id, user id), in `write()`'s transaction."""
+        for (chunk_id, user_id), vector in zip(rows, vectors, strict=True):
+            vector_table.put(db, chunk_id, user_id, vector)
 
     # -- messages --------------------------------------------------------------------------
 
@@ -307,9 +333,11 @@ class Store(Database):
         context: str = "",
         start: int = 0,
         last: bool = True,
+        words: Sequence[Sequence[Term]] = (),
     ) -> list[int]:
         """Store a message's chunks from position `start` on, their FTS rows and vectors
-        (`vectors[i]` is `texts[i]`'s); with `last`, mark the message indexed.
+        (`vectors[i]` is `texts[i]`'s); with `last`, mark the message indexed. `words[i]` are
+        `texts[i]`'s words for the user's vocabulary (a stem the user has is kept as it is).
 
         A large message is indexed in slices (memory/ingest.py); a slice is stored only if
         the message holds exactly the `start` chunks before it, so none is stored twice.
@@ -358,12 +386,37 @@ class Store(Database):
                     documents.append((chunk_id, owner_token(message.user_id), terms, before))
                     if vectors is not None:
                         vector_table.put(db, chunk_id, message.user_id, vectors[offset])
+                    if offset < len(words):
+                        rows = [
+                            (message.user_id, t.stem, t.word, chunk_id, t.vector)
+                            for t in words[offset]
+                        ]
+                        db.executemany(ADD_TERM.replace("%s", "?"), rows)
                 if last:
                     db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
                 generation = lexical_sync.bump(db)
             deleted = old if start == 0 else []
             self._mirror(generation, deleted, documents, message.user_id, commit=False)
         return ids
+
+    def vocabulary_mark(self, user_id: str) -> tuple[int, int]:
+        """How many words the user's vocabulary holds and its newest row's id (0 when none):
+        a cache of it is fresh while both are unchanged."""
+        row = self.read(
+            "SELECT count(*), coalesce(max(id), 0) FROM vocabulary WHERE user_id = ?", (user_id,)
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def vocabulary(self, user_id: str, after: int = 0) -> list[Term]:
+        """The user's vocabulary rows with an id above `after`, oldest first (one packed row
+        read: see `read_one`)."""
+        packed = self.read_one(
+            "SELECT group_concat(id || ' ' || stem || ' ' || hex(vector) || ' ' || word, "
+            "char(10)) FROM (SELECT * FROM vocabulary WHERE user_id = ? AND id > ? ORDER BY id)",
+            (user_id, after),
+        )
+        rows = (line.split(" ", 3) for line in packed.split("\n")) if packed else ()
+        return [Term(stem, word, bytes.fromhex(vector), int(i)) for i, stem, vector, word in rows]
 
     def chunk_counts(self, message_ids: Sequence[int]) -> dict[int, int]:
         """How many chunks each of these messages has (those with none are absent): for an
@@ -522,9 +575,11 @@ class Store(Database):
         """Drop every derived row (chunks, FTS, vectors); return messages to re-index."""
         with self.held():
             with self.write() as db:
+                db.execute("DELETE FROM vocabulary")
                 db.execute("DELETE FROM chunks")
                 db.execute("DELETE FROM chunk_vectors")
                 db.execute("UPDATE messages SET indexed = 0")
+                vector_rebuild.clear(db)
                 generation = lexical_sync.bump(db)
             self._mirror(generation, clear=True)
         return self.count_unindexed()
@@ -546,6 +601,7 @@ class Store(Database):
         with self.held():
             with self.write() as db:
                 db.execute("DELETE FROM chunk_vectors WHERE user_id = ?", (user_id,))
+                db.execute("DELETE FROM vocabulary WHERE user_id = ?", (user_id,))
                 db.execute("DELETE FROM chunks WHERE user_id = ?", (user_id,))
                 db.execute("DELETE FROM facts WHERE user_id = ?", (user_id,))
                 db.execute("DELETE FROM consolidation_marks WHERE user_id = ?", (user_id,))
@@ -581,6 +637,16 @@ _MESSAGE_JSON = (
     "json_array(id, user_id, session_id, role, name, content, "
     "printf('%!.17g', created_at), partial)"
 )
+
+
+def reembed_only(current: dict[str, str]) -> bool:
+    """True when the vectors were made by another model with today's layout: re-embedding
+    the chunks is enough (a store with no vectors yet, or another layout, re-indexes)."""
+    return (
+        current.get("vector_layout") == _VECTOR_LAYOUT
+        and "embedding_model" in current
+        and "embedding_dim" in current
+    )
 
 
 def message_from_row(row: Sequence[Any]) -> Message:

@@ -151,6 +151,7 @@ def test_delete_forgets_only_that_user(api_proxy, upstream):
     chat(api_proxy, "alice", KAYAK)
     chat(api_proxy, "bob", KAYAK)
     api_proxy.flush()
+    assert api_proxy.layer.store.vocabulary("alice")  # the words alice said, with vectors
     response = api(api_proxy, "DELETE", "/v1/memory", "alice")
     assert response.status_code == 200
     assert response.json() == {"user_id": "alice", "deleted": True, "messages": 2}
@@ -163,8 +164,10 @@ def test_delete_forgets_only_that_user(api_proxy, upstream):
         "pending": 0,
     }
     assert search(api_proxy, "alice", "kayak marina") == []
+    assert api_proxy.layer.store.vocabulary("alice") == []
     assert recalled_block(api_proxy, upstream, "alice", KAYAK_QUESTION) is None
     assert stats(api_proxy, "bob")["messages"] == 2
+    assert "kayak" in {t.word for t in api_proxy.layer.store.vocabulary("bob")}
     assert search(api_proxy, "bob", "kayak marina")[0]["text"] == KAYAK
     assert KAYAK in recalled_block(api_proxy, upstream, "bob", KAYAK_QUESTION)
 

@@ -491,3 +491,20 @@ def test_the_abstention_gate_can_be_turned_off(make_proxy, upstream):
     never = [{"role": "user", "content": "What is the brand of my docking station?"}]
     say(proxy, never, "nadia", X_Memory_Mode="read")
     assert "[Relevant past context]" in block_in(sent_messages(upstream))
+
+
+def test_a_question_word_the_user_never_said_finds_the_turn_with_their_own(proxy):
+    remember(
+        proxy,
+        "nina",
+        "I ordered a ThinkPad X1 Carbon laptop for work.",
+        "We adopted a greyhound called Biscuit last spring.",
+    )
+    found = httpx.get(
+        proxy.root + "/v1/memory/search",
+        params={"q": "Which notebook did I end up buying?"},
+        headers={"X-Memory-User-Id": "nina"},
+    ).json()["results"]
+    laptop = next(r for r in found if "ThinkPad" in r["text"])
+    assert laptop["lexical_rank"] == 1  # matched by "laptop", the user's word for it
+    assert found[0]["text"] == laptop["text"]

@@ -85,3 +85,26 @@ def test_a_query_is_embedded_exactly_as_fastembeds_query_embed_does(embedder):
         theirs = np.asarray(next(iter(embedder._model.query_embed([text]))), dtype=np.float32)
         theirs = theirs / np.linalg.norm(theirs)
         assert np.array_equal(ours, theirs), text[:40]
+
+
+def test_a_texts_word_vectors_come_from_the_run_that_embeds_it(embedder):
+    text = "Who is taking our old settee, Dr. Ana?"
+    vector, words = embedder.embed_query_words(text)
+    assert np.array_equal(vector, embedder._embed_query(text))  # the same vector, one run
+    assert [(w.word, w.start) for w in words] == [
+        ("Who", 0),
+        ("is", 4),
+        ("taking", 7),
+        ("our", 14),
+        ("old", 18),
+        ("settee", 22),
+        (",", 28),
+        ("Dr", 30),
+        (".", 32),
+        ("Ana", 34),
+        ("?", 37),
+    ]
+    assert all(np.isclose(np.linalg.norm(w.vector), 1.0, atol=1e-5) for w in words)
+    rows, found = embedder.embed_documents_words([text, "The old sofa"])
+    assert np.allclose(rows, embedder.embed_documents([text, "The old sofa"]), atol=1e-4)
+    assert [w.word for w in found[1]] == ["The", "old", "sofa"]

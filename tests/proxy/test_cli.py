@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from proxy.cli import banner
-from proxy.config import Config
+from proxy.config import Config, EmbedderConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,6 +83,20 @@ def test_banner_names_the_upstream_without_its_secrets():
         " other /v1/ requests pass through",
         "  memory:   on (chat completions, Responses API)",
     ]
+
+
+def test_banner_names_a_remote_embedder_without_its_secrets():
+    config = Config(
+        embedder=EmbedderConfig(
+            "text-embedding-3-small", "https://user:s3cret@api.example.com/v1", "sk-s3cret"
+        )
+    )
+
+    assert banner(config).splitlines()[3] == (
+        "  embedder: text-embedding-3-small at https://api.example.com/v1 (key from config)"
+    )
+    assert "s3cret" not in banner(config)
+    assert len(banner(Config()).splitlines()) == 3  # the bundled model: no line
 
 
 def test_banner_without_an_upstream_and_with_memory_off():

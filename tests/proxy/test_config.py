@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memory import Settings, TierRule
-from proxy.config import Config, ConfigError, ModelRoute, ProxyKey, load_config
+from proxy.config import Config, ConfigError, EmbedderConfig, ModelRoute, ProxyKey, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -665,3 +665,85 @@ def test_a_provider_key_of_the_wrong_type_is_not_echoed(in_empty_dir):
     with pytest.raises(ConfigError) as raised:
         load_config(write(in_empty_dir / "bad.yaml", text), {})
     assert str(raised.value) == "upstream.api_key: expected str (the value is not shown)"
+
+
+# -- memory.embedder ---------------------------------------------------------------------------
+
+
+def test_the_bundled_embedder_is_the_default(in_empty_dir):
+    assert load_config(None, {}).embedder is None
+
+
+def test_an_embedder_from_yaml(in_empty_dir):
+    text = """
+memory:
+  embedder:
+    model: BAAI/bge-small-en-v1.5
+    api_base: http://127.0.0.1:8081/v1
+    api_key: sk-embed
+    dimensions: 384
+    batch_size: 32
+    timeout: 20
+    query_timeout: 1.5
+    retries: 5
+    query_prefix: "query: "
+    document_prefix: "passage: "
+"""
+    config = load_config(write(in_empty_dir / "moim.yaml", text), {})
+
+    assert config.embedder == EmbedderConfig(
+        model="BAAI/bge-small-en-v1.5",
+        api_base="http://127.0.0.1:8081/v1",
+        api_key="sk-embed",
+        dimensions=384,
+        batch_size=32,
+        timeout=20.0,
+        query_timeout=1.5,
+        retries=5,
+        query_prefix="query: ",
+        document_prefix="passage: ",
+    )
+    assert "sk-embed" not in repr(config)
+
+
+def test_embedder_environment_beats_yaml(in_empty_dir):
+    text = "memory: {embedder: {model: a-model, api_base: 'http://a/v1', dimensions: 8}}\n"
+    env = {
+        "MOIM_EMBEDDER_MODEL": "openai/text-embedding-3-small",
+        "MOIM_EMBEDDER_API_BASE": "http://b/v1",
+        "MOIM_EMBEDDER_API_KEY": "sk-env-embed",
+    }
+    config = load_config(write(in_empty_dir / "moim.yaml", text), env)
+
+    assert config.embedder == EmbedderConfig(
+        "openai/text-embedding-3-small", "http://b/v1", "sk-env-embed", dimensions=8
+    )
+
+
+def test_moim_embedder_model_alone_names_an_embedder(in_empty_dir):
+    config = load_config(None, {"MOIM_EMBEDDER_MODEL": "openai/text-embedding-3-small"})
+    assert config.embedder == EmbedderConfig("openai/text-embedding-3-small")
+
+
+def test_an_embedder_address_without_a_model_is_refused(in_empty_dir):
+    with pytest.raises(ConfigError, match="MOIM_EMBEDDER_MODEL"):
+        load_config(None, {"MOIM_EMBEDDER_API_BASE": "http://b/v1"})
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("memory: {embedder: {api_base: 'http://a/v1'}}", "memory.embedder.model: required"),
+        ("memory: {embedder: {model: m, dimensions: 0}}", "memory.embedder.dimensions: must be"),
+        ("memory: {embedder: {model: m, batch_size: 0}}", "memory.embedder.batch_size: must be"),
+        ("memory: {embedder: {model: m, timeout: 0}}", "memory.embedder.timeout: must be above"),
+        ("memory: {embedder: {model: m, api_key: 5}}", "memory.embedder.api_key: expected str"),
+        ("memory: {embedder: {model: m, modle: x}}", "memory.embedder.modle: unknown key"),
+        ("memory: {embedder: text-embedding-3-small}", "memory.embedder: must be a mapping"),
+    ],
+)
+def test_bad_embedder_settings_name_their_key(in_empty_dir, yaml_text, message):
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(in_empty_dir / "bad.yaml", yaml_text + "\n"), {})
+    assert message in str(raised.value)
+    assert "(the value is not shown)" in str(raised.value) or "api_key" not in message

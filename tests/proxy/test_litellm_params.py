@@ -6,13 +6,13 @@ import pytest
 
 from proxy.errors import BadRequest
 from proxy.litellm_params import OPENAI_PARAMS, forwarded, refuse_unsafe
-from proxy.upstream import _litellm
+from proxy.upstream import load_litellm
 
 
 def test_every_allowed_parameter_is_a_named_argument_of_acompletion():
     # a named argument is a request parameter to litellm; anything else lands in its **kwargs,
     # where routing, credentials and litellm's own options are read
-    named = set(inspect.signature(_litellm().acompletion).parameters)
+    named = set(inspect.signature(load_litellm().acompletion).parameters)
 
     assert OPENAI_PARAMS - named == set()
 

@@ -427,3 +427,46 @@ def test_labelled_set_precision_and_recall():
     precision, recall = precision_recall(rows)
     assert precision >= 0.95
     assert recall >= 0.7
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        (
+            "The ID step drop-off went from 38% to 21% after the redesign.",
+            "current:id_step_drop_off",
+            "21%",
+        ),
+        ("My rent went up from 900 to 1,050 a month", "current:rent", "1,050 a month"),
+        ("my weight went down from 92 kg to 85 kg", "current:weight", "85 kg"),
+    ],
+)
+def test_an_amount_that_went_from_one_value_to_another_keeps_the_new_one(text, key, value):
+    assert facts(text) == [("set", key, value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the kids went from school to the park",  # a trip, not an amount
+        "It went from bad to worse",
+        "The standup went from 9 to 9:30",  # a one-off event
+        "my password went from abc123 to def456",  # a secret is never a value
+    ],
+)
+def test_went_from_without_an_amount_of_something_lasting_captures_nothing(text):
+    assert facts(text) == []
+
+
+def test_getting_a_named_job_is_the_new_job_title():
+    assert facts("I got the outpatient job! I start on June 3.") == [
+        ("set", "job_title", "outpatient job")
+    ]
+    assert facts("I accepted the Berlin position") == [("set", "job_title", "Berlin position")]
+
+
+@pytest.mark.parametrize(
+    "text", ["I got the new job", "I got the job done before lunch", "did you get the sales job?"]
+)
+def test_job_lookalikes_capture_no_job_title(text):
+    assert facts(text) == []

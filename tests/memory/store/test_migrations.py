@@ -37,6 +37,7 @@ ALL = [
     "m007_fts_terms_per_user",
     "m008_fts_context",
     "m009_response_links",
+    "m010_vocabulary",
 ]
 
 
@@ -129,6 +130,7 @@ def test_migrated_database_has_exactly_these_tables(db):
         "messages",
         "meta",
         "response_links",
+        "vocabulary",
     ]
 
 
@@ -149,6 +151,18 @@ def test_response_links_columns(db):
         ("session_id", "TEXT", 1, None, 0),
         ("tokens", "INTEGER", 1, None, 0),
         ("created_at", "REAL", 1, None, 0),
+    ]
+
+
+def test_vocabulary_columns(db):
+    migrate(db)
+    assert columns(db, "vocabulary") == [
+        ("id", "INTEGER", 0, None, 1),
+        ("user_id", "TEXT", 1, None, 0),
+        ("stem", "TEXT", 1, None, 0),
+        ("word", "TEXT", 1, None, 0),
+        ("chunk_id", "INTEGER", 1, None, 0),
+        ("vector", "BLOB", 1, None, 0),
     ]
 
 

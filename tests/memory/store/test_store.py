@@ -10,6 +10,7 @@ import pytest
 from memory.ingest.turns import Turn, index_pending, store_turn
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings
+from memory.store import vector_rebuild
 from memory.store.fts import search_terms
 from memory.store.store import NewMessage, Stats, Store
 from memory.store.transfer import export_messages, import_message
@@ -148,11 +149,32 @@ def test_ensure_vectors_with_the_same_model_changes_nothing(store, two_users):
     assert store.stats("alice").chunks == 2
 
 
-def test_ensure_vectors_with_another_model_marks_messages_for_reindexing(store, two_users):
+def test_ensure_vectors_with_another_model_keeps_chunks_and_starts_a_vector_rebuild(
+    store, two_users
+):
+    assert store.ensure_vectors("test/another-model", 16) is True
+
+    assert store.count_unindexed() == 0
+    assert store.stats("alice").chunks == 2
+    assert store.user_vectors("alice")[0].tolist() == []  # the old model's are gone
+    rebuild = vector_rebuild.state(store)
+    assert (rebuild.old_model, rebuild.new_model) == ("test/hash-8 (8)", "test/another-model (16)")
+    assert (rebuild.total, rebuild.done, rebuild.end) == (4, 0, 4)
+    assert dict(store.read("SELECT key, value FROM meta WHERE key LIKE 'embedding_%'")) == {
+        "embedding_model": "test/another-model",
+        "embedding_dim": "16",
+    }
+
+
+def test_ensure_vectors_after_a_layout_change_marks_messages_for_reindexing(store, two_users):
+    with store.write() as db:
+        db.execute("UPDATE meta SET value = 'old' WHERE key = 'vector_layout'")
+
     assert store.ensure_vectors("test/another-model", 8) is True
     assert store.count_unindexed() == 4
     assert store.stats("alice").chunks == 0
     assert store.user_vectors("alice")[0].tolist() == []
+    assert vector_rebuild.state(store) is None
 
 
 def test_ensure_vectors_on_an_empty_store_needs_no_reindex(settings):

@@ -1,0 +1,77 @@
+"""memory/store/postgres.py's reads on a real Postgres: vectors as bytes, plans per user.
+
+A recall fetches the vectors of its lexical-only candidates (`PgStore.vectors`); they come as
+bytes (`vector_send`), not as text, so they must come back bit for bit as stored, each user's
+only. Values far from a unit vector's (negative, tiny, large) show a wrong offset, byte order
+or width at once. And every search is planned for the user it searches: no statement of the
+pool is run with a plan made once for an average user.
+"""
+
+import numpy as np
+import pytest
+
+from memory.store.fts import search_terms
+from memory.store.postgres import PgStore
+from memory.store.store import NewMessage
+
+DIM = 8
+
+
+@pytest.fixture
+def store(pg_database):
+    store = PgStore(pg_database())
+    store.ensure_vectors("test-model", DIM)
+    yield store
+    store.close()
+
+
+def _index(store, user_id, vectors):
+    """Store one message per vector for `user_id`, each indexed as one chunk with it."""
+    rows = [
+        NewMessage(
+            f"m{n}", f"h-{user_id}-{n}", "user", None, f"text {n}", "{}", None, 1, False, 1.0
+        )
+        for n in range(len(vectors))
+    ]
+    store.add_messages(user_id, "s-1", rows)
+    ids = []
+    for message, vector in zip(store.unindexed_messages(100), vectors, strict=True):
+        ids += store.add_chunks(message, [message.content], vector[None, :])
+    return ids
+
+
+def test_vectors_come_back_bit_for_bit_and_only_the_users(store):
+    rng = np.random.default_rng(3)
+    alice = rng.normal(0, 1e3, (3, DIM)).astype(np.float32)
+    alice[0, :3] = [-1e-38, 3.4e38, -0.0]
+    bob = rng.normal(size=(2, DIM)).astype(np.float32)
+    alice_ids, bob_ids = _index(store, "alice", alice), _index(store, "bob", bob)
+
+    found = store.vectors("alice", alice_ids + bob_ids)
+    assert sorted(found) == sorted(alice_ids)
+    for chunk_id, vector in zip(alice_ids, alice, strict=True):
+        assert found[chunk_id].dtype == np.float32
+        assert found[chunk_id].tobytes() == vector.tobytes()
+
+    ids, matrix = store.user_vectors("bob")
+    assert ids.tolist() == sorted(bob_ids)
+    assert matrix.dtype == np.float32 and matrix.tobytes() == bob.tobytes()
+
+
+def test_every_search_is_planned_for_its_own_user(store):
+    # A statement a connection has run a few times becomes a prepared statement, and
+    # Postgres may then plan it once for an average user (a generic plan). With a few
+    # heavy users among many light ones, that plan re-counts a heavy user's chunks for each
+    # chunk that matches: one lexical search of a 100k-chunk user ran for 25 minutes.
+    rng = np.random.default_rng(5)
+    for n in range(6):  # light users, and one heavier
+        _index(store, f"light-{n}", rng.normal(size=(2, DIM)).astype(np.float32))
+    _index(store, "heavy", rng.normal(size=(30, DIM)).astype(np.float32))
+    for _ in range(12):
+        store.lexical_search("heavy", search_terms("text 3 and text 7"), 80, 0.7)
+        store.dense_search("heavy", rng.normal(size=DIM).astype(np.float32), 80)
+    generic = [
+        store._rows("SELECT coalesce(sum(generic_plans), 0) FROM pg_prepared_statements")[0][0]
+        for _ in range(3)  # the pool's connections, whichever answers
+    ]
+    assert generic == [0, 0, 0]
