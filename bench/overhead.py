@@ -301,7 +301,7 @@ def profile(
         tokens = timed("count_message_tokens", count_message_tokens, msgs, MODEL)
         query = build_query(msgs)
         lexical = timed(
-            "lexical_search (Postgres full text)"
+            "lexical_search (Postgres BM25 postings)"
             if postgres
             else "lexical_search (tantivy once verified)",
             store.lexical_search,
