@@ -50,6 +50,15 @@ CONNECT_TIMEOUT = 5
 # BM25's term-frequency saturation and length normalisation, as FTS5's and tantivy's.
 _K1 = 1.2
 _B = 0.75
+# Errors of one statement while the server is there: a lost deadlock or serialization (two
+# replicas indexing at once), a cancelled statement. psycopg derives them from
+# OperationalError, as it does a lost connection, but they must not stop the next calls.
+_LOST_STATEMENT = (
+    psycopg.errors.TransactionRollback,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.QueryCanceled,
+)
 # After a lost connection, calls fail at once for this long instead of each waiting out
 # CONNECT_TIMEOUT: a recall makes several reads, and chat must fail open promptly.
 DOWN_FOR = 2.0
@@ -112,6 +121,10 @@ class PgStore:
     def _errors(self) -> Iterator[None]:
         try:
             yield
+        except _LOST_STATEMENT as exc:
+            # A lost deadlock (replicas indexing at once), a cancelled statement: the server
+            # is there, so this call fails and the next ones are not refused.
+            raise StoreUnavailable(f"{redact_url(self.url)}: {_reason(exc)}") from exc
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
             self._down_until = time.monotonic() + DOWN_FOR
             raise StoreUnavailable(f"{redact_url(self.url)}: {_reason(exc)}") from exc

@@ -7,9 +7,14 @@ or width at once. And every search is planned for the user it searches: no state
 pool is run with a plan made once for an average user.
 """
 
+import threading
+import time
+
 import numpy as np
+import psycopg
 import pytest
 
+from memory.errors import StoreUnavailable
 from memory.store.fts import search_terms
 from memory.store.postgres import PgStore
 from memory.store.store import NewMessage
@@ -75,3 +80,39 @@ def test_every_search_is_planned_for_its_own_user(store):
         for _ in range(3)  # the pool's connections, whichever answers
     ]
     assert generic == [0, 0, 0]
+
+
+def test_a_lost_deadlock_fails_that_call_only_not_the_store(store, pg_database):
+    # Two replicas indexing at once can deadlock (Postgres aborts one transaction). The
+    # database is there all along: only that call fails; the next one must not be refused as
+    # if the server were unreachable (chat would fail open on every replica call meanwhile).
+    store.add_messages(
+        "ana", "s-1", [NewMessage("a", "h-a", "user", None, "a", "{}", None, 1, False, 1.0)]
+    )
+    store.add_messages(
+        "ana", "s-1", [NewMessage("b", "h-b", "user", None, "b", "{}", None, 1, False, 1.0)]
+    )
+    a, b = (
+        store.read("SELECT id FROM messages WHERE message_key = ?", (key,))[0][0] for key in "ab"
+    )
+    other = psycopg.connect(store.url)
+    other.execute("SET deadlock_timeout = '60s'")  # the store's side detects it: its victim
+    other.execute("UPDATE messages SET tokens = 2 WHERE id = %s", [b])
+    holding = threading.Event()
+
+    def the_other_side():
+        holding.wait(10)
+        time.sleep(0.3)  # the store's transaction waits for row b by now
+        other.execute("UPDATE messages SET tokens = 2 WHERE id = %s", [a])
+
+    side = threading.Thread(target=the_other_side)
+    side.start()
+    with pytest.raises(StoreUnavailable, match="deadlock"):
+        with store.write() as db:
+            db.execute("UPDATE messages SET tokens = 3 WHERE id = ?", (a,))
+            holding.set()
+            db.execute("UPDATE messages SET tokens = 3 WHERE id = ?", (b,))
+    side.join(10)
+    other.commit()
+    other.close()
+    assert store.stats("ana").messages == 2  # at once: not "unreachable, retrying shortly"
