@@ -109,6 +109,12 @@ def populate(
     (random vectors have cosines near 0: moim's weak-hit filter would drop every hit)."""
     started, store, now = time.perf_counter(), layer.store, time.time()
     _ = layer.embedder  # loading it re-creates the vector table if the model changed
+    if store.count_unindexed():  # only what this call adds has a pool vector to give
+        raise SystemExit(
+            "populate: the store holds messages it did not index (built by an older moim with "
+            "another embedding model or vector layout, which re-indexes everything, or an "
+            "interrupted build); their synthetic vectors are lost: build a fresh store"
+        )
     for start in range(layer.stats(user).chunks, size, 2000):
         if not pool:
             pool["texts"] = texts(rng, 300, 25, 40)
