@@ -503,18 +503,14 @@ class Store(Database):
             parts.append(f"SELECT * FROM ({same_session} AND id >= ? ORDER BY id LIMIT ?)")
             params += [mid, user_id, mid, user_id, mid, around]
             params += [mid, user_id, mid, user_id, mid, around + 1]
-        # One JSON row (see `read_one`); the time as text with all 17 digits, as in `chunks`.
-        packed = self.read_one(
-            "SELECT json_group_array(json_array(anchor, id, user_id, session_id, role, name, "
-            "content, printf('%!.17g', created_at), partial, content_hash)) "
-            f"FROM ({' UNION ALL '.join(parts)})",
-            params,
-        )
+        # A few rows a passage: read as rows (packing them as JSON, as `chunks` does for ~80,
+        # cost 20% more here).
+        rows = self.read(" UNION ALL ".join(parts), params)
         found: dict[int, list[Message]] = {mid: [] for mid in message_ids}
-        for row in sorted(json.loads(packed) if packed else []):  # by anchor, then id
+        for row in sorted(rows, key=lambda row: (row[0], row[1])):  # by anchor, then id
             anchor, mid, content_hash = row[0], row[1], row[9]
             if content_hash not in exclude_hashes or mid == anchor:
-                found[anchor].append(message_from_row([*row[1:7], float(row[7]), row[8]]))
+                found[anchor].append(message_from_row(row[1:9]))
         return {mid: messages for mid, messages in found.items() if messages}
 
     def lexical_search(

@@ -130,7 +130,7 @@ def test_indexing_goes_on_while_turns_keep_arriving(tmp_path):
                 stored = len(layer.store.messages("u"))
                 indexed_while_arriving = stored - layer.store.count_unindexed()
         assert indexed_while_arriving > 0, "the writer only stored; it never got to index"
-        assert await writer.flush(timeout=30)
+        assert await writer.flush(timeout=120)  # the backlog of a busy machine
         assert layer.store.count_unindexed() == 0
         await writer.stop()
 
