@@ -39,7 +39,7 @@ from memory.store.backend import redact_url
 from memory.store.fts import fts_document
 from memory.store.pg_schema import migrate
 from memory.store.pg_sql import PgConnection
-from memory.store.store import ADD_TERM, NewMessage, Stats, message_from_row
+from memory.store.store import ADD_TERM, NewMessage, Stats, message_from_row, message_values
 from memory.store.store import reembed_only as _reembed_only
 from memory.store.vector_table import row_dtype
 
@@ -230,20 +230,7 @@ class PgStore:
                     "name, content, payload, model, tokens, partial, created_at) VALUES "
                     "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT DO NOTHING RETURNING id",
-                    [
-                        user_id,
-                        session_id,
-                        m.message_key,
-                        m.content_hash,
-                        m.role,
-                        m.name,
-                        m.content,
-                        m.payload,
-                        m.model,
-                        m.tokens,
-                        int(m.partial),
-                        m.created_at,
-                    ],
+                    message_values(user_id, session_id, m),
                 ).fetchone()
                 ids.append(int(found[0]) if found else 0)
         return ids

@@ -243,20 +243,7 @@ class Store(Database):
                     "INSERT OR IGNORE INTO messages (user_id, session_id, message_key, "
                     "content_hash, role, name, content, payload, model, tokens, partial, "
                     "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        user_id,
-                        session_id,
-                        m.message_key,
-                        m.content_hash,
-                        m.role,
-                        m.name,
-                        m.content,
-                        m.payload,
-                        m.model,
-                        m.tokens,
-                        int(m.partial),
-                        m.created_at,
-                    ),
+                    message_values(user_id, session_id, m),
                 )
                 ids.append(int(cur.lastrowid) if cur.rowcount else 0)
         return ids
@@ -656,4 +643,22 @@ def message_from_row(row: Sequence[Any]) -> Message:
         content=row[5],
         created_at=row[6],
         partial=bool(row[7]),
+    )
+
+
+def message_values(user_id: str, session_id: str, m: Any) -> tuple[Any, ...]:
+    """One message's `messages` columns, in the order both backends' INSERTs name them."""
+    return (
+        user_id,
+        session_id,
+        m.message_key,
+        m.content_hash,
+        m.role,
+        m.name,
+        m.content,
+        m.payload,
+        m.model,
+        m.tokens,
+        int(m.partial),
+        m.created_at,
     )
