@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memory.recall.half_rows import half_rows
+
 Loader = Callable[[str], tuple[np.ndarray, np.ndarray]]
 
 
@@ -177,12 +179,15 @@ class _View:
         return scores
 
     def rows_at(self, positions: np.ndarray) -> np.ndarray:
-        """The rows at these positions (in the order of `ids`)."""
+        """The rows at these positions (in the order of `ids`), as float32."""
+        if len(self.blocks) == 1 and self.blocks[0].dtype == np.float16:  # a large user
+            return half_rows(self.blocks[0], positions)  # as loaded: no masks to build
         out = np.empty((len(positions), self.blocks[0].shape[1]), dtype=np.float32)
         start = 0
         for block in self.blocks:
             inside = (positions >= start) & (positions < start + len(block))
-            out[inside] = block[positions[inside] - start]
+            picked = positions[inside] - start
+            out[inside] = half_rows(block, picked) if block.dtype == np.float16 else block[picked]
             start += len(block)
         return out
 
