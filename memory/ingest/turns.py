@@ -23,7 +23,7 @@ import numpy as np
 
 from memory.block.render import strip_block
 from memory.block.tokens import count_tokens, message_text
-from memory.embedding import Embedder, WordEmbedder, Words
+from memory.embedding import Embedder, Words, gives_words
 from memory.ingest.chunking import chunk_text
 from memory.ingest.speakers import split_speaker
 from memory.recall.vectors import VectorIndex
@@ -308,7 +308,7 @@ def _embed(
     the embedder gives word vectors, each chunk's words for the user's vocabulary (those of
     its own text `texts[i]`, which ends its input). A held vector whose words are not held is
     embedded again for them."""
-    if not isinstance(embedder, WordEmbedder):
+    if not gives_words(embedder):
         return _vectors(embedder, user_id, inputs, known), []
     held_words = [known_words(user_id, t) if known_words is not None else None for t in inputs]
     held = [known(user_id, t) if known is not None else None for t in inputs]

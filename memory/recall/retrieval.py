@@ -16,20 +16,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from memory.block.tokens import message_text
-from memory.embedding import Embedder, WordEmbedder
+from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import nothing_stands_out
 from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
-from memory.recall.vocabulary import Vocabulary
+from memory.recall.vocabulary import UserWords, Vocabulary
 from memory.recall.when import query_windows
 from memory.records import Chunk, Hit, LeftOut
 from memory.settings import Settings
@@ -118,13 +118,19 @@ def retrieve(
         if terms
         else None
     )
+    # The user's vocabulary is read there too, while the question is embedded here.
+    known = (
+        _LEXICAL.submit(vocabulary.known, user_id)
+        if vocabulary is not None and _expanding(settings) and gives_words(embedder)
+        else None
+    )
     vector, degraded, extra = None, None, list[str]()
     dense: list[tuple[int, float]] = []
     try:
         if embedder is not None:
             embedded = query if question is None else question
             vector, degraded, extra = _embed_query(
-                embedder, embedded, vocabulary, settings, user_id
+                embedder, embedded, vocabulary, settings, user_id, known
             )
             extra = extra if terms else []
         if vector is not None and settings.retrievers != "lexical":
@@ -178,23 +184,32 @@ def _embed_query(
     vocabulary: Vocabulary | None,
     settings: Settings,
     user_id: str,
+    known: Future[UserWords] | None = None,
 ) -> tuple[np.ndarray | None, str | None, list[str]]:
     """The query's vector and the user's words to search beside its own (none without a
     vocabulary or an embedder that gives word vectors); or (None, why, []) when the embedder
     failed: recall then goes on with the lexical side alone (fail open), and the caller says
-    so."""
-    wanted = settings.expansion_similarity > 0 and settings.expansion_words > 0
+    so. `known` is the user's vocabulary being read on another thread."""
     try:
-        if vocabulary is None or not wanted or not isinstance(embedder, WordEmbedder):
+        if vocabulary is None or not _expanding(settings) or not gives_words(embedder):
             return embedder.embed_query(text), None, []
         vector, words = embedder.embed_query_words(text)
     except EmbeddingFailed as exc:
         logger.warning("query embedding failed, recalling by keywords only: %s", exc)
         return None, "embedder unavailable: keyword recall only", []
     extra = vocabulary.expansions(
-        user_id, words, settings.expansion_similarity, settings.expansion_words
+        user_id,
+        words,
+        settings.expansion_similarity,
+        settings.expansion_words,
+        known.result() if known is not None else None,
     )
     return vector, None, extra
+
+
+def _expanding(settings: Settings) -> bool:
+    """Whether recall searches the user's words nearest the question's (see `_embed_query`)."""
+    return settings.expansion_similarity > 0 and settings.expansion_words > 0
 
 
 def _summed(

@@ -88,7 +88,7 @@ def _best(cosines: np.ndarray, n: int) -> np.ndarray:
 
 
 @dataclass(frozen=True, slots=True)
-class _Words:
+class UserWords:
     """One user's vocabulary in RAM, as of the table's `mark` (size, newest id)."""
 
     mark: tuple[int, int]
@@ -96,7 +96,7 @@ class _Words:
     words: list[str]
     matrix: np.ndarray
 
-    def extended(self, mark: tuple[int, int], new: Sequence[Term]) -> _Words:
+    def extended(self, mark: tuple[int, int], new: Sequence[Term]) -> UserWords:
         stems = dict(self.stems)
         words = list(self.words)
         for term in new:
@@ -104,10 +104,10 @@ class _Words:
             words.append(term.word)
         added = _decode([t.vector for t in new])
         matrix = np.vstack([self.matrix, added]) if len(self.words) else added
-        return _Words(mark, stems, words, matrix)
+        return UserWords(mark, stems, words, matrix)
 
 
-_EMPTY = _Words((0, 0), {}, [], np.zeros((0, 0), dtype=np.float32))
+_EMPTY = UserWords((0, 0), {}, [], np.zeros((0, 0), dtype=np.float32))
 
 
 class Vocabulary:
@@ -116,7 +116,7 @@ class Vocabulary:
     def __init__(self, store: Store, max_users: int = 256) -> None:
         self._store = store
         self._max_users = max_users
-        self._users: OrderedDict[str, _Words] = OrderedDict()
+        self._users: OrderedDict[str, UserWords] = OrderedDict()
         self._lock = threading.Lock()
 
     def expansions(
@@ -125,17 +125,19 @@ class Vocabulary:
         words: Sequence[WordVector],
         min_similarity: float,
         per_word: int,
+        known: UserWords | None = None,
     ) -> list[str]:
         """The user's words nearest to each of `words` that the user never said, best first.
 
         A word is expanded when its stem is not in the user's vocabulary; each of its
         `per_word` nearest words at a cosine of `min_similarity` or more is returned once.
-        Empty when the user has no vocabulary or every word is the user's own.
+        Empty when the user has no vocabulary or every word is the user's own. `known` is
+        the user's vocabulary when the caller read it already (`known`), else it is read here.
         """
         asked = {stem(t): (t, w) for w in words if (t := _term(w.word)) is not None}
         if not asked or per_word <= 0:
             return []
-        known = self._words(user_id)
+        known = self.known(user_id) if known is None else known
         unseen = [w for s, (_, w) in asked.items() if s not in known.stems]
         if not unseen or not known.words:
             return []
@@ -149,7 +151,12 @@ class Vocabulary:
                     found[word] = max(found.get(word, cosine), cosine)
         return sorted(found, key=lambda w: -found[w])
 
-    def _words(self, user_id: str) -> _Words:
+    def known(self, user_id: str) -> UserWords:
+        """The user's vocabulary as the store holds it now (read again only if it changed).
+
+        Recall reads it on another thread while the question is embedded: the mark's read is
+        ~0.1 ms that the embedding no longer waits for (memory/recall/retrieval.py).
+        """
         mark = self._store.vocabulary_mark(user_id)
         with self._lock:
             cached = self._users.get(user_id, _EMPTY)

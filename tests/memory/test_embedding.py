@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from memory.embedding import QuestionVectors
+from memory.embedding import QuestionVectors, WordEmbedder, gives_words
 
 
 def test_bundled_model_embeds_normalised_384_dimension_rows(embedder):
@@ -108,3 +108,29 @@ def test_a_texts_word_vectors_come_from_the_run_that_embeds_it(embedder):
     rows, found = embedder.embed_documents_words([text, "The old sofa"])
     assert np.allclose(rows, embedder.embed_documents([text, "The old sofa"]), atol=1e-4)
     assert [w.word for w in found[1]] == ["The", "old", "sofa"]
+
+
+class PlainEmbedder:
+    name, dim = "plain", 2
+
+    def embed_documents(self, texts):
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+    def embed_query(self, text):
+        return np.ones(2, dtype=np.float32)
+
+
+class WordsEmbedder(PlainEmbedder):
+    def embed_query_words(self, text):
+        return self.embed_query(text), ()
+
+    def embed_documents_words(self, texts):
+        return self.embed_documents(texts), [() for _ in texts]
+
+
+def test_gives_words_answers_as_the_protocol_check_does(embedder):
+    noted = QuestionVectors().noting(embedder, "alice")  # the class recall embeds with
+    for candidate in (embedder, noted, PlainEmbedder(), WordsEmbedder(), None, "text"):
+        for _ in range(2):  # the first answer, then the remembered one
+            assert gives_words(candidate) == isinstance(candidate, WordEmbedder)
+    assert gives_words(noted) and not gives_words(PlainEmbedder())
