@@ -51,7 +51,7 @@ from proxy.passthrough import METHODS, passthrough, retrieve_model
 from proxy.replicas import recover_replicas
 from proxy.request_metrics import RequestMetrics
 from proxy.responses import responses
-from proxy.runtime import tune_process
+from proxy.runtime import freeze_startup_objects, tune_process
 from proxy.state import AppState, state_of
 from proxy.upstream import close_litellm, list_models
 from proxy.writer import Writer
@@ -207,6 +207,7 @@ async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
         await anyio.to_thread.run_sync(lambda: layer.embedder)
     except Exception:
         logger.exception("embedding model failed to load; memory will fail open")
+    freeze_startup_objects()
     await writer.start()
 
 

@@ -24,6 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+# Before any proxy starts: a started app freezes the objects alive then (gc.freeze, in
+# proxy/runtime.py), and hypothesis, imported later, looks for its PRNGs' referrers among the
+# objects the collector tracks, which no longer include frozen ones (it then warns, an error).
+import hypothesis  # noqa: F401
 import openai
 import pytest
 import uvicorn

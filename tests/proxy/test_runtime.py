@@ -1,8 +1,10 @@
 """proxy/runtime.py: the server's process-wide tuning, and a library import that changes nothing."""
 
+import gc
 import os
 import subprocess
 import sys
+import time
 
 import anyio.to_thread
 import threadpoolctl
@@ -36,3 +38,12 @@ def test_tune_process_sets_one_blas_thread_the_switch_interval_and_the_thread_po
             assert threads == {runtime.BLAS_THREADS}
         finally:
             sys.setswitchinterval(before_interval)
+
+
+def test_the_objects_alive_once_the_model_is_loaded_are_frozen(make_proxy):
+    gc.unfreeze()
+    make_proxy()  # ready: the embedding model is loaded; the objects are frozen right after
+    deadline = time.monotonic() + 10
+    while gc.get_freeze_count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gc.get_freeze_count() > 10_000
