@@ -14,9 +14,9 @@ from memory.facts.rules import restore_facts
 from memory.layer_write import WriteSide
 from memory.records import Message
 from memory.store import fact_rows, overview
+from memory.store.message_rows import Stats
 from memory.store.overview import SessionSummary, UserSummary
 from memory.store.sizes import StoreSizes, store_sizes
-from memory.store.store import Stats
 from memory.store.transfer import export_messages, import_message
 
 
