@@ -202,9 +202,17 @@ def _embed_query(
         words,
         settings.expansion_similarity,
         settings.expansion_words,
-        known.result() if known is not None else None,
+        _read(known),
     )
     return vector, None, extra
+
+
+def _read(known: Future[UserWords] | None) -> UserWords | None:
+    """The vocabulary read meanwhile; None (`expansions` reads it) when that read has not
+    started: under load the lexical pool may still be busy with other recalls' searches."""
+    if known is None or (not known.done() and known.cancel()):
+        return None
+    return known.result()  # done, or being read now (~0.1 ms)
 
 
 def _expanding(settings: Settings) -> bool:

@@ -3,12 +3,13 @@
 Vectors come from a deterministic 8-dimension embedder behind the real `Embedder` interface.
 """
 
+from concurrent.futures import Future
 from dataclasses import replace
 
 import pytest
 
 from memory.ingest.turns import Turn, content_hash, index_pending, store_turn
-from memory.recall.retrieval import build_query, retrieve
+from memory.recall.retrieval import _read, build_query, retrieve
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings
 from memory.store.store import Store
@@ -176,3 +177,10 @@ def test_a_speakers_name_in_the_query_is_kept_out_of_the_keyword_search(settings
     )
     assert found.hits[0].chunk.text == sailboat["content"]
     assert all(h.dense_rank or h.lexical_rank for h in found.hits)
+
+
+def test_a_vocabulary_read_not_yet_started_is_not_waited_for():
+    pending, done = Future(), Future()
+    done.set_result("words")
+    assert _read(pending) is None and pending.cancelled()  # expansions reads it instead
+    assert _read(done) == "words" and _read(None) is None

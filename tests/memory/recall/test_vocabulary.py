@@ -87,3 +87,12 @@ def test_the_cache_follows_new_words(tmp_path, embedder):
     asked = {"role": "user", "content": "I ordered a ThinkPad X1 Carbon laptop."}
     layer.remember(Turn("nina", "s9", "gpt-4o-mini", (asked,), None, NOW))
     assert "laptop" in vocabulary.expansions("nina", words, 0.5, 2)
+
+
+def test_the_vocabulary_read_beforehand_expands_as_the_one_read_then(tmp_path, embedder):
+    # Recall reads it on another thread while the question is embedded (retrieval.py).
+    layer = _layer(tmp_path, embedder, [("nina", "I ordered a ThinkPad X1 Carbon laptop.")])
+    known = layer.vocabulary.known("nina")
+    _, words = layer.embedder.embed_query_words("Which notebook did I end up buying?")
+    given = layer.vocabulary.expansions("nina", words, 0.5, 2, known)
+    assert given == layer.vocabulary.expansions("nina", words, 0.5, 2) and "laptop" in given
