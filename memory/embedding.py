@@ -292,8 +292,10 @@ class QuestionVectors:
     def __len__(self) -> int:
         return len(self._items)
 
-    def noting(self, embedder: Embedder, user_id: str) -> Embedder:
-        """`embedder`, for one recall of `user_id`: each question's vector is also held.
+    def noting(self, embedder: Embedder, user_id: str, only: str | None = None) -> Embedder:
+        """`embedder`, for one recall of `user_id`: each question's vector is also held, or
+        only that of the text `only` when given (the one the writer will embed as it is: a
+        vector nothing takes only sits here until pushed out, with its words ~40 kB).
 
         Not for an embedder whose queries are embedded unlike its documents (a remote
         model with a query prefix: memory/service_embedder.py): it is returned as it is.
@@ -301,20 +303,24 @@ class QuestionVectors:
         if not getattr(embedder, "symmetric", True):
             return embedder
         if isinstance(embedder, WordEmbedder):
-            return _NotingWords(embedder, user_id, self)
-        return _Noting(embedder, user_id, self)
+            return _NotingWords(embedder, user_id, self, only)
+        return _Noting(embedder, user_id, self, only)
 
 
 class _Noting:
     """An embedder whose queries' vectors are also put in a `QuestionVectors`."""
 
-    def __init__(self, embedder: Embedder, user_id: str, questions: QuestionVectors) -> None:
+    def __init__(
+        self, embedder: Embedder, user_id: str, questions: QuestionVectors, only: str | None
+    ) -> None:
         self.name, self.dim = embedder.name, embedder.dim
         self._embedder, self._user_id, self._questions = embedder, user_id, questions
+        self._only = only
 
     def embed_query(self, text: str) -> np.ndarray:
         vector = self._embedder.embed_query(text)
-        self._questions.put(self._user_id, text, vector)
+        if self._only is None or text == self._only:
+            self._questions.put(self._user_id, text, vector)
         return vector
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -324,13 +330,16 @@ class _Noting:
 class _NotingWords(_Noting):
     """`_Noting` for an embedder that gives word vectors: the question's are held too."""
 
-    def __init__(self, embedder: WordEmbedder, user_id: str, questions: QuestionVectors) -> None:
-        super().__init__(embedder, user_id, questions)
+    def __init__(
+        self, embedder: WordEmbedder, user_id: str, questions: QuestionVectors, only: str | None
+    ) -> None:
+        super().__init__(embedder, user_id, questions, only)
         self._words_of = embedder
 
     def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
         vector, words = self._words_of.embed_query_words(text)
-        self._questions.put(self._user_id, text, vector, words)
+        if self._only is None or text == self._only:
+            self._questions.put(self._user_id, text, vector, words)
         return vector, words
 
     def embed_documents_words(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Words]]:

@@ -71,6 +71,19 @@ def test_a_noting_embedder_holds_each_question_it_embeds_for_its_user(embedder):
     assert len(noting.embed_documents(["a document"])) == 1 and len(held) == 0
 
 
+def test_a_noting_embedder_given_a_text_holds_only_that_texts_vector(embedder):
+    held = QuestionVectors()
+    noting = held.noting(embedder, "ana", only="Where is the kayak?")
+    noting.embed_query("What about the paddle?")
+    noting.embed_query_words("And the berth?")
+    assert len(held) == 0
+    vector, words = noting.embed_query_words("Where is the kayak?")
+    assert [w.word for w in held.take_words("ana", "Where is the kayak?")] == [
+        w.word for w in words
+    ]
+    assert np.array_equal(held.take("ana", "Where is the kayak?"), vector)
+
+
 def test_a_query_is_embedded_exactly_as_fastembeds_query_embed_does(embedder):
     # moim runs the bundled model's query steps itself (memory/embedding.py, `_run_one`);
     # this pins them to fastembed's: same tokens, same pooling, the same vector to the bit.
