@@ -253,23 +253,32 @@ class QuestionVectors:
     def __init__(self, size: int = 2048) -> None:
         self._size = size
         self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-        self._words: dict[tuple[str, str], Words] = {}  # of the items, when the model gave them
+        # Of the items, when the model gave them: each word and its int8 row (`int8_rows`).
+        self._words: dict[tuple[str, str], _HeldWords] = {}
         self._lock = threading.Lock()
 
     def put(self, user_id: str, text: str, vector: np.ndarray, words: Words | None = None) -> None:
+        held = None if words is None else _HeldWords.of(words)
         with self._lock:
             self._items[(user_id, text)] = vector
             self._items.move_to_end((user_id, text))
-            if words is not None:
-                self._words[(user_id, text)] = words
+            if held is not None:
+                self._words[(user_id, text)] = held
             while len(self._items) > self._size:
                 key, _ = self._items.popitem(last=False)
                 self._words.pop(key, None)
 
     def take_words(self, user_id: str, text: str) -> Words | None:
-        """The words held for this user's text (call before `take`), which are let go."""
+        """The words held for this user's text (call before `take`), which are let go.
+
+        Their vectors come back from int8 rows, as the vocabulary stores them
+        (`memory.recall.vocabulary`): the writer's vocabulary rows are the same bytes as
+        from the model's float32 vectors, and a held question takes ~400 bytes a word
+        instead of ~1.7 kB (a backlog of 1,000 turns held ~40 MB of question words).
+        """
         with self._lock:
-            return self._words.pop((user_id, text), None)
+            held = self._words.pop((user_id, text), None)
+        return None if held is None else held.words()
 
     def take(self, user_id: str, text: str) -> np.ndarray | None:
         """The vector held for this user's text, which is let go (its words too); None when
@@ -305,6 +314,38 @@ class QuestionVectors:
         if isinstance(embedder, WordEmbedder):
             return _NotingWords(embedder, user_id, self, only)
         return _Noting(embedder, user_id, self, only)
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldWords:
+    """A text's words as `QuestionVectors` holds them: each word and where it starts, and
+    their vectors as int8 rows (`int8_rows`)."""
+
+    spans: tuple[tuple[str, int], ...]
+    rows: np.ndarray  # int8 (words, dim)
+
+    @classmethod
+    def of(cls, words: Words) -> _HeldWords:
+        if not words:
+            return cls((), np.zeros((0, 0), dtype=np.int8))
+        rows = int8_rows(np.stack([w.vector for w in words]))
+        return cls(tuple((w.word, w.start) for w in words), rows)
+
+    def words(self) -> Words:
+        vectors = _normalise(self.rows.astype(np.float32))
+        return tuple(
+            WordVector(word, start, vectors[n]) for n, (word, start) in enumerate(self.spans)
+        )
+
+
+def int8_rows(matrix: np.ndarray) -> np.ndarray:
+    """Each row of `matrix` in int8, scaled so its largest component is ±127 (how the
+    vocabulary stores word vectors; a row scaled back and encoded again gives the same
+    bytes)."""
+    peaks = np.abs(matrix).max(axis=1, keepdims=True)
+    peaks[peaks == 0] = 1.0
+    rows: np.ndarray = np.round(matrix / peaks * 127.0).astype(np.int8)
+    return rows
 
 
 class _Noting:

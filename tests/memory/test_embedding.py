@@ -121,3 +121,19 @@ def test_a_texts_word_vectors_come_from_the_run_that_embeds_it(embedder):
     rows, found = embedder.embed_documents_words([text, "The old sofa"])
     assert np.allclose(rows, embedder.embed_documents([text, "The old sofa"]), atol=1e-4)
     assert [w.word for w in found[1]] == ["The", "old", "sofa"]
+
+
+def test_held_question_words_give_the_writer_the_same_vocabulary_rows(embedder):
+    # QuestionVectors keeps a question's words as int8 rows (a quarter of the RAM); the
+    # writer makes vocabulary rows of them, which must be the bytes the model's own give.
+    from memory.recall.vocabulary import vocabulary_terms
+
+    text = "Which trails around the glacier lake did Ana and Bruno hike last summer, and why?"
+    vector, words = embedder.embed_query_words(text)
+    held = QuestionVectors()
+    held.put("ana", text, vector, words)
+    back = held.take_words("ana", text)
+    assert [(w.word, w.start) for w in back] == [(w.word, w.start) for w in words]
+    assert all(float(a.vector @ b.vector) > 0.9999 for a, b in zip(back, words, strict=True))
+    assert vocabulary_terms(back) == vocabulary_terms(words)
+    assert vocabulary_terms(back, 40) == vocabulary_terms(words, 40)
