@@ -29,6 +29,9 @@ from memory.settings import BUNDLED_MODEL
 
 T = TypeVar("T")
 
+# Recent questions whose word vectors `FastEmbedder` keeps (see its query caches).
+QUERY_WORDS_HELD = 128
+
 
 class Embedder(Protocol):
     """What the memory layer needs of an embedding model."""
@@ -104,7 +107,11 @@ class FastEmbedder:
         # onnxruntime sessions are thread-safe; batches take turns so they do not thrash.
         self._lock = threading.Lock()
         self._queries: RecentVectors[np.ndarray] = RecentVectors(512)
-        self._query_words: RecentVectors[Words] = RecentVectors(512)
+        # A question's words take ~80 kB (46 words of 1.5 kB vectors, a 250-character
+        # question): 512 of them held 40 MB. Recall embeds with words whenever the vocabulary
+        # is on, so this bounds its cache hits too: a retry or a regenerated answer within
+        # the last 128 distinct questions.
+        self._query_words: RecentVectors[Words] = RecentVectors(QUERY_WORDS_HELD)
         # CPU seconds (of the threads that ran the model) and texts, per kind: "query" for
         # recall, "document" for indexing (bench/load.py splits moim's CPU with them).
         self.cpu_seconds = {"query": 0.0, "document": 0.0}
@@ -429,11 +436,15 @@ def _word_vectors(text: str, encoding: Any, states: np.ndarray) -> Words:
         averaging[row, positions] = 1.0 / len(positions)
     means = averaging @ states
     norms = np.linalg.norm(means, axis=1)
+    # One matrix for all the words, each vector a row of it: one allocation a text, freed
+    # at once, rather than one of 1.5 kB a word (held in the query caches, they fragmented
+    # the heap). The same division, so the same bits.
+    unit = means / np.where(norms > 0, norms, 1.0)[:, None]
     words = []
     for row, positions in enumerate(spans):
         start, end = offsets[positions[0]][0], offsets[positions[-1]][1]
         if end > start and norms[row] > 0:
-            words.append(WordVector(text[start:end], start, means[row] / norms[row]))
+            words.append(WordVector(text[start:end], start, unit[row]))
     return tuple(words)
 
 
