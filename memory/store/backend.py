@@ -22,8 +22,8 @@ from memory.records import Chunk, Message, Term
 
 if TYPE_CHECKING:
     from memory.settings import Settings
+    from memory.store.message_rows import NewMessage, Stats
     from memory.store.migrations import MigrationProgress
-    from memory.store.store import NewMessage, Stats
 
 
 class StoreBackend(Protocol):
