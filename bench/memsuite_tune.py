@@ -28,15 +28,15 @@ import threadpoolctl  # noqa: E402
 
 from bench.memsuite import (  # noqa: E402
     CATEGORIES,
-    DATA,
     MODEL,
     PAST_CONTEXT,
+    SUITES,
     SYSTEM,
     Case,
     _word_at,
-    load,
     norm,
-    weave,
+    personas_of,
+    splits_of,
 )
 from bench.tune_recall import parse_sets  # noqa: E402
 from memory import BLOCK_END, BLOCK_START, Settings, count_message_tokens  # noqa: E402
@@ -73,11 +73,11 @@ def ask(layer: MemoryLayer, number: int, case: Case) -> None:
 
 
 def table(cases: list[Case]) -> str:
-    """One line: each category's score, tuning / held out."""
+    """One line: each category's score, per split (tuning / held out, or fresh)."""
     parts = []
     for category in (*CATEGORIES, "value"):
         scores = []
-        for split in ("tune", "held"):
+        for split in splits_of(cases):
             if category == "value":
                 chosen = [c for c in cases if c.split == split and "value_passed" in c.result]
                 ok = sum(c.result["value_passed"] for c in chosen)
@@ -92,14 +92,12 @@ def table(cases: list[Case]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", type=Path, required=True, help="a database memsuite.py replayed")
-    parser.add_argument("--suite", choices=["long", "short"], default="long")
+    parser.add_argument("--suite", choices=SUITES, default="long")
     parser.add_argument("--set", action="append", default=[], help="Settings override")
     parser.add_argument("--show", choices=[*CATEGORIES, "none"], default="none")
     args = parser.parse_args()
     threadpoolctl.threadpool_limits(1, user_api="blas")  # as moim serve does
-    personas = load(sorted(DATA.glob("personas_*.txt")))
-    if args.suite == "long":
-        personas = weave(personas, load(sorted(DATA.glob("distractors_*.txt"))))
+    personas = personas_of(args.suite)
     cases = [c for p in personas for c in p.cases]
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "memsuite.db"
