@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from memory.facts.changes import change
+from memory.facts.changes import change, employer_now
 from memory.facts.lexicon import (
     ABBREV,
     ASK_MEMORY,
@@ -159,6 +159,17 @@ def _rule_always(clause: str) -> list[Capture]:
     return [cap(f"constraint:{slug(value)}", value, "protocol", "always_never")] if rest else []
 
 
+def _employer_now(clause: str) -> list[Capture]:
+    lead = LEAD.match(clause)
+    return employer_now(re.sub(r"[\s.!]+$", "", clause[lead.end() if lead else 0 :]))
+
+
+# A sentence about a job: 'I'm at Lyft now' in it names an employer, not where the user stands.
+_WORK_WORDS = cue(
+    r"\b(?:work(?:ed|ing)?|job|jobs|left|quit|joined|started|hired|team|company|role|position"
+    r"|employer|colleagues?|manager|boss|offer|onboarding|office)\b"
+)
+
 _CLAUSE_RULES = (_rule_remember, _rule_forget, _rule_no_longer, _rule_always, statement, change)
 
 
@@ -185,8 +196,9 @@ def _sentence(sentence: str) -> list[Capture]:
     if not body or QUESTION.match(body) and not asks or REPORTED.search(body):
         return []
     out: list[Capture] = []
+    about_work = _WORK_WORDS.search(body) is not None
     for n, clause in enumerate(CLAUSE.split(body.rstrip("?"))):
-        found = _clause(clause)
+        found = _clause(clause) or (_employer_now(clause) if about_work else [])
         if n and not out and found and found[0].rule == "always_never":
             found = []  # 'In Python, always use …' is advice, not a rule for the assistant
         out += found
