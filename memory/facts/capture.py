@@ -72,6 +72,11 @@ _NO_LONGER = cue(
     r"(?P<s>(?:i|we)(?:'?m|\s+am|'re|\s+are)?)\s+(?P<neg>no\s+longer|not|don'?t|do\s+not)\s+"
     r"(?P<r>.+)"
 )
+# 'I've had to give up being vegan', 'I stopped being vegetarian': the state is over.
+_GAVE_UP = cue(
+    r"(?P<s>i|we)(?:'ve|\s+have)?(?:\s+(?:had|decided|needed)\s+to)?\s+(?:give|gave|given|giving"
+    r"|stop|stopped|quit)\s+(?:up\s+)?being\s+(?P<r>.+)"
+)
 _ANYMORE = cue(r"\s*\b(?:anymore|any\s+more|any\s+longer)\b")
 _ALWAYS = cue(
     r"(?:please\s+)?(?P<fn>(?:from\s+now\s+on|going\s+forward|moving\s+forward|in\s+(?:the\s+)?"
@@ -148,6 +153,14 @@ def _rule_no_longer(clause: str) -> list[Capture]:
     return [replace(c, op="forget", rule="no_longer") for c in found]
 
 
+def _rule_gave_up(clause: str) -> list[Capture]:
+    """'I've had to give up being vegan' -> forget the diet (as 'I'm no longer vegan')."""
+    if not (match := _GAVE_UP.fullmatch(clause)):
+        return []
+    being = "I'm" if match["s"].lower() == "i" else "we're"
+    return [replace(c, op="forget", rule="gave_up") for c in statement(f"{being} {match['r']}")]
+
+
 def _rule_always(clause: str) -> list[Capture]:
     """'always answer in French', 'from now on, never use emojis': a rule for the assistant."""
     match = _ALWAYS.fullmatch(clause)
@@ -170,7 +183,15 @@ _WORK_WORDS = cue(
     r"|employer|colleagues?|manager|boss|offer|onboarding|office)\b"
 )
 
-_CLAUSE_RULES = (_rule_remember, _rule_forget, _rule_no_longer, _rule_always, statement, change)
+_CLAUSE_RULES = (
+    _rule_remember,
+    _rule_forget,
+    _rule_no_longer,
+    _rule_gave_up,
+    _rule_always,
+    statement,
+    change,
+)
 
 
 def _clause(clause: str) -> list[Capture]:

@@ -517,3 +517,9 @@ def test_change_cues_in_chatty_phrasings_set_the_current_value(text, key, value)
 )
 def test_change_cue_lookalikes_capture_nothing(text):
     assert capture_facts(text) == []
+
+
+def test_giving_up_a_diet_archives_it_like_no_longer():
+    said = "Quick update: I've had to give up being vegan, my B12 was really low"
+    assert [(c.op, c.key) for c in capture_facts(said)] == [("forget", "diet")]
+    assert capture_facts("I gave up being polite to telemarketers") == []
