@@ -89,6 +89,19 @@ def table(cases: list[Case]) -> str:
     return " | ".join(parts)
 
 
+def silenced(cases: list[Case]) -> str:
+    """The share of questions that got no excerpt, never discussed / answerable, per split:
+    the abstention trade-off (a gate that fires on both is reading the topic, not the answer)."""
+    parts = []
+    for split in splits_of(cases):
+        chosen = [c for c in cases if c.split == split]
+        never = [not c.result["excerpts"] for c in chosen if c.category == "abstain"]
+        answerable = [not c.result["excerpts"] for c in chosen if c.category != "abstain"]
+        share = sum(never) / max(1, len(never)), sum(answerable) / max(1, len(answerable))
+        parts.append(f"{split} {share[0]:.2f} / {share[1]:.2f}")
+    return "silenced, never discussed / answerable: " + ", ".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", type=Path, required=True, help="a database memsuite.py replayed")
@@ -112,6 +125,7 @@ def main() -> None:
     ms = np.percentile([c.result["ms"] for c in cases], [50, 95])
     label = " ".join(args.set) or "defaults"
     print(f"{label}: {table(cases)} | recall ms p50 {ms[0]:.1f} p95 {ms[1]:.1f}")
+    print(silenced(cases))
     for case in cases:
         if case.category == args.show and not case.result["passed"]:
             print(f"- {case.persona} [{case.split}] {case.question} -> {case.expected}")
