@@ -4,7 +4,8 @@
 script reuses a database it replayed (`--db`), copies it (recall marks facts as injected), and
 calls `MemoryLayer.recall` for each question with the request the proxy builds (a system
 prompt and the question, a new session, a 128k window: tier 0), scoring as memsuite.py does.
-Settings are overridden with `--set name=value`; tune on `--split tune`, report both.
+Settings are overridden with `--set name=value`; tune on the tuning half, report both halves,
+and score `--suite fresh` (personas 21-30) only to confirm: it is never tuned on.
 
     PYTHONPATH=. /work/venv/bin/python bench/memsuite.py --db /tmp/m.db     # replay once
     PYTHONPATH=. /work/venv/bin/python bench/memsuite_tune.py --db /tmp/m.db --set min_standout=0.45
