@@ -40,7 +40,7 @@ from memory.store.portable_queries import PortableQueries
 class PgStore(PortableQueries, PgReads):
     """moim's migrated Postgres database, opened once per process (one pool)."""
 
-    def __init__(self, url: str, max_connections: int = 8) -> None:
+    def __init__(self, url: str, max_connections: int = 8, read_timeout: float = 10.0) -> None:
         self.dim: int | None = None
         self._claim_lock = threading.Lock()
         self._claim: Any = None  # the indexing claim's connection, while a batch is open
@@ -51,7 +51,7 @@ class PgStore(PortableQueries, PgReads):
                 migrate(conn)
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot open {redact_url(url)}: {failure_reason(exc)}") from exc
-        super().__init__(url, max_connections)
+        super().__init__(url, max_connections, read_timeout)
 
     def commit_lexical(self) -> None:
         """Nothing to commit: Postgres's full-text index is part of its transactions."""

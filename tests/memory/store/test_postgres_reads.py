@@ -162,3 +162,22 @@ def test_two_replicas_indexing_shared_words_in_opposite_orders_do_not_deadlock(s
     assert failures == []
     assert store.count_unindexed() == 0
     assert sorted(t.word for t in store.vocabulary("ana")) == ["apple", "banana"]
+
+
+def test_a_recall_read_ends_after_the_read_timeout_and_other_statements_do_not(pg_database):
+    # A recall read that cannot finish (here: waiting on a lock; once, a bad plan) must end and
+    # give its connection back, not hold it long after its request went on without memory.
+    quick = PgStore(pg_database(), read_timeout=0.3)
+    quick.ensure_vectors("test-model", DIM)
+    ids = _index(quick, "ana", np.ones((2, DIM), dtype=np.float32))
+    blocker = psycopg.connect(quick.url)
+    blocker.execute("LOCK TABLE chunks IN ACCESS EXCLUSIVE MODE")
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="statement timeout"):
+        quick.chunks("ana", ids)
+    assert time.monotonic() - started < 5
+    blocker.rollback()
+    blocker.close()
+    assert sorted(quick.chunks("ana", ids)) == sorted(ids)  # the store is not "unreachable"
+    assert quick._rows("SELECT pg_sleep(0.5)") == [("",)]  # writes and admin: no limit
+    quick.close()
