@@ -27,10 +27,10 @@ from memory.settings import Placement, Settings
 from memory.store.backend import redact_url
 from memory.store.journal import Journal
 from memory.store.marks import DueUser
+from memory.store.message_rows import Stats
 from memory.store.overview import SessionSummary, UserSummary
 from memory.store.response_links import ResponseLink
 from memory.store.sizes import StoreSizes
-from memory.store.store import Stats
 from memory.store.vector_rebuild import VectorRebuild
 
 __all__ = [

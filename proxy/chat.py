@@ -18,15 +18,8 @@ from memory import Placement, inject_block
 from proxy import litellm_params, tool_loop, tools
 from proxy.config import Config
 from proxy.errors import BadRequest
-from proxy.pipeline import (
-    Api,
-    Conversation,
-    Exchange,
-    forward_bytes,
-    handle,
-    model_body,
-    remember,
-)
+from proxy.exchange import Api, Conversation, Exchange
+from proxy.pipeline import forward_bytes, handle, model_body, remember
 from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.upstream import Target, call_litellm, litellm_json, litellm_sse
 

@@ -49,7 +49,7 @@ TTFB_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60
 
 
 class Observed(Protocol):
-    """What `Metrics.observe` reads of a request (`proxy.pipeline.Report` has it)."""
+    """What `Metrics.observe` reads of a request (`proxy.exchange.Report` has it)."""
 
     overhead_ms: float
     tier: int

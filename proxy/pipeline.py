@@ -8,20 +8,19 @@ Each API with memory, chat completions (`proxy/chat.py`) and the Responses API
 (`proxy/responses.py`), runs these steps through an `Api` of its own: how its body is
 checked, the `Conversation` the memory steps read from it (chat messages, and how the block
 is written back), and how it is forwarded. The byte path to an OpenAI-compatible upstream
-(`forward_bytes`) and the hand-over to the writer (`remember`) are shared.
+(`forward_bytes`) and the hand-over to the writer (`remember`) are shared. The records the
+steps pass along are in `proxy/exchange.py`; the bodies of the memory steps (measure, recall,
+inject) in `proxy/recall_step.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -29,27 +28,17 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from memory import (
-    PendingRecall,
-    Placement,
-    RecallRequest,
-    Recollection,
-    ResponseLink,
-    Turn,
-    context_window,
-    count_message_tokens,
-    fill_ratio,
-)
+from memory import ResponseLink, Turn
 from proxy import request_json
 from proxy.auth import authenticate
-from proxy.config import Config
 from proxy.errors import BadRequest, ProxyError, UpstreamError, error_response
-from proxy.identity import Identity, Mode, held_session_id, identify
+from proxy.exchange import Api, Conversation, Exchange, Prepared, Report
+from proxy.identity import Identity, Mode, identify
 from proxy.limits import read_body
+from proxy.recall_step import measure_and_recall
 from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, relay
 from proxy.upstream import (
-    Target,
     open_openai,
     provider_key,
     relayed_headers,
@@ -62,108 +51,6 @@ if TYPE_CHECKING:
     from proxy.state import AppState
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class Report:
-    """What moim did for one request, sent back as `x-memory-*` headers."""
-
-    request_id: str
-    mode: str = "off"
-    session_id: str = ""
-    tier: int = 0
-    fill_ratio: float = 0.0
-    tokens: int = 0
-    chunks: int = 0
-    facts: int = 0
-    overhead_ms: float = 0.0
-    error: str | None = None
-    # For /metrics (proxy/metrics.py), not sent: whether recall ran, whether it abstained,
-    # and the kind of a memory failure the request went on without.
-    recalled: bool = False
-    abstained: bool = False
-    error_kind: str | None = None
-
-    def headers(self) -> dict[str, str]:
-        headers = {
-            "x-request-id": self.request_id,
-            "x-memory-mode": self.mode,
-            "x-memory-session-id": self.session_id,
-            "x-memory-tier": str(self.tier),
-            "x-memory-fill-ratio": f"{self.fill_ratio:.4f}",
-            "x-memory-tokens-injected": str(self.tokens),
-            "x-memory-chunks-injected": str(self.chunks),
-            "x-memory-facts-injected": str(self.facts),
-            "x-memory-overhead-ms": f"{self.overhead_ms:.2f}",
-        }
-        if self.error:
-            headers["x-memory-error"] = self.error
-        return headers
-
-
-@dataclass(frozen=True, slots=True)
-class Conversation:
-    """What the memory steps read from one request, whatever its API.
-
-    `messages` are chat messages (role, content, tool_calls, tool_call_id): what memory
-    measures, recalls for, leaves out of recall and stores. `place` returns the body to send
-    with a block placed. `continues` is the Responses API reply the request continues
-    (`previous_response_id`), `thread` the provider's conversation it is part of (its
-    `conversation`): either way the provider holds the earlier turns.
-    """
-
-    model: str
-    messages: Sequence[Mapping[str, Any]]
-    place: Callable[[str, Placement], bytes]
-    continues: str | None = None
-    thread: str | None = None
-
-    @property
-    def held(self) -> bool:
-        """The provider holds the earlier turns: the request carries only new ones."""
-        return self.continues is not None or self.thread is not None
-
-
-@dataclass(frozen=True, slots=True)
-class Exchange:
-    """One request with memory, after the memory steps: what forwarding it needs.
-
-    Built once in `handle` and passed whole to the API's `forward`, the byte path and the
-    tool loop. `report` is the request's running account (headers, log line): the one part
-    that still changes while the answer streams.
-    """
-
-    state: AppState
-    request: Request
-    target: Target
-    body: dict[str, Any]
-    raw: bytes
-    conversation: Conversation
-    prepared: Prepared
-    authorization: str | None
-    report: Report
-
-    @property
-    def outbound(self) -> bytes:
-        """The body as it goes upstream: the block placed (if any) and a config alias's
-        model name."""
-        content = self.prepared.body if self.prepared.body is not None else self.raw
-        return aliased(content, self.body, self.target)
-
-
-Forward = Callable[[Exchange], Awaitable[Response]]
-
-
-@dataclass(frozen=True, slots=True)
-class Api:
-    """One endpoint with memory: how its body is checked (raising BadRequest), what the memory
-    steps read from it, and how it goes to the provider."""
-
-    parse: Callable[[bytes, int], dict[str, Any]]
-    conversation: Callable[[dict[str, Any]], Conversation]
-    forward: Forward
-    # Refuses (BadRequest) a body its route may not take, e.g. chat's litellm allow-list.
-    check: Callable[[dict[str, Any], Target, Config], None] | None = None
 
 
 async def handle(
@@ -227,15 +114,6 @@ def model_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """Who the request is for (session resolved) and the body to send (None: the client's)."""
-
-    who: Identity
-    body: bytes | None = None
-    fact_ids: tuple[int, ...] = ()
-
-
 async def prepare(
     state: AppState, who: Identity, conversation: Conversation, report: Report
 ) -> Prepared:
@@ -254,7 +132,7 @@ async def prepare(
         if who.mode.reads and not conversation.held:
             pending = state.layer.begin_recall(who.user_id, conversation.messages)
         prepared = await anyio.to_thread.run_sync(
-            _prepare, state, who, conversation, report, pending
+            measure_and_recall, state, who, conversation, report, pending
         )
         if isinstance(prepared, Future):  # done already when the search was
             return prepared.result() if prepared.done() else await asyncio.wrap_future(prepared)
@@ -264,96 +142,6 @@ async def prepare(
         report.error = f"recall failed: {type(exc).__name__}"
         report.error_kind = type(exc).__name__
         return Prepared(who)
-
-
-def _prepare(
-    state: AppState,
-    who: Identity,
-    conversation: Conversation,
-    report: Report,
-    pending: PendingRecall | None,
-) -> Prepared | Future[Prepared]:
-    """Measure the request and resolve its session; recall and inject (a future when the
-    search under way will finish them)."""
-    settings = state.layer.settings
-    model, messages = conversation.model, conversation.messages
-    link = _continued(state, who, conversation.continues)
-    tokens = count_message_tokens(messages, model) + (link.tokens if link else 0)
-    window = context_window(model, settings.context_windows, settings.default_context_window)
-    report.fill_ratio = fill_ratio(tokens, window)
-    if not who.explicit_session:
-        who = replace(who, session_id=_session(state, who, conversation, link))
-    if not who.mode.reads:
-        return Prepared(who)
-    request = RecallRequest(
-        who.user_id,
-        who.session_id,
-        model,
-        messages,
-        tokens,
-        window,
-        who.context_budget,
-        session_in_context=conversation.held,
-    )
-    inject = functools.partial(_inject, state, who, conversation, report)
-    return state.layer.recall_then(request, inject, pending=pending)
-
-
-def _inject(
-    state: AppState,
-    who: Identity,
-    conversation: Conversation,
-    report: Report,
-    recollection: Recollection,
-) -> Prepared:
-    """Report what recall found and place its block in the body to send."""
-    model, settings = conversation.model, state.layer.settings
-    state.inspector.history.record(who, model, report, recollection)  # "why this block"
-    report.tier, report.recalled = recollection.tier.level, True
-    if recollection.warming:
-        report.error = "embedding model still loading: facts only, no excerpts"
-        report.error_kind = "embedder_loading"
-    elif recollection.degraded:  # the embedder failed: recalled by keywords alone
-        report.error, report.error_kind = recollection.degraded, "embedder_unavailable"
-    report.abstained = not (recollection.block and recollection.block.excerpts) and any(
-        item.reason in ("abstained", "weak") for item in recollection.left_out
-    )
-    if recollection.block is None:
-        return Prepared(who)
-    report.tokens = recollection.block.tokens
-    report.chunks = recollection.block.excerpts
-    report.facts = recollection.block.facts
-    content = conversation.place(recollection.block.text, settings.placement)
-    return Prepared(who, content, recollection.block.fact_ids)
-
-
-def _continued(state: AppState, who: Identity, response_id: str | None) -> ResponseLink | None:
-    """The stored reply a Responses API request continues (just finished ones first)."""
-    if response_id is None:
-        return None
-    recent = state.responses.get(who.user_id, response_id)
-    return recent or state.layer.response_link(who.user_id, response_id)
-
-
-def _session(
-    state: AppState, who: Identity, conversation: Conversation, link: ResponseLink | None
-) -> str:
-    """The session of a request that named none: the one of the reply it continues, or of the
-    provider's conversation, else the one its messages continue (`continue_session`)."""
-    if link is not None:
-        return link.session_id
-    if conversation.thread is not None:
-        return held_session_id(who.user_id, "conversation", conversation.thread)
-    if conversation.continues is not None:  # a reply moim never saw: its chain from here on
-        return held_session_id(who.user_id, "previous_response_id", conversation.continues)
-    return state.layer.continue_session(who.user_id, who.session_id, conversation.messages)
-
-
-def aliased(content: bytes, body: Mapping[str, Any], target: Target) -> bytes:
-    """`content` naming the model as the provider knows it (a config alias may rename it)."""
-    if target.model == body["model"]:
-        return content
-    return json.dumps({**json.loads(content), "model": target.model}).encode()
 
 
 async def forward_bytes(

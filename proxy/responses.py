@@ -28,14 +28,8 @@ from starlette.responses import Response
 
 from memory import Placement
 from proxy.errors import BadRequest
-from proxy.pipeline import (
-    Api,
-    Conversation,
-    Exchange,
-    forward_bytes,
-    handle,
-    remember,
-)
+from proxy.exchange import Api, Conversation, Exchange
+from proxy.pipeline import forward_bytes, handle, remember
 from proxy.responses_body import (
     conversation_messages,
     item_messages,

@@ -42,7 +42,7 @@ from proxy.tools import MAX_ROUNDS, NAMES, execute, is_memory_call, offered, wit
 from proxy.upstream import Target, open_openai, relayed_headers, unreachable, upstream_error
 
 if TYPE_CHECKING:
-    from proxy.pipeline import Exchange, Report
+    from proxy.exchange import Exchange, Report
     from proxy.state import AppState
 
 logger = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ from memory.records import Chunk, Message, Term
 
 if TYPE_CHECKING:
     from memory.settings import Settings
+    from memory.store.message_rows import NewMessage, Stats
     from memory.store.migrations import MigrationProgress
-    from memory.store.store import NewMessage, Stats
 
 
 class StoreBackend(Protocol):
@@ -133,7 +133,7 @@ def open_store(settings: Settings, on_migration: MigrationProgress | None = None
     if settings.db_url:
         from memory.store.postgres import PgStore  # only Postgres users need psycopg
 
-        return PgStore(settings.db_url)
+        return PgStore(settings.db_url, read_timeout=settings.busy_timeout)
     from memory.store.store import Store
 
     return Store(

@@ -22,7 +22,7 @@ from typing import Any
 
 from memory.records import Message
 from memory.store.backend import StoreBackend as Store
-from memory.store.store import message_from_row
+from memory.store.message_rows import message_from_row
 
 # What counts as a turn, as `proxy/consolidate.py` reads them: user or assistant, with text.
 _COUNTED = "m.role IN ('user', 'assistant') AND trim(m.content, char(32, 9, 10, 13)) != ''"

@@ -6,6 +6,9 @@ serialised by one lock (SQLite has one writer); reads run on per-thread connecti
 mode, so they never wait for the writer. Facts have their own SQL in `memory/store/fact_rows.py`,
 the vector table in `memory/store/vector_table.py`, export and import in
 `memory/store/transfer.py`; they use this module's connections (`memory/store/database.py`).
+Recall's reads are in `memory/store/sqlite_reads.py`, the queries Postgres shares word for
+word in `memory/store/portable_queries.py`; this module holds the writes and the lexical
+index's mirroring.
 """
 
 from __future__ import annotations
@@ -13,65 +16,32 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sqlean
 
-from memory.records import Chunk, Message, Term
+from memory.records import Message, Term
 from memory.store import lexical_sync, vector_rebuild, vector_table
 from memory.store.chunk_rows import DEFAULT_ROWS, ChunkRows
-from memory.store.database import Database, connect
-from memory.store.fts import fts_document, fts_match, fts_stems, owner_token
+from memory.store.database import connect
+from memory.store.fts import fts_document, owner_token
 from memory.store.lexical_index import LexicalIndex
+from memory.store.message_rows import NewMessage, Stats, message_from_row, message_values
 from memory.store.migrations import MigrationProgress, migrate
+from memory.store.portable_queries import ADD_TERM, PortableQueries
+from memory.store.sqlite_reads import SqliteReads
+
+# `NewMessage` and `Stats` were defined here before memory/store/message_rows.py: the ingest
+# step and the tests still import them from this module.
+__all__ = ["NewMessage", "Stats", "Store"]
 
 logger = logging.getLogger(__name__)
 
-# Bump when the vector table's definition, or what is embedded for a chunk, changes: vectors
-# are then rebuilt from messages. 3: a message's first chunk is embedded after the previous
-# turn's tail (memory/ingest/turns.py). 4: the same run fills the user's vocabulary
-# (memory/recall/vocabulary.py), so a store from before gets one.
-_VECTOR_LAYOUT = "4"
 
-
-# A word for the user's vocabulary (memory/recall/vocabulary.py): the first chunk to bring a
-# stem keeps it. Both backends' statement (`%s` marks; SQLite takes `?`).
-ADD_TERM = (
-    "INSERT INTO vocabulary (user_id, stem, word, chunk_id, vector) VALUES (%s, %s, %s, %s, %s) "
-    "ON CONFLICT (user_id, stem) DO NOTHING"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class NewMessage:
-    """A message about to be stored (see `memory.ingest.turns` for how keys are computed)."""
-
-    message_key: str
-    content_hash: str
-    role: str
-    name: str | None
-    content: str
-    payload: str
-    model: str | None
-    tokens: int
-    partial: bool
-    created_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class Stats:
-    user_id: str
-    messages: int
-    chunks: int
-    facts: int
-    sessions: int
-
-
-class Store(Database):
+class Store(PortableQueries, SqliteReads):
     """moim's migrated SQLite database, opened once per process.
 
     With `lexical_index` on, a tantivy index beside the file (`<db>-lexical/`) answers
@@ -190,7 +160,7 @@ class Store(Database):
         wanted = {
             "embedding_model": model,
             "embedding_dim": str(dim),
-            "vector_layout": _VECTOR_LAYOUT,
+            "vector_layout": vector_rebuild.LAYOUT,
         }
         current = dict(self.read("SELECT key, value FROM meta"))
         same = all(current.get(k) == v for k, v in wanted.items())
@@ -201,7 +171,7 @@ class Store(Database):
                 if not same:
                     vector_table.drop(db)
                     db.execute("DELETE FROM vocabulary")  # word vectors of the old model
-                    if reembed_only(current):
+                    if vector_rebuild.reembed_only(current):
                         old = f"{current['embedding_model']} ({current['embedding_dim']})"
                         rebuild = vector_rebuild.start(db, old, f"{model} ({dim})") is not None
                     else:
@@ -228,10 +198,6 @@ class Store(Database):
 
     # -- messages --------------------------------------------------------------------------
 
-    def add_messages(self, user_id: str, session_id: str, rows: Sequence[NewMessage]) -> int:
-        """Store messages not yet stored in this session (by `message_key`); count new ones."""
-        return sum(1 for new_id in self.insert_messages(user_id, session_id, rows) if new_id)
-
     def insert_messages(
         self, user_id: str, session_id: str, rows: Sequence[NewMessage]
     ) -> list[int]:
@@ -257,25 +223,6 @@ class Store(Database):
         )
         return set(json.loads(packed))
 
-    def has_session(self, user_id: str, session_id: str) -> bool:
-        rows = self.read(
-            "SELECT 1 FROM messages WHERE user_id = ? AND session_id = ? LIMIT 1",
-            (user_id, session_id),
-        )
-        return bool(rows)
-
-    def session_with(self, user_id: str, hashes: Sequence[str]) -> str | None:
-        """The user's most recent session holding a message with one of these hashes."""
-        if not hashes:
-            return None
-        marks = ",".join("?" * len(hashes))
-        rows = self.read(
-            f"SELECT session_id FROM messages WHERE user_id = ? AND content_hash IN ({marks}) "
-            "ORDER BY id DESC LIMIT 1",
-            [user_id, *hashes],
-        )
-        return str(rows[0][0]) if rows else None
-
     def unindexed_messages(self, limit: int = 256) -> list[Message]:
         """Messages of any user not yet chunked and embedded, oldest first."""
         packed = self.read_one(
@@ -285,30 +232,6 @@ class Store(Database):
         )
         rows = sorted(json.loads(packed))  # by id: json_group_array keeps no order of its own
         return [message_from_row([*row[:6], float(row[6]), row[7]]) for row in rows]
-
-    def count_unindexed(self) -> int:
-        return int(self.read("SELECT count(*) FROM messages WHERE indexed = 0")[0][0])
-
-    def index_frontier(self) -> tuple[int, int | None]:
-        """(the newest message id, the oldest unindexed one or None): indexing progress."""
-        row = self.read(
-            "SELECT (SELECT coalesce(max(id), 0) FROM messages), "
-            "(SELECT min(id) FROM messages WHERE indexed = 0)"
-        )[0]
-        return int(row[0]), row[1]
-
-    def messages(self, user_id: str, session_id: str | None = None) -> list[Message]:
-        """A user's messages in storage order, optionally of one session."""
-        sql = (
-            "SELECT id, user_id, session_id, role, name, content, created_at, partial "
-            "FROM messages WHERE user_id = ?"
-        )
-        params: list[Any] = [user_id]
-        if session_id is not None:
-            sql += " AND session_id = ?"
-            params.append(session_id)
-        rows = self.read(sql + " ORDER BY id", params)
-        return [message_from_row(row) for row in rows]
 
     # -- chunks ----------------------------------------------------------------------------
 
@@ -386,174 +309,6 @@ class Store(Database):
             self._mirror(generation, deleted, documents, message.user_id, commit=False)
         return ids
 
-    def vocabulary_mark(self, user_id: str) -> tuple[int, int]:
-        """How many words the user's vocabulary holds and its newest row's id (0 when none):
-        a cache of it is fresh while both are unchanged."""
-        row = self.read(
-            "SELECT count(*), coalesce(max(id), 0) FROM vocabulary WHERE user_id = ?", (user_id,)
-        )[0]
-        return int(row[0]), int(row[1])
-
-    def vocabulary(self, user_id: str, after: int = 0) -> list[Term]:
-        """The user's vocabulary rows with an id above `after`, oldest first (one packed row
-        read: see `read_one`)."""
-        packed = self.read_one(
-            "SELECT group_concat(id || ' ' || stem || ' ' || hex(vector) || ' ' || word, "
-            "char(10)) FROM (SELECT * FROM vocabulary WHERE user_id = ? AND id > ? ORDER BY id)",
-            (user_id, after),
-        )
-        rows = (line.split(" ", 3) for line in packed.split("\n")) if packed else ()
-        return [Term(stem, word, bytes.fromhex(vector), int(i)) for i, stem, vector, word in rows]
-
-    def chunk_counts(self, message_ids: Sequence[int]) -> dict[int, int]:
-        """How many chunks each of these messages has (those with none are absent): for an
-        unindexed message, the slices of it indexed so far."""
-        if not message_ids:
-            return {}
-        marks = ",".join("?" * len(message_ids))
-        rows = self.read(
-            f"SELECT message_id, count(*) FROM chunks WHERE message_id IN ({marks}) "
-            "GROUP BY message_id",
-            list(message_ids),
-        )
-        return {int(m): int(n) for m, n in rows}
-
-    def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
-        """The user's chunks with these ids (ids of other users are silently absent), in
-        ascending id order; rows read lately come from RAM (`ChunkRows`)."""
-        if not ids:
-            return {}
-        with self._errors():
-            generation = lexical_sync.generation(self.connection())
-        found, missing, ticket = self.rows.get(user_id, ids, generation)
-        if missing:
-            read = self._read_chunks(user_id, missing)
-            self.rows.put(user_id, read, ticket)
-            found.update(read)
-        return {i: found[i] for i in sorted(found)}
-
-    def _read_chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
-        # One JSON row, not a row per chunk (see `read_one`). The time goes as text with all
-        # 17 digits (`%!.17g`): JSON would round it to 15, SQLite's plain %g to 16.
-        marks = ",".join("?" * len(ids))
-        packed = self.read_one(
-            "SELECT json_group_array(json_array(c.id, c.message_id, c.user_id, c.session_id, "
-            "c.role, c.name, c.text, printf('%!.17g', c.created_at), m.content_hash, m.turn)) "
-            "FROM chunks c JOIN messages m ON m.id = c.message_id "
-            f"WHERE c.user_id = ? AND c.id IN ({marks})",
-            [user_id, *ids],
-        )
-        found = {}
-        for row in json.loads(packed) if packed else []:
-            row[7] = float(row[7])
-            found[row[0]] = Chunk(*row)
-        return found
-
-    def neighbours(
-        self,
-        user_id: str,
-        message_ids: Sequence[int],
-        around: int,
-        exclude_hashes: Collection[str] = (),
-    ) -> dict[int, list[Message]]:
-        """For each of these messages (by id): up to `around` user/assistant turns on each
-        side of it in its session, and itself, oldest first; one statement for them all.
-
-        Turns whose content hash is in `exclude_hashes` (present in the request) are left out.
-        """
-        found: dict[int, list[Message]] = {}
-        for start in range(0, len(message_ids), _ANCHORS_PER_READ):
-            found.update(
-                self._neighbours(
-                    user_id, message_ids[start : start + _ANCHORS_PER_READ], around, exclude_hashes
-                )
-            )
-        return found
-
-    def _neighbours(
-        self,
-        user_id: str,
-        message_ids: Sequence[int],
-        around: int,
-        exclude_hashes: Collection[str],
-    ) -> dict[int, list[Message]]:
-        same_session = (
-            "SELECT ? AS anchor, id, user_id, session_id, role, name, content, created_at, "
-            "partial, content_hash FROM messages WHERE user_id = ? AND session_id = "
-            "(SELECT session_id FROM messages WHERE id = ? AND user_id = ?) "
-            "AND role IN ('user', 'assistant')"
-        )
-        parts: list[str] = []
-        params: list[Any] = []
-        for mid in message_ids:
-            parts.append(f"SELECT * FROM ({same_session} AND id < ? ORDER BY id DESC LIMIT ?)")
-            parts.append(f"SELECT * FROM ({same_session} AND id >= ? ORDER BY id LIMIT ?)")
-            params += [mid, user_id, mid, user_id, mid, around]
-            params += [mid, user_id, mid, user_id, mid, around + 1]
-        # A few rows a passage: read as rows (packing them as JSON, as `chunks` does for ~80,
-        # cost 20% more here).
-        rows = self.read(" UNION ALL ".join(parts), params)
-        found: dict[int, list[Message]] = {mid: [] for mid in message_ids}
-        for row in sorted(rows, key=lambda row: (row[0], row[1])):  # by anchor, then id
-            anchor, mid, content_hash = row[0], row[1], row[9]
-            if content_hash not in exclude_hashes or mid == anchor:
-                found[anchor].append(message_from_row(row[1:9]))
-        return {mid: messages for mid, messages in found.items() if messages}
-
-    def lexical_search(
-        self, user_id: str, terms: Sequence[str], limit: int, context_weight: float
-    ) -> list[tuple[int, float]]:
-        """(chunk id, BM25) of the user's best `limit` chunks holding any of `terms` (from
-        `memory.store.fts`), best first; higher is better.
-
-        The tantivy index answers once verified (memory/store/lexical_index.py: a context
-        term counts as much as the chunk's own there); else FTS5, where a term in a chunk's
-        context (the end of the turn before it) counts `context_weight` times as much as one
-        in its own text.
-        """
-        match = fts_match(user_id, terms)
-        if match is None:
-            return []
-        index = self.lexical
-        if index is not None and index.ready:
-            return index.search(fts_stems(user_id, terms), limit)  # context weighs 1 there
-        # The terms are the user's own (see memory/store/fts.py); the join re-checks the user id.
-        # It runs on the top `limit` only (a materialised CTE): joining every match before
-        # sorting cost 22 ms instead of 15 for a 100k-chunk user (5k matches).
-        # The hits come back as one "id score,…" string, one row (see `read_one`), and are
-        # sorted here: group_concat keeps no order of its own.
-        packed = self.read_one(
-            "WITH found AS MATERIALIZED ("
-            "SELECT rowid AS id, bm25(chunks_fts, 1.0, ?) AS score FROM chunks_fts "
-            "WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) "
-            "SELECT group_concat(id || ' ' || printf('%!.17g', score)) FROM ("
-            "SELECT c.id, found.score FROM found JOIN chunks c ON c.id = found.id "
-            "WHERE c.user_id = ? ORDER BY found.score)",
-            (float(context_weight), match, limit, user_id),
-        )
-        if not packed:
-            return []
-        hits = [(float(score), int(i)) for i, score in (h.split(" ") for h in packed.split(","))]
-        return [(i, -score) for score, i in sorted(hits)]
-
-    def dense_search(self, user_id: str, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity) of the user's nearest chunks, via sqlite-vec."""
-        with self._errors():
-            return vector_table.nearest(self.connection(), user_id, vector, limit)
-
-    def user_vectors(
-        self, user_id: str, half_from: int | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """All of a user's chunk ids (ascending) and vectors; the matrix may have spare rows.
-        Its rows are float16 when the user has at least `half_from` vectors, else float32."""
-        with self._errors():
-            return vector_table.partition(self.connection(), user_id, self.dim or 0, half_from)
-
-    def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """The stored vectors of some of the user's chunks."""
-        with self._errors():
-            return vector_table.some(self.connection(), user_id, ids)
-
     def reset_index(self) -> int:
         """Drop every derived row (chunks, FTS, vectors); return messages to re-index."""
         with self.held():
@@ -568,16 +323,6 @@ class Store(Database):
         return self.count_unindexed()
 
     # -- per-user housekeeping -------------------------------------------------------------
-
-    def stats(self, user_id: str) -> Stats:
-        row = self.read(
-            "SELECT (SELECT count(*) FROM messages WHERE user_id = ?), "
-            "(SELECT count(*) FROM chunks WHERE user_id = ?), "
-            "(SELECT count(*) FROM facts WHERE user_id = ? AND status = 'active'), "
-            "(SELECT count(DISTINCT session_id) FROM messages WHERE user_id = ?)",
-            (user_id, user_id, user_id, user_id),
-        )[0]
-        return Stats(user_id, *row)
 
     def delete_user(self, user_id: str) -> int:
         """Forget everything of one user; return the number of messages removed."""
@@ -612,53 +357,7 @@ class Store(Database):
 
 
 # A message row as a JSON array for packed reads (`Store.read_one`); the time as exact text.
-# Messages whose neighbours one statement reads (two SELECTs each; SQLite allows 500 in a
-# compound SELECT).
-_ANCHORS_PER_READ = 100
-
 _MESSAGE_JSON = (
     "json_array(id, user_id, session_id, role, name, content, "
     "printf('%!.17g', created_at), partial)"
 )
-
-
-def reembed_only(current: dict[str, str]) -> bool:
-    """True when the vectors were made by another model with today's layout: re-embedding
-    the chunks is enough (a store with no vectors yet, or another layout, re-indexes)."""
-    return (
-        current.get("vector_layout") == _VECTOR_LAYOUT
-        and "embedding_model" in current
-        and "embedding_dim" in current
-    )
-
-
-def message_from_row(row: Sequence[Any]) -> Message:
-    """A Message from the first eight columns (id … created_at, partial) of a row."""
-    return Message(
-        id=row[0],
-        user_id=row[1],
-        session_id=row[2],
-        role=row[3],
-        name=row[4],
-        content=row[5],
-        created_at=row[6],
-        partial=bool(row[7]),
-    )
-
-
-def message_values(user_id: str, session_id: str, m: Any) -> tuple[Any, ...]:
-    """One message's `messages` columns, in the order both backends' INSERTs name them."""
-    return (
-        user_id,
-        session_id,
-        m.message_key,
-        m.content_hash,
-        m.role,
-        m.name,
-        m.content,
-        m.payload,
-        m.model,
-        m.tokens,
-        int(m.partial),
-        m.created_at,
-    )

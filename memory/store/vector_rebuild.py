@@ -40,6 +40,21 @@ if TYPE_CHECKING:
     from memory.store.backend import StoreBackend
 
 KEY = "vector_rebuild"
+# Bump when the vector table's definition, or what is embedded for a chunk, changes: vectors
+# are then rebuilt from messages. 3: a message's first chunk is embedded after the previous
+# turn's tail (memory/ingest/turns.py). 4: the same run fills the user's vocabulary
+# (memory/recall/vocabulary.py), so a store from before gets one.
+LAYOUT = "4"
+
+
+def reembed_only(current: dict[str, str]) -> bool:
+    """True when the vectors were made by another model with today's layout: re-embedding
+    the chunks is enough (a store with no vectors yet, or another layout, re-indexes)."""
+    return (
+        current.get("vector_layout") == LAYOUT
+        and "embedding_model" in current
+        and "embedding_dim" in current
+    )
 
 
 @dataclass(frozen=True, slots=True)

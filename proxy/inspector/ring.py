@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from memory import Hit, LeftOut, MemoryBlock, Recollection, Tier
 
 if TYPE_CHECKING:
+    from proxy.exchange import Report
     from proxy.identity import Identity
-    from proxy.pipeline import Report
 
 MAX_USERS = 256
 MAX_LEFT_OUT = 40

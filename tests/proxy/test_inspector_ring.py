@@ -2,9 +2,9 @@
 what the page shows, and records nothing at size 0."""
 
 from memory import Chunk, Excerpt, Hit, LeftOut, MemoryBlock, Recollection, Tier
+from proxy.exchange import Report
 from proxy.identity import Identity, Mode
 from proxy.inspector.ring import MAX_LEFT_OUT, TEXT_CHARS, History
-from proxy.pipeline import Report
 
 TIER = Tier(0, 5, 600)
 

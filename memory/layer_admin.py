@@ -1,0 +1,129 @@
+"""The operator's side of `MemoryLayer`: what the store holds, and moving a user in and out.
+
+Counts and sizes for the metrics and the inspector, the lists of users, sessions and turns,
+the embedder's work, and the per-user operations: `forget` (every row and cache of a user),
+`export` and `import_` (which indexes what it stored, hence `WriteSide` under it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from memory.facts.rules import restore_facts
+from memory.layer_write import WriteSide
+from memory.records import Message
+from memory.store import fact_rows, overview
+from memory.store.message_rows import Stats
+from memory.store.overview import SessionSummary, UserSummary
+from memory.store.sizes import StoreSizes, store_sizes
+from memory.store.transfer import export_messages, import_message
+
+
+class AdminSide(WriteSide):
+    """Listing, counting, forgetting, exporting and importing a store's users."""
+
+    def user_ids(self) -> list[str]:
+        """Every user with a message or a fact, sorted (for copying a whole store)."""
+        return overview.user_ids(self.store)
+
+    def embedding_work(self) -> dict[str, tuple[float, int]]:
+        """CPU seconds and texts the embedding model has spent, by kind ("query",
+        "document"); empty for an embedder that does not count them or is not loaded."""
+        embedder = self._embedder
+        seconds = getattr(embedder, "cpu_seconds", None)
+        texts = getattr(embedder, "texts", None)
+        if not isinstance(seconds, dict) or not isinstance(texts, dict):
+            return {}
+        return {kind: (float(seconds[kind]), int(texts.get(kind, 0))) for kind in seconds}
+
+    def embedding_service_work(self) -> dict[str, tuple[float, int]]:
+        """Seconds spent waiting on a remote embedding service and texts sent to it, by kind
+        ("query": on the request path, one text a call); empty with the bundled model."""
+        embedder = self._embedder
+        seconds = getattr(embedder, "seconds", None)
+        texts = getattr(embedder, "texts", None)
+        if not isinstance(seconds, dict) or not isinstance(texts, dict):
+            return {}
+        return {kind: (float(seconds[kind]), int(texts.get(kind, 0))) for kind in seconds}
+
+    def messages(self, user_id: str) -> list[Message]:
+        """Every stored message of one user, oldest first (the whole log: use sparingly)."""
+        return self.store.messages(user_id)
+
+    def index_frontier(self) -> tuple[int, int | None]:
+        """(newest stored message id, oldest message id not yet indexed, or None)."""
+        return self.store.index_frontier()
+
+    def vector_users_loaded(self) -> int:
+        """Users whose vectors are held in RAM right now."""
+        return self.index.loaded_users()
+
+    def vectors_loaded(self) -> int:
+        """Vectors held in RAM right now, over every loaded user."""
+        return self.index.loaded_vectors()
+
+    def stats(self, user_id: str) -> Stats:
+        return self.store.stats(user_id)
+
+    def sizes(self) -> StoreSizes:
+        """The whole store's counts and bytes, for metrics (a scan: not per request)."""
+        return store_sizes(self.store)
+
+    def users(self, only: Sequence[str] | None = None, limit: int = 1000) -> list[UserSummary]:
+        """Users with messages or facts, most recently active first (`only`: just those)."""
+        return overview.users(self.store, only, limit)
+
+    def sessions(self, user_id: str, limit: int = 500) -> list[SessionSummary]:
+        """The user's sessions, most recently active first."""
+        return overview.sessions(self.store, user_id, limit)
+
+    def turns(self, user_id: str, session_id: str) -> list[Message]:
+        """Every stored message of one of the user's sessions, in the order stored."""
+        return self.store.messages(user_id, session_id)
+
+    def forget(self, user_id: str) -> int:
+        """Delete every message, chunk, vector and fact of one user."""
+        removed = self.store.delete_user(user_id)
+        self.index.drop(user_id)
+        self.vocabulary.drop(user_id)
+        self._questions.drop(user_id)
+        forget_queries = getattr(self._embedder, "forget_queries", None)
+        if forget_queries is not None:  # the model's own cache of recent questions
+            forget_queries()
+        return removed
+
+    def export(self, user_id: str) -> Iterator[dict[str, Any]]:
+        """The user's messages, then every fact row (history too), as dicts with a `type`."""
+        for item in export_messages(self.store, user_id):
+            yield {"type": "message", **item}
+        for item in fact_rows.export_facts(self.store, user_id):
+            yield {"type": "fact", **item}
+
+    def import_(
+        self,
+        user_id: str,
+        items: Iterable[Mapping[str, Any]],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Store exported items for `user_id`, then index them; return messages added.
+
+        Fact rows (`"type": "fact"`) are restored with their history (`restore_facts`).
+        `progress(done, todo)` hears the indexing, a pass at a time (todo: every message
+        waiting to be indexed, this import's and any other).
+        """
+        added = 0
+        fact_rows = []
+        for item in items:
+            if item.get("type", "message") == "message":
+                added += import_message(self.store, user_id, dict(item))
+            elif item.get("type") == "fact":
+                fact_rows.append(item)
+        restore_facts(self.store, user_id, fact_rows)
+        self.index.drop(user_id)
+        todo, done = self.store.count_unindexed(), 0
+        while step := self.index_pending(passes=1):
+            done += step
+            if progress is not None:
+                progress(min(done, todo), todo)
+        return added

@@ -1,0 +1,165 @@
+"""What every part of `MemoryLayer` stands on: the store, the embedder and the vector index.
+
+`LayerCore` opens (and migrates) the store, loads the embedding model on first use, opens the
+writer's journal and closes it all. The facade (memory/layer.py) adds the read path to it,
+and the sides it is built from the rest: facts (memory/layer_facts.py), writing and indexing
+(memory/layer_write.py), listing and housekeeping (memory/layer_admin.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+from memory.embedding import Embedder, FastEmbedder, QuestionVectors
+from memory.errors import EmbeddingFailed
+from memory.ingest.reembed import Rebuilds
+from memory.recall.vectors import HALF_FROM, VectorIndex
+from memory.recall.vocabulary import Vocabulary
+from memory.settings import Settings
+from memory.store.backend import StoreBackend, open_store
+from memory.store.journal import Journal
+from memory.store.migrations import MigrationProgress
+
+logger = logging.getLogger(__name__)
+
+EmbedderFactory = Callable[[Settings], Embedder]
+# After the embedder failed to load, requests go on without it for this long before one
+# tries again: a remote embedder that is down must not cost every request its timeout.
+LOAD_RETRY_SECONDS = 10.0
+
+
+def _default_embedder(settings: Settings) -> Embedder:
+    return FastEmbedder(
+        settings.embedding_model, settings.embedding_batch_size, settings.embedding_threads
+    )
+
+
+class LayerCore:
+    """Store, embedder and vector index of one process."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        embedder_factory: EmbedderFactory | None = None,
+        on_migration: MigrationProgress | None = None,
+    ):
+        """Open (and migrate) the store; `on_migration(done, total, name)` hears an upgrade."""
+        if settings.db_url:  # shared by replicas: no RAM copy of the vectors to go stale
+            settings = replace(settings, vector_search="db")
+        self.settings = settings
+        self.store: StoreBackend = open_store(settings, on_migration)
+        self._journal: Journal | None = None
+        # Big users' rows in float16 (memory/recall/vectors.py): half the RAM, same top hits.
+        self.index = VectorIndex(partial(self.store.user_vectors, half_from=HALF_FROM))
+        self.vocabulary = Vocabulary(self.store)
+        self._factory = embedder_factory or _default_embedder
+        self._embedder: Embedder | None = None
+        # Recall's question vectors, for the writer to store rather than embed again.
+        self._questions = QuestionVectors()
+        self._load_lock = threading.Lock()
+        self._load_failed = 0.0  # time.monotonic() of the last failed load
+        self.rebuilds = Rebuilds(self.store, self.index, settings)
+        self._index_lock = threading.Lock()
+        # Searches begun before the request is measured (`begin_recall`).
+        self._ahead = ThreadPoolExecutor(max_workers=8, thread_name_prefix="moim-recall")
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedding model, loaded on first use (about a second for the bundled one).
+
+        Raises what loading raises (EmbeddingFailed: e.g. a remote embedder unreachable).
+        """
+        if self._embedder is None:
+            with self._load_lock:
+                if self._embedder is None:
+                    try:
+                        embedder = self._factory(self.settings)
+                    except Exception:
+                        self._load_failed = time.monotonic()
+                        raise
+                    if self.store.ensure_vectors(embedder.name, embedder.dim):
+                        self._announce_change()
+                    self._embedder = embedder
+        return self._embedder
+
+    def _announce_change(self) -> None:
+        """Log what a change of embedding model costs (`ensure_vectors` returned True)."""
+        rebuild = self.rebuilds.started()
+        if rebuild is None:
+            logger.warning("embedding layout changed: every message will be re-indexed")
+            return
+        if rebuild.done:
+            logger.warning(
+                "re-embedding chunks for %s resumes: %d of %d done; until a user's are done, "
+                "their recall is by keywords only",
+                rebuild.new_model,
+                rebuild.done,
+                rebuild.total,
+            )
+            return
+        logger.warning(
+            "embedding model changed from %s to %s: re-embedding %d chunks in the background; "
+            "until a user's are done, their recall is by keywords only",
+            rebuild.old_model,
+            rebuild.new_model,
+            rebuild.total,
+        )
+
+    @property
+    def ready(self) -> bool:
+        return self._embedder is not None
+
+    def _embedder_if_loaded(self) -> Embedder | None:
+        """The embedder, or None while another thread is loading it.
+
+        The first start converts the bundled model (seconds): a request that arrives then
+        goes on with facts only instead of waiting. With no load under way (a layer used
+        directly, without the app's warm-up) the model is loaded here, as before.
+        """
+        if self._embedder is None and self._load_lock.locked():
+            return None
+        if self._embedder is None and time.monotonic() - self._load_failed < LOAD_RETRY_SECONDS:
+            raise EmbeddingFailed("the embedding model failed to load; retrying shortly")
+        return self.embedder
+
+    # -- replicas ----------------------------------------------------------------------------
+
+    @property
+    def shared(self) -> bool:
+        """True when the store is Postgres, shared with other replicas."""
+        return self.settings.db_url is not None
+
+    def open_journal(self, path: Path) -> Journal:
+        """The journal the writer appends finished turns to: the file at `path` for SQLite;
+        for Postgres the `pending_turns` table, with that file for when it is unreachable."""
+        if self.settings.db_url is None:
+            self._journal = Journal(path)
+        else:
+            from memory.store.pg_journal import PgJournal
+            from memory.store.postgres import PgStore
+
+            assert isinstance(self.store, PgStore)
+            self._journal = PgJournal(self.store, path)
+        return self._journal
+
+    def close(self) -> None:
+        """Close the store's connections (Postgres's pool; SQLite's close with the process)
+        and let go of the lexical index."""
+        journal_close = getattr(self._journal, "close", None)
+        if journal_close is not None:
+            journal_close()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
+        close_embedder = getattr(self._embedder, "close", None)  # a service's connections
+        if close_embedder is not None:
+            close_embedder()

@@ -1,0 +1,140 @@
+"""The write side of `MemoryLayer`: store a finished turn, then index it.
+
+A turn is made durable first (`store_only`, one transaction), then chunked, embedded and
+indexed (`index_pending`, memory/ingest/turns.py), so a crash between the two loses no turn.
+Re-embedding after a change of model, rebuilding every index and the FTS index's upkeep
+run here too, one indexer at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from memory import heap
+from memory.facts.capture import capture_facts
+from memory.facts.rules import apply_captures, retire_facts
+from memory.ingest.turns import Turn, index_pending, store_new_messages
+from memory.layer_core import LayerCore
+from memory.store import fts_upkeep
+from memory.store.response_links import ResponseLink, link_response, linked_response
+from memory.store.store import Store
+from memory.store.vector_rebuild import VectorRebuild
+
+
+class WriteSide(LayerCore):
+    """Storing turns and keeping every index of them up to date."""
+
+    def remember(self, turn: Turn) -> int:
+        """Store a turn durably, then index everything pending; return messages stored."""
+        stored = self.store_only(turn)
+        self.index_pending()
+        return stored
+
+    def store_only(self, turn: Turn) -> int:
+        """Make a turn durable (one transaction); indexing is left to `index_pending`.
+
+        With `capture_facts` on, facts the user states in the turn's newly stored user
+        messages are stored too (`memory/facts/capture.py`). Resent history is not read again, so an
+        old statement never overrides a newer one.
+        """
+        if turn.response_id is not None and self.response_link(turn.user_id, turn.response_id):
+            return 0  # stored before: a journal replayed after a crash
+        stored = store_new_messages(self.store, turn)
+        if turn.response_id is not None:
+            link = ResponseLink(turn.session_id, turn.context_tokens)
+            link_response(self.store, turn.user_id, turn.response_id, link, turn.created_at)
+        if self.settings.capture_facts:
+            for message in stored:
+                if message.role == "user":
+                    captures = capture_facts(message.content)
+                    apply_captures(self.store, turn.user_id, captures, message.id, turn.created_at)
+        retire_facts(self.store, turn.user_id, turn.extra.get("injected_facts", ()), time.time())
+        return len(stored)
+
+    def response_link(self, user_id: str, response_id: str) -> ResponseLink | None:
+        """The session (and context tokens) of a stored Responses API reply, or None."""
+        return linked_response(self.store, user_id, response_id)
+
+    def index_pending(self, batch: int = 64, passes: int | None = None) -> int:
+        """Chunk, embed and index unindexed messages, oldest first, a pass at a time.
+
+        A pass looks at `batch` messages and embeds at most `settings.index_slice_chunks`
+        chunks; a larger message takes several passes, and messages not yet begun go before
+        it (`memory.ingest.index_pending`). Everything pending by default; at most `passes`
+        passes when given (the writer runs one, then stores newly finished turns, so neither
+        waits on the other). Returns how many messages were worked on, summed over passes.
+        """
+        total, done_passes = 0, 0
+        with self._index_lock:  # one indexer at a time: the writer, an import, a reindex
+            while passes is None or done_passes < passes:
+                known = self._questions.take
+                done = index_pending(
+                    self.store,
+                    self.embedder,
+                    self.index,
+                    self.settings,
+                    batch,
+                    known,
+                    self._questions.take_words,
+                )
+                total += done
+                done_passes += 1
+                if done == 0:
+                    break
+        if total:
+            heap.trim()  # the batch's activations are freed: give the memory back
+        return total
+
+    def rebuild_vectors(self) -> int:
+        """Re-embed one batch of chunks after a change of embedding model (the writer runs
+        it when no turn waits to be indexed); 0 when no rebuild is under way or it is over."""
+        if not self.rebuilds.active:
+            return 0
+        with self._index_lock:
+            return self.rebuilds.step(self.embedder)
+
+    def vector_rebuild(self) -> VectorRebuild | None:
+        """The re-embedding under way after a change of model (its progress), or None."""
+        return self.rebuilds.progress()
+
+    def tidy_index(self, stop: Callable[[], bool]) -> bool:
+        """Merge the FTS index a step at a time until it is whole or `stop()` is true; for
+        the writer's idle time (memory/store/fts_upkeep.py). True when it merged it whole."""
+        if not isinstance(self.store, Store):
+            return True  # Postgres keeps its own indexes
+        return fts_upkeep.tidy(self.store, stop, self.settings.fts_merge_after)
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild chunks, FTS rows and vectors from the message log; return how many
+        messages were re-indexed. `progress(done, todo)` is called about twice a second."""
+        with self._index_lock:
+            todo = self.store.reset_index()  # a rebuild under way ends: all is indexed anew
+            self.rebuilds.active = False
+            self.index.drop()
+            shown = time.monotonic()
+            while index_pending(self.store, self.embedder, self.index, self.settings, 64):
+                if progress is not None and time.monotonic() - shown >= 0.5:
+                    progress(todo - self.store.count_unindexed(), todo)  # a pass may do a slice
+                    shown = time.monotonic()
+            if progress is not None:
+                progress(todo, todo)
+            return todo
+
+    def recover_replicas(self) -> int:
+        """Store the turns replicas that died left in the shared journal, then index one batch
+        of whatever is unindexed (theirs too); return turns adopted. Postgres only."""
+        from memory.store.pg_journal import PgJournal
+
+        adopted = 0
+        if isinstance(self._journal, PgJournal):
+            adopted = self._journal.adopt(self.store_only)
+        if self.store.count_unindexed():
+            self.index_pending(passes=1)
+        return adopted
+
+    def wait_for_lexical_index(self, timeout: float | None = None) -> bool:
+        """Wait for a rebuild of SQLite's tantivy index under way (FTS5 answers meanwhile);
+        True when it answers searches. False on Postgres or with `lexical_index: fts5`."""
+        wait = getattr(self.store, "wait_for_lexical_index", None)
+        return bool(wait(timeout)) if wait is not None else False

@@ -1,0 +1,143 @@
+"""The records one request with memory passes along the pipeline (proxy/pipeline.py).
+
+`Report` is its running account (the `x-memory-*` headers, the log line, the metrics);
+`Conversation` what the memory steps read from the body, whatever its API; `Prepared` what
+recall and inject made of it; `Exchange` all of it together, for forwarding; `Api` what makes
+one endpoint (chat completions, the Responses API) different from another.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from memory import Placement
+from proxy.config import Config
+from proxy.identity import Identity
+from proxy.upstream import Target
+
+if TYPE_CHECKING:
+    from proxy.state import AppState
+
+
+@dataclass(slots=True)
+class Report:
+    """What moim did for one request, sent back as `x-memory-*` headers."""
+
+    request_id: str
+    mode: str = "off"
+    session_id: str = ""
+    tier: int = 0
+    fill_ratio: float = 0.0
+    tokens: int = 0
+    chunks: int = 0
+    facts: int = 0
+    overhead_ms: float = 0.0
+    error: str | None = None
+    # For /metrics (proxy/metrics.py), not sent: whether recall ran, whether it abstained,
+    # and the kind of a memory failure the request went on without.
+    recalled: bool = False
+    abstained: bool = False
+    error_kind: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        headers = {
+            "x-request-id": self.request_id,
+            "x-memory-mode": self.mode,
+            "x-memory-session-id": self.session_id,
+            "x-memory-tier": str(self.tier),
+            "x-memory-fill-ratio": f"{self.fill_ratio:.4f}",
+            "x-memory-tokens-injected": str(self.tokens),
+            "x-memory-chunks-injected": str(self.chunks),
+            "x-memory-facts-injected": str(self.facts),
+            "x-memory-overhead-ms": f"{self.overhead_ms:.2f}",
+        }
+        if self.error:
+            headers["x-memory-error"] = self.error
+        return headers
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """What the memory steps read from one request, whatever its API.
+
+    `messages` are chat messages (role, content, tool_calls, tool_call_id): what memory
+    measures, recalls for, leaves out of recall and stores. `place` returns the body to send
+    with a block placed. `continues` is the Responses API reply the request continues
+    (`previous_response_id`), `thread` the provider's conversation it is part of (its
+    `conversation`): either way the provider holds the earlier turns.
+    """
+
+    model: str
+    messages: Sequence[Mapping[str, Any]]
+    place: Callable[[str, Placement], bytes]
+    continues: str | None = None
+    thread: str | None = None
+
+    @property
+    def held(self) -> bool:
+        """The provider holds the earlier turns: the request carries only new ones."""
+        return self.continues is not None or self.thread is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One request with memory, after the memory steps: what forwarding it needs.
+
+    Built once in `handle` and passed whole to the API's `forward`, the byte path and the
+    tool loop. `report` is the request's running account (headers, log line): the one part
+    that still changes while the answer streams.
+    """
+
+    state: AppState
+    request: Request
+    target: Target
+    body: dict[str, Any]
+    raw: bytes
+    conversation: Conversation
+    prepared: Prepared
+    authorization: str | None
+    report: Report
+
+    @property
+    def outbound(self) -> bytes:
+        """The body as it goes upstream: the block placed (if any) and a config alias's
+        model name."""
+        content = self.prepared.body if self.prepared.body is not None else self.raw
+        return aliased(content, self.body, self.target)
+
+
+Forward = Callable[[Exchange], Awaitable[Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """One endpoint with memory: how its body is checked (raising BadRequest), what the memory
+    steps read from it, and how it goes to the provider."""
+
+    parse: Callable[[bytes, int], dict[str, Any]]
+    conversation: Callable[[dict[str, Any]], Conversation]
+    forward: Forward
+    # Refuses (BadRequest) a body its route may not take, e.g. chat's litellm allow-list.
+    check: Callable[[dict[str, Any], Target, Config], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """Who the request is for (session resolved) and the body to send (None: the client's)."""
+
+    who: Identity
+    body: bytes | None = None
+    fact_ids: tuple[int, ...] = ()
+
+
+def aliased(content: bytes, body: Mapping[str, Any], target: Target) -> bytes:
+    """`content` naming the model as the provider knows it (a config alias may rename it)."""
+    if target.model == body["model"]:
+        return content
+    return json.dumps({**json.loads(content), "model": target.model}).encode()

@@ -1,0 +1,111 @@
+"""Measure, recall, budget and inject: the memory steps of one request, on a worker thread.
+
+`measure_and_recall` counts the request's tokens against the model's context window, resolves
+the session of a request that named none, and has the memory layer recall for it; `_inject`
+then places the block in the body to send. The fail-open around them is `proxy/pipeline.py`'s.
+"""
+
+from __future__ import annotations
+
+import functools
+from concurrent.futures import Future
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from memory import (
+    PendingRecall,
+    RecallRequest,
+    Recollection,
+    ResponseLink,
+    context_window,
+    count_message_tokens,
+    fill_ratio,
+)
+from proxy.exchange import Conversation, Prepared, Report
+from proxy.identity import Identity, held_session_id
+
+if TYPE_CHECKING:
+    from proxy.state import AppState
+
+
+def measure_and_recall(
+    state: AppState,
+    who: Identity,
+    conversation: Conversation,
+    report: Report,
+    pending: PendingRecall | None,
+) -> Prepared | Future[Prepared]:
+    """Measure the request and resolve its session; recall and inject (a future when the
+    search under way will finish them)."""
+    settings = state.layer.settings
+    model, messages = conversation.model, conversation.messages
+    link = _continued(state, who, conversation.continues)
+    tokens = count_message_tokens(messages, model) + (link.tokens if link else 0)
+    window = context_window(model, settings.context_windows, settings.default_context_window)
+    report.fill_ratio = fill_ratio(tokens, window)
+    if not who.explicit_session:
+        who = replace(who, session_id=_session(state, who, conversation, link))
+    if not who.mode.reads:
+        return Prepared(who)
+    request = RecallRequest(
+        who.user_id,
+        who.session_id,
+        model,
+        messages,
+        tokens,
+        window,
+        who.context_budget,
+        session_in_context=conversation.held,
+    )
+    inject = functools.partial(_inject, state, who, conversation, report)
+    return state.layer.recall_then(request, inject, pending=pending)
+
+
+def _inject(
+    state: AppState,
+    who: Identity,
+    conversation: Conversation,
+    report: Report,
+    recollection: Recollection,
+) -> Prepared:
+    """Report what recall found and place its block in the body to send."""
+    model, settings = conversation.model, state.layer.settings
+    state.inspector.history.record(who, model, report, recollection)  # "why this block"
+    report.tier, report.recalled = recollection.tier.level, True
+    if recollection.warming:
+        report.error = "embedding model still loading: facts only, no excerpts"
+        report.error_kind = "embedder_loading"
+    elif recollection.degraded:  # the embedder failed: recalled by keywords alone
+        report.error, report.error_kind = recollection.degraded, "embedder_unavailable"
+    report.abstained = not (recollection.block and recollection.block.excerpts) and any(
+        item.reason in ("abstained", "weak") for item in recollection.left_out
+    )
+    if recollection.block is None:
+        return Prepared(who)
+    report.tokens = recollection.block.tokens
+    report.chunks = recollection.block.excerpts
+    report.facts = recollection.block.facts
+    content = conversation.place(recollection.block.text, settings.placement)
+    return Prepared(who, content, recollection.block.fact_ids)
+
+
+def _continued(state: AppState, who: Identity, response_id: str | None) -> ResponseLink | None:
+    """The stored reply a Responses API request continues (just finished ones first)."""
+    if response_id is None:
+        return None
+    recent = state.responses.get(who.user_id, response_id)
+    return recent or state.layer.response_link(who.user_id, response_id)
+
+
+def _session(
+    state: AppState, who: Identity, conversation: Conversation, link: ResponseLink | None
+) -> str:
+    """The session of a request that named none: the one of the reply it continues, or of the
+    provider's conversation, else the one its messages continue (`continue_session`)."""
+    if link is not None:
+        return link.session_id
+    if conversation.thread is not None:
+        return held_session_id(who.user_id, "conversation", conversation.thread)
+    if conversation.continues is not None:  # a reply moim never saw: its chain from here on
+        return held_session_id(who.user_id, "previous_response_id", conversation.continues)
+    return state.layer.continue_session(who.user_id, who.session_id, conversation.messages)
