@@ -32,6 +32,10 @@ into each persona eight of the twelve distractor sessions of its half
 (bench/memsuite/distractors_{a,b}.txt: the same themes, long assistant answers, each with its
 own paraphrase and never-discussed questions), dated evenly between the persona's first session
 and a month after its last: about 4x the text, many related topics, as in a year of use.
+`--suite fresh` is personas 21-30 alone (bench/memsuite/fresh.txt, split `fresh`): written
+later, in another style (chatty turns with the detail mid-paragraph, long replies, updates
+phrased many ways, other lives and domains), never tuned on: the stand-in for the hidden
+acceptance suite of issue 16.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ RESULTS = ROOT / "bench" / "results"
 MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
+SPLITS = ("tune", "held", "fresh")
+SUITES = ("long", "short", "fresh")
 
 
 @dataclass
@@ -173,6 +179,21 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
     return out
 
 
+def personas_of(suite: str) -> list[Persona]:
+    """The personas `suite` replays: short and long are personas 01-20, fresh 21-30."""
+    if suite == "fresh":
+        return load([DATA / "fresh.txt"])
+    personas = load(sorted(DATA.glob("personas_*.txt")))
+    if suite == "long":
+        personas = weave(personas, load(sorted(DATA.glob("distractors_*.txt"))))
+    return personas
+
+
+def splits_of(cases: list[Case]) -> list[str]:
+    """The splits `cases` hold, in SPLITS order."""
+    return [s for s in SPLITS if any(c.split == s for c in cases)]
+
+
 def replace_case(case: Case, persona: str, source: str) -> Case:
     return Case(
         persona, case.split, case.category, case.question, case.expected, case.stale, source=source
@@ -240,10 +261,11 @@ def _word_at(block: str, value: str | None) -> int:
 
 def report(cases: list[Case]) -> dict[str, Any]:
     table: dict[str, Any] = defaultdict(dict)
-    print("\n| category | tuning | held out | all |\n|---|---|---|---|")
+    splits = splits_of(cases)
+    print(f"\n| category | {' | '.join(splits)} | all |\n|---|{'---|' * len(splits)}---|")
     for category in (*CATEGORIES, "all"):
         row = []
-        for split in ("tune", "held", None):
+        for split in (*splits, None):
             chosen = [
                 c
                 for c in cases
@@ -257,7 +279,7 @@ def report(cases: list[Case]) -> dict[str, Any]:
             row.append(f"{score:.2f} ({len(chosen)})")
         print(f"| {category} | " + " | ".join(row) + " |")
     valued = [c for c in cases if "value_passed" in c.result]
-    for split in ("tune", "held", None):
+    for split in (*splits, None):
         chosen = [c for c in valued if split in (None, c.split)]
         score = sum(c.result["value_passed"] for c in chosen) / len(chosen) if chosen else 0.0
         table["update_value"][split or "all"] = {"n": len(chosen), "score": score}
@@ -266,7 +288,7 @@ def report(cases: list[Case]) -> dict[str, Any]:
             "| update, the value (current before superseded, facts included) | "
             + " | ".join(
                 f"{table['update_value'][s]['score']:.2f} ({table['update_value'][s]['n']})"
-                for s in ("tune", "held", "all")
+                for s in (*splits, "all")
             )
             + " |"
         )
@@ -278,17 +300,15 @@ def report(cases: list[Case]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--suite", choices=["long", "short"], default="long")
+    parser.add_argument("--suite", choices=SUITES, default="long")
     parser.add_argument("--db", type=Path, help="database to reuse (replay skipped when present)")
     parser.add_argument("--no-timestamps", action="store_true", help="replay without dates")
     parser.add_argument("--show", choices=[*CATEGORIES, "none"], default="none")
-    parser.add_argument("--split", choices=["tune", "held", "all"], default="all")
+    parser.add_argument("--split", choices=[*SPLITS, "all"], default="all")
     parser.add_argument("--set", action="append", default=[], help="Settings name=value")
     embedding_server.add_arguments(parser)
     args = parser.parse_args()
-    personas = load(sorted(DATA.glob("personas_*.txt")))
-    if args.suite == "long":
-        personas = weave(personas, load(sorted(DATA.glob("distractors_*.txt"))))
+    personas = personas_of(args.suite)
     cases = [c for p in personas for c in p.cases if args.split in ("all", c.split)]
     print(
         f"dataset: {args.suite} suite, {len(personas)} personas, {len(cases)} questions, "

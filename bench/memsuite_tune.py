@@ -4,7 +4,8 @@
 script reuses a database it replayed (`--db`), copies it (recall marks facts as injected), and
 calls `MemoryLayer.recall` for each question with the request the proxy builds (a system
 prompt and the question, a new session, a 128k window: tier 0), scoring as memsuite.py does.
-Settings are overridden with `--set name=value`; tune on `--split tune`, report both.
+Settings are overridden with `--set name=value`; tune on the tuning half, report both halves,
+and score `--suite fresh` (personas 21-30) only to confirm: it is never tuned on.
 
     PYTHONPATH=. /work/venv/bin/python bench/memsuite.py --db /tmp/m.db     # replay once
     PYTHONPATH=. /work/venv/bin/python bench/memsuite_tune.py --db /tmp/m.db --set min_standout=0.45
@@ -28,15 +29,15 @@ import threadpoolctl  # noqa: E402
 
 from bench.memsuite import (  # noqa: E402
     CATEGORIES,
-    DATA,
     MODEL,
     PAST_CONTEXT,
+    SUITES,
     SYSTEM,
     Case,
     _word_at,
-    load,
     norm,
-    weave,
+    personas_of,
+    splits_of,
 )
 from bench.tune_recall import parse_sets  # noqa: E402
 from memory import BLOCK_END, BLOCK_START, Settings, count_message_tokens  # noqa: E402
@@ -73,11 +74,11 @@ def ask(layer: MemoryLayer, number: int, case: Case) -> None:
 
 
 def table(cases: list[Case]) -> str:
-    """One line: each category's score, tuning / held out."""
+    """One line: each category's score, per split (tuning / held out, or fresh)."""
     parts = []
     for category in (*CATEGORIES, "value"):
         scores = []
-        for split in ("tune", "held"):
+        for split in splits_of(cases):
             if category == "value":
                 chosen = [c for c in cases if c.split == split and "value_passed" in c.result]
                 ok = sum(c.result["value_passed"] for c in chosen)
@@ -89,17 +90,28 @@ def table(cases: list[Case]) -> str:
     return " | ".join(parts)
 
 
+def silenced(cases: list[Case]) -> str:
+    """The share of questions that got no excerpt, never discussed / answerable, per split:
+    the abstention trade-off (a gate that fires on both is reading the topic, not the answer)."""
+    parts = []
+    for split in splits_of(cases):
+        chosen = [c for c in cases if c.split == split]
+        never = [not c.result["excerpts"] for c in chosen if c.category == "abstain"]
+        answerable = [not c.result["excerpts"] for c in chosen if c.category != "abstain"]
+        share = sum(never) / max(1, len(never)), sum(answerable) / max(1, len(answerable))
+        parts.append(f"{split} {share[0]:.2f} / {share[1]:.2f}")
+    return "silenced, never discussed / answerable: " + ", ".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", type=Path, required=True, help="a database memsuite.py replayed")
-    parser.add_argument("--suite", choices=["long", "short"], default="long")
+    parser.add_argument("--suite", choices=SUITES, default="long")
     parser.add_argument("--set", action="append", default=[], help="Settings override")
     parser.add_argument("--show", choices=[*CATEGORIES, "none"], default="none")
     args = parser.parse_args()
     threadpoolctl.threadpool_limits(1, user_api="blas")  # as moim serve does
-    personas = load(sorted(DATA.glob("personas_*.txt")))
-    if args.suite == "long":
-        personas = weave(personas, load(sorted(DATA.glob("distractors_*.txt"))))
+    personas = personas_of(args.suite)
     cases = [c for p in personas for c in p.cases]
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "memsuite.db"
@@ -114,6 +126,7 @@ def main() -> None:
     ms = np.percentile([c.result["ms"] for c in cases], [50, 95])
     label = " ".join(args.set) or "defaults"
     print(f"{label}: {table(cases)} | recall ms p50 {ms[0]:.1f} p95 {ms[1]:.1f}")
+    print(silenced(cases))
     for case in cases:
         if case.category == args.show and not case.result["passed"]:
             print(f"- {case.persona} [{case.split}] {case.question} -> {case.expected}")

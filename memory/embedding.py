@@ -29,6 +29,9 @@ from memory.settings import BUNDLED_MODEL
 
 T = TypeVar("T")
 
+# Recent questions whose word vectors `FastEmbedder` keeps (see its query caches).
+QUERY_WORDS_HELD = 128
+
 
 class Embedder(Protocol):
     """What the memory layer needs of an embedding model."""
@@ -117,7 +120,11 @@ class FastEmbedder:
         # onnxruntime sessions are thread-safe; batches take turns so they do not thrash.
         self._lock = threading.Lock()
         self._queries: RecentVectors[np.ndarray] = RecentVectors(512)
-        self._query_words: RecentVectors[Words] = RecentVectors(512)
+        # A question's words take ~80 kB (46 words of 1.5 kB vectors, a 250-character
+        # question): 512 of them held 40 MB. Recall embeds with words whenever the vocabulary
+        # is on, so this bounds its cache hits too: a retry or a regenerated answer within
+        # the last 128 distinct questions.
+        self._query_words: RecentVectors[Words] = RecentVectors(QUERY_WORDS_HELD)
         # CPU seconds (of the threads that ran the model) and texts, per kind: "query" for
         # recall, "document" for indexing (bench/load.py splits moim's CPU with them).
         self.cpu_seconds = {"query": 0.0, "document": 0.0}
@@ -266,23 +273,32 @@ class QuestionVectors:
     def __init__(self, size: int = 2048) -> None:
         self._size = size
         self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-        self._words: dict[tuple[str, str], Words] = {}  # of the items, when the model gave them
+        # Of the items, when the model gave them: each word and its int8 row (`int8_rows`).
+        self._words: dict[tuple[str, str], _HeldWords] = {}
         self._lock = threading.Lock()
 
     def put(self, user_id: str, text: str, vector: np.ndarray, words: Words | None = None) -> None:
+        held = None if words is None else _HeldWords.of(words)
         with self._lock:
             self._items[(user_id, text)] = vector
             self._items.move_to_end((user_id, text))
-            if words is not None:
-                self._words[(user_id, text)] = words
+            if held is not None:
+                self._words[(user_id, text)] = held
             while len(self._items) > self._size:
                 key, _ = self._items.popitem(last=False)
                 self._words.pop(key, None)
 
     def take_words(self, user_id: str, text: str) -> Words | None:
-        """The words held for this user's text (call before `take`), which are let go."""
+        """The words held for this user's text (call before `take`), which are let go.
+
+        Their vectors come back from int8 rows, as the vocabulary stores them
+        (`memory.recall.vocabulary`): the writer's vocabulary rows are the same bytes as
+        from the model's float32 vectors, and a held question takes ~400 bytes a word
+        instead of ~1.7 kB (a backlog of 1,000 turns held ~40 MB of question words).
+        """
         with self._lock:
-            return self._words.pop((user_id, text), None)
+            held = self._words.pop((user_id, text), None)
+        return None if held is None else held.words()
 
     def take(self, user_id: str, text: str) -> np.ndarray | None:
         """The vector held for this user's text, which is let go (its words too); None when
@@ -305,8 +321,10 @@ class QuestionVectors:
     def __len__(self) -> int:
         return len(self._items)
 
-    def noting(self, embedder: Embedder, user_id: str) -> Embedder:
-        """`embedder`, for one recall of `user_id`: each question's vector is also held.
+    def noting(self, embedder: Embedder, user_id: str, only: str | None = None) -> Embedder:
+        """`embedder`, for one recall of `user_id`: each question's vector is also held, or
+        only that of the text `only` when given (the one the writer will embed as it is: a
+        vector nothing takes only sits here until pushed out, with its words ~40 kB).
 
         Not for an embedder whose queries are embedded unlike its documents (a remote
         model with a query prefix: memory/service_embedder.py): it is returned as it is.
@@ -314,20 +332,56 @@ class QuestionVectors:
         if not getattr(embedder, "symmetric", True):
             return embedder
         if gives_words(embedder):
-            return _NotingWords(embedder, user_id, self)
-        return _Noting(embedder, user_id, self)
+            return _NotingWords(embedder, user_id, self, only)
+        return _Noting(embedder, user_id, self, only)
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldWords:
+    """A text's words as `QuestionVectors` holds them: each word and where it starts, and
+    their vectors as int8 rows (`int8_rows`)."""
+
+    spans: tuple[tuple[str, int], ...]
+    rows: np.ndarray  # int8 (words, dim)
+
+    @classmethod
+    def of(cls, words: Words) -> _HeldWords:
+        if not words:
+            return cls((), np.zeros((0, 0), dtype=np.int8))
+        rows = int8_rows(np.stack([w.vector for w in words]))
+        return cls(tuple((w.word, w.start) for w in words), rows)
+
+    def words(self) -> Words:
+        vectors = _normalise(self.rows.astype(np.float32))
+        return tuple(
+            WordVector(word, start, vectors[n]) for n, (word, start) in enumerate(self.spans)
+        )
+
+
+def int8_rows(matrix: np.ndarray) -> np.ndarray:
+    """Each row of `matrix` in int8, scaled so its largest component is ±127 (how the
+    vocabulary stores word vectors; a row scaled back and encoded again gives the same
+    bytes)."""
+    peaks = np.abs(matrix).max(axis=1, keepdims=True)
+    peaks[peaks == 0] = 1.0
+    rows: np.ndarray = np.round(matrix / peaks * 127.0).astype(np.int8)
+    return rows
 
 
 class _Noting:
     """An embedder whose queries' vectors are also put in a `QuestionVectors`."""
 
-    def __init__(self, embedder: Embedder, user_id: str, questions: QuestionVectors) -> None:
+    def __init__(
+        self, embedder: Embedder, user_id: str, questions: QuestionVectors, only: str | None
+    ) -> None:
         self.name, self.dim = embedder.name, embedder.dim
         self._embedder, self._user_id, self._questions = embedder, user_id, questions
+        self._only = only
 
     def embed_query(self, text: str) -> np.ndarray:
         vector = self._embedder.embed_query(text)
-        self._questions.put(self._user_id, text, vector)
+        if self._only is None or text == self._only:
+            self._questions.put(self._user_id, text, vector)
         return vector
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -337,13 +391,16 @@ class _Noting:
 class _NotingWords(_Noting):
     """`_Noting` for an embedder that gives word vectors: the question's are held too."""
 
-    def __init__(self, embedder: WordEmbedder, user_id: str, questions: QuestionVectors) -> None:
-        super().__init__(embedder, user_id, questions)
+    def __init__(
+        self, embedder: WordEmbedder, user_id: str, questions: QuestionVectors, only: str | None
+    ) -> None:
+        super().__init__(embedder, user_id, questions, only)
         self._words_of = embedder
 
     def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
         vector, words = self._words_of.embed_query_words(text)
-        self._questions.put(self._user_id, text, vector, words)
+        if self._only is None or text == self._only:
+            self._questions.put(self._user_id, text, vector, words)
         return vector, words
 
     def embed_documents_words(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Words]]:
@@ -392,11 +449,15 @@ def _word_vectors(text: str, encoding: Any, states: np.ndarray) -> Words:
         averaging[row, positions] = 1.0 / len(positions)
     means = averaging @ states
     norms = np.linalg.norm(means, axis=1)
+    # One matrix for all the words, each vector a row of it: one allocation a text, freed
+    # at once, rather than one of 1.5 kB a word (held in the query caches, they fragmented
+    # the heap). The same division, so the same bits.
+    unit = means / np.where(norms > 0, norms, 1.0)[:, None]
     words = []
     for row, positions in enumerate(spans):
         start, end = offsets[positions[0]][0], offsets[positions[-1]][1]
         if end > start and norms[row] > 0:
-            words.append(WordVector(text[start:end], start, means[row] / norms[row]))
+            words.append(WordVector(text[start:end], start, unit[row]))
     return tuple(words)
 
 

@@ -70,16 +70,18 @@ class MemoryLayer(AdminSide, FactsSide):
         exclude = {content_hash(m) for m in messages} | (held or set())
         query = build_query(messages)
         ready = self.rebuilds.ready(user_id)  # else keywords only: vectors being rebuilt
+        question = question_text(messages, self.settings)  # the only vector the writer takes
+        noting = self._questions.noting(embedder, user_id, question) if question else embedder
         found = retrieve(
             self.store,
             self.index,
-            self._questions.noting(embedder, user_id) if ready else None,
+            noting if ready else None,
             self.settings,
             user_id,
             query,
             exclude,
             now,
-            question=question_text(messages, self.settings),
+            question=question,
             vocabulary=self.vocabulary,
         )
         return found, exclude

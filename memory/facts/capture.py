@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from memory.facts.changes import change
+from memory.facts.changes import change, employer_now
 from memory.facts.lexicon import (
     ABBREV,
     ASK_MEMORY,
@@ -71,6 +71,11 @@ _FORGET_TARGETS = {phrase: key for phrase, key in (p.split("=") for p in _FORGET
 _NO_LONGER = cue(
     r"(?P<s>(?:i|we)(?:'?m|\s+am|'re|\s+are)?)\s+(?P<neg>no\s+longer|not|don'?t|do\s+not)\s+"
     r"(?P<r>.+)"
+)
+# 'I've had to give up being vegan', 'I stopped being vegetarian': the state is over.
+_GAVE_UP = cue(
+    r"(?P<s>i|we)(?:'ve|\s+have)?(?:\s+(?:had|decided|needed)\s+to)?\s+(?:give|gave|given|giving"
+    r"|stop|stopped|quit)\s+(?:up\s+)?being\s+(?P<r>.+)"
 )
 _ANYMORE = cue(r"\s*\b(?:anymore|any\s+more|any\s+longer)\b")
 _ALWAYS = cue(
@@ -148,6 +153,14 @@ def _rule_no_longer(clause: str) -> list[Capture]:
     return [replace(c, op="forget", rule="no_longer") for c in found]
 
 
+def _rule_gave_up(clause: str) -> list[Capture]:
+    """'I've had to give up being vegan' -> forget the diet (as 'I'm no longer vegan')."""
+    if not (match := _GAVE_UP.fullmatch(clause)):
+        return []
+    being = "I'm" if match["s"].lower() == "i" else "we're"
+    return [replace(c, op="forget", rule="gave_up") for c in statement(f"{being} {match['r']}")]
+
+
 def _rule_always(clause: str) -> list[Capture]:
     """'always answer in French', 'from now on, never use emojis': a rule for the assistant."""
     match = _ALWAYS.fullmatch(clause)
@@ -159,7 +172,26 @@ def _rule_always(clause: str) -> list[Capture]:
     return [cap(f"constraint:{slug(value)}", value, "protocol", "always_never")] if rest else []
 
 
-_CLAUSE_RULES = (_rule_remember, _rule_forget, _rule_no_longer, _rule_always, statement, change)
+def _employer_now(clause: str) -> list[Capture]:
+    lead = LEAD.match(clause)
+    return employer_now(re.sub(r"[\s.!]+$", "", clause[lead.end() if lead else 0 :]))
+
+
+# A sentence about a job: 'I'm at Lyft now' in it names an employer, not where the user stands.
+_WORK_WORDS = cue(
+    r"\b(?:work(?:ed|ing)?|job|jobs|left|quit|joined|started|hired|team|company|role|position"
+    r"|employer|colleagues?|manager|boss|offer|onboarding|office)\b"
+)
+
+_CLAUSE_RULES = (
+    _rule_remember,
+    _rule_forget,
+    _rule_no_longer,
+    _rule_gave_up,
+    _rule_always,
+    statement,
+    change,
+)
 
 
 def _clause(clause: str) -> list[Capture]:
@@ -185,8 +217,9 @@ def _sentence(sentence: str) -> list[Capture]:
     if not body or QUESTION.match(body) and not asks or REPORTED.search(body):
         return []
     out: list[Capture] = []
+    about_work = _WORK_WORDS.search(body) is not None
     for n, clause in enumerate(CLAUSE.split(body.rstrip("?"))):
-        found = _clause(clause)
+        found = _clause(clause) or (_employer_now(clause) if about_work else [])
         if n and not out and found and found[0].rule == "always_never":
             found = []  # 'In Python, always use …' is advice, not a rule for the assistant
         out += found

@@ -61,10 +61,11 @@ _NEW_ROLE = cue(
     r"(?:is|'s)\s+(?P<now>now\s+)?(?:(?:called|named)\s+)?(?P<v>.+)"
 )
 _MOVED_THING = cue(
-    rf"(?:i|we|they)(?:'ve|\s+have)?{_ADV}\s+(?:moved|pushed|postponed|rescheduled|shifted"
-    r"|changed|switched|swapped|migrated|bumped|delayed|brought\s+forward)\s+(?:(?P<det>the|my"
-    r"|our)\s+)?(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)\s+(?P<from>from\s+.+?\s+)?(?:to|until"
-    r"|till)\s+(?P<v>.+)"
+    rf"(?:i|we|they)(?:'ve|\s+have)?{_ADV}(?:\s+(?:had|have|needed|need)\s+to)?\s+(?:moved?"
+    r"|push(?:ed)?|postponed?|rescheduled?|shift(?:ed)?|changed?|switch(?:ed)?|swapped|migrated"
+    r"|bumped|delay(?:ed)?|brought\s+forward|bring\s+forward)\s+(?:(?P<det>the|my|our)\s+)?"
+    r"(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)(?:\s+back)?(?:\s+(?P<from>from\s+.+?))?(?:\s+(?:to"
+    r"|until|till)|,?\s+(?:it'?s|it\s+is)\s+now)\s+(?P<v>.+)"
 )
 _THING_MOVED = cue(
     r"(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)\s+(?:has\s+been|have\s+been|was|were"
@@ -76,6 +77,21 @@ _WENT = cue(
     r"(?:went|gone|rose|risen|fell|fallen|dropped|climbed|jumped|increased|decreased|grew"
     r"|shrank|is|are)\s+(?:up\s+|down\s+)?from\s+(?P<old>\S+(?:\s+\S+){0,3}?)\s+to\s+(?P<v>.+)"
 )
+_WENT_TO = cue(
+    r"(?:.*?[,;:]\s+(?:and\s+|so\s+|but\s+)?)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?:has\s+|have\s+)?"
+    r"(?:gone|goes|went|crept|creeping|risen|rose|climbed|jumped|grown|grew|shot|dropped|fallen"
+    r"|fell|come|came|is|are|now)\s+(?:now\s+)?(?:up|down)\s+to\s+(?P<v>.+)"
+)
+_NUMBER = (
+    r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty"
+    r"|thirty|forty|fifty|a\s+(?:dozen|hundred))"
+)
+_DOWN_TO = cue(
+    rf"(?:i|we)(?:'m|'re|\s+am|\s+are){_ADV}\s+(?:down|up)\s+to\s+(?:just\s+|only\s+|about\s+)?"
+    rf"(?P<n>{_NUMBER})\s+(?P<noun>[a-z][\w-]+)(?P<rest>\W.*)?"
+)
+# 'I'm at Lyft now' (an employer only in a sentence about work: see `employer_now`)
+_AT_NOW = cue(rf"i(?:'m|\s+am){_ADV}\s+(?:working\s+)?at\s+(?P<org>.+?)\s+now\b(?P<rest>.*)")
 _NEW_JOB = cue(
     rf"i(?:'ve|\s+have)?{_ADV}\s+(?:got|landed|accepted|took)\s+(?:the|that)\s+"
     r"(?P<what>[\w-]+(?:\s+[\w-]+){0,2}?)\s+(?P<noun>job|position|role|post)(?P<rest>\W.*)?"
@@ -85,6 +101,17 @@ _DOSE = (
     r"|per)\s+day|\s+daily)?"
 )
 _DRUG = r"[a-z][a-z-]{3,}"
+# A dose changed without naming the drug: the key is resolved to the user's one medication.
+UNNAMED_DRUG = "medication:unnamed"
+_DOSE_ONLY = cue(
+    rf".*?\b(?:raised|increased|upped|lowered|reduced|decreased|doubled|halved|changed|adjusted"
+    rf"|bumped|cut)\s+my\s+(?:dose|dosage|meds|medication)\s+(?:up\s+|down\s+)?to\s+"
+    rf"(?P<dose>{_DOSE})(?P<rest>.*)"
+)
+_OFF = cue(
+    rf".*?\b(?:(?:taken|took|came|come|weaned)\s+(?:me\s+)?off|stopped\s+taking)\s+"
+    rf"(?:my\s+)?(?P<drug>{_DRUG})\b.*"
+)
 _NOT_DRUG = word_set(
     "dose dosage medication medicine meds pill pills tablet tablets prescription intake "
     "caffeine coffee sugar salt water protein budget rent weight limit"
@@ -95,12 +122,13 @@ _DOSE_CHANGED = cue(
     rf"(?P<dose>{_DOSE}).*"
 )
 _PUT_ON = cue(
-    rf".*?\b(?:put|started|switched|moved)\s+me\s+(?:from\s+\S+\s+)?(?:on|onto|to)\s+(?:(?P<d1>"
+    rf".*?\b(?:put|started|switched|moved|has|have|keeps|kept)\s+me\s+(?:from\s+\S+\s+)?(?:on|onto|to)\s+(?:(?P<d1>"
     rf"{_DOSE})\s+of\s+(?P<drug1>{_DRUG})|(?P<drug2>{_DRUG})\s+(?P<d2>{_DOSE}))(?P<rest>.*)"
 )
 _MY_DOSE = cue(
-    rf"(?:my\s+(?P<drug1>{_DRUG})(?:\s+dose)?\s+is\s+now|i(?:'m|\s+am){_ADV}\s+(?:on|taking)"
-    rf"\s+(?:(?P<d2>{_DOSE})\s+of\s+(?P<drug2>{_DRUG})|(?P<drug3>{_DRUG})\s+(?P<d3>{_DOSE})))"
+    rf"(?:my\s+(?P<drug1>{_DRUG})(?:\s+dose)?\s+is\s+now|i(?:'m|\s+am|'ve\s+been|\s+have\s+been)"
+    rf"{_ADV}\s+(?:on|taking)\s+(?:(?P<d2>{_DOSE})\s+of\s+(?P<drug2>{_DRUG})|(?P<drug3>{_DRUG})"
+    rf"(?:\s+now)?,?\s+(?P<d3>{_DOSE})))"
     rf"(?:\s+(?P<d1>{_DOSE}))?(?P<rest>.*)"
 )
 
@@ -206,6 +234,39 @@ def _rule_went(clause: str) -> list[Capture]:
     return [cap(f"current:{slug(thing, 4)}", value, "profile", "went_from")]
 
 
+def _rule_went_to(clause: str) -> list[Capture]:
+    """'the guest list has crept up to 110', 'our rent is going up to 1,200': an amount that
+    changed, the new value alone (a digit in it: 'the decision is up to you' is no amount)."""
+    if not (match := _WENT_TO.fullmatch(clause)) or not re.match(r"\S*\d", match["v"]):
+        return []
+    thing = match["thing"].lower()
+    if thing.split()[0] in _PRONOUN or _SECRET.search(thing) or thing.split()[-1] in _ONE_OFF:
+        return []
+    value = _value(match["v"].rstrip(".!"), 4)
+    return [cap(f"current:{slug(thing, 4)}", value, "profile", "went_to")] if value else []
+
+
+def _rule_down_to(clause: str) -> list[Capture]:
+    """'I'm down to nine students now', 'we're up to 12 staff': a count of something the user
+    has, keyed by the thing counted."""
+    if not (match := _DOWN_TO.fullmatch(clause)):
+        return []
+    noun = match["noun"].lower()
+    if noun in _PRONOUN or noun in JUNK or _SECRET.search(noun):
+        return []
+    value = f"{' '.join(match['n'].split())} {match['noun']}"
+    return [cap(f"current:{slug(noun, 2)}", value, "profile", "down_to")]
+
+
+def employer_now(clause: str) -> list[Capture]:
+    """'I'm at Lyft now': the employer, for a clause of a sentence about work (the caller
+    checks: 'I'm at Heathrow now' alone is a place, not a job)."""
+    if not (match := _AT_NOW.fullmatch(clause)):
+        return []
+    org = _proper(match["org"], 4, lower_ok=False, org=True, the_ok=False)
+    return [cap("employer", org, "profile", "at_now")] if org else []
+
+
 def _rule_new_job(clause: str) -> list[Capture]:
     """'I got the outpatient job!', 'I accepted the Berlin position' (no employer named:
     'I got the job at Kaiser' is `_rule_started`'s)."""
@@ -229,7 +290,7 @@ def _dose_capture(drug: str, dose: str, rule: str) -> list[Capture]:
 def _rule_dose(clause: str) -> list[Capture]:
     """'the doctor raised my lisinopril to 20 mg', 'she switched me to topiramate 25 mg',
     'my sertraline dose is now 100 mg'."""
-    if match := _DOSE_CHANGED.fullmatch(clause):
+    if (match := _DOSE_CHANGED.fullmatch(clause)) and match["drug"].lower() not in _NOT_DRUG:
         return _dose_capture(match["drug"], match["dose"], "dose_changed")
     if match := _PUT_ON.fullmatch(clause):
         drug, dose = match["drug1"] or match["drug2"], match["d1"] or match["d2"]
@@ -237,6 +298,11 @@ def _rule_dose(clause: str) -> list[Capture]:
     if (match := _MY_DOSE.fullmatch(clause)) and (match["d1"] or match["d2"] or match["d3"]):
         drug = match["drug1"] or match["drug2"] or match["drug3"]
         return _dose_capture(drug, match["d1"] or match["d2"] or match["d3"], "dose_now")
+    if match := _DOSE_ONLY.fullmatch(clause):
+        dose = " ".join(match["dose"].split())
+        return [cap(UNNAMED_DRUG, dose, "profile", "dose_only")]
+    if (match := _OFF.fullmatch(clause)) and match["drug"].lower() not in _NOT_DRUG:
+        return [cap(f"medication:{slug(match['drug'])}", "", "profile", "taken_off", "forget")]
     return []
 
 
@@ -250,6 +316,8 @@ def change(clause: str) -> list[Capture]:
         _rule_new_role,
         _rule_moved_thing,
         _rule_went,
+        _rule_went_to,
+        _rule_down_to,
     )
     for rule in rules:
         if found := rule(clause):

@@ -16,10 +16,12 @@ import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from memory.block.tokens import count_tokens
 from memory.facts.capture import Capture
+from memory.facts.changes import UNNAMED_DRUG
 from memory.records import Fact, FactStatus, LeftOut, Policy
 from memory.store import fact_rows
 from memory.store.backend import StoreBackend as Store
@@ -238,7 +240,11 @@ def apply_captures(
     written: list[Fact] = []
     for capture in captures:
         try:
+            if capture.key == UNNAMED_DRUG and (named := _one_medication(store, user_id, now)):
+                capture = replace(capture, key=named.key, value=_with_drug(named, capture.value))
             key = normalise_key(capture.key)
+            if key == UNNAMED_DRUG:
+                continue  # 'they upped my dose' with no one medication on file: whose dose?
             current = fact_rows.get_fact(store, user_id, key)
             if current is not None and current.updated_at > now:
                 continue
@@ -250,6 +256,21 @@ def apply_captures(
         except ValueError as exc:
             logger.debug("capture %s skipped: %s", capture.rule, exc)
     return written
+
+
+def _one_medication(store: Store, user_id: str, now: float) -> Fact | None:
+    """The user's medication fact when there is exactly one active, else None."""
+    drugs = [
+        f
+        for f in fact_rows.active_facts(store, user_id, now)
+        if f.key.startswith("medication:") and f.key != UNNAMED_DRUG
+    ]
+    return drugs[0] if len(drugs) == 1 else None
+
+
+def _with_drug(medication: Fact, dose: str) -> str:
+    """'sertraline 50 mg' and a new dose '100 mg' -> 'sertraline 100 mg'."""
+    return f"{medication.key.partition(':')[2].replace('_', ' ')} {dose}"
 
 
 def _capture(

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memory.embedding import WordVector
+from memory.embedding import WordVector, int8_rows
 from memory.records import Term
 from memory.store.backend import StoreBackend as Store
 from memory.store.fts import STOPWORDS, stem
@@ -61,9 +61,7 @@ def _term(word: str) -> str | None:
 
 def _encode(vector: np.ndarray) -> bytes:
     """int8, scaled so the largest component is ±127."""
-    peak = float(np.abs(vector).max())
-    scaled = vector / peak * 127.0 if peak > 0 else vector
-    return bytes(np.round(scaled).astype(np.int8).tobytes())
+    return bytes(int8_rows(vector[None, :])[0].tobytes())
 
 
 def _decode(rows: Sequence[bytes]) -> np.ndarray:

@@ -133,7 +133,7 @@ def open_store(settings: Settings, on_migration: MigrationProgress | None = None
     if settings.db_url:
         from memory.store.postgres import PgStore  # only Postgres users need psycopg
 
-        return PgStore(settings.db_url)
+        return PgStore(settings.db_url, read_timeout=settings.busy_timeout)
     from memory.store.store import Store
 
     return Store(

@@ -4,6 +4,11 @@
 `terms` tsvector (its own at weight A, the previous turn's tail at weight B; a trigger copies
 them into the user's postings), its vector into `chunk_vectors`, its words into the user's
 vocabulary. A slice is stored only if the message holds exactly the chunks before it.
+
+The words are not written here but returned (`term_rows`) and written by `add_terms` in one
+pass sorted by stem, as the last statement of the transaction: two replicas indexing at once
+insert the same unique (user, stem) pairs, and in any other order each can wait on a word the
+other holds (Postgres found 21 deadlocks in one two-replica run, each costing a batch).
 """
 
 from __future__ import annotations
@@ -38,9 +43,8 @@ def add_chunks(
     context: str,
     start: int,
     last: bool,
-    words: Sequence[Sequence[Term]] = (),
 ) -> list[int]:
-    """`PgStore.add_chunks` on a connection already in a transaction."""
+    """`PgStore.add_chunks` on a connection already in a transaction, without the words."""
     row = conn.execute(
         "SELECT indexed FROM messages WHERE id = %s FOR UPDATE", [message.id]
     ).fetchone()
@@ -88,10 +92,32 @@ def add_chunks(
                 "VALUES (%s, %s, %s::vector)",
                 [chunk_id, message.user_id, vector_text(vectors[offset])],
             )
-        if offset < len(words) and words[offset]:
-            rows = [(message.user_id, t.stem, t.word, chunk_id, t.vector) for t in words[offset]]
-            with conn.cursor() as cursor:
-                cursor.executemany(ADD_TERM, rows)
     if last:
         conn.execute("UPDATE messages SET indexed = 1 WHERE id = %s", [message.id])
     return ids
+
+
+TermRow = tuple[str, str, str, int, bytes]  # user, stem, word, chunk id, vector
+
+
+def term_rows(
+    message: Message, ids: Sequence[int], words: Sequence[Sequence[Term]]
+) -> list[TermRow]:
+    """The vocabulary rows of the chunks `ids` (`words[i]` are the words of chunk `ids[i]`)."""
+    return [
+        (message.user_id, t.stem, t.word, chunk_id, t.vector)
+        for chunk_id, chunk_words in zip(ids, words, strict=False)  # words may be absent
+        for t in chunk_words
+    ]
+
+
+def add_terms(conn: Any, rows: Sequence[TermRow]) -> None:
+    """Add words to their users' vocabularies, the first row of a stem keeping it, in (user,
+    stem) order: every transaction takes the unique keys in one order, so none waits on
+    another that waits on it."""
+    first: dict[tuple[str, str], TermRow] = {}
+    for row in rows:
+        first.setdefault((row[0], row[1]), row)
+    if first:
+        with conn.cursor() as cursor:
+            cursor.executemany(ADD_TERM, [first[key] for key in sorted(first)])

@@ -6,6 +6,12 @@ moment instead of each waiting out the timeout. The URL is only ever shown with 
 masked. Statements are never prepared: each is planned for its own user, as users' sizes
 differ by orders of magnitude. `read` and `write` take the shared modules' SQLite spelling
 (memory/store/pg_sql.py); `_rows` takes native Postgres SQL.
+
+Recall's reads (`_recall_rows`) go through a second pool whose connections end any statement
+after `read_timeout` seconds (Postgres's `statement_timeout`): a search that runs away (a bad
+plan once ran 25 minutes) fails that recall, which goes on without memory, and frees its
+connection, instead of holding it long after its request gave up. Writes, deletes and
+exports keep the first pool, with no limit: forgetting a large user may take a while.
 """
 
 from __future__ import annotations
@@ -43,28 +49,15 @@ DOWN_FOR = 2.0
 class PgConnections:
     """A pool of connections to one Postgres database, and the reads and writes through it."""
 
-    def __init__(self, url: str, max_connections: int = 8) -> None:
+    def __init__(self, url: str, max_connections: int = 8, read_timeout: float = 10.0) -> None:
         self.url = url
         self._down_until = 0.0
-        self._pool = psycopg_pool.ConnectionPool(
-            url,
-            min_size=1,
-            max_size=max_connections,
-            # No prepared statements: Postgres would plan a statement run a few times once,
-            # for an average user (a generic plan), and a heavy user's search then re-counts
-            # its chunks for each one that matches (100k chunks: 25 minutes, not 2 s).
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": CONNECT_TIMEOUT,
-                "prepare_threshold": None,
-            },
-            check=psycopg_pool.ConnectionPool.check_connection,
-            timeout=CONNECT_TIMEOUT,
-            open=True,
-            name="moim",
-        )
+        self._pool = _pool(url, max_connections, "moim")
+        limit = f"-c statement_timeout={max(1, round(read_timeout * 1000))}"
+        self._recall_pool = _pool(url, max_connections, "moim-recall", options=limit)
 
     def close(self) -> None:
+        self._recall_pool.close()
         self._pool.close()
 
     @contextmanager
@@ -82,10 +75,11 @@ class PgConnections:
             raise StoreUnavailable(f"{redact_url(self.url)}: {failure_reason(exc)}") from exc
 
     @contextmanager
-    def _conn(self) -> Iterator[Any]:
+    def _conn(self, recall: bool = False) -> Iterator[Any]:
         if time.monotonic() < self._down_until:
             raise StoreUnavailable(f"{redact_url(self.url)}: unreachable, retrying shortly")
-        with self._errors(), self._pool.connection(timeout=DOWN_FOR) as conn:
+        pool = self._recall_pool if recall else self._pool
+        with self._errors(), pool.connection(timeout=DOWN_FOR) as conn:
             yield conn
 
     @contextmanager
@@ -104,6 +98,32 @@ class PgConnections:
         columns in binary form (a `bytea` then comes back without its hex encoding)."""
         with self._conn() as conn:
             return list(conn.execute(sql, list(params), binary=binary).fetchall())
+
+    def _recall_rows(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[Any]:
+        """As `_rows`, for recall's reads: the statement ends after `read_timeout` seconds."""
+        with self._conn(recall=True) as conn:
+            return list(conn.execute(sql, list(params), binary=binary).fetchall())
+
+
+def _pool(url: str, size: int, name: str, **options: str) -> psycopg_pool.ConnectionPool:
+    """A pool of autocommit connections that prepare nothing: Postgres would plan a statement
+    run a few times once, for an average user (a generic plan), and a heavy user's search then
+    re-counts its chunks for each one that matches (100k chunks: 25 minutes, not 2 s)."""
+    return psycopg_pool.ConnectionPool(
+        url,
+        min_size=1,
+        max_size=size,
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": CONNECT_TIMEOUT,
+            "prepare_threshold": None,
+            **options,
+        },
+        check=psycopg_pool.ConnectionPool.check_connection,
+        timeout=CONNECT_TIMEOUT,
+        open=True,
+        name=name,
+    )
 
 
 def failure_reason(exc: BaseException) -> str:

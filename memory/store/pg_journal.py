@@ -2,6 +2,11 @@
 
 `PgJournal.append` makes a turn durable in the `pending_turns` table in one round trip (an
 INSERT on a connection of its own), before the client gets the last byte of its response.
+That connection commits without waiting for the WAL flush (`synchronous_commit = off`): the
+row is safe from the replica's death at once (the reason the journal exists) and from the
+database server's within a fraction of a second, as the SQLite journal's un-synced write is
+safe from the process's death and not from the machine's. Waiting for the flush took 2.5 ms
+p50 (8.6 p95) of the event loop per finished turn; this takes 0.07.
 The writer then stores it as messages and `clear` deletes the row. Each replica holds a
 session-level advisory lock on its `owner` key for as long as it lives: when a replica dies
 (`kill -9`, a lost machine), Postgres drops its connection and the lock, and any survivor's
@@ -65,6 +70,7 @@ class PgJournal(Journal):
             conn = psycopg.connect(
                 self._store.url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
             )
+            conn.execute("SET synchronous_commit = off")
             conn.execute("SELECT pg_advisory_lock(%s)", [self.owner])
         except psycopg.Error:
             self._down_until = time.monotonic() + RETRY_AFTER

@@ -36,7 +36,7 @@ class PgReads(PgConnections):
 
     def vocabulary(self, user_id: str, after: int = 0) -> list[Term]:
         """As SQLite's: the user's vocabulary rows past `after`, oldest first."""
-        rows = self._rows(
+        rows = self._recall_rows(
             "SELECT id, stem, word, vector FROM vocabulary WHERE user_id = %s AND id > %s "
             "ORDER BY id",
             [user_id, after],
@@ -46,7 +46,7 @@ class PgReads(PgConnections):
     def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
         if not ids:
             return {}
-        rows = self._rows(
+        rows = self._recall_rows(
             "SELECT c.id, c.message_id, c.user_id, c.session_id, c.role, c.name, c.text, "
             "c.created_at, m.content_hash, m.turn FROM chunks c "
             "JOIN messages m ON m.id = c.message_id WHERE c.user_id = %s AND c.id = ANY(%s)",
@@ -74,7 +74,7 @@ class PgReads(PgConnections):
             "AND session_id = (SELECT session_id FROM messages WHERE id = %s AND user_id = %s) "
             "AND role IN ('user', 'assistant')"
         )
-        rows = self._rows(
+        rows = self._recall_rows(
             f"(SELECT * FROM ({same_session} AND id < %s ORDER BY id DESC LIMIT %s) a) UNION ALL "
             f"(SELECT * FROM ({same_session} AND id >= %s ORDER BY id LIMIT %s) b) ORDER BY id",
             [user_id, message_id, user_id, message_id, around]
@@ -100,7 +100,7 @@ class PgReads(PgConnections):
         stems = list(dict.fromkeys(stems))
         if not stems:
             return []
-        rows = self._rows(
+        rows = self._recall_rows(
             "WITH docs AS (SELECT count(*)::float8 AS n, "
             "  greatest(avg(length)::float8, 1e-9) AS mean FROM chunks WHERE user_id = %s), "
             "postings AS MATERIALIZED (SELECT term, chunk_id, own + %s * context AS tf, "
@@ -126,7 +126,7 @@ class PgReads(PgConnections):
 
     def dense_search(self, user_id: str, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the user's nearest chunks: an exact scan."""
-        rows = self._rows(
+        rows = self._recall_rows(
             "SELECT chunk_id, 1 - (embedding <=> %s::vector) AS cosine FROM chunk_vectors "
             "WHERE user_id = %s ORDER BY embedding <=> %s::vector, chunk_id LIMIT %s",
             [vector_text(vector), user_id, vector_text(vector), limit],
@@ -136,7 +136,7 @@ class PgReads(PgConnections):
     def user_vectors(
         self, user_id: str, half_from: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        rows = self._rows(
+        rows = self._recall_rows(
             "SELECT chunk_id, vector_send(embedding) FROM chunk_vectors WHERE user_id = %s "
             "ORDER BY chunk_id",
             [user_id],
@@ -152,7 +152,7 @@ class PgReads(PgConnections):
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
         if not ids:
             return {}
-        rows = self._rows(
+        rows = self._recall_rows(
             "SELECT chunk_id, vector_send(embedding) FROM chunk_vectors "
             "WHERE user_id = %s AND chunk_id = ANY(%s)",
             [user_id, list(ids)],

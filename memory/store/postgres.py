@@ -40,17 +40,18 @@ from memory.store.portable_queries import PortableQueries
 class PgStore(PortableQueries, PgReads):
     """moim's migrated Postgres database, opened once per process (one pool)."""
 
-    def __init__(self, url: str, max_connections: int = 8) -> None:
+    def __init__(self, url: str, max_connections: int = 8, read_timeout: float = 10.0) -> None:
         self.dim: int | None = None
         self._claim_lock = threading.Lock()
         self._claim: Any = None  # the indexing claim's connection, while a batch is open
         self._claimed: set[int] = set()
+        self._claim_terms: list[pg_chunks.TermRow] = []  # its words, written as it ends
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
                 migrate(conn)
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot open {redact_url(url)}: {failure_reason(exc)}") from exc
-        super().__init__(url, max_connections)
+        super().__init__(url, max_connections, read_timeout)
 
     def commit_lexical(self) -> None:
         """Nothing to commit: Postgres's full-text index is part of its transactions."""
@@ -163,8 +164,11 @@ class PgStore(PortableQueries, PgReads):
     def _end_claim(self) -> None:
         """Commit what the open claim indexed and release the rest (under `_claim_lock`)."""
         conn, self._claim, self._claimed = self._claim, None, set()
+        terms, self._claim_terms = self._claim_terms, []
         if conn is not None:
             try:
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
+                    pg_chunks.add_terms(conn, terms)  # the claim's words, last, in one order
                 conn.commit()
             finally:
                 conn.close()
@@ -187,15 +191,18 @@ class PgStore(PortableQueries, PgReads):
             if message.id in self._claimed:
                 with self._errors():
                     ids = pg_chunks.add_chunks(
-                        self._claim, message, texts, vectors, context, start, last, words
+                        self._claim, message, texts, vectors, context, start, last
                     )
+                    self._claim_terms += pg_chunks.term_rows(message, ids, words)
                     if last:
                         self._claimed.discard(message.id)
                         if not self._claimed:
                             self._end_claim()
                 return ids
         with self._conn() as conn, conn.transaction():
-            return pg_chunks.add_chunks(conn, message, texts, vectors, context, start, last, words)
+            ids = pg_chunks.add_chunks(conn, message, texts, vectors, context, start, last)
+            pg_chunks.add_terms(conn, pg_chunks.term_rows(message, ids, words))
+            return ids
 
     def reset_index(self) -> int:
         with self._conn() as conn, conn.transaction():

@@ -409,3 +409,58 @@ def test_a_moved_date_leads_the_block_as_a_fact(proxy, upstream):
     block = block_sent(upstream)
     assert "- current (wedding): 21 September at Prior Park" in section(block, KNOWN)
     assert block.index("21 September") < block.index("14 September")
+
+
+def test_a_dose_changed_without_naming_the_drug_updates_the_one_medication(proxy, upstream):
+    say(proxy, "I've been on sertraline, 50 mg, since last autumn and it has helped a lot.")
+    proxy.flush()
+    say(proxy, "The anxiety crept back, so I saw the GP and they upped my dose to 100 mg.")
+    proxy.flush()
+
+    say(proxy, "What dose am I on?", extra_headers={"X-Memory-Mode": "read"})
+
+    known = section(block_sent(upstream), KNOWN)
+    assert "- medication (sertraline): sertraline 100 mg" in known
+    assert not any("medication (unnamed)" in line for line in known)
+    with api(proxy) as client:
+        dose = client.get("/facts/medication:sertraline/history").json()["facts"]
+    assert [(f["value"], f["status"]) for f in dose] == [
+        ("sertraline 50 mg", "superseded"),
+        ("sertraline 100 mg", "active"),
+    ]
+
+
+def test_a_new_dose_with_no_medication_on_file_is_not_stored(proxy):
+    say(proxy, "They upped my dose to 100 mg last week.")
+    proxy.flush()
+
+    with api(proxy) as client:
+        facts = client.get("/facts").json()["facts"]
+    assert not any(f["key"].startswith("medication") for f in facts)
+
+
+def test_taken_off_one_drug_and_on_another_leaves_only_the_new_one(proxy, upstream):
+    say(proxy, "The doctor has me on 5 mg of amlodipine for my blood pressure.")
+    proxy.flush()
+    say(proxy, "She's taken me off amlodipine and I'm on ramipril now, 2.5 mg.")
+    proxy.flush()
+
+    say(proxy, "Which tablets do I take?", extra_headers={"X-Memory-Mode": "read"})
+
+    known = section(block_sent(upstream), KNOWN)
+    assert "- medication (ramipril): ramipril 2.5 mg" in known
+    assert not any("amlodipine" in line for line in known)
+
+
+def test_im_at_an_employer_now_in_a_sentence_about_work_supersedes_the_old_one(proxy, upstream):
+    say(proxy, "I'm a backend engineer at Shopify, on the checkout team.")
+    proxy.flush()
+    say(proxy, "I'm at Stripe now, started two weeks ago on the billing team.")
+    say(proxy, "I'm at Heathrow now, boarding in twenty minutes.")
+    proxy.flush()
+
+    say(proxy, "Where do I work?", extra_headers={"X-Memory-Mode": "read"})
+
+    known = section(block_sent(upstream), KNOWN)
+    assert "- employer: Stripe" in known
+    assert not any("Shopify" in line or "Heathrow" in line for line in known)

@@ -71,6 +71,19 @@ def test_a_noting_embedder_holds_each_question_it_embeds_for_its_user(embedder):
     assert len(noting.embed_documents(["a document"])) == 1 and len(held) == 0
 
 
+def test_a_noting_embedder_given_a_text_holds_only_that_texts_vector(embedder):
+    held = QuestionVectors()
+    noting = held.noting(embedder, "ana", only="Where is the kayak?")
+    noting.embed_query("What about the paddle?")
+    noting.embed_query_words("And the berth?")
+    assert len(held) == 0
+    vector, words = noting.embed_query_words("Where is the kayak?")
+    assert [w.word for w in held.take_words("ana", "Where is the kayak?")] == [
+        w.word for w in words
+    ]
+    assert np.array_equal(held.take("ana", "Where is the kayak?"), vector)
+
+
 def test_a_query_is_embedded_exactly_as_fastembeds_query_embed_does(embedder):
     # moim runs the bundled model's query steps itself (memory/embedding.py, `_run_one`);
     # this pins them to fastembed's: same tokens, same pooling, the same vector to the bit.
@@ -108,6 +121,22 @@ def test_a_texts_word_vectors_come_from_the_run_that_embeds_it(embedder):
     rows, found = embedder.embed_documents_words([text, "The old sofa"])
     assert np.allclose(rows, embedder.embed_documents([text, "The old sofa"]), atol=1e-4)
     assert [w.word for w in found[1]] == ["The", "old", "sofa"]
+
+
+def test_held_question_words_give_the_writer_the_same_vocabulary_rows(embedder):
+    # QuestionVectors keeps a question's words as int8 rows (a quarter of the RAM); the
+    # writer makes vocabulary rows of them, which must be the bytes the model's own give.
+    from memory.recall.vocabulary import vocabulary_terms
+
+    text = "Which trails around the glacier lake did Ana and Bruno hike last summer, and why?"
+    vector, words = embedder.embed_query_words(text)
+    held = QuestionVectors()
+    held.put("ana", text, vector, words)
+    back = held.take_words("ana", text)
+    assert [(w.word, w.start) for w in back] == [(w.word, w.start) for w in words]
+    assert all(float(a.vector @ b.vector) > 0.9999 for a, b in zip(back, words, strict=True))
+    assert vocabulary_terms(back) == vocabulary_terms(words)
+    assert vocabulary_terms(back, 40) == vocabulary_terms(words, 40)
 
 
 class PlainEmbedder:

@@ -131,3 +131,13 @@ def test_a_forgotten_user_leaves_no_question_vector_behind(tmp_path):
     layer.remember(Turn("ana", "s-new", "gpt-4o-mini", (ASKED,), REPLY, NOW))
 
     assert embedder.documents[0] == ASKED["content"]  # embedded again: nothing was held
+
+
+def test_recall_holds_only_the_question_vector_the_writer_will_take(tmp_path):
+    # A short question is embedded by the writer after the turn before it, so its vector
+    # would never be taken: held, it sat in RAM with its words (~40 kB) until pushed out.
+    layer = _layer(tmp_path)
+    layer.recall(_request("ana", [{"role": "user", "content": "Where is my kayak?"}]), NOW)
+    assert len(layer._questions) == 0
+    layer.recall(_request("ana", [ASKED]), NOW)
+    assert len(layer._questions) == 1

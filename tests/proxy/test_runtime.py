@@ -40,6 +40,23 @@ def test_tune_process_sets_one_blas_thread_the_switch_interval_and_the_thread_po
             sys.setswitchinterval(before_interval)
 
 
+def test_tune_process_turns_numpy_huge_pages_off():
+    # Relies on numpy's private switch (it returns the previous setting): a numpy that drops
+    # or renames it fails here, not silently in the server's RSS.
+    from numpy._core.multiarray import _set_madvise_hugepage
+
+    before = _set_madvise_hugepage(True)
+    try:
+
+        async def tune():
+            runtime.tune_process()
+
+        anyio.run(tune)
+        assert _set_madvise_hugepage(True) is False
+    finally:
+        _set_madvise_hugepage(before)
+
+
 def test_the_objects_alive_once_the_model_is_loaded_are_frozen(make_proxy):
     gc.unfreeze()
     make_proxy()  # ready: the embedding model is loaded; the objects are frozen right after

@@ -470,3 +470,56 @@ def test_getting_a_named_job_is_the_new_job_title():
 )
 def test_job_lookalikes_capture_no_job_title(text):
     assert facts(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("Bigger too, so the guest list has crept up to 110.", "current:guest_list", "110"),
+        ("Our rent has gone up to 1,450 a month", "current:rent", "1,450 a month"),
+        (
+            "I'm down to nine students now, so I have more time.",
+            "current:students",
+            "nine students",
+        ),
+        (
+            "We had to move the launch, it's now the 3rd of June",
+            "current:launch",
+            "the 3rd of June",
+        ),
+        (
+            "We auditioned a few people and our new bassist is Hannah Reyes.",
+            "person:bassist",
+            "Hannah Reyes",
+        ),
+        (
+            "I've been on citalopram, 20 mg, since the spring",
+            "medication:citalopram",
+            "citalopram 20 mg",
+        ),
+        ("I'm on ramipril now, 2.5 mg, so far so good.", "medication:ramipril", "ramipril 2.5 mg"),
+    ],
+)
+def test_change_cues_in_chatty_phrasings_set_the_current_value(text, key, value):
+    assert [(c.op, c.key, c.value) for c in capture_facts(text)] == [("set", key, value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The decision is up to my manager",
+        "I'm up to my ears in marking",
+        "I'm at Heathrow now, boarding in twenty minutes",
+        "I upped my dose of patience with the kids",
+        "I got off the train at Leeds",
+        "We went for lunch and our waiter was lovely",
+    ],
+)
+def test_change_cue_lookalikes_capture_nothing(text):
+    assert capture_facts(text) == []
+
+
+def test_giving_up_a_diet_archives_it_like_no_longer():
+    said = "Quick update: I've had to give up being vegan, my B12 was really low"
+    assert [(c.op, c.key) for c in capture_facts(said)] == [("forget", "diet")]
+    assert capture_facts("I gave up being polite to telemarketers") == []

@@ -60,3 +60,17 @@ def test_a_write_another_process_blocks_is_refused_then_succeeds(database):
     assert database.read("SELECT text FROM notes") == [("later",)]
     # the connection waits the whole busy_timeout again for the next lock
     assert database.read("PRAGMA busy_timeout") == [(round(BUSY_TIMEOUT * 1000),)]
+
+
+def test_every_threads_connection_has_a_small_page_cache(database):
+    # ~20 threads each hold a connection; at SQLite's default 2,000 KiB their caches, filled
+    # by random reads of a big user's rows, held up to 40 MB of the server's RSS.
+    sizes = [database.connection().execute("PRAGMA cache_size").fetchone()[0]]
+    other = threading.Thread(
+        target=lambda: sizes.append(
+            database.connection().execute("PRAGMA cache_size").fetchone()[0]
+        )
+    )
+    other.start()
+    other.join()
+    assert sizes == [-256, -256]

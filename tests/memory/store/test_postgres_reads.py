@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from memory.errors import StoreUnavailable
+from memory.records import Term
 from memory.store.fts import search_terms
 from memory.store.postgres import PgStore
 from memory.store.store import NewMessage
@@ -116,3 +117,67 @@ def test_a_lost_deadlock_fails_that_call_only_not_the_store(store, pg_database):
     other.commit()
     other.close()
     assert store.stats("ana").messages == 2  # at once: not "unreachable, retrying shortly"
+
+
+def test_two_replicas_indexing_shared_words_in_opposite_orders_do_not_deadlock(store):
+    # Each replica claims its own batch, and its claim is one transaction until the batch is
+    # indexed. Words are unique per (user, stem): replica A adds "apple" then "banana",
+    # replica B "banana" then "apple". Written as each chunk went in, A waited on B's
+    # "banana" while B waited on A's "apple", and Postgres aborted one batch.
+    other = PgStore(store.url)
+    rows = [
+        NewMessage(f"m{n}", f"h{n}", "user", None, f"text {n}", "{}", None, 1, False, 1.0)
+        for n in range(4)
+    ]
+    store.add_messages("ana", "s-1", rows)
+    first, second = store.unindexed_messages(2), other.unindexed_messages(2)
+    assert len(first) == len(second) == 2
+    words = {
+        "apple": Term("apple", "apple", b"\x01" * DIM),
+        "banana": Term("banana", "banana", b"\x02" * DIM),
+    }
+    order = {id(store): ["apple", "banana"], id(other): ["banana", "apple"]}
+    both_started = threading.Barrier(2, timeout=10)
+    failures: list[BaseException] = []
+
+    def index(replica, messages):
+        try:
+            for n, (message, stem) in enumerate(zip(messages, order[id(replica)], strict=True)):
+                if n == 1:
+                    both_started.wait()  # each holds its first word by now
+                vector = np.ones((1, DIM), dtype=np.float32)
+                replica.add_chunks(message, [message.content], vector, words=[[words[stem]]])
+        except BaseException as exc:  # noqa: BLE001 - the test reports it below
+            failures.append(exc)
+
+    sides = [
+        threading.Thread(target=index, args=(store, first)),
+        threading.Thread(target=index, args=(other, second)),
+    ]
+    for side in sides:
+        side.start()
+    for side in sides:
+        side.join(30)
+    other.close()
+    assert failures == []
+    assert store.count_unindexed() == 0
+    assert sorted(t.word for t in store.vocabulary("ana")) == ["apple", "banana"]
+
+
+def test_a_recall_read_ends_after_the_read_timeout_and_other_statements_do_not(pg_database):
+    # A recall read that cannot finish (here: waiting on a lock; once, a bad plan) must end and
+    # give its connection back, not hold it long after its request went on without memory.
+    quick = PgStore(pg_database(), read_timeout=0.3)
+    quick.ensure_vectors("test-model", DIM)
+    ids = _index(quick, "ana", np.ones((2, DIM), dtype=np.float32))
+    blocker = psycopg.connect(quick.url)
+    blocker.execute("LOCK TABLE chunks IN ACCESS EXCLUSIVE MODE")
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="statement timeout"):
+        quick.chunks("ana", ids)
+    assert time.monotonic() - started < 5
+    blocker.rollback()
+    blocker.close()
+    assert sorted(quick.chunks("ana", ids)) == sorted(ids)  # the store is not "unreachable"
+    assert quick._rows("SELECT pg_sleep(0.5)") == [("",)]  # writes and admin: no limit
+    quick.close()
