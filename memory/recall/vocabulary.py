@@ -108,13 +108,22 @@ class UserWords:
 _EMPTY = UserWords((0, 0), {}, [], np.zeros((0, 0), dtype=np.float32))
 
 
-class Vocabulary:
-    """Each user's vocabulary vectors in RAM, fresh as of the store on each use."""
+# The RAM the cached vocabularies may take together: a word is a float32 row (1.5 kB), so a
+# user of 3k words holds 4.5 MB, and 256 such users would hold over a GB. The users recalled
+# least lately go first; the one just read stays, whatever its size.
+MAX_BYTES = 64 << 20
 
-    def __init__(self, store: Store, max_users: int = 256) -> None:
+
+class Vocabulary:
+    """Each user's vocabulary vectors in RAM, fresh as of the store on each use: at most
+    `max_users` users and `max_bytes` of vectors, the least recently used dropped first."""
+
+    def __init__(self, store: Store, max_users: int = 256, max_bytes: int = MAX_BYTES) -> None:
         self._store = store
         self._max_users = max_users
+        self._max_bytes = max_bytes
         self._users: OrderedDict[str, UserWords] = OrderedDict()
+        self._bytes = 0  # the cached matrices' size
         self._lock = threading.Lock()
 
     def expansions(
@@ -169,16 +178,24 @@ class Vocabulary:
         else:
             fresh = _EMPTY.extended(mark, self._store.vocabulary(user_id))
         with self._lock:
+            self._bytes += fresh.matrix.nbytes - self._users.pop(user_id, _EMPTY).matrix.nbytes
             self._users[user_id] = fresh
-            self._users.move_to_end(user_id)
-            while len(self._users) > self._max_users:
-                self._users.popitem(last=False)
+            while len(self._users) > 1 and (
+                len(self._users) > self._max_users or self._bytes > self._max_bytes
+            ):
+                self._bytes -= self._users.popitem(last=False)[1].matrix.nbytes
         return fresh
+
+    @property
+    def cached_bytes(self) -> int:
+        """What the cached vocabularies' vectors take in RAM."""
+        return self._bytes
 
     def drop(self, user_id: str | None = None) -> None:
         """Forget the cached vocabulary of one user (None: of all)."""
         with self._lock:
             if user_id is None:
                 self._users.clear()
+                self._bytes = 0
             else:
-                self._users.pop(user_id, None)
+                self._bytes -= self._users.pop(user_id, _EMPTY).matrix.nbytes

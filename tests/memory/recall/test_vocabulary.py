@@ -96,3 +96,31 @@ def test_the_vocabulary_read_beforehand_expands_as_the_one_read_then(tmp_path, e
     _, words = layer.embedder.embed_query_words("Which notebook did I end up buying?")
     given = layer.vocabulary.expansions("nina", words, 0.5, 2, known)
     assert given == layer.vocabulary.expansions("nina", words, 0.5, 2) and "laptop" in given
+
+
+def test_the_cache_keeps_within_its_bytes_dropping_the_least_recently_used(tmp_path, embedder):
+    said = [
+        ("ana", "I ordered a ThinkPad X1 Carbon laptop for the new studio."),
+        ("bo", "We adopted a greyhound last spring and walk her by the canal."),
+        ("cy", "My mum moved upstairs to the first floor flat in March."),
+    ]
+    layer = _layer(tmp_path, embedder, said)
+    one = Vocabulary(layer.store).known("ana").matrix.nbytes
+    vocabulary = Vocabulary(layer.store, max_bytes=2 * one + one // 2)  # about two users
+    for user_id, _ in said:
+        vocabulary.known(user_id)
+    assert 0 < vocabulary.cached_bytes <= 2 * one + one // 2  # the latest kept, not all three
+    _, words = layer.embedder.embed_query_words("Which notebook did I end up buying?")
+    assert "laptop" in vocabulary.expansions("ana", words, 0.5, 2)  # read again: the same
+    layer.forget("ana")
+    vocabulary.drop("ana")
+    vocabulary.drop("bo")
+    vocabulary.drop("cy")
+    assert vocabulary.cached_bytes == 0
+
+
+def test_a_user_larger_than_the_whole_cache_is_still_kept_while_in_use(tmp_path, embedder):
+    layer = _layer(tmp_path, embedder, [("nina", "I ordered a ThinkPad X1 Carbon laptop.")])
+    vocabulary = Vocabulary(layer.store, max_bytes=1)
+    known = vocabulary.known("nina")
+    assert known.words and vocabulary.cached_bytes == known.matrix.nbytes
