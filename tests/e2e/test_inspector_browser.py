@@ -85,12 +85,28 @@ def driver():
 
 def follow(element):
     """Click a link or a form's button and wait until the next page has replaced this one."""
-    from selenium.webdriver.support.expected_conditions import staleness_of
     from selenium.webdriver.support.wait import WebDriverWait
 
     page = element.parent.find_element("tag name", "html")
     element.click()
-    WebDriverWait(element.parent, 30).until(staleness_of(page))
+    WebDriverWait(element.parent, 30).until(lambda _: gone(page))
+
+
+def gone(element):
+    """True once `element` has left the document. Chromium says so with a stale reference or,
+    asked while the new page replaces it, with "does not belong to the document" (selenium's
+    `staleness_of` knows only the first: the second failed one CI run)."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
 
 
 def shot(driver, name):
