@@ -63,11 +63,7 @@ class PgStore(PortableQueries, PgReads):
         re-embedded (another model) or messages re-indexed (another layout), as SQLite's
         `Store.ensure_vectors`. The column's width is the model's: another width drops the
         table and creates it again, under the lock replicas take for it."""
-        wanted = {
-            "embedding_model": model,
-            "embedding_dim": str(dim),
-            "vector_layout": vector_rebuild.LAYOUT,
-        }
+        wanted = vector_rebuild.tags(model, dim)
         with self._conn() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", [0x6D6F696E])
             current = dict(conn.execute("SELECT key, value FROM meta").fetchall())
@@ -75,15 +71,7 @@ class PgStore(PortableQueries, PgReads):
             rebuild = same and vector_rebuild.KEY in current
             if not same:
                 conn.execute("DROP TABLE IF EXISTS chunk_vectors")
-                shared = PgConnection(conn)
-                conn.execute("DELETE FROM vocabulary")  # word vectors of the old model
-                if vector_rebuild.reembed_only(current):
-                    old = f"{current['embedding_model']} ({current['embedding_dim']})"
-                    rebuild = vector_rebuild.start(shared, old, f"{model} ({dim})") is not None
-                else:
-                    conn.execute("DELETE FROM chunks")
-                    conn.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
-                    vector_rebuild.clear(shared)
+                rebuild, _ = vector_rebuild.switch(PgConnection(conn), current, model, dim)
                 for key, value in wanted.items():
                     conn.execute(
                         "INSERT INTO meta (key, value) VALUES (%s, %s) "

@@ -157,11 +157,7 @@ class Store(PortableQueries, SqliteReads):
         rows stay. When the table's layout (what is embedded for a chunk) changed, chunks
         are dropped too and every message is marked for re-indexing.
         """
-        wanted = {
-            "embedding_model": model,
-            "embedding_dim": str(dim),
-            "vector_layout": vector_rebuild.LAYOUT,
-        }
+        wanted = vector_rebuild.tags(model, dim)
         current = dict(self.read("SELECT key, value FROM meta"))
         same = all(current.get(k) == v for k, v in wanted.items())
         rebuild = same and vector_rebuild.KEY in current
@@ -170,14 +166,8 @@ class Store(PortableQueries, SqliteReads):
                 generation = None
                 if not same:
                     vector_table.drop(db)
-                    db.execute("DELETE FROM vocabulary")  # word vectors of the old model
-                    if vector_rebuild.reembed_only(current):
-                        old = f"{current['embedding_model']} ({current['embedding_dim']})"
-                        rebuild = vector_rebuild.start(db, old, f"{model} ({dim})") is not None
-                    else:
-                        db.execute("DELETE FROM chunks")
-                        db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
-                        vector_rebuild.clear(db)
+                    rebuild, reindex = vector_rebuild.switch(db, current, model, dim)
+                    if reindex:
                         generation = lexical_sync.bump(db)
                     db.executemany(
                         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",

@@ -112,6 +112,28 @@ class PendingChunk:
     created_at: float
 
 
+def tags(model: str, dim: int) -> dict[str, str]:
+    """The `meta` rows that say what made a store's vectors."""
+    return {"embedding_model": model, "embedding_dim": str(dim), "vector_layout": LAYOUT}
+
+
+def switch(db: Any, current: dict[str, str], model: str, dim: int) -> tuple[bool, bool]:
+    """What another model or layout does to the rows derived from messages, in a transaction
+    of `ensure_vectors` that has dropped the vector table (`db` takes SQLite's `?`): the old
+    model's word vectors go; with today's layout the chunks are re-embedded in the
+    background, else they go too and every message is to be indexed again.
+
+    Returns (a rebuild was started, the messages are to be re-indexed)."""
+    db.execute("DELETE FROM vocabulary")  # word vectors of the old model
+    if reembed_only(current):
+        old = f"{current['embedding_model']} ({current['embedding_dim']})"
+        return start(db, old, f"{model} ({dim})") is not None, False
+    db.execute("DELETE FROM chunks")
+    db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+    clear(db)
+    return False, True
+
+
 def start(db: Any, old_model: str, new_model: str) -> VectorRebuild | None:
     """Begin re-embedding every chunk, in a transaction of `ensure_vectors` (`db` takes
     SQLite's `?`); None when there is no chunk to re-embed."""
