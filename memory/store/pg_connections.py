@@ -7,11 +7,11 @@ masked. Statements are never prepared: each is planned for its own user, as user
 differ by orders of magnitude. `read` and `write` take the shared modules' SQLite spelling
 (memory/store/pg_sql.py); `_rows` takes native Postgres SQL.
 
-Recall's reads (`_recall_rows`) go through a second pool whose connections end any statement
-after `read_timeout` seconds (Postgres's `statement_timeout`): a search that runs away (a bad
-plan once ran 25 minutes) fails that recall, which goes on without memory, and frees its
-connection, instead of holding it long after its request gave up. Writes, deletes and
-exports keep the first pool, with no limit: forgetting a large user may take a while.
+Recall's reads (`_rows(…, recall=True)`) go through a second pool whose connections end any
+statement after `read_timeout` seconds (Postgres's `statement_timeout`): a search that runs
+away (a bad plan once ran 25 minutes) fails that recall, which goes on without memory, and
+frees its connection, instead of holding it long after its request gave up. Writes, deletes
+and exports keep the first pool, with no limit: forgetting a large user may take a while.
 """
 
 from __future__ import annotations
@@ -93,15 +93,13 @@ class PgConnections:
         with self._conn() as conn:
             return PgConnection(conn).execute(sql, params).fetchall()
 
-    def _rows(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[Any]:
+    def _rows(
+        self, sql: str, params: Sequence[Any] = (), binary: bool = False, recall: bool = False
+    ) -> list[Any]:
         """Rows of a native Postgres statement (`%s` parameters); `binary` asks for the
-        columns in binary form (a `bytea` then comes back without its hex encoding)."""
-        with self._conn() as conn:
-            return list(conn.execute(sql, list(params), binary=binary).fetchall())
-
-    def _recall_rows(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[Any]:
-        """As `_rows`, for recall's reads: the statement ends after `read_timeout` seconds."""
-        with self._conn(recall=True) as conn:
+        columns in binary form (a `bytea` then comes back without its hex encoding); `recall`
+        runs it on recall's pool, where it ends after `read_timeout` seconds."""
+        with self._conn(recall) as conn:
             return list(conn.execute(sql, list(params), binary=binary).fetchall())
 
 

@@ -36,21 +36,23 @@ class PgReads(PgConnections):
 
     def vocabulary(self, user_id: str, after: int = 0) -> list[Term]:
         """As SQLite's: the user's vocabulary rows past `after`, oldest first."""
-        rows = self._recall_rows(
+        rows = self._rows(
             "SELECT id, stem, word, vector FROM vocabulary WHERE user_id = %s AND id > %s "
             "ORDER BY id",
             [user_id, after],
+            recall=True,
         )
         return [Term(stem, word, bytes(vector), int(i)) for i, stem, word, vector in rows]
 
     def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
         if not ids:
             return {}
-        rows = self._recall_rows(
+        rows = self._rows(
             "SELECT c.id, c.message_id, c.user_id, c.session_id, c.role, c.name, c.text, "
             "c.created_at, m.content_hash, m.turn FROM chunks c "
             "JOIN messages m ON m.id = c.message_id WHERE c.user_id = %s AND c.id = ANY(%s)",
             [user_id, list(ids)],
+            recall=True,
         )
         return {int(row[0]): Chunk(*row) for row in rows}
 
@@ -74,11 +76,12 @@ class PgReads(PgConnections):
             "AND session_id = (SELECT session_id FROM messages WHERE id = %s AND user_id = %s) "
             "AND role IN ('user', 'assistant')"
         )
-        rows = self._recall_rows(
+        rows = self._rows(
             f"(SELECT * FROM ({same_session} AND id < %s ORDER BY id DESC LIMIT %s) a) UNION ALL "
             f"(SELECT * FROM ({same_session} AND id >= %s ORDER BY id LIMIT %s) b) ORDER BY id",
             [user_id, message_id, user_id, message_id, around]
             + [user_id, message_id, user_id, message_id, around + 1],
+            recall=True,
         )
         found = [(row[0], message_from_row(row), row[8] not in exclude_hashes) for row in rows]
         return [message for mid, message, keep in found if keep or mid == message_id]
@@ -100,7 +103,7 @@ class PgReads(PgConnections):
         stems = list(dict.fromkeys(stems))
         if not stems:
             return []
-        rows = self._recall_rows(
+        rows = self._rows(
             "WITH docs AS (SELECT count(*)::float8 AS n, "
             "  greatest(avg(length)::float8, 1e-9) AS mean FROM chunks WHERE user_id = %s), "
             "postings AS MATERIALIZED (SELECT term, chunk_id, own + %s * context AS tf, "
@@ -121,26 +124,29 @@ class PgReads(PgConnections):
                 _K1 * (1 - _B),
                 limit,
             ],
+            recall=True,
         )
         return [(int(i), float(score)) for i, score in rows]
 
     def dense_search(self, user_id: str, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the user's nearest chunks: an exact scan."""
-        rows = self._recall_rows(
+        rows = self._rows(
             "SELECT chunk_id, 1 - (embedding <=> %s::vector) AS cosine FROM chunk_vectors "
             "WHERE user_id = %s ORDER BY embedding <=> %s::vector, chunk_id LIMIT %s",
             [vector_text(vector), user_id, vector_text(vector), limit],
+            recall=True,
         )
         return [(int(i), float(c)) for i, c in rows]
 
     def user_vectors(
         self, user_id: str, half_from: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        rows = self._recall_rows(
+        rows = self._rows(
             "SELECT chunk_id, vector_send(embedding) FROM chunk_vectors WHERE user_id = %s "
             "ORDER BY chunk_id",
             [user_id],
             binary=True,
+            recall=True,
         )
         ids = np.asarray([int(r[0]) for r in rows], dtype=np.int64)
         dtype = row_dtype(len(rows), half_from)
@@ -152,10 +158,11 @@ class PgReads(PgConnections):
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
         if not ids:
             return {}
-        rows = self._recall_rows(
+        rows = self._rows(
             "SELECT chunk_id, vector_send(embedding) FROM chunk_vectors "
             "WHERE user_id = %s AND chunk_id = ANY(%s)",
             [user_id, list(ids)],
             binary=True,
+            recall=True,
         )
         return {int(i): parse_vector(v) for i, v in rows}
