@@ -15,26 +15,31 @@ them are returned with their exact cosines. The codes of 100k rows are 4.6 MB ag
 matrix's 150 MB (docs/performance.md has the timings and the recall of the exact top 80).
 Below it every row is scored: small users get exactly what they got before.
 
-Rows are held in the dtype the loader returns. `MemoryLayer` asks the store for float16 rows
-for users of `HALF_FROM` vectors or more: 73 MB at 100k instead of 147, read straight into
-the half-precision matrix (no float32 copy at load). Only their codes are scanned whole;
-the `RESCORED` rows are cast back to float32 and scored exactly as before, and a rounding
-of at most 2^-11 of each component moves a cosine by ~1e-4: the top 80 stay the top 80
-(tests/memory/recall/test_vectors.py compares them with float32 rows). Smaller users stay in
-float32, so their exact scan and scores do not change.
+Rows are held in the dtype the loader returns. `MemoryLayer` asks the store for int8 rows
+(`memory.recall.int8_rows`: a scale per row) for users of `HALF_FROM` vectors or more: 39 MB
+at 100k instead of float32's 147 (float16's 73), quantized block by block as they are read
+(no float32 copy at load). Only their codes are scanned whole; the `RESCORED` rows are scored
+from their int8 components, which moves a cosine by up to ~2e-3: enough to rank them, not to
+be read by the cosine floors and the gate. So the best `k + EXACT_EXTRA` by those scores get
+their exact cosines from the store (the `exact` source: SQLite's vector table, ~16 us a row),
+the top k is cut by those, and `similarities` reads the store too: every cosine that leaves
+the index is the stored vector's. Smaller users stay in float32, so their exact scan and
+scores do not change.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from memory.recall.half_rows import half_rows
+from memory.recall.int8_rows import dots, fill, floats, is_int8, width
 
 Loader = Callable[[str], tuple[np.ndarray, np.ndarray]]
+# The stored vectors of some of a user's chunks (`Store.vectors`): exact cosines for int8 rows.
+Exact = Callable[[str, Sequence[int]], dict[int, np.ndarray]]
 
 
 @dataclass(slots=True)
@@ -49,10 +54,13 @@ class _Load:
 EXACT_BELOW = 20_000
 # Rows scored exactly after the Hamming scan (docs/performance.md: recall of the top 80).
 RESCORED = 2_000
-# Users with at least this many vectors are loaded as float16 rows (see the docstring): they
-# are searched by codes, so only the rescored rows are ever read, and cast.
+# Users with at least this many vectors are loaded as int8 rows (see the docstring): they
+# are searched by codes, so only the rescored rows are ever read, and those approximately.
 HALF_FROM = EXACT_BELOW
-# Rows cast to float32 at a time when a half-precision matrix is read whole (codes, a scan).
+# Rows past the k best by int8 scores whose exact cosines are read too, so that a row the
+# rounding put just below the cut can still make it (docs/performance.md: measured).
+EXACT_EXTRA = 16
+# Rows cast to float32 at a time when an int8 matrix is read whole (codes, a scan).
 _CAST_ROWS = 4096
 
 # Rows per block appended after a user's load. Growing never copies the loaded matrix: at
@@ -67,18 +75,17 @@ class _UserMatrix:
     number of ids are spare."""
 
     ids: np.ndarray  # int64, ascending, one per row held
-    blocks: list[np.ndarray]  # float32 (n, dim), rows in the order of `ids`
+    blocks: list[np.ndarray]  # float32 (n, dim) or int8 rows (n,), in the order of `ids`
     mean: np.ndarray  # the loaded rows' mean: codes are the signs of a row minus it
     codes: list[np.ndarray]  # uint64 (words, n) per block: column j is row j's code
 
     @classmethod
     def loaded(cls, ids: np.ndarray, rows: np.ndarray) -> _UserMatrix:
         rows = rows[: len(ids)]
-        mean = (
-            rows.mean(axis=0, dtype=np.float32)
-            if len(rows)
-            else np.zeros(rows.shape[1], dtype=np.float32)
-        )
+        mean = np.zeros(width(rows), dtype=np.float32)
+        for start in range(0, len(rows), _CAST_ROWS):  # int8 rows: a slice at a time
+            mean += floats(rows[start : start + _CAST_ROWS]).sum(axis=0)
+        mean /= max(len(rows), 1)
         return cls(np.asarray(ids, dtype=np.int64), [rows], mean, [_codes(rows, mean)])
 
     def filled(self) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -114,14 +121,13 @@ class _UserMatrix:
         done = 0
         while done < len(ids):
             if row == capacity:  # the loaded matrix is never written into: it is full
-                shape = (_BLOCK_ROWS, vectors.shape[1])
-                self.blocks.append(np.empty(shape, dtype=self.blocks[0].dtype))
+                self.blocks.append(_empty(self.blocks[0], _BLOCK_ROWS))
                 self.codes.append(np.empty((self.codes[0].shape[0], _BLOCK_ROWS), np.uint64))
                 capacity += _BLOCK_ROWS
             last = self.blocks[-1]
             offset = row - (capacity - len(last))
             take = min(len(ids) - done, len(last) - offset)
-            last[offset : offset + take] = vectors[done : done + take]
+            fill(last, offset, vectors[done : done + take])
             self.codes[-1][:, offset : offset + take] = _codes(
                 last[offset : offset + take], self.mean
             )
@@ -131,8 +137,8 @@ class _UserMatrix:
 
     def _merge_sorted(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         held = np.concatenate([self.ids, ids])
-        dtype = self.blocks[0].dtype
-        rows = np.concatenate([*(block for block, _ in self.filled()), vectors.astype(dtype)])
+        fill(fresh := _empty(self.blocks[0], len(vectors)), 0, vectors)
+        rows = np.concatenate([*(block for block, _ in self.filled()), fresh])
         order = np.argsort(held, kind="stable")
         self.ids, self.blocks = held[order], [rows[order]]
         self.codes = [_codes(self.blocks[0], self.mean)]
@@ -178,43 +184,54 @@ class _View:
         )
         return scores
 
-    def rows_at(self, positions: np.ndarray) -> np.ndarray:
-        """The rows at these positions (in the order of `ids`), as float32."""
-        if len(self.blocks) == 1 and self.blocks[0].dtype == np.float16:  # a large user
-            return half_rows(self.blocks[0], positions)  # as loaded: no masks to build
-        out = np.empty((len(positions), self.blocks[0].shape[1]), dtype=np.float32)
+    @property
+    def approximate(self) -> bool:
+        """True when the rows are int8: their scores are not the stored vectors' cosines."""
+        return bool(self.blocks) and is_int8(self.blocks[0])
+
+    def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Cosines of the rows at these positions (in the order of `ids`) with `query`."""
+        if len(self.blocks) == 1:
+            return dots(self.blocks[0][positions], query)
+        out = np.empty(len(positions), dtype=np.float32)
         start = 0
         for block in self.blocks:
             inside = (positions >= start) & (positions < start + len(block))
-            picked = positions[inside] - start
-            out[inside] = half_rows(block, picked) if block.dtype == np.float16 else block[picked]
+            out[inside] = dots(block[positions[inside] - start], query)
             start += len(block)
         return out
 
 
 def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """`rows @ query` in float32; half-precision rows are cast a slice at a time (a whole
-    cast would copy the matrix in float32, the very memory float16 saves)."""
-    if rows.dtype == np.float32:
+    """`rows @ query` in float32; int8 rows are cast a slice at a time (a whole cast would
+    copy the matrix in float32, the very memory int8 saves)."""
+    if not is_int8(rows):
         product: np.ndarray = rows @ query
         return product
     out = np.empty(len(rows), dtype=np.float32)
     for start in range(0, len(rows), _CAST_ROWS):
-        part = rows[start : start + _CAST_ROWS].astype(np.float32)
-        out[start : start + len(part)] = part @ query
+        part = rows[start : start + _CAST_ROWS]
+        out[start : start + len(part)] = dots(part, query)
     return out
+
+
+def _empty(like: np.ndarray, n: int) -> np.ndarray:
+    """`n` unwritten rows of the kind of `like` (int8 rows or a float matrix)."""
+    if is_int8(like):
+        return np.empty(n, dtype=like.dtype)
+    return np.empty((n, like.shape[1]), dtype=like.dtype)
 
 
 def _codes(rows: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """The binary codes of `rows` (signs of row − mean), as uint64 words × rows.
 
     Computed `_CAST_ROWS` rows at a time: the comparison's booleans take a byte per dimension
-    (and float16 rows are compared in float32).
+    (and int8 rows are compared in float32).
     """
-    words = -(-rows.shape[1] // 64)
+    words = -(-width(rows) // 64)
     packed = np.zeros((len(rows), words * 8), dtype=np.uint8)
     for start in range(0, len(rows), _CAST_ROWS):
-        bits = np.packbits(rows[start : start + _CAST_ROWS] > mean, axis=1)
+        bits = np.packbits(floats(rows[start : start + _CAST_ROWS]) > mean, axis=1)
         packed[start : start + len(bits), : bits.shape[1]] = bits
     return np.ascontiguousarray(packed.view(np.uint64).T)
 
@@ -234,11 +251,13 @@ class VectorIndex:
     A user's matrix is read from SQLite outside the index's lock: a 100k-vector user takes
     ~0.5 s to load, and other users must not queue behind it. Chunks indexed while a load is
     under way are kept aside and appended once it is done (the load may or may not have seen
-    them; ids already present are skipped).
+    them; ids already present are skipped). `exact` gives the stored vectors whose cosines
+    are returned for a user held in int8 rows (without it, the int8 rows' own cosines are).
     """
 
-    def __init__(self, loader: Loader) -> None:
+    def __init__(self, loader: Loader, exact: Exact | None = None) -> None:
         self._loader = loader
+        self._exact = exact
         self._users: dict[str, _UserMatrix] = {}
         self._lock = threading.Lock()
         self._loading: dict[str, _Load] = {}
@@ -276,7 +295,10 @@ class VectorIndex:
         view = self._matrix(user_id)
         wanted = np.asarray(ids, dtype=np.int64)
         found, positions = _find(view.ids, wanted)
-        scores = view.rows_at(positions) @ query if len(positions) else np.zeros(0)
+        if view.approximate and self._exact is not None:
+            stored = self._exact(user_id, [int(i) for i in wanted[found]])
+            return {i: float(vector @ query) for i, vector in stored.items()}
+        scores = view.scores_at(positions, query) if len(positions) else np.zeros(0)
         return {int(i): float(s) for i, s in zip(wanted[found], scores, strict=True)}
 
     def count(self, user_id: str) -> int:
@@ -291,13 +313,37 @@ class VectorIndex:
             return []
         if len(ids) < EXACT_BELOW:
             positions, scores = np.arange(len(ids)), view.scores(query)
-        else:  # the codes nearest the query, scored exactly
+        else:  # the codes nearest the query, scored from the rows held
             positions = np.sort(view.nearest_codes(query, max(RESCORED, k)))
-            scores = view.rows_at(positions) @ query
+            scores = view.scores_at(positions, query)
+            if view.approximate and self._exact is not None:
+                positions, scores = self._stored(user_id, view, query, positions, scores, k)
         k = min(k, len(scores))
+        if k == 0:
+            return []
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.lexsort((positions[top], -scores[top]))]
         return [(int(ids[positions[i]]), float(scores[i])) for i in top]
+
+    def _stored(
+        self,
+        user_id: str,
+        view: _View,
+        query: np.ndarray,
+        positions: np.ndarray,
+        scores: np.ndarray,
+        k: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The best `k + EXACT_EXTRA` of these positions by their int8 scores, with the exact
+        cosines of the stored vectors (a row the store no longer has is left out)."""
+        assert self._exact is not None
+        n = min(k + EXACT_EXTRA, len(scores))
+        best = np.sort(np.argpartition(-scores, n - 1)[:n]) if n < len(scores) else np.arange(n)
+        ids = [int(i) for i in view.ids[positions[best]]]
+        stored = self._exact(user_id, ids)
+        kept = np.asarray([i in stored for i in ids], dtype=bool)
+        exact = [stored[i] @ query for i in ids if i in stored]
+        return positions[best][kept], np.asarray(exact, dtype=np.float32).reshape(-1)
 
     def add(self, user_id: str, ids: list[int], vectors: np.ndarray) -> None:
         """Append newly indexed chunks (only if this user's matrix is already loaded)."""
