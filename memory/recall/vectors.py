@@ -59,7 +59,7 @@ RESCORED = 2_000
 HALF_FROM = EXACT_BELOW
 # Rows past the k best by int8 scores whose exact cosines are read too, so that a row the
 # rounding put just below the cut can still make it (docs/performance.md: measured).
-EXACT_EXTRA = 16
+EXACT_EXTRA = 8
 # Rows cast to float32 at a time when an int8 matrix is read whole (codes, a scan).
 _CAST_ROWS = 4096
 
