@@ -1,22 +1,21 @@
-"""A large user's dense search by the kind of rows held in RAM: float32, float16 and int8.
+"""A large user's dense search, float32 rows against the float16 rows the store gives.
 
 Run from the repository root:
 
     /work/venv/bin/python bench/dense_rows.py --vectors real-20000.npy --queries real-queries.npy
     /work/venv/bin/python bench/dense_rows.py --db bench.db --user u100k [--queries-n 200]
 
-`memory.recall.vectors.VectorIndex` searches the same rows held each way, the kinds
-interleaved in a fresh random order per query: float32 (rescored exactly), float16 (the
-rows cast back, main before int8 rows) and int8 (a scale per row), the last with the exact
-cosines of its best `k + EXACT_EXTRA` read from a source: the vectors themselves (--vectors:
-an in-process dict) or the store's vector table (--db: SQLite, as `moim serve` reads them),
-and with no source (the int8 rows' own cosines). For each: search time, recall of the exact
-top k (an exact float32 scan of every row), the error of the cosines returned, the rows' RAM.
---vectors takes real MiniLM embeddings (recall means something there; synthetic stores are
-300 texts plus noise, where any approximate method scores 0.3-0.6); --db a bench store's user
-(time and RAM at 100k or 1M) and questions embedded by MiniLM. --rescored/--k set the
-candidate budget (the 100k proportion at 20k rows: --k 16 --rescored 400), --extra the rows
-past k given exact cosines.
+`memory.recall.vectors.VectorIndex` searches the same user loaded two ways, interleaved in a
+fresh random order per query: float32 rows (rescored exactly), and float16 rows, which is how
+`MemoryLayer` loads a user of `HALF_FROM` vectors or more (held as int8 rows with the float16
+rows in an unlinked file since the int8 change, held in RAM before it: run this script in
+either checkout). For each: search time, recall of the exact top k (an exact float32 scan of
+every row), the error of the cosines returned against float32, and the RAM the index holds
+(rows and codes; the file is page cache). --vectors takes real MiniLM embeddings (recall
+means something there; synthetic stores are 300 texts plus noise, where any approximate
+method scores 0.3-0.6); --db a bench store's user (time and RAM at 100k or 1M), questions
+embedded by MiniLM. --rescored/--k set the candidate budget (the 100k proportion at 20k rows:
+--k 16 --rescored 400), --extra the rows past k whose cosines are read from the file.
 Prints a markdown table; asserts nothing (STYLE.md 18).
 """
 
@@ -27,7 +26,6 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,26 +35,14 @@ import numpy as np  # noqa: E402
 import threadpoolctl  # noqa: E402
 
 from memory.recall import vectors  # noqa: E402
-from memory.recall.int8_rows import fill, row_type  # noqa: E402
-
-Exact = Callable[[str, Sequence[int]], dict[int, np.ndarray]]
 
 
-def as_int8(rows: np.ndarray) -> np.ndarray:
-    held = np.empty(len(rows), dtype=row_type(rows.shape[1]))
-    for start in range(0, len(rows), 65536):
-        fill(held, start, rows[start : start + 65536])
-    return held
-
-
-def source(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray, Exact]:
-    """(ids, float32 rows, queries, exact vectors by id) for the user measured."""
+def source(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, float32 rows, queries) for the user measured."""
     if args.vectors:
         rows = np.load(args.vectors).astype(np.float32)
         ids = np.arange(1, len(rows) + 1, dtype=np.int64)
-        by_id = dict(zip(ids.tolist(), rows, strict=True))
-        queries = np.load(args.queries).astype(np.float32)[: args.queries_n]
-        return ids, rows, queries, lambda user, wanted: {i: by_id[i] for i in wanted}
+        return ids, rows, np.load(args.queries).astype(np.float32)[: args.queries_n]
     from bench.overhead import question
     from memory import FastEmbedder
     from memory.store.store import Store
@@ -66,7 +52,7 @@ def source(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray
     ids, rows = store.user_vectors(args.user)
     embedder, rng = FastEmbedder(), random.Random(3)
     queries = np.stack([embedder.embed_query(question(rng)) for _ in range(args.queries_n)])
-    return ids, rows[: len(ids)], queries, lambda user, wanted: store.vectors(args.user, wanted)
+    return ids, rows[: len(ids)], queries
 
 
 def held_mb(index: vectors.VectorIndex) -> float:
@@ -83,26 +69,24 @@ def main() -> None:
     parser.add_argument("--queries-n", type=int, default=300)
     parser.add_argument("--k", type=int, default=80)
     parser.add_argument("--rescored", type=int, default=vectors.RESCORED)
-    parser.add_argument("--extra", type=int, default=vectors.EXACT_EXTRA, help="EXACT_EXTRA")
+    parser.add_argument("--extra", type=int, default=getattr(vectors, "EXACT_EXTRA", 0))
     args = parser.parse_args()
     threadpoolctl.threadpool_limits(1, user_api="blas")  # as moim serve does
     vectors.RESCORED, vectors.EXACT_EXTRA = args.rescored, args.extra
     vectors.EXACT_BELOW = min(vectors.EXACT_BELOW, 1)  # every kind searches by codes
     started = time.perf_counter()
-    ids, rows, queries, exact = source(args)
+    ids, rows, queries = source(args)
     print(f"{len(ids)} rows, {len(queries)} queries ({time.perf_counter() - started:.0f} s)")
-    small = as_int8(rows)
+    half = rows.astype(np.float16)
     kinds = {
         "float32": vectors.VectorIndex(lambda user: (ids, rows)),
-        "float16": vectors.VectorIndex(lambda user: (ids, rows.astype(np.float16))),
-        "int8, exact cosines": vectors.VectorIndex(lambda user: (ids, small), exact=exact),
-        "int8, its own cosines": vectors.VectorIndex(lambda user: (ids, small)),
+        "float16 from the store": vectors.VectorIndex(lambda user: (ids, half)),
     }
     ram = {name: held_mb(index) for name, index in kinds.items()}
     times: dict[str, list[float]] = {name: [] for name in kinds}
     recall: dict[str, list[float]] = {name: [] for name in kinds}
     error: dict[str, list[float]] = {name: [] for name in kinds}
-    shuffle = random.Random(5)
+    shuffle, position = random.Random(5), {int(i): p for p, i in enumerate(ids)}
     for n, query in enumerate(queries):
         truth = set(ids[np.argsort(-(rows @ query), kind="stable")[: args.k]].tolist())
         order = list(kinds)
@@ -113,8 +97,7 @@ def main() -> None:
             if n >= 3:  # warm-up
                 times[name].append((time.perf_counter() - began) * 1000)
             recall[name].append(len({i for i, _ in found} & truth) / args.k)
-            stored = exact("u", [i for i, _ in found])
-            error[name] += [abs(c - float(stored[i] @ query)) for i, c in found]
+            error[name] += [abs(c - float(rows[position[i]] @ query)) for i, c in found]
     about = f"k {args.k}, rescored {args.rescored}, exact extra {args.extra}"
     print(f"\nload average {os.getloadavg()}; {about}\n")
     print("| rows | search p50 | p90 | recall mean | p10 | min | cosine error mean | max | RAM |")

@@ -56,11 +56,8 @@ class LayerCore:
         self.settings = settings
         self.store: StoreBackend = open_store(settings, on_migration)
         self._journal: Journal | None = None
-        # Big users' rows in int8 (memory/recall/vectors.py): a quarter of the RAM, and the
-        # cosines returned read from the store's vectors.
-        self.index = VectorIndex(
-            partial(self.store.user_vectors, half_from=HALF_FROM), exact=self.store.vectors
-        )
+        # Big users' rows in float16 (memory/recall/vectors.py): half the RAM, same top hits.
+        self.index = VectorIndex(partial(self.store.user_vectors, half_from=HALF_FROM))
         self.vocabulary = Vocabulary(self.store)
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None

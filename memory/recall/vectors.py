@@ -15,31 +15,31 @@ them are returned with their exact cosines. The codes of 100k rows are 4.6 MB ag
 matrix's 150 MB (docs/performance.md has the timings and the recall of the exact top 80).
 Below it every row is scored: small users get exactly what they got before.
 
-Rows are held in the dtype the loader returns. `MemoryLayer` asks the store for int8 rows
-(`memory.recall.int8_rows`: a scale per row) for users of `HALF_FROM` vectors or more: 39 MB
-at 100k instead of float32's 147 (float16's 73), quantized block by block as they are read
-(no float32 copy at load). Only their codes are scanned whole; the `RESCORED` rows are scored
-from their int8 components, which moves a cosine by up to ~2e-3: enough to rank them, not to
-be read by the cosine floors and the gate. So the best `k + EXACT_EXTRA` by those scores get
-their exact cosines from the store (the `exact` source: SQLite's vector table, ~16 us a row),
-the top k is cut by those, and `similarities` reads the store too: every cosine that leaves
-the index is the stored vector's. Smaller users stay in float32, so their exact scan and
-scores do not change.
+Rows are held in the dtype the loader returns, but for users of `HALF_FROM` vectors or more,
+whom `MemoryLayer` asks the store for float16 rows: those are written once to an unlinked
+temporary file (`memory.recall.row_file`: the kernel's page cache, not the process's RSS)
+and held in RAM as int8 rows, a scale each (`memory.recall.int8_rows`): 39 MB at 100k
+vectors against float16's 73 and float32's 147. Their codes are made from the float16 rows,
+as before. The `RESCORED` rows are ranked by their int8 scores, which are off by up to ~2e-3:
+enough to rank them, not to be read by the cosine floors and the gate. So the best
+`k + EXACT_EXTRA` get their cosines from the float16 rows read back from the file, the top k
+is cut by those, and `similarities` reads the file too: every cosine that leaves the index is
+the one float16 rows gave before (within ~6e-5 of float32's). Smaller users stay in float32,
+so their exact scan and scores do not change.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from memory.recall.int8_rows import dots, fill, floats, is_int8, width
+from memory.recall.int8_rows import dots, fill, floats, is_int8, row_type, width
+from memory.recall.row_file import RowFile
 
 Loader = Callable[[str], tuple[np.ndarray, np.ndarray]]
-# The stored vectors of some of a user's chunks (`Store.vectors`): exact cosines for int8 rows.
-Exact = Callable[[str, Sequence[int]], dict[int, np.ndarray]]
 
 
 @dataclass(slots=True)
@@ -54,8 +54,8 @@ class _Load:
 EXACT_BELOW = 20_000
 # Rows scored exactly after the Hamming scan (docs/performance.md: recall of the top 80).
 RESCORED = 2_000
-# Users with at least this many vectors are loaded as int8 rows (see the docstring): they
-# are searched by codes, so only the rescored rows are ever read, and those approximately.
+# Users with at least this many vectors are loaded as float16 rows and held as int8 (see the
+# docstring): they are searched by codes, so only the rescored rows are ever read.
 HALF_FROM = EXACT_BELOW
 # Rows past the k best by int8 scores whose exact cosines are read too, so that a row the
 # rounding put just below the cut can still make it (docs/performance.md: measured).
@@ -78,15 +78,23 @@ class _UserMatrix:
     blocks: list[np.ndarray]  # float32 (n, dim) or int8 rows (n,), in the order of `ids`
     mean: np.ndarray  # the loaded rows' mean: codes are the signs of a row minus it
     codes: list[np.ndarray]  # uint64 (words, n) per block: column j is row j's code
+    file: RowFile | None = None  # int8 blocks: the float16 rows, by position
 
     @classmethod
     def loaded(cls, ids: np.ndarray, rows: np.ndarray) -> _UserMatrix:
+        """A user's matrix from the loader's rows: float16 ones go to a file and to int8."""
         rows = rows[: len(ids)]
-        mean = np.zeros(width(rows), dtype=np.float32)
-        for start in range(0, len(rows), _CAST_ROWS):  # int8 rows: a slice at a time
-            mean += floats(rows[start : start + _CAST_ROWS]).sum(axis=0)
-        mean /= max(len(rows), 1)
-        return cls(np.asarray(ids, dtype=np.int64), [rows], mean, [_codes(rows, mean)])
+        mean = (
+            rows.mean(axis=0, dtype=np.float32)
+            if len(rows)
+            else np.zeros(rows.shape[1], dtype=np.float32)
+        )
+        ids, codes = np.asarray(ids, dtype=np.int64), [_codes(rows, mean)]
+        if rows.dtype != np.float16:
+            return cls(ids, [rows], mean, codes)
+        file = RowFile(rows.shape[1])
+        file.write(0, rows)
+        return cls(ids, [_int8(rows)], mean, codes, file)
 
     def filled(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each block's rows that hold vectors and their codes, in order."""
@@ -106,6 +114,7 @@ class _UserMatrix:
             tuple(block for block, _ in held),
             tuple(codes for _, codes in held),
             self.mean,
+            self.file,
         )
 
     def append(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -128,6 +137,8 @@ class _UserMatrix:
             offset = row - (capacity - len(last))
             take = min(len(ids) - done, len(last) - offset)
             fill(last, offset, vectors[done : done + take])
+            if self.file is not None:
+                self.file.write(row, vectors[done : done + take])
             self.codes[-1][:, offset : offset + take] = _codes(
                 last[offset : offset + take], self.mean
             )
@@ -137,11 +148,18 @@ class _UserMatrix:
 
     def _merge_sorted(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         held = np.concatenate([self.ids, ids])
-        fill(fresh := _empty(self.blocks[0], len(vectors)), 0, vectors)
-        rows = np.concatenate([*(block for block, _ in self.filled()), fresh])
         order = np.argsort(held, kind="stable")
-        self.ids, self.blocks = held[order], [rows[order]]
-        self.codes = [_codes(self.blocks[0], self.mean)]
+        if self.file is None:
+            dtype = self.blocks[0].dtype
+            rows = np.concatenate([*(block for block, _ in self.filled()), vectors.astype(dtype)])
+            self.ids, self.blocks = held[order], [rows[order]]
+            self.codes = [_codes(self.blocks[0], self.mean)]
+            return
+        half = np.concatenate([self.file.first(len(self.ids)), vectors.astype(np.float16)])
+        half = half[order]
+        self.file = RowFile(half.shape[1])  # views taken before keep reading the old one
+        self.file.write(0, half)
+        self.ids, self.blocks, self.codes = held[order], [_int8(half)], [_codes(half, self.mean)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +170,7 @@ class _View:
     blocks: tuple[np.ndarray, ...]
     codes: tuple[np.ndarray, ...]
     mean: np.ndarray
+    file: RowFile | None
 
     def nearest_codes(self, query: np.ndarray, n: int) -> np.ndarray:
         """Positions of the `n` rows whose codes are nearest the query's (Hamming)."""
@@ -184,10 +203,12 @@ class _View:
         )
         return scores
 
-    @property
-    def approximate(self) -> bool:
-        """True when the rows are int8: their scores are not the stored vectors' cosines."""
-        return bool(self.blocks) and is_int8(self.blocks[0])
+    def cosines_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """What `scores_at` gives, but read from the float16 rows when the rows are int8."""
+        if self.file is None:
+            return self.scores_at(positions, query)
+        product: np.ndarray = self.file.rows(positions) @ query
+        return product
 
     def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosines of the rows at these positions (in the order of `ids`) with `query`."""
@@ -213,6 +234,14 @@ def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         part = rows[start : start + _CAST_ROWS]
         out[start : start + len(part)] = dots(part, query)
     return out
+
+
+def _int8(rows: np.ndarray) -> np.ndarray:
+    """Float rows as int8 rows, quantized `_CAST_ROWS` at a time (no float32 copy of all)."""
+    held = np.empty(len(rows), dtype=row_type(rows.shape[1]))
+    for start in range(0, len(rows), _CAST_ROWS):
+        fill(held, start, rows[start : start + _CAST_ROWS].astype(np.float32))
+    return held
 
 
 def _empty(like: np.ndarray, n: int) -> np.ndarray:
@@ -251,13 +280,11 @@ class VectorIndex:
     A user's matrix is read from SQLite outside the index's lock: a 100k-vector user takes
     ~0.5 s to load, and other users must not queue behind it. Chunks indexed while a load is
     under way are kept aside and appended once it is done (the load may or may not have seen
-    them; ids already present are skipped). `exact` gives the stored vectors whose cosines
-    are returned for a user held in int8 rows (without it, the int8 rows' own cosines are).
+    them; ids already present are skipped).
     """
 
-    def __init__(self, loader: Loader, exact: Exact | None = None) -> None:
+    def __init__(self, loader: Loader) -> None:
         self._loader = loader
-        self._exact = exact
         self._users: dict[str, _UserMatrix] = {}
         self._lock = threading.Lock()
         self._loading: dict[str, _Load] = {}
@@ -295,10 +322,7 @@ class VectorIndex:
         view = self._matrix(user_id)
         wanted = np.asarray(ids, dtype=np.int64)
         found, positions = _find(view.ids, wanted)
-        if view.approximate and self._exact is not None:
-            stored = self._exact(user_id, [int(i) for i in wanted[found]])
-            return {i: float(vector @ query) for i, vector in stored.items()}
-        scores = view.scores_at(positions, query) if len(positions) else np.zeros(0)
+        scores = view.cosines_at(positions, query) if len(positions) else np.zeros(0)
         return {int(i): float(s) for i, s in zip(wanted[found], scores, strict=True)}
 
     def count(self, user_id: str) -> int:
@@ -311,39 +335,20 @@ class VectorIndex:
         ids = view.ids
         if len(ids) == 0:
             return []
-        if len(ids) < EXACT_BELOW:
+        if len(ids) < EXACT_BELOW and view.file is None:
             positions, scores = np.arange(len(ids)), view.scores(query)
         else:  # the codes nearest the query, scored from the rows held
             positions = np.sort(view.nearest_codes(query, max(RESCORED, k)))
             scores = view.scores_at(positions, query)
-            if view.approximate and self._exact is not None:
-                positions, scores = self._stored(user_id, view, query, positions, scores, k)
+            if view.file is not None:  # int8 scores: the best few get their cosines
+                n = min(k + EXACT_EXTRA, len(scores))
+                best = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else slice(None)
+                positions = np.sort(positions[best])
+                scores = view.cosines_at(positions, query)
         k = min(k, len(scores))
-        if k == 0:
-            return []
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.lexsort((positions[top], -scores[top]))]
         return [(int(ids[positions[i]]), float(scores[i])) for i in top]
-
-    def _stored(
-        self,
-        user_id: str,
-        view: _View,
-        query: np.ndarray,
-        positions: np.ndarray,
-        scores: np.ndarray,
-        k: int,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The best `k + EXACT_EXTRA` of these positions by their int8 scores, with the exact
-        cosines of the stored vectors (a row the store no longer has is left out)."""
-        assert self._exact is not None
-        n = min(k + EXACT_EXTRA, len(scores))
-        best = np.sort(np.argpartition(-scores, n - 1)[:n]) if n < len(scores) else np.arange(n)
-        ids = [int(i) for i in view.ids[positions[best]]]
-        stored = self._exact(user_id, ids)
-        kept = np.asarray([i in stored for i in ids], dtype=bool)
-        exact = [stored[i] @ query for i in ids if i in stored]
-        return positions[best][kept], np.asarray(exact, dtype=np.float32).reshape(-1)
 
     def add(self, user_id: str, ids: list[int], vectors: np.ndarray) -> None:
         """Append newly indexed chunks (only if this user's matrix is already loaded)."""

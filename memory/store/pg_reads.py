@@ -16,13 +16,12 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from memory.recall.int8_rows import fill
 from memory.records import Chunk, Message, Term
 from memory.store.fts import fts_document
 from memory.store.message_rows import MESSAGE_COLUMNS, message_from_row
 from memory.store.pg_chunks import parse_vector, vector_text
 from memory.store.pg_connections import PgConnections
-from memory.store.vector_table import empty_rows
+from memory.store.vector_table import row_dtype
 
 # BM25's term-frequency saturation and length normalisation, as FTS5's and tantivy's.
 _K1 = 1.2
@@ -150,9 +149,10 @@ class PgReads(PgConnections):
             recall=True,
         )
         ids = np.asarray([int(r[0]) for r in rows], dtype=np.int64)
-        matrix = empty_rows(len(rows), self.dim or 0, half_from)
+        dtype = row_dtype(len(rows), half_from)
+        matrix = np.zeros((len(rows), self.dim or 0), dtype=dtype)
         for n, row in enumerate(rows):
-            fill(matrix, n, parse_vector(row[1])[None, :])
+            matrix[n] = parse_vector(row[1])
         return ids, matrix
 
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]:

@@ -24,8 +24,6 @@ from typing import Any
 import numpy as np
 import sqlean
 
-from memory.recall.int8_rows import fill, row_type
-
 Connection = Any
 
 TABLE = "chunk_vectors"
@@ -88,9 +86,8 @@ def partition(
 
     Returns (ids, matrix) where only the first `len(ids)` rows of `matrix` are meaningful:
     the matrix is allocated once at the partition's slot count, which leaves room to append
-    without copying 150 MB at 100k vectors. Its rows are float32, or int8 rows
-    (`memory.recall.int8_rows`) from `half_from` rows on, quantized into it block by block:
-    no float32 copy. The fast read counts the
+    without copying 150 MB at 100k vectors. Its rows are float32, or float16 from `half_from`
+    rows on (written into it block by block: no float32 copy). The fast read counts the
     partition's slots, its vectors and the free slots of its 16-slot blocks.
     """
     try:
@@ -101,11 +98,9 @@ def partition(
         return _read_scan(db, user_id, dim, half_from)
 
 
-def empty_rows(count: int, dim: int, half_from: int | None) -> np.ndarray:
-    """Room for `count` rows: int8 rows at or past `half_from` (None: never), else float32."""
-    if half_from is not None and count >= half_from:
-        return np.empty(count, dtype=row_type(dim))
-    return np.empty((count, dim), dtype=np.float32)
+def row_dtype(count: int, half_from: int | None) -> type[np.floating[Any]]:
+    """float16 for `count` rows at or past `half_from` (None: never), else float32."""
+    return np.float16 if half_from is not None and count >= half_from else np.float32
 
 
 def _read_shadow(
@@ -115,7 +110,7 @@ def _read_shadow(
         f"SELECT coalesce(sum(size), 0) FROM {TABLE}_chunks WHERE partition00 = ?", (user_id,)
     ).fetchone()[0]
     ids = np.empty(slots, dtype=np.int64)
-    matrix = empty_rows(slots, dim, half_from)
+    matrix = np.empty((slots, dim), dtype=row_dtype(slots, half_from))
     cursor = db.execute(
         f"SELECT c.size, c.validity, c.rowids, v.vectors FROM {TABLE}_chunks AS c "
         f"JOIN {TABLE}_vector_chunks00 AS v ON v.rowid = c.chunk_id "
@@ -124,15 +119,14 @@ def _read_shadow(
     )
     count = 0
     while blocks := cursor.fetchmany(_FETCH):
-        held = []  # the valid rows of these blocks, written (or quantized) at once
         for size, validity, rowids, vectors in blocks:
             valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
             valid = valid[:size].astype(bool)
-            ids[count : count + int(valid.sum())] = np.frombuffer(rowids, np.int64)[:size][valid]
-            held.append(np.frombuffer(vectors, np.float32)[: size * dim].reshape(size, dim)[valid])
-            count += len(held[-1])
-        rows = np.concatenate(held)
-        fill(matrix, count - len(rows), rows)
+            held = int(valid.sum())
+            ids[count : count + held] = np.frombuffer(rowids, np.int64)[:size][valid]
+            block = np.frombuffer(vectors, np.float32)[: size * dim].reshape(size, dim)
+            matrix[count : count + held] = block[valid]
+            count += held
     return _ascending(ids[:count], matrix, count)
 
 
@@ -144,9 +138,9 @@ def _read_scan(
         (user_id,),
     ).fetchall()
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    matrix = empty_rows(len(rows), dim, half_from)
+    matrix = np.empty((len(rows), dim), dtype=row_dtype(len(rows), half_from))
     for position, row in enumerate(rows):
-        fill(matrix, position, np.frombuffer(row[1], dtype=np.float32)[None, :])
+        matrix[position] = np.frombuffer(row[1], dtype=np.float32)
     return ids, matrix
 
 
