@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memory.recall.int8_rows import dots, fill, floats, is_int8, row_type, width
+from memory.recall.int8_rows import Int8Rows, Rows, dots, fill, floats, width
 from memory.recall.row_file import RowFile
 
 Loader = Callable[[str], tuple[np.ndarray, np.ndarray]]
@@ -75,7 +75,7 @@ class _UserMatrix:
     number of ids are spare."""
 
     ids: np.ndarray  # int64, ascending, one per row held
-    blocks: list[np.ndarray]  # float32 (n, dim) or int8 rows (n,), in the order of `ids`
+    blocks: list[Rows]  # float32 (n, dim) or int8 rows, in the order of `ids`
     mean: np.ndarray  # the loaded rows' mean: codes are the signs of a row minus it
     codes: list[np.ndarray]  # uint64 (words, n) per block: column j is row j's code
     file: RowFile | None = None  # int8 blocks: the float16 rows, by position
@@ -96,7 +96,7 @@ class _UserMatrix:
         file.write(0, rows)
         return cls(ids, [_int8(rows)], mean, codes, file)
 
-    def filled(self) -> list[tuple[np.ndarray, np.ndarray]]:
+    def filled(self) -> list[tuple[Rows, np.ndarray]]:
         """Each block's rows that hold vectors and their codes, in order."""
         out, left = [], len(self.ids)
         for block, codes in zip(self.blocks, self.codes, strict=True):
@@ -149,11 +149,10 @@ class _UserMatrix:
     def _merge_sorted(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         held = np.concatenate([self.ids, ids])
         order = np.argsort(held, kind="stable")
-        if self.file is None:
-            dtype = self.blocks[0].dtype
-            rows = np.concatenate([*(block for block, _ in self.filled()), vectors.astype(dtype)])
-            self.ids, self.blocks = held[order], [rows[order]]
-            self.codes = [_codes(self.blocks[0], self.mean)]
+        if self.file is None:  # float rows
+            old = [np.asarray(block) for block, _ in self.filled()]
+            rows = np.concatenate([*old, vectors.astype(old[0].dtype)])[order]
+            self.ids, self.blocks, self.codes = held[order], [rows], [_codes(rows, self.mean)]
             return
         half = np.concatenate([self.file.first(len(self.ids)), vectors.astype(np.float16)])
         half = half[order]
@@ -167,7 +166,7 @@ class _View:
     """A user's ids and vector blocks at one moment."""
 
     ids: np.ndarray
-    blocks: tuple[np.ndarray, ...]
+    blocks: tuple[Rows, ...]
     codes: tuple[np.ndarray, ...]
     mean: np.ndarray
     file: RowFile | None
@@ -223,10 +222,10 @@ class _View:
         return out
 
 
-def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+def _dot(rows: Rows, query: np.ndarray) -> np.ndarray:
     """`rows @ query` in float32; int8 rows are cast a slice at a time (a whole cast would
     copy the matrix in float32, the very memory int8 saves)."""
-    if not is_int8(rows):
+    if not isinstance(rows, Int8Rows):
         product: np.ndarray = rows @ query
         return product
     out = np.empty(len(rows), dtype=np.float32)
@@ -236,22 +235,22 @@ def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     return out
 
 
-def _int8(rows: np.ndarray) -> np.ndarray:
+def _int8(rows: np.ndarray) -> Int8Rows:
     """Float rows as int8 rows, quantized `_CAST_ROWS` at a time (no float32 copy of all)."""
-    held = np.empty(len(rows), dtype=row_type(rows.shape[1]))
+    held = Int8Rows.empty(len(rows), rows.shape[1])
     for start in range(0, len(rows), _CAST_ROWS):
         fill(held, start, rows[start : start + _CAST_ROWS].astype(np.float32))
     return held
 
 
-def _empty(like: np.ndarray, n: int) -> np.ndarray:
+def _empty(like: Rows, n: int) -> Rows:
     """`n` unwritten rows of the kind of `like` (int8 rows or a float matrix)."""
-    if is_int8(like):
-        return np.empty(n, dtype=like.dtype)
+    if isinstance(like, Int8Rows):
+        return Int8Rows.empty(n, width(like))
     return np.empty((n, like.shape[1]), dtype=like.dtype)
 
 
-def _codes(rows: np.ndarray, mean: np.ndarray) -> np.ndarray:
+def _codes(rows: Rows, mean: np.ndarray) -> np.ndarray:
     """The binary codes of `rows` (signs of row − mean), as uint64 words × rows.
 
     Computed `_CAST_ROWS` rows at a time: the comparison's booleans take a byte per dimension
