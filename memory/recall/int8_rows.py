@@ -7,7 +7,8 @@ float16's 768: 39 MB at 100k vectors, 388 MB at 1M). A component is `round(x / s
 `scale = max|x| / 127`, so it is off by at most half a step; on real MiniLM vectors a cosine
 moves by 3e-4 on average and up to 2.3e-3. That is enough to rank 2,000 candidates, not to be
 read by the cosine floors and the gate (thresholds a few hundredths apart): the rows that are
-returned get their exact cosines from the store (`memory.recall.vectors.VectorIndex`).
+returned get their cosines from the user's float16 rows, kept out of RAM in a file
+(`memory.recall.row_file`, read by `memory.recall.vectors.VectorIndex`).
 
 The rows are two arrays, the components (n, dim) and the scales (n,), each contiguous: the
 2,000 rows a search scores are gathered from the first in 0.2 ms at 100k (a structured array

@@ -1,13 +1,15 @@
-"""A large user's float16 rows in an unlinked temporary file: exact cosines that cost no RSS.
+"""A large user's float16 rows in an unlinked temporary file: their cosines, at no RSS.
 
 A user held in int8 rows (`memory.recall.int8_rows`) is ranked by scores that may be off by
-~2e-3, too much for the cosine floors and the gate. Their float16 rows, the ones `main` held
-in RAM before, are written once to a file with no name (`tempfile.TemporaryFile`: gone when
+~2e-3, too much for the cosine floors and the gate. Their float16 rows, which were held in
+RAM before, are written once to a file with no name (`tempfile.TemporaryFile`: gone when
 the process ends, even by kill -9, so there is nothing to recover or verify) and the few rows
 whose cosines leave the index are read back with `os.pread`: ~3 us a row from the page cache,
 against ~16 us for sqlite-vec's point lookup. The kernel's page cache holds the file, not the
 process: it is counted by neither RSS nor the process's heap, and under memory pressure it is
-written out and read back from disk instead of the process being killed.
+written out and read back from disk instead of the process being killed. The file takes 768
+bytes a row in the temporary directory (`TMPDIR`: 73 MB for 100k vectors, 730 MB for 1M); on
+a tmpfs it is RAM after all (shared memory, swapped out only).
 
 Rows are addressed by position, in the order of the user's ids; `pread`/`pwrite` take an
 offset, so searches read while a newly indexed chunk's row is written past them.
