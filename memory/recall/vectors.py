@@ -24,12 +24,14 @@ as before. The `RESCORED` rows are ranked by their int8 scores, which are off by
 enough to rank them, not to be read by the cosine floors and the gate. So the best
 `k + EXACT_EXTRA` get their cosines from the float16 rows read back from the file, the top k
 is cut by those, and `similarities` reads the file too: every cosine that leaves the index is
-the one float16 rows gave before (within ~6e-5 of float32's). Smaller users stay in float32,
-so their exact scan and scores do not change.
+the one float16 rows gave before (within ~6e-5 of float32's); without a writable temporary
+directory, the float16 rows stay in RAM as before. Smaller users stay in float32, so their
+exact scan and scores do not change.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +40,8 @@ import numpy as np
 
 from memory.recall.int8_rows import Int8Rows, Rows, dots, fill, floats, width
 from memory.recall.row_file import RowFile
+
+logger = logging.getLogger(__name__)
 
 Loader = Callable[[str], tuple[np.ndarray, np.ndarray]]
 
@@ -92,8 +96,12 @@ class _UserMatrix:
         ids, codes = np.asarray(ids, dtype=np.int64), [_codes(rows, mean)]
         if rows.dtype != np.float16:
             return cls(ids, [rows], mean, codes)
-        file = RowFile(rows.shape[1])
-        file.write(0, rows)
+        try:
+            file = RowFile(rows.shape[1])
+            file.write(0, rows)
+        except OSError as exc:  # no writable temporary directory, or it is full
+            logger.warning("a large user's float16 rows stay in RAM (no file for them): %s", exc)
+            return cls(ids, [rows], mean, codes)
         return cls(ids, [_int8(rows)], mean, codes, file)
 
     def filled(self) -> list[tuple[Rows, np.ndarray]]:

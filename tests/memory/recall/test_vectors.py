@@ -1,5 +1,6 @@
 """memory/recall/vectors.py: the in-RAM mirror of each user's vectors."""
 
+import tempfile
 import threading
 
 import numpy as np
@@ -357,3 +358,15 @@ def test_rows_appended_to_an_int8_user_are_held_in_int8_and_in_the_file():
     assert {i for i, _ in index.search("alice", rows[1], 2)} == {0, 2}
     assert index.similarities("alice", extra[5], [int(new_ids[5])])[int(new_ids[5])] > 0.999
     assert view.file is not None and view.cosines_at(np.array([0]), rows[0])[0] > 0.999
+
+
+def test_without_a_temporary_directory_a_large_user_stays_in_float16(monkeypatch, caplog):
+    monkeypatch.setattr(tempfile, "tempdir", "/nonexistent/moim-tmp")
+    rows, rng = topical_rows(14, EXACT_BELOW)
+    ids = np.arange(1, len(rows) + 1)
+    index = VectorIndex(lambda user: (ids, half(rows)))
+    found = index.search("alice", rows[3], 3)
+    view = index._matrix("alice")
+    assert view.file is None and view.blocks[0].dtype == np.float16
+    assert found[0] == (4, pytest.approx(1.0, abs=1e-3))
+    assert "stay in RAM" in caplog.text
