@@ -36,11 +36,14 @@ from bench.overhead import MODEL, history, relay_app, request  # noqa: E402
 from memory import MemoryLayer, Settings  # noqa: E402
 from proxy.app import build_app  # noqa: E402
 from proxy.config import Config  # noqa: E402
-from proxy.serving import uvicorn_options  # noqa: E402
+from proxy.serving import Parser, uvicorn_options  # noqa: E402
 from tests.conftest import serve_app  # noqa: E402
 from tests.upstream import serve_upstream  # noqa: E402
 
-STACKS = {"h11 + asyncio": ("h11", "asyncio"), "httptools + uvloop": ("httptools", "uvloop")}
+STACKS: dict[str, tuple[Parser, str]] = {
+    "h11 + asyncio": ("h11", "asyncio"),
+    "httptools + uvloop": ("httptools", "uvloop"),
+}
 
 
 def main() -> None:
@@ -71,7 +74,7 @@ def main() -> None:
             relay = serve_app(relay_app(upstream.url), http=http, loop=loop)
             paths[f"bare relay, {stack_name}"] = (stack.enter_context(relay) + "/v1", {})
             config = Config(upstream_base_url=upstream.url, memory=layers[stack_name].settings)
-            options = {**uvicorn_options(config, http), "loop": loop}  # type: ignore[arg-type]
+            options = {**uvicorn_options(config, http), "loop": loop}
             moim = serve_app(build_app(config, layers[stack_name]), **options)
             paths[f"moim off, {stack_name}"] = (
                 stack.enter_context(moim) + "/v1",
