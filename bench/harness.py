@@ -325,7 +325,8 @@ def _moim_serve(upstream_url: str, db: str, files: Path) -> Iterator[ProxyHandle
     port, config = _free_port(), files.with_suffix(".yaml")
     config.write_text(json.dumps({"db": db, "upstream": {"base_url": upstream_url}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
-    env["PYTHONPATH"] = str(ROOT)
+    # ROOT first; the caller's own entries after it (e.g. a private directory of packages to try)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     log = files.with_suffix(".log").open("w")
     proc = subprocess.Popen(
         [

@@ -1,9 +1,10 @@
 """The Starlette application: routes, lifespan, and the one piece of shared state.
 
 `AppState` is everything a request may touch: the frozen config, the memory layer (store,
-embedder, vector index), the background writer, the pooled httpx client for upstreams,
-the app's Prometheus metrics (`proxy/metrics.py`), the MCP endpoint (`proxy/mcp_server.py`),
-and the Responses API replies that just finished (`proxy/recent_responses.py`). It is
+embedder, vector index), the background writer, the pooled httpx client for upstreams
+(`proxy/upstream_client.py`), the app's Prometheus metrics (`proxy/metrics.py`), the MCP
+endpoint (`proxy/mcp_server.py`), and the Responses API replies that just finished
+(`proxy/recent_responses.py`). It is
 built in the lifespan and kept on `app.state.moim`; there are no other globals (the metrics'
 registry is the app's own, made with the app: its middleware counts into it). With
 `consolidation.model` set, the lifespan also runs the consolidation schedule
@@ -54,6 +55,7 @@ from proxy.responses import responses
 from proxy.runtime import freeze_startup_objects, tune_process
 from proxy.state import AppState, state_of
 from proxy.upstream import close_litellm, list_models
+from proxy.upstream_client import upstream_client
 from proxy.writer import Writer
 
 if TYPE_CHECKING:
@@ -70,10 +72,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         tune_process()
         memory = layer or MemoryLayer(config.memory, embedder_factory(config))
-        client = httpx.AsyncClient(
-            timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
-            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
-        )
+        client = upstream_client(config)
         journal = memory.open_journal(Path(f"{config.db_path}.journal"))
         writer = Writer(memory, journal, config.ingest_queue_size)
         mcp = _mcp_endpoint(config, memory)

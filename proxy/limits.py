@@ -1,9 +1,10 @@
 """Request limits: request heads over `server.max_header_bytes` get a 431, bodies over
 `server.max_body_bytes` a 413, bodies too slow a 408, all in OpenAI's error shape.
 
-uvicorn's HTTP parser (h11) refuses a request head over its own limit with a bare-text 400.
+uvicorn's HTTP parser refuses a request head still incomplete past its own limit with a
+bare-text 400 (h11 by itself; httptools through moim's protocol, proxy/serving_httptools.py).
 moim checks first, at a lower limit (16 KiB by default), in `HeaderLimit`, and answers like
-the rest of its errors; `moim serve` raises h11's limit to four times moim's so that only
+the rest of its errors; `moim serve` sets the parser's limit to four times moim's so that only
 absurd heads reach the plain refusal (a head's time limit is in proxy/serving.py). Every
 handler that reads a body reads it through `read_body` (chat, `POST /v1/memory/facts`,
 `POST /v1/memory/import`), which also bounds how long a body may take, and turns a client
@@ -38,7 +39,7 @@ class HeadersTooLarge(ProxyError):
 
 
 def parser_limit(max_header_bytes: int) -> int:
-    """The h11 limit to run uvicorn with, so moim's own check answers first."""
+    """The parser's limit to run uvicorn with, so moim's own check answers first."""
     return 4 * max_header_bytes
 
 

@@ -1,22 +1,28 @@
-"""How moim is served: uvicorn's options, and a time limit on each request's head.
+"""How moim is served: uvicorn's options, and a time and size limit on each request's head.
 
 uvicorn waits for a request line and headers as long as a client takes: a connection that
 sends nothing, or a header a minute, keeps its socket (and a slot of the process's file
 descriptors) forever; 1,500 slow clients held theirs 40 s each, as long as they liked. The
-protocol here is uvicorn's h11 one with one timer more: a request's head must be whole
-within `server.header_timeout` seconds of its first byte (of the connection's start, for a
-new connection), else moim answers 408 in OpenAI's shape and closes the connection; a new
+protocols here are uvicorn's with one timer more: a request's head must be whole within
+`server.header_timeout` seconds of its first byte (of the connection's start, for a new
+connection), else moim answers 408 in OpenAI's shape and closes the connection; a new
 connection that sent nothing is closed without a word, as uvicorn closes an idle keep-alive
 one (a client's speculative connection must not read a stray 408 later). Bodies have their
 own limit, `server.body_timeout`, in `read_body` (proxy/limits.py). `moim serve` and the
 tests' servers run with these options, so both serve alike.
+
+Two parsers: httptools (llhttp, in C) when it is installed, else h11 (pure Python, ~3x the
+CPU a request). h11 refuses a head buffered past `h11_max_incomplete_event_size` with a
+bare-text 400 and closes; httptools has no such limit, so its protocol here counts a head's
+bytes and does the same at the same size. The event loop is uvicorn's choice: uvloop when
+installed (not on Windows), else asyncio's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, Literal
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -25,13 +31,31 @@ from proxy.config import Config
 from proxy.errors import RequestTimeout
 from proxy.limits import parser_limit
 
+Parser = Literal["auto", "h11", "httptools"]
 
-def uvicorn_options(config: Config) -> dict[str, Any]:
-    """Keyword arguments for `uvicorn.run` / `uvicorn.Config` that serve `config` as moim does."""
-    return {
-        "http": head_timeout_protocol(config.header_timeout),
-        "h11_max_incomplete_event_size": parser_limit(config.max_header_bytes),
-    }
+
+def uvicorn_options(config: Config, parser: Parser = "auto") -> dict[str, Any]:
+    """Keyword arguments for `uvicorn.run` / `uvicorn.Config` that serve `config` as moim does.
+
+    `parser` "auto" is httptools when it can be imported, else h11 (tests name one).
+    """
+    limit = parser_limit(config.max_header_bytes)
+    use_httptools = parser == "httptools" or (parser == "auto" and _has_httptools())
+    if use_httptools:
+        from proxy.serving_httptools import head_limited_httptools
+
+        protocol: type[asyncio.Protocol] = head_limited_httptools(config.header_timeout, limit)
+    else:
+        protocol = head_timeout_protocol(config.header_timeout)
+    return {"http": protocol, "h11_max_incomplete_event_size": limit}
+
+
+def _has_httptools() -> bool:
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def head_timeout_protocol(seconds: float) -> type[H11Protocol]:
@@ -43,7 +67,8 @@ def head_timeout_protocol(seconds: float) -> type[H11Protocol]:
     return Protocol
 
 
-def _timeout_response(seconds: float) -> bytes:
+def timeout_response(seconds: float) -> bytes:
+    """The 408 sent when a head is not whole within `seconds`; it closes the connection."""
     error = RequestTimeout(
         f"the request's headers did not arrive within {seconds:g} s (server.header_timeout)"
     )
@@ -96,5 +121,5 @@ class HeadTimeoutH11(H11Protocol):
         if self.conn.their_state is not h11.IDLE or self.transport.is_closing():
             return
         if self._started:
-            self.transport.write(_timeout_response(self.head_timeout))
+            self.transport.write(timeout_response(self.head_timeout))
         self.transport.close()

@@ -37,7 +37,7 @@ from memory import Embedder, FastEmbedder, MemoryLayer, Settings
 from proxy.app import build_app
 from proxy.config import Config
 from proxy.embedding_service import embedder_factory
-from proxy.serving import uvicorn_options
+from proxy.serving import Parser, uvicorn_options
 from tests.upstream import Upstream, serve_upstream
 
 
@@ -196,14 +196,17 @@ def make_proxy(
     Defaults: the fake upstream as `upstream_base_url`, a temporary SQLite file (or, for the
     postgres backend, a fresh Postgres database per `db_path`), the real embedding model (or
     the one `embedder=EmbedderConfig(...)` names).
-    `memory=Settings(...)` fields may be given as `settings={...}`.
+    `memory=Settings(...)` fields may be given as `settings={...}`; `http_parser` names
+    uvicorn's HTTP parser ("h11", "httptools"; default: httptools when installed).
     """
     stack = ExitStack()
     databases: dict[Path, str] = {}
     # Resolved here, not in `start`: a closure over `request` keeps it in a reference cycle.
     new_database = request.getfixturevalue("pg_database") if store_backend == "postgres" else None
 
-    def start(settings: dict[str, Any] | None = None, **fields: Any) -> Proxy:
+    def start(
+        settings: dict[str, Any] | None = None, http_parser: Parser = "auto", **fields: Any
+    ) -> Proxy:
         settings = dict(settings or {})
         settings.setdefault("db_path", tmp_path / f"moim-{len(stack._exit_callbacks)}.db")
         if store_backend == "postgres" and "db_url" not in settings:
@@ -219,7 +222,8 @@ def make_proxy(
         factory = embedder_factory(config) if config.embedder else lambda _: embedder
         layer = MemoryLayer(memory, embedder_factory=factory)
         stack.callback(layer.close)
-        root = stack.enter_context(serve_app(build_app(config, layer), **uvicorn_options(config)))
+        options = uvicorn_options(config, http_parser)
+        root = stack.enter_context(serve_app(build_app(config, layer), **options))
         wait_ready(root)
         return Proxy(root + "/v1", root, config, layer)
 

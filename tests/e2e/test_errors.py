@@ -5,8 +5,12 @@ input; the provider's own status and body for provider errors. A request moim re
 neither forwarded nor stored.
 """
 
+import http.client
 import json
+import socket
 import time
+from contextlib import closing
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -366,8 +370,9 @@ def test_a_431_echoes_the_clients_request_id_unless_that_is_what_is_too_large(pr
     assert upstream.requests == []
 
 
-def test_header_limit_counts_all_headers_together(make_proxy, upstream):
-    proxy = make_proxy(max_header_bytes=2048)
+@pytest.mark.parametrize("parser", ["h11", "httptools"])
+def test_header_limit_counts_all_headers_together(make_proxy, upstream, parser):
+    proxy = make_proxy(max_header_bytes=2048, http_parser=parser)
     many = {f"x-extra-{i}": "v" * 100 for i in range(30)}  # each small, ~3.5 KB in all
 
     refused = httpx.post(
@@ -384,6 +389,24 @@ def test_header_limit_counts_all_headers_together(make_proxy, upstream):
     assert_openai_error(refused, 431)
     assert accepted.status_code == 200
     assert len(upstream.requests) == 1
+
+
+@pytest.mark.parametrize("parser", ["h11", "httptools"])
+def test_a_head_that_grows_past_the_parsers_limit_is_refused_and_closed(make_proxy, parser):
+    """A head that never ends cannot grow without bound: past four times
+    `server.max_header_bytes` (`parser_limit`) the parser refuses it, as h11 does, with a
+    400, and closes the connection, whether or not the client goes on sending."""
+    proxy = make_proxy(max_header_bytes=2048, http_parser=parser)
+    address = urlsplit(proxy.root)
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: moim\r\nx-pad: " + b"a" * 9000
+
+    with closing(socket.create_connection((address.hostname, address.port), timeout=10)) as sock:
+        sock.sendall(head)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        assert response.status == 400
+        assert response.read() == b"Invalid HTTP request received."
+        assert sock.recv(1) == b""  # closed
 
 
 @pytest.mark.parametrize(

@@ -25,9 +25,10 @@ CHAT = json.dumps(
 ).encode()
 
 
-@pytest.fixture
-def proxy(make_proxy):
-    return make_proxy(header_timeout=LIMIT, body_timeout=LIMIT)
+@pytest.fixture(params=["h11", "httptools"])
+def proxy(make_proxy, request):
+    """Both of uvicorn's parsers: each has its own protocol class (proxy/serving.py)."""
+    return make_proxy(header_timeout=LIMIT, body_timeout=LIMIT, http_parser=request.param)
 
 
 def connect(proxy):

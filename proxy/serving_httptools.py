@@ -1,0 +1,107 @@
+"""uvicorn's httptools protocol with the h11 one's guarantees (proxy/serving.py).
+
+httptools (llhttp, in C) parses a request's head for about a third of h11's CPU, but neither
+it nor uvicorn bounds how long a head may take or how large it may grow. This protocol adds
+both, as `HeadTimeoutH11` and h11's `max_incomplete_event_size` give the h11 path:
+
+- a head must be whole within `head_timeout` seconds of its first byte (of the connection's
+  start, for a new connection); past that, 408 in OpenAI's shape if any of it came, else a
+  silent close, and the connection closes either way. As with h11, the timer runs only while
+  no response is in progress (a pipelined head waits for the response before it).
+- a head still incomplete after `max_head_bytes` bytes is refused as h11 refuses it: uvicorn's
+  bare-text 400 "Invalid HTTP request received.", and the connection closes. A whole head
+  below that size reaches the app, whose `HeaderLimit` answers 431 past
+  `server.max_header_bytes`.
+
+Imported only when httptools is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from proxy.serving import timeout_response
+
+INVALID = "Invalid HTTP request received."  # uvicorn's words for a head h11 refuses
+
+
+def head_limited_httptools(seconds: float, max_head_bytes: int) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with each head's time and size bounded."""
+
+    class Protocol(HeadLimitedHttpTools):
+        head_timeout = seconds
+        head_limit = max_head_bytes
+
+    return Protocol
+
+
+class HeadLimitedHttpTools(HttpToolsProtocol):
+    """HttpToolsProtocol that times each awaited head and counts its bytes."""
+
+    head_timeout = 10.0
+    head_limit = 64 * 1024
+    _timer: asyncio.TimerHandle | None = None
+    _in_head = True  # the client's next bytes belong to a request's head
+    _head_bytes = 0  # bytes of it received so far
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._watch_head()
+
+    def data_received(self, data: bytes) -> None:
+        if self._in_head:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self._in_head and self._head_bytes > self.head_limit and not self._closing():
+            self.logger.warning(INVALID)
+            self.send_400_response(INVALID)
+        self._watch_head()
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_bytes = 0
+        self._stop_timer()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._head_bytes:  # the next head began during the response: time it from now
+            self._watch_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timer()
+        super().connection_lost(exc)
+
+    def _closing(self) -> bool:
+        return self.transport is None or self.transport.is_closing()
+
+    def _awaiting_head(self) -> bool:
+        """A head is owed and no response is in progress (h11's IDLE)."""
+        idle = self.cycle is None or self.cycle.response_complete
+        return self._in_head and idle and not self._closing()
+
+    def _watch_head(self) -> None:
+        """Run the timer while a head is awaited; stop it otherwise."""
+        if not self._awaiting_head():
+            self._stop_timer()
+        elif self._timer is None:
+            self._timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _head_timed_out(self) -> None:
+        self._timer = None
+        if not self._awaiting_head():
+            return
+        if self._head_bytes:
+            self.transport.write(timeout_response(self.head_timeout))
+        self.transport.close()
