@@ -2,7 +2,7 @@
 
 After a user changes something (moved, a new job, a new rate, a new client), the question
 often matches the old turn better than the new one: "What do I charge per word?" has cosine
-0.56 with "I charge 0.12 a word" and 0.31 with "my rate goes up to 0.14 from July", and
+0.56 with "I charge 0.11 euros a word" and 0.31 with "my rate goes up to 0.14 from July", and
 "Who is my main client these days?" 0.27 with the turn that names the new one, under the
 0.35 floor a dense-only hit must pass. The old turn and the new one are close to each other,
 though (0.61 and 0.60): they are about the same thing. So for each of the best kept hits,
@@ -12,7 +12,7 @@ every kept hit: it only takes room in the block that the kept hits leave, and th
 shows excerpts newest first (`memory.block.excerpts.newest_first`), so once in, it leads.
 
 Placed right before the hit it updates instead, it won more on memsuite and cost LoCoMo 1.4
-points of hit: in a long two-person conversation every turn has later turns on its subject,
+points of hit: in a long two-person conversation most turns have later turns on their subject,
 and they pushed evidence out (docs/recall-quality.md, "What came later on the same subject").
 
 It reads only vectors recall already has in RAM, the best kept hits' and the dropped
@@ -30,7 +30,7 @@ import numpy as np
 from memory.records import Hit
 
 # Who says what changed: the user. An assistant's later reply on the subject echoes the old
-# value as often as the new (memsuite, tuning half: paraphrase 0.97 user turns only, 0.92 any).
+# value as often as the new (memsuite, tuning half: paraphrase 0.92 user turns only, 0.89 any).
 LATER_ROLES = frozenset({"user"})
 
 
