@@ -19,7 +19,8 @@ from memory.facts.consolidation import (
     parse_operations,
 )
 from memory.heap import fix_mmap_threshold, limit_arenas
-from memory.ingest.turns import Turn, content_hash
+from memory.ingest.identity import content_hash
+from memory.ingest.turns import Turn
 from memory.layer import MemoryLayer, PendingRecall, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.service_embedder import EmbeddingService, ServiceEmbedder

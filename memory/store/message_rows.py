@@ -1,6 +1,6 @@
 """The rows of `messages` as both backends write and read them, and a user's counts.
 
-`NewMessage` is a message about to be stored (memory/ingest/turns.py computes its keys);
+`NewMessage` is a message about to be stored (memory/ingest/identity.py computes its keys);
 `message_values` is its columns in the order both backends' INSERTs name them, and
 `message_from_row` reads a `Message` back from the columns `MESSAGE_COLUMNS` lists.
 """

@@ -34,7 +34,7 @@ def m001_initial(db: Connection) -> None:
             id INTEGER PRIMARY KEY,
             user_id TEXT NOT NULL,
             session_id TEXT NOT NULL,
-            -- identity of the message inside its session (see memory.ingest.turns.message_key)
+            -- identity of the message inside its session (see memory.ingest.identity.message_keys)
             message_key TEXT NOT NULL,
             -- hash of role + text alone: "is this message present in a request?"
             content_hash TEXT NOT NULL,

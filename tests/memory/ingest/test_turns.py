@@ -1,4 +1,4 @@
-"""memory/ingest/turns.py: message identity, storing a turn, and indexing it into chunks."""
+"""memory/ingest/turns.py and identity.py: message identity, storing a turn, indexing it."""
 
 import hashlib
 import json
@@ -8,14 +8,8 @@ import pytest
 
 from memory.block.render import BLOCK_END, BLOCK_START
 from memory.ingest.chunking import chunk_text
-from memory.ingest.turns import (
-    Turn,
-    content_hash,
-    index_pending,
-    message_keys,
-    question_text,
-    store_turn,
-)
+from memory.ingest.identity import content_hash, message_keys
+from memory.ingest.turns import Turn, index_pending, question_text, store_turn
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings
 from memory.store.store import Store

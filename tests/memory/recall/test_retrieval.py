@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from memory.ingest.turns import Turn, content_hash, index_pending, store_turn
+from memory.ingest.identity import content_hash
+from memory.ingest.turns import Turn, index_pending, store_turn
 from memory.recall.retrieval import _read, build_query, retrieve
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings

@@ -1,0 +1,89 @@
+"""Message identity: which message of a resent history is the same message as one stored.
+
+Clients resend the whole history with every request, so a message is identified by a content
+hash within its session (`message_keys`): the k-th identical message of a conversation (a
+second "yes") is a different message from the first. The hash's canonical form is a contract
+with stored messages: changing it makes them look new again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from memory.block.render import strip_block
+from memory.block.tokens import message_text
+
+
+def content_hash(message: Mapping[str, Any]) -> str:
+    """Hash of what a message says: role, name, text, tool calls, tool_call_id.
+
+    This canonical form is a contract: changing it makes stored messages look new again.
+    """
+    calls = [
+        (
+            c.get("id"),
+            (c.get("function") or {}).get("name"),
+            (c.get("function") or {}).get("arguments"),
+        )
+        for c in (message.get("tool_calls") or [])
+        if isinstance(c, Mapping)
+    ]
+    text = message_text(message)
+    role, name, call_id = message.get("role"), message.get("name"), message.get("tool_call_id")
+    if not calls and len(text) <= _HASHED_LIMIT and _plain(role, name, call_id):
+        return _recent_hash(role, name, text, call_id)  # a history resent every turn
+    return _hash(role, name, text, calls, call_id)
+
+
+# Clients resend the whole history with every request, and recall, session resolution and
+# the writer each hash it: a plain message's hash is remembered (at most 2,048 of them, of
+# at most 4,000 characters each), as its token count is (memory/block/tokens.py).
+_HASHED_LIMIT = 4_000
+
+
+def _plain(*values: Any) -> bool:
+    return all(value is None or isinstance(value, str) for value in values)
+
+
+@lru_cache(maxsize=2048)
+def _recent_hash(role: str | None, name: str | None, text: str, call_id: str | None) -> str:
+    return _hash(role, name, text, [], call_id)
+
+
+def _hash(role: Any, name: Any, text: str, calls: list[Any], call_id: Any) -> str:
+    if role in ("system", "developer"):
+        text = strip_block(text)
+    canonical = json.dumps(
+        [role, name, text, calls, call_id], ensure_ascii=False, separators=(",", ":")
+    )
+    return hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
+
+
+def message_keys(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Session-scoped identities: the content hash plus its occurrence number."""
+    seen: dict[str, int] = {}
+    keys = []
+    for message in messages:
+        digest = content_hash(message)
+        seen[digest] = seen.get(digest, 0) + 1
+        keys.append(f"{digest}#{seen[digest]}")
+    return keys
+
+
+def continued_keys(messages: Sequence[Mapping[str, Any]], stored: set[str]) -> list[str]:
+    """Keys for messages that follow those stored (`Turn.continues`): each message's occurrence
+    number counts on from the session's stored ones, except for system and developer messages."""
+    last: dict[str, int] = {}
+    for key in stored:
+        digest, _, number = key.partition("#")
+        last[digest] = max(last.get(digest, 0), int(number or 0))
+    keys = message_keys(messages)
+    for index, message in enumerate(messages):
+        if message.get("role") not in ("system", "developer"):
+            digest, _, number = keys[index].partition("#")
+            keys[index] = f"{digest}#{last.get(digest, 0) + int(number)}"
+    return keys
