@@ -330,6 +330,10 @@ def run_variant(
     )
     if args.min_similarity is not None:
         settings = replace(settings, min_similarity=args.min_similarity)
+    if args.set:
+        from bench.tune_recall import parse_sets  # it imports this module
+
+        settings = replace(settings, **parse_sets(args.set))
     started = time.perf_counter()
     config = Config(upstream_base_url=upstream.url, memory=settings, embedder=embedder)
     with serve(build_app(config)) as root:
@@ -408,6 +412,7 @@ def main() -> None:
     parser.add_argument("--conversations", default="0-9", help="e.g. 0-9, 0-4 or 0,3,7")
     parser.add_argument("--limit-questions", type=int, help="first N questions per conversation")
     parser.add_argument("--min-similarity", type=float, help="override Settings.min_similarity")
+    parser.add_argument("--set", action="append", default=[], help="Settings name=value")
     parser.add_argument("--db", type=Path, help="database to reuse (replay skipped when present)")
     parser.add_argument(
         "--db-url",

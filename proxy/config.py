@@ -163,6 +163,9 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         expansion_similarity=typed(
             mem, "expansion_similarity", float, defaults.expansion_similarity, "memory."
         ),
+        later_similarity=typed(
+            mem, "later_similarity", float, defaults.later_similarity, "memory."
+        ),
         recency_half_life_days=typed(
             mem, "recency_half_life_days", float, defaults.recency_half_life_days, "memory."
         ),

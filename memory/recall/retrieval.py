@@ -27,6 +27,7 @@ from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import nothing_stands_out
+from memory.recall.later import later_on_same_subject
 from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import UserWords, Vocabulary
@@ -175,7 +176,38 @@ def retrieve(
     threshold = settings.min_standout if gate else 0.0
     if nothing_stands_out(query, hits, kept, settings.standout_margin_weight, threshold):
         return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
+    if vector is not None:  # the later turns on the kept hits' subjects
+        kept = _with_later(store, index, settings, user_id, hits, kept)
     return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept), degraded)
+
+
+def _with_later(
+    store: Store,
+    index: VectorIndex,
+    settings: Settings,
+    user_id: str,
+    hits: list[Hit],
+    kept: list[Hit],
+) -> list[Hit]:
+    """`kept`, then the later turns on its best hits' subjects (memory.recall.later)."""
+    if settings.later_similarity <= 0 or settings.later_hits <= 0 or len(kept) == len(hits):
+        return kept  # off, or nothing was dropped
+    kept_ids = {h.chunk.id for h in kept}
+    ids = [h.chunk.id for h in kept[: settings.later_hits]]
+    ids += [h.chunk.id for h in hits if h.chunk.id not in kept_ids]
+    vectors = (
+        index.vectors(user_id, ids)
+        if settings.vector_search == "ram"
+        else store.vectors(user_id, ids)
+    )
+    return later_on_same_subject(
+        kept,
+        hits,
+        vectors,
+        settings.later_similarity,
+        settings.later_hits,
+        settings.later_query_similarity,
+    )
 
 
 def _embed_query(

@@ -332,6 +332,14 @@ class VectorIndex:
         scores = view.cosines_at(positions, query) if len(positions) else np.zeros(0)
         return {int(i): float(s) for i, s in zip(wanted[found], scores, strict=True)}
 
+    def vectors(self, user_id: str, ids: list[int]) -> dict[int, np.ndarray]:
+        """The float32 rows of some of the user's chunks (ids not held are absent)."""
+        view = self._matrix(user_id)
+        wanted = np.asarray(ids, dtype=np.int64)
+        found, positions = _find(view.ids, wanted)
+        rows = view.rows_at(positions) if len(positions) else np.zeros((0, 0), np.float32)
+        return {int(i): row for i, row in zip(wanted[found].tolist(), rows, strict=True)}
+
     def count(self, user_id: str) -> int:
         """How many vectors the user has (loading them on first use)."""
         return len(self._matrix(user_id).ids)

@@ -354,6 +354,26 @@ def test_a_newer_statement_comes_before_the_one_it_superseded(proxy, upstream):
     assert old not in block or block.index(new) < block.index(old)
 
 
+@pytest.mark.parametrize("vector_search", ["ram", "db"])
+def test_a_later_change_the_question_does_not_match_is_recalled_before_the_old_turn(
+    make_proxy, upstream, vector_search
+):
+    # The question matches the old turn (cosine 0.65) and not the new one (0.28, no shared
+    # word: under the 0.35 floor), but the new turn is close to the old (0.58): what came
+    # later on the same subject is kept too, and shown first.
+    proxy = make_proxy(settings={"vector_search": vector_search})
+    old = "I go to the Iron Works gym on Canal Street three times a week."
+    new = "I cancelled Iron Works, I'm doing CrossFit at a box near the office instead."
+    say(proxy, [{"role": "user", "content": old}], "ines", X_Memory_Timestamp="2024-02-01")
+    say(proxy, [{"role": "user", "content": new}], "ines", X_Memory_Timestamp="2024-06-20")
+    proxy.flush()
+    question = [{"role": "user", "content": "Which gym do I go to?"}]
+    say(proxy, question, "ines", X_Memory_Mode="read")
+    block = block_in(sent_messages(upstream))
+    assert new in block
+    assert old not in block or block.index(new) < block.index(old)
+
+
 def test_a_speaker_label_in_the_text_scores_as_the_name_field(proxy, upstream):
     said = "I went to an LGBTQ support group yesterday and it was so powerful."
     turns = {

@@ -57,6 +57,26 @@ def test_empty_user_finds_nothing():
     assert index.search("nobody", E[0], 5) == []
 
 
+def test_vectors_returns_the_rows_of_the_ids_held_and_skips_the_others():
+    index = VectorIndex(Loader({"alice": ([1, 2, 3], E[:3]), "bob": ([4], E[3:4])}))
+    index.count("alice")  # loaded, then one appended
+    index.add("alice", [9], E[3:4])
+    found = index.vectors("alice", [3, 9, 4, 77])
+    assert sorted(found) == [3, 9]  # 4 is bob's, 77 nobody's
+    assert np.array_equal(found[3], E[2]) and np.array_equal(found[9], E[3])
+    assert found[3].dtype == np.float32
+    assert index.vectors("alice", []) == {}
+
+
+def test_vectors_of_a_float16_user_come_back_as_float32():
+    rows = random_units(EXACT_BELOW, 5)
+    index = VectorIndex(lambda user: (np.arange(1, EXACT_BELOW + 1), rows.astype(np.float16)))
+    found = index.vectors("alice", [7, EXACT_BELOW])
+    assert sorted(found) == [7, EXACT_BELOW]
+    assert found[7].dtype == np.float32
+    assert np.allclose(found[7], rows[6], atol=1e-3)
+
+
 def test_add_after_load_is_searchable():
     index = VectorIndex(Loader({"alice": ([1], E[:1])}))
     index.search("alice", E[0], 5)
