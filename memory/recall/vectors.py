@@ -210,6 +210,19 @@ class _View:
         )
         return scores
 
+    def rows_at(self, positions: np.ndarray) -> np.ndarray:
+        """The rows at these positions (in the order of `ids`) as float32: an int8 user's
+        are read from the file of their float16 rows."""
+        if self.file is not None:
+            return self.file.rows(positions)
+        out = np.empty((len(positions), width(self.blocks[0])), dtype=np.float32)
+        start = 0
+        for block in self.blocks:
+            inside = (positions >= start) & (positions < start + len(block))
+            out[inside] = floats(block[positions[inside] - start])
+            start += len(block)
+        return out
+
     def cosines_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         """What `scores_at` gives, but read from the float16 rows when the rows are int8."""
         if self.file is None:

@@ -349,6 +349,9 @@ def test_the_cosines_of_int8_rows_are_the_float16_rows():
     some = [int(ids[0]), int(ids[-1]), 7]  # 7 is no chunk of hers
     cosines = index.similarities("alice", query, some)
     assert cosines == {i: pytest.approx(float(rounded[i]), abs=1e-6) for i in some[:2]}
+    held = index.vectors("alice", some)
+    assert set(held) == set(some[:2]) and held[some[1]].dtype == np.float32
+    assert np.array_equal(held[some[1]], half(rows)[-1].astype(np.float32))  # the float16 row
     # The int8 rows' own scores, which only rank: a few thousandths off.
     view = index._matrix("alice")
     positions = np.arange(0, len(ids), 7)
