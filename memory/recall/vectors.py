@@ -15,24 +15,33 @@ them are returned with their exact cosines. The codes of 100k rows are 4.6 MB ag
 matrix's 150 MB (docs/performance.md has the timings and the recall of the exact top 80).
 Below it every row is scored: small users get exactly what they got before.
 
-Rows are held in the dtype the loader returns. `MemoryLayer` asks the store for float16 rows
-for users of `HALF_FROM` vectors or more: 73 MB at 100k instead of 147, read straight into
-the half-precision matrix (no float32 copy at load). Only their codes are scanned whole;
-the `RESCORED` rows are cast back to float32 and scored exactly as before, and a rounding
-of at most 2^-11 of each component moves a cosine by ~1e-4: the top 80 stay the top 80
-(tests/memory/recall/test_vectors.py compares them with float32 rows). Smaller users stay in
-float32, so their exact scan and scores do not change.
+Rows are held in the dtype the loader returns, but for users of `HALF_FROM` vectors or more,
+whom `MemoryLayer` asks the store for float16 rows: those are written once to an unlinked
+temporary file (`memory.recall.row_file`: the kernel's page cache, not the process's RSS)
+and held in RAM as int8 rows, a scale each (`memory.recall.int8_rows`): 39 MB at 100k
+vectors against float16's 73 and float32's 147. Their codes are made from the float16 rows,
+as before. The `RESCORED` rows are ranked by their int8 scores, which are off by up to ~2e-3:
+enough to rank them, not to be read by the cosine floors and the gate. So the best
+`k + EXACT_EXTRA` get their cosines from the float16 rows read back from the file, the top k
+is cut by those, and `similarities` reads the file too: every cosine that leaves the index is
+the one float16 rows gave before (within ~6e-5 of float32's); without a writable temporary
+directory, the float16 rows stay in RAM as before. Smaller users stay in float32, so their
+exact scan and scores do not change.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from memory.recall.half_rows import half_rows
+from memory.recall.int8_rows import Int8Rows, Rows, dots, fill, floats, width
+from memory.recall.row_file import RowFile
+
+logger = logging.getLogger(__name__)
 
 Loader = Callable[[str], tuple[np.ndarray, np.ndarray]]
 
@@ -49,10 +58,13 @@ class _Load:
 EXACT_BELOW = 20_000
 # Rows scored exactly after the Hamming scan (docs/performance.md: recall of the top 80).
 RESCORED = 2_000
-# Users with at least this many vectors are loaded as float16 rows (see the docstring): they
-# are searched by codes, so only the rescored rows are ever read, and cast.
+# Users with at least this many vectors are loaded as float16 rows and held as int8 (see the
+# docstring): they are searched by codes, so only the rescored rows are ever read.
 HALF_FROM = EXACT_BELOW
-# Rows cast to float32 at a time when a half-precision matrix is read whole (codes, a scan).
+# Rows past the k best by int8 scores whose exact cosines are read too, so that a row the
+# rounding put just below the cut can still make it (docs/performance.md: measured).
+EXACT_EXTRA = 8
+# Rows cast to float32 at a time when an int8 matrix is read whole (codes, a scan).
 _CAST_ROWS = 4096
 
 # Rows per block appended after a user's load. Growing never copies the loaded matrix: at
@@ -67,21 +79,32 @@ class _UserMatrix:
     number of ids are spare."""
 
     ids: np.ndarray  # int64, ascending, one per row held
-    blocks: list[np.ndarray]  # float32 (n, dim), rows in the order of `ids`
+    blocks: list[Rows]  # float32 (n, dim) or int8 rows, in the order of `ids`
     mean: np.ndarray  # the loaded rows' mean: codes are the signs of a row minus it
     codes: list[np.ndarray]  # uint64 (words, n) per block: column j is row j's code
+    file: RowFile | None = None  # int8 blocks: the float16 rows, by position
 
     @classmethod
     def loaded(cls, ids: np.ndarray, rows: np.ndarray) -> _UserMatrix:
+        """A user's matrix from the loader's rows: float16 ones go to a file and to int8."""
         rows = rows[: len(ids)]
         mean = (
             rows.mean(axis=0, dtype=np.float32)
             if len(rows)
             else np.zeros(rows.shape[1], dtype=np.float32)
         )
-        return cls(np.asarray(ids, dtype=np.int64), [rows], mean, [_codes(rows, mean)])
+        ids, codes = np.asarray(ids, dtype=np.int64), [_codes(rows, mean)]
+        if rows.dtype != np.float16:
+            return cls(ids, [rows], mean, codes)
+        try:
+            file = RowFile(rows.shape[1])
+            file.write(0, rows)
+        except OSError as exc:  # no writable temporary directory, or it is full
+            logger.warning("a large user's float16 rows stay in RAM (no file for them): %s", exc)
+            return cls(ids, [rows], mean, codes)
+        return cls(ids, [_int8(rows)], mean, codes, file)
 
-    def filled(self) -> list[tuple[np.ndarray, np.ndarray]]:
+    def filled(self) -> list[tuple[Rows, np.ndarray]]:
         """Each block's rows that hold vectors and their codes, in order."""
         out, left = [], len(self.ids)
         for block, codes in zip(self.blocks, self.codes, strict=True):
@@ -99,6 +122,7 @@ class _UserMatrix:
             tuple(block for block, _ in held),
             tuple(codes for _, codes in held),
             self.mean,
+            self.file,
         )
 
     def append(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -114,14 +138,15 @@ class _UserMatrix:
         done = 0
         while done < len(ids):
             if row == capacity:  # the loaded matrix is never written into: it is full
-                shape = (_BLOCK_ROWS, vectors.shape[1])
-                self.blocks.append(np.empty(shape, dtype=self.blocks[0].dtype))
+                self.blocks.append(_empty(self.blocks[0], _BLOCK_ROWS))
                 self.codes.append(np.empty((self.codes[0].shape[0], _BLOCK_ROWS), np.uint64))
                 capacity += _BLOCK_ROWS
             last = self.blocks[-1]
             offset = row - (capacity - len(last))
             take = min(len(ids) - done, len(last) - offset)
-            last[offset : offset + take] = vectors[done : done + take]
+            fill(last, offset, vectors[done : done + take])
+            if self.file is not None:
+                self.file.write(row, vectors[done : done + take])
             self.codes[-1][:, offset : offset + take] = _codes(
                 last[offset : offset + take], self.mean
             )
@@ -131,11 +156,17 @@ class _UserMatrix:
 
     def _merge_sorted(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         held = np.concatenate([self.ids, ids])
-        dtype = self.blocks[0].dtype
-        rows = np.concatenate([*(block for block, _ in self.filled()), vectors.astype(dtype)])
         order = np.argsort(held, kind="stable")
-        self.ids, self.blocks = held[order], [rows[order]]
-        self.codes = [_codes(self.blocks[0], self.mean)]
+        if self.file is None:  # float rows
+            old = [np.asarray(block) for block, _ in self.filled()]
+            rows = np.concatenate([*old, vectors.astype(old[0].dtype)])[order]
+            self.ids, self.blocks, self.codes = held[order], [rows], [_codes(rows, self.mean)]
+            return
+        half = np.concatenate([self.file.first(len(self.ids)), vectors.astype(np.float16)])
+        half = half[order]
+        self.file = RowFile(half.shape[1])  # views taken before keep reading the old one
+        self.file.write(0, half)
+        self.ids, self.blocks, self.codes = held[order], [_int8(half)], [_codes(half, self.mean)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +174,10 @@ class _View:
     """A user's ids and vector blocks at one moment."""
 
     ids: np.ndarray
-    blocks: tuple[np.ndarray, ...]
+    blocks: tuple[Rows, ...]
     codes: tuple[np.ndarray, ...]
     mean: np.ndarray
+    file: RowFile | None
 
     def nearest_codes(self, query: np.ndarray, n: int) -> np.ndarray:
         """Positions of the `n` rows whose codes are nearest the query's (Hamming)."""
@@ -179,42 +211,76 @@ class _View:
         return scores
 
     def rows_at(self, positions: np.ndarray) -> np.ndarray:
-        """The rows at these positions (in the order of `ids`), as float32."""
-        if len(self.blocks) == 1 and self.blocks[0].dtype == np.float16:  # a large user
-            return half_rows(self.blocks[0], positions)  # as loaded: no masks to build
-        out = np.empty((len(positions), self.blocks[0].shape[1]), dtype=np.float32)
+        """The rows at these positions (in the order of `ids`) as float32: an int8 user's
+        are read from the file of their float16 rows."""
+        if self.file is not None:
+            return self.file.rows(positions)
+        out = np.empty((len(positions), width(self.blocks[0])), dtype=np.float32)
         start = 0
         for block in self.blocks:
             inside = (positions >= start) & (positions < start + len(block))
-            picked = positions[inside] - start
-            out[inside] = half_rows(block, picked) if block.dtype == np.float16 else block[picked]
+            out[inside] = floats(block[positions[inside] - start])
+            start += len(block)
+        return out
+
+    def cosines_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """What `scores_at` gives, but read from the float16 rows when the rows are int8."""
+        if self.file is None:
+            return self.scores_at(positions, query)
+        product: np.ndarray = self.file.rows(positions) @ query
+        return product
+
+    def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Cosines of the rows at these positions (in the order of `ids`) with `query`."""
+        if len(self.blocks) == 1:
+            return dots(self.blocks[0][positions], query)
+        out = np.empty(len(positions), dtype=np.float32)
+        start = 0
+        for block in self.blocks:
+            inside = (positions >= start) & (positions < start + len(block))
+            out[inside] = dots(block[positions[inside] - start], query)
             start += len(block)
         return out
 
 
-def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """`rows @ query` in float32; half-precision rows are cast a slice at a time (a whole
-    cast would copy the matrix in float32, the very memory float16 saves)."""
-    if rows.dtype == np.float32:
+def _dot(rows: Rows, query: np.ndarray) -> np.ndarray:
+    """`rows @ query` in float32; int8 rows are cast a slice at a time (a whole cast would
+    copy the matrix in float32, the very memory int8 saves)."""
+    if not isinstance(rows, Int8Rows):
         product: np.ndarray = rows @ query
         return product
     out = np.empty(len(rows), dtype=np.float32)
     for start in range(0, len(rows), _CAST_ROWS):
-        part = rows[start : start + _CAST_ROWS].astype(np.float32)
-        out[start : start + len(part)] = part @ query
+        part = rows[start : start + _CAST_ROWS]
+        out[start : start + len(part)] = dots(part, query)
     return out
 
 
-def _codes(rows: np.ndarray, mean: np.ndarray) -> np.ndarray:
+def _int8(rows: np.ndarray) -> Int8Rows:
+    """Float rows as int8 rows, quantized `_CAST_ROWS` at a time (no float32 copy of all)."""
+    held = Int8Rows.empty(len(rows), rows.shape[1])
+    for start in range(0, len(rows), _CAST_ROWS):
+        fill(held, start, rows[start : start + _CAST_ROWS].astype(np.float32))
+    return held
+
+
+def _empty(like: Rows, n: int) -> Rows:
+    """`n` unwritten rows of the kind of `like` (int8 rows or a float matrix)."""
+    if isinstance(like, Int8Rows):
+        return Int8Rows.empty(n, width(like))
+    return np.empty((n, like.shape[1]), dtype=like.dtype)
+
+
+def _codes(rows: Rows, mean: np.ndarray) -> np.ndarray:
     """The binary codes of `rows` (signs of row − mean), as uint64 words × rows.
 
     Computed `_CAST_ROWS` rows at a time: the comparison's booleans take a byte per dimension
-    (and float16 rows are compared in float32).
+    (and int8 rows are compared in float32).
     """
-    words = -(-rows.shape[1] // 64)
+    words = -(-width(rows) // 64)
     packed = np.zeros((len(rows), words * 8), dtype=np.uint8)
     for start in range(0, len(rows), _CAST_ROWS):
-        bits = np.packbits(rows[start : start + _CAST_ROWS] > mean, axis=1)
+        bits = np.packbits(floats(rows[start : start + _CAST_ROWS]) > mean, axis=1)
         packed[start : start + len(bits), : bits.shape[1]] = bits
     return np.ascontiguousarray(packed.view(np.uint64).T)
 
@@ -276,7 +342,7 @@ class VectorIndex:
         view = self._matrix(user_id)
         wanted = np.asarray(ids, dtype=np.int64)
         found, positions = _find(view.ids, wanted)
-        scores = view.rows_at(positions) @ query if len(positions) else np.zeros(0)
+        scores = view.cosines_at(positions, query) if len(positions) else np.zeros(0)
         return {int(i): float(s) for i, s in zip(wanted[found], scores, strict=True)}
 
     def vectors(self, user_id: str, ids: list[int]) -> dict[int, np.ndarray]:
@@ -297,11 +363,16 @@ class VectorIndex:
         ids = view.ids
         if len(ids) == 0:
             return []
-        if len(ids) < EXACT_BELOW:
+        if len(ids) < EXACT_BELOW and view.file is None:
             positions, scores = np.arange(len(ids)), view.scores(query)
-        else:  # the codes nearest the query, scored exactly
+        else:  # the codes nearest the query, scored from the rows held
             positions = np.sort(view.nearest_codes(query, max(RESCORED, k)))
-            scores = view.rows_at(positions) @ query
+            scores = view.scores_at(positions, query)
+            if view.file is not None:  # int8 scores: the best few get their cosines
+                n = min(k + EXACT_EXTRA, len(scores))
+                best = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else slice(None)
+                positions = np.sort(positions[best])
+                scores = view.cosines_at(positions, query)
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.lexsort((positions[top], -scores[top]))]
