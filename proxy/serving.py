@@ -21,14 +21,13 @@ installed (not on Windows), else asyncio's.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, Literal
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from proxy.config import Config
-from proxy.errors import RequestTimeout
+from proxy.head_timer import HeadTimer
 from proxy.limits import parser_limit
 
 Parser = Literal["auto", "h11", "httptools"]
@@ -67,26 +66,9 @@ def head_timeout_protocol(seconds: float) -> type[H11Protocol]:
     return Protocol
 
 
-def timeout_response(seconds: float) -> bytes:
-    """The 408 sent when a head is not whole within `seconds`; it closes the connection."""
-    error = RequestTimeout(
-        f"the request's headers did not arrive within {seconds:g} s (server.header_timeout)"
-    )
-    body = json.dumps(error.body()).encode()
-    head = (
-        "HTTP/1.1 408 Request Timeout\r\n"
-        "content-type: application/json\r\n"
-        f"content-length: {len(body)}\r\n"
-        "connection: close\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-class HeadTimeoutH11(H11Protocol):
+class HeadTimeoutH11(HeadTimer, H11Protocol):
     """H11Protocol with a timer running while a request's head is awaited (h11's IDLE)."""
 
-    head_timeout = 10.0
-    _timer: asyncio.TimerHandle | None = None
     _started = False  # bytes of the awaited head have arrived
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -95,31 +77,15 @@ class HeadTimeoutH11(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        self._watch_head(data)
+        self._started = self._awaiting_head() and (self._started or bool(data))
+        self._watch_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timer()
         super().connection_lost(exc)
 
-    def _watch_head(self, data: bytes = b"") -> None:
-        """Run the timer while the head is awaited; stop it once the request has begun."""
-        if self.conn.their_state is not h11.IDLE or self.transport.is_closing():
-            self._stop_timer()
-            self._started = False
-            return
-        self._started = self._started or bool(data)
-        if self._timer is None:
-            self._timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+    def _awaiting_head(self) -> bool:
+        return self.conn.their_state is h11.IDLE and not self.transport.is_closing()
 
-    def _stop_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _head_timed_out(self) -> None:
-        self._timer = None
-        if self.conn.their_state is not h11.IDLE or self.transport.is_closing():
-            return
-        if self._started:
-            self.transport.write(timeout_response(self.head_timeout))
-        self.transport.close()
+    def _head_begun(self) -> bool:
+        return self._started

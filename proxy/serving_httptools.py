@@ -22,7 +22,7 @@ import asyncio
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from proxy.serving import timeout_response
+from proxy.head_timer import HeadTimer
 
 INVALID = "Invalid HTTP request received."  # uvicorn's words for a head h11 refuses
 
@@ -37,12 +37,10 @@ def head_limited_httptools(seconds: float, max_head_bytes: int) -> type[HttpTool
     return Protocol
 
 
-class HeadLimitedHttpTools(HttpToolsProtocol):
+class HeadLimitedHttpTools(HeadTimer, HttpToolsProtocol):
     """HttpToolsProtocol that times each awaited head and counts its bytes."""
 
-    head_timeout = 10.0
     head_limit = 64 * 1024
-    _timer: asyncio.TimerHandle | None = None
     _in_head = True  # the client's next bytes belong to a request's head
     _head_bytes = 0  # bytes of it received so far
 
@@ -86,22 +84,5 @@ class HeadLimitedHttpTools(HttpToolsProtocol):
         idle = self.cycle is None or self.cycle.response_complete
         return self._in_head and idle and not self._closing()
 
-    def _watch_head(self) -> None:
-        """Run the timer while a head is awaited; stop it otherwise."""
-        if not self._awaiting_head():
-            self._stop_timer()
-        elif self._timer is None:
-            self._timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
-
-    def _stop_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _head_timed_out(self) -> None:
-        self._timer = None
-        if not self._awaiting_head():
-            return
-        if self._head_bytes:
-            self.transport.write(timeout_response(self.head_timeout))
-        self.transport.close()
+    def _head_begun(self) -> bool:
+        return self._head_bytes > 0
