@@ -386,7 +386,11 @@ class VectorIndex:
         with self._lock:
             matrix = self._users.get(user_id)
             if matrix is not None:
-                matrix.append(*pair)
+                try:
+                    matrix.append(*pair)
+                except OSError as exc:  # the row file cannot grow (a full disk): never stale
+                    logger.warning("a user's vectors are reloaded: their row file failed: %s", exc)
+                    del self._users[user_id]  # the next search reads them all from the store
             elif user_id in self._loading:
                 self._loading[user_id].added.append(pair)
 

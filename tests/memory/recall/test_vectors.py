@@ -1,5 +1,7 @@
 """memory/recall/vectors.py: the in-RAM mirror of each user's vectors."""
 
+import resource
+import signal
 import tempfile
 import threading
 
@@ -393,3 +395,27 @@ def test_without_a_temporary_directory_a_large_user_stays_in_float16(monkeypatch
     assert view.file is None and view.blocks[0].dtype == np.float16
     assert found[0] == (4, pytest.approx(1.0, abs=1e-3))
     assert "stay in RAM" in caplog.text
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE (POSIX)")
+def test_a_row_file_that_cannot_grow_drops_the_user_so_the_next_search_reloads_them(caplog):
+    rows = random_units(EXACT_BELOW, 7)
+    extra = random_units(3, 8)
+    stored = {"ids": np.arange(1, EXACT_BELOW + 1), "rows": rows}  # what the store holds
+    index = VectorIndex(lambda user: (stored["ids"], half(stored["rows"])))
+    index.count("alice")  # loaded: int8 rows, float16 rows in a file of exactly this size
+    new_ids = np.arange(EXACT_BELOW + 1, EXACT_BELOW + 4)
+    stored["ids"] = np.concatenate([stored["ids"], new_ids])  # the writer committed them
+    stored["rows"] = np.concatenate([rows, extra])
+    file_size = EXACT_BELOW * rows.shape[1] * 2
+    ignored = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, limits[1]))
+    try:  # no file of this process may grow past the row file's size: a full disk for it
+        index.add("alice", new_ids.tolist(), extra)
+        found = index.search("alice", extra[1], 1)  # reloaded; the file fails again: float16
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, ignored)
+    assert found == [(int(new_ids[1]), pytest.approx(1.0, abs=1e-3))]
+    assert "reloaded" in caplog.text and "stay in RAM" in caplog.text
