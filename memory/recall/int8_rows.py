@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from memory.embedding import int8_rows
+
 _STEPS = 127
 
 
@@ -66,10 +68,11 @@ def fill(rows: Rows, start: int, vectors: np.ndarray) -> None:
         rows[start:end] = vectors
         return
     vectors = np.asarray(vectors, dtype=np.float32)
-    peak = np.abs(vectors).max(axis=1) if vectors.size else np.zeros(len(vectors), np.float32)
-    scale = np.where(peak > 0, peak / _STEPS, 1.0).astype(np.float32)
-    rows.scale[start:end] = scale
-    rows.q[start:end] = np.rint(vectors / scale[:, None])
+    if not len(vectors):
+        return
+    peak = np.abs(vectors).max(axis=1)
+    rows.scale[start:end] = np.where(peak > 0, peak / _STEPS, 1.0)
+    rows.q[start:end] = int8_rows(vectors)  # as the vocabulary's word vectors are stored
 
 
 def floats(rows: Rows) -> np.ndarray:
