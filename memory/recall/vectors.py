@@ -216,12 +216,7 @@ class _View:
         if self.file is not None:
             return self.file.rows(positions)
         out = np.empty((len(positions), width(self.blocks[0])), dtype=np.float32)
-        start = 0
-        for block in self.blocks:
-            inside = (positions >= start) & (positions < start + len(block))
-            out[inside] = floats(block[positions[inside] - start])
-            start += len(block)
-        return out
+        return self._by_block(positions, out, floats)
 
     def cosines_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         """What `scores_at` gives, but read from the float16 rows when the rows are int8."""
@@ -235,10 +230,16 @@ class _View:
         if len(self.blocks) == 1:
             return dots(self.blocks[0][positions], query)
         out = np.empty(len(positions), dtype=np.float32)
+        return self._by_block(positions, out, lambda rows: dots(rows, query))
+
+    def _by_block(
+        self, positions: np.ndarray, out: np.ndarray, read: Callable[[Rows], np.ndarray]
+    ) -> np.ndarray:
+        """`out`, each entry `read` from the rows at `positions` (over every block)."""
         start = 0
         for block in self.blocks:
             inside = (positions >= start) & (positions < start + len(block))
-            out[inside] = dots(block[positions[inside] - start], query)
+            out[inside] = read(block[positions[inside] - start])
             start += len(block)
         return out
 
