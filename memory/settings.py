@@ -105,9 +105,6 @@ class Settings:
     # `min_standout` (0 turns the gate off). Calibration: docs/recall-quality.md.
     standout_margin_weight: float = 3.0
     min_standout: float = 0.5
-    # The gate over subjects, not turns: kept hits whose vectors are at least this close to a
-    # better kept hit's count as its subject, once (0: every hit counts; docs/recall-quality.md).
-    standout_subject_similarity: float = 0.0
     # A question's words the user never said are searched with the user's own nearest words
     # (memory/recall/vocabulary.py): the least cosine of such a neighbour (0 turns it off) and
     # how many each word gets. memsuite paraphrase +5 / +3 points (tuning / held out), LoCoMo

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Mapping, Sequence
-
-import numpy as np
+from collections.abc import Sequence
 
 from memory.records import Hit
 
@@ -45,44 +43,12 @@ def standout(kept: Sequence[Hit], margin_weight: float) -> float:
     return best + margin_weight * (best - statistics.median(cosines[:TOPIC_SIZE]))
 
 
-def one_per_subject(
-    kept: Sequence[Hit], vectors: Mapping[int, np.ndarray], min_similarity: float
-) -> list[Hit]:
-    """The best hit of each subject among `kept`, best cosine first, at most TOPIC_SIZE.
-
-    A hit whose vector has cosine >= `min_similarity` with a better hit's (chunk to chunk, the
-    `later` step's notion of one subject) is that subject's again: an old turn and the turn
-    that updates it are two strong hits on one subject, and as two they lift the median the
-    standout is measured against. A hit without a vector is a subject of its own.
-    """
-    ranked = sorted(
-        (h for h in kept if h.similarity is not None), key=lambda h: -(h.similarity or 0.0)
-    )
-    held = [i for i, h in enumerate(ranked) if h.chunk.id in vectors]
-    matrix = np.stack([vectors[ranked[i].chunk.id] for i in held]) if held else None
-    close = (matrix @ matrix.T >= min_similarity) if matrix is not None else None
-    row_of = {i: n for n, i in enumerate(held)}
-    heads: list[int] = []
-    for i in range(len(ranked)):
-        if len(heads) == TOPIC_SIZE:
-            break
-        if (
-            close is not None
-            and i in row_of
-            and any(j in row_of and close[row_of[i], row_of[j]] for j in heads)
-        ):
-            continue
-        heads.append(i)
-    return [ranked[i] for i in heads]
-
-
 def nothing_stands_out(
     query: str,
     candidates: Sequence[Hit],
     kept: Sequence[Hit],
     margin_weight: float,
     threshold: float,
-    topic: Sequence[Hit] | None = None,
 ) -> bool:
     """True when excerpts should be withheld: no hit stands out of the question's topic.
 
@@ -90,15 +56,13 @@ def nothing_stands_out(
     (`ranking.drop_weak`): the topic is what is left once unrelated turns are gone, so a
     question whose few related turns are all alike gets a small lead. With fewer than
     TOPIC_SIZE candidates the store is too small to tell a topic from the whole history and
-    the gate stays open. A `threshold` of 0 (or less) turns it off. `topic`, when given, is
-    what the standout is measured over instead of `kept`: one hit a subject
-    (`one_per_subject`).
+    the gate stays open. A `threshold` of 0 (or less) turns it off.
     """
     if threshold <= 0 or sum(h.similarity is not None for h in candidates) < TOPIC_SIZE:
         return False
     if names_a_stored_identifier(query, kept):
         return False
-    return standout(kept if topic is None else topic, margin_weight) < threshold
+    return standout(kept, margin_weight) < threshold
 
 
 # An identifier: a word with a digit in it (INC-48213, v2.4.1, 10.0.3.7), or joined by `_`,

@@ -26,7 +26,7 @@ from memory.block.tokens import message_text
 from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
-from memory.recall.abstention import nothing_stands_out, one_per_subject
+from memory.recall.abstention import nothing_stands_out
 from memory.recall.later import later_on_same_subject
 from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
@@ -174,32 +174,11 @@ def retrieve(
     if ranked.abstained:
         return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
     threshold = settings.min_standout if gate else 0.0
-    topic = kept
-    if threshold > 0 and vector is not None and settings.standout_subject_similarity > 0:
-        topic = _subjects(store, index, settings, user_id, kept)
-    if nothing_stands_out(query, hits, kept, settings.standout_margin_weight, threshold, topic):
+    if nothing_stands_out(query, hits, kept, settings.standout_margin_weight, threshold):
         return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
     if vector is not None:  # the later turns on the kept hits' subjects
         kept = _with_later(store, index, settings, user_id, hits, kept)
     return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept), degraded)
-
-
-# Kept hits whose subjects the gate groups: the best few, enough for TOPIC_SIZE subjects.
-_SUBJECT_HITS = 40
-
-
-def _subjects(
-    store: Store, index: VectorIndex, settings: Settings, user_id: str, kept: list[Hit]
-) -> list[Hit]:
-    """The best kept hit of each subject, for the gate (memory.recall.abstention)."""
-    best = sorted(kept, key=lambda h: -(h.similarity or 0.0))[:_SUBJECT_HITS]
-    ids = [h.chunk.id for h in best if h.similarity is not None]
-    vectors = (
-        index.vectors(user_id, ids)
-        if settings.vector_search == "ram"
-        else store.vectors(user_id, ids)
-    )
-    return one_per_subject(best, vectors, settings.standout_subject_similarity)
 
 
 def _with_later(
