@@ -52,7 +52,7 @@ _NEW_EMPLOYER = cue(
 _NOW_AT = cue(r"i(?:'m|\s+am)\s+now\s+(?:working\s+)?(?:at|with)\s+(?P<v>.+)")
 _STEP_DOWN = cue(
     r"i(?:'m|\s+am|'ve|\s+have)?(?:\s+(?:just|finally|officially))*\s+(?P<verb>(?:stepping|stepped"
-    r"|step)\s+down|resign(?:ed|ing)|quit(?:ting)?)\s+as\s+(?:the\s+)?(?P<role>[a-z][\w -]+)"
+    r"|step)\s+down|resign(?:ed|ing)|quit(?:ting)?)\s+as\s+(?:the\s+)?(?P<role>[a-z][\w' -]+)"
     r"(?P<rest>[^\w\s].*)?"
 )
 _IS_NOW = cue(
@@ -63,7 +63,7 @@ _IS_NOW = cue(
 _SWITCHED_FOR = cue(
     r"(?:i|we)(?:'ve|\s+have)?(?:\s+(?:just|finally|now))*\s+(?:switched|moved|changed|gone)"
     r"\s+(?:over\s+)?to\s+(?P<v>.+?)\s+for\s+(?:our|my|the)\s+(?P<thing>[\w-]+(?:\s+[\w-]+)?)"
-    r"(?:\s+now)?[\s.!]*"
+    r"(?:\s+now)?(?:[,;.!].*)?"
 )
 _COMES_FROM = cue(
     r"(?:.*?[,;:]\s+)?(?:all\s+)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+)?)\s+(?:all\s+)?"
@@ -118,7 +118,7 @@ def _rule_step_down(clause: str) -> list[Capture]:
         match["role"],
     )
     words = role[0].split()
-    if not 1 <= len(words) <= 4 or words[0].lower() in JUNK | _ROLE_JUNK:
+    if not 1 <= len(words) <= 5 or words[0].lower() in JUNK | _ROLE_JUNK:
         return []
     role_text = " ".join(words)
     verb = " ".join(match["verb"].lower().split())
