@@ -105,7 +105,7 @@ _DRUG = r"[a-z][a-z-]{3,}"
 UNNAMED_DRUG = "medication:unnamed"
 _DOSE_ONLY = cue(
     rf".*?\b(?:raised|increased|upped|lowered|reduced|decreased|doubled|halved|changed|adjusted"
-    rf"|bumped|cut|put|moved|pushed|brought)\s+my\s+(?:dose|dosage|meds|medication)\s+"
+    rf"|bumped|cut|put|moved|pushed|brought)\s+(?:my|the)\s+(?:dose|dosage|meds|medication)\s+"
     rf"(?:(?:up|down)\s+)?to\s+"
     rf"(?P<dose>{_DOSE})(?P<rest>.*)"
 )
@@ -245,6 +245,8 @@ def _rule_went_to(clause: str) -> list[Capture]:
         return []
     dose = re.match(_DOSE, match["v"], re.I)
     drug = re.sub(r"\s+(?:dose|dosage)$", "", thing)
+    if dose and drug in ("dose", "dosage", "meds", "medication"):  # 'my dose went up to 75 mg'
+        return [cap(UNNAMED_DRUG, " ".join(dose[0].split()), "profile", "went_to")]
     if dose and re.fullmatch(_DRUG, drug):  # 'my metformin went up to 1000 mg'
         return _dose_capture(drug, dose[0], "went_to") if drug not in _NOT_DRUG else []
     value = _value(match["v"].rstrip(".!"), 4)

@@ -23,10 +23,16 @@ from memory.facts.statements import _DATE, Capture, _place, _proper, cap, slug
 _NOT_THING = word_set(
     "it this that these those everything something things stuff one meeting call standup "
     "stand-up sync chat catch-up session train bus tram flight plane taxi uber parcel package "
-    "delivery order weather temperature kettle oven water password passcode pin key token"
+    "delivery order weather temperature kettle oven water password passcode pin key token "
+    "sister brother mum mom dad mother father son daughter wife husband partner friend kids kid "
+    "children boss neighbour neighbor"
 )
 _HOME_NOUN = r"(?:flat|house|home|place|apartment|flatshare|room|bungalow|cottage|condo)"
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b"
+_MONTH_ALONE = (
+    r"(?:(?:early|mid|late)\s+|the\s+(?:start|end|middle)\s+of\s+)?(?:january|february|march"
+    r"|april|may|june|july|august|september|october|november|december)\b"
+)
 
 _NEW_HOME = cue(
     rf"(?:.*?[,;:]\s+)?(?:the|my|our)\s+new\s+{_HOME_NOUN}\s+(?:is|'s)\s+(?:now\s+)?in\s+(?P<v>.+)"
@@ -69,6 +75,35 @@ _COMES_FROM = cue(
     r"(?:.*?[,;:]\s+)?(?:all\s+)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+)?)\s+(?:all\s+)?"
     r"(?:comes?|is\s+coming|are\s+coming)\s+from\s+(?P<v>.+?)\s+now\b.*"
 )
+_HOME_IS = cue(r"(?:.*?[,;:]\s+)?home\s+is\s+now\s+(?P<v>.+)")
+_RENTING = cue(
+    r"(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:now\s+)?renting\s+(?:a\s+(?:[\w-]+\s+)?\w+\s+)?in"
+    r"\s+(?P<v>.+)"
+)
+_TOOK_JOB = cue(
+    r"i(?:'ve|\s+have)?(?:\s+(?:just|finally|now|officially))*\s+(?:taken|took|accepted|started"
+    r"|landed)\s+an?\s+(?:new\s+)?(?:job|position|role|post)\s+(?:at|with)\s+(?P<org>.+)"
+)
+# 'the wedding has moved to 5 July': intransitive, so only a date is a value ('my sister moved
+# to Leeds' is someone's news, not the user's plan).
+_THING_MOVED_TO = cue(
+    r"(?:.*?[,;:]\s+)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)(?:\s+has|'s)?\s+"
+    r"(?:moved|shifted|changed)\s+(?:to|until)\s+(?P<v>.+)"
+)
+_REBOOKED = cue(
+    r"(?:i|we)(?:'ve|\s+have)?(?:\s+(?:just|now|had\s+to|finally))*\s+(?:rebooked|re-booked"
+    r"|rescheduled|moved|pushed|changed)\s+(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+)?)\s+"
+    r"(?:back\s+)?for\s+(?P<v>.+)"
+)
+_NEW_DATE = cue(
+    r"(?:.*?[,;:]\s+)?(?:the\s+)?new\s+(?:date|day|time)\s+for\s+(?:the|my|our)\s+(?P<thing>"
+    r"[\w-]+(?:\s+[\w-]+)?)\s*(?::|is|'s)\s*(?P<v>.+)"
+)
+_WENT_WITH = cue(
+    r"(?:i|we)(?:'ve|\s+have)?(?:\s+(?:just|finally|now))*\s+(?:went|gone|decided\s+to\s+go)"
+    r"\s+with\s+(?P<v>.+?)\s+for\s+(?:our|my|the)\s+(?P<thing>[\w-]+(?:\s+[\w-]+)?)"
+    r"(?:\s+now)?(?:[,;.!].*)?"
+)
 _ROLE_JUNK = word_set("well soon possible usual always planned expected")
 
 
@@ -90,11 +125,22 @@ def in_place_now(clause: str) -> list[Capture]:
     return [cap("home_city", place, "profile", "in_now")] if place else []
 
 
+def _rule_home_is(clause: str) -> list[Capture]:
+    """'home is now Bristol', 'we're renting in Kentish Town now'."""
+    for pattern, rule in ((_HOME_IS, "home_is_now"), (_RENTING, "renting_in")):
+        if found := _home(clause, pattern, rule):
+            return found
+    return []
+
+
 def _rule_employer(clause: str) -> list[Capture]:
-    """'my new employer is Siemens', 'my new job is at the Royal Free'."""
-    if not (match := _NEW_EMPLOYER.fullmatch(clause)):
+    """'my new employer is Siemens', 'my new job is at the Royal Free', 'I've taken a job at
+    Ocado'."""
+    match = _NEW_EMPLOYER.fullmatch(clause) or _TOOK_JOB.fullmatch(clause)
+    if not match:
         return []
-    org = _proper(match["v"], 5, lower_ok=False, org=True, the_ok=True)
+    raw = match["v"] if match.re is _NEW_EMPLOYER else match["org"]
+    org = _proper(raw, 5, lower_ok=False, org=True, the_ok=True)
     return [cap("employer", org, "profile", "new_employer")] if org else []
 
 
@@ -129,7 +175,8 @@ def _when(text: str) -> str | None:
     """A date, a weekday or an amount with a digit at the start of `text`, up to a clause end."""
     head = re.split(r"\s*[,;!?]\s*|\.\s|\.$|\s+(?:because|since|so|but|and|as|instead)\s", text)[0]
     head = head.strip()
-    if _DATE.match(head) or re.match(_WEEKDAY, head, re.I) or re.match(r"(?:the\s+)?\d", head):
+    dated = _DATE.match(head) or re.match(rf"{_WEEKDAY}|{_MONTH_ALONE}", head, re.I)
+    if dated or re.match(r"(?:the\s+)?\d", head):
         words = head.split()
         return head if len(words) <= 6 else None
     return None
@@ -145,18 +192,34 @@ def _rule_is_now(clause: str) -> list[Capture]:
     if words[0] in _NOT_THING or words[-1] in _NOT_THING or words[-1] in JUNK:
         return []
     value = match["v"].rstrip(".! ")
-    if match["prep"] in ("at", "in"):
+    when = _when(value)
+    if match["prep"] in ("at", "in") and not when:
         place = _proper(value, 4, lower_ok=False, the_ok=True)
         if place and place.split()[-1].lower() not in JUNK:
             return [cap(f"current:{slug(thing, 4)}_place", place, "profile", "is_now")]
         return []
-    when = _when(value)
     return [cap(f"current:{slug(thing, 4)}", when, "profile", "is_now")] if when else []
 
 
+def _rule_new_date(clause: str) -> list[Capture]:
+    """'the wedding has moved to 5 July', 'we've rebooked the holiday for August', 'new date for
+    the launch: 3 May' -> current:<thing>, a date only."""
+    for pattern in (_THING_MOVED_TO, _REBOOKED, _NEW_DATE):
+        if not (match := pattern.fullmatch(clause)):
+            continue
+        thing = match["thing"].lower()
+        words = thing.split()
+        if words[0] in _NOT_THING or words[-1] in _NOT_THING or words[-1] in JUNK:
+            return []
+        when = _when(match["v"].rstrip(".! "))
+        return [cap(f"current:{slug(thing, 4)}", when, "profile", "new_date")] if when else []
+    return []
+
+
 def _rule_switched_for(clause: str) -> list[Capture]:
-    """'we switched to Octopus for our electricity' -> current:electricity."""
-    if not (match := _SWITCHED_FOR.fullmatch(clause)):
+    """'we switched to Octopus for our electricity', 'we went with Skyline for the kitchen' ->
+    current:electricity, current:kitchen."""
+    if not (match := _SWITCHED_FOR.fullmatch(clause) or _WENT_WITH.fullmatch(clause)):
         return []
     thing = match["thing"].lower()
     if thing.split()[0] in _NOT_THING or thing.split()[-1] in _NOT_THING:
@@ -193,9 +256,11 @@ def _rule_new_home(clause: str) -> list[Capture]:
 
 _RULES = (
     _rule_new_home,
+    _rule_home_is,
     _rule_employer,
     _rule_step_down,
     _rule_is_now,
+    _rule_new_date,
     _rule_switched_for,
     _rule_comes_from,
 )

@@ -36,6 +36,9 @@ CURRENT = [
         "role:treasurer_of_the_club",
         "resigned as treasurer of the club",
     ),
+    ("Home is now Bristol, and the commute is brutal.", "home_city", "Bristol"),
+    ("We're renting in Kentish Town now while we look.", "home_city", "Kentish Town"),
+    ("I've taken a job at Ocado, starting in June.", "employer", "Ocado"),
     # dose
     (
         "My metformin went up to 1000 mg after the last blood test.",
@@ -53,6 +56,15 @@ CURRENT = [
     ("Our launch date is now 4 March, marketing wasn't ready.", "current:launch_date", "4 March"),
     ("The conference has been rescheduled for 12 May.", "current:conference", "12 May"),
     ("The party's now on Saturday the 9th.", "current:party", "Saturday the 9th"),
+    ("The wedding has moved to 5 July, the venue flooded.", "current:wedding", "5 July"),
+    ("We've rebooked the holiday for August.", "current:holiday", "August"),
+    ("New date for the launch: 3 May.", "current:launch", "3 May"),
+    ("The wedding is now in late May.", "current:wedding", "late May"),
+    (
+        "We went with Skyline for the kitchen, the other quote was silly.",
+        "current:kitchen",
+        "Skyline",
+    ),
     # new plan: where a thing is now, who provides it
     ("Our office is now in Leeds, the lease in Bradford ran out.", "current:office_place", "Leeds"),
     ("We switched to Octopus for our electricity.", "current:electricity", "Octopus"),
@@ -70,7 +82,12 @@ def test_an_update_captures_the_current_value(text, key, value):
 
 
 def test_an_unnamed_dose_change_is_captured_for_the_one_medication():
-    for text in ("They upped my dose to 75 mg.", "The GP put my dose up to 75 mg."):
+    for text in (
+        "They upped my dose to 75 mg.",
+        "The GP put my dose up to 75 mg.",
+        "The consultant has upped the dose to 75 mg.",
+        "My dose went up to 75 mg last week.",
+    ):
         assert [(c.key, c.value) for c in capture_facts(text)] == [("medication:unnamed", "75 mg")]
 
 
@@ -78,6 +95,8 @@ NEAR_MISSES = [
     # places and trips
     "I'm in Leeds now, just got off the train.",
     "My friend moved from Paris to Berlin.",
+    "My sister moved to Leeds.",
+    "My sister has moved to 5 July.",
     "The new flat is lovely.",
     "The new place is in a terrible state.",
     "We're now in a good place.",
@@ -89,6 +108,8 @@ NEAR_MISSES = [
     "I'm now at a loss.",
     "I stepped down from the ladder.",
     "I quit as a matter of principle.",
+    "I've taken a job at the weekend market.",
+    "We went with the flow for the whole trip.",
     # one-off events, states that are not a value, secrets
     "The meeting is now on Friday.",
     "The kitchen is now spotless.",
