@@ -192,7 +192,7 @@ _WORK_WORDS = cue(
 # A sentence about a home: 'we're in Brixton now' in it names where the user lives.
 _HOME_WORDS = cue(
     r"\b(?:moved|move|moving|relocated|flat|house|home|apartment|rent|lease|landlord|live|living"
-    r"|settled|neighbou?rs?|new\s+place)\b"
+    r"|settled|neighbou?rs?)\b"
 )
 
 _CLAUSE_RULES = (

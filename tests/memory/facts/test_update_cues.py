@@ -96,6 +96,7 @@ NEAR_MISSES = [
     "I'm in Leeds now, just got off the train.",
     "My friend moved from Paris to Berlin.",
     "My sister moved to Leeds.",
+    "We tried a new place for dinner, I'm in Soho now.",
     "My sister has moved to 5 July.",
     "The new flat is lovely.",
     "The new place is in a terrible state.",
