@@ -104,6 +104,17 @@ _WENT_WITH = cue(
     r"\s+with\s+(?P<v>.+?)\s+for\s+(?:our|my|the)\s+(?P<thing>[\w-]+(?:\s+[\w-]+)?)"
     r"(?:\s+now)?(?:[,;.!].*)?"
 )
+# 'we're going to Lisbon instead (of Porto)': a trip's new destination ('instead' required).
+_INSTEAD = cue(
+    r"(?:i|we)(?:'m|\s+am|'re|\s+are|'ll|\s+will)\s+(?:now\s+)?(?:going|flying|heading|driving"
+    r"|travell?ing|off|sailing|taking\s+the\s+train)\s+to\s+(?P<v>.+?)\s+instead\b.*"
+)
+# 'the plan is now to rent in Bath', 'our new plan is to …': the plan, in the user's words.
+_PLAN = cue(
+    r"(?:.*?[,;:]\s+)?(?:the|my|our)\s+(?:(?P<new>new)\s+)?plan\s+(?:(?P<now>now)\s+)?(?:is|'s)"
+    r"\s+(?:(?P<now2>now)\s+)?(?P<v>to\s+.+)"
+)
+_VAGUE_PLAN = word_set("it this that them these those today tonight tomorrow")
 _ROLE_JUNK = word_set("well soon possible usual always planned expected")
 
 
@@ -254,6 +265,22 @@ def _rule_new_home(clause: str) -> list[Capture]:
     return []
 
 
+def _rule_plan(clause: str) -> list[Capture]:
+    """'we're flying to Crete instead' -> current:destination; 'the plan is now to rent in
+    Bath for a year' -> current:plan (one plan at a time: the next supersedes it)."""
+    if match := _INSTEAD.fullmatch(clause):
+        place = _proper(match["v"], 4, lower_ok=False, the_ok=False)
+        return [cap("current:destination", place, "profile", "instead")] if place else []
+    match = _PLAN.fullmatch(clause)
+    if not match or not (match["new"] or match["now"] or match["now2"]):
+        return []
+    plan = re.split(r"\s*[,;!?]\s*|\.\s|\.$|\s+(?:because|since|but|so)\s", match["v"])[0]
+    words = plan.split()
+    if not 2 <= len(words) <= 12 or _VAGUE_PLAN & {w.lower().strip(".") for w in words}:
+        return []  # 'the new plan is to do it tomorrow': no lasting plan said
+    return [cap("current:plan", plan, "profile", "plan_now")]
+
+
 _RULES = (
     _rule_new_home,
     _rule_home_is,
@@ -261,6 +288,7 @@ _RULES = (
     _rule_step_down,
     _rule_is_now,
     _rule_new_date,
+    _rule_plan,
     _rule_switched_for,
     _rule_comes_from,
 )

@@ -65,7 +65,10 @@ CURRENT = [
         "current:kitchen",
         "Skyline",
     ),
-    # new plan: where a thing is now, who provides it
+    # new plan: where a thing is now, who provides it, where the trip goes, the plan itself
+    ("Change of plan, we're going to Lisbon instead of Porto.", "current:destination", "Lisbon"),
+    ("The plan is now to rent in Bath for a year.", "current:plan", "to rent in Bath for a year"),
+    ("Our new plan is to sell the van in spring.", "current:plan", "to sell the van in spring"),
     ("Our office is now in Leeds, the lease in Bradford ran out.", "current:office_place", "Leeds"),
     ("We switched to Octopus for our electricity.", "current:electricity", "Octopus"),
     (
@@ -111,6 +114,9 @@ NEAR_MISSES = [
     "I quit as a matter of principle.",
     "I've taken a job at the weekend market.",
     "We went with the flow for the whole trip.",
+    "We're going to the pub instead.",
+    "The plan is to meet at six.",
+    "The new plan is to do it tomorrow.",
     # one-off events, states that are not a value, secrets
     "The meeting is now on Friday.",
     "The kitchen is now spotless.",
