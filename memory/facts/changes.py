@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from memory.facts.lexicon import JUNK, cue, word_set
+from memory.facts.lexicon import JUNK, KIN, cue, word_set
 from memory.facts.statements import _ADV, Capture, _lower_ok, _proper, cap, slug
 
 # Words that end a value: the start of a new clause or of a detail about it.
@@ -208,7 +208,7 @@ def _rule_moved_thing(clause: str) -> list[Capture]:
     bare = match.re is _MOVED_THING and not match["det"]
     if thing.split()[0] in _PRONOUN or thing.split()[-1] in _ONE_OFF or _SECRET.search(thing):
         return []
-    if thing in ("me", "us", "back", "over", "out", "in"):
+    if thing in ("me", "us", "back", "over", "out", "in") or thing.split()[-1] in KIN:
         return []
     if bare and not match["from"] and not re.search(r"\b(?:provider|hosting|host)\b", thing):
         return []  # 'we moved to Lisbon', 'I switched to decaf': no thing named

@@ -103,6 +103,11 @@ TECH = word_set(  # 'I moved to Rust' is a migration, not a move
     "macos ubuntu debian arch vim neovim emacs vscode github gitlab jira slack notion django "
     "flask fastapi rails node deno terraform nix poetry conda vite webpack graphql kafka"
 )
+# People, not things: 'we moved the kids to a new school' says nothing current about a thing.
+KIN = word_set(
+    "sister brother mum mom dad mother father son daughter wife husband partner friend kids kid "
+    "children child boss neighbour neighbor parents"
+)
 JOIN = word_set("de da del van von der la le of upon & al")
 TITLES = word_set("Dr. Mr. Mrs. Ms. Prof. St. Mt.")
 WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")

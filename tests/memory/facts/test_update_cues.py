@@ -122,6 +122,8 @@ NEAR_MISSES = [
     "The kitchen is now spotless.",
     "My password is now hunter22.",
     "My sister's wedding is now on the 3rd of May.",
+    "We moved the kids to a new school.",
+    "We've moved my mum to a care home.",
     # descriptions, not changes
     "My coffee comes from Kenya.",
     "I switched to decaf for my health.",
