@@ -13,6 +13,7 @@ This module holds the read path; the class is built from sides, one concern a mo
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 
 from memory.block.budget import select_tier
 from memory.block.excerpts import Neighbours, build_excerpts, newest_first
-from memory.block.left_out import left_out
+from memory.block.left_out import Told, left_out
 from memory.block.render import render_block
 from memory.block.tokens import count_block_tokens
 from memory.embedding import Embedder
@@ -121,6 +122,7 @@ class MemoryLayer(AdminSide, FactsSide):
         request: RecallRequest,
         then: Callable[[Recollection], T],
         pending: PendingRecall | None = None,
+        after: Callable[[Recollection], None] | None = None,
     ) -> Future[T]:
         """`then(recall(request, pending=pending))`, finished by the thread that searches.
 
@@ -128,30 +130,46 @@ class MemoryLayer(AdminSide, FactsSide):
         the excerpts, the block and `then` run on the search's thread as soon as it is done,
         and the returned future holds what `then` returned (or what it, or recall, raised).
         A caller waiting on an event loop is woken by that thread, not by this one in turn.
-        Without a search under way (or once it is done) everything runs here.
+        Without a search under way (or once it is done) everything runs here. `after` (which
+        must not raise) runs once the future holds `then`'s result (not when recall or `then`
+        raised), on the thread that set it, or on one of the layer's when that is the
+        caller's own (it is not held up by it): what the caller does not wait for, such as
+        reading the recollection's `left_out`.
         """
-        pending = self._pending_for(request, pending)
-        if pending is None:  # no search under way: all of it here
-            return _done(lambda: then(self.recall(request)))
-        now = pending.now
-        tier, facts, dropped = self._tier_and_facts(request)
-        embedder = self._episodic_embedder(request, tier, pending)
         result: Future[T] = Future()
+        caller = threading.get_ident()
 
-        def finish(search: Future[tuple[Retrieval, set[str]]] | None) -> None:
+        def finish(recollect: Callable[[], Recollection]) -> None:
             try:
-                found, exclude = search.result() if search else (Retrieval([], True, ""), set())
-                recollection = self._recollect(
-                    request, tier, facts, dropped, embedder, found, exclude, now
-                )
+                recollection = recollect()
                 result.set_result(then(recollection))
             except BaseException as exc:  # the caller's to handle, on its own thread
                 result.set_exception(exc)
+                return
+            if after is not None and threading.get_ident() == caller:
+                self._ahead.submit(after, recollection)
+            elif after is not None:
+                after(recollection)
+
+        pending = self._pending_for(request, pending)
+        if pending is None:  # no search under way: all of it here
+            finish(lambda: self.recall(request))
+            return result
+        now = pending.now
+        tier, facts, dropped = self._tier_and_facts(request)
+        embedder = self._episodic_embedder(request, tier, pending)
+
+        def searched(search: Future[tuple[Retrieval, set[str]]] | None) -> None:
+            def recollect() -> Recollection:
+                found, exclude = search.result() if search else (Retrieval([], True, ""), set())
+                return self._recollect(request, tier, facts, dropped, embedder, found, exclude, now)
+
+            finish(recollect)
 
         if embedder is None:  # no excerpts for this request: the search is not waited for
-            finish(None)
+            searched(None)
         else:
-            pending.future.add_done_callback(finish)  # here at once if it is done already
+            pending.future.add_done_callback(searched)  # here at once if it is done already
         return result
 
     def _pending_for(
@@ -210,7 +228,9 @@ class MemoryLayer(AdminSide, FactsSide):
         block = self._render(facts, excerpts, request, now)
         warming = request.episodic and tier.max_excerpts > 0 and embedder is None
         pool = self.settings.hit_pool
-        why = left_out([*found.left_out, *dropped], found.hits, pool, excerpts, block, facts)
+        why = Told(
+            lambda: left_out([*found.left_out, *dropped], found.hits, pool, excerpts, block, facts)
+        )
         return Recollection(
             tier,
             block,
@@ -219,6 +239,7 @@ class MemoryLayer(AdminSide, FactsSide):
             query=found.query,
             left_out=why,
             degraded=found.degraded,
+            withheld=found.withheld,
         )
 
     def _neighbours(self, user_id: str, exclude: set[str]) -> Neighbours:
@@ -293,13 +314,3 @@ class MemoryLayer(AdminSide, FactsSide):
             vocabulary=self.vocabulary,
         )
         return found.hits[:k]
-
-
-def _done(compute: Callable[[], T]) -> Future[T]:
-    """A future already holding what `compute()` returned, or what it raised."""
-    result: Future[T] = Future()
-    try:
-        result.set_result(compute())
-    except BaseException as exc:
-        result.set_exception(exc)
-    return result

@@ -80,6 +80,8 @@ async def handle(
         return _error(exc, report)
     report.mode, report.session_id = who.mode.value, who.session_id
     prepared = await prepare(state, who, conversation, report)
+    if prepared.forwarding is not None:  # the inspector's record may go on meanwhile
+        prepared.forwarding.set()
     who = prepared.who
     report.session_id = who.session_id
     if who.mode.writes and body.get("stream") is True:
@@ -94,6 +96,8 @@ async def handle(
         response = await api.forward(exchange)
     except ProxyError as exc:
         response = _error(exc, report)
+    if prepared.noted is not None and not prepared.noted.done():  # the inspector has it first
+        await asyncio.wrap_future(prepared.noted)
     _log(who, body, report, response.status_code)
     state.metrics.observe(endpoint_of(request.url.path), report)
     return response

@@ -8,6 +8,8 @@ then places the block in the body to send. The fail-open around them is `proxy/p
 from __future__ import annotations
 
 import functools
+import logging
+import threading
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -26,6 +28,12 @@ from proxy.identity import Identity, held_session_id
 
 if TYPE_CHECKING:
     from proxy.state import AppState
+
+logger = logging.getLogger(__name__)
+
+# How long the inspector's record waits for the loop to take its request up (seconds): the
+# loop sets it at once, unless memory failed after the block was built (no forward to wait for).
+_FORWARDING_WAIT = 0.1
 
 
 def measure_and_recall(
@@ -57,8 +65,10 @@ def measure_and_recall(
         who.context_budget,
         session_in_context=conversation.held,
     )
-    inject = functools.partial(_inject, state, who, conversation, report)
-    return state.layer.recall_then(request, inject, pending=pending)
+    forwarding, noted = threading.Event(), Future[None]()
+    inject = functools.partial(_inject, state, who, conversation, report, forwarding, noted)
+    note = functools.partial(_note, state, who, model, report, forwarding, noted)
+    return state.layer.recall_then(request, inject, pending=pending, after=note)
 
 
 def _inject(
@@ -66,27 +76,50 @@ def _inject(
     who: Identity,
     conversation: Conversation,
     report: Report,
+    forwarding: threading.Event,
+    noted: Future[None],
     recollection: Recollection,
 ) -> Prepared:
     """Report what recall found and place its block in the body to send."""
-    model, settings = conversation.model, state.layer.settings
-    state.inspector.history.record(who, model, report, recollection)  # "why this block"
+    settings = state.layer.settings
     report.tier, report.recalled = recollection.tier.level, True
     if recollection.warming:
         report.error = "embedding model still loading: facts only, no excerpts"
         report.error_kind = "embedder_loading"
     elif recollection.degraded:  # the embedder failed: recalled by keywords alone
         report.error, report.error_kind = recollection.degraded, "embedder_unavailable"
-    report.abstained = not (recollection.block and recollection.block.excerpts) and any(
-        item.reason in ("abstained", "weak") for item in recollection.left_out
+    report.abstained = recollection.withheld and not (
+        recollection.block and recollection.block.excerpts
     )
     if recollection.block is None:
-        return Prepared(who)
+        return Prepared(who, forwarding=forwarding, noted=noted)
     report.tokens = recollection.block.tokens
     report.chunks = recollection.block.excerpts
     report.facts = recollection.block.facts
     content = conversation.place(recollection.block.text, settings.placement)
-    return Prepared(who, content, recollection.block.fact_ids)
+    return Prepared(who, content, recollection.block.fact_ids, forwarding, noted)
+
+
+def _note(
+    state: AppState,
+    who: Identity,
+    model: str,
+    report: Report,
+    forwarding: threading.Event,
+    noted: Future[None],
+    recollection: Recollection,
+) -> None:
+    """Keep the request's recall for the inspector ("why this block"), on the thread that
+    placed its block, once the event loop has taken the request up (what was left out is
+    told only here). Waiting releases the interpreter's lock: the loop, woken, sends the
+    request first instead of waiting for this thread's Python."""
+    forwarding.wait(_FORWARDING_WAIT)
+    try:
+        state.inspector.history.record(who, model, report, recollection)
+    except Exception:  # the inspector's loss, never the request's
+        logger.exception("keeping the request for the inspector failed")
+    finally:
+        noted.set_result(None)
 
 
 def _continued(state: AppState, who: Identity, response_id: str | None) -> ResponseLink | None:
