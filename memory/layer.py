@@ -13,7 +13,6 @@ This module holds the read path; the class is built from sides, one concern a mo
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -122,7 +121,6 @@ class MemoryLayer(AdminSide, FactsSide):
         request: RecallRequest,
         then: Callable[[Recollection], T],
         pending: PendingRecall | None = None,
-        after: Callable[[Recollection], None] | None = None,
     ) -> Future[T]:
         """`then(recall(request, pending=pending))`, finished by the thread that searches.
 
@@ -130,46 +128,30 @@ class MemoryLayer(AdminSide, FactsSide):
         the excerpts, the block and `then` run on the search's thread as soon as it is done,
         and the returned future holds what `then` returned (or what it, or recall, raised).
         A caller waiting on an event loop is woken by that thread, not by this one in turn.
-        Without a search under way (or once it is done) everything runs here. `after` (which
-        must not raise) runs once the future holds `then`'s result (not when recall or `then`
-        raised), on the thread that set it, or on one of the layer's when that is the
-        caller's own (it is not held up by it): what the caller does not wait for, such as
-        reading the recollection's `left_out`.
+        Without a search under way (or once it is done) everything runs here.
         """
-        result: Future[T] = Future()
-        caller = threading.get_ident()
-
-        def finish(recollect: Callable[[], Recollection]) -> None:
-            try:
-                recollection = recollect()
-                result.set_result(then(recollection))
-            except BaseException as exc:  # the caller's to handle, on its own thread
-                result.set_exception(exc)
-                return
-            if after is not None and threading.get_ident() == caller:
-                self._ahead.submit(after, recollection)
-            elif after is not None:
-                after(recollection)
-
         pending = self._pending_for(request, pending)
         if pending is None:  # no search under way: all of it here
-            finish(lambda: self.recall(request))
-            return result
+            return _done(lambda: then(self.recall(request)))
         now = pending.now
         tier, facts, dropped = self._tier_and_facts(request)
         embedder = self._episodic_embedder(request, tier, pending)
+        result: Future[T] = Future()
 
-        def searched(search: Future[tuple[Retrieval, set[str]]] | None) -> None:
-            def recollect() -> Recollection:
+        def finish(search: Future[tuple[Retrieval, set[str]]] | None) -> None:
+            try:
                 found, exclude = search.result() if search else (Retrieval([], True, ""), set())
-                return self._recollect(request, tier, facts, dropped, embedder, found, exclude, now)
-
-            finish(recollect)
+                recollection = self._recollect(
+                    request, tier, facts, dropped, embedder, found, exclude, now
+                )
+                result.set_result(then(recollection))
+            except BaseException as exc:  # the caller's to handle, on its own thread
+                result.set_exception(exc)
 
         if embedder is None:  # no excerpts for this request: the search is not waited for
-            searched(None)
+            finish(None)
         else:
-            pending.future.add_done_callback(searched)  # here at once if it is done already
+            pending.future.add_done_callback(finish)  # here at once if it is done already
         return result
 
     def _pending_for(
@@ -228,7 +210,7 @@ class MemoryLayer(AdminSide, FactsSide):
         block = self._render(facts, excerpts, request, now)
         warming = request.episodic and tier.max_excerpts > 0 and embedder is None
         pool = self.settings.hit_pool
-        why = Told(
+        why = Told(  # told when the inspector reads it, after the forward
             lambda: left_out([*found.left_out, *dropped], found.hits, pool, excerpts, block, facts)
         )
         return Recollection(
@@ -314,3 +296,13 @@ class MemoryLayer(AdminSide, FactsSide):
             vocabulary=self.vocabulary,
         )
         return found.hits[:k]
+
+
+def _done(compute: Callable[[], T]) -> Future[T]:
+    """A future already holding what `compute()` returned, or what it raised."""
+    result: Future[T] = Future()
+    try:
+        result.set_result(compute())
+    except BaseException as exc:
+        result.set_exception(exc)
+    return result

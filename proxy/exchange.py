@@ -9,9 +9,7 @@ one endpoint (chat completions, the Responses API) different from another.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -136,12 +134,8 @@ class Prepared:
     who: Identity
     body: bytes | None = None
     fact_ids: tuple[int, ...] = ()
-    # The inspector keeps the request's recall after its body is placed, once the event loop
-    # has taken it up (`forwarding`, set by the loop): not before the forward, not holding
-    # the interpreter's lock while the loop sends it. `noted` is done once it is kept, and
-    # waited for before the answer goes back. None when nothing is to be kept.
-    forwarding: threading.Event | None = None
-    noted: Future[None] | None = None
+    # What is kept for the inspector once the request is on its way (`proxy.recall_step`).
+    note: Callable[[], None] | None = None
 
 
 def aliased(content: bytes, body: Mapping[str, Any], target: Target) -> bytes:

@@ -35,7 +35,7 @@ from proxy.errors import BadRequest, ProxyError, UpstreamError, error_response
 from proxy.exchange import Api, Conversation, Exchange, Prepared, Report
 from proxy.identity import Identity, Mode, identify
 from proxy.limits import read_body
-from proxy.recall_step import measure_and_recall
+from proxy.recall_step import measure_and_recall, note
 from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, relay
 from proxy.upstream import (
@@ -80,8 +80,7 @@ async def handle(
         return _error(exc, report)
     report.mode, report.session_id = who.mode.value, who.session_id
     prepared = await prepare(state, who, conversation, report)
-    if prepared.forwarding is not None:  # the inspector's record may go on meanwhile
-        prepared.forwarding.set()
+    noted = note(prepared)  # for the inspector, while the request goes upstream
     who = prepared.who
     report.session_id = who.session_id
     if who.mode.writes and body.get("stream") is True:
@@ -96,8 +95,8 @@ async def handle(
         response = await api.forward(exchange)
     except ProxyError as exc:
         response = _error(exc, report)
-    if prepared.noted is not None and not prepared.noted.done():  # the inspector has it first
-        await asyncio.wrap_future(prepared.noted)
+    if noted is not None:  # the inspector has the request before its client has an answer
+        await _noted(noted)
     _log(who, body, report, response.status_code)
     state.metrics.observe(endpoint_of(request.url.path), report)
     return response
@@ -146,6 +145,15 @@ async def prepare(
         report.error = f"recall failed: {type(exc).__name__}"
         report.error_kind = type(exc).__name__
         return Prepared(who)
+
+
+async def _noted(noted: Future[None]) -> None:
+    """Wait for the inspector's note (done already, unless the upstream answered first); its
+    failure is the inspector's loss, never the request's."""
+    try:
+        noted.result() if noted.done() else await asyncio.wrap_future(noted)
+    except Exception:
+        logger.exception("keeping the request for the inspector failed")
 
 
 async def forward_bytes(

@@ -1,8 +1,6 @@
 """memory/layer.py: a recall begun before the request is measured gives what a recall does;
 the writer reuses the vector of the question recall embedded."""
 
-from concurrent.futures import Future
-
 import pytest
 
 from memory import MemoryLayer, RecallRequest, Settings, Turn
@@ -143,19 +141,3 @@ def test_recall_holds_only_the_question_vector_the_writer_will_take(tmp_path):
     assert len(layer._questions) == 0
     layer.recall(_request("ana", [ASKED]), NOW)
     assert len(layer._questions) == 1
-
-
-def test_recall_then_runs_after_with_the_whole_recollection_once_its_future_is_done(tmp_path):
-    layer = _layer(tmp_path)
-    messages = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
-    plain = layer.recall(_request("ana", messages), NOW)
-    pending = layer.begin_recall("ana", messages, NOW)
-    seen = Future()
-
-    def after(found):
-        seen.set_result((finished.done(), tuple(found.left_out), found.withheld))
-
-    finished = layer.recall_then(_request("ana", messages), lambda found: found, pending, after)
-    done, left_out, withheld = seen.result(timeout=60)
-    assert done and left_out == tuple(plain.left_out) and withheld == plain.withheld
-    assert finished.result().left_out == plain.left_out
