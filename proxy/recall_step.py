@@ -8,7 +8,7 @@ then places the block in the body to send. The fail-open around them is `proxy/p
 from __future__ import annotations
 
 import functools
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -68,10 +68,9 @@ def _inject(
     report: Report,
     recollection: Recollection,
 ) -> Prepared:
-    """Report what recall found and place its block in the body to send (what the inspector
-    keeps of it is `note`d once the request is on its way: nothing upstream waits for it)."""
+    """Report what recall found and place its block in the body to send."""
     model, settings = conversation.model, state.layer.settings
-    keep = functools.partial(state.inspector.history.record, who, model, report, recollection)
+    settle = state.inspector.history.record(who, model, report, recollection)  # "why this block"
     report.tier, report.recalled = recollection.tier.level, True
     if recollection.warming:
         report.error = "embedding model still loading: facts only, no excerpts"
@@ -82,25 +81,12 @@ def _inject(
         recollection.block and recollection.block.excerpts
     )
     if recollection.block is None:
-        return Prepared(who, note=keep)
+        return Prepared(who, settle=settle)
     report.tokens = recollection.block.tokens
     report.chunks = recollection.block.excerpts
     report.facts = recollection.block.facts
     content = conversation.place(recollection.block.text, settings.placement)
-    return Prepared(who, content, recollection.block.fact_ids, keep)
-
-
-def note(prepared: Prepared) -> Future[None] | None:
-    """Keep the request's recall for the inspector ("why this block") on another thread, once
-    the event loop has the request to forward: what was left out (~140 records at 1k
-    chunks) is told only there. The caller waits for it before the answer goes back, so
-    the inspector holds every request its client has an answer to."""
-    return None if prepared.note is None else _NOTES.submit(prepared.note)
-
-
-# One thread is enough: a note is ~0.3 ms of Python; two keep one slow note from holding
-# up another request's answer.
-_NOTES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="moim-inspector")
+    return Prepared(who, content, recollection.block.fact_ids, settle)
 
 
 def _continued(state: AppState, who: Identity, response_id: str | None) -> ResponseLink | None:
