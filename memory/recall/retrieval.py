@@ -70,9 +70,9 @@ class Retrieval:
 
     @property
     def withheld(self) -> bool:
-        """Whether the gate or the floors dropped a candidate (`left_out` says which)."""
-        kept = {h.chunk.id for h in self.hits}
-        return any(h.chunk.id not in kept for h in self.ranked)
+        """Whether the gate or the floors dropped a candidate (`left_out` says which): `hits`
+        are some of `ranked`, each once, so the counts tell without reading the records."""
+        return len(self.ranked) > len(self.hits)
 
 
 def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -188,7 +188,7 @@ def retrieve(
     hits, kept = ranked.hits, ranked.kept
     threshold = settings.min_standout if gate else 0.0
     if ranked.abstained or nothing_stands_out(
-        query, hits, kept, settings.standout_margin_weight, threshold
+        query, ranked.measured, kept, settings.standout_margin_weight, threshold
     ):
         return Retrieval([], True, query, present, degraded, hits, "abstained")
     if vector is not None:  # the later turns on the kept hits' subjects
@@ -201,7 +201,7 @@ def _with_later(
     index: VectorIndex,
     settings: Settings,
     user_id: str,
-    hits: list[Hit],
+    hits: Sequence[Hit],
     kept: list[Hit],
 ) -> list[Hit]:
     """`kept`, then the later turns on its best hits' subjects (memory.recall.later)."""
