@@ -20,7 +20,7 @@ from memory.embedding import Embedder, FastEmbedder, QuestionVectors
 from memory.errors import EmbeddingFailed
 from memory.ingest.reembed import Rebuilds
 from memory.recall.vectors import VectorIndex
-from memory.recall.vocabulary import Vocabulary
+from memory.recall.vocabulary import Vocabulary, vocabulary_word
 from memory.settings import Settings
 from memory.store.backend import StoreBackend, open_store
 from memory.store.journal import Journal
@@ -62,7 +62,7 @@ class LayerCore:
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
         # Recall's question vectors, for the writer to store rather than embed again.
-        self._questions = QuestionVectors()
+        self._questions = QuestionVectors(keep=vocabulary_word)
         self._load_lock = threading.Lock()
         self._load_failed = 0.0  # time.monotonic() of the last failed load
         self.rebuilds = Rebuilds(self.store, self.index, settings)

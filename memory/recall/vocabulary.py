@@ -51,6 +51,12 @@ def vocabulary_terms(words: Iterable[WordVector], start: int = 0) -> list[Term]:
     return list(terms.values())
 
 
+def vocabulary_word(word: str) -> bool:
+    """Whether `vocabulary_terms` can keep this word (an alphabetic search term): a question
+    held for the writer (`memory.embedding.QuestionVectors`) holds only such words."""
+    return _term(word) is not None
+
+
 def _term(word: str) -> str | None:
     """The search term a word is (as memory.store.fts reads text), if alphabetic; else None."""
     text = unicodedata.normalize("NFKC", word).lower()
