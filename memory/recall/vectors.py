@@ -40,6 +40,7 @@ from functools import partial
 
 import numpy as np
 
+from memory import heap
 from memory.recall.int8_rows import Int8Rows, Rows, dots, fill, floats, width
 from memory.recall.row_file import RowFile
 from memory.recall.row_load import Loaded, RowLoad
@@ -321,7 +322,10 @@ def _read_whole(loader: Loader, user_id: str) -> _UserMatrix:
 def _read_batches(batches: BatchReader, user_id: str) -> _UserMatrix:
     load = RowLoad(HALF_FROM)
     batches(user_id, load)
-    return _UserMatrix.read(load.finish())
+    matrix = _UserMatrix.read(load.finish())
+    if matrix.file is not None:  # the store's batches are freed: give the heap back
+        heap.trim()  # (100k vectors: 102 -> 89 MB after the load; 1M: 540 -> 470)
+    return matrix
 
 
 class VectorIndex:
