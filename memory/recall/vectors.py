@@ -8,11 +8,11 @@ reads 150 MB: memory bandwidth), against ~55 ms for sqlite-vec's KNN, so the hot
 RAM.
 
 Past `EXACT_BELOW` vectors a user's search is two-staged: each row also has a binary code,
-the signs of the row minus the user's mean vector (48 bytes for 384 dimensions, held as
-one array per 64-bit word so the scan reads each word of every row in one pass), and the
-`RESCORED` rows nearest the query in Hamming distance are scored exactly; the best k of
-them are returned with their exact cosines. The codes of 100k rows are 4.6 MB against the
-matrix's 150 MB (docs/performance.md has the timings and the recall of the exact top 80).
+the signs of the row minus the user's mean vector (48 bytes for 384 dimensions: the scan and
+the choice of the nearest are `memory.recall.codes`), and the `RESCORED` rows nearest the
+query in Hamming distance are scored exactly; the best k of them are returned with their
+exact cosines. The codes of 100k rows are 4.6 MB against the matrix's 150 MB
+(docs/performance.md has the timings and the recall of the exact top 80).
 Below it every row is scored: small users get exactly what they got before.
 
 Rows are held in the dtype the loader returns, but for users of `HALF_FROM` vectors or more,
@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memory.recall.codes import binary_codes, nearest
 from memory.recall.int8_rows import Int8Rows, Rows, dots, fill, floats, width
 from memory.recall.row_file import RowFile
 
@@ -93,7 +94,7 @@ class _UserMatrix:
             if len(rows)
             else np.zeros(rows.shape[1], dtype=np.float32)
         )
-        ids, codes = np.asarray(ids, dtype=np.int64), [_codes(rows, mean)]
+        ids, codes = np.asarray(ids, dtype=np.int64), [binary_codes(rows, mean)]
         if rows.dtype != np.float16:
             return cls(ids, [rows], mean, codes)
         try:
@@ -147,7 +148,7 @@ class _UserMatrix:
             fill(last, offset, vectors[done : done + take])
             if self.file is not None:
                 self.file.write(row, vectors[done : done + take])
-            self.codes[-1][:, offset : offset + take] = _codes(
+            self.codes[-1][:, offset : offset + take] = binary_codes(
                 last[offset : offset + take], self.mean
             )
             done += take
@@ -160,13 +161,17 @@ class _UserMatrix:
         if self.file is None:  # float rows
             old = [np.asarray(block) for block, _ in self.filled()]
             rows = np.concatenate([*old, vectors.astype(old[0].dtype)])[order]
-            self.ids, self.blocks, self.codes = held[order], [rows], [_codes(rows, self.mean)]
+            self.ids, self.blocks, self.codes = held[order], [rows], [binary_codes(rows, self.mean)]
             return
         half = np.concatenate([self.file.first(len(self.ids)), vectors.astype(np.float16)])
         half = half[order]
         self.file = RowFile(half.shape[1])  # views taken before keep reading the old one
         self.file.write(0, half)
-        self.ids, self.blocks, self.codes = held[order], [_int8(half)], [_codes(half, self.mean)]
+        self.ids, self.blocks, self.codes = (
+            held[order],
+            [_int8(half)],
+            [binary_codes(half, self.mean)],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,23 +186,7 @@ class _View:
 
     def nearest_codes(self, query: np.ndarray, n: int) -> np.ndarray:
         """Positions of the `n` rows whose codes are nearest the query's (Hamming)."""
-        code = _codes(query[None, :], self.mean)[:, 0]
-        parts = []
-        for codes in self.codes:  # one pass over each word of every row: ~1.5 ms per 100k
-            distance = np.bitwise_count(codes[0] ^ code[0]).astype(np.uint16)
-            for word in range(1, len(code)):
-                distance += np.bitwise_count(codes[word] ^ code[word])
-            parts.append(distance)
-        distances = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        if n >= len(distances):
-            return np.arange(len(distances))
-        # The n smallest by a histogram of the distances (they are 0..bits), not a partition:
-        # 2 ms against 15 for argpartition over 1M rows. Ties at the cut go by position.
-        counts = np.bincount(distances, minlength=len(code) * 64 + 1)
-        cut = int(np.searchsorted(np.cumsum(counts), n))
-        below = np.flatnonzero(distances < cut)
-        at = np.flatnonzero(distances == cut)[: n - len(below)]
-        return np.concatenate([below, at])
+        return nearest(self.codes, binary_codes(query[None, :], self.mean)[:, 0], n)
 
     def scores(self, query: np.ndarray) -> np.ndarray:
         """Cosine of every row with `query` (rows and query are unit vectors)."""
@@ -270,20 +259,6 @@ def _empty(like: Rows, n: int) -> Rows:
     if isinstance(like, Int8Rows):
         return Int8Rows.empty(n, width(like))
     return np.empty((n, like.shape[1]), dtype=like.dtype)
-
-
-def _codes(rows: Rows, mean: np.ndarray) -> np.ndarray:
-    """The binary codes of `rows` (signs of row − mean), as uint64 words × rows.
-
-    Computed `_CAST_ROWS` rows at a time: the comparison's booleans take a byte per dimension
-    (and int8 rows are compared in float32).
-    """
-    words = -(-width(rows) // 64)
-    packed = np.zeros((len(rows), words * 8), dtype=np.uint8)
-    for start in range(0, len(rows), _CAST_ROWS):
-        bits = np.packbits(floats(rows[start : start + _CAST_ROWS]) > mean, axis=1)
-        packed[start : start + len(bits), : bits.shape[1]] = bits
-    return np.ascontiguousarray(packed.view(np.uint64).T)
 
 
 def _find(held: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

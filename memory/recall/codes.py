@@ -1,0 +1,82 @@
+"""Binary codes of a large user's rows, and the rows nearest a query by them (Hamming).
+
+A row's code is the signs of the row minus the user's mean vector: 48 bytes for 384
+dimensions, held as one uint64 array per word (words × rows) so the scan reads each word of
+every row in one pass. `memory.recall.vectors.VectorIndex` scores only the `RESCORED` rows
+these codes put nearest the query (docs/performance.md has the recall of the exact top 80).
+
+The scan is linear: at 1M rows it is ~5 ms of `np.bitwise_count` (numpy's popcount of a
+uint64 is ~1 ns an element; a blocked scan in cache-sized pieces, simsimd's SIMD Hamming, a
+k-means partition and a first pass over half the words were measured and not kept: the
+section "Dense: the 1M user's codes (fifth pass)" of docs/performance.md). Choosing the n
+nearest among the distances is done from a guess of the cut, taken on a sample of them, so
+that only the rows under the guess are counted exactly: a histogram of all 1M distances took
+~1.9 ms, the guess ~0.4. The result does not depend on the guess: a guess that turns out too
+low (fewer than n rows under it) is redone over every row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memory.recall.int8_rows import Rows, floats, width
+
+# Rows whose codes are computed at a time: the comparison's booleans take a byte per dimension
+# (and int8 rows are compared in float32).
+_CAST_ROWS = 4096
+# Distances sampled to guess the cut of the n smallest, and how far past n the guess reaches
+# (a share of n and a few rows: the sample's count near the cut varies by about its root).
+_SAMPLE = 16_384
+_MARGIN = 1.25
+_SLACK = 16
+
+
+def binary_codes(rows: Rows, mean: np.ndarray) -> np.ndarray:
+    """The binary codes of `rows` (signs of row − mean), as uint64 words × rows."""
+    words = -(-width(rows) // 64)
+    packed = np.zeros((len(rows), words * 8), dtype=np.uint8)
+    for start in range(0, len(rows), _CAST_ROWS):
+        bits = np.packbits(floats(rows[start : start + _CAST_ROWS]) > mean, axis=1)
+        packed[start : start + len(bits), : bits.shape[1]] = bits
+    return np.ascontiguousarray(packed.view(np.uint64).T)
+
+
+def nearest(blocks: tuple[np.ndarray, ...], code: np.ndarray, n: int) -> np.ndarray:
+    """Positions (over the blocks, in order) of the `n` rows whose codes are nearest `code`:
+    those below the cut distance, then those at it (ties at the cut go by position)."""
+    parts = []
+    for codes in blocks:  # one pass over each word of every row: ~0.5 ms per 100k
+        distance = np.bitwise_count(codes[0] ^ code[0]).astype(np.uint16)
+        for word in range(1, len(code)):
+            distance += np.bitwise_count(codes[word] ^ code[word])
+        parts.append(distance)
+    distances = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return smallest(distances, n, len(code) * 64)
+
+
+def smallest(distances: np.ndarray, n: int, bits: int) -> np.ndarray:
+    """Positions of the `n` smallest `distances` (integers 0..bits): every one below the cut,
+    then those at it by position. The same as counting all of them, from a sampled guess."""
+    if n >= len(distances):
+        return np.arange(len(distances))
+    candidates = None
+    step = len(distances) // _SAMPLE
+    if step > 1:
+        sample = distances[::step]
+        want = min(len(sample), int(n / len(distances) * len(sample) * _MARGIN) + _SLACK)
+        candidates = np.flatnonzero(distances <= _cut(sample, want, bits))
+        if len(candidates) < n:  # the guess fell below the cut: count them all
+            candidates = None
+    if candidates is None:
+        candidates = np.arange(len(distances))
+    held = distances[candidates]
+    cut = _cut(held, n, bits)
+    below = candidates[held < cut]
+    at = candidates[held == cut][: n - len(below)]
+    return np.concatenate([below, at])
+
+
+def _cut(distances: np.ndarray, n: int, bits: int) -> int:
+    """The smallest distance with at least `n` of `distances` at or below it."""
+    counts = np.bincount(distances, minlength=bits + 1)
+    return int(np.searchsorted(np.cumsum(counts), n))
