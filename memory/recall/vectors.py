@@ -88,22 +88,18 @@ class _UserMatrix:
     @classmethod
     def loaded(cls, ids: np.ndarray, rows: np.ndarray) -> _UserMatrix:
         """A user's matrix from the loader's rows: float16 ones go to a file and to int8."""
-        rows = rows[: len(ids)]
-        mean = (
-            rows.mean(axis=0, dtype=np.float32)
-            if len(rows)
-            else np.zeros(rows.shape[1], dtype=np.float32)
-        )
-        ids, codes = np.asarray(ids, dtype=np.int64), [binary_codes(rows, mean)]
-        if rows.dtype != np.float16:
-            return cls(ids, [rows], mean, codes)
-        try:
-            file = RowFile(rows.shape[1])
-            file.write(0, rows)
-        except OSError as exc:  # no writable temporary directory, or it is full
-            logger.warning("a large user's float16 rows stay in RAM (no file for them): %s", exc)
-            return cls(ids, [rows], mean, codes)
-        return cls(ids, [_int8(rows)], mean, codes, file)
+        rows, ids = rows[: len(ids)], np.asarray(ids, dtype=np.int64)
+        mean = _mean(rows)
+        if rows.dtype == np.float16:
+            try:
+                file = RowFile(rows.shape[1])
+                file.write(0, rows)
+            except OSError as exc:  # no writable temporary directory, or it is full
+                logger.warning("a large user's float16 rows stay in RAM (no file): %s", exc)
+            else:
+                held, codes = _int8_and_codes(rows, mean)
+                return cls(ids, [held], mean, [codes], file)
+        return cls(ids, [rows], mean, [binary_codes(rows, mean)])
 
     def filled(self) -> list[tuple[Rows, np.ndarray]]:
         """Each block's rows that hold vectors and their codes, in order."""
@@ -167,11 +163,8 @@ class _UserMatrix:
         half = half[order]
         self.file = RowFile(half.shape[1])  # views taken before keep reading the old one
         self.file.write(0, half)
-        self.ids, self.blocks, self.codes = (
-            held[order],
-            [_int8(half)],
-            [binary_codes(half, self.mean)],
-        )
+        quantized, codes = _int8_and_codes(half, self.mean)
+        self.ids, self.blocks, self.codes = held[order], [quantized], [codes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,12 +239,24 @@ def _dot(rows: Rows, query: np.ndarray) -> np.ndarray:
     return out
 
 
-def _int8(rows: np.ndarray) -> Int8Rows:
-    """Float rows as int8 rows, quantized `_CAST_ROWS` at a time (no float32 copy of all)."""
+def _int8_and_codes(rows: np.ndarray, mean: np.ndarray) -> tuple[Int8Rows, np.ndarray]:
+    """Float rows as int8 rows, and their codes, from one cast to float32 `_CAST_ROWS` rows at
+    a time (no float32 copy of all; casting float16 is most of the work: ~1 s a pass at 1M)."""
     held = Int8Rows.empty(len(rows), rows.shape[1])
+    codes = np.empty((-(-rows.shape[1] // 64), len(rows)), dtype=np.uint64)
     for start in range(0, len(rows), _CAST_ROWS):
-        fill(held, start, rows[start : start + _CAST_ROWS].astype(np.float32))
-    return held
+        part = rows[start : start + _CAST_ROWS].astype(np.float32)
+        fill(held, start, part)
+        codes[:, start : start + len(part)] = binary_codes(part, mean)
+    return held, codes
+
+
+def _mean(rows: np.ndarray) -> np.ndarray:
+    """The mean of the rows (zeros for none): the codes are the signs of a row minus it."""
+    if not len(rows):
+        return np.zeros(rows.shape[1], dtype=np.float32)
+    mean: np.ndarray = rows.mean(axis=0, dtype=np.float32)
+    return mean
 
 
 def _empty(like: Rows, n: int) -> Rows:
