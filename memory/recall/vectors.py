@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory.recall.codes import binary_codes, nearest
-from memory.recall.int8_rows import Int8Rows, Rows, dots, fill, floats, width
+from memory.recall.int8_rows import Int8Rows, Rows, dots, dots_at, fill, floats, width
 from memory.recall.row_file import RowFile
+from memory.recall.scratch import Scratch
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class _UserMatrix:
             left -= take
         return out
 
-    def view(self) -> _View:
+    def view(self, scratch: Scratch) -> _View:
         """What a search reads, taken under the index's lock: later appends write past it
         (spare rows, new blocks, a new ids array) and never change it."""
         held = [(block, codes) for block, codes in self.filled() if len(block)]
@@ -120,6 +121,7 @@ class _UserMatrix:
             tuple(codes for _, codes in held),
             self.mean,
             self.file,
+            scratch,
         )
 
     def append(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -176,10 +178,12 @@ class _View:
     codes: tuple[np.ndarray, ...]
     mean: np.ndarray
     file: RowFile | None
+    scratch: Scratch  # the searching thread's buffers
 
     def nearest_codes(self, query: np.ndarray, n: int) -> np.ndarray:
         """Positions of the `n` rows whose codes are nearest the query's (Hamming)."""
-        return nearest(self.codes, binary_codes(query[None, :], self.mean)[:, 0], n)
+        code = binary_codes(query[None, :], self.mean)[:, 0]
+        return nearest(self.codes, code, n, self.scratch)
 
     def scores(self, query: np.ndarray) -> np.ndarray:
         """Cosine of every row with `query` (rows and query are unit vectors)."""
@@ -198,7 +202,7 @@ class _View:
         if self.file is not None:
             return self.file.rows(positions)
         out = np.empty((len(positions), width(self.blocks[0])), dtype=np.float32)
-        return self._by_block(positions, out, floats)
+        return self._by_block(positions, out, lambda block, at: floats(block[at]))
 
     def cosines_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         """What `scores_at` gives, but read from the float16 rows when the rows are int8."""
@@ -209,19 +213,27 @@ class _View:
 
     def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosines of the rows at these positions (in the order of `ids`) with `query`."""
+
+        def read(block: Rows, at: np.ndarray) -> np.ndarray:
+            if isinstance(block, Int8Rows):  # into this thread's buffers: see `Scratch`
+                return dots_at(block, at, query, self.scratch)
+            return dots(block[at], query)
+
         if len(self.blocks) == 1:
-            return dots(self.blocks[0][positions], query)
-        out = np.empty(len(positions), dtype=np.float32)
-        return self._by_block(positions, out, lambda rows: dots(rows, query))
+            return read(self.blocks[0], positions)
+        return self._by_block(positions, np.empty(len(positions), dtype=np.float32), read)
 
     def _by_block(
-        self, positions: np.ndarray, out: np.ndarray, read: Callable[[Rows], np.ndarray]
+        self,
+        positions: np.ndarray,
+        out: np.ndarray,
+        read: Callable[[Rows, np.ndarray], np.ndarray],
     ) -> np.ndarray:
-        """`out`, each entry `read` from the rows at `positions` (over every block)."""
+        """`out`, each entry `read` from a block and the positions in it (over every block)."""
         start = 0
         for block in self.blocks:
             inside = (positions >= start) & (positions < start + len(block))
-            out[inside] = read(block[positions[inside] - start])
+            out[inside] = read(block, positions[inside] - start)
             start += len(block)
         return out
 
@@ -290,13 +302,14 @@ class VectorIndex:
         self._users: dict[str, _UserMatrix] = {}
         self._lock = threading.Lock()
         self._loading: dict[str, _Load] = {}
+        self._scratch = Scratch()  # each searching thread's buffers
 
     def _matrix(self, user_id: str) -> _View:
         while True:
             with self._lock:
                 matrix = self._users.get(user_id)
                 if matrix is not None:
-                    return matrix.view()
+                    return matrix.view(self._scratch)
                 load = self._loading.get(user_id)
                 if load is None:
                     load = self._loading[user_id] = _Load()
@@ -313,7 +326,7 @@ class VectorIndex:
                     matrix.append(added_ids, vectors)
                 if self._loading.get(user_id) is load:  # else dropped meanwhile: serve once
                     self._users[user_id] = matrix
-                return matrix.view()
+                return matrix.view(self._scratch)
         finally:
             with self._lock:
                 if self._loading.get(user_id) is load:

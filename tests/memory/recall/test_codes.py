@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from memory.recall.codes import binary_codes, nearest, smallest
+from memory.recall.scratch import Scratch
 
 
 def counted(distances, n, bits):
@@ -35,6 +36,7 @@ def sampled_low(seed, size):
 def test_smallest_is_what_counting_every_distance_gives(make, n):
     distances = make(n, 300_000)
     assert np.array_equal(smallest(distances, n, 384), counted(distances, n, 384))
+    assert np.array_equal(smallest(distances, n, 384, Scratch()), counted(distances, n, 384))
 
 
 def test_smallest_of_fewer_rows_than_asked_is_all_of_them():
@@ -50,6 +52,6 @@ def test_nearest_finds_the_codes_nearest_by_hamming_over_every_block():
     query = binary_codes(rows[123:124] + 0.5 * rng.normal(size=(1, 384)), mean)[:, 0]
     bits = np.unpackbits((codes ^ query[:, None]).T.copy().view(np.uint8), axis=1)
     distances = bits.sum(axis=1).astype(np.uint16)
-    found = nearest(blocks, query, 500)
+    found = nearest(blocks, query, 500, Scratch())
     assert np.array_equal(found, counted(distances, 500, 384))
     assert 123 in found  # the row the query was made from

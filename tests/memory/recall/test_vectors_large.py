@@ -1,9 +1,13 @@
 """memory/recall/vectors.py for users past EXACT_BELOW: loading them, and what the codes find."""
 
+import resource
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
+from memory import fix_mmap_threshold
 from memory.recall.vectors import EXACT_BELOW, VectorIndex
 
 
@@ -58,3 +62,26 @@ def test_a_large_user_of_random_unit_vectors_finds_most_of_the_exact_top_80():
         truth = set(ids[np.argsort(-(rows @ query))[:80]].tolist())
         recall.append(len({i for i, _ in index.search("alice", query, 80)} & truth) / 80)
     assert np.mean(recall) >= 0.6
+
+
+@pytest.mark.skipif(not hasattr(resource, "RUSAGE_THREAD"), reason="Linux counts per thread")
+def test_a_large_users_searches_on_a_thread_reuse_its_memory():
+    # The server maps every block of 1 MiB or more on its own and unmaps it when freed
+    # (proxy/runtime.py: RSS), so a search's temporaries (megabytes at 1M rows) were faulted
+    # in afresh every time: 25-50 ms a search at 1M in a server, ~3 ms at 100k. Its buffers
+    # are now the searching thread's own, reused.
+    fix_mmap_threshold(1 << 20)  # as `moim serve` does (tests/memory/test_heap.py too)
+    rows = random_units(9, 300_000, dim=16)
+    ids = np.arange(1, len(rows) + 1)
+    index = VectorIndex(lambda user: (ids, rows.astype(np.float16)))
+    index.count("alice")
+
+    def faults_of_a_search(query):
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        index.search("alice", query, 80)
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+    with ThreadPoolExecutor(1) as worker:
+        worker.submit(faults_of_a_search, rows[0]).result()  # the thread's buffers are made
+        faults = [worker.submit(faults_of_a_search, rows[n]).result() for n in (1, 2, 3)]
+    assert max(faults) < 20  # before: ~600 pages a search (2.4 MB of xor, each word)
