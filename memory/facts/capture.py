@@ -47,6 +47,7 @@ from memory.facts.lexicon import (
     word_set,
 )
 from memory.facts.statements import Capture, Op, cap, phrase, slug, statement
+from memory.facts.updates import in_place_now, now_at, update
 
 __all__ = ["Capture", "capture_facts"]
 
@@ -174,13 +175,24 @@ def _rule_always(clause: str) -> list[Capture]:
 
 def _employer_now(clause: str) -> list[Capture]:
     lead = LEAD.match(clause)
-    return employer_now(re.sub(r"[\s.!]+$", "", clause[lead.end() if lead else 0 :]))
+    body = re.sub(r"[\s.!]+$", "", clause[lead.end() if lead else 0 :])
+    return employer_now(body) or now_at(body)
+
+
+def _home_now(clause: str) -> list[Capture]:
+    lead = LEAD.match(clause)
+    return in_place_now(re.sub(r"(?<!\b[A-Z])[\s.!]+$", "", clause[lead.end() if lead else 0 :]))
 
 
 # A sentence about a job: 'I'm at Lyft now' in it names an employer, not where the user stands.
 _WORK_WORDS = cue(
     r"\b(?:work(?:ed|ing)?|job|jobs|left|quit|joined|started|hired|team|company|role|position"
-    r"|employer|colleagues?|manager|boss|offer|onboarding|office)\b"
+    r"|employer|colleagues?|manager|boss|offer|onboarding|office|no\s+longer\s+(?:at|with))\b"
+)
+# A sentence about a home: 'we're in Brixton now' in it names where the user lives.
+_HOME_WORDS = cue(
+    r"\b(?:moved|move|moving|relocated|flat|house|home|apartment|rent|lease|landlord|live|living"
+    r"|settled|neighbou?rs?)\b"
 )
 
 _CLAUSE_RULES = (
@@ -191,6 +203,7 @@ _CLAUSE_RULES = (
     _rule_always,
     statement,
     change,
+    update,
 )
 
 
@@ -218,8 +231,13 @@ def _sentence(sentence: str) -> list[Capture]:
         return []
     out: list[Capture] = []
     about_work = _WORK_WORDS.search(body) is not None
+    about_home = _HOME_WORDS.search(body) is not None
     for n, clause in enumerate(CLAUSE.split(body.rstrip("?"))):
-        found = _clause(clause) or (_employer_now(clause) if about_work else [])
+        found = (
+            _clause(clause)
+            or (_employer_now(clause) if about_work else [])
+            or (_home_now(clause) if about_home else [])
+        )
         if n and not out and found and found[0].rule == "always_never":
             found = []  # 'In Python, always use …' is advice, not a rule for the assistant
         out += found

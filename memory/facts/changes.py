@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from memory.facts.lexicon import JUNK, cue, word_set
+from memory.facts.lexicon import JUNK, KIN, cue, word_set
 from memory.facts.statements import _ADV, Capture, _lower_ok, _proper, cap, slug
 
 # Words that end a value: the start of a new clause or of a detail about it.
@@ -68,9 +68,9 @@ _MOVED_THING = cue(
     r"|until|till)|,?\s+(?:it'?s|it\s+is)\s+now)\s+(?P<v>.+)"
 )
 _THING_MOVED = cue(
-    r"(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)\s+(?:has\s+been|have\s+been|was|were"
-    r"|got|is\s+being|is)\s+(?:now\s+)?(?:moved|pushed|postponed|rescheduled|shifted|changed"
-    r"|switched|delayed|brought\s+forward)\s+(?:back\s+)?(?:to|until|till)\s+(?P<v>.+)"
+    r"(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)(?:\s+(?:has\s+been|have\s+been|was|were|got"
+    r"|is\s+being|is)|'s\s+been)\s+(?:now\s+)?(?:moved|pushed|postponed|rescheduled|shifted"
+    r"|changed|switched|delayed|brought\s+forward)\s+(?:back\s+)?(?:to|until|till|for)\s+(?P<v>.+)"
 )
 _WENT = cue(
     r"(?:.*?[,;:]\s+)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?:has\s+|have\s+)?"
@@ -105,7 +105,8 @@ _DRUG = r"[a-z][a-z-]{3,}"
 UNNAMED_DRUG = "medication:unnamed"
 _DOSE_ONLY = cue(
     rf".*?\b(?:raised|increased|upped|lowered|reduced|decreased|doubled|halved|changed|adjusted"
-    rf"|bumped|cut)\s+my\s+(?:dose|dosage|meds|medication)\s+(?:up\s+|down\s+)?to\s+"
+    rf"|bumped|cut|put|moved|pushed|brought)\s+(?:my|the)\s+(?:dose|dosage|meds|medication)\s+"
+    rf"(?:(?:up|down)\s+)?to\s+"
     rf"(?P<dose>{_DOSE})(?P<rest>.*)"
 )
 _OFF = cue(
@@ -207,7 +208,7 @@ def _rule_moved_thing(clause: str) -> list[Capture]:
     bare = match.re is _MOVED_THING and not match["det"]
     if thing.split()[0] in _PRONOUN or thing.split()[-1] in _ONE_OFF or _SECRET.search(thing):
         return []
-    if thing in ("me", "us", "back", "over", "out", "in"):
+    if thing in ("me", "us", "back", "over", "out", "in") or thing.split()[-1] in KIN:
         return []
     if bare and not match["from"] and not re.search(r"\b(?:provider|hosting|host)\b", thing):
         return []  # 'we moved to Lisbon', 'I switched to decaf': no thing named
@@ -242,6 +243,12 @@ def _rule_went_to(clause: str) -> list[Capture]:
     thing = match["thing"].lower()
     if thing.split()[0] in _PRONOUN or _SECRET.search(thing) or thing.split()[-1] in _ONE_OFF:
         return []
+    dose = re.match(_DOSE, match["v"], re.I)
+    drug = re.sub(r"\s+(?:dose|dosage)$", "", thing)
+    if dose and drug in ("dose", "dosage", "meds", "medication"):  # 'my dose went up to 75 mg'
+        return [cap(UNNAMED_DRUG, " ".join(dose[0].split()), "profile", "went_to")]
+    if dose and re.fullmatch(_DRUG, drug):  # 'my metformin went up to 1000 mg'
+        return _dose_capture(drug, dose[0], "went_to") if drug not in _NOT_DRUG else []
     value = _value(match["v"].rstrip(".!"), 4)
     return [cap(f"current:{slug(thing, 4)}", value, "profile", "went_to")] if value else []
 

@@ -51,7 +51,7 @@ LEAD = cue(
     r"|just so you know|for the record|for context|quick (?:note|update)|actually|oops|sorry"
     r"|correction|update|ps|anyway|anyways|yeah|yes|no|nope|alright|right|um|uh|hmm|again"
     r"|heads up|one more thing|ah|wait|just|fwiw|to be clear|in fact|plus|honestly|frankly|tbh"
-    r"|personally)\b)[\s,:;!.\-—]*)*"
+    r"|personally|now)\b)[\s,:;!.\-—]*)*"
 )
 QWORDS = (
     r"(?:what|where|who|whom|whose|when|why|how|which|do|does|did|is|are|am|was|were|can|could"
@@ -66,7 +66,7 @@ TAG = cue(r",?\s*(?:ok|okay|alright|right|yeah|please|thanks)\s*\?$")
 ASK_MEMORY = cue(r"(?:can|could|would|will) you (?:please )?(?:remember|note|keep in mind|forget)")
 COLON_CMD = cue(r"\b(remember|note)(?:\s+this)?\s*:\s*")
 FROM_NOW = cue(r"\b(from now on|going forward|moving forward|in (?:the )?future)\s*,\s*")
-SUBJ = r"(?:i|i'm|im|i've|ive|my|our|we|please|always|never|actually|call|forget|remember)\b"
+SUBJ = r"(?:now|i|i'm|im|i've|ive|my|our|we|please|always|never|actually|call|forget|remember)\b"
 CLAUSE = cue(
     rf"\s*(?:[,;:]|\s[-—–]+|\.\.\.)\s*(?:(?:and|but|so|plus|also|though)\s+)?(?={SUBJ})"
     rf"|\s+(?:and|but|so|plus|also)\s+(?={SUBJ})"
@@ -102,6 +102,11 @@ TECH = word_set(  # 'I moved to Rust' is a migration, not a move
     "postgres postgresql mysql sqlite mongodb redis kubernetes docker aws gcp azure linux windows "
     "macos ubuntu debian arch vim neovim emacs vscode github gitlab jira slack notion django "
     "flask fastapi rails node deno terraform nix poetry conda vite webpack graphql kafka"
+)
+# People, not things: 'we moved the kids to a new school' says nothing current about a thing.
+KIN = word_set(
+    "sister brother mum mom dad mother father son daughter wife husband partner friend kids kid "
+    "children child boss neighbour neighbor parents"
 )
 JOIN = word_set("de da del van von der la le of upon & al")
 TITLES = word_set("Dr. Mr. Mrs. Ms. Prof. St. Mt.")

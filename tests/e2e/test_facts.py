@@ -464,3 +464,28 @@ def test_im_at_an_employer_now_in_a_sentence_about_work_supersedes_the_old_one(p
     known = section(block_sent(upstream), KNOWN)
     assert "- employer: Stripe" in known
     assert not any("Shopify" in line or "Heathrow" in line for line in known)
+
+
+def test_an_update_said_as_the_new_state_leads_the_block_before_the_old_value(proxy, upstream):
+    say(proxy, "The new flat is in Hackney, we got the keys on Friday and it's tiny.")
+    say(proxy, "Our wedding is on the 3rd of October at the town hall, small and simple.")
+    proxy.flush()
+    say(proxy, "We've moved out of Hackney, we're in Walthamstow now, much more space.")
+    say(proxy, "Slight change of plan: the wedding is now on the 9th of November.")
+    proxy.flush()
+
+    say(
+        proxy, "Where do we live, and when is the wedding?", extra_headers={"X-Memory-Mode": "read"}
+    )
+
+    block = block_sent(upstream)
+    known = section(block, KNOWN)
+    assert {"- home city: Walthamstow", "- current (wedding): the 9th of November"} <= set(known)
+    for new, old in (("Walthamstow", "Hackney"), ("9th of November", "3rd of October")):
+        assert old not in block or block.index(new) < block.index(old)
+    with api(proxy) as client:
+        home = client.get("/facts/home_city/history").json()["facts"]
+    assert [(f["value"], f["status"]) for f in home] == [
+        ("Hackney", "superseded"),
+        ("Walthamstow", "active"),
+    ]
