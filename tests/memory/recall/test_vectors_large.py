@@ -31,6 +31,7 @@ class HeldRows(np.ndarray):
 def test_making_a_large_users_matrix_does_not_hold_up_other_users():
     # Codes, int8 rows and the row file of a 1M-vector user take seconds: made under the
     # index's lock, every other user's search waited for them.
+    HeldRows.entered, HeldRows.release = threading.Event(), threading.Event()
     rows = random_units(1, EXACT_BELOW + 10)
     held = rows.astype(np.float16).view(HeldRows)
     stored = {"big": (np.arange(1, len(rows) + 1), held), "small": (np.array([7]), rows[:1])}
