@@ -5,13 +5,16 @@ dimensions, held as one uint64 array per word (words × rows) so the scan reads 
 every row in one pass. `memory.recall.vectors.VectorIndex` scores only the `RESCORED` rows
 these codes put nearest the query (docs/performance.md has the recall of the exact top 80).
 
-The scan is linear: at 1M rows it is ~5 ms of `np.bitwise_count` (numpy's popcount of a
-uint64 is ~1 ns an element; a blocked scan in cache-sized pieces, simsimd's SIMD Hamming, a
-k-means partition and a first pass over half the words were measured and not kept: the
-section "Dense: the 1M user's codes (fifth pass)" of docs/performance.md). Choosing the n
-nearest among the distances is done from a guess of the cut, taken on a sample of them, so
-that only the rows under the guess are counted exactly: a histogram of all 1M distances took
-~1.9 ms, the guess ~0.4. The result does not depend on the guess: a guess that turns out too
+The scan is linear: at 1M rows it is ~5 ms of `np.bitwise_count` and xor (numpy's popcount
+of a uint64 is ~0.4-1 ns an element). It runs `_SCAN_ROWS` rows at a time into buffers the
+searching thread keeps (`memory.recall.scratch`: nothing mapped and faulted in per search;
+the slices alone were no faster). simsimd's SIMD Hamming, two threads, a k-means partition
+and a first pass over part of each code were measured and not kept (docs/performance.md,
+"Dense: the 1M user's codes (fifth pass)").
+
+The n nearest are chosen from a guess of the cut, taken on a sample of the distances, so that
+only the rows under the guess are counted exactly: a histogram of all 1M distances took
+~1.8 ms, the guess ~0.4. The result does not depend on the guess: a guess that turns out too
 low (fewer than n rows under it) is redone over every row.
 """
 
