@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
@@ -270,15 +270,17 @@ class QuestionVectors:
     a user's.
     """
 
-    def __init__(self, size: int = 2048) -> None:
-        self._size = size
+    def __init__(self, size: int = 2048, keep: Callable[[str], bool] | None = None) -> None:
+        """`keep`: which words the writer can use (`memory.recall.vocabulary.vocabulary_word`);
+        the others are not held (None: every word is)."""
+        self._size, self._keep = size, keep
         self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         # Of the items, when the model gave them: each word and its int8 row (`int8_rows`).
         self._words: dict[tuple[str, str], _HeldWords] = {}
         self._lock = threading.Lock()
 
     def put(self, user_id: str, text: str, vector: np.ndarray, words: Words | None = None) -> None:
-        held = None if words is None else _HeldWords.of(words)
+        held = None if words is None else _HeldWords.of(text, words, self._keep)
         with self._lock:
             self._items[(user_id, text)] = vector
             self._items.move_to_end((user_id, text))
@@ -294,11 +296,14 @@ class QuestionVectors:
         Their vectors come back from int8 rows, as the vocabulary stores them
         (`memory.recall.vocabulary`): the writer's vocabulary rows are the same bytes as
         from the model's float32 vectors, and a held question takes ~400 bytes a word
-        instead of ~1.7 kB (a backlog of 1,000 turns held ~40 MB of question words).
+        instead of ~1.7 kB (a backlog of 1,000 turns held ~40 MB of question words). Only
+        the words `keep` accepts are held, each as where it begins and ends in the text: a
+        held question took ~16 kB, ~6 with the words cut to the vocabulary's (measured on
+        bench/load.py's questions; docs/performance.md).
         """
         with self._lock:
             held = self._words.pop((user_id, text), None)
-        return None if held is None else held.words()
+        return None if held is None else held.words(text)
 
     def take(self, user_id: str, text: str) -> np.ndarray | None:
         """The vector held for this user's text, which is let go (its words too); None when
@@ -338,23 +343,30 @@ class QuestionVectors:
 
 @dataclass(frozen=True, slots=True)
 class _HeldWords:
-    """A text's words as `QuestionVectors` holds them: each word and where it starts, and
+    """A text's words as `QuestionVectors` holds them: where each begins and ends in the text
+    (int32 pairs: the word is the text's characters there, as `_word_vectors` cut it), and
     their vectors as int8 rows (`int8_rows`)."""
 
-    spans: tuple[tuple[str, int], ...]
+    bounds: np.ndarray  # int32 (words, 2)
     rows: np.ndarray  # int8 (words, dim)
 
     @classmethod
-    def of(cls, words: Words) -> _HeldWords:
-        if not words:
-            return cls((), np.zeros((0, 0), dtype=np.int8))
-        rows = int8_rows(np.stack([w.vector for w in words]))
-        return cls(tuple((w.word, w.start) for w in words), rows)
+    def of(cls, text: str, words: Words, keep: Callable[[str], bool] | None) -> _HeldWords | None:
+        """The words `keep` accepts; None when a word is not the text's own characters at its
+        start (then none are held, and the writer embeds the text again for them)."""
+        if any(text[w.start : w.start + len(w.word)] != w.word for w in words):
+            return None
+        kept = [w for w in words if keep is None or keep(w.word)]
+        if not kept:
+            return cls(np.zeros((0, 2), dtype=np.int32), np.zeros((0, 0), dtype=np.int8))
+        bounds = np.array([(w.start, w.start + len(w.word)) for w in kept], dtype=np.int32)
+        return cls(bounds, int8_rows(np.stack([w.vector for w in kept])))
 
-    def words(self) -> Words:
+    def words(self, text: str) -> Words:
         vectors = _normalise(self.rows.astype(np.float32))
         return tuple(
-            WordVector(word, start, vectors[n]) for n, (word, start) in enumerate(self.spans)
+            WordVector(text[start:end], start, vectors[n])
+            for n, (start, end) in enumerate(self.bounds.tolist())
         )
 
 

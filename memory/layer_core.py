@@ -14,14 +14,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 from memory.embedding import Embedder, FastEmbedder, QuestionVectors
 from memory.errors import EmbeddingFailed
 from memory.ingest.reembed import Rebuilds
-from memory.recall.vectors import HALF_FROM, VectorIndex
-from memory.recall.vocabulary import Vocabulary
+from memory.recall.vectors import VectorIndex
+from memory.recall.vocabulary import Vocabulary, vocabulary_word
 from memory.settings import Settings
 from memory.store.backend import StoreBackend, open_store
 from memory.store.journal import Journal
@@ -56,13 +55,14 @@ class LayerCore:
         self.settings = settings
         self.store: StoreBackend = open_store(settings, on_migration)
         self._journal: Journal | None = None
-        # Big users' rows in float16 (memory/recall/vectors.py): half the RAM, same top hits.
-        self.index = VectorIndex(partial(self.store.user_vectors, half_from=HALF_FROM))
+        # Read a batch at a time: a big user's rows go to int8 and a file as they come
+        # (memory/recall/row_load.py), never all in floats at once.
+        self.index = VectorIndex(batches=self.store.read_user_vectors)
         self.vocabulary = Vocabulary(self.store)
         self._factory = embedder_factory or _default_embedder
         self._embedder: Embedder | None = None
         # Recall's question vectors, for the writer to store rather than embed again.
-        self._questions = QuestionVectors()
+        self._questions = QuestionVectors(keep=vocabulary_word)
         self._load_lock = threading.Lock()
         self._load_failed = 0.0  # time.monotonic() of the last failed load
         self.rebuilds = Rebuilds(self.store, self.index, settings)

@@ -48,8 +48,15 @@ class RowFile:
 
     def first(self, n: int) -> np.ndarray:
         """Rows 0 … n - 1, as float16 (n, dim): a rare rewrite's input."""
+        return self.span(0, n)
+
+    def span(self, start: int, n: int) -> np.ndarray:
+        """Rows `start` … `start + n - 1`, as float16 (n, dim)."""
         out = np.empty((n, self.dim), dtype=np.float16)
-        view, done = out.data.cast("B"), 0
+        view, done, offset = out.data.cast("B"), 0, start * self._size
         while done < len(view):  # a read may stop short of a large buffer
-            done += os.preadv(self._file.fileno(), [view[done:]], done)
+            got = os.preadv(self._file.fileno(), [view[done:]], offset + done)
+            if not got:
+                raise OSError(f"the row file ends before row {start + n}")
+            done += got
         return out

@@ -15,11 +15,12 @@ exact cosines. The codes of 100k rows are 4.6 MB against the matrix's 150 MB
 (docs/performance.md has the timings and the recall of the exact top 80).
 Below it every row is scored: small users get exactly what they got before.
 
-Rows are held in the dtype the loader returns, but for users of `HALF_FROM` vectors or more,
-whom `MemoryLayer` asks the store for float16 rows: those are written once to an unlinked
-temporary file (`memory.recall.row_file`: the kernel's page cache, not the process's RSS)
-and held in RAM as int8 rows, a scale each (`memory.recall.int8_rows`): 39 MB at 100k
-vectors against float16's 73 and float32's 147. Their codes are made from the float16 rows,
+Rows are held in float32, but for users of `HALF_FROM` vectors or more: their rows, rounded
+to float16, are written to an unlinked temporary file (`memory.recall.row_file`: the
+kernel's page cache, not the process's RSS) and held in RAM as int8 rows, a scale each
+(`memory.recall.int8_rows`): 39 MB at 100k vectors against float16's 73 and float32's 147.
+`MemoryLayer` has the store hand them over a batch at a time (`memory.recall.row_load`), so
+a load never holds them all in floats. Their codes are made from the float16 rows,
 as before. The `RESCORED` rows are ranked by their int8 scores, which are off by up to ~2e-3:
 enough to rank them, not to be read by the cosine floors and the gate. So the best
 `k + EXACT_EXTRA` get their cosines from the float16 rows read back from the file, the top k
@@ -35,17 +36,23 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
+from memory import heap
 from memory.recall.codes import binary_codes, nearest
 from memory.recall.int8_rows import Int8Rows, Rows, dots, dots_at, fill, floats, width
 from memory.recall.row_file import RowFile
+from memory.recall.row_load import Loaded, RowLoad
 from memory.recall.scratch import Scratch
+from memory.store.vector_table import RowSink
 
 logger = logging.getLogger(__name__)
 
 Loader = Callable[[str], tuple[np.ndarray, np.ndarray]]
+# Hands all of a user's vectors to a sink batch by batch (`Store.read_user_vectors`).
+BatchReader = Callable[[str, RowSink], None]
 
 
 @dataclass(slots=True)
@@ -101,6 +108,19 @@ class _UserMatrix:
                 held, codes = _int8_and_codes(rows, mean)
                 return cls(ids, [held], mean, [codes], file)
         return cls(ids, [rows], mean, [binary_codes(rows, mean)])
+
+    @classmethod
+    def read(cls, loaded: Loaded) -> _UserMatrix:
+        """A user's matrix from a batch-by-batch load (memory/recall/row_load.py): int8 rows
+        get their codes from the file's float16 rows, a block at a time."""
+        if loaded.file is None or loaded.mean is None:
+            return cls.loaded(loaded.ids, np.asarray(loaded.rows))
+        n, file = len(loaded.ids), loaded.file
+        codes = np.empty((-(-file.dim // 64), n), dtype=np.uint64)
+        for start in range(0, n, _CAST_ROWS):
+            rows = file.span(start, min(_CAST_ROWS, n - start))
+            codes[:, start : start + len(rows)] = binary_codes(rows, loaded.mean)
+        return cls(loaded.ids, [loaded.rows], loaded.mean, [codes], file)
 
     def filled(self) -> list[tuple[Rows, np.ndarray]]:
         """Each block's rows that hold vectors and their codes, in order."""
@@ -287,6 +307,19 @@ def _find(held: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return found, positions[found]
 
 
+def _read_whole(loader: Loader, user_id: str) -> _UserMatrix:
+    return _UserMatrix.loaded(*loader(user_id))
+
+
+def _read_batches(batches: BatchReader, user_id: str) -> _UserMatrix:
+    load = RowLoad(HALF_FROM)
+    batches(user_id, load)
+    matrix = _UserMatrix.read(load.finish())
+    if matrix.file is not None:  # the store's batches are freed: give the heap back
+        heap.trim()  # (100k vectors: 102 -> 89 MB after the load; 1M: 540 -> 470)
+    return matrix
+
+
 class VectorIndex:
     """Exact cosine search over each user's vectors, held in RAM.
 
@@ -297,8 +330,16 @@ class VectorIndex:
     them; ids already present are skipped).
     """
 
-    def __init__(self, loader: Loader) -> None:
-        self._loader = loader
+    def __init__(self, loader: Loader | None = None, batches: BatchReader | None = None) -> None:
+        """Rows come from `loader` in one piece (ids, matrix: float16 rows for a user held in
+        int8), or from `batches` a batch at a time, so that a large user's rows are never all
+        held in floats (memory/recall/row_load.py); the store's `read_user_vectors`."""
+        if batches is not None:
+            self._read: Callable[[str], _UserMatrix] = partial(_read_batches, batches)
+        elif loader is not None:
+            self._read = partial(_read_whole, loader)
+        else:
+            raise TypeError("VectorIndex needs a loader or batches")
         self._users: dict[str, _UserMatrix] = {}
         self._lock = threading.Lock()
         self._loading: dict[str, _Load] = {}
@@ -318,9 +359,9 @@ class VectorIndex:
             with load.lock:  # another thread is loading this user: wait, then look again
                 pass
         try:
-            # Codes, int8 rows and the row file are made outside the lock too: ~7 s at 1M
-            # vectors, when every other user's search would have waited on it.
-            matrix = _UserMatrix.loaded(*self._loader(user_id))
+            # Codes, int8 rows and the row file are made outside the lock too: seconds at 1M
+            # vectors, when every other user's search would have waited on them.
+            matrix = self._read(user_id)
             with self._lock:
                 for added_ids, vectors in load.added:
                     matrix.append(added_ids, vectors)

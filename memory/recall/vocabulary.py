@@ -41,14 +41,27 @@ from memory.store.fts import STOPWORDS, stem
 def vocabulary_terms(words: Iterable[WordVector], start: int = 0) -> list[Term]:
     """The vocabulary rows of a chunk: each alphabetic search term among `words` that begins
     at or after `start` (the chunk's own text in its embedding input), once per stem."""
-    terms: dict[str, Term] = {}
+    first: dict[str, tuple[str, np.ndarray]] = {}  # stem: the word and its vector
     for word in words:
         if word.start < start:
             continue
         text = _term(word.word)
-        if text is not None and stem(text) not in terms:
-            terms[stem(text)] = Term(stem(text), text, _encode(word.vector))
-    return list(terms.values())
+        if text is not None:
+            first.setdefault(stem(text), (text, word.vector))
+    if not first:
+        return []
+    # Encoded in one int8 matrix: each row's bytes as the row alone gives (a row's own scale).
+    rows = int8_rows(np.stack([vector for _, vector in first.values()]))
+    return [
+        Term(key, text, bytes(row.tobytes()))
+        for (key, (text, _)), row in zip(first.items(), rows, strict=True)
+    ]
+
+
+def vocabulary_word(word: str) -> bool:
+    """Whether `vocabulary_terms` can keep this word (an alphabetic search term): a question
+    held for the writer (`memory.embedding.QuestionVectors`) holds only such words."""
+    return _term(word) is not None
 
 
 def _term(word: str) -> str | None:
@@ -57,11 +70,6 @@ def _term(word: str) -> str | None:
     if len(text) < 2 or text in STOPWORDS or not text.isalpha():
         return None
     return text
-
-
-def _encode(vector: np.ndarray) -> bytes:
-    """int8, scaled so the largest component is ±127."""
-    return bytes(int8_rows(vector[None, :])[0].tobytes())
 
 
 def _decode(rows: Sequence[bytes]) -> np.ndarray:

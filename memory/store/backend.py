@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from memory.settings import Settings
     from memory.store.message_rows import NewMessage, Stats
     from memory.store.migrations import MigrationProgress
+    from memory.store.vector_table import RowSink
 
 
 class StoreBackend(Protocol):
@@ -101,6 +102,10 @@ class StoreBackend(Protocol):
     def user_vectors(
         self, user_id: str, half_from: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def read_user_vectors(self, user_id: str, sink: RowSink) -> None:
+        """Hand all of a user's chunk ids and float32 vectors to `sink`, batch by batch."""
+        ...
 
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]: ...
 

@@ -21,7 +21,10 @@ from memory.store.fts import fts_document
 from memory.store.message_rows import MESSAGE_COLUMNS, message_from_row
 from memory.store.pg_chunks import parse_vector, vector_text
 from memory.store.pg_connections import PgConnections
-from memory.store.vector_table import row_dtype
+from memory.store.vector_table import RowSink, row_dtype
+
+# Rows handed to a `RowSink` at a time (vectors as float32: 6 MB of 384 dimensions).
+_SINK_ROWS = 4096
 
 # BM25's term-frequency saturation and length normalisation, as FTS5's and tantivy's.
 _K1 = 1.2
@@ -154,6 +157,23 @@ class PgReads(PgConnections):
         for n, row in enumerate(rows):
             matrix[n] = parse_vector(row[1])
         return ids, matrix
+
+    def read_user_vectors(self, user_id: str, sink: RowSink) -> None:
+        """Hand all of a user's chunk ids and vectors to `sink`, `_SINK_ROWS` at a time."""
+        rows = self._rows(
+            "SELECT chunk_id, vector_send(embedding) FROM chunk_vectors WHERE user_id = %s "
+            "ORDER BY chunk_id",
+            [user_id],
+            binary=True,
+            recall=True,
+        )
+        sink.start(len(rows), self.dim or 0)
+        for start in range(0, len(rows), _SINK_ROWS):
+            part = rows[start : start + _SINK_ROWS]
+            vectors = np.zeros((len(part), self.dim or 0), dtype=np.float32)
+            for n, row in enumerate(part):
+                vectors[n] = parse_vector(row[1])
+            sink.add(np.asarray([int(r[0]) for r in part], dtype=np.int64), vectors)
 
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
         if not ids:

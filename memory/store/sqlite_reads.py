@@ -176,6 +176,11 @@ class SqliteReads(Database):
         with self._errors():
             return vector_table.partition(self.connection(), user_id, self.dim or 0, half_from)
 
+    def read_user_vectors(self, user_id: str, sink: vector_table.RowSink) -> None:
+        """Hand all of a user's chunk ids and vectors (float32) to `sink`, batch by batch."""
+        with self._errors():
+            vector_table.read_partition(self.connection(), user_id, self.dim or 0, sink)
+
     def vectors(self, user_id: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored vectors of some of the user's chunks."""
         with self._errors():

@@ -19,7 +19,7 @@ Every function takes the connection to use; `memory.store.store` owns transactio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import sqlean
@@ -79,6 +79,16 @@ def some(db: Connection, user_id: str, chunk_ids: Sequence[int]) -> dict[int, np
     return found
 
 
+class RowSink(Protocol):
+    """Where a user's vectors go as `read_partition` reads them, a batch at a time."""
+
+    def start(self, slots: int, dim: int) -> None:
+        """At most `slots` rows of `dim` components follow (called once, first)."""
+
+    def add(self, ids: np.ndarray, rows: np.ndarray) -> None:
+        """The next rows (float32) and their chunk ids, in the partition's order."""
+
+
 def partition(
     db: Connection, user_id: str, dim: int, half_from: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -87,15 +97,25 @@ def partition(
     Returns (ids, matrix) where only the first `len(ids)` rows of `matrix` are meaningful:
     the matrix is allocated once at the partition's slot count, which leaves room to append
     without copying 150 MB at 100k vectors. Its rows are float32, or float16 from `half_from`
-    rows on (written into it block by block: no float32 copy). The fast read counts the
-    partition's slots, its vectors and the free slots of its 16-slot blocks.
+    rows on (written into it batch by batch: no float32 copy).
     """
+    matrix = _Matrix(half_from)
+    read_partition(db, user_id, dim, matrix)
+    return _ascending(matrix.ids[: matrix.count], matrix.rows, matrix.count)
+
+
+def read_partition(db: Connection, user_id: str, dim: int, sink: RowSink) -> None:
+    """Hand all of a user's vectors to `sink`, a batch of up to `_FETCH` × 16 rows at a time,
+    so a caller that keeps them in another form (memory/recall/vectors.py: int8 rows) never
+    holds them all as floats. Ids come in the partition's order: ascending, unless slots were
+    reused out of order. The fast read counts the partition's slots, its vectors and the
+    free slots of its 16-slot blocks."""
     try:
-        return _read_shadow(db, user_id, dim, half_from)
+        _read_shadow(db, user_id, dim, sink)
     except sqlean.OperationalError as exc:  # "no such table/column": another layout
         if "no such" not in str(exc):
             raise
-        return _read_scan(db, user_id, dim, half_from)
+        _read_scan(db, user_id, dim, sink)
 
 
 def row_dtype(count: int, half_from: int | None) -> type[np.floating[Any]]:
@@ -103,45 +123,62 @@ def row_dtype(count: int, half_from: int | None) -> type[np.floating[Any]]:
     return np.float16 if half_from is not None and count >= half_from else np.float32
 
 
-def _read_shadow(
-    db: Connection, user_id: str, dim: int, half_from: int | None
-) -> tuple[np.ndarray, np.ndarray]:
+class _Matrix:
+    """A `RowSink` that fills one matrix of the partition's slot count (`partition`)."""
+
+    def __init__(self, half_from: int | None) -> None:
+        self.half_from, self.count = half_from, 0
+        self.ids, self.rows = np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
+
+    def start(self, slots: int, dim: int) -> None:
+        self.ids = np.empty(slots, dtype=np.int64)
+        self.rows = np.empty((slots, dim), dtype=row_dtype(slots, self.half_from))
+
+    def add(self, ids: np.ndarray, rows: np.ndarray) -> None:
+        self.ids[self.count : self.count + len(ids)] = ids
+        self.rows[self.count : self.count + len(ids)] = rows
+        self.count += len(ids)
+
+
+def _read_shadow(db: Connection, user_id: str, dim: int, sink: RowSink) -> None:
     slots = db.execute(
         f"SELECT coalesce(sum(size), 0) FROM {TABLE}_chunks WHERE partition00 = ?", (user_id,)
     ).fetchone()[0]
-    ids = np.empty(slots, dtype=np.int64)
-    matrix = np.empty((slots, dim), dtype=row_dtype(slots, half_from))
+    sink.start(slots, dim)
     cursor = db.execute(
         f"SELECT c.size, c.validity, c.rowids, v.vectors FROM {TABLE}_chunks AS c "
         f"JOIN {TABLE}_vector_chunks00 AS v ON v.rowid = c.chunk_id "
         "WHERE c.partition00 = ? ORDER BY c.chunk_id",
         (user_id,),
     )
-    count = 0
     while blocks := cursor.fetchmany(_FETCH):
+        ids = np.empty(sum(block[0] for block in blocks), dtype=np.int64)  # slots
+        rows = np.empty((len(ids), dim), dtype=np.float32)
+        count = 0
         for size, validity, rowids, vectors in blocks:
             valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
             valid = valid[:size].astype(bool)
             held = int(valid.sum())
             ids[count : count + held] = np.frombuffer(rowids, np.int64)[:size][valid]
             block = np.frombuffer(vectors, np.float32)[: size * dim].reshape(size, dim)
-            matrix[count : count + held] = block[valid]
+            rows[count : count + held] = block[valid]
             count += held
-    return _ascending(ids[:count], matrix, count)
+        sink.add(ids[:count], rows[:count])
 
 
-def _read_scan(
-    db: Connection, user_id: str, dim: int, half_from: int | None
-) -> tuple[np.ndarray, np.ndarray]:
+def _read_scan(db: Connection, user_id: str, dim: int, sink: RowSink) -> None:
     rows = db.execute(
         f"SELECT chunk_id, embedding FROM {TABLE} WHERE user_id = ? ORDER BY chunk_id",
         (user_id,),
     ).fetchall()
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    matrix = np.empty((len(rows), dim), dtype=row_dtype(len(rows), half_from))
-    for position, row in enumerate(rows):
-        matrix[position] = np.frombuffer(row[1], dtype=np.float32)
-    return ids, matrix
+    sink.start(len(rows), dim)
+    for start in range(0, len(rows), _FETCH * _BLOCK):
+        part = rows[start : start + _FETCH * _BLOCK]
+        ids = np.fromiter((r[0] for r in part), dtype=np.int64, count=len(part))
+        vectors = np.empty((len(part), dim), dtype=np.float32)
+        for position, row in enumerate(part):
+            vectors[position] = np.frombuffer(row[1], dtype=np.float32)
+        sink.add(ids, vectors)
 
 
 def _ascending(ids: np.ndarray, matrix: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:

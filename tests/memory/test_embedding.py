@@ -139,6 +139,29 @@ def test_held_question_words_give_the_writer_the_same_vocabulary_rows(embedder):
     assert vocabulary_terms(back, 40) == vocabulary_terms(words, 40)
 
 
+def test_question_words_held_only_as_the_vocabularys_give_the_same_vocabulary_rows(embedder):
+    # The layer's QuestionVectors holds only words `vocabulary_terms` can keep, by where they
+    # are in the text: the writer's rows are the same at every start of the chunk's own text.
+    from memory.recall.vocabulary import vocabulary_terms, vocabulary_word
+
+    text = "Ana: Which trails, Ana's or Bruno's, did the 3 of us hike in the glacier's valley?"
+    vector, words = embedder.embed_query_words(text)
+    held = QuestionVectors(keep=vocabulary_word)
+    held.put("ana", text, vector, words)
+    back = held.take_words("ana", text)
+    assert 0 < len(back) < len(words) and all(vocabulary_word(w.word) for w in back)
+    for start in range(len(text) + 1):
+        assert vocabulary_terms(back, start) == vocabulary_terms(words, start), start
+
+
+def test_words_that_are_not_the_texts_own_characters_are_not_held(embedder):
+    vector, words = embedder.embed_query_words("the old sofa")
+    held = QuestionVectors()
+    held.put("ana", "the old settee", vector, words)  # words of another text
+    assert held.take_words("ana", "the old settee") is None
+    assert np.array_equal(held.take("ana", "the old settee"), vector)
+
+
 class PlainEmbedder:
     name, dim = "plain", 2
 

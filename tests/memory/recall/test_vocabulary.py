@@ -38,6 +38,23 @@ def test_a_chunk_brings_each_alphabetic_word_of_its_own_text_once():
     assert terms[0].vector == bytes([127] * 4)  # int8, scaled to the largest component
 
 
+def test_each_terms_bytes_are_its_own_vector_in_int8(embedder):
+    # The terms are encoded in one matrix; each row must be what the word's vector alone
+    # gives (scaled by its own largest component), as the vocabulary rows always were.
+    from memory.embedding import int8_rows
+
+    text = "Ana's kayak, the red one, stays at the marina in Porto until the paddle is fixed"
+    _, words = embedder.embed_query_words(text)
+    terms = vocabulary_terms(words)
+    first = {}
+    for word in words:
+        first.setdefault(word.word.lower(), word)
+    assert len(terms) >= 8
+    for term in terms:
+        alone = int8_rows(first[term.word].vector[None, :])[0]
+        assert term.vector == alone.tobytes()
+
+
 def test_a_word_the_user_never_said_brings_the_users_nearest_word(tmp_path, embedder):
     layer = _layer(
         tmp_path,

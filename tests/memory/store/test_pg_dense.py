@@ -52,3 +52,31 @@ def test_a_user_among_many_nearer_rows_gets_their_own_exact_top_k(store):
     best = np.argsort(-cosines, kind="stable")[:10]
     assert [i for i, _ in found] == [ids[n] for n in best]
     assert [c for _, c in found] == pytest.approx(cosines[best].tolist(), abs=1e-5)
+
+
+class Sink:
+    """Collects what `read_user_vectors` hands over."""
+
+    def __init__(self):
+        self.slots, self.ids, self.rows = None, [], []
+
+    def start(self, slots, dim):
+        self.slots = (slots, dim)
+
+    def add(self, ids, rows):
+        self.ids.append(ids)
+        self.rows.append(rows)
+
+
+def test_a_users_vectors_read_in_batches_are_the_one_piece_read(store, monkeypatch):
+    monkeypatch.setattr("memory.store.pg_reads._SINK_ROWS", 4)
+    rng = np.random.default_rng(5)
+    ids = index(store, "ana", unit(rng.normal(size=(10, DIM))))
+    index(store, "bob", unit(rng.normal(size=(3, DIM))))
+    sink = Sink()
+    store.read_user_vectors("ana", sink)
+    whole_ids, whole = store.user_vectors("ana")
+    assert sink.slots == (10, DIM) and [len(part) for part in sink.ids] == [4, 4, 2]
+    assert np.concatenate(sink.ids).tolist() == whole_ids.tolist() == ids
+    assert np.array_equal(np.concatenate(sink.rows), whole)
+    assert all(part.dtype == np.float32 for part in sink.rows)

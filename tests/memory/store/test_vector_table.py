@@ -29,6 +29,21 @@ def held(ids, matrix):
     return {int(i): matrix[position].tolist() for position, i in enumerate(ids)}
 
 
+def into_matrix(read):
+    """One of the two reads (`_read_shadow`, `_read_scan`: sqlite-vec's own query) into one
+    matrix, as `partition` gives it."""
+
+    def matrix_read(db, user_id, dim, half_from=None):
+        matrix = vector_table._Matrix(half_from)
+        read(db, user_id, dim, matrix)
+        return vector_table._ascending(matrix.ids[: matrix.count], matrix.rows, matrix.count)
+
+    return matrix_read
+
+
+shadow, scan = into_matrix(vector_table._read_shadow), into_matrix(vector_table._read_scan)
+
+
 def test_a_partition_read_matches_the_scan_across_users_and_deletions(db):
     owners = {}
     for chunk_id in range(1, 120):  # several 16-slot blocks per user, interleaved
@@ -38,7 +53,7 @@ def test_a_partition_read_matches_the_scan_across_users_and_deletions(db):
 
     for user in ("alice", "bob", "carol", "nobody"):
         fast = vector_table.partition(db, user, DIM)
-        slow = vector_table._read_scan(db, user, DIM, None)
+        slow = scan(db, user, DIM)
         assert fast[0].tolist() == slow[0].tolist()
         assert held(*fast) == held(*slow)
         assert {owners[i] for i in fast[0].tolist()} <= {user}
@@ -78,11 +93,11 @@ def test_the_shadow_tables_are_read_directly_on_the_pinned_sqlite_vec(db):
     # this pins that the fast read itself works on the sqlite-vec version pyproject.toml pins.
     vector_table.put(db, 1, "alice", vector(1))
     vector_table.put(db, 2, "alice", vector(2))
-    ids, matrix = vector_table._read_shadow(db, "alice", DIM, None)
-    assert held(ids, matrix) == held(*vector_table._read_scan(db, "alice", DIM, None))
+    ids, matrix = shadow(db, "alice", DIM)
+    assert held(ids, matrix) == held(*scan(db, "alice", DIM))
 
 
-@pytest.mark.parametrize("read", [vector_table.partition, vector_table._read_scan])
+@pytest.mark.parametrize("read", [vector_table.partition, scan])
 def test_a_user_at_half_from_vectors_reads_as_float16_rows(db, read):
     for chunk_id in range(1, 41):
         vector_table.put(db, chunk_id, "alice", vector(chunk_id))
