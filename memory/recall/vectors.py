@@ -8,11 +8,11 @@ reads 150 MB: memory bandwidth), against ~55 ms for sqlite-vec's KNN, so the hot
 RAM.
 
 Past `EXACT_BELOW` vectors a user's search is two-staged: each row also has a binary code,
-the signs of the row minus the user's mean vector (48 bytes for 384 dimensions, held as
-one array per 64-bit word so the scan reads each word of every row in one pass), and the
-`RESCORED` rows nearest the query in Hamming distance are scored exactly; the best k of
-them are returned with their exact cosines. The codes of 100k rows are 4.6 MB against the
-matrix's 150 MB (docs/performance.md has the timings and the recall of the exact top 80).
+the signs of the row minus the user's mean vector (48 bytes for 384 dimensions: the scan and
+the choice of the nearest are `memory.recall.codes`), and the `RESCORED` rows nearest the
+query in Hamming distance are scored exactly; the best k of them are returned with their
+exact cosines. The codes of 100k rows are 4.6 MB against the matrix's 150 MB
+(docs/performance.md has the timings and the recall of the exact top 80).
 Below it every row is scored: small users get exactly what they got before.
 
 Rows are held in float32, but for users of `HALF_FROM` vectors or more: their rows, rounded
@@ -41,9 +41,11 @@ from functools import partial
 import numpy as np
 
 from memory import heap
-from memory.recall.int8_rows import Int8Rows, Rows, dots, fill, floats, width
+from memory.recall.codes import binary_codes, nearest
+from memory.recall.int8_rows import Int8Rows, Rows, dots, dots_at, fill, floats, width
 from memory.recall.row_file import RowFile
 from memory.recall.row_load import Loaded, RowLoad
+from memory.recall.scratch import Scratch
 from memory.store.vector_table import RowSink
 
 logger = logging.getLogger(__name__)
@@ -94,22 +96,18 @@ class _UserMatrix:
     @classmethod
     def loaded(cls, ids: np.ndarray, rows: np.ndarray) -> _UserMatrix:
         """A user's matrix from the loader's rows: float16 ones go to a file and to int8."""
-        rows = rows[: len(ids)]
-        mean = (
-            rows.mean(axis=0, dtype=np.float32)
-            if len(rows)
-            else np.zeros(rows.shape[1], dtype=np.float32)
-        )
-        ids, codes = np.asarray(ids, dtype=np.int64), [_codes(rows, mean)]
-        if rows.dtype != np.float16:
-            return cls(ids, [rows], mean, codes)
-        try:
-            file = RowFile(rows.shape[1])
-            file.write(0, rows)
-        except OSError as exc:  # no writable temporary directory, or it is full
-            logger.warning("a large user's float16 rows stay in RAM (no file for them): %s", exc)
-            return cls(ids, [rows], mean, codes)
-        return cls(ids, [_int8(rows)], mean, codes, file)
+        rows, ids = rows[: len(ids)], np.asarray(ids, dtype=np.int64)
+        mean = _mean(rows)
+        if rows.dtype == np.float16:
+            try:
+                file = RowFile(rows.shape[1])
+                file.write(0, rows)
+            except OSError as exc:  # no writable temporary directory, or it is full
+                logger.warning("a large user's float16 rows stay in RAM (no file): %s", exc)
+            else:
+                held, codes = _int8_and_codes(rows, mean)
+                return cls(ids, [held], mean, [codes], file)
+        return cls(ids, [rows], mean, [binary_codes(rows, mean)])
 
     @classmethod
     def read(cls, loaded: Loaded) -> _UserMatrix:
@@ -121,7 +119,7 @@ class _UserMatrix:
         codes = np.empty((-(-file.dim // 64), n), dtype=np.uint64)
         for start in range(0, n, _CAST_ROWS):
             rows = file.span(start, min(_CAST_ROWS, n - start))
-            codes[:, start : start + len(rows)] = _codes(rows, loaded.mean)
+            codes[:, start : start + len(rows)] = binary_codes(rows, loaded.mean)
         return cls(loaded.ids, [loaded.rows], loaded.mean, [codes], file)
 
     def filled(self) -> list[tuple[Rows, np.ndarray]]:
@@ -133,7 +131,7 @@ class _UserMatrix:
             left -= take
         return out
 
-    def view(self) -> _View:
+    def view(self, scratch: Scratch) -> _View:
         """What a search reads, taken under the index's lock: later appends write past it
         (spare rows, new blocks, a new ids array) and never change it."""
         held = [(block, codes) for block, codes in self.filled() if len(block)]
@@ -143,6 +141,7 @@ class _UserMatrix:
             tuple(codes for _, codes in held),
             self.mean,
             self.file,
+            scratch,
         )
 
     def append(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -167,7 +166,7 @@ class _UserMatrix:
             fill(last, offset, vectors[done : done + take])
             if self.file is not None:
                 self.file.write(row, vectors[done : done + take])
-            self.codes[-1][:, offset : offset + take] = _codes(
+            self.codes[-1][:, offset : offset + take] = binary_codes(
                 last[offset : offset + take], self.mean
             )
             done += take
@@ -180,13 +179,14 @@ class _UserMatrix:
         if self.file is None:  # float rows
             old = [np.asarray(block) for block, _ in self.filled()]
             rows = np.concatenate([*old, vectors.astype(old[0].dtype)])[order]
-            self.ids, self.blocks, self.codes = held[order], [rows], [_codes(rows, self.mean)]
+            self.ids, self.blocks, self.codes = held[order], [rows], [binary_codes(rows, self.mean)]
             return
         half = np.concatenate([self.file.first(len(self.ids)), vectors.astype(np.float16)])
         half = half[order]
         self.file = RowFile(half.shape[1])  # views taken before keep reading the old one
         self.file.write(0, half)
-        self.ids, self.blocks, self.codes = held[order], [_int8(half)], [_codes(half, self.mean)]
+        quantized, codes = _int8_and_codes(half, self.mean)
+        self.ids, self.blocks, self.codes = held[order], [quantized], [codes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,26 +198,12 @@ class _View:
     codes: tuple[np.ndarray, ...]
     mean: np.ndarray
     file: RowFile | None
+    scratch: Scratch  # the searching thread's buffers
 
     def nearest_codes(self, query: np.ndarray, n: int) -> np.ndarray:
         """Positions of the `n` rows whose codes are nearest the query's (Hamming)."""
-        code = _codes(query[None, :], self.mean)[:, 0]
-        parts = []
-        for codes in self.codes:  # one pass over each word of every row: ~1.5 ms per 100k
-            distance = np.bitwise_count(codes[0] ^ code[0]).astype(np.uint16)
-            for word in range(1, len(code)):
-                distance += np.bitwise_count(codes[word] ^ code[word])
-            parts.append(distance)
-        distances = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        if n >= len(distances):
-            return np.arange(len(distances))
-        # The n smallest by a histogram of the distances (they are 0..bits), not a partition:
-        # 2 ms against 15 for argpartition over 1M rows. Ties at the cut go by position.
-        counts = np.bincount(distances, minlength=len(code) * 64 + 1)
-        cut = int(np.searchsorted(np.cumsum(counts), n))
-        below = np.flatnonzero(distances < cut)
-        at = np.flatnonzero(distances == cut)[: n - len(below)]
-        return np.concatenate([below, at])
+        code = binary_codes(query[None, :], self.mean)[:, 0]
+        return nearest(self.codes, code, n, self.scratch)
 
     def scores(self, query: np.ndarray) -> np.ndarray:
         """Cosine of every row with `query` (rows and query are unit vectors)."""
@@ -236,7 +222,7 @@ class _View:
         if self.file is not None:
             return self.file.rows(positions)
         out = np.empty((len(positions), width(self.blocks[0])), dtype=np.float32)
-        return self._by_block(positions, out, floats)
+        return self._by_block(positions, out, lambda block, at: floats(block[at]))
 
     def cosines_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         """What `scores_at` gives, but read from the float16 rows when the rows are int8."""
@@ -247,19 +233,27 @@ class _View:
 
     def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosines of the rows at these positions (in the order of `ids`) with `query`."""
+
+        def read(block: Rows, at: np.ndarray) -> np.ndarray:
+            if isinstance(block, Int8Rows):  # into this thread's buffers: see `Scratch`
+                return dots_at(block, at, query, self.scratch)
+            return dots(block[at], query)
+
         if len(self.blocks) == 1:
-            return dots(self.blocks[0][positions], query)
-        out = np.empty(len(positions), dtype=np.float32)
-        return self._by_block(positions, out, lambda rows: dots(rows, query))
+            return read(self.blocks[0], positions)
+        return self._by_block(positions, np.empty(len(positions), dtype=np.float32), read)
 
     def _by_block(
-        self, positions: np.ndarray, out: np.ndarray, read: Callable[[Rows], np.ndarray]
+        self,
+        positions: np.ndarray,
+        out: np.ndarray,
+        read: Callable[[Rows, np.ndarray], np.ndarray],
     ) -> np.ndarray:
-        """`out`, each entry `read` from the rows at `positions` (over every block)."""
+        """`out`, each entry `read` from a block and the positions in it (over every block)."""
         start = 0
         for block in self.blocks:
             inside = (positions >= start) & (positions < start + len(block))
-            out[inside] = read(block[positions[inside] - start])
+            out[inside] = read(block, positions[inside] - start)
             start += len(block)
         return out
 
@@ -277,12 +271,24 @@ def _dot(rows: Rows, query: np.ndarray) -> np.ndarray:
     return out
 
 
-def _int8(rows: np.ndarray) -> Int8Rows:
-    """Float rows as int8 rows, quantized `_CAST_ROWS` at a time (no float32 copy of all)."""
+def _int8_and_codes(rows: np.ndarray, mean: np.ndarray) -> tuple[Int8Rows, np.ndarray]:
+    """Float rows as int8 rows, and their codes, from one cast to float32 `_CAST_ROWS` rows at
+    a time (no float32 copy of all; casting float16 is most of the work: ~1 s a pass at 1M)."""
     held = Int8Rows.empty(len(rows), rows.shape[1])
+    codes = np.empty((-(-rows.shape[1] // 64), len(rows)), dtype=np.uint64)
     for start in range(0, len(rows), _CAST_ROWS):
-        fill(held, start, rows[start : start + _CAST_ROWS].astype(np.float32))
-    return held
+        part = rows[start : start + _CAST_ROWS].astype(np.float32)
+        fill(held, start, part)
+        codes[:, start : start + len(part)] = binary_codes(part, mean)
+    return held, codes
+
+
+def _mean(rows: np.ndarray) -> np.ndarray:
+    """The mean of the rows (zeros for none): the codes are the signs of a row minus it."""
+    if not len(rows):
+        return np.zeros(rows.shape[1], dtype=np.float32)
+    mean: np.ndarray = rows.mean(axis=0, dtype=np.float32)
+    return mean
 
 
 def _empty(like: Rows, n: int) -> Rows:
@@ -290,20 +296,6 @@ def _empty(like: Rows, n: int) -> Rows:
     if isinstance(like, Int8Rows):
         return Int8Rows.empty(n, width(like))
     return np.empty((n, like.shape[1]), dtype=like.dtype)
-
-
-def _codes(rows: Rows, mean: np.ndarray) -> np.ndarray:
-    """The binary codes of `rows` (signs of row − mean), as uint64 words × rows.
-
-    Computed `_CAST_ROWS` rows at a time: the comparison's booleans take a byte per dimension
-    (and int8 rows are compared in float32).
-    """
-    words = -(-width(rows) // 64)
-    packed = np.zeros((len(rows), words * 8), dtype=np.uint8)
-    for start in range(0, len(rows), _CAST_ROWS):
-        bits = np.packbits(floats(rows[start : start + _CAST_ROWS]) > mean, axis=1)
-        packed[start : start + len(bits), : bits.shape[1]] = bits
-    return np.ascontiguousarray(packed.view(np.uint64).T)
 
 
 def _find(held: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -331,8 +323,9 @@ def _read_batches(batches: BatchReader, user_id: str) -> _UserMatrix:
 class VectorIndex:
     """Exact cosine search over each user's vectors, held in RAM.
 
-    A user's matrix is read from SQLite outside the index's lock: a 100k-vector user takes
-    ~0.5 s to load, and other users must not queue behind it. Chunks indexed while a load is
+    A user's matrix is read from SQLite and made (codes, int8 rows) outside the index's lock:
+    a 100k-vector user takes ~1.5 s to load (1M: ~17 s), and other users must not queue
+    behind it. Chunks indexed while a load is
     under way are kept aside and appended once it is done (the load may or may not have seen
     them; ids already present are skipped).
     """
@@ -350,13 +343,14 @@ class VectorIndex:
         self._users: dict[str, _UserMatrix] = {}
         self._lock = threading.Lock()
         self._loading: dict[str, _Load] = {}
+        self._scratch = Scratch()  # each searching thread's buffers
 
     def _matrix(self, user_id: str) -> _View:
         while True:
             with self._lock:
                 matrix = self._users.get(user_id)
                 if matrix is not None:
-                    return matrix.view()
+                    return matrix.view(self._scratch)
                 load = self._loading.get(user_id)
                 if load is None:
                     load = self._loading[user_id] = _Load()
@@ -365,13 +359,15 @@ class VectorIndex:
             with load.lock:  # another thread is loading this user: wait, then look again
                 pass
         try:
+            # Codes, int8 rows and the row file are made outside the lock too: seconds at 1M
+            # vectors, when every other user's search would have waited on them.
             matrix = self._read(user_id)
             with self._lock:
                 for added_ids, vectors in load.added:
                     matrix.append(added_ids, vectors)
                 if self._loading.get(user_id) is load:  # else dropped meanwhile: serve once
                     self._users[user_id] = matrix
-                return matrix.view()
+                return matrix.view(self._scratch)
         finally:
             with self._lock:
                 if self._loading.get(user_id) is load:
