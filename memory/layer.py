@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from memory.block.budget import select_tier
 from memory.block.excerpts import Neighbours, build_excerpts, newest_first
-from memory.block.left_out import left_out
+from memory.block.left_out import Told, left_out
 from memory.block.render import render_block
 from memory.block.tokens import count_block_tokens
 from memory.embedding import Embedder
@@ -210,7 +210,9 @@ class MemoryLayer(AdminSide, FactsSide):
         block = self._render(facts, excerpts, request, now)
         warming = request.episodic and tier.max_excerpts > 0 and embedder is None
         pool = self.settings.hit_pool
-        why = left_out([*found.left_out, *dropped], found.hits, pool, excerpts, block, facts)
+        why = Told(  # told when the inspector reads it, after the forward
+            lambda: left_out([*found.left_out, *dropped], found.hits, pool, excerpts, block, facts)
+        )
         return Recollection(
             tier,
             block,
@@ -219,6 +221,7 @@ class MemoryLayer(AdminSide, FactsSide):
             query=found.query,
             left_out=why,
             degraded=found.degraded,
+            withheld=found.withheld,
         )
 
     def _neighbours(self, user_id: str, exclude: set[str]) -> Neighbours:

@@ -53,7 +53,11 @@ class Recollection:
     warming: bool = False
     # For the inspector: the query recall searched with ("" when it did not search), and what
     # it kept out of the block and why (memory/block/left_out.py).
+    # `left_out` may be told only when read (memory.block.left_out.Told).
     query: str = ""
-    left_out: tuple[LeftOut, ...] = ()
+    left_out: Sequence[LeftOut] = ()
     # Set when recall went on by keywords alone because the embedder failed: what to tell.
     degraded: str | None = None
+    # True when the abstention gate or the similarity floors kept a hit out of the block
+    # (`left_out` holds it, as "abstained" or "weak"): known without telling `left_out`.
+    withheld: bool = False

@@ -134,6 +134,8 @@ class Prepared:
     who: Identity
     body: bytes | None = None
     fact_ids: tuple[int, ...] = ()
+    # Makes what the inspector shows of the request (`History.record`): after the answer.
+    settle: Callable[[], None] | None = None
 
 
 def aliased(content: bytes, body: Mapping[str, Any], target: Target) -> bytes:

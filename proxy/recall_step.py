@@ -70,23 +70,23 @@ def _inject(
 ) -> Prepared:
     """Report what recall found and place its block in the body to send."""
     model, settings = conversation.model, state.layer.settings
-    state.inspector.history.record(who, model, report, recollection)  # "why this block"
+    settle = state.inspector.history.record(who, model, report, recollection)  # "why this block"
     report.tier, report.recalled = recollection.tier.level, True
     if recollection.warming:
         report.error = "embedding model still loading: facts only, no excerpts"
         report.error_kind = "embedder_loading"
     elif recollection.degraded:  # the embedder failed: recalled by keywords alone
         report.error, report.error_kind = recollection.degraded, "embedder_unavailable"
-    report.abstained = not (recollection.block and recollection.block.excerpts) and any(
-        item.reason in ("abstained", "weak") for item in recollection.left_out
+    report.abstained = recollection.withheld and not (
+        recollection.block and recollection.block.excerpts
     )
     if recollection.block is None:
-        return Prepared(who)
+        return Prepared(who, settle=settle)
     report.tokens = recollection.block.tokens
     report.chunks = recollection.block.excerpts
     report.facts = recollection.block.facts
     content = conversation.place(recollection.block.text, settings.placement)
-    return Prepared(who, content, recollection.block.fact_ids)
+    return Prepared(who, content, recollection.block.fact_ids, settle)
 
 
 def _continued(state: AppState, who: Identity, response_id: str | None) -> ResponseLink | None:

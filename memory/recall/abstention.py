@@ -45,20 +45,20 @@ def standout(kept: Sequence[Hit], margin_weight: float) -> float:
 
 def nothing_stands_out(
     query: str,
-    candidates: Sequence[Hit],
+    measured: int,
     kept: Sequence[Hit],
     margin_weight: float,
     threshold: float,
 ) -> bool:
     """True when excerpts should be withheld: no hit stands out of the question's topic.
 
-    `candidates` are every fused hit, `kept` those that passed the similarity floors
-    (`ranking.drop_weak`): the topic is what is left once unrelated turns are gone, so a
-    question whose few related turns are all alike gets a small lead. With fewer than
-    TOPIC_SIZE candidates the store is too small to tell a topic from the whole history and
-    the gate stays open. A `threshold` of 0 (or less) turns it off.
+    `measured` is how many of the fused hits have a cosine, `kept` the hits that passed the
+    similarity floors (`ranking.drop_weak`): the topic is what is left once unrelated turns
+    are gone, so a question whose few related turns are all alike gets a small lead. With
+    fewer than TOPIC_SIZE measured candidates the store is too small to tell a topic from the
+    whole history and the gate stays open. A `threshold` of 0 (or less) turns it off.
     """
-    if threshold <= 0 or sum(h.similarity is not None for h in candidates) < TOPIC_SIZE:
+    if threshold <= 0 or measured < TOPIC_SIZE:
         return False
     if names_a_stored_identifier(query, kept):
         return False

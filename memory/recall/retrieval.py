@@ -54,10 +54,25 @@ class Retrieval:
     hits: list[Hit]
     abstained: bool
     query: str
-    # What was found but dropped: present in the request, abstained on, weak (for the inspector).
-    left_out: tuple[LeftOut, ...] = ()
+    # What was found but present in the request (for the inspector).
+    present: tuple[LeftOut, ...] = ()
     # Why recall went on with the lexical side alone: the embedder failed (None: it did not).
     degraded: str | None = None
+    # Every ranked candidate, and why those not in `hits` were dropped: their `LeftOut`
+    # records are built only when `left_out` is read (the inspector's), not for the forward.
+    ranked: Sequence[Hit] = ()
+    dropped_for: Literal["abstained", "weak"] = "weak"
+
+    @property
+    def left_out(self) -> tuple[LeftOut, ...]:
+        """What was found but dropped: present in the request, abstained on, weak."""
+        return self.present + _left_out(self.dropped_for, self.ranked, self.hits)
+
+    @property
+    def withheld(self) -> bool:
+        """Whether the gate or the floors dropped a candidate (`left_out` says which): `hits`
+        are some of `ranked`, each once, so the counts tell without reading the records."""
+        return len(self.ranked) > len(self.hits)
 
 
 def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -171,14 +186,14 @@ def retrieve(
         visible, dense, lexical, similarities, now, query, query_windows(query), _weights(settings)
     )
     hits, kept = ranked.hits, ranked.kept
-    if ranked.abstained:
-        return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
     threshold = settings.min_standout if gate else 0.0
-    if nothing_stands_out(query, hits, kept, settings.standout_margin_weight, threshold):
-        return Retrieval([], True, query, present + _left_out("abstained", hits, []), degraded)
+    if ranked.abstained or nothing_stands_out(
+        query, ranked.measured, kept, settings.standout_margin_weight, threshold
+    ):
+        return Retrieval([], True, query, present, degraded, hits, "abstained")
     if vector is not None:  # the later turns on the kept hits' subjects
         kept = _with_later(store, index, settings, user_id, hits, kept)
-    return Retrieval(kept, not kept, query, present + _left_out("weak", hits, kept), degraded)
+    return Retrieval(kept, not kept, query, present, degraded, hits, "weak")
 
 
 def _with_later(
@@ -186,7 +201,7 @@ def _with_later(
     index: VectorIndex,
     settings: Settings,
     user_id: str,
-    hits: list[Hit],
+    hits: Sequence[Hit],
     kept: list[Hit],
 ) -> list[Hit]:
     """`kept`, then the later turns on its best hits' subjects (memory.recall.later)."""
@@ -278,7 +293,7 @@ def _weights(settings: Settings) -> Weights:
 
 
 def _left_out(
-    reason: Literal["abstained", "weak"], hits: list[Hit], kept: list[Hit]
+    reason: Literal["abstained", "weak"], hits: Sequence[Hit], kept: Sequence[Hit]
 ) -> tuple[LeftOut, ...]:
     """The hits not in `kept`, as left out for `reason`."""
     kept_ids = {h.chunk.id for h in kept}

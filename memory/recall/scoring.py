@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 
@@ -46,9 +46,11 @@ class Ranked:
     """What ranking found: every candidate as a hit, best first, and the hits that pass the
     weak-hit floor (`kept`); `abstained` when recall should inject nothing."""
 
-    hits: list[Hit]
+    hits: Sequence[Hit]
     kept: list[Hit]
     abstained: bool
+    # How many candidates have a cosine (the abstention gate's size check).
+    measured: int = 0
 
 
 def rank(
@@ -101,8 +103,9 @@ def rank(
     # which cost most of the time building the records took (same values: tolist is exact).
     scores, cosines, fused_scores = score.tolist(), cosine.tolist(), fused.tolist()
     dense_ranks, lexical_ranks = dense_rank.tolist(), lexical_rank.tolist()
-    hits = [
-        Hit(
+
+    def hit(i: int) -> Hit:
+        return Hit(
             chunk=listed[i],
             score=scores[i],
             similarity=None if math.isnan(cosines[i]) else cosines[i],
@@ -111,16 +114,60 @@ def rank(
             lexical_score=bm25_of.get(id_list[i]),
             fused_score=fused_scores[i],
         )
-        for i in order.tolist()
-    ]
+
     known = ~np.isnan(cosine)
+    hits = _Hits(order.tolist(), hit)
+    measured = int(known.sum())
     if not (lexical_rank > 0).any():  # no lexical hit and a weak best cosine: abstain
         best = cosine[known].max() if known.any() else -1.0
         if best < weights.min_similarity:
-            return Ranked(hits, [], True)
+            return Ranked(hits, [], True, measured)
     floor = np.where(lexical_rank > 0, weights.min_lexical_similarity, weights.min_similarity)
     passes = (~known | (np.where(known, cosine, 0.0) >= floor))[order]
-    return Ranked(hits, [h for h, ok in zip(hits, passes.tolist(), strict=True) if ok], False)
+    kept = [hits[n] for n in np.flatnonzero(passes).tolist()]
+    return Ranked(hits, kept, False, measured)
+
+
+class _Hits(Sequence[Hit]):
+    """The ranked candidates as records, each built when first read: a recall reads the
+    few it keeps; the rest only when it looks for later turns or says what it left out."""
+
+    __slots__ = ("_built", "_make", "_order")
+
+    def __init__(self, order: list[int], make: Callable[[int], Hit]) -> None:
+        self._order, self._make = order, make
+        self._built: list[Hit | None] = [None] * len(order)
+
+    def _at(self, n: int) -> Hit:
+        built = self._built[n]
+        if built is None:  # two threads may build one twice: equal records, either kept
+            built = self._built[n] = self._make(self._order[n])
+        return built
+
+    @overload
+    def __getitem__(self, index: int) -> Hit: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Hit]: ...
+    def __getitem__(self, index: int | slice) -> Hit | list[Hit]:
+        if isinstance(index, slice):
+            return [self._at(n) for n in range(len(self._order))[index]]
+        return self._at(range(len(self._order))[index])
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return (self._at(n) for n in range(len(self._order)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, but not one
+
+    def __repr__(self) -> str:
+        return f"_Hits({list(self)!r})"
 
 
 def _ranks(ids: list[int], ranked: list[int]) -> np.ndarray:

@@ -1,10 +1,11 @@
 """The inspector's "why this block": each user's last requests, kept in RAM.
 
-`History.record` is the one call `proxy/pipeline.py` makes, right after recall, in the worker
-thread that ran it: it keeps what the inspector shows of the request (tier, fill ratio, the
-block as sent, the scores of the hits in its excerpts, what was left out and why) in a ring
-of `size` entries per user, for the `MAX_USERS` most recently active users. Nothing is
-written anywhere; a restart forgets it. `size` 0 records nothing (`inspector.history`).
+`History.record` is the one call `proxy/recall_step.py` makes, right after recall, on the
+thread that ran it: the request takes its place in a ring of `size` entries per user, for the
+`MAX_USERS` most recently active users, and what the inspector shows of it (tier, fill ratio,
+the block as sent, the scores of the hits in its excerpts, what was left out and why) is made
+once the answer is sent, or when the inspector reads it first (`_Kept`). Nothing is written
+anywhere; a restart forgets it. `size` 0 records nothing (`inspector.history`).
 
 What is kept is bounded, so the ring's memory is: the block whole (it is what was sent),
 the first `MAX_LEFT_OUT` left-out items, and chunk texts cut to `TEXT_CHARS`.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -57,45 +59,98 @@ class History:
     def __init__(self, size: int, max_users: int = MAX_USERS) -> None:
         self.size = size
         self.max_users = max_users
-        self._users: OrderedDict[str, deque[BlockRecord]] = OrderedDict()
+        self._users: OrderedDict[str, deque[_Kept]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def record(self, who: Identity, model: str, report: Report, recollection: Recollection) -> None:
-        """Keep this request's recall for the inspector (nothing when the size is 0)."""
+    def record(
+        self, who: Identity, model: str, report: Report, recollection: Recollection
+    ) -> Callable[[], None]:
+        """Keep this request's recall for the inspector (nothing when the size is 0).
+
+        The request takes its place in the ring now; what the inspector shows of it (what
+        was left out, told only then: ~140 records at 1k chunks) is made when the returned
+        `settle` is called, which the proxy does once the answer is sent, or when the
+        inspector reads it first. Nothing upstream waits for it.
+        """
         if self.size <= 0:
-            return
-        entry = _entry(who, model, report, recollection)
+            return _nothing
+        kept = _Kept(who, model, report.request_id, report.fill_ratio, recollection)
         with self._lock:
             ring = self._users.pop(who.user_id, None) or deque(maxlen=self.size)
-            ring.append(entry)
+            ring.append(kept)
             self._users[who.user_id] = ring
             while len(self._users) > self.max_users:
                 self._users.popitem(last=False)
+        return kept.settle
 
     def recent(self, user_id: str) -> list[BlockRecord]:
         """The user's kept requests, newest first."""
         with self._lock:
-            return list(reversed(self._users.get(user_id, ())))
+            kept = list(reversed(self._users.get(user_id, ())))
+        return [k.record() for k in kept]
 
     def find(self, user_id: str, request_id: str) -> BlockRecord | None:
         """The user's kept request with this id (the newest, if a client reused one)."""
         return next((r for r in self.recent(user_id) if r.request_id == request_id), None)
 
 
-def _entry(who: Identity, model: str, report: Report, recollection: Recollection) -> BlockRecord:
+class _Kept:
+    """One request in the ring: its recall until the record is made, then the record."""
+
+    __slots__ = ("_lock", "_made", "_recall", "at")
+
+    def __init__(
+        self, who: Identity, model: str, request_id: str, fill_ratio: float, found: Recollection
+    ) -> None:
+        self.at = time.time()
+        self._recall: tuple[Identity, str, str, float, Recollection] | None = (
+            who,
+            model,
+            request_id,
+            fill_ratio,
+            found,
+        )
+        self._made: BlockRecord | None = None
+        self._lock = threading.Lock()
+
+    def settle(self) -> None:
+        """Make the record (once) and let the recall go."""
+        self.record()
+
+    def record(self) -> BlockRecord:
+        with self._lock:
+            if self._made is None:
+                assert self._recall is not None
+                self._made = _entry(*self._recall, self.at)
+                self._recall = None
+            return self._made
+
+
+def _nothing() -> None:
+    """What there is to settle when the ring keeps nothing."""
+
+
+def _entry(
+    who: Identity,
+    model: str,
+    request_id: str,
+    fill_ratio: float,
+    recollection: Recollection,
+    at: float,
+) -> BlockRecord:
     block = recollection.block
     shown = {i for excerpt in (block.recalled if block else ()) for i in excerpt.chunk_ids}
     hits = tuple(_short(h) for h in recollection.hits if h.chunk.id in shown)
     left_out = tuple(_short_left_out(item) for item in recollection.left_out[:MAX_LEFT_OUT])
     return BlockRecord(
-        request_id=report.request_id,
-        at=time.time(),
+        request_id=request_id,
+        at=at,
         user_id=who.user_id,
         session_id=who.session_id,
         model=model,
         mode=who.mode.value,
         tier=recollection.tier,
-        fill_ratio=report.fill_ratio,
+        fill_ratio=fill_ratio,
         query=recollection.query,
         block=block,
         hits=hits,

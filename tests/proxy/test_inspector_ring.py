@@ -2,6 +2,7 @@
 what the page shows, and records nothing at size 0."""
 
 from memory import Chunk, Excerpt, Hit, LeftOut, MemoryBlock, Recollection, Tier
+from memory.block.left_out import Told
 from proxy.exchange import Report
 from proxy.identity import Identity, Mode
 from proxy.inspector.ring import MAX_LEFT_OUT, TEXT_CHARS, History
@@ -26,7 +27,7 @@ def recollection(hits=(), left_out=(), shown=()):
 def record(history, user="ann", request_id="r", found=None):
     who = Identity(user, "s", Mode.AUTO)
     report = Report(request_id=request_id, fill_ratio=0.25)
-    history.record(who, "gpt-4o-mini", report, found or recollection())
+    return history.record(who, "gpt-4o-mini", report, found or recollection())
 
 
 def test_a_user_keeps_the_last_size_requests_newest_first():
@@ -71,3 +72,21 @@ def test_only_the_shown_hits_are_kept_and_long_texts_are_cut():
     assert len(kept.left_out) == MAX_LEFT_OUT and kept.left_out_total == MAX_LEFT_OUT + 5
     assert kept.left_out[0].hit.chunk.text == "x" * TEXT_CHARS + "…"
     assert (kept.tier, kept.query, kept.mode, kept.block) == (TIER, "q", "auto", found.block)
+
+
+def test_a_request_is_shown_in_its_place_whether_or_not_it_was_settled():
+    history = History(3)
+    told = []
+
+    def tell():
+        told.append(1)
+        return (LeftOut("weak", hit=hit(7)),)
+
+    found = Recollection(TIER, None, [], query="q", left_out=Told(tell))
+    settle = record(history, request_id="r1", found=found)
+    record(history, request_id="r2")
+    assert told == []  # what was left out is not told when the request is recorded
+    assert [r.request_id for r in history.recent("ann")] == ["r2", "r1"]
+    assert history.find("ann", "r1").left_out == (LeftOut("weak", hit=hit(7)),)
+    settle()  # the answer sent after the inspector read it: the record stays as it was made
+    assert history.find("ann", "r1").left_out_total == 1 and told == [1]

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from memory import Chunk, MemoryLayer, RecallRequest, Settings, TierRule, Turn
+from memory import Chunk, LeftOut, MemoryLayer, RecallRequest, Settings, TierRule, Turn
+from memory.block.left_out import Told
 from memory.recall.ranking import fuse
 from tests.memory.hash_embedder import HashEmbedder
 
@@ -144,3 +145,20 @@ def test_fuse_gives_each_hit_its_bm25_and_its_fused_score():
         (2, 8.0, 0.5),  # (BM25 8/8 + cosine scaled 0) / 2
         (1, None, 0.5),
     ]
+
+
+def test_what_was_left_out_is_told_once_when_first_read():
+    chunk = Chunk(1, 1, "ann", "s", "user", None, "text", 0.0)
+    told = []
+
+    def tell():
+        told.append(1)
+        return (LeftOut("weak", chunk=chunk),)
+
+    why = Told(tell)
+    assert told == []  # nothing built until read
+    assert why == (LeftOut("weak", chunk=chunk),) and len(why) == 1 and why[0].reason == "weak"
+    assert list(why) == [LeftOut("weak", chunk=chunk)] and why[:5] == (
+        LeftOut("weak", chunk=chunk),
+    )
+    assert told == [1]

@@ -60,9 +60,11 @@ def stepwise(chunks, dense, lexical, similarities, query, w):
     hits = boost_neighbours(hits, w.neighbours)
     hits = boost_speakers(hits, query, w.speaker_weight)
     hits = boost_dated(hits, query_windows(query), w.date_weight)
+    measured = sum(h.similarity is not None for h in hits)
     if should_abstain(hits, w.min_similarity):
-        return Ranked(hits, [], True)
-    return Ranked(hits, drop_weak(hits, w.min_similarity, w.min_lexical_similarity), False)
+        return Ranked(hits, [], True, measured)
+    kept = drop_weak(hits, w.min_similarity, w.min_lexical_similarity)
+    return Ranked(hits, kept, False, measured)
 
 
 QUERIES = ["What did Ana say about the trip?", "Where was I in May 2023?", "anything new"]
