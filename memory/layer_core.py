@@ -16,9 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from memory.embedding import Embedder, FastEmbedder, QuestionVectors
+from memory.embedding import Embedder, FastEmbedder
 from memory.errors import EmbeddingFailed
 from memory.ingest.reembed import Rebuilds
+from memory.question_vectors import QuestionVectors
 from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import Vocabulary, vocabulary_word
 from memory.settings import Settings

@@ -71,7 +71,7 @@ class ServiceEmbedder:
         self.texts = {"query": 0, "document": 0}
         self.name = _space_name(model, query_prefix, document_prefix)
         # A query's vector may stand for the same text stored (the writer reuses recall's,
-        # memory.embedding.QuestionVectors) only when both are embedded alike.
+        # memory.question_vectors.QuestionVectors) only when both are embedded alike.
         self.symmetric = query_prefix == document_prefix
         self.dim = dim if dim is not None else len(self._call(["probe"], "query", False)[0])
 

@@ -8,7 +8,7 @@ to float16, written to the row file and quantized into the preallocated int8 row
 float16 rows' mean (the binary codes' centre) is summed as it goes, so only one batch is
 held in floats. What comes out is what the one-piece load gave, bit for bit: the same
 float16 rows, int8 rows and mean (summed row after row in float32, as numpy's mean over the
-first axis does), and memory/recall/vectors.py makes the codes from the file afterwards.
+first axis does), and memory/recall/user_matrix.py makes the codes from the file afterwards.
 
 Smaller users are filled into one float32 matrix, as before; so is a large user when the
 file cannot be made or written (no writable temporary directory, a full disk): their rows
@@ -92,7 +92,7 @@ class RowLoad:
                 order = np.argsort(ids, kind="stable")
                 ids, rows[:count] = ids[order], rows[order]
             return Loaded(ids, rows)
-        if not ordered:  # rare: sorted as float16 rows, which vectors.py files again
+        if not ordered:  # rare: sorted as float16 rows, which user_matrix.py files again
             order = np.argsort(ids, kind="stable")
             return Loaded(ids[order], self._file.first(count)[order])
         mean = np.zeros(self._file.dim, dtype=np.float32)

@@ -60,7 +60,7 @@ def vocabulary_terms(words: Iterable[WordVector], start: int = 0) -> list[Term]:
 
 def vocabulary_word(word: str) -> bool:
     """Whether `vocabulary_terms` can keep this word (an alphabetic search term): a question
-    held for the writer (`memory.embedding.QuestionVectors`) holds only such words."""
+    held for the writer (`memory.question_vectors.QuestionVectors`) holds only such words."""
     return _term(word) is not None
 
 

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from memory.embedding import QuestionVectors, WordEmbedder, gives_words
+from memory.embedding import WordEmbedder, gives_words
+from memory.question_vectors import QuestionVectors
 
 
 def test_bundled_model_embeds_normalised_384_dimension_rows(embedder):

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from memory.recall.int8_rows import is_int8
-from memory.recall.vectors import _BLOCK_ROWS, EXACT_BELOW, VectorIndex
+from memory.recall.user_matrix import BLOCK_ROWS
+from memory.recall.vectors import EXACT_BELOW, VectorIndex
 
 E = np.eye(4, dtype=np.float32)  # four orthogonal unit vectors
 
@@ -227,7 +228,7 @@ def random_units(n, seed):
 
 def test_appends_across_many_blocks_match_one_matrix():
     # Rows added after the load go into blocks; recall must not see the difference.
-    loaded, added = random_units(100, 1), random_units(_BLOCK_ROWS * 2 + 37, 2)
+    loaded, added = random_units(100, 1), random_units(BLOCK_ROWS * 2 + 37, 2)
     index = VectorIndex(Loader({"alice": (list(range(100)), loaded)}))
     index.count("alice")
     ids = list(range(100, 100 + len(added)))
@@ -238,7 +239,7 @@ def test_appends_across_many_blocks_match_one_matrix():
     expected = np.argsort(-(everything @ query), kind="stable")[:20]
     found = index.search("alice", query, 20)
     assert [i for i, _ in found] == expected.tolist()
-    wanted = [3, 99, 100, 100 + _BLOCK_ROWS, 100 + len(added) - 1, 10**9]
+    wanted = [3, 99, 100, 100 + BLOCK_ROWS, 100 + len(added) - 1, 10**9]
     cosines = index.similarities("alice", query, wanted)
     assert set(cosines) == set(wanted[:-1])  # an id not held is absent
     for i in wanted[:-1]:
@@ -290,11 +291,11 @@ def test_rows_appended_to_a_large_user_have_codes_and_are_found():
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     index = VectorIndex(Loader({"alice": (np.arange(1, EXACT_BELOW + 1), rows)}))
     index.search("alice", rows[0], 5)  # loaded
-    extra = rng.normal(size=(_BLOCK_ROWS + 10, 16)).astype(np.float32)
+    extra = rng.normal(size=(BLOCK_ROWS + 10, 16)).astype(np.float32)
     extra /= np.linalg.norm(extra, axis=1, keepdims=True)
     new_ids = list(range(EXACT_BELOW + 1, EXACT_BELOW + 1 + len(extra)))
     index.add("alice", new_ids, extra)
-    for position in (0, _BLOCK_ROWS - 1, _BLOCK_ROWS + 5):
+    for position in (0, BLOCK_ROWS - 1, BLOCK_ROWS + 5):
         assert index.search("alice", extra[position], 1)[0][0] == new_ids[position]
 
 
@@ -364,20 +365,20 @@ def test_the_cosines_of_int8_rows_are_the_float16_rows():
 def test_rows_appended_to_an_int8_user_are_held_in_int8_and_in_the_file():
     rows = random_units(EXACT_BELOW, 5)
     ids = np.arange(1, EXACT_BELOW + 1)
-    extra = random_units(_BLOCK_ROWS + 3, 6)
-    new_ids = np.arange(EXACT_BELOW + 1, EXACT_BELOW + 4 + _BLOCK_ROWS)
+    extra = random_units(BLOCK_ROWS + 3, 6)
+    new_ids = np.arange(EXACT_BELOW + 1, EXACT_BELOW + 4 + BLOCK_ROWS)
     index = VectorIndex(lambda user: (ids, half(rows)))
     index.count("alice")
     index.add("alice", new_ids.tolist(), extra)
     view = index._matrix("alice")
     assert len(view.blocks) == 3 and all(is_int8(block) for block in view.blocks)
-    for position in (0, _BLOCK_ROWS - 1, _BLOCK_ROWS + 2):
+    for position in (0, BLOCK_ROWS - 1, BLOCK_ROWS + 2):
         found = index.search("alice", extra[position], 1)
         assert found == [(int(new_ids[position]), pytest.approx(1.0, abs=1e-3))]
     # An id out of order: the rows are merged, sorted, and written to a new file.
     index.add("alice", [5_000_000, 0], np.stack([extra[0], rows[1]]))
     merged = index._matrix("alice")
-    assert merged.ids[0] == 0 and len(merged.ids) == EXACT_BELOW + 5 + _BLOCK_ROWS
+    assert merged.ids[0] == 0 and len(merged.ids) == EXACT_BELOW + 5 + BLOCK_ROWS
     assert all(is_int8(block) for block in merged.blocks) and merged.file is not view.file
     assert index.search("alice", rows[1], 2)[0][1] == pytest.approx(1.0, abs=1e-3)
     assert {i for i, _ in index.search("alice", rows[1], 2)} == {0, 2}
