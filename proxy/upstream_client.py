@@ -65,7 +65,8 @@ async def send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Respo
     a reset (1 request in ~1,800 under `bench/load.py`). Browsers and proxies retry such a
     request once on a fresh connection; so does moim, so a client never sees a 502 for it.
     The pool would hand the retry another idle connection, possibly as stale, so it goes on a
-    one-shot client without keep-alive: a new connection, closed when the response is.
+    one-shot client without keep-alive: a new connection, closed when the response is (the
+    client then holds nothing, and is left to the garbage collector).
     Connect errors and timeouts are not retried: the upstream is down or slow, and a second
     wait would only double the first. The request's body must be bytes (sent twice).
     """
