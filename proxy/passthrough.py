@@ -53,6 +53,7 @@ from proxy.upstream import (
     resolve,
     unreachable,
 )
+from proxy.upstream_client import send
 
 if TYPE_CHECKING:
     from proxy.state import AppState
@@ -244,10 +245,17 @@ async def _send(
     headers: list[tuple[bytes, bytes]],
     content: bytes | AsyncIterator[bytes] | None,
 ) -> Response:
-    """Open the upstream request and stream its answer back, byte for byte."""
+    """Open the upstream request and stream its answer back, byte for byte.
+
+    A body read whole can be sent twice, so a stale pooled connection is retried once on a new
+    one (`proxy.upstream_client.send`); a body streamed as it arrives cannot.
+    """
     outbound = client.build_request(method, url, headers=headers, content=content)
     try:
-        upstream = await client.send(outbound, stream=True)
+        if isinstance(content, AsyncIterator):
+            upstream = await client.send(outbound, stream=True)
+        else:
+            upstream = await send(client, outbound)
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc
     response = StreamingResponse(

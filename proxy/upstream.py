@@ -28,6 +28,7 @@ import numpy as np
 from proxy import litellm_params
 from proxy.config import Config
 from proxy.errors import BadRequest, UpstreamError
+from proxy.upstream_client import send
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,8 @@ async def open_openai(
     path: str = "/chat/completions",
 ) -> httpx.Response:
     """POST to an OpenAI-compatible upstream's `path` (under its base URL, e.g.
-    `/chat/completions` or `/responses`); the caller closes the response."""
+    `/chat/completions` or `/responses`); the caller closes the response. A stale pooled
+    connection is retried once on a new one (`proxy.upstream_client.send`)."""
     assert target.base_url is not None
     outbound = {"content-type": "application/json", "accept-encoding": "identity"}
     if authorization:
@@ -106,7 +108,7 @@ async def open_openai(
         content=content,
         headers=outbound,
     )
-    return await client.send(request, stream=True)
+    return await send(client, request)
 
 
 def relayed_headers(response: httpx.Response) -> dict[str, str]:

@@ -10,10 +10,14 @@ answer, without the table. Everything else is the stream httpcore made.
 
 The one hook is the pool's network backend, which httpx does not expose: when a later httpx
 or httpcore moves it, the client is left as httpx built it (correct, only slower).
+
+`send` is how a request goes out on the client: once more, on a new connection, when a pooled
+one turns out to be stale.
 """
 
 from __future__ import annotations
 
+import logging
 import select
 import socket
 import ssl
@@ -25,6 +29,8 @@ import httpcore
 import httpx
 
 from proxy.config import Config
+
+logger = logging.getLogger(__name__)
 
 # httpcore's SOCKET_OPTION, spelled out (httpcore does not export it)
 SocketOption = (
@@ -43,6 +49,35 @@ def upstream_client(config: Config) -> httpx.AsyncClient:
     if isinstance(backend, httpcore.AsyncNetworkBackend):
         pool._network_backend = SocketKeepingBackend(backend)  # type: ignore[union-attr]
     return client
+
+
+# Failures of a connection before any answer came: what a kept-alive connection the server
+# closed at the moment it was reused looks like (a reset, or an end of stream).
+STALE_CONNECTION = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+
+
+async def send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """`client.send(request, stream=True)`, sent once more on a new connection when the first
+    attempt failed before any response header arrived (`STALE_CONNECTION`).
+
+    A server's keep-alive timeout can close an idle pooled connection just as it is reused:
+    the pool's check saw nothing to read yet, the request was written, the server answered with
+    a reset (1 request in ~1,800 under `bench/load.py`). Browsers and proxies retry such a
+    request once on a fresh connection; so does moim, so a client never sees a 502 for it.
+    The pool would hand the retry another idle connection, possibly as stale, so it goes on a
+    one-shot client without keep-alive: a new connection, closed when the response is (the
+    client then holds nothing, and is left to the garbage collector).
+    Connect errors and timeouts are not retried: the upstream is down or slow, and a second
+    wait would only double the first. The request's body must be bytes (sent twice).
+    """
+    try:
+        return await client.send(request, stream=True)
+    except STALE_CONNECTION as exc:
+        logger.info("upstream connection failed (%s); retrying on a new one", type(exc).__name__)
+    fresh = httpx.AsyncClient(
+        timeout=client.timeout, limits=httpx.Limits(max_keepalive_connections=0)
+    )
+    return await fresh.send(request, stream=True)
 
 
 def readable(sock: socket.socket | None) -> bool:
