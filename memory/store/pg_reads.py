@@ -13,7 +13,6 @@ replica is recalled through any other as soon as it is indexed.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -22,7 +21,7 @@ from memory.store.fts import fts_document
 from memory.store.message_rows import MESSAGE_COLUMNS, message_from_row
 from memory.store.pg_chunks import parse_vector, vector_text
 from memory.store.pg_connections import PgConnections
-from memory.store.vector_table import RowSink, row_dtype
+from memory.store.vector_table import RowSink, collect
 
 # Rows handed to a `RowSink` at a time (vectors as float32: 6 MB of 384 dimensions).
 _SINK_ROWS = 4096
@@ -145,27 +144,17 @@ class PgReads(PgConnections):
     def user_vectors(
         self, user_id: str, half_from: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        rows = self._vector_rows(user_id)
-        ids = np.asarray([int(r[0]) for r in rows], dtype=np.int64)
-        dtype = row_dtype(len(rows), half_from)
-        matrix = np.zeros((len(rows), self.dim or 0), dtype=dtype)
-        for n, row in enumerate(rows):
-            matrix[n] = parse_vector(row[1])
-        return ids, matrix
+        return collect(lambda sink: self.read_user_vectors(user_id, sink), half_from)
 
-    def _vector_rows(self, user_id: str) -> list[Any]:
-        """The user's (chunk id, vector in pgvector's binary form) rows, by chunk id."""
-        return self._rows(
+    def read_user_vectors(self, user_id: str, sink: RowSink) -> None:
+        """Hand all of a user's chunk ids and vectors to `sink`, `_SINK_ROWS` at a time."""
+        rows = self._rows(
             "SELECT chunk_id, vector_send(embedding) FROM chunk_vectors WHERE user_id = %s "
             "ORDER BY chunk_id",
             [user_id],
             binary=True,
             recall=True,
         )
-
-    def read_user_vectors(self, user_id: str, sink: RowSink) -> None:
-        """Hand all of a user's chunk ids and vectors to `sink`, `_SINK_ROWS` at a time."""
-        rows = self._vector_rows(user_id)
         sink.start(len(rows), self.dim or 0)
         for start in range(0, len(rows), _SINK_ROWS):
             part = rows[start : start + _SINK_ROWS]

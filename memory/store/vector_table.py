@@ -18,7 +18,7 @@ Every function takes the connection to use; `memory.store.store` owns transactio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -99,8 +99,16 @@ def partition(
     without copying 150 MB at 100k vectors. Its rows are float32, or float16 from `half_from`
     rows on (written into it batch by batch: no float32 copy).
     """
+    return collect(lambda sink: read_partition(db, user_id, dim, sink), half_from)
+
+
+def collect(
+    read: Callable[[RowSink], None], half_from: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """What `read` hands a sink, as one (ids ascending, matrix) pair: the matrix has the slot
+    count `read` announced, float32 rows or float16 from `half_from` rows on (`row_dtype`)."""
     matrix = _Matrix(half_from)
-    read_partition(db, user_id, dim, matrix)
+    read(matrix)
     return _ascending(matrix.ids[: matrix.count], matrix.rows, matrix.count)
 
 
@@ -124,7 +132,7 @@ def row_dtype(count: int, half_from: int | None) -> type[np.floating[Any]]:
 
 
 class _Matrix:
-    """A `RowSink` that fills one matrix of the partition's slot count (`partition`)."""
+    """A `RowSink` that fills one matrix of the announced slot count (`collect`)."""
 
     def __init__(self, half_from: int | None) -> None:
         self.half_from, self.count = half_from, 0
