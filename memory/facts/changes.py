@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from memory.facts.lexicon import JUNK, KIN, cue, word_set
+from memory.facts.lexicon import JUNK, KIN, ONE_OFF, PRONOUN, cue, word_set
 from memory.facts.statements import _ADV, Capture, _lower_ok, _proper, cap, slug
 
 # Words that end a value: the start of a new clause or of a detail about it.
@@ -38,9 +38,6 @@ _ROLE_NOUN = (
     r"|flatmate|roommate|housemate|pt)"
 )
 _SECRET = cue(r"\b(?:password|passcode|passphrase|pin|key|token|secret|login|username)\b")
-_PRONOUN = word_set("it them this that these those everything something things stuff one")
-# One-off conversation events: moving one is not a lasting fact ('I moved the meeting to Friday').
-_ONE_OFF = word_set("meeting call standup stand-up sync chat catch-up session")
 
 _STARTED = cue(
     rf"i(?:'ve|\s+have)?{_ADV}\s+(?:started\s+(?:a\s+new\s+job\s+)?at|joined|got\s+(?:the|a|an"
@@ -206,7 +203,7 @@ def _rule_moved_thing(clause: str) -> list[Capture]:
         return []
     thing = match["thing"].lower()
     bare = match.re is _MOVED_THING and not match["det"]
-    if thing.split()[0] in _PRONOUN or thing.split()[-1] in _ONE_OFF or _SECRET.search(thing):
+    if thing.split()[0] in PRONOUN or thing.split()[-1] in ONE_OFF or _SECRET.search(thing):
         return []
     if thing in ("me", "us", "back", "over", "out", "in") or thing.split()[-1] in KIN:
         return []
@@ -227,7 +224,7 @@ def _rule_went(clause: str) -> list[Capture]:
     if not re.search(r"\d", match["old"] + " " + match["v"].split()[0]):
         return []
     thing = match["thing"].lower()
-    if thing.split()[0] in _PRONOUN or _SECRET.search(thing) or thing.split()[-1] in _ONE_OFF:
+    if thing.split()[0] in PRONOUN or _SECRET.search(thing) or thing.split()[-1] in ONE_OFF:
         return []
     value = _value(match["v"].rstrip(".!"), 4)
     if not value or _SECRET.search(value):
@@ -241,7 +238,7 @@ def _rule_went_to(clause: str) -> list[Capture]:
     if not (match := _WENT_TO.fullmatch(clause)) or not re.match(r"\S*\d", match["v"]):
         return []
     thing = match["thing"].lower()
-    if thing.split()[0] in _PRONOUN or _SECRET.search(thing) or thing.split()[-1] in _ONE_OFF:
+    if thing.split()[0] in PRONOUN or _SECRET.search(thing) or thing.split()[-1] in ONE_OFF:
         return []
     dose = re.match(_DOSE, match["v"], re.I)
     drug = re.sub(r"\s+(?:dose|dosage)$", "", thing)
@@ -259,7 +256,7 @@ def _rule_down_to(clause: str) -> list[Capture]:
     if not (match := _DOWN_TO.fullmatch(clause)):
         return []
     noun = match["noun"].lower()
-    if noun in _PRONOUN or noun in JUNK or _SECRET.search(noun):
+    if noun in PRONOUN or noun in JUNK or _SECRET.search(noun):
         return []
     value = f"{' '.join(match['n'].split())} {match['noun']}"
     return [cap(f"current:{slug(noun, 2)}", value, "profile", "down_to")]
@@ -280,7 +277,7 @@ def _rule_new_job(clause: str) -> list[Capture]:
     if not (match := _NEW_JOB.fullmatch(clause)):
         return []
     what = match["what"].lower()
-    if what.split()[0] in _PRONOUN | {"new", "same", "old", "first", "other", "next"}:
+    if what.split()[0] in PRONOUN | {"new", "same", "old", "first", "other", "next"}:
         return []
     if match["rest"] and re.match(r"\W*\s*(?:at|with|in|for)\b", match["rest"]):
         return []

@@ -103,6 +103,10 @@ TECH = word_set(  # 'I moved to Rust' is a migration, not a move
     "macos ubuntu debian arch vim neovim emacs vscode github gitlab jira slack notion django "
     "flask fastapi rails node deno terraform nix poetry conda vite webpack graphql kafka"
 )
+# Words that name no thing whose state changes: pronouns, and one-off conversation events
+# (moving one is not a lasting fact: 'I moved the meeting to Friday').
+PRONOUN = word_set("it them this that these those everything something things stuff one")
+ONE_OFF = word_set("meeting call standup stand-up sync chat catch-up session")
 # People, not things: 'we moved the kids to a new school' says nothing current about a thing.
 KIN = word_set(
     "sister brother mum mom dad mother father son daughter wife husband partner friend kids kid "

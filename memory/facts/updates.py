@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import re
 
-from memory.facts.lexicon import JUNK, KIN, cue, word_set
+from memory.facts.lexicon import JUNK, KIN, ONE_OFF, PRONOUN, cue, word_set
 from memory.facts.statements import _DATE, Capture, _place, _proper, cap, slug
 
 # Words that are not a thing whose state a user keeps: pronouns, people, and one-off events
 # or journeys ("the meeting is now on Friday", "the train is now at Platform 4").
-_NOT_THING = KIN | word_set(
-    "it this that these those everything something things stuff one meeting call standup "
-    "stand-up sync chat catch-up session train bus tram flight plane taxi uber parcel package "
-    "delivery order weather temperature kettle oven water password passcode pin key token"
+_NOT_THING = (
+    KIN
+    | PRONOUN
+    | ONE_OFF
+    | word_set(
+        "train bus tram flight plane taxi uber parcel package delivery order weather "
+        "temperature kettle oven water password passcode pin key token"
+    )
 )
 _HOME_NOUN = r"(?:flat|house|home|place|apartment|flatshare|room|bungalow|cottage|condo)"
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b"
