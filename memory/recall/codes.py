@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from memory.recall.int8_rows import Rows, floats, width
+from memory.recall.int8_rows import CAST_ROWS, Rows, floats, width
 from memory.recall.scratch import Scratch
 
-# Rows whose codes are computed at a time: the comparison's booleans take a byte per dimension
-# (and int8 rows are compared in float32).
-_CAST_ROWS = 4096
 # Rows scanned at a time: each word's xor and bit counts go to buffers of this many (256 KB).
 _SCAN_ROWS = 32_768
 # Distances sampled to guess the cut of the n smallest, and how far past n the guess reaches
@@ -38,11 +35,12 @@ _SLACK = 16
 
 
 def binary_codes(rows: Rows, mean: np.ndarray) -> np.ndarray:
-    """The binary codes of `rows` (signs of row − mean), as uint64 words × rows."""
+    """The binary codes of `rows` (signs of row − mean), as uint64 words × rows; computed
+    `CAST_ROWS` at a time (the comparison's booleans take a byte per dimension)."""
     words = -(-width(rows) // 64)
     packed = np.zeros((len(rows), words * 8), dtype=np.uint8)
-    for start in range(0, len(rows), _CAST_ROWS):
-        bits = np.packbits(floats(rows[start : start + _CAST_ROWS]) > mean, axis=1)
+    for start in range(0, len(rows), CAST_ROWS):
+        bits = np.packbits(floats(rows[start : start + CAST_ROWS]) > mean, axis=1)
         packed[start : start + len(bits), : bits.shape[1]] = bits
     return np.ascontiguousarray(packed.view(np.uint64).T)
 

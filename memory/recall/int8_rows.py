@@ -26,6 +26,9 @@ from memory.embedding import int8_rows
 from memory.recall.scratch import Scratch
 
 _STEPS = 127
+# Rows cast to float32 at a time when many are read (codes, a scan, a load): a slice, never
+# a float32 copy of them all (for int8 rows, the very memory int8 saves).
+CAST_ROWS = 4096
 # Rescored rows gathered and cast at a time (buffers of 100 KB of int8, 400 KB of float32).
 _GATHER_ROWS = 256
 

@@ -15,15 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from memory.recall.codes import binary_codes, nearest
-from memory.recall.int8_rows import Int8Rows, Rows, dots, dots_at, fill, floats, width
+from memory.recall.int8_rows import CAST_ROWS, Int8Rows, Rows, dots, dots_at, fill, floats, width
 from memory.recall.row_file import RowFile
 from memory.recall.row_load import Loaded
 from memory.recall.scratch import Scratch
 
 logger = logging.getLogger(__name__)
-
-# Rows cast to float32 at a time when an int8 matrix is read whole (codes, a scan).
-_CAST_ROWS = 4096
 
 # Rows per block appended after a user's load. Growing never copies the loaded matrix: at
 # 100k vectors a copy meant a 150 MB spike, and growing by a quarter kept up to 38 MB spare.
@@ -66,8 +63,8 @@ class UserMatrix:
             return cls.loaded(loaded.ids, np.asarray(loaded.rows))
         n, file = len(loaded.ids), loaded.file
         codes = np.empty((-(-file.dim // 64), n), dtype=np.uint64)
-        for start in range(0, n, _CAST_ROWS):
-            rows = file.span(start, min(_CAST_ROWS, n - start))
+        for start in range(0, n, CAST_ROWS):
+            rows = file.span(start, min(CAST_ROWS, n - start))
             codes[:, start : start + len(rows)] = binary_codes(rows, loaded.mean)
         return cls(loaded.ids, [loaded.rows], loaded.mean, [codes], file)
 
@@ -214,19 +211,19 @@ def _dot(rows: Rows, query: np.ndarray) -> np.ndarray:
         product: np.ndarray = rows @ query
         return product
     out = np.empty(len(rows), dtype=np.float32)
-    for start in range(0, len(rows), _CAST_ROWS):
-        part = rows[start : start + _CAST_ROWS]
+    for start in range(0, len(rows), CAST_ROWS):
+        part = rows[start : start + CAST_ROWS]
         out[start : start + len(part)] = dots(part, query)
     return out
 
 
 def _int8_and_codes(rows: np.ndarray, mean: np.ndarray) -> tuple[Int8Rows, np.ndarray]:
-    """Float rows as int8 rows, and their codes, from one cast to float32 `_CAST_ROWS` rows at
+    """Float rows as int8 rows, and their codes, from one cast to float32 `CAST_ROWS` rows at
     a time (no float32 copy of all; casting float16 is most of the work: ~1 s a pass at 1M)."""
     held = Int8Rows.empty(len(rows), rows.shape[1])
     codes = np.empty((-(-rows.shape[1] // 64), len(rows)), dtype=np.uint64)
-    for start in range(0, len(rows), _CAST_ROWS):
-        part = rows[start : start + _CAST_ROWS].astype(np.float32)
+    for start in range(0, len(rows), CAST_ROWS):
+        part = rows[start : start + CAST_ROWS].astype(np.float32)
         fill(held, start, part)
         codes[:, start : start + len(part)] = binary_codes(part, mean)
     return held, codes
