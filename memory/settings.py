@@ -47,7 +47,7 @@ class Settings:
     # "ram": exact cosine over an in-RAM matrix per user (fast); "db": sqlite-vec scan (low RAM).
     vector_search: Literal["ram", "db"] = "ram"
     # With "ram", a user of this many vectors or more has every field of their chunks but the
-    # text held in RAM too (~45 bytes a chunk; memory/store/chunk_heads.py): recall ranks its
+    # text held in RAM too (48 bytes a chunk; memory/store/chunk_heads.py): recall ranks its
     # candidates from them and reads from SQLite only the text of what it keeps. 0: never.
     chunk_heads_from: int = 20_000
     tier_rules: tuple[TierRule, ...] = DEFAULT_TIER_RULES

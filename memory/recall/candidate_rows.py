@@ -3,7 +3,7 @@
 Ranking reads every candidate's session, turn, time, role and speaker; only the hits that
 reach the block read the text (and the inspector's list of what was left out, after the
 answer). For a user of `Settings.chunk_heads_from` vectors or more, the candidates' rows come
-from the store's heads in RAM (memory/store/chunk_heads.py: every field but the text, ~45
+from the store's heads in RAM (memory/store/chunk_heads.py: every field but the text, 48
 bytes a chunk), and `whole` reads the text of the hits that need it: ~18 rows when recall
 keeps something, none when it abstains, where every candidate's row was read from SQLite
 (~160 at 100k chunks, 80 of them after the dense search, on the critical path).

@@ -8,7 +8,7 @@ question misses. Ranking reads a candidate's session, turn, time, role and speak
 check for messages present in the request reads its message's content hash; only the hits
 that reach the block (and the inspector's list, after the answer) read the text. So for a
 user the caller says is large, those fields are held here as numpy columns, a chunk's
-content hash as Python's 64-bit hash of it (~45 bytes a chunk: 4.5 MB at 100k), and recall
+content hash as Python's 64-bit hash of it (48 bytes a chunk: 4.8 MB at 100k), and recall
 reads the text of what it keeps (`memory.recall.candidate_rows`). A chunk whose hash is one
 of the request's is read whole, so a collision of 64-bit hashes changes nothing.
 
@@ -87,7 +87,7 @@ class Columns:
     roles: np.ndarray  # int32 codes
     names: np.ndarray  # int32 codes, -1 for None
     created: np.ndarray  # float64
-    turns: np.ndarray  # int64, -1 for None
+    turns: np.ndarray  # int32, -1 for None
     hashes: np.ndarray  # int64: hash(content_hash)
     codes: _Codes = field(default_factory=_Codes)
 
@@ -107,7 +107,7 @@ class Columns:
             column([codes.code(h.role) for h in heads], np.int32),
             column([codes.code(h.name) for h in heads], np.int32),
             column([h.created_at for h in heads], np.float64),
-            column([-1 if h.turn is None else h.turn for h in heads], np.int64),
+            column([-1 if h.turn is None else h.turn for h in heads], np.int32),
             column([hash(h.content_hash) for h in heads], np.int64),
             codes,
         )
@@ -173,7 +173,7 @@ class Columns:
 
 
 # The columns' types, in `Columns`' order.
-_DTYPES = (np.int64, np.int64, np.int32, np.int32, np.int32, np.float64, np.int64, np.int64)
+_DTYPES = (np.int64, np.int64, np.int32, np.int32, np.int32, np.float64, np.int32, np.int64)
 
 
 def _columns(arrays: list[np.ndarray], codes: _Codes) -> Columns:
