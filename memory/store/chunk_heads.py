@@ -93,30 +93,20 @@ class Columns:
 
     @classmethod
     def of(cls, heads: Sequence[Head], codes: _Codes | None = None) -> Columns:
-        """Columns of `heads` (in ascending id order)."""
-        codes = codes or _Codes()
-        n = len(heads)
-
-        def column(values: list[float] | list[int], dtype: type) -> np.ndarray:
-            return np.fromiter(values, dtype=dtype, count=n)
-
-        return cls(
-            column([h.id for h in heads], np.int64),
-            column([h.message_id for h in heads], np.int64),
-            column([codes.code(h.session_id) for h in heads], np.int32),
-            column([codes.code(h.role) for h in heads], np.int32),
-            column([codes.code(h.name) for h in heads], np.int32),
-            column([h.created_at for h in heads], np.float64),
-            column([-1 if h.turn is None else h.turn for h in heads], np.int32),
-            column([hash(h.content_hash) for h in heads], np.int64),
-            codes,
-        )
+        """Columns of `heads` (in ascending id order), coding strings with `codes`."""
+        rows = [
+            (h.id, h.message_id, h.session_id, h.role, h.name, h.created_at, h.content_hash, h.turn)
+            for h in heads
+        ]
+        return cls.read(len(rows), [rows], codes)
 
     @classmethod
-    def read(cls, count: int, batches: Iterable[Sequence[Sequence[Any]]]) -> Columns:
+    def read(
+        cls, count: int, batches: Iterable[Sequence[Sequence[Any]]], codes: _Codes | None = None
+    ) -> Columns:
         """Columns of `count` rows (id, message id, session, role, name, time, content hash,
         turn) in ascending id order, taken a batch at a time (no record a row)."""
-        codes = _Codes()
+        codes = codes or _Codes()
         arrays = [np.empty(count, dtype=dtype) for dtype in _DTYPES]
         start = 0
         for rows in batches:
@@ -150,10 +140,6 @@ class Columns:
     def without(self, keep: np.ndarray) -> Columns:
         """The rows where `keep` is true."""
         return _columns([column[keep] for column in self._arrays()], self.codes)
-
-    def _made(self, arrays: list[np.ndarray]) -> Columns:
-        ids, message_ids, sessions, roles, names, created, turns, hashes = arrays
-        return Columns(ids, message_ids, sessions, roles, names, created, turns, hashes, self.codes)
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
         return (
