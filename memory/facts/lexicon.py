@@ -46,6 +46,13 @@ REPORTED = cue(
     r"\b(?:said|says|told|tells|asked|asks|wrote|writes|claim(?:s|ed)?|according|replied|texted"
     r"|emailed|(?:they|people|everyone|you) say)\b"
 )
+# A joke or a hedge takes back the whole sentence, also what came before it ('I moved to
+# Lisbon, jk', 'I'm allergic to cats, I think'); 'I'm not kidding' takes back nothing.
+RETRACTED = cue(
+    r"(?<!\bnot\s)(?<!\bno\s)\b(?:jk|j/k|kidding|joking)\b|[,;]\s*(?:(?:but\s+)?i\s+(?:think|guess"
+    r"|believe|suppose|reckon)|maybe|probably|perhaps|possibly|not\s+sure|i'?m\s+not\s+(?:sure"
+    r"|certain)|or\s+something(?:\s+like\s+that)?)\W*$"
+)
 LEAD = cue(
     r"(?:(?:[-*•]+|(?:hi|hello|hey|hiya|there|ok|okay|oh|so|well|also|and|but|btw|fyi|by the way"
     r"|just so you know|for the record|for context|quick (?:note|update)|actually|oops|sorry"
@@ -86,6 +93,12 @@ JUNK = word_set(
     "mornings mondays people work effort exercise meetings nonsense drama you your to by for of "
     "with after before like about from into over under all still listed mentioned attached"
 )
+# Common nouns that a user who types in lowercase never means as a name: 'I work for peanuts'
+# (a capitalised 'Food Standards Agency' is still a name).
+COMMON_NOUNS = word_set(
+    "peanuts pennies peanut tips money cash food fun exposure love charity hire living pay "
+    "coffee beer wine free nothing"
+)
 # What may follow a value: the start of a new clause ('Lisbon since 2019', 'Dana and …').
 BOUNDARY = word_set(
     "and but because cause since so now currently nowadays these at in for with near from on as "
@@ -97,11 +110,54 @@ PHRASE_JUNK = word_set(
     "someone here there you your to when how the him her them myself being having whichever "
     "whatever either neither both any"
 )
-TECH = word_set(  # 'I moved to Rust' is a migration, not a move
+TECH = word_set(  # 'I moved to Rust' is a migration, 'I live in Excel' a figure of speech
     "python rust go golang java kotlin swift typescript javascript react vue angular svelte "
     "postgres postgresql mysql sqlite mongodb redis kubernetes docker aws gcp azure linux windows "
     "macos ubuntu debian arch vim neovim emacs vscode github gitlab jira slack notion django "
-    "flask fastapi rails node deno terraform nix poetry conda vite webpack graphql kafka"
+    "flask fastapi rails node deno terraform nix poetry conda vite webpack graphql kafka "
+    "android ios iphone ipad chrome firefox safari excel outlook word powerpoint teams zoom "
+    "sheets docs gmail figma photoshop trello asana confluence discord whatsapp telegram "
+    "signal skype webex sharepoint onedrive dropbox salesforce tableau sap"
+)
+# Not a place a user lives in, though capitalised: 'I moved to Marketing / Spanish / Tuesdays /
+# Plan B' is a change of team, language, day or plan. Whole values (one word), except the
+# numbering words, which name no place when a label follows them ('Part Two', 'Option C').
+DEPARTMENTS = word_set(
+    "marketing sales hr finance engineering legal operations ops product design support "
+    "compliance procurement accounts accounting payroll recruitment recruiting research "
+    "development r&d management admin administration security qa analytics strategy editorial "
+    "logistics partnerships communications comms pr tax audit risk treasury underwriting "
+    "infrastructure platform devops"
+)
+LANGUAGES = word_set(
+    "english french spanish german italian portuguese dutch japanese chinese mandarin cantonese "
+    "korean arabic russian hindi urdu bengali polish swedish norwegian danish finnish greek "
+    "turkish hebrew czech hungarian romanian ukrainian vietnamese thai indonesian swahili welsh "
+    "irish gaelic catalan basque latin esperanto"
+)
+CALENDAR = word_set(
+    "monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays "
+    "thursdays fridays saturdays sundays weekdays weekends january february april june july "
+    "august september october november december"
+)
+NUMBERING = word_set(
+    "plan option part step level chapter phase stage round version season book module unit "
+    "tier track lesson week day section volume episode grade"
+)
+# Well-known employers whose names are no city: 'I've moved to Accenture' is a new job.
+# Names that are also places (Santander, Nokia, Orange, Virgin) are left out on purpose.
+EMPLOYERS = word_set(
+    "accenture deloitte kpmg pwc ey mckinsey bcg bain capgemini infosys wipro tcs cognizant "
+    "ibm oracle microsoft google alphabet amazon apple meta facebook netflix spotify uber lyft "
+    "airbnb stripe shopify twitter linkedin adobe cisco intel nvidia amd qualcomm dell hp "
+    "lenovo samsung sony siemens bosch philips unilever nestle nestlé pepsico pfizer novartis "
+    "roche astrazeneca gsk bayer sanofi moderna barclays hsbc lloyds natwest jpmorgan citi "
+    "citigroup citibank goldman blackrock revolut monzo starling wise klarna paypal visa "
+    "mastercard tesco sainsbury's asda ocado aldi lidl walmart costco ikea zalando starbucks "
+    "mcdonald's deliveroo booking.com expedia anthropic openai deepmind palantir databricks "
+    "snowflake atlassian canva figma github gitlab dropbox slack zoom tesla boeing airbus "
+    "rolls-royce bp unilever diageo vodafone bt telefonica ericsson verizon at&t comcast "
+    "disney bbc itv sky reuters bloomberg"
 )
 # Words that name no thing whose state changes: pronouns, and one-off conversation events
 # (moving one is not a lasting fact: 'I moved the meeting to Friday').
@@ -111,6 +167,33 @@ ONE_OFF = word_set("meeting call standup stand-up sync chat catch-up session")
 KIN = word_set(
     "sister brother mum mom dad mother father son daughter wife husband partner friend kids kid "
     "children child boss neighbour neighbor parents"
+)
+# What people are allergic to, by the head noun of the item ('tree nuts', 'bee stings', 'cat
+# dander'): foods, medicines, animals, plants, materials and stings. 'I'm allergic to
+# meetings / bullshit / small talk' is a figure of speech, and a fact nobody stated.
+ALLERGENS = word_set(
+    "nuts nut peanuts peanut almonds almond cashews cashew walnuts walnut hazelnuts hazelnut "
+    "pistachios pistachio pecans pecan macadamia brazil shellfish fish seafood shrimp prawns "
+    "prawn crab lobster mussels oysters clams scallops squid eggs egg milk dairy lactose gluten "
+    "wheat soy soya sesame mustard celery lupin sulphites sulfites sulphite sulfite "
+    "strawberries strawberry kiwi kiwis bananas banana tomatoes tomato avocado avocados peaches "
+    "peach apples apple citrus oranges mango mangoes pineapple coconut corn garlic onions onion "
+    "cinnamon chocolate cocoa nightshades msg meat pork beef chicken alcohol caffeine yeast "
+    "legumes lentils chickpeas peas beans berries grapes cherries melon honey oats barley rye "
+    "penicillin amoxicillin antibiotics antibiotic sulfa sulpha drugs drug aspirin ibuprofen "
+    "nsaids codeine morphine opioids anaesthetic anesthetic anaesthesia anesthesia iodine "
+    "contrast dye insulin vaccines vaccine medication medications medicine steroids plasters "
+    "cats cat dogs dog horses horse rabbits rabbit hamsters hamster guinea animals pets fur "
+    "dander feathers birds mice rodents pollen dust mites mite mould mold grass grasses hay "
+    "ragweed trees birch oak flowers plants latex rubber nickel metals gold silver "
+    "cobalt chromium wool fragrance fragrances perfume perfumes detergent detergents soap "
+    "dyes dye sunscreen sunlight sun bees bee wasps wasp stings sting hornets ants "
+    "mosquitoes mosquito insects insect bites cockroaches"
+)
+# Medicines by their class's ending ('allergic to clarithromycin, cefalexin, naproxen').
+DRUG_ENDING = re.compile(
+    r"[a-z]{2,}(?:cillin|mycin|micin|cycline|floxacin|alexin|profen|oxen|caine|statin|azole"
+    r"|sartan|olol|pril|dipine|codone|azepam|barbital)s?"
 )
 JOIN = word_set("de da del van von der la le of upon & al")
 TITLES = word_set("Dr. Mr. Mrs. Ms. Prof. St. Mt.")

@@ -15,12 +15,20 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memory.facts.lexicon import (
+    ALLERGENS,
     BOUNDARY,
+    CALENDAR,
     CLIP,
+    COMMON_NOUNS,
     DEICTIC,
+    DEPARTMENTS,
+    DRUG_ENDING,
+    EMPLOYERS,
     FEEDBACK,
     JOIN,
     JUNK,
+    LANGUAGES,
+    NUMBERING,
     ORG_WORD,
     PHRASE_JUNK,
     POLITE,
@@ -87,6 +95,8 @@ def _proper(
         word = tokens[0].rstrip(".,;:!?")
         if not WORD.fullmatch(word) or len(word) < 2 or word.endswith(("ous", "ful", "ble")):
             return None
+        if word.lower() in COMMON_NOUNS:  # 'I work for peanuts'
+            return None
         words, rest = [word], ([] if word != tokens[0] else tokens[1:])
     if not words or len(words) > max_words or words[0].lower() in JUNK | JOIN:
         return None
@@ -125,11 +135,22 @@ def _replacement(value: str) -> str | None:
     return None if value.lower().startswith("not ") else value
 
 
+def not_a_place(value: str) -> bool:
+    """True for a capitalised value that names no place a user lives in: a team, a tool, a
+    language, a day, a numbered option or a well-known employer ('I moved to Marketing', 'I
+    live in Excel', 'we've moved to Plan B', 'I've moved to Accenture')."""
+    words = value.lower().split()
+    whole = " ".join(words)
+    if whole in DEPARTMENTS | LANGUAGES | CALENDAR | EMPLOYERS or words[-1] in TECH:
+        return True
+    return len(words) > 1 and words[0] in NUMBERING
+
+
 def _place(raw: str, lower_ok: bool) -> str | None:
     """A city, with its region when one follows a comma ('Portland, Oregon', 'Washington, D.C.')."""
     raw = " ".join(raw.split())
     value = _proper(raw, 4, lower_ok=lower_ok, the_ok=True)
-    if value is None or value.split()[-1].lower() in TECH:
+    if value is None or not_a_place(value):
         return None
     region = REGION.match(raw[len(value) :]) if raw.startswith(value) else None
     if region and _is_cap(region[1]) and region[1].lower() not in JUNK and _ends(region[2]):
@@ -252,13 +273,17 @@ def _rule_work(clause: str) -> list[Capture]:
 
 
 def _rule_allergy(clause: str) -> list[Capture]:
-    """'allergic to peanuts, shellfish, and eggs' -> one fact per item, up to a non-item."""
+    """'allergic to peanuts, shellfish, and eggs' -> one fact per item, up to a non-item (an
+    item is an allergen by its head noun: 'allergic to small talk' is a figure of speech)."""
     if not (match := _ALLERGY.fullmatch(clause)):
         return []
     out = []
     for raw in re.split(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+", match["v"] or match["w"]):
         item = phrase(raw, 3) or ""
         if not re.fullmatch(r"[^\W\d_][\w' -]*", item) or item.split()[0].lower() in JUNK:
+            break
+        head = item.split()[-1].lower()
+        if head not in ALLERGENS and not DRUG_ENDING.fullmatch(head):
             break
         out.append(cap(f"allergy:{slug(item)}", f"allergic to {item}", "constraint", "allergy"))
     return out
