@@ -49,9 +49,11 @@ REPORTED = cue(
 # A joke or a hedge takes back the whole sentence, also what came before it ('I moved to
 # Lisbon, jk', 'I'm allergic to cats, I think'); 'I'm not kidding' takes back nothing.
 RETRACTED = cue(
-    r"(?<!\bnot\s)(?<!\bno\s)\b(?:jk|j/k|kidding|joking)\b|[,;]\s*(?:(?:but\s+)?i\s+(?:think|guess"
-    r"|believe|suppose|reckon)|maybe|probably|perhaps|possibly|not\s+sure|i'?m\s+not\s+(?:sure"
-    r"|certain)|or\s+something(?:\s+like\s+that)?)\W*$"
+    r"(?<!\bnot\s)(?<!\bno\s)\b(?:jk|j/k|kidding|joking)\b|[,;]\s*(?:(?:lol\s+|haha\s+)?(?:no\s+)?"
+    r"(?:but\s+)?i\s+(?:think|guess|believe|suppose|reckon|wish)|maybe|probably|perhaps|possibly"
+    r"|apparently|supposedly|allegedly|in\s+theory|on\s+paper|or\s+so\s+i\s+(?:thought|hear"
+    r"|heard|hope)|not\s+sure|i'?m\s+not\s+(?:sure|certain)|or\s+something(?:\s+like\s+that)?)"
+    r"\W*$"
 )
 LEAD = cue(
     r"(?:(?:[-*•]+|(?:hi|hello|hey|hiya|there|ok|okay|oh|so|well|also|and|but|btw|fyi|by the way"
@@ -144,6 +146,15 @@ NUMBERING = word_set(
     "plan option part step level chapter phase stage round version season book module unit "
     "tier track lesson week day section volume episode grade"
 )
+# The last word of an organisation's or a department's name ('Deutsche Bank', 'Acme Labs',
+# 'Customer Success', 'Human Resources'); a direction before 'Bank' makes a place ('South Bank').
+ORG_SUFFIX = word_set(
+    "inc inc. ltd ltd. llc plc corp corp. gmbh ag bank group partners consulting capital labs "
+    "technologies technology systems solutions software studios ventures holdings insurance "
+    "airlines airways motors pharmaceuticals pharma foods brands media networks success support "
+    "services relations resources"
+)
+DIRECTIONS = word_set("north south east west left right upper lower")
 # Well-known employers whose names are no city: 'I've moved to Accenture' is a new job.
 # Names that are also places (Santander, Nokia, Orange, Virgin) are left out on purpose.
 EMPLOYERS = word_set(
@@ -184,8 +195,8 @@ ALLERGENS = word_set(
     "nsaids codeine morphine opioids anaesthetic anesthetic anaesthesia anesthesia iodine "
     "contrast dye insulin vaccines vaccine medication medications medicine steroids plasters "
     "cats cat dogs dog horses horse rabbits rabbit hamsters hamster guinea animals pets fur "
-    "dander feathers birds mice rodents pollen dust mites mite mould mold grass grasses hay "
-    "ragweed trees birch oak flowers plants latex rubber nickel metals gold silver "
+    "reptiles dander feathers birds mice rodents pollen dust mites mite mould mold grass "
+    "grasses hay ragweed trees birch oak flowers plants latex rubber nickel metals gold silver "
     "cobalt chromium wool fragrance fragrances perfume perfumes detergent detergents soap "
     "dyes dye sunscreen sunlight sun bees bee wasps wasp stings sting hornets ants "
     "mosquitoes mosquito insects insect bites cockroaches"

@@ -22,6 +22,7 @@ from memory.facts.lexicon import (
     COMMON_NOUNS,
     DEICTIC,
     DEPARTMENTS,
+    DIRECTIONS,
     DRUG_ENDING,
     EMPLOYERS,
     FEEDBACK,
@@ -29,6 +30,7 @@ from memory.facts.lexicon import (
     JUNK,
     LANGUAGES,
     NUMBERING,
+    ORG_SUFFIX,
     ORG_WORD,
     PHRASE_JUNK,
     POLITE,
@@ -143,7 +145,8 @@ def not_a_place(value: str) -> bool:
     whole = " ".join(words)
     if whole in DEPARTMENTS | LANGUAGES | CALENDAR | EMPLOYERS or words[-1] in TECH:
         return True
-    return len(words) > 1 and words[0] in NUMBERING
+    named = len(words) > 1 and words[-1] in ORG_SUFFIX and words[-2] not in DIRECTIONS
+    return named or len(words) > 1 and words[0] in NUMBERING
 
 
 def _place(raw: str, lower_ok: bool) -> str | None:

@@ -154,3 +154,94 @@ def test_a_near_miss_states_no_fact(text):
 @pytest.mark.parametrize(("text", "expected"), CAPTURED)
 def test_the_literal_statement_is_still_captured(text, expected):
     assert facts(text) == expected
+
+
+# Written after the rules above were changed, labelled before running them: how the changes
+# generalise to near misses they were not written against (8 of the 54 were wrong at first,
+# 19 on main; trailing hedges and organisation suffixes then took 5 of them). The three left
+# are marked: only a list of names knows that Kraft Heinz is no town.
+_UNKNOWN_ORG = pytest.mark.xfail(strict=True, reason="an organisation no word class names")
+HELD_OUT_NOTHING = [
+    "I moved to Deutsche Bank in March.",
+    "I've moved to the Bristol office.",
+    "I moved to Customer Success last quarter.",
+    "We moved to Microsoft Teams for calls.",
+    "I moved to Python 3.12.",
+    "I moved to Grade 5 piano.",
+    "I moved to Portuguese lessons.",
+    "I moved to Wednesdays at the climbing wall.",
+    pytest.param("I've moved to Morgan Stanley.", marks=_UNKNOWN_ORG),
+    pytest.param("I moved to Kraft Heinz last year.", marks=_UNKNOWN_ORG),
+    "We moved to Version 2 of the API.",
+    "I live on Twitter these days.",
+    "I live in Figma all day.",
+    "I practically live in Costco.",
+    "I'm based in Legal now.",
+    "I'm allergic to Excel.",
+    "I'm allergic to group chats.",
+    "I'm allergic to early starts.",
+    "I'm allergic to Jira tickets.",
+    "I'm allergic to running.",
+    "The weekly dose of drama went up to five episodes.",
+    "I'm on a dose of optimism these days.",
+    "If I ever move to Toronto, I'll tell you.",
+    "Would it be crazy to move to Reykjavik?",
+    "My partner wants us to move to Galway.",
+    "We nearly moved to Bath last year.",
+    "We're hoping to move to Norwich.",
+    "My parents moved to Spain.",
+    "My best friend lives in Glasgow.",
+    "You keep saying I live in Bristol, but I don't.",
+    "I live in Bristol, lol no I wish.",
+    "I moved to Cork, or so I thought.",
+    "I work for Satan, apparently.",
+    "I joined Duolingo to learn Italian.",
+    "I joined Parkrun in May.",
+    "I'm at Pret now, waiting for my train.",
+    pytest.param(
+        "I'm at Tesco now, picking up dinner for the team.",
+        marks=pytest.mark.xfail(strict=True, reason="an errand in a sentence with a work word"),
+    ),
+    "I work for food and a place to sleep.",
+    "I live in fear of the inbox.",
+    "I've moved on to better things.",
+    "My new home is Slack, apparently.",
+    "Home is now wherever the laptop is.",
+]
+
+HELD_OUT_CAPTURED = [
+    ("I moved to Sheffield in 2019.", [("set", "home_city", "Sheffield")]),
+    ("We moved to New Orleans last year.", [("set", "home_city", "New Orleans")]),
+    ("I moved to Reading last year.", [("set", "home_city", "Reading")]),
+    ("I live in Salt Lake City.", [("set", "home_city", "Salt Lake City")]),
+    ("I'm allergic to amoxicillin.", [("set", "allergy:amoxicillin", "allergic to amoxicillin")]),
+    (
+        "I'm allergic to clarithromycin.",
+        [("set", "allergy:clarithromycin", "allergic to clarithromycin")],
+    ),
+    (
+        "I'm allergic to sesame and mustard.",
+        [
+            ("set", "allergy:sesame", "allergic to sesame"),
+            ("set", "allergy:mustard", "allergic to mustard"),
+        ],
+    ),
+    ("I'm allergic to wasp stings.", [("set", "allergy:wasp_stings", "allergic to wasp stings")]),
+    ("I'm allergic to kiwi.", [("set", "allergy:kiwi", "allergic to kiwi")]),
+    ("I'm allergic to horses.", [("set", "allergy:horses", "allergic to horses")]),
+    (
+        "I joined Deloitte as an analyst.",
+        [("set", "employer", "Deloitte"), ("set", "job_title", "analyst")],
+    ),
+    ("I work for Greenpeace.", [("set", "employer", "Greenpeace")]),
+]
+
+
+@pytest.mark.parametrize("text", HELD_OUT_NOTHING)
+def test_a_held_out_near_miss_states_no_fact(text):
+    assert facts(text) == []
+
+
+@pytest.mark.parametrize(("text", "expected"), HELD_OUT_CAPTURED)
+def test_a_held_out_literal_statement_is_still_captured(text, expected):
+    assert facts(text) == expected
