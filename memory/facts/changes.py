@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from memory.facts.lexicon import EMPLOYERS, JUNK, KIN, ONE_OFF, PRONOUN, cue, word_set
+from memory.facts.lexicon import BOUNDARY, EMPLOYERS, JUNK, KIN, ONE_OFF, PRONOUN, cue, word_set
 from memory.facts.statements import _ADV, Capture, _lower_ok, _proper, cap, slug
 
 # Words that end a value: the start of a new clause or of a detail about it.
@@ -79,6 +79,7 @@ _WENT_TO = cue(
     r"(?:gone|goes|went|crept|creeping|risen|rose|climbed|jumped|grown|grew|shot|dropped|fallen"
     r"|fell|come|came|is|are|now)\s+(?:now\s+)?(?:up|down)\s+to\s+(?P<v>.+)"
 )
+_COUNT_TAIL = word_set("left remaining per each total between")
 _NUMBER = (
     r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty"
     r"|thirty|forty|fifty|a\s+(?:dozen|hundred))"
@@ -269,6 +270,9 @@ def _rule_down_to(clause: str) -> list[Capture]:
     noun = match["noun"].lower()
     if noun in PRONOUN or noun in JUNK or _SECRET.search(noun):
         return []
+    goes_on = re.match(r"\s+([a-z][\w-]*)", match["rest"] or "")
+    if goes_on and goes_on[1] not in _STOP | BOUNDARY | _COUNT_TAIL:
+        return []  # 'down to two brain cells': the noun goes on, and what is counted is unclear
     value = f"{' '.join(match['n'].split())} {match['noun']}"
     return [cap(f"current:{slug(noun, 2)}", value, "profile", "down_to")]
 

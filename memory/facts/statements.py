@@ -73,6 +73,12 @@ def _lower_ok(text: str) -> bool:
     return not re.search(r"[A-Z]", re.sub(r"\bI(?:'\w+)?\b", "", text))
 
 
+# Lowercase words with these endings are adjectives or abstract nouns, never a name or a
+# place: 'i'm based in reality', 'i work for attention' (not -ing, -ness or -ence: 'reading',
+# 'inverness', 'florence').
+_NOT_NAME_ENDINGS = ("ous", "ful", "ble", "ity", "tion", "sion", "ment", "ism", "ship", "hood")
+
+
 def _proper(
     text: str, max_words: int, *, lower_ok: bool, org: bool = False, the_ok: bool = False
 ) -> str | None:
@@ -95,7 +101,7 @@ def _proper(
             break  # punctuation closes the value
     if not words and lower_ok and tokens:
         word = tokens[0].rstrip(".,;:!?")
-        if not WORD.fullmatch(word) or len(word) < 2 or word.endswith(("ous", "ful", "ble")):
+        if not WORD.fullmatch(word) or len(word) < 2 or word.endswith(_NOT_NAME_ENDINGS):
             return None
         if word.lower() in COMMON_NOUNS:  # 'I work for peanuts'
             return None
