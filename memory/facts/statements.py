@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memory.facts.lexicon import (
-    ALLERGENS,
     BOUNDARY,
     CALENDAR,
     CLIP,
@@ -23,9 +22,11 @@ from memory.facts.lexicon import (
     DEICTIC,
     DEPARTMENTS,
     DIRECTIONS,
-    DRUG_ENDING,
     EMPLOYERS,
+    EVALUATIVE,
     FEEDBACK,
+    FIGURATIVE,
+    GERUND_FOODS,
     JOIN,
     JUNK,
     LANGUAGES,
@@ -281,9 +282,23 @@ def _rule_work(clause: str) -> list[Capture]:
     return [c for c in out if c] if all(out) else []
 
 
+def _figurative(item: str) -> bool:
+    """'allergic to small talk / Excel / running / bad coffee': not an allergen, by the item's
+    head noun (a chore, a tool, a day, an abstract noun, a gerund) or an evaluative word."""
+    words = item.lower().split()
+    head = words[-1]
+    return (
+        head in FIGURATIVE
+        or bool({words[0], head} & (TECH | CALENDAR))
+        or words[0] in EVALUATIVE
+        or head.endswith(("ity", "ism", "ship", "hood", "ness"))  # not 'medication'
+        or (head.endswith("ing") and head not in GERUND_FOODS)
+    )
+
+
 def _rule_allergy(clause: str) -> list[Capture]:
-    """'allergic to peanuts, shellfish, and eggs' -> one fact per item, up to a non-item (an
-    item is an allergen by its head noun: 'allergic to small talk' is a figure of speech)."""
+    """'allergic to peanuts, shellfish, and eggs' -> one fact per item, up to a non-item (a
+    figure of speech: 'allergic to small talk')."""
     if not (match := _ALLERGY.fullmatch(clause)):
         return []
     out = []
@@ -291,8 +306,7 @@ def _rule_allergy(clause: str) -> list[Capture]:
         item = phrase(raw, 3) or ""
         if not re.fullmatch(r"[^\W\d_][\w' -]*", item) or item.split()[0].lower() in JUNK:
             break
-        head = item.split()[-1].lower()
-        if head not in ALLERGENS and not DRUG_ENDING.fullmatch(head):
+        if _figurative(item):
             break
         out.append(cap(f"allergy:{slug(item)}", f"allergic to {item}", "constraint", "allergy"))
     return out

@@ -264,3 +264,23 @@ def test_an_abstract_lowercase_word_or_a_garbled_count_states_no_fact(text):
 )
 def test_a_lowercase_town_and_a_plain_count_are_still_captured(text, expected):
     assert facts(text) == expected
+
+
+# An allergy to a noun no list names is still kept: a missed allergy is worse than a strange
+# one (a list of allergens dropped all of these).
+UNLISTED_ALLERGIES = [
+    "I'm allergic to lychees.",
+    "I'm allergic to blue cheese.",
+    "I'm allergic to buckwheat.",
+    "I am allergic to elderflower.",
+    "I'm allergic to my medication.",
+    "I'm allergic to Christmas pudding.",
+]
+
+
+@pytest.mark.parametrize("text", UNLISTED_ALLERGIES)
+def test_an_allergy_to_an_unlisted_noun_is_still_captured(text):
+    item = text.split(" to ", 1)[1].rstrip(".")
+    assert [(c.key, c.value) for c in capture_facts(text)] == [
+        (f"allergy:{item.lower().replace(' ', '_')}", f"allergic to {item}")
+    ]
