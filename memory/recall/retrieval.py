@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -30,6 +30,7 @@ from memory.recall.abstention import names_identifiers, nothing_stands_out
 from memory.recall.candidate_rows import CandidateRows
 from memory.recall.later import later_on_same_subject
 from memory.recall.scoring import Weights, rank
+from memory.recall.user_matrix import Read
 from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import UserWords, Vocabulary
 from memory.recall.when import query_windows
@@ -136,11 +137,15 @@ def retrieve(
     # The lexical side (BM25, its chunk rows, the name-less search again) runs on another
     # thread while this one embeds the query and scans the vectors: SQLite, onnxruntime and
     # numpy all release the GIL, so the two sides overlap on two cores.
+    # A large user's rows of the lexical hits are read there too (their cosines need them),
+    # and every row read is kept for the cosines and the later turns (`Read`).
+    ahead = index if embedder is not None and settings.vector_search == "ram" else None
     searching = (
-        _LEXICAL.submit(_lexical_side, store, rows, settings, user_id, query, terms, wanted)
+        _LEXICAL.submit(_lexical_side, store, rows, settings, user_id, query, terms, wanted, ahead)
         if terms
         else None
     )
+    read: Read = {}
     # The user's vocabulary is read there too, while the question is embedded here.
     known = (
         _LEXICAL.submit(vocabulary.known, user_id)
@@ -157,10 +162,11 @@ def retrieve(
             )
             extra = extra if terms else []
         if vector is not None and settings.retrievers != "lexical":
-            dense = _dense(store, index, settings, user_id, vector, wanted)
+            dense = _dense(store, index, settings, user_id, vector, wanted, read)
     finally:
         side = searching.result() if searching is not None else _Lexical([], {}, set(), set())
     lexical, chunks = side.hits, side.chunks
+    read.update(side.read)
     chunks.update(rows.read([i for i, _ in dense if i not in chunks]))
     first = side.first | {i for i, _ in dense}  # what the first searches found
     named = _speakers([c for i, c in chunks.items() if i in first]) & set(fts_terms(query))
@@ -188,7 +194,7 @@ def retrieve(
     similarities = dict(dense)
     if vector is not None:
         missing = [i for i in visible if i not in similarities]
-        similarities.update(_similarities(store, index, settings, user_id, vector, missing))
+        similarities.update(_similarities(store, index, settings, user_id, vector, missing, read))
     ranked = rank(
         visible, dense, lexical, similarities, now, query, query_windows(query), _weights(settings)
     )
@@ -201,7 +207,7 @@ def retrieve(
     ):
         return Retrieval([], True, query, present, degraded, hits, "abstained")
     if vector is not None:  # the later turns on the kept hits' subjects
-        kept = _with_later(store, index, settings, user_id, ranked.hits, kept)
+        kept = _with_later(store, index, settings, user_id, ranked.hits, kept, read)
     kept = rows.whole(kept)
     return Retrieval(kept, not kept, query, present, degraded, hits, "weak")
 
@@ -213,15 +219,17 @@ def _with_later(
     user_id: str,
     hits: Sequence[Hit],
     kept: list[Hit],
+    read: Read,
 ) -> list[Hit]:
-    """`kept`, then the later turns on its best hits' subjects (memory.recall.later)."""
+    """`kept`, then the later turns on its best hits' subjects (memory.recall.later); a
+    large user's rows are those the searches read (`read`), not read again."""
     if settings.later_similarity <= 0 or settings.later_hits <= 0 or len(kept) == len(hits):
         return kept  # off, or nothing was dropped
     kept_ids = {h.chunk.id for h in kept}
     ids = [h.chunk.id for h in kept[: settings.later_hits]]
     ids += [h.chunk.id for h in hits if h.chunk.id not in kept_ids]
     vectors = (
-        index.vectors(user_id, ids)
+        index.vectors(user_id, ids, read)
         if settings.vector_search == "ram"
         else store.vectors(user_id, ids)
     )
@@ -323,6 +331,7 @@ class _Lexical:
     chunks: dict[int, Chunk]
     named: set[str]
     first: set[int]  # the ids the search with the names found
+    read: Read = field(default_factory=dict)  # a large user's rows of `hits`
 
 
 def _lexical_side(
@@ -333,10 +342,12 @@ def _lexical_side(
     query: str,
     terms: list[str],
     k: int,
+    index: VectorIndex | None = None,
 ) -> _Lexical:
     """BM25's top `k`, their rows, and the search again without the speakers' names the
     rows show (see the module docstring). The dense side's rows may name someone more; the
-    caller then searches once again."""
+    caller then searches once again. With an `index`, a large user's vectors of the hits
+    are read too (`VectorIndex.read_ahead`), while the other thread embeds the question."""
     weight = settings.lexical_context_weight
     hits = store.lexical_search(user_id, terms, k, weight)
     chunks = rows.read([i for i, _ in hits])
@@ -345,7 +356,10 @@ def _lexical_side(
     if named:
         hits = store.lexical_search(user_id, search_terms(query, drop=named), k, weight)
         chunks.update(rows.read([i for i, _ in hits if i not in chunks]))
-    return _Lexical(hits, chunks, named, first)
+    read: Read = {}
+    if index is not None:
+        index.read_ahead(user_id, [i for i, _ in hits], read)
+    return _Lexical(hits, chunks, named, first, read)
 
 
 def _dense(
@@ -355,10 +369,11 @@ def _dense(
     user_id: str,
     vector: np.ndarray,
     k: int,
+    read: Read,
 ) -> list[tuple[int, float]]:
     if settings.vector_search == "db":
         return store.dense_search(user_id, vector, k)
-    return index.search(user_id, vector, k)
+    return index.search(user_id, vector, k, read)
 
 
 def _similarities(
@@ -368,11 +383,12 @@ def _similarities(
     user_id: str,
     vector: np.ndarray,
     ids: list[int],
+    read: Read,
 ) -> dict[int, float]:
     """Cosines for lexical-only candidates, so every hit can show its similarity."""
     if not ids:
         return {}
     if settings.vector_search == "ram":
-        return index.similarities(user_id, vector, ids)
+        return index.similarities(user_id, vector, ids, read)
     found = store.vectors(user_id, ids)
     return {i: float(v @ vector) for i, v in found.items()}

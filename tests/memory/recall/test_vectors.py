@@ -362,6 +362,44 @@ def test_the_cosines_of_int8_rows_are_the_float16_rows():
     assert 1e-5 < error.max() < 5e-3
 
 
+def test_rows_a_recall_read_give_the_same_floats_as_reading_them_again():
+    # One recall's searches keep the float16 rows they read (`read`): the lexical side's
+    # cosines and the later turns then take them from there. Bit for bit what a fresh read
+    # gives, in the order asked: BLAS sums a row differently by its place in a matrix.
+    rows, rng = topical_rows(13, EXACT_BELOW + 500)
+    ids = np.arange(1, len(rows) + 1) * 2
+    index = VectorIndex(lambda user: (ids, half(rows)))
+    for n in range(5):
+        query = rows[n * 101] + 0.4 * unit(*rng.normal(size=384))
+        query /= np.linalg.norm(query)
+        read: dict[int, np.ndarray] = {}
+        found = index.search("alice", query, 80, read)
+        assert found == index.search("alice", query, 80)
+        assert {i for i, _ in found} <= set(read)
+        lexical = [int(i) for i in rng.choice(ids, 70, replace=False)] + [3]  # 3: not hers
+        ahead: dict[int, np.ndarray] = {}
+        index.read_ahead("alice", lexical, ahead)
+        assert set(ahead) == set(lexical[:-1])
+        read.update(ahead)
+        asked = [i for i in lexical if i not in dict(found)] + [int(ids[n])]  # one unread
+        assert index.similarities("alice", query, asked, read) == index.similarities(
+            "alice", query, asked
+        )
+        again = index.vectors("alice", asked, read)
+        fresh = index.vectors("alice", asked)
+        assert list(again) == list(fresh)
+        assert all(np.array_equal(again[i], fresh[i]) for i in fresh)
+
+
+def test_a_user_held_in_float32_reads_nothing_ahead():
+    rows, _ = topical_rows(14, 300)
+    index = VectorIndex(lambda user: (np.arange(1, 301), rows))
+    read: dict[int, np.ndarray] = {}
+    index.read_ahead("alice", [1, 2, 3], read)
+    index.search("alice", rows[0], 10, read)
+    assert read == {}
+
+
 def test_rows_appended_to_an_int8_user_are_held_in_int8_and_in_the_file():
     rows = random_units(EXACT_BELOW, 5)
     ids = np.arange(1, EXACT_BELOW + 1)
