@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -26,7 +26,6 @@ from memory.block.tokens import message_text
 from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
-from memory.recall import rows_ahead
 from memory.recall.abstention import names_identifiers, nothing_stands_out
 from memory.recall.candidate_rows import CandidateRows
 from memory.recall.later import later_on_same_subject
@@ -138,11 +137,15 @@ def retrieve(
     # The lexical side (BM25, its chunk rows, the name-less search again) runs on another
     # thread while this one embeds the query and scans the vectors: SQLite, onnxruntime and
     # numpy all release the GIL, so the two sides overlap on two cores.
+    # A large user's rows of the lexical hits are read there too (their cosines need them),
+    # and every row read is kept for the cosines and the later turns (`Read`).
+    ahead = index if embedder is not None and settings.vector_search == "ram" else None
     searching = (
-        _LEXICAL.submit(_lexical_side, store, rows, settings, user_id, query, terms, wanted)
+        _LEXICAL.submit(_lexical_side, store, rows, settings, user_id, query, terms, wanted, ahead)
         if terms
         else None
     )
+    read: Read = {}
     # The user's vocabulary is read there too, while the question is embedded here.
     known = (
         _LEXICAL.submit(vocabulary.known, user_id)
@@ -151,8 +154,6 @@ def retrieve(
     )
     vector, degraded, extra = None, None, list[str]()
     dense: list[tuple[int, float]] = []
-    read: Read = {}  # a large user's rows, by chunk id, read once for this recall
-    ahead: Future[Read] | None = None
     try:
         if embedder is not None:
             embedded = query if question is None else question
@@ -161,14 +162,11 @@ def retrieve(
             )
             extra = extra if terms else []
         if vector is not None and settings.retrievers != "lexical":
-            lexical_ids = _lexical_ids(settings, searching)  # their rows read meanwhile
-            if lexical_ids and index.rows_in_file(user_id):
-                ahead = rows_ahead.begin(_LEXICAL, index, user_id, lexical_ids)
             dense = _dense(store, index, settings, user_id, vector, wanted, read)
     finally:
         side = searching.result() if searching is not None else _Lexical([], {}, set(), set())
     lexical, chunks = side.hits, side.chunks
-    read.update(rows_ahead.rows_read(ahead))
+    read.update(side.read)
     chunks.update(rows.read([i for i, _ in dense if i not in chunks]))
     first = side.first | {i for i, _ in dense}  # what the first searches found
     named = _speakers([c for i, c in chunks.items() if i in first]) & set(fts_terms(query))
@@ -333,6 +331,7 @@ class _Lexical:
     chunks: dict[int, Chunk]
     named: set[str]
     first: set[int]  # the ids the search with the names found
+    read: Read = field(default_factory=dict)  # a large user's rows of `hits`
 
 
 def _lexical_side(
@@ -343,10 +342,12 @@ def _lexical_side(
     query: str,
     terms: list[str],
     k: int,
+    index: VectorIndex | None = None,
 ) -> _Lexical:
     """BM25's top `k`, their rows, and the search again without the speakers' names the
     rows show (see the module docstring). The dense side's rows may name someone more; the
-    caller then searches once again."""
+    caller then searches once again. With an `index`, a large user's vectors of the hits
+    are read too (`VectorIndex.read_ahead`), while the other thread embeds the question."""
     weight = settings.lexical_context_weight
     hits = store.lexical_search(user_id, terms, k, weight)
     chunks = rows.read([i for i, _ in hits])
@@ -355,14 +356,10 @@ def _lexical_side(
     if named:
         hits = store.lexical_search(user_id, search_terms(query, drop=named), k, weight)
         chunks.update(rows.read([i for i, _ in hits if i not in chunks]))
-    return _Lexical(hits, chunks, named, first)
-
-
-def _lexical_ids(settings: Settings, searching: Future[_Lexical] | None) -> list[int] | None:
-    """The lexical side's hits, if it is done (and did not raise) and vectors are in RAM."""
-    if settings.vector_search != "ram" or searching is None or not searching.done():
-        return None
-    return None if searching.exception() else [i for i, _ in searching.result().hits]
+    read: Read = {}
+    if index is not None:
+        index.read_ahead(user_id, [i for i, _ in hits], read)
+    return _Lexical(hits, chunks, named, first, read)
 
 
 def _dense(

@@ -162,10 +162,6 @@ class VectorIndex:
         rows = view.rows_at(positions, read) if len(positions) else np.zeros((0, 0), np.float32)
         return {int(i): row for i, row in zip(wanted[found].tolist(), rows, strict=True)}
 
-    def rows_in_file(self, user_id: str) -> bool:
-        """Whether the user's float rows are read from a file (held in int8: see above)."""
-        return self._matrix(user_id).file is not None
-
     def read_ahead(self, user_id: str, ids: list[int], read: Read) -> None:
         """Read a large user's rows of these chunks from their file into `read`, before the
         query's vector is known (the lexical side's, while the question is embedded); a
