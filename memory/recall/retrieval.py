@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -137,15 +137,11 @@ def retrieve(
     # The lexical side (BM25, its chunk rows, the name-less search again) runs on another
     # thread while this one embeds the query and scans the vectors: SQLite, onnxruntime and
     # numpy all release the GIL, so the two sides overlap on two cores.
-    # A large user's rows of the lexical hits are read there too (their cosines need them),
-    # and every row read is kept for the cosines and the later turns (`Read`).
-    ahead = index if embedder is not None and settings.vector_search == "ram" else None
     searching = (
-        _LEXICAL.submit(_lexical_side, store, rows, settings, user_id, query, terms, wanted, ahead)
+        _LEXICAL.submit(_lexical_side, store, rows, settings, user_id, query, terms, wanted)
         if terms
         else None
     )
-    read: Read = {}
     # The user's vocabulary is read there too, while the question is embedded here.
     known = (
         _LEXICAL.submit(vocabulary.known, user_id)
@@ -154,6 +150,7 @@ def retrieve(
     )
     vector, degraded, extra = None, None, list[str]()
     dense: list[tuple[int, float]] = []
+    read: Read = {}  # a large user's float16 rows this recall read, for the later turns
     try:
         if embedder is not None:
             embedded = query if question is None else question
@@ -166,7 +163,6 @@ def retrieve(
     finally:
         side = searching.result() if searching is not None else _Lexical([], {}, set(), set())
     lexical, chunks = side.hits, side.chunks
-    read.update(side.read)
     chunks.update(rows.read([i for i, _ in dense if i not in chunks]))
     first = side.first | {i for i, _ in dense}  # what the first searches found
     named = _speakers([c for i, c in chunks.items() if i in first]) & set(fts_terms(query))
@@ -331,7 +327,6 @@ class _Lexical:
     chunks: dict[int, Chunk]
     named: set[str]
     first: set[int]  # the ids the search with the names found
-    read: Read = field(default_factory=dict)  # a large user's rows of `hits`
 
 
 def _lexical_side(
@@ -342,12 +337,10 @@ def _lexical_side(
     query: str,
     terms: list[str],
     k: int,
-    index: VectorIndex | None = None,
 ) -> _Lexical:
     """BM25's top `k`, their rows, and the search again without the speakers' names the
     rows show (see the module docstring). The dense side's rows may name someone more; the
-    caller then searches once again. With an `index`, a large user's vectors of the hits
-    are read too (`VectorIndex.read_ahead`), while the other thread embeds the question."""
+    caller then searches once again."""
     weight = settings.lexical_context_weight
     hits = store.lexical_search(user_id, terms, k, weight)
     chunks = rows.read([i for i, _ in hits])
@@ -356,10 +349,7 @@ def _lexical_side(
     if named:
         hits = store.lexical_search(user_id, search_terms(query, drop=named), k, weight)
         chunks.update(rows.read([i for i, _ in hits if i not in chunks]))
-    read: Read = {}
-    if index is not None:
-        index.read_ahead(user_id, [i for i, _ in hits], read)
-    return _Lexical(hits, chunks, named, first, read)
+    return _Lexical(hits, chunks, named, first)
 
 
 def _dense(

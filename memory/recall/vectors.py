@@ -162,15 +162,6 @@ class VectorIndex:
         rows = view.rows_at(positions, read) if len(positions) else np.zeros((0, 0), np.float32)
         return {int(i): row for i, row in zip(wanted[found].tolist(), rows, strict=True)}
 
-    def read_ahead(self, user_id: str, ids: list[int], read: Read) -> None:
-        """Read a large user's rows of these chunks from their file into `read`, before the
-        query's vector is known (the lexical side's, while the question is embedded); a
-        user held in float32 rows is left alone (theirs are in RAM)."""
-        view = self._matrix(user_id)
-        if view.file is not None and ids:
-            found, positions = find(view.ids, np.asarray(ids, dtype=np.int64))
-            view.rows_at(positions, read)
-
     def count(self, user_id: str) -> int:
         """How many vectors the user has (loading them on first use)."""
         return len(self._matrix(user_id).ids)
