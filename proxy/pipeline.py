@@ -129,8 +129,9 @@ async def prepare(
         return Prepared(who)
     try:
         # The searches start now, on the layer's threads; measuring the request and
-        # resolving its session run meanwhile, on this one's worker thread. The block is then
-        # built and placed by the thread that searched, which wakes this loop when it is done.
+        # resolving its session run meanwhile, on a worker thread (the loop's executor). The
+        # block is then built and placed by the thread that searched, which wakes this loop
+        # when it is done: the loop is woken once, not also when the worker is.
         pending = None
         if who.mode.reads and not conversation.held:
             pending = state.layer.begin_recall(who.user_id, conversation.messages)
