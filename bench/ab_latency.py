@@ -46,8 +46,12 @@ def serve(db: str, users: list[str]) -> None:
     layer = MemoryLayer(Settings(db_path=Path(db)))
     layer.wait_for_lexical_index()
     _ = layer.embedder
+    heads = getattr(layer.store, "heads", None)  # a checkout that holds large users' heads
     for user in users:
         layer.index.count(user)  # each user's vectors in RAM before the first request
+        if heads is not None and layer.index.count(user) >= layer.settings.chunk_heads_from:
+            layer.store.chunk_heads(user, [0], (), True)  # and their heads (read meanwhile)
+            heads.wait(user)
     base = history(np.random.default_rng(7))
     reply = "".join(f"tok{i:04d} " for i in range(8))[:64]
     with serve_upstream() as upstream:

@@ -46,6 +46,10 @@ class Settings:
     embedding_threads: int | None = 1
     # "ram": exact cosine over an in-RAM matrix per user (fast); "db": sqlite-vec scan (low RAM).
     vector_search: Literal["ram", "db"] = "ram"
+    # With "ram", a user of this many vectors or more has every field of their chunks but the
+    # text held in RAM too (48 bytes a chunk; memory/store/chunk_heads.py): recall ranks its
+    # candidates from them and reads from SQLite only the text of what it keeps. 0: never.
+    chunk_heads_from: int = 20_000
     tier_rules: tuple[TierRule, ...] = DEFAULT_TIER_RULES
     # Where the block goes (memory/render.py). "before_last_user" keeps the provider's prompt
     # cache: a 12-turn chat with a 3,000-token system prompt keeps 0.93 of each request

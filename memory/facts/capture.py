@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from memory.facts.changes import change, employer_now
+from memory.facts.changes import change, employer_now, joined_at_work
 from memory.facts.lexicon import (
     ABBREV,
     ASK_MEMORY,
@@ -39,6 +39,7 @@ from memory.facts.lexicon import (
     QUESTION_TAIL,
     QUOTES,
     REPORTED,
+    RETRACTED,
     SENTENCE,
     SPEAKER,
     TAG,
@@ -173,10 +174,13 @@ def _rule_always(clause: str) -> list[Capture]:
     return [cap(f"constraint:{slug(value)}", value, "protocol", "always_never")] if rest else []
 
 
-def _employer_now(clause: str) -> list[Capture]:
+def _employer_now(clause: str, work_words: int) -> list[Capture]:
+    """'I'm at Lyft now', 'I'm now at Shopify', and 'I joined Monzo' when another word than
+    'joined' says the sentence is about work ('I joined Strava to track my runs' is not)."""
     lead = LEAD.match(clause)
     body = re.sub(r"[\s.!]+$", "", clause[lead.end() if lead else 0 :])
-    return employer_now(body) or now_at(body)
+    found = employer_now(body) or now_at(body)
+    return found or (joined_at_work(body) if work_words > 1 else [])
 
 
 def _home_now(clause: str) -> list[Capture]:
@@ -188,6 +192,13 @@ def _home_now(clause: str) -> list[Capture]:
 _WORK_WORDS = cue(
     r"\b(?:work(?:ed|ing)?|job|jobs|left|quit|joined|started|hired|team|company|role|position"
     r"|employer|colleagues?|manager|boss|offer|onboarding|office|no\s+longer\s+(?:at|with))\b"
+)
+# ... unless it says the user is looking for work or travelling: 'I'm at Starbucks now, the
+# job hunt goes on', 'I'm at Heathrow now, my flight to the new job leaves soon'.
+_NOT_AT_WORK = cue(
+    r"\b(?:flight|flights|flying|boarding|airport|gate|layover|train|station|holiday|vacation"
+    r"|trip|job[- ]?(?:hunt|hunting|search|searching|seeking|less)|between\s+jobs|unemployed"
+    r"|out\s+of\s+work|looking\s+for\s+(?:a\s+)?(?:new\s+)?(?:job|work))\b"
 )
 # A sentence about a home: 'we're in Brixton now' in it names where the user lives.
 _HOME_WORDS = cue(
@@ -229,13 +240,15 @@ def _sentence(sentence: str) -> list[Capture]:
         body = body[: tail.start()] if tail else ""
     if not body or QUESTION.match(body) and not asks or REPORTED.search(body):
         return []
+    if RETRACTED.search(body):
+        return []
     out: list[Capture] = []
-    about_work = _WORK_WORDS.search(body) is not None
+    work_words = 0 if _NOT_AT_WORK.search(body) else len(_WORK_WORDS.findall(body))
     about_home = _HOME_WORDS.search(body) is not None
     for n, clause in enumerate(CLAUSE.split(body.rstrip("?"))):
         found = (
             _clause(clause)
-            or (_employer_now(clause) if about_work else [])
+            or (_employer_now(clause, work_words) if work_words else [])
             or (_home_now(clause) if about_home else [])
         )
         if n and not out and found and found[0].rule == "always_never":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from memory.facts.lexicon import JUNK, KIN, ONE_OFF, PRONOUN, cue, word_set
+from memory.facts.lexicon import BOUNDARY, EMPLOYERS, JUNK, KIN, ONE_OFF, PRONOUN, cue, word_set
 from memory.facts.statements import _ADV, Capture, _lower_ok, _proper, cap, slug
 
 # Words that end a value: the start of a new clause or of a detail about it.
@@ -40,7 +40,7 @@ _ROLE_NOUN = (
 _SECRET = cue(r"\b(?:password|passcode|passphrase|pin|key|token|secret|login|username)\b")
 
 _STARTED = cue(
-    rf"i(?:'ve|\s+have)?{_ADV}\s+(?:started\s+(?:a\s+new\s+job\s+)?at|joined|got\s+(?:the|a|an"
+    rf"i(?:'ve|\s+have)?{_ADV}\s+(?:started\s+(?:a\s+new\s+job\s+)?at|(?P<joined>joined)|got\s+(?:the|a|an"
     r"|that)\s+(?:new\s+)?job\s+(?:offer\s+)?(?:at|with))\s+(?P<org>.+?)(?:\s+(?:this|last|next"
     r"|today|yesterday)\s+\w+)?(?:\s+as\s+(?:an?\s+)?(?P<job>.+))?"
 )
@@ -79,6 +79,7 @@ _WENT_TO = cue(
     r"(?:gone|goes|went|crept|creeping|risen|rose|climbed|jumped|grown|grew|shot|dropped|fallen"
     r"|fell|come|came|is|are|now)\s+(?:now\s+)?(?:up|down)\s+to\s+(?P<v>.+)"
 )
+_COUNT_TAIL = word_set("left remaining per each total between")
 _NUMBER = (
     r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty"
     r"|thirty|forty|fifty|a\s+(?:dozen|hundred))"
@@ -114,6 +115,9 @@ _NOT_DRUG = word_set(
     "dose dosage medication medicine meds pill pills tablet tablets prescription intake "
     "caffeine coffee sugar salt water protein budget rent weight limit"
 )
+# A 'dose' that is no medication's ('the dose of patience went up to 11', 'my daily dose of
+# news'): never a value of its own; a medication's dose is the dose rules'.
+_FIGURATIVE_DOSE = cue(r"\b(?:dose|doses|dosage)\b")
 _DOSE_CHANGED = cue(
     rf".*?\b(?:raised|increased|upped|lowered|reduced|decreased|dropped|doubled|halved|changed"
     rf"|adjusted|bumped|cut|moved)\s+my\s+(?P<drug>{_DRUG})(?:\s+dose)?\s+(?:up\s+|down\s+)?to\s+"
@@ -153,12 +157,18 @@ def _job(text: str) -> str | None:
     return re.sub(r"^(?:an?|the)\s+", "", job, flags=re.I)
 
 
-def _rule_started(clause: str) -> list[Capture]:
-    """'I started at Spotify this week as a staff engineer', 'I got the job at Kaiser'."""
+def _rule_started(clause: str, about_work: bool = False) -> list[Capture]:
+    """'I started at Spotify this week as a staff engineer', 'I got the job at Kaiser'.
+
+    'Joined' names an employer only with a job ('as a nurse'), a well-known employer, or in a
+    sentence about work (`joined_at_work`): 'I joined Strava / the Ramblers' is a club or an app.
+    """
     if not (match := _STARTED.fullmatch(clause)):
         return []
     org = _proper(match["org"], 5, lower_ok=_lower_ok(clause), org=True, the_ok=True)
     if not org:
+        return []
+    if match["joined"] and not (match["job"] or about_work or org.lower() in EMPLOYERS):
         return []
     out = [cap("employer", org, "profile", "started_at")]
     job = _job(re.split(r"\s+(?:in|on|at|for|with)\s+", match["job"])[0]) if match["job"] else None
@@ -227,7 +237,7 @@ def _rule_went(clause: str) -> list[Capture]:
     if thing.split()[0] in PRONOUN or _SECRET.search(thing) or thing.split()[-1] in ONE_OFF:
         return []
     value = _value(match["v"].rstrip(".!"), 4)
-    if not value or _SECRET.search(value):
+    if not value or _SECRET.search(value) or _FIGURATIVE_DOSE.search(thing):
         return []
     return [cap(f"current:{slug(thing, 4)}", value, "profile", "went_from")]
 
@@ -241,11 +251,13 @@ def _rule_went_to(clause: str) -> list[Capture]:
     if thing.split()[0] in PRONOUN or _SECRET.search(thing) or thing.split()[-1] in ONE_OFF:
         return []
     dose = re.match(_DOSE, match["v"], re.I)
-    drug = re.sub(r"\s+(?:dose|dosage)$", "", thing)
+    drug = re.sub(r"\s+(?:dose|dosage)$|^(?:daily\s+)?(?:dose|dosage)\s+of\s+", "", thing)
     if dose and drug in ("dose", "dosage", "meds", "medication"):  # 'my dose went up to 75 mg'
         return [cap(UNNAMED_DRUG, " ".join(dose[0].split()), "profile", "went_to")]
     if dose and re.fullmatch(_DRUG, drug):  # 'my metformin went up to 1000 mg'
         return _dose_capture(drug, dose[0], "went_to") if drug not in _NOT_DRUG else []
+    if _FIGURATIVE_DOSE.search(thing):
+        return []
     value = _value(match["v"].rstrip(".!"), 4)
     return [cap(f"current:{slug(thing, 4)}", value, "profile", "went_to")] if value else []
 
@@ -258,8 +270,16 @@ def _rule_down_to(clause: str) -> list[Capture]:
     noun = match["noun"].lower()
     if noun in PRONOUN or noun in JUNK or _SECRET.search(noun):
         return []
+    goes_on = re.match(r"\s+([a-z][\w-]*)", match["rest"] or "")
+    if goes_on and goes_on[1] not in _STOP | BOUNDARY | _COUNT_TAIL:
+        return []  # 'down to two brain cells': the noun goes on, and what is counted is unclear
     value = f"{' '.join(match['n'].split())} {match['noun']}"
     return [cap(f"current:{slug(noun, 2)}", value, "profile", "down_to")]
+
+
+def joined_at_work(clause: str) -> list[Capture]:
+    """'I joined Monzo last month', for a clause of a sentence about work (the caller checks)."""
+    return _rule_started(clause, about_work=True)
 
 
 def employer_now(clause: str) -> list[Capture]:

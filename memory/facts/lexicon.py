@@ -46,6 +46,15 @@ REPORTED = cue(
     r"\b(?:said|says|told|tells|asked|asks|wrote|writes|claim(?:s|ed)?|according|replied|texted"
     r"|emailed|(?:they|people|everyone|you) say)\b"
 )
+# A joke or a hedge takes back the whole sentence, also what came before it ('I moved to
+# Lisbon, jk', 'I'm allergic to cats, I think'); 'I'm not kidding' takes back nothing.
+RETRACTED = cue(
+    r"(?<!\bnot\s)(?<!\bno\s)\b(?:jk|j/k|kidding|joking)\b|[,;]\s*(?:(?:lol\s+|haha\s+)?(?:no\s+)?"
+    r"(?:but\s+)?i\s+(?:think|guess|believe|suppose|reckon|wish)|maybe|probably|perhaps|possibly"
+    r"|apparently|supposedly|allegedly|in\s+theory|on\s+paper|or\s+so\s+i\s+(?:thought|hear"
+    r"|heard|hope)|not\s+sure|i'?m\s+not\s+(?:sure|certain)|or\s+something(?:\s+like\s+that)?)"
+    r"\W*$"
+)
 LEAD = cue(
     r"(?:(?:[-*•]+|(?:hi|hello|hey|hiya|there|ok|okay|oh|so|well|also|and|but|btw|fyi|by the way"
     r"|just so you know|for the record|for context|quick (?:note|update)|actually|oops|sorry"
@@ -86,6 +95,12 @@ JUNK = word_set(
     "mornings mondays people work effort exercise meetings nonsense drama you your to by for of "
     "with after before like about from into over under all still listed mentioned attached"
 )
+# Common nouns that a user who types in lowercase never means as a name: 'I work for peanuts'
+# (a capitalised 'Food Standards Agency' is still a name).
+COMMON_NOUNS = word_set(
+    "peanuts pennies peanut tips money cash food fun exposure love charity hire living pay "
+    "coffee beer wine free nothing"
+)
 # What may follow a value: the start of a new clause ('Lisbon since 2019', 'Dana and …').
 BOUNDARY = word_set(
     "and but because cause since so now currently nowadays these at in for with near from on as "
@@ -97,11 +112,63 @@ PHRASE_JUNK = word_set(
     "someone here there you your to when how the him her them myself being having whichever "
     "whatever either neither both any"
 )
-TECH = word_set(  # 'I moved to Rust' is a migration, not a move
+TECH = word_set(  # 'I moved to Rust' is a migration, 'I live in Excel' a figure of speech
     "python rust go golang java kotlin swift typescript javascript react vue angular svelte "
     "postgres postgresql mysql sqlite mongodb redis kubernetes docker aws gcp azure linux windows "
     "macos ubuntu debian arch vim neovim emacs vscode github gitlab jira slack notion django "
-    "flask fastapi rails node deno terraform nix poetry conda vite webpack graphql kafka"
+    "flask fastapi rails node deno terraform nix poetry conda vite webpack graphql kafka "
+    "android ios iphone ipad chrome firefox safari excel outlook word powerpoint teams zoom "
+    "sheets docs gmail figma photoshop trello asana confluence discord whatsapp telegram "
+    "signal skype webex sharepoint onedrive dropbox salesforce tableau sap"
+)
+# Not a place a user lives in, though capitalised: 'I moved to Marketing / Spanish / Tuesdays /
+# Plan B' is a change of team, language, day or plan. Whole values (one word), except the
+# numbering words, which name no place when a label follows them ('Part Two', 'Option C').
+DEPARTMENTS = word_set(
+    "marketing sales hr finance engineering legal operations ops product design support "
+    "compliance procurement accounts accounting payroll recruitment recruiting research "
+    "development r&d management admin administration security qa analytics strategy editorial "
+    "logistics partnerships communications comms pr tax audit risk treasury underwriting "
+    "infrastructure platform devops"
+)
+LANGUAGES = word_set(
+    "english french spanish german italian portuguese dutch japanese chinese mandarin cantonese "
+    "korean arabic russian hindi urdu bengali polish swedish norwegian danish finnish greek "
+    "turkish hebrew czech hungarian romanian ukrainian vietnamese thai indonesian swahili welsh "
+    "irish gaelic catalan basque latin esperanto"
+)
+CALENDAR = word_set(
+    "monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays "
+    "thursdays fridays saturdays sundays weekdays weekends january february april june july "
+    "august september october november december"
+)
+NUMBERING = word_set(
+    "plan option part step level chapter phase stage round version season book module unit "
+    "tier track lesson week day section volume episode grade"
+)
+# The last word of an organisation's or a department's name ('Deutsche Bank', 'Acme Labs',
+# 'Customer Success', 'Human Resources'); a direction before 'Bank' makes a place ('South Bank').
+ORG_SUFFIX = word_set(
+    "inc inc. ltd ltd. llc plc corp corp. gmbh ag bank group partners consulting capital labs "
+    "technologies technology systems solutions software studios ventures holdings insurance "
+    "airlines airways motors pharmaceuticals pharma foods brands media networks success support "
+    "services relations resources"
+)
+DIRECTIONS = word_set("north south east west left right upper lower")
+# Well-known employers whose names are no city: 'I've moved to Accenture' is a new job.
+# Names that are also places (Santander, Nokia, Orange, Virgin) are left out on purpose.
+EMPLOYERS = word_set(
+    "accenture deloitte kpmg pwc ey mckinsey bcg bain capgemini infosys wipro tcs cognizant "
+    "ibm oracle microsoft google alphabet amazon apple meta facebook netflix spotify uber lyft "
+    "airbnb stripe shopify twitter linkedin adobe cisco intel nvidia amd qualcomm dell hp "
+    "lenovo samsung sony siemens bosch philips unilever nestle nestlé pepsico pfizer novartis "
+    "roche astrazeneca gsk bayer sanofi moderna barclays hsbc lloyds natwest jpmorgan citi "
+    "citigroup citibank goldman blackrock revolut monzo starling wise klarna paypal visa "
+    "mastercard tesco sainsbury's asda ocado aldi lidl walmart costco ikea zalando starbucks "
+    "mcdonald's deliveroo booking.com expedia anthropic openai deepmind palantir databricks "
+    "snowflake atlassian canva figma github gitlab dropbox slack zoom tesla boeing airbus "
+    "rolls-royce bp unilever diageo vodafone bt telefonica ericsson verizon at&t comcast "
+    "disney bbc itv sky reuters bloomberg"
 )
 # Words that name no thing whose state changes: pronouns, and one-off conversation events
 # (moving one is not a lasting fact: 'I moved the meeting to Friday').
@@ -112,6 +179,20 @@ KIN = word_set(
     "sister brother mum mom dad mother father son daughter wife husband partner friend kids kid "
     "children child boss neighbour neighbor parents"
 )
+# An allergy to one of these is a figure of speech ('allergic to small talk / meetings / group
+# chats / paperwork'), and a fact nobody stated; any other noun is kept, since a missed allergy
+# is worse than a strange one ('allergic to lychees'). Foods ending in -ing are named so that
+# the gerund guard ('allergic to running') spares them.
+FIGURATIVE = word_set(
+    "bullshit nonsense drama talk jargon paperwork admin bureaucracy politics commitment "
+    "meetings meeting calls chats emails tickets deadlines starts mornings mondays people crowds "
+    "work effort exercise change hype feedback criticism rules authority responsibility "
+    "spreadsheets slides decks reports homework chores housework commutes queues traffic "
+    "stupidity idiots idiocy fools nonsense mediocrity"
+)
+GERUND_FOODS = word_set("pudding puddings stuffing icing frosting dressing seasoning bedding")
+# Evaluative words before the noun make it a figure of speech ('allergic to bad coffee').
+EVALUATIVE = word_set("bad boring hard early late corporate pointless endless stupid useless")
 JOIN = word_set("de da del van von der la le of upon & al")
 TITLES = word_set("Dr. Mr. Mrs. Ms. Prof. St. Mt.")
 WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")

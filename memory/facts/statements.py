@@ -16,11 +16,22 @@ from typing import Literal
 
 from memory.facts.lexicon import (
     BOUNDARY,
+    CALENDAR,
     CLIP,
+    COMMON_NOUNS,
     DEICTIC,
+    DEPARTMENTS,
+    DIRECTIONS,
+    EMPLOYERS,
+    EVALUATIVE,
     FEEDBACK,
+    FIGURATIVE,
+    GERUND_FOODS,
     JOIN,
     JUNK,
+    LANGUAGES,
+    NUMBERING,
+    ORG_SUFFIX,
     ORG_WORD,
     PHRASE_JUNK,
     POLITE,
@@ -63,6 +74,12 @@ def _lower_ok(text: str) -> bool:
     return not re.search(r"[A-Z]", re.sub(r"\bI(?:'\w+)?\b", "", text))
 
 
+# Lowercase words with these endings are adjectives or abstract nouns, never a name or a
+# place: 'i'm based in reality', 'i work for attention' (not -ing, -ness or -ence: 'reading',
+# 'inverness', 'florence').
+_NOT_NAME_ENDINGS = ("ous", "ful", "ble", "ity", "tion", "sion", "ment", "ism", "ship", "hood")
+
+
 def _proper(
     text: str, max_words: int, *, lower_ok: bool, org: bool = False, the_ok: bool = False
 ) -> str | None:
@@ -85,7 +102,9 @@ def _proper(
             break  # punctuation closes the value
     if not words and lower_ok and tokens:
         word = tokens[0].rstrip(".,;:!?")
-        if not WORD.fullmatch(word) or len(word) < 2 or word.endswith(("ous", "ful", "ble")):
+        if not WORD.fullmatch(word) or len(word) < 2 or word.endswith(_NOT_NAME_ENDINGS):
+            return None
+        if word.lower() in COMMON_NOUNS:  # 'I work for peanuts'
             return None
         words, rest = [word], ([] if word != tokens[0] else tokens[1:])
     if not words or len(words) > max_words or words[0].lower() in JUNK | JOIN:
@@ -125,11 +144,23 @@ def _replacement(value: str) -> str | None:
     return None if value.lower().startswith("not ") else value
 
 
+def not_a_place(value: str) -> bool:
+    """True for a capitalised value that names no place a user lives in: a team, a tool, a
+    language, a day, a numbered option or a well-known employer ('I moved to Marketing', 'I
+    live in Excel', 'we've moved to Plan B', 'I've moved to Accenture')."""
+    words = value.lower().split()
+    whole = " ".join(words)
+    if whole in DEPARTMENTS | LANGUAGES | CALENDAR | EMPLOYERS or words[-1] in TECH:
+        return True
+    named = len(words) > 1 and words[-1] in ORG_SUFFIX and words[-2] not in DIRECTIONS
+    return named or len(words) > 1 and words[0] in NUMBERING
+
+
 def _place(raw: str, lower_ok: bool) -> str | None:
     """A city, with its region when one follows a comma ('Portland, Oregon', 'Washington, D.C.')."""
     raw = " ".join(raw.split())
     value = _proper(raw, 4, lower_ok=lower_ok, the_ok=True)
-    if value is None or value.split()[-1].lower() in TECH:
+    if value is None or not_a_place(value):
         return None
     region = REGION.match(raw[len(value) :]) if raw.startswith(value) else None
     if region and _is_cap(region[1]) and region[1].lower() not in JUNK and _ends(region[2]):
@@ -251,14 +282,31 @@ def _rule_work(clause: str) -> list[Capture]:
     return [c for c in out if c] if all(out) else []
 
 
+def _figurative(item: str) -> bool:
+    """'allergic to small talk / Excel / running / bad coffee': not an allergen, by the item's
+    head noun (a chore, a tool, a day, an abstract noun, a gerund) or an evaluative word."""
+    words = item.lower().split()
+    head = words[-1]
+    return (
+        head in FIGURATIVE
+        or bool({words[0], head} & (TECH | CALENDAR))
+        or words[0] in EVALUATIVE
+        or head.endswith(("ity", "ism", "ship", "hood", "ness"))  # not 'medication'
+        or (head.endswith("ing") and head not in GERUND_FOODS)
+    )
+
+
 def _rule_allergy(clause: str) -> list[Capture]:
-    """'allergic to peanuts, shellfish, and eggs' -> one fact per item, up to a non-item."""
+    """'allergic to peanuts, shellfish, and eggs' -> one fact per item, up to a non-item (a
+    figure of speech: 'allergic to small talk')."""
     if not (match := _ALLERGY.fullmatch(clause)):
         return []
     out = []
     for raw in re.split(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+", match["v"] or match["w"]):
         item = phrase(raw, 3) or ""
         if not re.fullmatch(r"[^\W\d_][\w' -]*", item) or item.split()[0].lower() in JUNK:
+            break
+        if _figurative(item):
             break
         out.append(cap(f"allergy:{slug(item)}", f"allergic to {item}", "constraint", "allergy"))
     return out

@@ -71,6 +71,12 @@ def nothing_stands_out(
 _IDENTIFIER = re.compile(r"[\w./-]*\d[\w./-]*|\w+(?:[_./-]\w+)+")
 
 
+def names_identifiers(query: str) -> bool:
+    """Whether the gate reads the kept hits' text for this question (it names an identifier:
+    see `names_a_stored_identifier`); recall reads a large user's text only then."""
+    return bool(_identifiers(query))
+
+
 def names_a_stored_identifier(query: str, kept: Sequence[Hit]) -> bool:
     """True when the question names an identifier that a kept hit holds verbatim.
 
@@ -78,8 +84,13 @@ def names_a_stored_identifier(query: str, kept: Sequence[Hit]) -> bool:
     said, the lexical match is the evidence, and withholding it would lose a detail the user
     can name exactly.
     """
-    wanted = {t.strip("./-").lower() for t in _IDENTIFIER.findall(query)}
-    wanted = {t for t in wanted if len(t) >= 3}
+    wanted = _identifiers(query)
     if not wanted:
         return False
     return any(t in h.chunk.text.lower() for h in kept for t in wanted)
+
+
+def _identifiers(query: str) -> set[str]:
+    """The identifiers `query` names, lowercased, of three characters or more."""
+    wanted = {t.strip("./-").lower() for t in _IDENTIFIER.findall(query)}
+    return {t for t in wanted if len(t) >= 3}

@@ -26,7 +26,8 @@ from memory.block.tokens import message_text
 from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
-from memory.recall.abstention import nothing_stands_out
+from memory.recall.abstention import names_identifiers, nothing_stands_out
+from memory.recall.candidate_rows import CandidateRows
 from memory.recall.later import later_on_same_subject
 from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
@@ -122,15 +123,21 @@ def retrieve(
     """
     if not query.strip():
         return Retrieval([], True, query)
-    if embedder is not None and settings.vector_search == "ram" and index.count(user_id) == 0:
+    vectors = (
+        index.count(user_id) if embedder is not None and settings.vector_search == "ram" else 0
+    )
+    if embedder is not None and settings.vector_search == "ram" and vectors == 0:
         return Retrieval([], True, query)  # nothing stored: skip the embedding and the searches
+    # A large user's candidates come without their text until kept (candidate_rows.py).
+    large = 0 < settings.chunk_heads_from <= vectors
+    rows = CandidateRows(store, user_id, exclude_hashes, large)
     wanted = settings.candidates if limit is None else max(limit, settings.candidates)
     terms = search_terms(query) if settings.retrievers != "dense" else []
     # The lexical side (BM25, its chunk rows, the name-less search again) runs on another
     # thread while this one embeds the query and scans the vectors: SQLite, onnxruntime and
     # numpy all release the GIL, so the two sides overlap on two cores.
     searching = (
-        _LEXICAL.submit(_lexical_side, store, settings, user_id, query, terms, wanted)
+        _LEXICAL.submit(_lexical_side, store, rows, settings, user_id, query, terms, wanted)
         if terms
         else None
     )
@@ -154,19 +161,19 @@ def retrieve(
     finally:
         side = searching.result() if searching is not None else _Lexical([], {}, set(), set())
     lexical, chunks = side.hits, side.chunks
-    chunks.update(store.chunks(user_id, [i for i, _ in dense if i not in chunks]))
+    chunks.update(rows.read([i for i, _ in dense if i not in chunks]))
     first = side.first | {i for i, _ in dense}  # what the first searches found
     named = _speakers([c for i, c in chunks.items() if i in first]) & set(fts_terms(query))
     if terms and named != side.named:  # a name only the dense side's turns carry
         lexical = store.lexical_search(
             user_id, search_terms(query, drop=named), wanted, settings.lexical_context_weight
         )
-        chunks.update(store.chunks(user_id, [i for i, _ in lexical if i not in chunks]))
+        chunks.update(rows.read([i for i, _ in lexical if i not in chunks]))
     extra = [word for word in extra if word not in named]
     if extra:  # BM25 is a sum over terms: the neighbours' scores add to the query's own
         more = store.lexical_search(user_id, extra, wanted, settings.lexical_context_weight)
         lexical = _summed(lexical, more, wanted)
-        chunks.update(store.chunks(user_id, [i for i, _ in lexical if i not in chunks]))
+        chunks.update(rows.read([i for i, _ in lexical if i not in chunks]))
     found = {*(i for i, _ in dense), *(i for i, _ in lexical)}  # not the name search's
     visible = {
         i: c
@@ -185,14 +192,17 @@ def retrieve(
     ranked = rank(
         visible, dense, lexical, similarities, now, query, query_windows(query), _weights(settings)
     )
-    hits, kept = ranked.hits, ranked.kept
+    hits, kept = rows.told(ranked.hits), ranked.kept
+    if rows.partial and names_identifiers(query):  # the gate reads the kept hits' text
+        kept = rows.whole(kept)
     threshold = settings.min_standout if gate else 0.0
     if ranked.abstained or nothing_stands_out(
         query, ranked.measured, kept, settings.standout_margin_weight, threshold
     ):
         return Retrieval([], True, query, present, degraded, hits, "abstained")
     if vector is not None:  # the later turns on the kept hits' subjects
-        kept = _with_later(store, index, settings, user_id, hits, kept)
+        kept = _with_later(store, index, settings, user_id, ranked.hits, kept)
+    kept = rows.whole(kept)
     return Retrieval(kept, not kept, query, present, degraded, hits, "weak")
 
 
@@ -316,19 +326,25 @@ class _Lexical:
 
 
 def _lexical_side(
-    store: Store, settings: Settings, user_id: str, query: str, terms: list[str], k: int
+    store: Store,
+    rows: CandidateRows,
+    settings: Settings,
+    user_id: str,
+    query: str,
+    terms: list[str],
+    k: int,
 ) -> _Lexical:
     """BM25's top `k`, their rows, and the search again without the speakers' names the
     rows show (see the module docstring). The dense side's rows may name someone more; the
     caller then searches once again."""
     weight = settings.lexical_context_weight
     hits = store.lexical_search(user_id, terms, k, weight)
-    chunks = store.chunks(user_id, [i for i, _ in hits])
+    chunks = rows.read([i for i, _ in hits])
     named = _speakers(chunks.values()) & set(fts_terms(query))
     first = set(chunks)
     if named:
         hits = store.lexical_search(user_id, search_terms(query, drop=named), k, weight)
-        chunks.update(store.chunks(user_id, [i for i, _ in hits if i not in chunks]))
+        chunks.update(rows.read([i for i, _ in hits if i not in chunks]))
     return _Lexical(hits, chunks, named, first)
 
 

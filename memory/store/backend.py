@@ -83,6 +83,10 @@ class StoreBackend(Protocol):
 
     def chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]: ...
 
+    def chunk_heads(
+        self, user_id: str, ids: Sequence[int], present: Collection[str], hold: bool
+    ) -> tuple[dict[int, Chunk], set[int]]: ...
+
     def neighbours(
         self,
         user_id: str,

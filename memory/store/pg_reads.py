@@ -89,6 +89,13 @@ class PgReads(PgConnections):
         found = [(row[0], message_from_row(row), row[8] not in exclude_hashes) for row in rows]
         return [message for mid, message, keep in found if keep or mid == message_id]
 
+    def chunk_heads(
+        self, user_id: str, ids: Sequence[int], present: Collection[str], hold: bool
+    ) -> tuple[dict[int, Chunk], set[int]]:
+        """Whole rows: no user's heads are held apart from them here (memory/store/chunk_heads.py
+        is SQLite's)."""
+        return self.chunks(user_id, ids), set()
+
     def lexical_search(
         self, user_id: str, terms: Sequence[str], limit: int, context_weight: float
     ) -> list[tuple[int, float]]:

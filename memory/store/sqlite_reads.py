@@ -16,6 +16,7 @@ import numpy as np
 
 from memory.records import Chunk, Message, Term
 from memory.store import lexical_sync, vector_table
+from memory.store.chunk_heads import ChunkHeads, Columns
 from memory.store.chunk_rows import ChunkRows
 from memory.store.database import Database
 from memory.store.fts import fts_match, fts_stems
@@ -31,6 +32,7 @@ class SqliteReads(Database):
     """The SQLite store's reads for recall (set up by `Store.__init__`)."""
 
     rows: ChunkRows  # rows recall read lately
+    heads: ChunkHeads  # large users' chunks but their text
     lexical: LexicalIndex | None  # the tantivy index, when this process holds it
     dim: int | None  # the vectors' width, once `ensure_vectors` ran
 
@@ -58,6 +60,46 @@ class SqliteReads(Database):
             self.rows.put(user_id, read, ticket)
             found.update(read)
         return {i: found[i] for i in sorted(found)}
+
+    def chunk_heads(
+        self, user_id: str, ids: Sequence[int], present: Collection[str], hold: bool
+    ) -> tuple[dict[int, Chunk], set[int]]:
+        """`chunks`, but for a user whose heads are held in RAM (`memory.store.chunk_heads`;
+        `hold` asks for them: the caller knows the user is large) without their text and
+        hash, but for a chunk whose message's hash may be in `present`; and the ids that
+        came so. `chunks` gives those ids' whole rows."""
+        if not hold or not ids:
+            return self.chunks(user_id, ids), set()
+        with self._errors():
+            generation = lexical_sync.generation(self.connection())
+        got = self.heads.get(user_id, ids, generation, present)
+        if got is None:  # not held (being read), or not at the database's generation
+            return self.chunks(user_id, ids), set()
+        heads, whole = got
+        found = {**heads, **self.chunks(user_id, whole)} if whole else heads
+        return {i: found[i] for i in sorted(found)}, set(heads)
+
+    def _read_heads(self, user_id: str) -> tuple[int, Columns]:
+        """A user's heads and the generation they are of, in one read transaction (WAL: no
+        writer waits for it); on the heads' own thread, with its own connection."""
+        with self._errors():
+            db = self.connection()
+            db.execute("BEGIN")
+            try:
+                generation = lexical_sync.generation(db)
+                (count,) = db.execute(
+                    "SELECT count(*) FROM chunks WHERE user_id = ?", (user_id,)
+                ).fetchone()
+                cursor = db.execute(
+                    "SELECT c.id, c.message_id, c.session_id, c.role, c.name, c.created_at, "
+                    "m.content_hash, m.turn FROM chunks c JOIN messages m ON m.id = c.message_id "
+                    "WHERE c.user_id = ? ORDER BY c.id",
+                    (user_id,),
+                )
+                columns = Columns.read(count, iter(lambda: cursor.fetchmany(4096), []))
+            finally:
+                db.execute("COMMIT")
+        return generation, columns
 
     def _read_chunks(self, user_id: str, ids: Sequence[int]) -> dict[int, Chunk]:
         # One JSON row, not a row per chunk (see `read_one`). The time goes as text with all

@@ -25,6 +25,7 @@ import sqlean
 
 from memory.records import Message, Term
 from memory.store import lexical_sync, vector_rebuild, vector_table
+from memory.store.chunk_heads import ChunkHeads, Head
 from memory.store.chunk_rows import DEFAULT_ROWS, ChunkRows
 from memory.store.database import connect
 from memory.store.fts import fts_document, owner_token
@@ -62,6 +63,8 @@ class Store(PortableQueries, SqliteReads):
         super().__init__(path, busy_timeout)
         # Rows recall read lately (memory/store/chunk_rows.py), told of every change below.
         self.rows = ChunkRows(chunk_rows)
+        # Large users' chunks but their text (memory/store/chunk_heads.py), told likewise.
+        self.heads = ChunkHeads(self._read_heads)
         self.dim: int | None = None
         self.context_chars = context_chars
         self.lexical: LexicalIndex | None = None
@@ -105,15 +108,17 @@ class Store(PortableQueries, SqliteReads):
         forgotten: bool = False,
         clear: bool = False,
         commit: bool = True,
+        heads: Sequence[Head] = (),
     ) -> None:
         """Apply a committed change of `chunks` to the lexical index and the cached rows (the
-        write lock held): `deleted` ids and `added` documents of `user_id`'s, all of that
-        user's chunks (`forgotten`), or every chunk (`clear`).
+        write lock held): `deleted` ids and `added` documents (and `heads`) of `user_id`'s,
+        all of that user's chunks (`forgotten`), or every chunk (`clear`).
 
         `generation` is the one the change's transaction set; a gap means another process
         changed chunks too, and the index is rebuilt at the next commit.
         """
         self.rows.changed(generation, user_id, deleted, forgotten, clear)
+        self.heads.changed(generation, user_id, deleted, heads, forgotten, clear)
         if generation != self.mirrored_generation + 1:
             self._stale = True
         self.mirrored_generation = generation
@@ -245,13 +250,15 @@ class Store(PortableQueries, SqliteReads):
         """
         ids: list[int] = []
         documents: list[tuple[int, str, str, str]] = []
+        heads: list[Head] = []
         with self.held():
             with self.write() as db:
                 row = db.execute(
-                    "SELECT indexed FROM messages WHERE id = ?", (message.id,)
+                    "SELECT indexed, content_hash, turn FROM messages WHERE id = ?", (message.id,)
                 ).fetchone()
                 if row is None or row[0]:
                     return []  # indexed meanwhile (or deleted): nothing to do
+                content_hash, turn = row[1], row[2]
                 found = db.execute("SELECT id FROM chunks WHERE message_id = ?", (message.id,))
                 old = [r[0] for r in found.fetchall()]
                 if start == 0:
@@ -284,6 +291,18 @@ class Store(PortableQueries, SqliteReads):
                     )
                     ids.append(chunk_id)
                     documents.append((chunk_id, owner_token(message.user_id), terms, before))
+                    heads.append(
+                        Head(
+                            chunk_id,
+                            message.id,
+                            message.session_id,
+                            message.role,
+                            message.name,
+                            message.created_at,
+                            content_hash,
+                            turn,
+                        )
+                    )
                     if vectors is not None:
                         vector_table.put(db, chunk_id, message.user_id, vectors[offset])
                     if offset < len(words):
@@ -296,7 +315,7 @@ class Store(PortableQueries, SqliteReads):
                     db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
                 generation = lexical_sync.bump(db)
             deleted = old if start == 0 else []
-            self._mirror(generation, deleted, documents, message.user_id, commit=False)
+            self._mirror(generation, deleted, documents, message.user_id, commit=False, heads=heads)
         return ids
 
     def reset_index(self) -> int:

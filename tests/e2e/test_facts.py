@@ -489,3 +489,28 @@ def test_an_update_said_as_the_new_state_leads_the_block_before_the_old_value(pr
         ("Hackney", "superseded"),
         ("Walthamstow", "active"),
     ]
+
+
+def test_figures_of_speech_and_the_assistants_words_state_no_fact(proxy, upstream):
+    say(proxy, "I live in Leeds, near the university.")
+    proxy.flush()
+    history = [
+        {"role": "user", "content": "Big news: I've moved to Accenture, the team is lovely."},
+        {"role": "assistant", "content": "Congratulations! So you've moved to Lisbon, then?"},
+        {
+            "role": "user",
+            "content": "I'm allergic to bullshit, and my dose of patience went up to 11.",
+        },
+    ]
+    with proxy.client(default_headers={"X-Memory-User-Id": "ann"}) as client:
+        client.chat.completions.create(model="gpt-4o-mini", messages=history)
+    proxy.flush()
+
+    say(proxy, "Where do I live?", extra_headers={"X-Memory-Mode": "read"})
+
+    known = section(block_sent(upstream), KNOWN)
+    assert "- home city: Leeds" in known
+    assert not any(word in "\n".join(known) for word in ("Accenture", "Lisbon", "bullshit", "11"))
+    with api(proxy) as client:
+        keys = {f["key"] for f in client.get("/facts").json()["facts"]}
+    assert keys == {"home_city"}

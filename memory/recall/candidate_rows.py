@@ -1,0 +1,97 @@
+"""The chunk rows of one recall's candidates: a large user's come without their text.
+
+Ranking reads every candidate's session, turn, time, role and speaker; only the hits that
+reach the block read the text (and the inspector's list of what was left out, after the
+answer). For a user of `Settings.chunk_heads_from` vectors or more, the candidates' rows come
+from the store's heads in RAM (memory/store/chunk_heads.py: every field but the text, 48
+bytes a chunk), and `whole` reads the text of the hits that need it: ~18 rows when recall
+keeps something, none when it abstains, where every candidate's row was read from SQLite
+(~160 at 100k chunks, 80 of them after the dense search, on the critical path).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import replace
+from typing import overload
+
+from memory.records import Chunk, Hit
+from memory.store.backend import StoreBackend as Store
+
+
+class CandidateRows:
+    """Reads one recall's candidates (from any thread) and, later, the text of its hits."""
+
+    def __init__(self, store: Store, user_id: str, present: Collection[str], hold: bool) -> None:
+        """`present`: the hashes of the request's messages (their chunks are read whole, for
+        the inspector's "present"); `hold`: the user is large enough for heads in RAM."""
+        self._store, self._user_id, self._present, self._hold = store, user_id, present, hold
+        self._headless: set[int] = set()  # ids read without their text
+        self._lock = threading.Lock()
+
+    def read(self, ids: Sequence[int]) -> dict[int, Chunk]:
+        """The user's chunks with these ids, ascending (`Store.chunks`), a large user's
+        without their text and hash, but those of a message in `present`."""
+        found, headless = self._store.chunk_heads(self._user_id, ids, self._present, self._hold)
+        if headless:
+            with self._lock:
+                self._headless |= headless
+        return found
+
+    @property
+    def partial(self) -> bool:
+        """Whether any chunk was read without its text."""
+        return bool(self._headless)
+
+    def whole(self, hits: Sequence[Hit], keep_gone: bool = False) -> list[Hit]:
+        """`hits` with their chunks' text (one read of those that came without it). A chunk
+        deleted since it was found is left out, or with `keep_gone` kept as it came."""
+        with self._lock:
+            wanted = [h.chunk.id for h in hits if h.chunk.id in self._headless]
+        if not wanted:
+            return list(hits)
+        rows = self._store.chunks(self._user_id, wanted)
+        out = []
+        for hit in hits:
+            row = rows.get(hit.chunk.id)
+            if row is not None:
+                out.append(replace(hit, chunk=row))
+            elif hit.chunk.id not in wanted or keep_gone:
+                out.append(hit)
+        return out
+
+    def told(self, hits: Sequence[Hit]) -> Sequence[Hit]:
+        """`hits`, each with its text once any is read (the inspector's left-out list); its
+        length is known without a read (`Retrieval.withheld`, on every request)."""
+        return _Told(hits, self) if self.partial else hits
+
+
+class _Told(Sequence[Hit]):
+    """Ranked hits whose text is read, all at once, when one is first read."""
+
+    __slots__ = ("_hits", "_lock", "_rows", "_whole")
+
+    def __init__(self, hits: Sequence[Hit], rows: CandidateRows) -> None:
+        self._hits, self._rows = hits, rows
+        self._whole: list[Hit] | None = None
+        self._lock = threading.Lock()
+
+    def _all(self) -> list[Hit]:
+        with self._lock:
+            if self._whole is None:
+                self._whole = self._rows.whole(list(self._hits), keep_gone=True)
+            return self._whole
+
+    @overload
+    def __getitem__(self, index: int) -> Hit: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Hit]: ...
+    def __getitem__(self, index: int | slice) -> Hit | list[Hit]:
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._hits)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self._all())
