@@ -13,6 +13,7 @@ This module holds the read path; the class is built from sides, one concern a mo
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -31,7 +32,17 @@ from memory.layer_admin import AdminSide
 from memory.layer_facts import FactsSide
 from memory.recall.retrieval import Retrieval, build_query, retrieve
 from memory.recollection import PendingRecall, RecallRequest, Recollection
-from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
+from memory.records import (
+    Chunk,
+    Counted,
+    Excerpt,
+    Fact,
+    Hit,
+    LeftOut,
+    MemoryBlock,
+    Message,
+    Tier,
+)
 from memory.store.fts import fts_terms
 
 T = TypeVar("T")
@@ -127,8 +138,10 @@ class MemoryLayer(AdminSide, FactsSide):
         The tier and the facts are read here, while the search `begin_recall` started goes on;
         the excerpts, the block and `then` run on the search's thread as soon as it is done,
         and the returned future holds what `then` returned (or what it, or recall, raised).
-        A caller waiting on an event loop is woken by that thread, not by this one in turn.
-        Without a search under way (or once it is done) everything runs here.
+        A caller waiting on an event loop is woken by that thread, not by this one in turn,
+        and that thread then counts the block's tokens (`Counted`: ~0.45 ms for new lines)
+        while the caller sends the request on. Without a search under way (or once it is
+        done) everything runs here, and the block's tokens are counted when first read.
         """
         pending = self._pending_for(request, pending)
         if pending is None:  # no search under way: all of it here
@@ -138,7 +151,7 @@ class MemoryLayer(AdminSide, FactsSide):
         embedder = self._episodic_embedder(request, tier, pending)
         result: Future[T] = Future()
 
-        def finish(search: Future[tuple[Retrieval, set[str]]] | None) -> None:
+        def finish(search: Future[tuple[Retrieval, set[str]]] | None, ahead: bool) -> None:
             try:
                 found, exclude = search.result() if search else (Retrieval([], True, ""), set())
                 recollection = self._recollect(
@@ -147,11 +160,16 @@ class MemoryLayer(AdminSide, FactsSide):
                 result.set_result(then(recollection))
             except BaseException as exc:  # the caller's to handle, on its own thread
                 result.set_exception(exc)
+                return
+            if ahead and recollection.block is not None:  # while the request goes upstream
+                _ = recollection.block.tokens
 
         if embedder is None:  # no excerpts for this request: the search is not waited for
-            finish(None)
-        else:
-            pending.future.add_done_callback(finish)  # here at once if it is done already
+            finish(None, ahead=False)
+        elif pending.future.done():
+            finish(pending.future, ahead=False)
+        else:  # (here at once if it is done by now)
+            pending.future.add_done_callback(functools.partial(finish, ahead=True))
         return result
 
     def _pending_for(
@@ -241,13 +259,20 @@ class MemoryLayer(AdminSide, FactsSide):
         request: RecallRequest,
         now: float,
     ) -> MemoryBlock | None:
-        """Render the block, dropping excerpts (then facts) until it fits the token cap."""
+        """Render the block, dropping excerpts (then facts) until it fits the token cap.
+
+        Without a cap, the block's tokens are counted when first read (`Counted`): the thread
+        that recalled counts them once the request is on its way (`recall_then`).
+        """
         while True:
             text = render_block(facts, excerpts, now, request.session_id)
             if text is None:
                 return None
-            tokens = count_block_tokens(text, request.model)
-            if request.token_budget is None or tokens <= request.token_budget:
+            if request.token_budget is None:
+                tokens = Counted(functools.partial(count_block_tokens, text, request.model))
+            else:
+                tokens = Counted(count_block_tokens(text, request.model))
+            if request.token_budget is None or tokens.value <= request.token_budget:
                 return MemoryBlock(
                     text,
                     tokens,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from memory import Placement
+from memory import MemoryBlock, Placement
 from proxy.config import Config
 from proxy.identity import Identity
 from proxy.upstream import Target
@@ -34,7 +34,7 @@ class Report:
     session_id: str = ""
     tier: int = 0
     fill_ratio: float = 0.0
-    tokens: int = 0
+    block: MemoryBlock | None = None  # the block injected
     chunks: int = 0
     facts: int = 0
     overhead_ms: float = 0.0
@@ -44,6 +44,11 @@ class Report:
     recalled: bool = False
     abstained: bool = False
     error_kind: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of the block injected (0 without one)."""
+        return self.block.tokens if self.block is not None else 0
 
     def headers(self) -> dict[str, str]:
         headers = {

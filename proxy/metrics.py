@@ -53,12 +53,14 @@ class Observed(Protocol):
 
     overhead_ms: float
     tier: int
-    tokens: int
     chunks: int
     facts: int
     recalled: bool
     abstained: bool
     error_kind: str | None
+
+    @property
+    def tokens(self) -> int: ...
 
 
 class Metrics:

@@ -16,6 +16,7 @@ inject) in `proxy/recall_step.py`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -23,7 +24,6 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
 import httpx
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -129,22 +129,47 @@ async def prepare(
         return Prepared(who)
     try:
         # The searches start now, on the layer's threads; measuring the request and
-        # resolving its session run meanwhile, on this one's worker thread. The block is then
-        # built and placed by the thread that searched, which wakes this loop when it is done.
+        # resolving its session run meanwhile, on a worker thread (the loop's executor). The
+        # block is then built and placed by the thread that searched, which wakes this loop
+        # when it is done: the loop is woken once, not also when the worker is.
         pending = None
         if who.mode.reads and not conversation.held:
             pending = state.layer.begin_recall(who.user_id, conversation.messages)
-        prepared = await anyio.to_thread.run_sync(
-            measure_and_recall, state, who, conversation, report, pending
-        )
-        if isinstance(prepared, Future):  # done already when the search was
-            return prepared.result() if prepared.done() else await asyncio.wrap_future(prepared)
-        return prepared
+        prepared: Future[Prepared] = Future()
+        measure = functools.partial(measure_and_recall, state, who, conversation, report, pending)
+        asyncio.get_running_loop().run_in_executor(None, _settle_into, prepared, measure)
+        return await asyncio.wrap_future(prepared)  # one wake, when the block is placed
     except Exception as exc:
         logger.exception("memory recall failed; forwarding without memory")
         report.error = f"recall failed: {type(exc).__name__}"
         report.error_kind = type(exc).__name__
         return Prepared(who)
+
+
+def _settle_into(
+    prepared: Future[Prepared], measure: Callable[[], Prepared | Future[Prepared]]
+) -> None:
+    """Run `measure` (on a worker thread) and have `prepared` hold what it comes to: its
+    result, or, when the search under way will finish the recall, that recall's result, set
+    by the search's thread. The event loop waits on `prepared` alone, so it is woken once a
+    request, not also when this thread is done."""
+    try:
+        result = measure()
+    except BaseException as exc:
+        prepared.set_exception(exc)
+        return
+    if not isinstance(result, Future):
+        prepared.set_result(result)
+        return
+
+    def copy(done: Future[Prepared]) -> None:
+        error = done.exception()
+        if error is not None:
+            prepared.set_exception(error)
+        else:
+            prepared.set_result(done.result())
+
+    result.add_done_callback(copy)
 
 
 def _after(background: BackgroundTask | None, settle: Callable[[], None]) -> BackgroundTask:

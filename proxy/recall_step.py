@@ -82,7 +82,7 @@ def _inject(
     )
     if recollection.block is None:
         return Prepared(who, settle=settle)
-    report.tokens = recollection.block.tokens
+    report.block = recollection.block  # its tokens are counted meanwhile (`Counted`)
     report.chunks = recollection.block.excerpts
     report.facts = recollection.block.facts
     content = conversation.place(recollection.block.text, settings.placement)

@@ -56,7 +56,9 @@ class RequestMetrics:
                 first_byte = True
                 if status is not None and status < 400:
                     elapsed = time.perf_counter() - started
+                    await send(message)  # the byte first, then the histogram
                     self.metrics.ttfb.labels(endpoint_of(scope["path"])).observe(elapsed)
+                    return
             await send(message)
 
         try:

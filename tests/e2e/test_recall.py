@@ -76,6 +76,20 @@ def test_a_fact_from_an_earlier_session_is_injected_in_the_system_message(proxy,
     assert int(headers["x-memory-tokens-injected"]) > 0
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_tokens_injected_are_those_of_the_block_the_provider_got(proxy, upstream, stream):
+    remember(proxy, "alba", CLARA)
+    headers = {"X-Memory-User-Id": "alba", "X-Memory-Mode": "read"}
+    with proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=CLARA_QUESTION, extra_headers=headers, stream=stream
+        )
+        raw.parse() if not stream else list(raw.parse())  # the whole answer
+    block = block_in(sent_messages(upstream))
+    assert block is not None and CLARA in block
+    assert int(raw.headers["x-memory-tokens-injected"]) == count_tokens(block, MODEL)
+
+
 def test_a_fact_is_never_injected_for_another_user(proxy, upstream):
     remember(proxy, "alice", CLARA)
     remember(proxy, "bob", "My brother Tom repairs old bicycles in Leeds")

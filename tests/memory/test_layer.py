@@ -1,9 +1,12 @@
 """memory/layer.py: a recall begun before the request is measured gives what a recall does;
 the writer reuses the vector of the question recall embedded."""
 
+from dataclasses import replace
+
 import pytest
 
-from memory import MemoryLayer, RecallRequest, Settings, Turn
+from memory import MemoryLayer, RecallRequest, Settings, Turn, count_tokens
+from memory.records import Counted
 from tests.memory.hash_embedder import HashEmbedder
 
 NOW = 1_700_000_000.0
@@ -97,6 +100,28 @@ def test_what_recall_then_raises_is_in_its_future(tmp_path):
     finished = layer.recall_then(_request("ana", messages), fails, pending)
     with pytest.raises(ValueError, match="placing the block failed"):
         finished.result(timeout=60)
+
+
+def test_a_blocks_tokens_are_the_count_of_its_text_with_or_without_a_budget(tmp_path):
+    layer = _layer(tmp_path)
+    messages = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    pending = layer.begin_recall("ana", messages, NOW)
+    finished = layer.recall_then(_request("ana", messages), lambda found: found.block, pending)
+    block = finished.result(timeout=60)  # counted when read, or by the thread that searched
+    assert block is not None
+    assert block.tokens == count_tokens(block.text, "gpt-4o-mini")
+    budget = replace(_request("ana", messages), token_budget=block.tokens)
+    assert layer.recall(budget, NOW).block == block  # counted at once: the cap is met
+    tight = layer.recall(replace(budget, token_budget=block.tokens - 1), NOW).block
+    assert tight is None or tight.tokens == count_tokens(tight.text, "gpt-4o-mini") < block.tokens
+
+
+def test_a_count_is_made_once_when_first_read():
+    calls = []
+    counted = Counted(lambda: calls.append(1) or 7)
+    assert calls == []
+    assert (counted.value, counted.value, calls) == (7, 7, [1])
+    assert counted == Counted(7) and hash(counted) == hash(Counted(7))
 
 
 ASKED = {

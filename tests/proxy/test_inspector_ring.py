@@ -3,6 +3,7 @@ what the page shows, and records nothing at size 0."""
 
 from memory import Chunk, Excerpt, Hit, LeftOut, MemoryBlock, Recollection, Tier
 from memory.block.left_out import Told
+from memory.records import Counted
 from proxy.exchange import Report
 from proxy.identity import Identity, Mode
 from proxy.inspector.ring import MAX_LEFT_OUT, TEXT_CHARS, History
@@ -20,7 +21,8 @@ def hit(chunk_id, text="text"):
 
 def recollection(hits=(), left_out=(), shown=()):
     excerpt = Excerpt("user: text", "s", 0.0, 0.5, False, chunk_ids=tuple(shown))
-    block = MemoryBlock("=== Memory Context ===\n…", 12, 1, 0, (), (excerpt,)) if shown else None
+    text = "=== Memory Context ===\n…"
+    block = MemoryBlock(text, Counted(12), 1, 0, (), (excerpt,)) if shown else None
     return Recollection(TIER, block, list(hits), query="q", left_out=tuple(left_out))
 
 
