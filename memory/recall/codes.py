@@ -9,7 +9,7 @@ The scan is linear: at 1M rows it is ~5 ms of `np.bitwise_count` and xor (numpy'
 of a uint64 is ~0.4-1 ns an element). It runs `_SCAN_ROWS` rows at a time into buffers the
 searching thread keeps (`memory.recall.scratch`: nothing mapped and faulted in per search;
 the slices alone were no faster), every word of a slice in one call per step: xor, count,
-then the counts summed two words at a time in bytes (~1 ms less at 1M than a step per word,
+then the counts summed two words at a time in bytes (~0.7 ms less at 1M than a step a word,
 the same distances). simsimd's SIMD Hamming, two threads, a k-means partition
 and a first pass over part of each code were measured and not kept (docs/performance.md,
 "Dense: the 1M user's codes (fifth pass)").
