@@ -8,7 +8,9 @@ these codes put nearest the query (docs/performance.md has the recall of the exa
 The scan is linear: at 1M rows it is ~5 ms of `np.bitwise_count` and xor (numpy's popcount
 of a uint64 is ~0.4-1 ns an element). It runs `_SCAN_ROWS` rows at a time into buffers the
 searching thread keeps (`memory.recall.scratch`: nothing mapped and faulted in per search;
-the slices alone were no faster). simsimd's SIMD Hamming, two threads, a k-means partition
+the slices alone were no faster), every word of a slice in one call per step: xor, count,
+then the counts summed two words at a time in bytes (~0.7 ms less at 1M than a step a word,
+the same distances). simsimd's SIMD Hamming, two threads, a k-means partition
 and a first pass over part of each code were measured and not kept (docs/performance.md,
 "Dense: the 1M user's codes (fifth pass)").
 
@@ -25,8 +27,9 @@ import numpy as np
 from memory.recall.int8_rows import CAST_ROWS, Rows, floats, width
 from memory.recall.scratch import Scratch
 
-# Rows scanned at a time: each word's xor and bit counts go to buffers of this many (256 KB).
-_SCAN_ROWS = 32_768
+# Rows scanned at a time: their words' xor and bit counts go to buffers of this many rows
+# (768 KB of xor for 6 words; 32k rows were no faster than 16k, 8k slower).
+_SCAN_ROWS = 16_384
 # Distances sampled to guess the cut of the n smallest, and how far past n the guess reaches
 # (a share of n and a few rows: the sample's count near the cut varies by about its root).
 _SAMPLE = 16_384
@@ -51,14 +54,14 @@ def nearest(
     """Positions (over the blocks, in order) of the `n` rows whose codes are nearest `code`:
     those below the cut distance, then those at it (ties at the cut go by position)."""
     distances = scratch.array("distances", sum(codes.shape[1] for codes in blocks), np.uint16)
-    xor = scratch.array("xor", _SCAN_ROWS, np.uint64)
-    ones = scratch.array("ones", _SCAN_ROWS, np.uint8)
+    xor = scratch.rows("xor", len(code), _SCAN_ROWS, np.uint64)
+    ones = scratch.rows("ones", len(code), _SCAN_ROWS, np.uint8)
     at = 0
-    for codes in blocks:  # one pass over each word of a slice of rows: ~0.5 ms per 100k
+    for codes in blocks:  # one pass over the words of a slice of rows: ~0.5 ms per 100k
         for start in range(0, codes.shape[1], _SCAN_ROWS):
             words = codes[:, start : start + _SCAN_ROWS]
             into = distances[at + start : at + start + words.shape[1]]
-            _hamming(words, code, into, xor[: len(into)], ones[: len(into)])
+            _hamming(words, code, into, xor[:, : len(into)], ones[:, : len(into)])
         at += codes.shape[1]
     return smallest(distances, n, len(code) * 64, scratch)
 
@@ -66,14 +69,14 @@ def nearest(
 def _hamming(
     words: np.ndarray, code: np.ndarray, out: np.ndarray, xor: np.ndarray, ones: np.ndarray
 ) -> None:
-    """`out` = the Hamming distance of each column of `words` to `code` (no allocation)."""
-    for word in range(len(code)):
-        np.bitwise_xor(words[word], code[word], out=xor)
-        np.bitwise_count(xor, out=ones)
-        if word:
-            np.add(out, ones, out=out)
-        else:
-            np.copyto(out, ones)
+    """`out` = the Hamming distance of each column of `words` to `code` (no allocation):
+    every word's xor and bit count at once, then the counts of two words added as bytes
+    (at most 128) before the sum over words in uint16."""
+    np.bitwise_xor(words, code[:, None], out=xor)
+    np.bitwise_count(xor, out=ones)
+    half = len(code) // 2
+    np.add(ones[:half], ones[len(code) - half :], out=ones[:half])
+    np.add.reduce(ones[: len(code) - half], axis=0, dtype=np.uint16, out=out)
 
 
 def smallest(

@@ -30,6 +30,7 @@ from memory.recall.abstention import names_identifiers, nothing_stands_out
 from memory.recall.candidate_rows import CandidateRows
 from memory.recall.later import later_on_same_subject
 from memory.recall.scoring import Weights, rank
+from memory.recall.user_matrix import Read
 from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import UserWords, Vocabulary
 from memory.recall.when import query_windows
@@ -149,6 +150,7 @@ def retrieve(
     )
     vector, degraded, extra = None, None, list[str]()
     dense: list[tuple[int, float]] = []
+    read: Read = {}  # a large user's float16 rows this recall read, for the later turns
     try:
         if embedder is not None:
             embedded = query if question is None else question
@@ -157,7 +159,7 @@ def retrieve(
             )
             extra = extra if terms else []
         if vector is not None and settings.retrievers != "lexical":
-            dense = _dense(store, index, settings, user_id, vector, wanted)
+            dense = _dense(store, index, settings, user_id, vector, wanted, read)
     finally:
         side = searching.result() if searching is not None else _Lexical([], {}, set(), set())
     lexical, chunks = side.hits, side.chunks
@@ -188,7 +190,7 @@ def retrieve(
     similarities = dict(dense)
     if vector is not None:
         missing = [i for i in visible if i not in similarities]
-        similarities.update(_similarities(store, index, settings, user_id, vector, missing))
+        similarities.update(_similarities(store, index, settings, user_id, vector, missing, read))
     ranked = rank(
         visible, dense, lexical, similarities, now, query, query_windows(query), _weights(settings)
     )
@@ -201,7 +203,7 @@ def retrieve(
     ):
         return Retrieval([], True, query, present, degraded, hits, "abstained")
     if vector is not None:  # the later turns on the kept hits' subjects
-        kept = _with_later(store, index, settings, user_id, ranked.hits, kept)
+        kept = _with_later(store, index, settings, user_id, ranked.hits, kept, read)
     kept = rows.whole(kept)
     return Retrieval(kept, not kept, query, present, degraded, hits, "weak")
 
@@ -213,15 +215,17 @@ def _with_later(
     user_id: str,
     hits: Sequence[Hit],
     kept: list[Hit],
+    read: Read,
 ) -> list[Hit]:
-    """`kept`, then the later turns on its best hits' subjects (memory.recall.later)."""
+    """`kept`, then the later turns on its best hits' subjects (memory.recall.later); a
+    large user's rows are those the searches read (`read`), not read again."""
     if settings.later_similarity <= 0 or settings.later_hits <= 0 or len(kept) == len(hits):
         return kept  # off, or nothing was dropped
     kept_ids = {h.chunk.id for h in kept}
     ids = [h.chunk.id for h in kept[: settings.later_hits]]
     ids += [h.chunk.id for h in hits if h.chunk.id not in kept_ids]
     vectors = (
-        index.vectors(user_id, ids)
+        index.vectors(user_id, ids, read)
         if settings.vector_search == "ram"
         else store.vectors(user_id, ids)
     )
@@ -355,10 +359,11 @@ def _dense(
     user_id: str,
     vector: np.ndarray,
     k: int,
+    read: Read,
 ) -> list[tuple[int, float]]:
     if settings.vector_search == "db":
         return store.dense_search(user_id, vector, k)
-    return index.search(user_id, vector, k)
+    return index.search(user_id, vector, k, read)
 
 
 def _similarities(
@@ -368,11 +373,12 @@ def _similarities(
     user_id: str,
     vector: np.ndarray,
     ids: list[int],
+    read: Read,
 ) -> dict[int, float]:
     """Cosines for lexical-only candidates, so every hit can show its similarity."""
     if not ids:
         return {}
     if settings.vector_search == "ram":
-        return index.similarities(user_id, vector, ids)
+        return index.similarities(user_id, vector, ids, read)
     found = store.vectors(user_id, ids)
     return {i: float(v @ vector) for i, v in found.items()}

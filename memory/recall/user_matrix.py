@@ -22,6 +22,11 @@ from memory.recall.scratch import Scratch
 
 logger = logging.getLogger(__name__)
 
+# The float16 rows one recall read from a large user's file, by chunk id (as float32): the
+# dense search's and the lexical-only candidates' cosines' rows are not read again for the
+# later turns on the kept hits' subjects (memory/recall/later.py: ~160 rows, 0.3-0.5 ms).
+Read = dict[int, np.ndarray]
+
 # Rows per block appended after a user's load. Growing never copies the loaded matrix: at
 # 100k vectors a copy meant a 150 MB spike, and growing by a quarter kept up to 38 MB spare.
 BLOCK_ROWS = 4096
@@ -162,20 +167,41 @@ class View:
         )
         return scores
 
-    def rows_at(self, positions: np.ndarray) -> np.ndarray:
+    def rows_at(self, positions: np.ndarray, read: Read | None = None) -> np.ndarray:
         """The rows at these positions (in the order of `ids`) as float32: an int8 user's
-        are read from the file of their float16 rows."""
+        are read from the file of their float16 rows (those in `read` are not read again)."""
         if self.file is not None:
-            return self.file.rows(positions)
+            return self._file_rows(self.file, positions, read)
         out = np.empty((len(positions), width(self.blocks[0])), dtype=np.float32)
         return self._by_block(positions, out, lambda block, at: floats(block[at]))
 
-    def cosines_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """What `scores_at` gives, but read from the float16 rows when the rows are int8."""
+    def cosines_at(
+        self, positions: np.ndarray, query: np.ndarray, read: Read | None = None
+    ) -> np.ndarray:
+        """What `scores_at` gives, but from the float16 rows when the rows are int8 (those
+        in `read` not read again, the ones read kept there)."""
         if self.file is None:
             return self.scores_at(positions, query)
-        product: np.ndarray = self.file.rows(positions) @ query
+        product: np.ndarray = self._file_rows(self.file, positions, read) @ query
         return product
+
+    def _file_rows(self, file: RowFile, positions: np.ndarray, read: Read | None) -> np.ndarray:
+        """The float16 file's rows at these positions as float32, those already in `read`
+        taken from it and the others read and added to it. The same matrix either way, so
+        a product with it gives the same floats (a subset's would not: BLAS sums a row
+        differently by its place in the matrix)."""
+        if read is None:
+            return file.rows(positions)
+        ids = self.ids[positions].tolist()
+        unread = [at for at, chunk_id in enumerate(ids) if chunk_id not in read]
+        if len(unread) == len(ids):
+            rows = file.rows(positions)
+            read.update(zip(ids, rows, strict=True))
+            return rows
+        if unread:
+            fresh = file.rows(positions[unread])
+            read.update(zip([ids[at] for at in unread], fresh, strict=True))
+        return np.stack([read[chunk_id] for chunk_id in ids])
 
     def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosines of the rows at these positions (in the order of `ids`) with `query`."""

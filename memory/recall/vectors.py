@@ -43,7 +43,7 @@ import numpy as np
 from memory import heap
 from memory.recall.row_load import RowLoad
 from memory.recall.scratch import Scratch
-from memory.recall.user_matrix import UserMatrix, View, find
+from memory.recall.user_matrix import Read, UserMatrix, View, find
 from memory.store.vector_table import RowSink
 
 logger = logging.getLogger(__name__)
@@ -140,28 +140,37 @@ class VectorIndex:
                     del self._loading[user_id]
             load.lock.release()
 
-    def similarities(self, user_id: str, query: np.ndarray, ids: list[int]) -> dict[int, float]:
-        """Cosines of some of the user's chunks (ids not held are absent)."""
+    def similarities(
+        self, user_id: str, query: np.ndarray, ids: list[int], read: Read | None = None
+    ) -> dict[int, float]:
+        """Cosines of some of the user's chunks (ids not held are absent). A large user's
+        rows in `read` (this recall's, see `Read`) are not read again."""
         view = self._matrix(user_id)
         wanted = np.asarray(ids, dtype=np.int64)
         found, positions = find(view.ids, wanted)
-        scores = view.cosines_at(positions, query) if len(positions) else np.zeros(0)
+        scores = view.cosines_at(positions, query, read) if len(positions) else np.zeros(0)
         return {int(i): float(s) for i, s in zip(wanted[found], scores, strict=True)}
 
-    def vectors(self, user_id: str, ids: list[int]) -> dict[int, np.ndarray]:
-        """The float32 rows of some of the user's chunks (ids not held are absent)."""
+    def vectors(
+        self, user_id: str, ids: list[int], read: Read | None = None
+    ) -> dict[int, np.ndarray]:
+        """The float32 rows of some of the user's chunks (ids not held are absent); a large
+        user's rows in `read` are not read again."""
         view = self._matrix(user_id)
         wanted = np.asarray(ids, dtype=np.int64)
         found, positions = find(view.ids, wanted)
-        rows = view.rows_at(positions) if len(positions) else np.zeros((0, 0), np.float32)
+        rows = view.rows_at(positions, read) if len(positions) else np.zeros((0, 0), np.float32)
         return {int(i): row for i, row in zip(wanted[found].tolist(), rows, strict=True)}
 
     def count(self, user_id: str) -> int:
         """How many vectors the user has (loading them on first use)."""
         return len(self._matrix(user_id).ids)
 
-    def search(self, user_id: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(chunk id, cosine) of the k nearest chunks of this user, best first."""
+    def search(
+        self, user_id: str, query: np.ndarray, k: int, read: Read | None = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the k nearest chunks of this user, best first; a large
+        user's rows read for the cosines are kept in `read`."""
         view = self._matrix(user_id)
         ids = view.ids
         if len(ids) == 0:
@@ -175,7 +184,7 @@ class VectorIndex:
                 n = min(k + EXACT_EXTRA, len(scores))
                 best = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else slice(None)
                 positions = np.sort(positions[best])
-                scores = view.cosines_at(positions, query)
+                scores = view.cosines_at(positions, query, read)
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.lexsort((positions[top], -scores[top]))]

@@ -55,3 +55,19 @@ def test_nearest_finds_the_codes_nearest_by_hamming_over_every_block():
     found = nearest(blocks, query, 500, Scratch())
     assert np.array_equal(found, counted(distances, 500, 384))
     assert 123 in found  # the row the query was made from
+
+
+@pytest.mark.parametrize("words", [1, 2, 3, 5, 6, 7])
+def test_nearest_counts_every_bit_of_codes_of_any_width(words):
+    # Rows differing from the query in every bit (64 a word) must come last: a count that
+    # wrapped around in a byte would put them first.
+    rng = np.random.default_rng(words)
+    codes = rng.integers(0, 2**64, size=(words, 40_000), dtype=np.uint64)
+    query = rng.integers(0, 2**64, size=words, dtype=np.uint64)
+    codes[:, ::7] = ~query[:, None]
+    codes[:, 5::11] = query[:, None]
+    bits = np.unpackbits((codes ^ query[:, None]).T.copy().view(np.uint8), axis=1)
+    distances = bits.sum(axis=1).astype(np.uint16)
+    for n in (1, 500, 30_000):
+        found = nearest((codes[:, :25_000], codes[:, 25_000:]), query, n, Scratch())
+        assert np.array_equal(found, counted(distances, n, words * 64))

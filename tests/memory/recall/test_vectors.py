@@ -362,6 +362,45 @@ def test_the_cosines_of_int8_rows_are_the_float16_rows():
     assert 1e-5 < error.max() < 5e-3
 
 
+def test_rows_a_recall_read_give_the_same_floats_as_reading_them_again():
+    # One recall's searches keep the float16 rows they read (`read`): the later turns take
+    # them from there. Bit for bit what a fresh read gives, in the order asked (BLAS sums a
+    # row differently by its place in a matrix, so the cosines must come from the same one).
+    rows, rng = topical_rows(13, EXACT_BELOW + 500)
+    ids = np.arange(1, len(rows) + 1) * 2
+    index = VectorIndex(lambda user: (ids, half(rows)))
+    for n in range(5):
+        query = rows[n * 101] + 0.4 * unit(*rng.normal(size=384))
+        query /= np.linalg.norm(query)
+        read: dict[int, np.ndarray] = {}
+        found = index.search("alice", query, 80, read)
+        assert found == index.search("alice", query, 80)
+        assert {i for i, _ in found} <= set(read)
+        lexical = [int(i) for i in rng.choice(ids, 70, replace=False)] + [3]  # 3: not hers
+        asked = [i for i in lexical if i not in dict(found)]
+        assert index.similarities("alice", query, asked, read) == index.similarities(
+            "alice", query, asked
+        )
+        assert set(lexical[:-1]) <= set(read)
+        later = [i for i, _ in found[:5]] + lexical  # read by the search and the cosines
+        again, fresh = index.vectors("alice", later, read), index.vectors("alice", later)
+        assert list(again) == list(fresh)
+        assert all(np.array_equal(again[i], fresh[i]) for i in fresh)
+        mixed = [int(ids[n]), *later[:30]]  # one row not read yet, among rows read
+        assert index.similarities("alice", query, mixed, read) == index.similarities(
+            "alice", query, mixed
+        )
+
+
+def test_a_user_held_in_float32_keeps_no_rows_read():
+    rows, _ = topical_rows(14, 300)
+    index = VectorIndex(lambda user: (np.arange(1, 301), rows))
+    read: dict[int, np.ndarray] = {}
+    index.search("alice", rows[0], 10, read)
+    index.similarities("alice", rows[0], [1, 2, 3], read)
+    assert read == {}
+
+
 def test_rows_appended_to_an_int8_user_are_held_in_int8_and_in_the_file():
     rows = random_units(EXACT_BELOW, 5)
     ids = np.arange(1, EXACT_BELOW + 1)
