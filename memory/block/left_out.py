@@ -9,10 +9,9 @@ the ranked hits with the excerpts built and the excerpts and facts the block hol
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import overload
+from collections.abc import Callable, Sequence
 
+from memory.built_on_read import BuiltOnRead
 from memory.records import Excerpt, Fact, Hit, LeftOut, MemoryBlock
 
 
@@ -44,45 +43,14 @@ def left_out(
     return tuple(found)
 
 
-class Told(Sequence[LeftOut]):
+class Told(BuiltOnRead[LeftOut]):
     """What was left out, told when first read (`tell()` then, once, on whichever thread).
 
     Nothing of a request's forward needs it: the inspector reads it, after the block is
     placed, so the request goes upstream before its ~140 records are built.
     """
 
-    __slots__ = ("_items", "_lock", "_tell")
+    __slots__ = ()
 
     def __init__(self, tell: Callable[[], tuple[LeftOut, ...]]) -> None:
-        self._tell: Callable[[], tuple[LeftOut, ...]] | None = tell
-        self._items: tuple[LeftOut, ...] = ()
-        self._lock = threading.Lock()
-
-    def _told(self) -> tuple[LeftOut, ...]:
-        with self._lock:
-            if self._tell is not None:
-                self._items, self._tell = self._tell(), None
-            return self._items
-
-    @overload
-    def __getitem__(self, index: int) -> LeftOut: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[LeftOut, ...]: ...
-    def __getitem__(self, index: int | slice) -> LeftOut | tuple[LeftOut, ...]:
-        return self._told()[index]
-
-    def __len__(self) -> int:
-        return len(self._told())
-
-    def __iter__(self) -> Iterator[LeftOut]:
-        return iter(self._told())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Told):
-            return self._told() == other._told()
-        return isinstance(other, tuple) and self._told() == other
-
-    __hash__ = None  # type: ignore[assignment]  # equal to a tuple, but not one
-
-    def __repr__(self) -> str:
-        return f"Told({self._told()!r})"
+        super().__init__(tell)

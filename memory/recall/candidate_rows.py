@@ -12,10 +12,10 @@ keeps something, none when it abstains, where every candidate's row was read fro
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
-from typing import overload
 
+from memory.built_on_read import BuiltOnRead
 from memory.records import Chunk, Hit
 from memory.store.backend import StoreBackend as Store
 
@@ -64,34 +64,6 @@ class CandidateRows:
     def told(self, hits: Sequence[Hit]) -> Sequence[Hit]:
         """`hits`, each with its text once any is read (the inspector's left-out list); its
         length is known without a read (`Retrieval.withheld`, on every request)."""
-        return _Told(hits, self) if self.partial else hits
-
-
-class _Told(Sequence[Hit]):
-    """Ranked hits whose text is read, all at once, when one is first read."""
-
-    __slots__ = ("_hits", "_lock", "_rows", "_whole")
-
-    def __init__(self, hits: Sequence[Hit], rows: CandidateRows) -> None:
-        self._hits, self._rows = hits, rows
-        self._whole: list[Hit] | None = None
-        self._lock = threading.Lock()
-
-    def _all(self) -> list[Hit]:
-        with self._lock:
-            if self._whole is None:
-                self._whole = self._rows.whole(list(self._hits), keep_gone=True)
-            return self._whole
-
-    @overload
-    def __getitem__(self, index: int) -> Hit: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Hit]: ...
-    def __getitem__(self, index: int | slice) -> Hit | list[Hit]:
-        return self._all()[index]
-
-    def __len__(self) -> int:
-        return len(self._hits)
-
-    def __iter__(self) -> Iterator[Hit]:
-        return iter(self._all())
+        if not self.partial:
+            return hits
+        return BuiltOnRead(lambda: self.whole(list(hits), keep_gone=True), len(hits))
