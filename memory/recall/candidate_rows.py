@@ -45,10 +45,15 @@ class CandidateRows:
         return bool(self._headless)
 
     def whole(self, hits: Sequence[Hit], keep_gone: bool = False) -> list[Hit]:
-        """`hits` with their chunks' text (one read of those that came without it). A chunk
+        """`hits` with their chunks' text (one read of those that came without it and were not
+        made whole before: the kept hits of a question naming an identifier are). A chunk
         deleted since it was found is left out, or with `keep_gone` kept as it came."""
-        with self._lock:
-            wanted = [h.chunk.id for h in hits if h.chunk.id in self._headless]
+        with self._lock:  # a chunk read whole has its message's hash; a head comes without
+            wanted = [
+                h.chunk.id
+                for h in hits
+                if h.chunk.id in self._headless and not h.chunk.message_hash
+            ]
         if not wanted:
             return list(hits)
         rows = self._store.chunks(self._user_id, wanted)

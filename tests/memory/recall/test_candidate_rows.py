@@ -100,3 +100,15 @@ def test_a_chunk_deleted_before_its_text_is_read_is_left_out_of_the_block(store,
     told = rows.told(hits)
     assert len(told) == len(hits)  # the inspector's list keeps its length
     assert list(told) == hits
+
+
+def test_hits_made_whole_are_not_read_again(store, tmp_path):
+    """Recall makes the kept hits whole for the gate (a question naming an identifier), then
+    the kept hits and the later turns for the block: the first ones are not read twice."""
+    heads_held(store, tmp_path)
+    rows = CandidateRows(store, "ann", (), hold=True)
+    chunks = rows.read(list(range(1, 30)))
+    whole = rows.whole([Hit(c, 1.0, None, None, None) for c in chunks.values()])
+    assert whole and all(h.chunk.text for h in whole)
+    store.delete_user("ann")
+    assert rows.whole(whole) == whole  # a second read would have found them gone
