@@ -124,10 +124,9 @@ def retrieve(
     """
     if not query.strip():
         return Retrieval([], True, query)
-    vectors = (
-        index.count(user_id) if embedder is not None and settings.vector_search == "ram" else 0
-    )
-    if embedder is not None and settings.vector_search == "ram" and vectors == 0:
+    in_ram = embedder is not None and settings.vector_search == "ram"
+    vectors = index.count(user_id) if in_ram else 0
+    if in_ram and vectors == 0:
         return Retrieval([], True, query)  # nothing stored: skip the embedding and the searches
     # A large user's candidates come without their text until kept (candidate_rows.py).
     large = 0 < settings.chunk_heads_from <= vectors
