@@ -3,8 +3,9 @@ thing a user's life changes (home, employer, job, dose, the date of a planned ev
 supplier, a car or an instrument, a person in a role, a class, a price), in varied registers,
 the old value often first ("we left X for Y", "X is out, Y is in", "no more X, it's Y now").
 
-Written before the rules they test (and before any miss of the memory suites was read), as a
-check that the cues are general rather than fitted to the phrasings they were written from.
+Written before the rules they test, and before the fresh splits of the memory suite were opened
+(docs/recall-quality.md quotes seven of fresh2's update phrasings; none was copied or aimed at),
+as a check that the cues are general rather than fitted to the phrasings they were written from.
 The same sentences are in capture_labelled.jsonl for bench/cues_eval.py. Sentences no rule
 reads yet are strict xfails: a miss is allowed, a wrong fact never is."""
 
