@@ -82,7 +82,10 @@ async def handle(
     except ProxyError as exc:
         return _error(exc, report)
     report.mode, report.session_id = who.mode.value, who.session_id
-    prepared = await prepare(state, who, conversation, report)
+    if who.mode is Mode.OFF:  # nothing to measure or recall: no coroutine to make and await
+        prepared = Prepared(who)
+    else:
+        prepared = await prepare(state, who, conversation, report)
     who = prepared.who
     report.session_id = who.session_id
     if who.mode.writes and body.get("stream") is True:
@@ -164,13 +167,11 @@ def model_body(raw: bytes) -> dict[str, Any]:
 async def prepare(
     state: AppState, who: Identity, conversation: Conversation, report: Report
 ) -> Prepared:
-    """Measure, recall, budget and inject.
+    """Measure, recall, budget and inject (for a mode other than off).
 
     The one broad `except` of the request path: whatever fails in memory, the request still
     goes through, without memory, and the response says so.
     """
-    if who.mode is Mode.OFF:
-        return Prepared(who)
     try:
         # The searches start now, on the layer's threads; measuring the request and
         # resolving its session run meanwhile, on a worker thread (the loop's executor). The
