@@ -19,9 +19,8 @@ import asyncio
 import functools
 import logging
 import os
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -126,27 +125,16 @@ def header_values(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
 
 def new_request_id() -> str:
     """A request id for a request that brought none: what `uuid.uuid4().hex` gives (32 hex
-    digits, the same version and variant bits, from the OS's random bytes), without building
-    a `UUID` each time nor asking the OS for 16 bytes each time (~6 µs): the bytes are taken
-    from a batch. Locked: apps in one process (tests, benches) serve on loops of their own."""
-    with _RANDOM_IDS_LOCK:
-        return next(_RANDOM_IDS)
-
-
-def _random_ids() -> Iterator[str]:
-    while True:
-        batch = os.urandom(16 * 256)
-        for start in range(0, len(batch), 16):
-            bits = int.from_bytes(batch[start : start + 16]) & ~_UUID_VERSION_MASK | _UUID4_BITS
-            yield f"{bits:032x}"
+    digits from the OS's random bytes, the same version and variant bits) without building a
+    `UUID` object (3.5-5.8 → 1.2-2.9 µs)."""
+    bits = int.from_bytes(os.urandom(16)) & ~_UUID_VERSION_MASK | _UUID4_BITS
+    return f"{bits:032x}"
 
 
 # uuid.UUID(version=4) clears these bits (the variant's two, the version's four) and sets
 # variant 10 (RFC 4122) and version 4
 _UUID_VERSION_MASK = (0xC000 << 48) | (0xF000 << 64)
 _UUID4_BITS = (0x8000 << 48) | (4 << 76)
-_RANDOM_IDS = _random_ids()
-_RANDOM_IDS_LOCK = threading.Lock()
 
 
 def model_body(raw: bytes) -> dict[str, Any]:
