@@ -118,8 +118,16 @@ def endpoint_url(base_url: str, path: str) -> httpx.URL:
 
 
 def relayed_headers(response: httpx.Response) -> dict[str, str]:
-    """The provider's response headers that the client should see."""
-    return {k: v for k, v in response.headers.items() if k.lower() not in DROPPED_RESPONSE_HEADERS}
+    """The provider's response headers that the client should see, each value the provider's
+    bytes: decoded as latin-1, which the response encodes them back with (httpx decodes a
+    UTF-8 value as UTF-8, and "✓" could then not be sent at all). A name sent twice is one
+    line, its values joined with ", ", as httpx joins them."""
+    relayed: dict[str, str] = {}
+    for raw_name, raw_value in response.headers.raw:
+        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+        if name not in DROPPED_RESPONSE_HEADERS:
+            relayed[name] = f"{relayed[name]}, {value}" if name in relayed else value
+    return relayed
 
 
 async def list_models(
