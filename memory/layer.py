@@ -248,7 +248,11 @@ class MemoryLayer(AdminSide, FactsSide):
         def neighbours(chunks: Sequence[Chunk]) -> dict[int, list[Message]]:
             if around <= 0:
                 return {}
-            return self.store.neighbours(user_id, [c.message_id for c in chunks], around, exclude)
+            ids, sessions = (
+                [c.message_id for c in chunks],
+                {c.message_id: c.session_id for c in chunks},
+            )
+            return self.store.neighbours(user_id, ids, around, exclude, sessions)
 
         return neighbours
 

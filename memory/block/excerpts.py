@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from memory.block.budget import cut_excerpt
 from memory.ingest.speakers import split_speaker
@@ -124,7 +125,7 @@ def _place(
 def _line(speaker: str, text: str, room: int, terms: Sequence[str], cut: bool) -> str | None:
     """`speaker: text` on one line; when it does not fit, cut to `room` if `cut`, else None."""
     label = f"{speaker}: "
-    flat = " ".join(text.split())
+    flat = _flat(text)
     if len(label) + len(flat) <= room:
         return label + flat
     if not cut:
@@ -133,6 +134,24 @@ def _line(speaker: str, text: str, room: int, terms: Sequence[str], cut: bool) -
     if piece in ("", _ELLIPSIS):
         return None
     return label + piece
+
+
+# Texts up to a chunk's length are made flat once (`_flat`): at most 2,048 of them, ~1 MB
+# for turns of ~300 characters, 8 MB at most.
+_FLAT_HELD = 1000
+
+
+def _flat(text: str) -> str:
+    """The text on one line, its whitespace runs one space each. A turn is tried against
+    each room it might fill (its session's passages, the turns around a passage) and most do
+    not fit, so its flat form is made once: the same chunks come back request after request
+    (from the row cache: the same strings, whose hash Python keeps)."""
+    return _flat_held(text) if len(text) <= _FLAT_HELD else " ".join(text.split())
+
+
+@lru_cache(maxsize=2048)
+def _flat_held(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _widen(passage: _Passage, neighbours: Mapping[int, Sequence[Message]], taken: set[int]) -> None:

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from memory.records import Hit
+from memory.records import Chunk, Hit
 
 # Who says what changed: the user. An assistant's later reply on the subject echoes the old
 # value as often as the new (memsuite, tuning half: paraphrase 0.92 user turns only, 0.89 any).
@@ -57,8 +57,7 @@ def later_on_same_subject(
         for h in candidates
         if h.chunk.id not in kept_ids
         and h.chunk.id in vectors
-        and h.chunk.role in LATER_ROLES
-        and (h.similarity is None or h.similarity >= min_query_similarity)
+        and may_come_later(h.chunk, h.similarity, min_query_similarity)
     ]
     heads = [h for h in kept[:top] if h.chunk.id in vectors]
     if not pool or not heads:
@@ -82,3 +81,10 @@ def later_on_same_subject(
                 later.append(pool[column])
                 break
     return [*kept, *later]
+
+
+def may_come_later(chunk: Chunk, similarity: float | None, min_query_similarity: float) -> bool:
+    """Whether a dropped candidate may be a kept hit's later turn, by its role and its cosine
+    with the question (`later_on_same_subject`'s test before the vectors): recall reads the
+    vectors of, and builds records for, only the candidates that pass."""
+    return chunk.role in LATER_ROLES and (similarity is None or similarity >= min_query_similarity)

@@ -28,8 +28,8 @@ from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import names_identifiers, nothing_stands_out
 from memory.recall.candidate_rows import CandidateRows
-from memory.recall.later import later_on_same_subject
-from memory.recall.scoring import Weights, rank
+from memory.recall.later import later_on_same_subject, may_come_later
+from memory.recall.scoring import Ranked, Weights, rank
 from memory.recall.user_matrix import Read
 from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import UserWords, Vocabulary
@@ -202,7 +202,7 @@ def retrieve(
     ):
         return Retrieval([], True, query, present, degraded, hits, "abstained")
     if vector is not None:  # the later turns on the kept hits' subjects
-        kept = _with_later(store, index, settings, user_id, ranked.hits, kept, read)
+        kept = _with_later(store, index, settings, user_id, ranked, kept, read)
     kept = rows.whole(kept)
     return Retrieval(kept, not kept, query, present, degraded, hits, "weak")
 
@@ -212,17 +212,22 @@ def _with_later(
     index: VectorIndex,
     settings: Settings,
     user_id: str,
-    hits: Sequence[Hit],
+    ranked: Ranked,
     kept: list[Hit],
     read: Read,
 ) -> list[Hit]:
-    """`kept`, then the later turns on its best hits' subjects (memory.recall.later); a
-    large user's rows are those the searches read (`read`), not read again."""
-    if settings.later_similarity <= 0 or settings.later_hits <= 0 or len(kept) == len(hits):
+    """`kept`, then the later turns on its best hits' subjects (memory.recall.later). Only
+    the dropped candidates that may be one (`may_come_later`: a user's turn close enough to
+    the question) are built as records and have their vectors read; a large user's rows are
+    those the searches read (`read`), not read again."""
+    if settings.later_similarity <= 0 or settings.later_hits <= 0 or len(kept) == len(ranked.hits):
         return kept  # off, or nothing was dropped
     kept_ids = {h.chunk.id for h in kept}
-    ids = [h.chunk.id for h in kept[: settings.later_hits]]
-    ids += [h.chunk.id for h in hits if h.chunk.id not in kept_ids]
+    least = settings.later_query_similarity
+    pool = ranked.hits_where(lambda c, s: c.id not in kept_ids and may_come_later(c, s, least))
+    if not pool:
+        return kept
+    ids = [h.chunk.id for h in kept[: settings.later_hits]] + [h.chunk.id for h in pool]
     vectors = (
         index.vectors(user_id, ids, read)
         if settings.vector_search == "ram"
@@ -230,7 +235,7 @@ def _with_later(
     )
     return later_on_same_subject(
         kept,
-        hits,
+        pool,
         vectors,
         settings.later_similarity,
         settings.later_hits,

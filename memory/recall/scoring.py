@@ -52,6 +52,13 @@ class Ranked:
     # How many candidates have a cosine (the abstention gate's size check).
     measured: int = 0
 
+    def hits_where(self, test: Callable[[Chunk, float | None], bool]) -> list[Hit]:
+        """The hits whose chunk and cosine pass `test`, best first: of ~150 candidates, only
+        those are built as records (recall's later turns look at a few)."""
+        if isinstance(self.hits, _Hits):
+            return self.hits.where(test)
+        return [h for h in self.hits if test(h.chunk, h.similarity)]
+
 
 def rank(
     chunks: Mapping[int, Chunk],
@@ -116,7 +123,7 @@ def rank(
         )
 
     known = ~np.isnan(cosine)
-    hits = _Hits(order.tolist(), hit)
+    hits = _Hits(order.tolist(), hit, listed, cosines)
     measured = int(known.sum())
     if not (lexical_rank > 0).any():  # no lexical hit and a weak best cosine: abstain
         best = cosine[known].max() if known.any() else -1.0
@@ -132,11 +139,29 @@ class _Hits(Sequence[Hit]):
     """The ranked candidates as records, each built when first read: a recall reads the
     few it keeps; the rest only when it looks for later turns or says what it left out."""
 
-    __slots__ = ("_built", "_make", "_order")
+    __slots__ = ("_built", "_chunks", "_cosines", "_make", "_order")
 
-    def __init__(self, order: list[int], make: Callable[[int], Hit]) -> None:
+    def __init__(
+        self,
+        order: list[int],
+        make: Callable[[int], Hit],
+        chunks: list[Chunk],
+        cosines: list[float],
+    ) -> None:
+        """`order`: candidate positions, best first; `make` builds a position's record;
+        `chunks` and `cosines` (NaN: none) by position, read without building one."""
         self._order, self._make = order, make
+        self._chunks, self._cosines = chunks, cosines
         self._built: list[Hit | None] = [None] * len(order)
+
+    def where(self, test: Callable[[Chunk, float | None], bool]) -> list[Hit]:
+        """`Ranked.hits_where`: the records of the candidates that pass, best first."""
+        chunks, cosines = self._chunks, self._cosines
+        return [
+            self._at(n)
+            for n, i in enumerate(self._order)
+            if test(chunks[i], None if math.isnan(cosines[i]) else cosines[i])
+        ]
 
     def _at(self, n: int) -> Hit:
         built = self._built[n]

@@ -12,7 +12,7 @@ uses (`memory/store/pg_sql.py`). `open_store` picks the backend from the setting
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -93,6 +93,7 @@ class StoreBackend(Protocol):
         message_ids: Sequence[int],
         around: int,
         exclude_hashes: Collection[str] = (),
+        sessions: Mapping[int, str] | None = None,
     ) -> dict[int, list[Message]]: ...
 
     def lexical_search(

@@ -12,7 +12,7 @@ replica is recalled through any other as soon as it is indexed.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -65,9 +65,11 @@ class PgReads(PgConnections):
         message_ids: Sequence[int],
         around: int,
         exclude_hashes: Collection[str] = (),
+        sessions: Mapping[int, str] | None = None,
     ) -> dict[int, list[Message]]:
         """For each of these messages (by id): up to `around` user/assistant turns each side
-        of it in its session, and itself, oldest first."""
+        of it in its session, and itself, oldest first (each message's session is looked up
+        in its statement: `sessions` is SQLite's saving)."""
         found = {mid: self._neighbours(user_id, mid, around, exclude_hashes) for mid in message_ids}
         return {mid: messages for mid, messages in found.items() if messages}
 

@@ -9,7 +9,7 @@ RAM (`ChunkRows`); once verified, the tantivy index answers lexical searches ins
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,6 @@ from memory.store.chunk_rows import ChunkRows
 from memory.store.database import Database
 from memory.store.fts import fts_match, fts_stems
 from memory.store.lexical_index import LexicalIndex
-from memory.store.message_rows import message_from_row
 
 # Messages whose neighbours one statement reads (two SELECTs each; SQLite allows 500 in a
 # compound SELECT).
@@ -124,49 +123,76 @@ class SqliteReads(Database):
         message_ids: Sequence[int],
         around: int,
         exclude_hashes: Collection[str] = (),
+        sessions: Mapping[int, str] | None = None,
     ) -> dict[int, list[Message]]:
         """For each of these messages (by id): up to `around` user/assistant turns on each
         side of it in its session, and itself, oldest first; one statement for them all.
 
         Turns whose content hash is in `exclude_hashes` (present in the request) are left out.
+        `sessions` gives the messages' session ids when the caller knows them (a recalled
+        chunk carries its message's): a message not found there, as the user's turn, then has
+        no entry. Else they are read first, in one small statement.
         """
+        given = sessions is not None
+        if sessions is None:
+            sessions = self._sessions_of(user_id, message_ids)
+        anchors = [(mid, sessions[mid]) for mid in message_ids if mid in sessions]
         found: dict[int, list[Message]] = {}
-        for start in range(0, len(message_ids), _ANCHORS_PER_READ):
+        for start in range(0, len(anchors), _ANCHORS_PER_READ):
             found.update(
                 self._neighbours(
-                    user_id, message_ids[start : start + _ANCHORS_PER_READ], around, exclude_hashes
+                    user_id, anchors[start : start + _ANCHORS_PER_READ], around, exclude_hashes
                 )
             )
+        if given:  # a message gone, or not the user's: its session's turns are no neighbours
+            return {mid: turns for mid, turns in found.items() if any(m.id == mid for m in turns)}
         return found
+
+    def _sessions_of(self, user_id: str, message_ids: Sequence[int]) -> dict[int, str]:
+        """The session of each of these messages that is the user's."""
+        if not message_ids:
+            return {}
+        marks = ",".join("?" * len(message_ids))
+        return dict(
+            self.read(
+                f"SELECT id, session_id FROM messages WHERE user_id = ? AND id IN ({marks})",
+                [user_id, *message_ids],
+            )
+        )
 
     def _neighbours(
         self,
         user_id: str,
-        message_ids: Sequence[int],
+        anchors: Sequence[tuple[int, str]],
         around: int,
         exclude_hashes: Collection[str],
     ) -> dict[int, list[Message]]:
+        # The session is given, not looked up a side, and the user's and session's ids are
+        # not read back: 0.48 → 0.36 ms of CPU for the ~5 passages of a recall (u1k).
         same_session = (
-            "SELECT ? AS anchor, id, user_id, session_id, role, name, content, created_at, "
-            "partial, content_hash FROM messages WHERE user_id = ? AND session_id = "
-            "(SELECT session_id FROM messages WHERE id = ? AND user_id = ?) "
-            "AND role IN ('user', 'assistant')"
+            "SELECT ? AS anchor, id, role, name, content, created_at, partial, content_hash "
+            "FROM messages WHERE user_id = ? AND session_id = ? AND role IN ('user', 'assistant')"
         )
         parts: list[str] = []
         params: list[Any] = []
-        for mid in message_ids:
+        for mid, session_id in anchors:
             parts.append(f"SELECT * FROM ({same_session} AND id < ? ORDER BY id DESC LIMIT ?)")
             parts.append(f"SELECT * FROM ({same_session} AND id >= ? ORDER BY id LIMIT ?)")
-            params += [mid, user_id, mid, user_id, mid, around]
-            params += [mid, user_id, mid, user_id, mid, around + 1]
+            params += [mid, user_id, session_id, mid, around]
+            params += [mid, user_id, session_id, mid, around + 1]
         # A few rows a passage: read as rows (packing them as JSON, as `chunks` does for ~80,
         # cost 20% more here).
-        rows = self.read(" UNION ALL ".join(parts), params)
-        found: dict[int, list[Message]] = {mid: [] for mid in message_ids}
+        rows = self.read(" UNION ALL ".join(parts), params) if parts else []
+        session_of = dict(anchors)
+        found: dict[int, list[Message]] = {mid: [] for mid, _ in anchors}
         for row in sorted(rows, key=lambda row: (row[0], row[1])):  # by anchor, then id
-            anchor, mid, content_hash = row[0], row[1], row[9]
+            anchor, mid, role, name, content, created_at, partial, content_hash = row
             if content_hash not in exclude_hashes or mid == anchor:
-                found[anchor].append(message_from_row(row[1:9]))
+                session_id = session_of[anchor]
+                message = Message(
+                    mid, user_id, session_id, role, name, content, created_at, bool(partial)
+                )
+                found[anchor].append(message)
         return {mid: messages for mid, messages in found.items() if messages}
 
     def lexical_search(

@@ -308,3 +308,9 @@ def test_neighbours_of_several_messages_come_in_one_read_each_in_its_session(sto
     }
     assert store.neighbours("fay", [ids["gus"]], 1) == {}  # another user's message
     assert store.neighbours("fay", [], 1) == {}
+    # the sessions given by the caller (a recalled chunk's): the same turns, read as fay's only
+    anchors = [ids["turn 2"], ids["turn 6"], ids["elsewhere"]]
+    sessions = {ids["turn 2"]: "s-1", ids["turn 6"]: "s-1", ids["elsewhere"]: "s-2"}
+    assert store.neighbours("fay", anchors, 1, (), sessions) == found
+    assert store.neighbours("fay", [ids["gus"]], 1, (), {ids["gus"]: "s-1"}) == {}
+    assert store.neighbours("fay", [ids["turn 2"]], 1, (), {ids["turn 2"]: "s-2"}) == {}
