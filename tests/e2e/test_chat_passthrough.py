@@ -6,6 +6,7 @@ response carries the `x-memory-*` headers of "What moim says back".
 """
 
 import json
+import uuid
 
 import httpx
 import openai
@@ -501,6 +502,41 @@ def test_sdk_exposes_the_memory_headers(proxy, upstream):
     _assert_memory_headers(raw.headers, "write")
     assert raw.headers["x-request-id"] == "abc-1"
     assert raw.parse().choices[0].message.content == "echo: Hello"
+
+
+def test_a_request_without_an_id_gets_a_fresh_uuid4_one(proxy, upstream):
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello"}]}
+
+    ids = [
+        httpx.post(proxy.url + "/chat/completions", json=body).headers["x-request-id"] for _ in "ab"
+    ]
+    given = httpx.post(proxy.url + "/chat/completions", json=body, headers={"x-request-id": "r-1"})
+
+    assert ids[0] != ids[1]
+    for request_id in ids:  # uuid4().hex's form: 32 hex digits, version 4, RFC 4122 variant
+        parsed = uuid.UUID(hex=request_id)
+        assert (parsed.hex, parsed.version, parsed.variant) == (request_id, 4, uuid.RFC_4122)
+    assert given.headers["x-request-id"] == "r-1"
+
+
+@pytest.mark.parametrize("first, then", [("off", "auto"), ("auto", "off")])
+def test_of_a_header_sent_twice_the_first_counts(proxy, upstream, first, then):
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello"}]}
+    headers = [
+        ("content-type", "application/json"),
+        ("x-memory-mode", first),
+        ("X-Memory-Session-Id", f"chat-{first}"),
+        ("x-memory-mode", then),
+        ("x-memory-session-id", f"chat-{then}"),
+    ]
+
+    response = httpx.post(
+        proxy.url + "/chat/completions", content=json.dumps(body), headers=headers
+    )
+
+    assert response.status_code == 200
+    assert response.headers["x-memory-mode"] == first
+    assert response.headers["x-memory-session-id"] == f"chat-{first}"
 
 
 # -- provider key -----------------------------------------------------------------------------
