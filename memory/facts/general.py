@@ -39,10 +39,11 @@ from memory.facts.lexicon import (
 from memory.facts.statements import _ADV, Capture, cap, not_a_place, slug
 from memory.facts.updates import when
 
-# A change said of long ago, or one not made: never a current value.
+# A change said of long ago, or one not made: never a current value ("may" in lower case:
+# the month is a date, "moved to 14 May").
 NOT_NOW = cue(
     r"\b(?:back\s+in|when\s+i\s+was|years\s+ago|as\s+a\s+(?:kid|child|teenager)|in\s+(?:19|20)\d\d"
-    r"|might|may|could|would|should|considering|thinking\s+(?:about|of)|tempted|planning\s+to"
+    r"|might|(?-i:may)|could|would|should|considering|thinking\s+(?:about|of)|tempted|planning\s+to"
     r"|hoping\s+to|want\s+to|wanna|going\s+to\s+try|one\s+day|someday)\b"
 )
 _NOT_KEY = (

@@ -81,6 +81,8 @@ CURRENT = [
     ("The wedding's off till next spring, new date is 12 April.", "current:wedding", "12 April"),
     ("They've pushed the surgery back to 3 June.", "current:surgery", "3 June"),
     ("Graduation got moved to the 14th of July.", "current:graduation", "the 14th of July"),
+    ("Graduation got moved to 14 May.", "current:graduation", "14 May"),
+    ("The retreat slipped to May 9.", "current:retreat", "May 9"),
     ("The move-in date slipped to 28 February.", "current:move_in_date", "28 February"),
     (
         "Half marathon's now the 5th of October, not September.",
