@@ -12,12 +12,12 @@ its GIL is not the client's) or, with --no-subprocess, in a thread here. Each cl
 `openai.AsyncOpenAI` of its own with its own user (`x-memory-user-id`, mode auto), closed
 loop: a conversation of --turns exchanges resent in full each request, then a new one;
 streamed or not at random. One warm-up request per client is not counted. Every second the
-proxy's RSS, CPU time and writer queue (`/metrics`) are sampled (--sample-every: each
-scrape counts the whole store's rows, which costs the database). At the end: the queue and
-the time `POST /v1/memory/flush` takes to drain it. --preload-chunks N first gives user
-`preload` N synthetic chunks (bench/overhead.py's `populate`), and client 0 is that user;
-with --db the store is kept, and a later run reuses (or finishes) the preload.
---db-url runs --replicas `moim serve` processes on one PostgreSQL database (each in a
+proxy's RSS, CPU time, minor page faults and writer queue (`/metrics`) are sampled
+(--sample-every: each scrape counts the whole store's rows, which costs the database). At
+the end: the queue and the time `POST /v1/memory/flush` takes to drain it. --preload-chunks
+N first gives user `preload` N synthetic chunks (bench/overhead.py's `populate`), and client
+0 is that user; with --db the store is kept, and a later run reuses (or finishes) the
+preload. --db-url runs --replicas `moim serve` processes on one PostgreSQL database (each in a
 directory of its own, as replicas behind a balancer), the clients spread round-robin over
 them (no balancer in the bench); --pgserver DIR starts or reuses a local PostgreSQL with
 pgvector (the `pgserver` wheel) and uses its database `moim_load`. Sampled, counted and
@@ -213,6 +213,16 @@ def watched(samplers: list[Sampler], args: argparse.Namespace) -> dict[str, Any]
     return found
 
 
+def minor_faults(pid: int) -> dict[str, float]:
+    """The process's minor page faults so far (Linux; elsewhere nothing): each a fresh page
+    the kernel zeroes and maps, ~3 us of CPU on the bench machine, counted in moim's CPU."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return {"minor_faults": float(stat.read().rsplit(")", 1)[1].split()[7])}
+    except OSError:
+        return {}
+
+
 def combined(samples: list[dict[str, float]]) -> dict[str, float]:
     """One sample per replica, summed: CPU seconds, queues, embedding counters, RSS."""
     keys = {key for sample in samples for key in sample} - {"t"}
@@ -277,6 +287,7 @@ def sustained(
     }
     stored = chunks / (requests + len(run["warm"]["rows"]))  # warm-up turns are stored too
     needed = per_text["query"] + stored * per_text["document"]
+    faults = spent("minor_faults") / requests if "minor_faults" in drained else None
     if "postgres_cpu_s" in drained:  # the database's own work, beside moim's
         per["postgres server"] = spent("postgres_cpu_s") / requests
     rate = len(run["rows"]) / span
@@ -291,6 +302,7 @@ def sustained(
         "cpu_ms_per_text": {k: v * 1000 for k, v in per_text.items()},
         "chunks_stored_per_request": stored,
         "embedding_share_of_cpu": (query + document) / cpu if cpu else float("nan"),
+        "page_faults_per_request": faults,
         "embedder_bound_requests_per_s": bound,
         "ratio_to_embedder_bound": rate / bound if bound else float("nan"),
     }
@@ -380,9 +392,13 @@ def main() -> None:
             Sampler(h, args.sample_every, upstream.requests.clear if n == 0 else None)
             for n, h in enumerate(handles)
         ]
+        if args.subprocess:  # (in threads, the faults would be the benchmark's too)
+            for sampler in samplers:
+                sampler.extra = lambda pid=sampler.handle.pid: minor_faults(pid)
         postgres = postgres_cpu(args.db_url) if args.db_url else None
         if postgres is not None:  # the database's CPU, with replica 0's samples
-            samplers[0].extra = lambda: {"postgres_cpu_s": postgres()}
+            faults = samplers[0].extra or dict
+            samplers[0].extra = lambda: {"postgres_cpu_s": postgres(), **faults()}
         idle = [sampler.sample() for sampler in samplers]
         for sampler in samplers:
             sampler.start()
@@ -580,13 +596,15 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
     split = ", ".join(f"{k} {v:.1f}" for k, v in u["cpu_ms_per_request"].items())
     texts = ", ".join(f"{k} {v:.2f}" for k, v in u["texts_embedded_per_request"].items())
     per_text = ", ".join(f"{k} {v:.1f}" for k, v in u["cpu_ms_per_text"].items())
+    faults = u["page_faults_per_request"]
+    faulted = "" if faults is None else f"; minor page faults per request {faults:.0f}"
     print(
         f"- sustained: {u['sustained_requests_per_s']:.1f} req/s served and remembered "
         f"(window + flush, {u['span_s']:.0f} s; the writer's backlog grew "
         f"{u['backlog_growth_per_s_in_window']:+.1f} turns/s during the window)\n"
         f"- moim CPU per request (ms): {split}; moim used {u['moim_cores']:.2f} cores; texts "
         f"embedded per request: {texts}; CPU per text (ms): {per_text}; embedding's share "
-        f"of moim's CPU {u['embedding_share_of_cpu']:.2f}\n"
+        f"of moim's CPU {u['embedding_share_of_cpu']:.2f}{faulted}\n"
         f"- embedder-bound rate on those cores (a question and "
         f"{u['chunks_stored_per_request']:.2f} stored chunks a request, at the CPU per text "
         f"above): {u['embedder_bound_requests_per_s']:.1f} req/s; sustained / bound = "

@@ -35,7 +35,9 @@ and a month after its last: about 4x the text, many related topics, as in a year
 `--suite fresh` is personas 21-30 alone (bench/memsuite/fresh.txt, split `fresh`): written
 later, in another style (chatty turns with the detail mid-paragraph, long replies, updates
 phrased many ways, other lives and domains), never tuned on: the stand-in for the hidden
-acceptance suite of issue 16.
+acceptance suite of issue 16. `--suite fresh2` is personas 31-40 (bench/memsuite/fresh2.txt,
+split `fresh2`): a second never-tuned split in the same style, written blind (by someone who had
+not read moim's cue rules) once the first had been read for misses over several rounds.
 """
 
 from __future__ import annotations
@@ -72,8 +74,8 @@ RESULTS = ROOT / "bench" / "results"
 MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
-SPLITS = ("tune", "held", "fresh")
-SUITES = ("long", "short", "fresh")
+SPLITS = ("tune", "held", "fresh", "fresh2")
+SUITES = ("long", "short", "fresh", "fresh2")
 
 
 @dataclass
@@ -180,9 +182,9 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 
 def personas_of(suite: str) -> list[Persona]:
-    """The personas `suite` replays: short and long are personas 01-20, fresh 21-30."""
-    if suite == "fresh":
-        return load([DATA / "fresh.txt"])
+    """The personas `suite` replays: short and long are 01-20, fresh 21-30, fresh2 31-40."""
+    if suite in ("fresh", "fresh2"):
+        return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))
     if suite == "long":
         personas = weave(personas, load(sorted(DATA.glob("distractors_*.txt"))))

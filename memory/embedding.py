@@ -98,6 +98,16 @@ class FastEmbedder:
     ) -> None:
         # One onnxruntime thread: on 2 cores, batches ran ~2x faster than with the default
         # (all cores), and the other core stays free for the event loop and recall.
+        # onnxruntime's memory arena keeps the activations of the runs in flight at once and
+        # reuses them. Without it, a run of a long text mapped ~20 MB of fresh pages (glibc
+        # maps blocks of 1 MiB or more on their own, memory/heap.py) and faulted each one in:
+        # 8 threads in-process, 5,600 page faults and 45.7 ms of CPU a 40-250-word text
+        # against 19 and 30.4 with the arena; `bench/load.py`, 1,270-1,390 faults a request
+        # against 440-540, and RSS flat where it rose and fell by ~25 MB between the writer's
+        # trims (docs/performance.md, "Load, sixth pass"). Vectors are the same to the bit.
+        # A batch of texts would keep a whole batch's activations (long texts: 456 MB against
+        # 295 without the arena), so the arena is on only for one text a run, the default.
+        arena = batch_size == 1
         try:
             from fastembed import TextEmbedding
 
@@ -105,10 +115,10 @@ class FastEmbedder:
                 path = str(bundled_model_dir())
                 name = f"{model}+{VARIANT}"
                 self._model = TextEmbedding(
-                    model, specific_model_path=path, threads=threads, enable_cpu_mem_arena=False
+                    model, specific_model_path=path, threads=threads, enable_cpu_mem_arena=arena
                 )
             else:
-                self._model = TextEmbedding(model, threads=threads, enable_cpu_mem_arena=False)
+                self._model = TextEmbedding(model, threads=threads, enable_cpu_mem_arena=arena)
                 name = model
             probe = next(iter(self._model.embed(["probe"])))
         except Exception as exc:  # onnxruntime and fastembed raise many kinds

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from memory.block.excerpts import forget_flat_lines
 from memory.facts.rules import restore_facts
 from memory.layer_write import WriteSide
 from memory.records import Message
@@ -91,6 +92,7 @@ class AdminSide(WriteSide):
         forget_queries = getattr(self._embedder, "forget_queries", None)
         if forget_queries is not None:  # the model's own cache of recent questions
             forget_queries()
+        forget_flat_lines()
         return removed
 
     def export(self, user_id: str) -> Iterator[dict[str, Any]]:

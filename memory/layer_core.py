@@ -9,6 +9,7 @@ and the sides it is built from the rest: facts (memory/layer_facts.py), writing 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,18 @@ EmbedderFactory = Callable[[Settings], Embedder]
 # After the embedder failed to load, requests go on without it for this long before one
 # tries again: a remote embedder that is down must not cost every request its timeout.
 LOAD_RETRY_SECONDS = 10.0
+
+
+def recall_threads(cores: int | None) -> int:
+    """How many recalls search at once: two a core, 2 to 8 (8 on any machine before).
+
+    A recall's search is CPU work (the question's embedding, the scans) on one core each, so
+    threads past two a core only queue at the CPU instead of in the pool. The embedder keeps
+    the activations of the runs in flight in onnxruntime's arena (memory/embedding.py), so
+    fewer runs at once hold less: `bench/load.py` on 2 cores, 4 threads against 8, RSS at
+    most 375 and 385 MB against 395 (8 without the arena: 403 either way).
+    """
+    return max(2, min(8, 2 * (cores or 1)))
 
 
 def _default_embedder(settings: Settings) -> Embedder:
@@ -69,7 +82,9 @@ class LayerCore:
         self.rebuilds = Rebuilds(self.store, self.index, settings)
         self._index_lock = threading.Lock()
         # Searches begun before the request is measured (`begin_recall`).
-        self._ahead = ThreadPoolExecutor(max_workers=8, thread_name_prefix="moim-recall")
+        self._ahead = ThreadPoolExecutor(
+            max_workers=recall_threads(os.cpu_count()), thread_name_prefix="moim-recall"
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 

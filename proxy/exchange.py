@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
 from starlette.responses import Response
 
 from memory import MemoryBlock, Placement
@@ -100,7 +99,7 @@ class Exchange:
     """
 
     state: AppState
-    request: Request
+    headers: Mapping[str, str]  # the request's, lower-case names (`pipeline.header_values`)
     target: Target
     body: dict[str, Any]
     raw: bytes

@@ -40,6 +40,9 @@ MAX_ID_LENGTH = 256
 _ID = re.compile(r"[\w.@:+\-]{1,256}")  # a plain id: its own namespace (fullmatch)
 _NOT_PLAIN = re.compile(r"[^\w.@:+\-]+")
 ENCODED_PREFIX = "~"  # not a plain id character: an encoded id never equals a plain one
+# What `json.dumps(..., ensure_ascii=False, separators=(",", ":"))` writes, with one encoder
+# made once instead of one a call: the form a derived session id hashes (a contract).
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 class Mode(StrEnum):
@@ -55,6 +58,11 @@ class Mode(StrEnum):
     @property
     def writes(self) -> bool:
         return self in (Mode.AUTO, Mode.WRITE)
+
+
+# Each mode by its name: a dict lookup, where `Mode(name)` goes through the enum's lookup
+# machinery (and a ValueError for a bad name) on every request.
+_MODES = {mode.value: mode for mode in Mode}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +86,8 @@ def identify(
     memory_enabled: bool = True,
     tools_default: bool = False,
 ) -> Identity:
-    """Who is asking and how, from headers (case-insensitive mapping), body and path."""
+    """Who is asking and how, from headers (lower-case names: a dict of them, or Starlette's
+    case-insensitive `Headers`), body and path."""
     user_id = _user(headers, body, path_user, bound_user)
     header, session = _first_header(headers, SESSION_HEADERS)
     session_id = _session(session, header) if session else derive_session_id(user_id, body)
@@ -107,7 +116,7 @@ def derive_session_id(user_id: str, body: Mapping[str, Any]) -> str:
             if isinstance(message, Mapping) and message.get("role") == role:
                 opening.append(strip_block(message_text(message)))
                 break
-    canonical = json.dumps([user_id, *opening], ensure_ascii=False, separators=(",", ":"))
+    canonical = _CANONICAL.encode([user_id, *opening])
     return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 
@@ -184,16 +193,17 @@ def held_session_id(user_id: str, field: str, value: str) -> str:
     which moim does store, so the chain stays in this session from here on). A contract, as
     `derive_session_id` is.
     """
-    canonical = json.dumps([user_id, field, value], ensure_ascii=False, separators=(",", ":"))
+    canonical = _CANONICAL.encode([user_id, field, value])
     return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 
 def _first_header(
     headers: Mapping[str, str], names: tuple[str, ...]
 ) -> tuple[str | None, str | None]:
-    """(the first of `names` that has a value, its value), or (None, None)."""
+    """(the first of `names` that has a value, its value), or (None, None); looked up in
+    lower case, as ASGI names headers (the request's are a dict of them: `header_values`)."""
     for name in names:
-        value = headers.get(name)
+        value = headers.get(name.lower())
         if value and value.strip():
             return name, _utf8(value.strip())
     return None, None
@@ -222,12 +232,12 @@ def _mode(value: str | None, memory_enabled: bool) -> Mode:
         return Mode.OFF
     if value is None or not value.strip():
         return Mode.AUTO
-    try:
-        return Mode(value.strip().lower())
-    except ValueError:
+    mode = _MODES.get(value.strip().lower())
+    if mode is None:
         raise BadRequest(
             "X-Memory-Mode must be one of auto, read, write, off", param="X-Memory-Mode"
-        ) from None
+        )
+    return mode
 
 
 def _budget(value: str | None) -> int | None:

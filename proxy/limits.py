@@ -52,7 +52,8 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     stopped). A slow link sending a large body at a steady pace above the rate goes on.
     """
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    expected = int(declared) if declared and declared.isdigit() else None
+    if expected is not None and expected > limit:
         raise PayloadTooLarge(f"request body is over {limit} bytes", code="payload_too_large")
     chunks, size = [], 0
     loop = asyncio.get_running_loop()  # moim serves on asyncio (uvicorn)
@@ -67,9 +68,10 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
                         f"request body is over {limit} bytes", code="payload_too_large"
                     )
                 chunks.append(chunk)
-                scope.reschedule(
-                    min(loop.time() + timeout, started + timeout + size / MIN_BODY_RATE)
-                )
+                if expected is None or size < expected:  # more to wait for (not the last)
+                    scope.reschedule(
+                        min(loop.time() + timeout, started + timeout + size / MIN_BODY_RATE)
+                    )
     except TimeoutError:
         waited = loop.time() - started
         raise RequestTimeout(

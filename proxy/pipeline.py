@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import time
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -59,14 +59,15 @@ async def handle(
 ) -> Response:
     """Answer one request of `api`, with memory."""
     started = time.perf_counter()
-    report = Report(request_id=request.headers.get("x-request-id") or uuid.uuid4().hex)
+    headers = header_values(request.scope["headers"])
+    report = Report(request_id=headers.get("x-request-id") or new_request_id())
     try:
-        caller = authenticate(request.headers, state.config)
+        caller = authenticate(headers, state.config)
         raw = await read_body(request, state.config.max_body_bytes, state.config.body_timeout)
         body = api.parse(raw, state.config.max_messages)
         conversation = api.conversation(body)
         who = identify(
-            request.headers,
+            headers,
             {"user": body.get("user"), "messages": conversation.messages},
             path_user,
             caller.bound_user,
@@ -80,7 +81,10 @@ async def handle(
     except ProxyError as exc:
         return _error(exc, report)
     report.mode, report.session_id = who.mode.value, who.session_id
-    prepared = await prepare(state, who, conversation, report)
+    if who.mode is Mode.OFF:  # nothing to measure or recall: no coroutine to make and await
+        prepared = Prepared(who)
+    else:
+        prepared = await prepare(state, who, conversation, report)
     who = prepared.who
     report.session_id = who.session_id
     if who.mode.writes and body.get("stream") is True:
@@ -90,7 +94,15 @@ async def handle(
     authorization = provider_key(target, state.config, caller.authorization)
     try:
         exchange = Exchange(
-            state, request, target, body, raw, conversation, prepared, authorization, report
+            state,
+            headers,
+            target,
+            body,
+            raw,
+            conversation,
+            prepared,
+            authorization,
+            report,
         )
         response = await api.forward(exchange)
     except ProxyError as exc:
@@ -98,8 +110,31 @@ async def handle(
     if prepared.settle is not None:  # the inspector's record, once the answer is sent
         response.background = _after(response.background, prepared.settle)
     _log(who, body, report, response.status_code)
-    state.metrics.observe(endpoint_of(request.url.path), report)
+    # the path as routed: `request.url` would build and parse a whole URL (~8 µs)
+    state.metrics.observe(endpoint_of(request.scope["path"]), report)
     return response
+
+
+def header_values(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """A request's headers as a dict: each name as ASGI gives it (lower case) with its first
+    value, as Starlette's `Headers.get` reads it. A request looks up about fifteen names, most
+    of them absent; a miss in `Headers` is a scan of every header and a KeyError (~1.3 µs),
+    here one probe."""
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in reversed(list(raw))}
+
+
+def new_request_id() -> str:
+    """A request id for a request that brought none: what `uuid.uuid4().hex` gives (32 hex
+    digits from the OS's random bytes, the same version and variant bits) without building a
+    `UUID` object (3.5-5.8 → 1.2-2.9 µs)."""
+    bits = int.from_bytes(os.urandom(16)) & ~_UUID_VERSION_MASK | _UUID4_BITS
+    return f"{bits:032x}"
+
+
+# uuid.UUID(version=4) clears these bits (the variant's two, the version's four) and sets
+# variant 10 (RFC 4122) and version 4
+_UUID_VERSION_MASK = (0xC000 << 48) | (0xF000 << 64)
+_UUID4_BITS = (0x8000 << 48) | (4 << 76)
 
 
 def model_body(raw: bytes) -> dict[str, Any]:
@@ -120,13 +155,11 @@ def model_body(raw: bytes) -> dict[str, Any]:
 async def prepare(
     state: AppState, who: Identity, conversation: Conversation, report: Report
 ) -> Prepared:
-    """Measure, recall, budget and inject.
+    """Measure, recall, budget and inject (for a mode other than off).
 
     The one broad `except` of the request path: whatever fails in memory, the request still
     goes through, without memory, and the response says so.
     """
-    if who.mode is Mode.OFF:
-        return Prepared(who)
     try:
         # The searches start now, on the layer's threads; measuring the request and
         # resolving its session run meanwhile, on a worker thread (the loop's executor). The
@@ -201,10 +234,9 @@ async def forward_bytes(
         exchange.prepared,
         exchange.report,
     )
-    authorization, request = exchange.authorization, exchange.request
     try:
         upstream = await open_openai(
-            state.client, target, content, authorization, request.headers, path
+            state.client, target, content, exchange.authorization, exchange.headers, path
         )
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc

@@ -98,7 +98,7 @@ async def forward_with_tools(
         exchange.state,
         exchange.target,
         exchange.authorization,
-        exchange.request.headers,
+        exchange.headers,
         exchange.prepared.who,
         collector,
         on_end,

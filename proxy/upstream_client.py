@@ -23,6 +23,7 @@ import socket
 import ssl
 import sys
 from collections.abc import Iterable
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpcore
@@ -43,6 +44,7 @@ def upstream_client(config: Config) -> httpx.AsyncClient:
     client = httpx.AsyncClient(
         timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
         limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+        cookies=no_cookies(),
     )
     pool = getattr(client._transport, "_pool", None)
     backend = getattr(pool, "_network_backend", None)
@@ -75,9 +77,18 @@ async def send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Respo
     except STALE_CONNECTION as exc:
         logger.info("upstream connection failed (%s); retrying on a new one", type(exc).__name__)
     fresh = httpx.AsyncClient(
-        timeout=client.timeout, limits=httpx.Limits(max_keepalive_connections=0)
+        timeout=client.timeout,
+        limits=httpx.Limits(max_keepalive_connections=0),
+        cookies=no_cookies(),
     )
     return await fresh.send(request, stream=True)
+
+
+def no_cookies() -> CookieJar:
+    """A cookie jar that keeps nothing. One client serves every user: a cookie a provider
+    sets on one user's answer (a load balancer's, a session's) would otherwise go out with
+    every later request of every user. The client still gets the provider's Set-Cookie."""
+    return CookieJar(DefaultCookiePolicy(allowed_domains=[]))
 
 
 def readable(sock: socket.socket | None) -> bool:

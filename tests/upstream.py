@@ -134,6 +134,9 @@ class Upstream:
         self.api = OtherEndpoints(MODELS, self._event_stream)
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)])
         self.response_ids: set[str] = set()  # every response id given out
+        # Raw header lines added to every chat completion response (a provider's cookies,
+        # headers that are not ASCII).
+        self.reply_headers: list[tuple[bytes, bytes]] = []
         self._server: uvicorn.Server | None = None
         self._chats = 0
 
@@ -144,6 +147,7 @@ class Upstream:
         self.json_script.clear()
         self.disconnects = 0
         self.response_ids.clear()
+        self.reply_headers.clear()
         self._chats = 0
         self.api.reset()
 
@@ -202,6 +206,11 @@ class Upstream:
         return _error(404, "invalid_request_error", "unknown_url", f"No route {request.url.path}")
 
     def _chat(self, body: dict[str, Any]) -> Response:
+        response = self._chat_reply(body)
+        response.raw_headers.extend(self.reply_headers)
+        return response
+
+    def _chat_reply(self, body: dict[str, Any]) -> Response:
         self._chats += 1
         messages = body.get("messages") or []
         turn = _Turn(

@@ -154,6 +154,11 @@ def _flat_held(text: str) -> str:
     return " ".join(text.split())
 
 
+def forget_flat_lines() -> None:
+    """Let go of every turn held in its flat form (a user forgotten: their turns go too)."""
+    _flat_held.cache_clear()
+
+
 def _widen(passage: _Passage, neighbours: Mapping[int, Sequence[Message]], taken: set[int]) -> None:
     """Add whole turns around the passage's best hit, nearest first, while they fit.
 

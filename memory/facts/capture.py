@@ -21,6 +21,7 @@ import re
 from dataclasses import replace
 
 from memory.facts.changes import change, employer_now, joined_at_work
+from memory.facts.general import general
 from memory.facts.lexicon import (
     ABBREV,
     ASK_MEMORY,
@@ -47,6 +48,7 @@ from memory.facts.lexicon import (
     cue,
     word_set,
 )
+from memory.facts.spans import DROPPED_AND, NO_SUBJECT, sentence_change
 from memory.facts.statements import Capture, Op, cap, phrase, slug, statement
 from memory.facts.updates import in_place_now, now_at, update
 
@@ -227,11 +229,29 @@ def _clause(clause: str) -> list[Capture]:
     return []
 
 
+def _general(clause: str, sentence: str) -> list[Capture]:
+    """The general update rules (`memory/facts/general.py`) on `clause`, also when it has
+    dropped its 'I' ('Moved our hosting off AWS onto Hetzner') or says the old value first and
+    the new one after 'and' ('we ditched BT and went with Zen for broadband')."""
+    lead = LEAD.match(clause)
+    body = re.sub(r"(?<!\b[A-Z])[\s.!]+$", "", clause[lead.end() if lead else 0 :])
+    if found := general(body, sentence):
+        return found
+    if match := DROPPED_AND.fullmatch(body):
+        body = f"{match['s']} {match['rest']}"
+    elif NO_SUBJECT.match(body):
+        body = f"I {body}"
+    else:
+        return []
+    return _clause(body) or general(body, sentence)
+
+
 def _sentence(sentence: str) -> list[Capture]:
     """Captures of one sentence: a question tail is dropped, a tainting word ends the sentence."""
     if len(sentence) > MAX_SENTENCE:
         return []
     body = COLON_CMD.sub(r"\1 that ", TAG.sub("", FROM_NOW.sub(r"\1 ", sentence.strip())))
+    whole = body  # 'No more X, it's Y now' keeps its 'no' for `sentence_change`
     lead = LEAD.match(body)
     body = body[lead.end() if lead else 0 :]
     asks = ASK_MEMORY.match(body)
@@ -250,13 +270,14 @@ def _sentence(sentence: str) -> list[Capture]:
             _clause(clause)
             or (_employer_now(clause, work_words) if work_words else [])
             or (_home_now(clause) if about_home else [])
+            or _general(clause, body)
         )
         if n and not out and found and found[0].rule == "always_never":
             found = []  # 'In Python, always use …' is advice, not a rule for the assistant
         out += found
         if TAINT.search(clause):
             break
-    return out
+    return out or ([] if TAINT.search(body) else sentence_change(whole))
 
 
 def _sentences(text: str) -> list[str]:

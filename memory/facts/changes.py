@@ -14,7 +14,17 @@ from __future__ import annotations
 
 import re
 
-from memory.facts.lexicon import BOUNDARY, EMPLOYERS, JUNK, KIN, ONE_OFF, PRONOUN, cue, word_set
+from memory.facts.lexicon import (
+    BOUNDARY,
+    EMPLOYERS,
+    JUNK,
+    KIN,
+    MOVED_ABOUT,
+    ONE_OFF,
+    PRONOUN,
+    cue,
+    word_set,
+)
 from memory.facts.statements import _ADV, Capture, _lower_ok, _proper, cap, slug
 
 # Words that end a value: the start of a new clause or of a detail about it.
@@ -35,7 +45,8 @@ _ROLE_NOUN = (
     r"(?:manager|boss|lead|coach|tutor|teacher|trainer|instructor|drummer|guitarist|bassist"
     r"|singer|keyboardist|doctor|dentist|therapist|physio|physiotherapist|neurologist"
     r"|gp|landlord|landlady|mentor|accountant|lawyer|vet|babysitter|nanny|cleaner|supervisor"
-    r"|flatmate|roommate|housemate|pt)"
+    r"|flatmate|roommate|housemate|pt|consultant|midwife|hairdresser|optician|psychiatrist"
+    r"|psychologist|counsell?or|dietitian|nutritionist|teammate|captain|carer)"
 )
 _SECRET = cue(r"\b(?:password|passcode|passphrase|pin|key|token|secret|login|username)\b")
 
@@ -47,6 +58,7 @@ _STARTED = cue(
 _I_AM_A = cue(
     rf"i(?:'m|\s+am){_ADV}\s+(?:now\s+)?an?\s+(?P<job>(?:[\w-]+\s+){{0,3}}?{_JOB_NOUN})"
     r"(?:\s+(?:at|for|with)\s+(?P<org>.+)|\s+(?:in|on|based|working|living|from)\s+.+)?"
+    r"(?:\s+now\b.*)?"
 )
 _MADE = cue(
     rf"i(?:'ve|\s+have|'ve\s+been|\s+have\s+been|\s+was|\s+got|'m|\s+am){_ADV}\s+(?:been\s+)?"
@@ -61,8 +73,8 @@ _MOVED_THING = cue(
     rf"(?:i|we|they)(?:'ve|\s+have)?{_ADV}(?:\s+(?:had|have|needed|need)\s+to)?\s+(?:moved?"
     r"|push(?:ed)?|postponed?|rescheduled?|shift(?:ed)?|changed?|switch(?:ed)?|swapped|migrated"
     r"|bumped|delay(?:ed)?|brought\s+forward|bring\s+forward)\s+(?:(?P<det>the|my|our)\s+)?"
-    r"(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)(?:\s+back)?(?:\s+(?P<from>from\s+.+?))?(?:\s+(?:to"
-    r"|until|till)|,?\s+(?:it'?s|it\s+is)\s+now)\s+(?P<v>.+)"
+    r"(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)(?:\s+back)?(?:\s+(?P<from>(?:from|off|away\s+from)\s+.+?))?"
+    r"(?:\s+(?:to|until|till|onto)|,?\s+(?:it'?s|it\s+is)\s+now)\s+(?P<v>.+)"
 )
 _THING_MOVED = cue(
     r"(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)(?:\s+(?:has\s+been|have\s+been|was|were|got"
@@ -70,13 +82,13 @@ _THING_MOVED = cue(
     r"|changed|switched|delayed|brought\s+forward)\s+(?:back\s+)?(?:to|until|till|for)\s+(?P<v>.+)"
 )
 _WENT = cue(
-    r"(?:.*?[,;:]\s+)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?:has\s+|have\s+)?"
+    r"(?:.*?[,;:]\s+)?(?:(?:the|my|our)\s+)?(?P<thing>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?:has\s+|have\s+)?"
     r"(?:went|gone|rose|risen|fell|fallen|dropped|climbed|jumped|increased|decreased|grew"
     r"|shrank|is|are)\s+(?:up\s+|down\s+)?from\s+(?P<old>\S+(?:\s+\S+){0,3}?)\s+to\s+(?P<v>.+)"
 )
 _WENT_TO = cue(
-    r"(?:.*?[,;:]\s+(?:and\s+|so\s+|but\s+)?)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?:has\s+|have\s+)?"
-    r"(?:gone|goes|went|crept|creeping|risen|rose|climbed|jumped|grown|grew|shot|dropped|fallen"
+    r"(?:.*?[,;:]\s+(?:and\s+|so\s+|but\s+)?)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,3}?)(?:'s|\s+(?:has|have|is|are))?\s+"
+    r"(?:going|gone|goes|went|crept|creeping|risen|rose|climbed|jumped|grown|grew|shot|dropped|fallen"
     r"|fell|come|came|is|are|now)\s+(?:now\s+)?(?:up|down)\s+to\s+(?P<v>.+)"
 )
 _COUNT_TAIL = word_set("left remaining per each total between")
@@ -128,7 +140,7 @@ _PUT_ON = cue(
     rf"{_DOSE})\s+of\s+(?P<drug1>{_DRUG})|(?P<drug2>{_DRUG})\s+(?P<d2>{_DOSE}))(?P<rest>.*)"
 )
 _MY_DOSE = cue(
-    rf"(?:my\s+(?P<drug1>{_DRUG})(?:\s+dose)?\s+is\s+now|i(?:'m|\s+am|'ve\s+been|\s+have\s+been)"
+    rf"(?:my\s+(?P<drug1>{_DRUG})(?:'s|\s+dose\s+is|\s+is)(?:\s+now(?=\s)|(?=\s+\d.*\bnow\b))|i(?:'m|\s+am|'ve\s+been|\s+have\s+been)"
     rf"{_ADV}\s+(?:on|taking)\s+(?:(?P<d2>{_DOSE})\s+of\s+(?P<drug2>{_DRUG})|(?P<drug3>{_DRUG})"
     rf"(?:\s+now)?,?\s+(?P<d3>{_DOSE})))"
     rf"(?:\s+(?P<d1>{_DOSE}))?(?P<rest>.*)"
@@ -197,8 +209,9 @@ def _rule_new_role(clause: str) -> list[Capture]:
     """'my new manager is called Tomás', 'our drummer is now Ana' (a change, never a first
     mention: see the module docstring)."""
     match = _NEW_ROLE.fullmatch(clause)
-    if not match or not (match["new"] or match["now"]):
-        return []
+    later = re.sub(r"^(?:[A-Z][\w'-]*\.?\s+){1,3}", "", match["v"]) if match else ""
+    if not match or not (match["new"] or match["now"] or re.match(r"now\b", later)):
+        return []  # 'my coach is Marta now' is a change, 'my coach is Marta' a first mention
     name = _proper(match["v"], 3, lower_ok=False)
     if not name:
         return []
@@ -213,15 +226,15 @@ def _rule_moved_thing(clause: str) -> list[Capture]:
         return []
     thing = match["thing"].lower()
     bare = match.re is _MOVED_THING and not match["det"]
-    if thing.split()[0] in PRONOUN or thing.split()[-1] in ONE_OFF or _SECRET.search(thing):
+    if thing.split()[0] in PRONOUN or _one_off(thing) or _SECRET.search(thing):
         return []
     if thing in ("me", "us", "back", "over", "out", "in") or thing.split()[-1] in KIN:
         return []
     if bare and not match["from"] and not re.search(r"\b(?:provider|hosting|host)\b", thing):
         return []  # 'we moved to Lisbon', 'I switched to decaf': no thing named
     value = _value(re.sub(r"\s+instead(?:\s+of\b.*)?$", "", match["v"].rstrip(".!")))
-    if not value or _SECRET.search(value):
-        return []
+    if not value or _SECRET.search(value) or not re.search(r"[A-Z\d]", value):
+        return []  # 'I moved the sofa to the other wall': a name, a date or an amount only
     return [cap(f"current:{slug(thing, 4)}", value, "profile", "moved_thing")]
 
 
@@ -234,12 +247,23 @@ def _rule_went(clause: str) -> list[Capture]:
     if not re.search(r"\d", match["old"] + " " + match["v"].split()[0]):
         return []
     thing = match["thing"].lower()
-    if thing.split()[0] in PRONOUN or _SECRET.search(thing) or thing.split()[-1] in ONE_OFF:
+    if thing.split()[0] in PRONOUN | _PERSON or _SECRET.search(thing) or _one_off(thing):
         return []
+    if (dose := re.match(_DOSE, match["v"], re.I)) and re.fullmatch(_DRUG, thing):
+        return _dose_capture(thing, dose[0], "went_from")  # 'ramipril went from 5 mg to 10 mg'
     value = _value(match["v"].rstrip(".!"), 4)
     if not value or _SECRET.search(value) or _FIGURATIVE_DOSE.search(thing):
         return []
     return [cap(f"current:{slug(thing, 4)}", value, "profile", "went_from")]
+
+
+# A subject, not a thing: 'I went from 5 to 10 laps' ('the' is optional before a thing).
+_PERSON = word_set("i we you he she they someone everyone everybody nobody")
+
+
+def _one_off(thing: str) -> bool:
+    """A conversation event, a journey, a parcel or furniture: moved about, never a state."""
+    return thing.split()[-1] in ONE_OFF | MOVED_ABOUT
 
 
 def _rule_went_to(clause: str) -> list[Capture]:
@@ -248,7 +272,7 @@ def _rule_went_to(clause: str) -> list[Capture]:
     if not (match := _WENT_TO.fullmatch(clause)) or not re.match(r"\S*\d", match["v"]):
         return []
     thing = match["thing"].lower()
-    if thing.split()[0] in PRONOUN or _SECRET.search(thing) or thing.split()[-1] in ONE_OFF:
+    if thing.split()[0] in PRONOUN or _SECRET.search(thing) or _one_off(thing):
         return []
     dose = re.match(_DOSE, match["v"], re.I)
     drug = re.sub(r"\s+(?:dose|dosage)$|^(?:daily\s+)?(?:dose|dosage)\s+of\s+", "", thing)

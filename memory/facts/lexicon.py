@@ -174,6 +174,12 @@ EMPLOYERS = word_set(
 # (moving one is not a lasting fact: 'I moved the meeting to Friday').
 PRONOUN = word_set("it them this that these those everything something things stuff one")
 ONE_OFF = word_set("meeting call standup stand-up sync chat catch-up session")
+# Journeys, parcels and furniture: moved about, never a lasting state ('the train's been
+# changed to platform 4', 'my parcel got moved to the depot', 'I moved the sofa').
+MOVED_ABOUT = word_set(
+    "train bus tram flight plane taxi uber ferry parcel package delivery order sofa couch bed "
+    "table desk chair furniture car-park"
+)
 # People, not things: 'we moved the kids to a new school' says nothing current about a thing.
 KIN = word_set(
     "sister brother mum mom dad mother father son daughter wife husband partner friend kids kid "

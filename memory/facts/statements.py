@@ -215,7 +215,8 @@ _NAME = cue(r"(?:my\s+name(?:\s+is|'s)|(?P<bare>name's))(?P<n>\s+not|n't)?\s+(?P
 _CALL_ME = cue(r"(?:(?:you\s+can|please|just)\s+)*(?:call\s+me|i\s+go\s+by)\s+(?P<v>.+)")
 _LIVE = cue(rf"(?:i|we)(?:'?m|\s+am|'re|\s+are)?{_ADV}\s+(?:live|reside|living|based)\s+(?P<v>.+)")
 _MOVED = cue(
-    rf"(?:i|we)(?:'ve|\s+have)?{_ADV}\s+(?:moved|relocated)(?:\s+(?:back|over))?\s+(?P<v>(?:not"
+    rf"(?:i|we)(?:'ve|\s+have)?{_ADV}\s+(?:(?:packed\s+up|sold\s+up|upped\s+sticks)\s+and\s+)?"
+    r"(?:moved|relocated)(?:\s+(?:back|over))?\s+(?P<v>(?:not"
     r"\s+)?(?:from\s+.+?\s+)?to\s+.+)"
 )
 _DIET = cue(

@@ -26,10 +26,13 @@ _NOT_THING = (
     | ONE_OFF
     | word_set(
         "train bus tram flight plane taxi uber parcel package delivery order weather "
-        "temperature kettle oven water password passcode pin key token"
+        "temperature kettle oven water password passcode pin key token score scores record"
     )
 )
-_HOME_NOUN = r"(?:flat|house|home|place|apartment|flatshare|room|bungalow|cottage|condo)"
+_HOME_NOUN = (
+    r"(?:flat|house|home|place|apartment|flatshare|room|bungalow|cottage|condo|address|digs"
+    r"|townhouse|maisonette|terrace|semi)"
+)
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b"
 _MONTH_ALONE = (
     r"(?:(?:early|mid|late)\s+|the\s+(?:start|end|middle)\s+of\s+)?(?:january|february|march"
@@ -50,7 +53,8 @@ _SETTLED = cue(
 # 'we're in Brixton now', 'I'm now in Cardiff': home only in a sentence about a home (the
 # caller checks, as for 'I'm at Lyft now'): 'I'm in Leeds now, the train was late' is a trip.
 _IN_NOW = cue(
-    r"(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:(?:now|finally|properly)\s+)*in\s+(?P<v>.+?)"
+    r"(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:(?:now|finally|properly|over|out|down|up|back)\s+)*"
+    r"in\s+(?P<v>.+?)"
     r"(?:\s+now)?(?P<rest>(?:[\s,.!;].*)?)"
 )
 _NEW_EMPLOYER = cue(
@@ -70,7 +74,7 @@ _IS_NOW = cue(
 )
 _SWITCHED_FOR = cue(
     r"(?:i|we)(?:'ve|\s+have)?(?:\s+(?:just|finally|now))*\s+(?:switched|moved|changed|gone)"
-    r"\s+(?:over\s+)?to\s+(?P<v>.+?)\s+for\s+(?:our|my|the)\s+(?P<thing>[\w-]+(?:\s+[\w-]+)?)"
+    r"\s+(?:over\s+)?to\s+(?P<v>.+?)\s+for\s+(?:(?P<det>our|my|the)\s+)?(?P<thing>[\w-]+(?:\s+[\w-]+)?)"
     r"(?:\s+now)?(?:[,;.!].*)?"
 )
 _COMES_FROM = cue(
@@ -103,7 +107,7 @@ _NEW_DATE = cue(
 )
 _WENT_WITH = cue(
     r"(?:i|we)(?:'ve|\s+have)?(?:\s+(?:just|finally|now))*\s+(?:went|gone|decided\s+to\s+go)"
-    r"\s+with\s+(?P<v>.+?)\s+for\s+(?:our|my|the)\s+(?P<thing>[\w-]+(?:\s+[\w-]+)?)"
+    r"\s+with\s+(?P<v>.+?)\s+for\s+(?:(?P<det>our|my|the)\s+)?(?P<thing>[\w-]+(?:\s+[\w-]+)?)"
     r"(?:\s+now)?(?:[,;.!].*)?"
 )
 # 'we're going to Lisbon instead (of Porto)': a trip's new destination ('instead' required).
@@ -115,6 +119,11 @@ _INSTEAD = cue(
 _PLAN = cue(
     r"(?:.*?[,;:]\s+)?(?:the|my|our)\s+(?:(?P<new>new)\s+)?plan\s+(?:(?P<now>now)\s+)?(?:is|'s)"
     r"\s+(?:(?P<now2>now)\s+)?(?P<v>to\s+.+)"
+)
+# After a bare 'for', a reason or a time, not a service: 'I moved to Deloitte for work'.
+_NOT_A_SERVICE = word_set(
+    "work good now years months weeks ages fun money health life love it that this me us them "
+    "sure real once free starters example instance ever"
 )
 _VAGUE_PLAN = word_set("it this that them these those today tonight tomorrow")
 _ROLE_JUNK = word_set("well soon possible usual always planned expected")
@@ -184,12 +193,12 @@ def _rule_step_down(clause: str) -> list[Capture]:
     return [cap(f"role:{slug(role_text, 4)}", f"{verb} as {role_text}", "profile", "step_down")]
 
 
-def _when(text: str) -> str | None:
+def when(text: str) -> str | None:
     """A date, a weekday or an amount with a digit at the start of `text`, up to a clause end."""
     head = re.split(r"\s*[,;!?]\s*|\.\s|\.$|\s+(?:because|since|so|but|and|as|instead)\s", text)[0]
     head = head.strip()
     dated = _DATE.match(head) or re.match(rf"{_WEEKDAY}|{_MONTH_ALONE}", head, re.I)
-    if dated or re.match(r"(?:the\s+)?\d", head):
+    if dated or re.match(r"(?:the\s+)?[£$€]?\d", head):
         words = head.split()
         return head if len(words) <= 6 else None
     return None
@@ -205,13 +214,13 @@ def _rule_is_now(clause: str) -> list[Capture]:
     if words[0] in _NOT_THING or words[-1] in _NOT_THING or words[-1] in JUNK:
         return []
     value = match["v"].rstrip(".! ")
-    when = _when(value)
-    if match["prep"] in ("at", "in") and not when:
+    date = when(value)
+    if match["prep"] in ("at", "in") and not date:
         place = _proper(value, 4, lower_ok=False, the_ok=True)
         if place and place.split()[-1].lower() not in JUNK:
             return [cap(f"current:{slug(thing, 4)}_place", place, "profile", "is_now")]
         return []
-    return [cap(f"current:{slug(thing, 4)}", when, "profile", "is_now")] if when else []
+    return [cap(f"current:{slug(thing, 4)}", date, "profile", "is_now")] if date else []
 
 
 def _rule_new_date(clause: str) -> list[Capture]:
@@ -224,8 +233,8 @@ def _rule_new_date(clause: str) -> list[Capture]:
         words = thing.split()
         if words[0] in _NOT_THING or words[-1] in _NOT_THING or words[-1] in JUNK:
             return []
-        when = _when(match["v"].rstrip(".! "))
-        return [cap(f"current:{slug(thing, 4)}", when, "profile", "new_date")] if when else []
+        date = when(match["v"].rstrip(".! "))
+        return [cap(f"current:{slug(thing, 4)}", date, "profile", "new_date")] if date else []
     return []
 
 
@@ -237,6 +246,9 @@ def _rule_switched_for(clause: str) -> list[Capture]:
     thing = match["thing"].lower()
     if thing.split()[0] in _NOT_THING or thing.split()[-1] in _NOT_THING:
         return []
+    bare_ok = match.re is _WENT_WITH or not re.search(r"\bmoved\b", match[0], re.I)
+    if not match["det"] and (" " in thing or thing in _NOT_A_SERVICE or not bare_ok):
+        return []  # 'we went with Zen for broadband', not 'we moved to Teams for calls'
     value = _proper(match["v"], 4, lower_ok=False, org=True, the_ok=True)
     return [cap(f"current:{slug(thing, 4)}", value, "profile", "switched_for")] if value else []
 

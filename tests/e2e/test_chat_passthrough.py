@@ -6,6 +6,7 @@ response carries the `x-memory-*` headers of "What moim says back".
 """
 
 import json
+import uuid
 
 import httpx
 import openai
@@ -490,6 +491,46 @@ def test_memory_headers_on_an_upstream_error(proxy, upstream):
     _assert_memory_headers(response.headers, "auto")
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_providers_headers_reach_the_client_as_its_bytes(proxy, upstream, stream):
+    """A header value that is not ASCII (UTF-8 from the provider) is relayed as it was sent:
+    decoded by httpx and encoded again as latin-1 it was mangled, or, past latin-1, the
+    response could not be made at all."""
+    upstream.reply_headers[:] = [
+        (b"x-note", "café ✓".encode()),
+        (b"x-ratelimit-remaining-requests", b"499"),
+    ]
+    body = {
+        "model": "gpt-4o-mini",
+        "stream": stream,
+        "messages": [{"role": "user", "content": "Hi"}],
+    }
+
+    with httpx.stream("POST", proxy.url + "/chat/completions", json=body) as response:
+        response.read()
+
+    assert response.status_code == 200
+    assert dict(response.headers.raw)[b"x-note"] == "café ✓".encode()
+    assert response.headers["x-ratelimit-remaining-requests"] == "499"
+    assert response.headers["x-memory-mode"] == "auto"
+
+
+def test_a_cookie_the_provider_sets_for_one_user_goes_to_no_later_request(proxy, upstream):
+    """One upstream client serves every user: it must not keep a provider's cookie and send it
+    with another user's request. The client that got the answer still sees the Set-Cookie."""
+    upstream.reply_headers[:] = [(b"set-cookie", b"affinity=alice-node-7; Path=/")]
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
+
+    first = httpx.post(
+        proxy.url + "/chat/completions", json=body, headers={"x-memory-user-id": "alice"}
+    )
+    upstream.reply_headers.clear()
+    httpx.post(proxy.url + "/chat/completions", json=body, headers={"x-memory-user-id": "bob"})
+
+    assert first.headers["set-cookie"] == "affinity=alice-node-7; Path=/"
+    assert [r.headers.get("cookie") for r in upstream.requests] == [None, None]
+
+
 def test_sdk_exposes_the_memory_headers(proxy, upstream):
     with proxy.client() as client:
         raw = client.chat.completions.with_raw_response.create(
@@ -501,6 +542,41 @@ def test_sdk_exposes_the_memory_headers(proxy, upstream):
     _assert_memory_headers(raw.headers, "write")
     assert raw.headers["x-request-id"] == "abc-1"
     assert raw.parse().choices[0].message.content == "echo: Hello"
+
+
+def test_a_request_without_an_id_gets_a_fresh_uuid4_one(proxy, upstream):
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello"}]}
+
+    ids = [
+        httpx.post(proxy.url + "/chat/completions", json=body).headers["x-request-id"] for _ in "ab"
+    ]
+    given = httpx.post(proxy.url + "/chat/completions", json=body, headers={"x-request-id": "r-1"})
+
+    assert ids[0] != ids[1]
+    for request_id in ids:  # uuid4().hex's form: 32 hex digits, version 4, RFC 4122 variant
+        parsed = uuid.UUID(hex=request_id)
+        assert (parsed.hex, parsed.version, parsed.variant) == (request_id, 4, uuid.RFC_4122)
+    assert given.headers["x-request-id"] == "r-1"
+
+
+@pytest.mark.parametrize("first, then", [("off", "auto"), ("auto", "off")])
+def test_of_a_header_sent_twice_the_first_counts(proxy, upstream, first, then):
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello"}]}
+    headers = [
+        ("content-type", "application/json"),
+        ("x-memory-mode", first),
+        ("X-Memory-Session-Id", f"chat-{first}"),
+        ("x-memory-mode", then),
+        ("x-memory-session-id", f"chat-{then}"),
+    ]
+
+    response = httpx.post(
+        proxy.url + "/chat/completions", content=json.dumps(body), headers=headers
+    )
+
+    assert response.status_code == 200
+    assert response.headers["x-memory-mode"] == first
+    assert response.headers["x-memory-session-id"] == f"chat-{first}"
 
 
 # -- provider key -----------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from memory.embedding import WordEmbedder, gives_words
+from memory.embedding import FastEmbedder, WordEmbedder, gives_words
 from memory.question_vectors import QuestionVectors
 
 
@@ -187,3 +187,27 @@ def test_gives_words_answers_as_the_protocol_check_does(embedder):
         for _ in range(2):  # the first answer, then the remembered one
             assert gives_words(candidate) == isinstance(candidate, WordEmbedder)
     assert gives_words(noted) and not gives_words(PlainEmbedder())
+
+
+def test_vectors_are_the_same_with_onnxruntimes_memory_arena_as_without(embedder):
+    # One text a run (the default): the session keeps its activations in onnxruntime's
+    # arena, shared by the runs of several threads at once (memory/embedding.py). Batches of
+    # texts: no arena. Each text's vector and word vectors are the same to the bit either way.
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = FastEmbedder(batch_size=2)
+    session = embedder._model.model.model.get_session_options()
+    assert session.enable_cpu_mem_arena
+    assert not batches._model.model.model.get_session_options().enable_cpu_mem_arena
+    texts = [f"the kayak {'and the red paddle ' * n}at the marina" for n in range(0, 120, 7)]
+    with ThreadPoolExecutor(6) as pool:  # queries run at once; documents take turns
+        asked = list(pool.map(embedder.embed_query_words, texts * 2))
+        stored = list(pool.map(lambda text: embedder.embed_documents_words([text]), texts))
+    for text, (vector, words) in zip(texts * 2, asked, strict=True):
+        fresh, fresh_words = batches.embed_query_words(text)
+        assert np.array_equal(vector, fresh), text[:40]
+        assert [(w.word, w.start) for w in words] == [(w.word, w.start) for w in fresh_words]
+        pairs = zip(words, fresh_words, strict=True)
+        assert all(np.array_equal(a.vector, b.vector) for a, b in pairs)
+    for text, (rows, _) in zip(texts, stored, strict=True):
+        assert np.array_equal(rows, batches.embed_documents_words([text])[0]), text[:40]

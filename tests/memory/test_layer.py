@@ -158,6 +158,19 @@ def test_a_forgotten_user_leaves_no_question_vector_behind(tmp_path):
     assert embedder.documents[0] == ASKED["content"]  # embedded again: nothing was held
 
 
+def test_a_forgotten_user_leaves_no_turn_in_the_blocks_line_cache(tmp_path):
+    from memory.block import excerpts
+
+    layer = _layer(tmp_path)
+    asked = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    assert layer.recall(_request("ana", asked), NOW).block is not None
+    assert excerpts._flat_held.cache_info().currsize > 0  # the block's turns, held flat
+
+    layer.forget("ana")
+
+    assert excerpts._flat_held.cache_info().currsize == 0
+
+
 def test_recall_holds_only_the_question_vector_the_writer_will_take(tmp_path):
     # A short question is embedded by the writer after the turn before it, so its vector
     # would never be taken: held, it sat in RAM with its words (~40 kB) until pushed out.

@@ -9,6 +9,7 @@ from starlette.datastructures import Headers
 from memory import BLOCK_END, BLOCK_START
 from proxy.errors import BadRequest
 from proxy.identity import Mode, derive_session_id, identify, user_namespace
+from proxy.pipeline import header_values
 
 BODY = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -225,6 +226,25 @@ def test_what_each_mode_reads_and_writes():
         ("write", False, True),
         ("off", False, False),
     ]
+
+
+def test_the_request_paths_header_dict_reads_as_starlettes_headers():
+    # the chat path hands identify a dict of lower-case names (pipeline.header_values)
+    sent = [
+        (b"x-sm-user-id", b"zo\xc3\xab"),
+        (b"x-openwebui-chat-id", b"chat-1"),
+        (b"x-memory-mode", b" Read "),
+        (b"x-memory-context-budget", b"900"),
+        (b"x-memory-tools", b"on"),
+        (b"x-memory-timestamp", b"1700000000"),
+        (b"x-memory-mode", b"off"),
+    ]
+
+    as_dict = identify(header_values(sent), BODY)
+
+    assert as_dict == identify(Headers(raw=sent), BODY)
+    assert (as_dict.user_id, as_dict.session_id, as_dict.mode) == ("zoë", "chat-1", Mode.READ)
+    assert (as_dict.context_budget, as_dict.tools, as_dict.timestamp) == (900, True, 1.7e9)
 
 
 def test_unknown_mode_is_a_bad_request():
