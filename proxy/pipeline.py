@@ -42,10 +42,10 @@ from proxy.streaming import EndCallback, EventCollector, relay
 from proxy.upstream import (
     open_openai,
     provider_key,
-    relayed_headers,
     resolve,
     unreachable,
     upstream_error,
+    with_provider_headers,
 )
 
 if TYPE_CHECKING:
@@ -243,11 +243,12 @@ async def forward_bytes(
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
     if upstream.status_code < 400 and streaming:
         kept = collector if prepared.who.mode.writes else None  # nothing to gather otherwise
-        return StreamingResponse(
+        streamed = StreamingResponse(
             relay(upstream.aiter_raw(), kept, on_end, upstream.aclose),
             status_code=upstream.status_code,
-            headers={**relayed_headers(upstream), **report.headers()},
+            headers=report.headers(),
         )
+        return with_provider_headers(streamed, upstream)
     try:
         data = await upstream.aread()
     except httpx.HTTPError as exc:
@@ -258,8 +259,8 @@ async def forward_bytes(
     if upstream.status_code < 400:
         collector.feed_json(data)
         on_end(False)  # before the headers: they say if this turn's journal write failed
-    headers = {**relayed_headers(upstream), **report.headers()}
-    return Response(data, status_code=upstream.status_code, headers=headers)
+    whole = Response(data, status_code=upstream.status_code, headers=report.headers())
+    return with_provider_headers(whole, upstream)
 
 
 def remember(

@@ -39,7 +39,13 @@ from proxy.errors import UpstreamError
 from proxy.identity import Identity
 from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.tools import MAX_ROUNDS, NAMES, execute, is_memory_call, offered, with_memory_tools
-from proxy.upstream import Target, open_openai, relayed_headers, unreachable, upstream_error
+from proxy.upstream import (
+    Target,
+    open_openai,
+    unreachable,
+    upstream_error,
+    with_provider_headers,
+)
 
 if TYPE_CHECKING:
     from proxy.exchange import Exchange, Report
@@ -77,9 +83,6 @@ class _Loop:
             lambda: [execute(layer, user_id, call, allowed) for call in calls]
         )
 
-    def headers_of(self, upstream: httpx.Response) -> dict[str, str]:
-        return {**relayed_headers(upstream), **self.report.headers()}
-
     async def whole(self, upstream: httpx.Response, data: bytes | None = None) -> Response:
         """Answer with a whole (non-SSE) upstream body; a success ends the turn."""
         if data is None:
@@ -87,7 +90,8 @@ class _Loop:
         if upstream.status_code < 400:
             self.collector.feed_json(data)
             self.on_end(False)
-        return Response(data, status_code=upstream.status_code, headers=self.headers_of(upstream))
+        whole = Response(data, status_code=upstream.status_code, headers=self.report.headers())
+        return with_provider_headers(whole, upstream)
 
 
 async def forward_with_tools(
@@ -229,11 +233,12 @@ async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
         mine = _clean(round_filter.calls(), round_)
         if round_filter.spoke or not mine or last:
             stream = _rest(loop, held, events, round_filter)
-            return StreamingResponse(
+            streamed = StreamingResponse(
                 relay(stream, loop.collector, loop.on_end, upstream.aclose),
                 status_code=upstream.status_code,
-                headers=loop.headers_of(upstream),
+                headers=loop.report.headers(),
             )
+            return with_provider_headers(streamed, upstream)
         await upstream.aclose()
         messages += _followup(None, mine, await loop.run(mine))
     raise AssertionError("unreachable: the last round always answers")

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import anyio.to_thread
 import httpx
 import numpy as np
+from starlette.responses import Response
 
 from proxy import litellm_params
 from proxy.config import Config
@@ -44,8 +45,8 @@ LITELLM_PREFIXES = frozenset(
 FORWARDED_HEADERS = ("openai-organization", "openai-project", "openai-beta", "user-agent")
 # Response headers never relayed: hop-by-hop, or recomputed by our server.
 DROPPED_RESPONSE_HEADERS = frozenset(
-    "connection keep-alive transfer-encoding content-length content-encoding date server "
-    "proxy-connection upgrade".split()
+    b"connection keep-alive transfer-encoding content-length content-encoding date server "
+    b"proxy-connection upgrade".split()
 )
 
 
@@ -118,16 +119,33 @@ def endpoint_url(base_url: str, path: str) -> httpx.URL:
 
 
 def relayed_headers(response: httpx.Response) -> dict[str, str]:
-    """The provider's response headers that the client should see, each value the provider's
-    bytes: decoded as latin-1, which the response encodes them back with (httpx decodes a
-    UTF-8 value as UTF-8, and "✓" could then not be sent at all). A name sent twice is one
-    line, its values joined with ", ", as httpx joins them."""
+    """The provider's response headers as one value a name (values of a name sent twice joined
+    with ", ", as httpx joins them), for an error moim raises with them (`UpstreamError`)."""
     relayed: dict[str, str] = {}
-    for raw_name, raw_value in response.headers.raw:
-        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
-        if name not in DROPPED_RESPONSE_HEADERS:
-            relayed[name] = f"{relayed[name]}, {value}" if name in relayed else value
+    for raw_name, raw_value in relayed_lines(response):
+        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+        relayed[name] = f"{relayed[name]}, {value}" if name in relayed else value
     return relayed
+
+
+def relayed_lines(response: httpx.Response) -> list[tuple[bytes, bytes]]:
+    """The provider's response header lines that the client should see, each as the provider
+    sent it: its value's bytes (a UTF-8 value stays UTF-8; httpx would decode it, and "✓"
+    could then not be sent at all), and a name sent twice as two lines (two `Set-Cookie`
+    joined into one line are one broken cookie: an `Expires` date holds a comma)."""
+    return [
+        (name.lower(), value)
+        for name, value in response.headers.raw
+        if name.lower() not in DROPPED_RESPONSE_HEADERS
+    ]
+
+
+def with_provider_headers(answer: Response, upstream: httpx.Response) -> Response:
+    """`answer` (moim's own headers set) with the provider's header lines added, but for the
+    names moim sets itself (`x-request-id`, `x-memory-*`, the body's length)."""
+    own = {name for name, _ in answer.raw_headers}
+    answer.raw_headers.extend(line for line in relayed_lines(upstream) if line[0] not in own)
+    return answer
 
 
 async def list_models(

@@ -1,0 +1,32 @@
+"""Drop-in compatibility: what a client of the provider sends and gets, it sends and gets
+through moim (a user changes only OPENAI_BASE_URL).
+
+Each test is a case an audit found moim answering differently from the provider, or
+forwarding something other than what the client sent: the provider's header lines as it sent
+them, a `stream: null` (OpenAI's spec allows null), a request body sent compressed, a query
+string, and an answer compressed although moim asked for none.
+"""
+
+import httpx
+import pytest
+
+HELLO = [{"role": "user", "content": "Hello"}]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_header_the_provider_sends_twice_reaches_the_client_as_two_lines(proxy, upstream, stream):
+    """Two `Set-Cookie` joined into one line with ", " are one cookie, broken at the comma
+    in its `Expires` date."""
+    cookies = [
+        b"__cf_bm=abc; path=/; expires=Thu, 26-Nov-26 04:05:00 GMT; HttpOnly",
+        b"_cfuvid=def; path=/; HttpOnly",
+    ]
+    upstream.reply_headers[:] = [(b"set-cookie", cookie) for cookie in cookies]
+    body = {"model": "gpt-4o-mini", "stream": stream, "messages": HELLO}
+
+    with httpx.stream("POST", proxy.url + "/chat/completions", json=body) as response:
+        response.read()
+
+    assert response.status_code == 200
+    assert [v for n, v in response.headers.raw if n.lower() == b"set-cookie"] == cookies
+    assert response.headers["x-memory-mode"] == "auto"
