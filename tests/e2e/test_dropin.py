@@ -7,6 +7,8 @@ them, a `stream: null` (OpenAI's spec allows null), a request body sent compress
 string, and an answer compressed although moim asked for none.
 """
 
+import json
+
 import httpx
 import pytest
 
@@ -30,3 +32,24 @@ def test_a_header_the_provider_sends_twice_reaches_the_client_as_two_lines(proxy
     assert response.status_code == 200
     assert [v for n, v in response.headers.raw if n.lower() == b"set-cookie"] == cookies
     assert response.headers["x-memory-mode"] == "auto"
+
+
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/chat/completions", {"model": "gpt-4o-mini", "messages": HELLO, "stream": None}),
+        ("/responses", {"model": "gpt-4o-mini", "input": "Hello", "stream": None}),
+    ],
+    ids=["chat", "responses"],
+)
+def test_stream_null_is_a_request_not_streamed_as_openai_takes_it(proxy, upstream, path, body):
+    """OpenAI's spec types `stream` as boolean or null; a client may send null for "unset"."""
+    raw = json.dumps(body).encode()
+
+    response = httpx.post(
+        proxy.url + path, content=raw, headers={"content-type": "application/json"}
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    assert upstream.requests[-1].body == raw  # nothing to recall yet: the client's bytes
