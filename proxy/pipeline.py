@@ -103,6 +103,7 @@ async def handle(
             prepared,
             authorization,
             report,
+            request.scope["query_string"].decode("latin-1"),
         )
         response = await api.forward(exchange)
     except ProxyError as exc:
@@ -236,7 +237,13 @@ async def forward_bytes(
     )
     try:
         upstream = await open_openai(
-            state.client, target, content, exchange.authorization, exchange.headers, path
+            state.client,
+            target,
+            content,
+            exchange.authorization,
+            exchange.headers,
+            path,
+            exchange.query,
         )
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc

@@ -66,12 +66,18 @@ class _Loop:
     collector: ReplyCollector
     on_end: EndCallback
     report: Report
+    query: str = ""
 
     async def open(self, body: Mapping[str, Any]) -> httpx.Response:
         content = json.dumps(body, ensure_ascii=False).encode()
         try:
             return await open_openai(
-                self.state.client, self.target, content, self.authorization, self.headers
+                self.state.client,
+                self.target,
+                content,
+                self.authorization,
+                self.headers,
+                query=self.query,
             )
         except httpx.HTTPError as exc:
             raise unreachable(exc) from exc
@@ -107,6 +113,7 @@ async def forward_with_tools(
         collector,
         on_end,
         exchange.report,
+        exchange.query,
     )
     body = json.loads(content)
     if body.get("stream") is True:

@@ -93,10 +93,12 @@ async def open_openai(
     authorization: str | None,
     headers: Mapping[str, str],
     path: str = "/chat/completions",
+    query: str = "",
 ) -> httpx.Response:
     """POST to an OpenAI-compatible upstream's `path` (under its base URL, e.g.
-    `/chat/completions` or `/responses`); the caller closes the response. A stale pooled
-    connection is retried once on a new one (`proxy.upstream_client.send`)."""
+    `/chat/completions` or `/responses`), with the client's raw `query` string (an Azure
+    client's `?api-version=…`); the caller closes the response. A stale pooled connection is
+    retried once on a new one (`proxy.upstream_client.send`)."""
     assert target.base_url is not None
     outbound = {"content-type": "application/json", "accept-encoding": "identity"}
     if authorization:
@@ -104,9 +106,10 @@ async def open_openai(
     for name in FORWARDED_HEADERS:
         if name in headers:
             outbound[name] = headers[name]
-    request = client.build_request(
-        "POST", endpoint_url(target.base_url, path), content=content, headers=outbound
-    )
+    url = endpoint_url(target.base_url, path)
+    if query:
+        url = url.copy_with(query=query.encode("latin-1"))
+    request = client.build_request("POST", url, content=content, headers=outbound)
     return await send(client, request)
 
 

@@ -53,3 +53,33 @@ def test_stream_null_is_a_request_not_streamed_as_openai_takes_it(proxy, upstrea
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("application/json")
     assert upstream.requests[-1].body == raw  # nothing to recall yet: the client's bytes
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
+def test_the_query_string_reaches_the_provider_as_sent(proxy, upstream, path, stream):
+    """An Azure client sends `?api-version=…` with every request (the SDK's `default_query`);
+    the pass-through kept it, chat and the Responses API dropped it."""
+    query = {"api-version": "2024-10-21", "note": "a b/✓"}
+    with proxy.client(default_query=query) as client:
+        if path == "/responses":
+            client.responses.create(model="gpt-4o-mini", input="Hello", stream=stream)
+        else:
+            client.chat.completions.create(model="gpt-4o-mini", messages=HELLO, stream=stream)
+
+    sent = upstream.requests[-1]
+    assert sent.path == "/v1" + path
+    assert sent.query == "api-version=2024-10-21&note=a+b%2F%E2%9C%93"
+
+
+def test_the_query_string_reaches_the_provider_through_the_memory_tool_loop(proxy, upstream):
+    body = {"model": "gpt-4o-mini", "messages": HELLO}
+
+    httpx.post(
+        proxy.url + "/chat/completions?api-version=preview",
+        json=body,
+        headers={"x-memory-tools": "on"},
+    )
+
+    assert [r.query for r in upstream.requests] == ["api-version=preview"]
+    assert upstream.last_json["tools"]  # moim's memory tools: the loop sent it
