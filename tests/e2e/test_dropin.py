@@ -7,7 +7,9 @@ them, a `stream: null` (OpenAI's spec allows null), a request body sent compress
 string, and an answer compressed although moim asked for none.
 """
 
+import gzip
 import json
+import zlib
 
 import httpx
 import pytest
@@ -83,3 +85,92 @@ def test_the_query_string_reaches_the_provider_through_the_memory_tool_loop(prox
 
     assert [r.query for r in upstream.requests] == ["api-version=preview"]
     assert upstream.last_json["tools"]  # moim's memory tools: the loop sent it
+
+
+COMPRESSIONS = {
+    "gzip": gzip.compress,
+    "deflate": zlib.compress,  # HTTP's "deflate" is zlib's format
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("coding", sorted(COMPRESSIONS))
+def test_a_compressed_chat_body_is_read_and_goes_on_as_json(proxy, upstream, coding, stream):
+    """A client (or a proxy before moim) may send its body with `Content-Encoding: gzip`: it
+    was a 400 "not valid JSON: can't decode byte 0x8b"."""
+    body = {"model": "gpt-4o-mini", "stream": stream, "messages": HELLO}
+    raw = json.dumps(body).encode()
+    headers = {"content-type": "application/json", "content-encoding": coding}
+
+    response = httpx.post(
+        proxy.url + "/chat/completions", content=COMPRESSIONS[coding](raw), headers=headers
+    )
+
+    assert response.status_code == 200, response.text
+    kind = "text/event-stream" if stream else "application/json"
+    assert response.headers["content-type"].startswith(kind)
+    assert "echo: He" in response.text
+    sent = upstream.requests[-1]
+    assert sent.body == raw
+    assert "content-encoding" not in sent.headers
+
+
+def test_an_encoding_moim_cannot_read_is_a_415_and_goes_nowhere(proxy, upstream):
+    body = json.dumps({"model": "gpt-4o-mini", "messages": HELLO}).encode()
+    headers = {"content-type": "application/json", "content-encoding": "br"}
+
+    response = httpx.post(proxy.url + "/chat/completions", content=body, headers=headers)
+
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_content_encoding"
+    assert upstream.requests == []
+
+
+def test_a_body_that_is_not_what_its_encoding_says_is_a_400(proxy, upstream):
+    body = json.dumps({"model": "gpt-4o-mini", "messages": HELLO}).encode()
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+
+    response = httpx.post(proxy.url + "/chat/completions", content=body, headers=headers)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_content_encoding"
+    assert upstream.requests == []
+
+
+def test_the_body_limit_applies_to_what_a_compressed_body_inflates_to(make_proxy, upstream):
+    proxy = make_proxy(max_body_bytes=64 * 1024)
+    text = "a" * (256 * 1024)  # compresses to well under the limit
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}]}
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+
+    response = httpx.post(
+        proxy.url + "/chat/completions",
+        content=gzip.compress(json.dumps(body).encode()),
+        headers=headers,
+    )
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
+    assert upstream.requests == []
+
+
+def test_a_compressed_pass_through_body_is_routed_and_relayed_as_it_came(proxy, upstream):
+    """The pass-through reads a compressed JSON body to route it by its model, and sends the
+    provider the client's bytes and their Content-Encoding."""
+    raw = gzip.compress(json.dumps({"model": "text-embedding-3-small", "input": "hi"}).encode())
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+
+    response = httpx.post(proxy.url + "/embeddings", content=raw, headers=headers)
+
+    sent = upstream.requests[-1]
+    assert (sent.path, sent.body, sent.headers["content-encoding"]) == (
+        "/v1/embeddings",
+        raw,
+        "gzip",
+    )
+    assert response.status_code == upstream_status(upstream, raw, headers)
+
+
+def upstream_status(upstream, raw, headers):
+    """The status the provider itself gives the same request."""
+    return httpx.post(upstream.url + "/embeddings", content=raw, headers=headers).status_code
