@@ -40,6 +40,7 @@ from proxy.recall_step import measure_and_recall
 from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, relay
 from proxy.upstream import (
+    body_chunks,
     open_openai,
     provider_key,
     resolve,
@@ -251,7 +252,7 @@ async def forward_bytes(
     if upstream.status_code < 400 and streaming:
         kept = collector if prepared.who.mode.writes else None  # nothing to gather otherwise
         streamed = StreamingResponse(
-            relay(upstream.aiter_raw(), kept, on_end, upstream.aclose),
+            relay(body_chunks(upstream), kept, on_end, upstream.aclose),
             status_code=upstream.status_code,
             headers=report.headers(),
         )

@@ -41,6 +41,7 @@ from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.tools import MAX_ROUNDS, NAMES, execute, is_memory_call, offered, with_memory_tools
 from proxy.upstream import (
     Target,
+    body_chunks,
     open_openai,
     unreachable,
     upstream_error,
@@ -221,7 +222,7 @@ async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
         upstream = await loop.open(_round_body(body, messages, () if last else names))
         if upstream.status_code >= 400 or not _is_sse(upstream):
             return await loop.whole(upstream)
-        events = _sse_events(upstream.aiter_raw())
+        events = _sse_events(body_chunks(upstream))
         held: list[bytes] = []
         round_filter = _RoundFilter()
         try:

@@ -143,6 +143,15 @@ def relayed_lines(response: httpx.Response) -> list[tuple[bytes, bytes]]:
     ]
 
 
+def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The provider's body as it arrives: its bytes as sent, or decompressed when it was
+    compressed after all (moim asks for `identity`, a provider may not listen), since the
+    `Content-Encoding` is not relayed (moim's collector reads the events, too)."""
+    if response.headers.get("content-encoding", "identity").lower() == "identity":
+        return response.aiter_raw()
+    return response.aiter_bytes()
+
+
 def with_provider_headers(answer: Response, upstream: httpx.Response) -> Response:
     """`answer` (moim's own headers set) with the provider's header lines added, but for the
     names moim sets itself (`x-request-id`, `x-memory-*`, the body's length)."""

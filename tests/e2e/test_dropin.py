@@ -13,6 +13,12 @@ import zlib
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.conftest import serve_app
 
 HELLO = [{"role": "user", "content": "Hello"}]
 
@@ -174,3 +180,50 @@ def test_a_compressed_pass_through_body_is_routed_and_relayed_as_it_came(proxy, 
 def upstream_status(upstream, raw, headers):
     """The status the provider itself gives the same request."""
     return httpx.post(upstream.url + "/embeddings", content=raw, headers=headers).status_code
+
+
+def _completion_events():
+    def chunk(delta, finish=None):
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        event = {"id": "c-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        return f"data: {json.dumps({**event, 'choices': [choice]})}\n\n".encode()
+
+    parts = [chunk({"role": "assistant", "content": ""}), chunk({"content": "Squeezed"})]
+    return b"".join([*parts, chunk({}, "stop"), b"data: [DONE]\n\n"])
+
+
+async def _compressing(request: Request) -> Response:
+    """A provider that compresses its answer although asked for `identity`."""
+    await request.body()
+    return Response(
+        gzip.compress(_completion_events()),
+        media_type="text/event-stream",
+        headers={"content-encoding": "gzip"},
+    )
+
+
+@pytest.fixture(scope="module")
+def compressing():
+    app = Starlette(routes=[Route("/v1/chat/completions", _compressing, methods=["POST"])])
+    with serve_app(app) as root:
+        yield root + "/v1"
+
+
+@pytest.mark.parametrize("tools", ["off", "on"])
+def test_a_stream_the_provider_compressed_anyway_reaches_the_client_readable(
+    make_proxy, compressing, tools
+):
+    """Its Content-Encoding is not relayed, so its bytes must not be either: the client got
+    gzip bytes it took for events, and moim stored no reply."""
+    proxy = make_proxy(upstream_base_url=compressing)
+    body = {"model": "gpt-4o-mini", "stream": True, "messages": HELLO}
+    headers = {"x-memory-user-id": "squeeze", "x-memory-tools": tools}
+
+    response = httpx.post(proxy.url + "/chat/completions", json=body, headers=headers)
+
+    assert response.status_code == 200
+    assert "content-encoding" not in response.headers
+    assert response.content == _completion_events()
+    proxy.flush()
+    stored = [m.content for m in proxy.layer.store.messages("squeeze")]
+    assert stored == ["Hello", "Squeezed"]
