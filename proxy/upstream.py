@@ -121,16 +121,6 @@ def endpoint_url(base_url: str, path: str) -> httpx.URL:
     return httpx.URL(base_url.rstrip("/") + path)
 
 
-def relayed_headers(response: httpx.Response) -> dict[str, str]:
-    """The provider's response headers as one value a name (values of a name sent twice joined
-    with ", ", as httpx joins them), for an error moim raises with them (`UpstreamError`)."""
-    relayed: dict[str, str] = {}
-    for raw_name, raw_value in relayed_lines(response):
-        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
-        relayed[name] = f"{relayed[name]}, {value}" if name in relayed else value
-    return relayed
-
-
 def relayed_lines(response: httpx.Response) -> list[tuple[bytes, bytes]]:
     """The provider's response header lines that the client should see, each as the provider
     sent it: its value's bytes (a UTF-8 value stays UTF-8; httpx would decode it, and "✓"
@@ -160,25 +150,9 @@ def with_provider_headers(answer: Response, upstream: httpx.Response) -> Respons
     return answer
 
 
-async def list_models(
-    client: httpx.AsyncClient, config: Config, authorization: str | None
-) -> bytes:
-    """The upstream's `/models` body, or a list built from the configured routes."""
-    if config.upstream_base_url:
-        headers = {}
-        auth = f"Bearer {config.upstream_api_key}" if config.upstream_api_key else None
-        auth = auth or (authorization if not config.keys else None)
-        if auth:
-            headers["authorization"] = auth
-        try:
-            response = await client.get(
-                config.upstream_base_url.rstrip("/") + "/models", headers=headers
-            )
-        except httpx.HTTPError as exc:
-            raise unreachable(exc) from exc
-        if response.status_code >= 400:
-            raise UpstreamError(response.status_code, response.content, relayed_headers(response))
-        return response.content
+def list_models(config: Config) -> bytes:
+    """The models moim routes itself (config routes), as OpenAI's list: the answer to
+    `GET /v1/models` without an upstream (with one, the upstream's list is passed through)."""
     data = [model_object(name, config) for name in config.routes]
     return json.dumps({"object": "list", "data": data}).encode()
 

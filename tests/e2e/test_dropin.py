@@ -227,3 +227,20 @@ def test_a_stream_the_provider_compressed_anyway_reaches_the_client_readable(
     proxy.flush()
     stored = [m.content for m in proxy.layer.store.messages("squeeze")]
     assert stored == ["Hello", "Squeezed"]
+
+
+def test_the_model_list_is_the_providers_answer_as_the_sdk_asks_it(proxy, upstream):
+    """The organization and project name whose models are listed (a project's fine-tuned
+    models); the provider's headers and query come and go as for any other endpoint."""
+    upstream.reply_headers[:] = []
+    with proxy.client(organization="org-1", project="proj-1") as client:
+        raw = client.models.with_raw_response.list(extra_query={"limit": "2"})
+
+    sent = upstream.requests[-1]
+    assert (sent.path, sent.query) == ("/v1/models", "limit=2")
+    assert (sent.headers["openai-organization"], sent.headers["openai-project"]) == (
+        "org-1",
+        "proj-1",
+    )
+    assert raw.headers["x-request-id"]
+    assert raw.http_response.content == httpx.get(upstream.url + "/models").content
