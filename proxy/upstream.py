@@ -98,14 +98,18 @@ async def open_openai(
     """POST to an OpenAI-compatible upstream's `path` (under its base URL, e.g.
     `/chat/completions` or `/responses`), with the client's raw `query` string (an Azure
     client's `?api-version=…`); the caller closes the response. A stale pooled connection is
-    retried once on a new one (`proxy.upstream_client.send`)."""
+    retried once on a new one (`proxy.upstream_client.send`).
+
+    `headers` are the client's, decoded as latin-1 (`pipeline.header_values`): each forwarded
+    one goes out as the bytes the client sent (as a str, httpx would encode it as ASCII, and a
+    "Café" in a User-Agent was a 500)."""
     assert target.base_url is not None
-    outbound = {"content-type": "application/json", "accept-encoding": "identity"}
+    outbound = {b"content-type": b"application/json", b"accept-encoding": b"identity"}
     if authorization:
-        outbound["authorization"] = authorization
+        outbound[b"authorization"] = authorization.encode("latin-1")
     for name in FORWARDED_HEADERS:
         if name in headers:
-            outbound[name] = headers[name]
+            outbound[name.encode()] = headers[name].encode("latin-1")
     url = endpoint_url(target.base_url, path)
     if query:
         url = url.copy_with(query=query.encode("latin-1"))

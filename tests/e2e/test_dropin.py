@@ -244,3 +244,24 @@ def test_the_model_list_is_the_providers_answer_as_the_sdk_asks_it(proxy, upstre
     )
     assert raw.headers["x-request-id"]
     assert raw.http_response.content == httpx.get(upstream.url + "/models").content
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
+@pytest.mark.parametrize("name", ["user-agent", "openai-organization", "authorization"])
+def test_a_client_header_that_is_not_ascii_reaches_the_provider_as_its_bytes(
+    proxy, upstream, path, name
+):
+    """An app's name in its User-Agent ("Café"), sent as UTF-8: it was a bare 500 (httpx
+    encodes a str header as ASCII); the pass-through already relayed the bytes."""
+    body = {"model": "gpt-4o-mini", "messages": HELLO, "input": "Hello"}
+    value = "Café ✓ app/1.0".encode()
+
+    response = httpx.post(
+        proxy.url + path,
+        content=json.dumps(body),
+        headers=[("content-type", "application/json"), (name, value)],
+    )
+
+    assert response.status_code == 200, response.text
+    sent = upstream.requests[-1]
+    assert sent.headers[name].encode("latin-1") == value
