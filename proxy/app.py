@@ -219,10 +219,13 @@ async def _responses(request: Request) -> Response:
 
 
 async def _models(request: Request) -> Response:
+    """The upstream's model list as it answers it (passed through: the client's organization
+    and project headers, its query; the provider's headers), else the models moim routes."""
     state = state_of(request)
+    if state.config.upstream_base_url:
+        return await passthrough(request, state)
     authenticate(request.headers, state.config)
-    body = await list_models(state.client, state.config, request.headers.get("authorization"))
-    return Response(body, media_type="application/json")
+    return Response(list_models(state.config), media_type="application/json")
 
 
 async def _model(request: Request) -> Response:

@@ -4,6 +4,7 @@ ProxyError                 status, message, type, param, code
  ├── BadRequest            400  the request is malformed
  │    ├── PayloadTooLarge  413  the body is over the configured limit
  │    ├── RequestTimeout   408  the head or body did not arrive in time (the connection closes)
+ │    ├── UnsupportedMediaType 415  a body compressed in a way moim cannot read
  │    └── ClientClosed     499  the client left while sending its body (nginx's code; no one
  │                              reads the answer, but it is logged and counted)
  ├── Unauthorized          401  a proxy key is required or wrong
@@ -68,6 +69,10 @@ class RequestTimeout(BadRequest):
 
     def __init__(self, message: str, code: str = "request_timeout"):
         super().__init__(message, code=code, headers={"connection": "close"})
+
+
+class UnsupportedMediaType(BadRequest):
+    status = 415
 
 
 class ClientClosed(BadRequest):

@@ -107,6 +107,7 @@ class Exchange:
     prepared: Prepared
     authorization: str | None
     report: Report
+    query: str = ""  # the client's query string, raw, passed on as it came (`?api-version=…`)
 
     @property
     def outbound(self) -> bytes:

@@ -1,5 +1,7 @@
 """Request limits: request heads over `server.max_header_bytes` get a 431, bodies over
-`server.max_body_bytes` a 413, bodies too slow a 408, all in OpenAI's error shape.
+`server.max_body_bytes` a 413, bodies too slow a 408, all in OpenAI's error shape. A body
+sent compressed (`Content-Encoding: gzip` or `deflate`, as some SDKs and proxies send it) is
+read decompressed, the limit applying to what it decompresses to; another encoding is a 415.
 
 uvicorn's HTTP parser refuses a request head still incomplete past its own limit with a
 bare-text 400 (h11 by itself; httptools through moim's protocol, proxy/serving_httptools.py).
@@ -17,12 +19,20 @@ import asyncio
 import json
 import logging
 import uuid
+import zlib
 from collections.abc import Iterable
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from proxy.errors import ClientClosed, PayloadTooLarge, ProxyError, RequestTimeout
+from proxy.errors import (
+    BadRequest,
+    ClientClosed,
+    PayloadTooLarge,
+    ProxyError,
+    RequestTimeout,
+    UnsupportedMediaType,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +53,9 @@ def parser_limit(max_header_bytes: int) -> int:
     return 4 * max_header_bytes
 
 
-async def read_body(request: Request, limit: int, timeout: float) -> bytes:
-    """The raw body, refusing more than `limit` bytes without reading it all.
+async def read_body(request: Request, limit: int, timeout: float, decode: bool = True) -> bytes:
+    """The body, refusing more than `limit` bytes without reading it all; decompressed as its
+    `Content-Encoding` says (`decode`; the pass-through relays the bytes as they came).
 
     A body must keep coming: a 408, and the connection closes, when no byte has come for
     `timeout` seconds, or when, `timeout` seconds in, fewer than `MIN_BODY_RATE` bytes a
@@ -80,7 +91,50 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
         ) from None
     except ClientDisconnect:
         raise _client_left(request, size) from None
-    return b"".join(chunks)
+    raw = b"".join(chunks)
+    encoding = request.headers.get("content-encoding")
+    return decoded(raw, encoding, limit) if decode and encoding else raw
+
+
+# Content codings read (RFC 9110 §8.4.1): gzip and deflate (zlib's format; a raw deflate
+# stream, which some clients send as "deflate", too). wbits 47 reads a gzip or zlib header.
+_CODINGS = {"gzip": 47, "x-gzip": 47, "deflate": 47, "identity": None}
+
+
+def decoded(raw: bytes, encoding: str, limit: int) -> bytes:
+    """`raw` decompressed as `encoding` (a `Content-Encoding` value, codings in the order they
+    were applied), refused past `limit` bytes decompressed, without inflating more than that."""
+    codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
+    for coding in reversed(codings):
+        if coding not in _CODINGS:
+            raise UnsupportedMediaType(
+                f"Content-Encoding {coding!r} is not supported: send the body as is, "
+                "or compressed with gzip or deflate",
+                code="unsupported_content_encoding",
+            )
+        wbits = _CODINGS[coding]
+        if wbits is not None:
+            raw = _inflate(raw, wbits, limit, coding)
+    return raw
+
+
+def _inflate(raw: bytes, wbits: int, limit: int, coding: str) -> bytes:
+    for bits in (wbits, -zlib.MAX_WBITS) if coding == "deflate" else (wbits,):
+        inflater = zlib.decompressobj(bits)
+        try:
+            data = inflater.decompress(raw, limit + 1)
+        except zlib.error:
+            continue
+        if len(data) > limit or inflater.unconsumed_tail:
+            raise PayloadTooLarge(
+                f"request body is over {limit} bytes decompressed", code="payload_too_large"
+            )
+        if inflater.eof and not inflater.unused_data:
+            return data
+    raise BadRequest(
+        f"the body is not valid {coding} data (Content-Encoding: {coding})",
+        code="invalid_content_encoding",
+    )
 
 
 def _client_left(request: Request, size: int) -> ClientClosed:

@@ -43,7 +43,7 @@ from proxy.errors import (
     ProxyError,
     RequestTimeout,
 )
-from proxy.limits import read_body
+from proxy.limits import decoded, read_body
 from proxy.streaming import relay
 from proxy.upstream import (
     Target,
@@ -182,9 +182,12 @@ async def _route(
     config = state.config
     content: bytes | AsyncIterator[bytes] | None = None
     target = Target("openai", "", config.upstream_base_url, config.upstream_api_key)
+    recoded = False  # the body is moim's JSON now, no longer the client's compressed bytes
     if _has_body(request) and _is_json(request):
-        content = await read_body(request, config.max_body_bytes, config.body_timeout)
-        body = _parse(content)
+        # read as it came (compressed, maybe), decompressed only to be parsed
+        content = await read_body(request, config.max_body_bytes, config.body_timeout, False)
+        encoding = request.headers.get("content-encoding")
+        body = _parse(decoded(content, encoding, config.max_body_bytes) if encoding else content)
         model = _model_of(body)
         if model is not None:
             target = resolve(model, config)
@@ -193,6 +196,7 @@ async def _route(
                 return "litellm", answer
             if target.model != model:  # a config alias names another model upstream
                 content = json.dumps({**body, "model": target.model}).encode()
+                recoded = True
     elif _has_body(request):
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > config.max_body_bytes:
@@ -210,7 +214,7 @@ async def _route(
     url = target.base_url.rstrip("/") + suffix
     if request.scope["query_string"]:
         url += "?" + request.scope["query_string"].decode("latin-1")
-    headers = _outbound_headers(request, authorization, bool(config.keys), content)
+    headers = _outbound_headers(request, authorization, bool(config.keys), content, recoded)
     return "upstream", await _send(state.client, request.method, url, headers, content)
 
 
@@ -279,9 +283,13 @@ def _outbound_headers(
     authorization: str | None,
     proxy_keys: bool,
     content: bytes | AsyncIterator[bytes] | None,
+    recoded: bool = False,
 ) -> list[tuple[bytes, bytes]]:
-    """The client's headers as the provider should see them, duplicates and order kept."""
+    """The client's headers as the provider should see them, duplicates and order kept
+    (`recoded`: the body is one moim wrote, not compressed whatever the client's was)."""
     dropped = set(NOT_FORWARDED)
+    if recoded:
+        dropped.add(b"content-encoding")
     dropped.update(t.strip().lower().encode() for t in _connection_tokens(request))
     dropped.add(b"authorization")
     if proxy_keys:  # the client's x-api-key may be a proxy key (proxy/auth.py)

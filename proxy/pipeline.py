@@ -40,12 +40,13 @@ from proxy.recall_step import measure_and_recall
 from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, relay
 from proxy.upstream import (
+    body_chunks,
     open_openai,
     provider_key,
-    relayed_headers,
     resolve,
     unreachable,
     upstream_error,
+    with_provider_headers,
 )
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ async def handle(
             prepared,
             authorization,
             report,
+            request.scope["query_string"].decode("latin-1"),
         )
         response = await api.forward(exchange)
     except ProxyError as exc:
@@ -236,18 +238,25 @@ async def forward_bytes(
     )
     try:
         upstream = await open_openai(
-            state.client, target, content, exchange.authorization, exchange.headers, path
+            state.client,
+            target,
+            content,
+            exchange.authorization,
+            exchange.headers,
+            path,
+            exchange.query,
         )
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
     if upstream.status_code < 400 and streaming:
         kept = collector if prepared.who.mode.writes else None  # nothing to gather otherwise
-        return StreamingResponse(
-            relay(upstream.aiter_raw(), kept, on_end, upstream.aclose),
+        streamed = StreamingResponse(
+            relay(body_chunks(upstream), kept, on_end, upstream.aclose),
             status_code=upstream.status_code,
-            headers={**relayed_headers(upstream), **report.headers()},
+            headers=report.headers(),
         )
+        return with_provider_headers(streamed, upstream)
     try:
         data = await upstream.aread()
     except httpx.HTTPError as exc:
@@ -258,8 +267,8 @@ async def forward_bytes(
     if upstream.status_code < 400:
         collector.feed_json(data)
         on_end(False)  # before the headers: they say if this turn's journal write failed
-    headers = {**relayed_headers(upstream), **report.headers()}
-    return Response(data, status_code=upstream.status_code, headers=headers)
+    whole = Response(data, status_code=upstream.status_code, headers=report.headers())
+    return with_provider_headers(whole, upstream)
 
 
 def remember(

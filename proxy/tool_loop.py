@@ -39,7 +39,14 @@ from proxy.errors import UpstreamError
 from proxy.identity import Identity
 from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.tools import MAX_ROUNDS, NAMES, execute, is_memory_call, offered, with_memory_tools
-from proxy.upstream import Target, open_openai, relayed_headers, unreachable, upstream_error
+from proxy.upstream import (
+    Target,
+    body_chunks,
+    open_openai,
+    unreachable,
+    upstream_error,
+    with_provider_headers,
+)
 
 if TYPE_CHECKING:
     from proxy.exchange import Exchange, Report
@@ -60,12 +67,18 @@ class _Loop:
     collector: ReplyCollector
     on_end: EndCallback
     report: Report
+    query: str = ""
 
     async def open(self, body: Mapping[str, Any]) -> httpx.Response:
         content = json.dumps(body, ensure_ascii=False).encode()
         try:
             return await open_openai(
-                self.state.client, self.target, content, self.authorization, self.headers
+                self.state.client,
+                self.target,
+                content,
+                self.authorization,
+                self.headers,
+                query=self.query,
             )
         except httpx.HTTPError as exc:
             raise unreachable(exc) from exc
@@ -77,9 +90,6 @@ class _Loop:
             lambda: [execute(layer, user_id, call, allowed) for call in calls]
         )
 
-    def headers_of(self, upstream: httpx.Response) -> dict[str, str]:
-        return {**relayed_headers(upstream), **self.report.headers()}
-
     async def whole(self, upstream: httpx.Response, data: bytes | None = None) -> Response:
         """Answer with a whole (non-SSE) upstream body; a success ends the turn."""
         if data is None:
@@ -87,7 +97,8 @@ class _Loop:
         if upstream.status_code < 400:
             self.collector.feed_json(data)
             self.on_end(False)
-        return Response(data, status_code=upstream.status_code, headers=self.headers_of(upstream))
+        whole = Response(data, status_code=upstream.status_code, headers=self.report.headers())
+        return with_provider_headers(whole, upstream)
 
 
 async def forward_with_tools(
@@ -103,6 +114,7 @@ async def forward_with_tools(
         collector,
         on_end,
         exchange.report,
+        exchange.query,
     )
     body = json.loads(content)
     if body.get("stream") is True:
@@ -210,7 +222,7 @@ async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
         upstream = await loop.open(_round_body(body, messages, () if last else names))
         if upstream.status_code >= 400 or not _is_sse(upstream):
             return await loop.whole(upstream)
-        events = _sse_events(upstream.aiter_raw())
+        events = _sse_events(body_chunks(upstream))
         held: list[bytes] = []
         round_filter = _RoundFilter()
         try:
@@ -229,11 +241,12 @@ async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
         mine = _clean(round_filter.calls(), round_)
         if round_filter.spoke or not mine or last:
             stream = _rest(loop, held, events, round_filter)
-            return StreamingResponse(
+            streamed = StreamingResponse(
                 relay(stream, loop.collector, loop.on_end, upstream.aclose),
                 status_code=upstream.status_code,
-                headers=loop.headers_of(upstream),
+                headers=loop.report.headers(),
             )
+            return with_provider_headers(streamed, upstream)
         await upstream.aclose()
         messages += _followup(None, mine, await loop.run(mine))
     raise AssertionError("unreachable: the last round always answers")

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import anyio.to_thread
 import httpx
 import numpy as np
+from starlette.responses import Response
 
 from proxy import litellm_params
 from proxy.config import Config
@@ -44,8 +45,8 @@ LITELLM_PREFIXES = frozenset(
 FORWARDED_HEADERS = ("openai-organization", "openai-project", "openai-beta", "user-agent")
 # Response headers never relayed: hop-by-hop, or recomputed by our server.
 DROPPED_RESPONSE_HEADERS = frozenset(
-    "connection keep-alive transfer-encoding content-length content-encoding date server "
-    "proxy-connection upgrade".split()
+    b"connection keep-alive transfer-encoding content-length content-encoding date server "
+    b"proxy-connection upgrade".split()
 )
 
 
@@ -92,20 +93,27 @@ async def open_openai(
     authorization: str | None,
     headers: Mapping[str, str],
     path: str = "/chat/completions",
+    query: str = "",
 ) -> httpx.Response:
     """POST to an OpenAI-compatible upstream's `path` (under its base URL, e.g.
-    `/chat/completions` or `/responses`); the caller closes the response. A stale pooled
-    connection is retried once on a new one (`proxy.upstream_client.send`)."""
+    `/chat/completions` or `/responses`), with the client's raw `query` string (an Azure
+    client's `?api-version=…`); the caller closes the response. A stale pooled connection is
+    retried once on a new one (`proxy.upstream_client.send`).
+
+    `headers` are the client's, decoded as latin-1 (`pipeline.header_values`): each forwarded
+    one goes out as the bytes the client sent (as a str, httpx would encode it as ASCII, and a
+    "Café" in a User-Agent was a 500)."""
     assert target.base_url is not None
-    outbound = {"content-type": "application/json", "accept-encoding": "identity"}
+    outbound = {b"content-type": b"application/json", b"accept-encoding": b"identity"}
     if authorization:
-        outbound["authorization"] = authorization
+        outbound[b"authorization"] = authorization.encode("latin-1")
     for name in FORWARDED_HEADERS:
         if name in headers:
-            outbound[name] = headers[name]
-    request = client.build_request(
-        "POST", endpoint_url(target.base_url, path), content=content, headers=outbound
-    )
+            outbound[name.encode()] = headers[name].encode("latin-1")
+    url = endpoint_url(target.base_url, path)
+    if query:
+        url = url.copy_with(query=query.encode("latin-1"))
+    request = client.build_request("POST", url, content=content, headers=outbound)
     return await send(client, request)
 
 
@@ -117,38 +125,38 @@ def endpoint_url(base_url: str, path: str) -> httpx.URL:
     return httpx.URL(base_url.rstrip("/") + path)
 
 
-def relayed_headers(response: httpx.Response) -> dict[str, str]:
-    """The provider's response headers that the client should see, each value the provider's
-    bytes: decoded as latin-1, which the response encodes them back with (httpx decodes a
-    UTF-8 value as UTF-8, and "✓" could then not be sent at all). A name sent twice is one
-    line, its values joined with ", ", as httpx joins them."""
-    relayed: dict[str, str] = {}
-    for raw_name, raw_value in response.headers.raw:
-        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
-        if name not in DROPPED_RESPONSE_HEADERS:
-            relayed[name] = f"{relayed[name]}, {value}" if name in relayed else value
-    return relayed
+def relayed_lines(response: httpx.Response) -> list[tuple[bytes, bytes]]:
+    """The provider's response header lines that the client should see, each as the provider
+    sent it: its value's bytes (a UTF-8 value stays UTF-8; httpx would decode it, and "✓"
+    could then not be sent at all), and a name sent twice as two lines (two `Set-Cookie`
+    joined into one line are one broken cookie: an `Expires` date holds a comma)."""
+    return [
+        (name.lower(), value)
+        for name, value in response.headers.raw
+        if name.lower() not in DROPPED_RESPONSE_HEADERS
+    ]
 
 
-async def list_models(
-    client: httpx.AsyncClient, config: Config, authorization: str | None
-) -> bytes:
-    """The upstream's `/models` body, or a list built from the configured routes."""
-    if config.upstream_base_url:
-        headers = {}
-        auth = f"Bearer {config.upstream_api_key}" if config.upstream_api_key else None
-        auth = auth or (authorization if not config.keys else None)
-        if auth:
-            headers["authorization"] = auth
-        try:
-            response = await client.get(
-                config.upstream_base_url.rstrip("/") + "/models", headers=headers
-            )
-        except httpx.HTTPError as exc:
-            raise unreachable(exc) from exc
-        if response.status_code >= 400:
-            raise UpstreamError(response.status_code, response.content, relayed_headers(response))
-        return response.content
+def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The provider's body as it arrives: its bytes as sent, or decompressed when it was
+    compressed after all (moim asks for `identity`, a provider may not listen), since the
+    `Content-Encoding` is not relayed (moim's collector reads the events, too)."""
+    if response.headers.get("content-encoding", "identity").lower() == "identity":
+        return response.aiter_raw()
+    return response.aiter_bytes()
+
+
+def with_provider_headers(answer: Response, upstream: httpx.Response) -> Response:
+    """`answer` (moim's own headers set) with the provider's header lines added, but for the
+    names moim sets itself (`x-request-id`, `x-memory-*`, the body's length)."""
+    own = {name for name, _ in answer.raw_headers}
+    answer.raw_headers.extend(line for line in relayed_lines(upstream) if line[0] not in own)
+    return answer
+
+
+def list_models(config: Config) -> bytes:
+    """The models moim routes itself (config routes), as OpenAI's list: the answer to
+    `GET /v1/models` without an upstream (with one, the upstream's list is passed through)."""
     data = [model_object(name, config) for name in config.routes]
     return json.dumps({"object": "list", "data": data}).encode()
 
