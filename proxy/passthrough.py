@@ -46,6 +46,8 @@ from proxy.errors import (
 from proxy.limits import decoded, read_body
 from proxy.streaming import relay
 from proxy.upstream import (
+    HOP_BY_HOP,
+    NOT_FORWARDED,
     Target,
     embed_litellm,
     model_object,
@@ -61,15 +63,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-# Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one.
-HOP_BY_HOP = frozenset(
-    b"connection keep-alive proxy-connection transfer-encoding te trailer upgrade "
-    b"proxy-authenticate proxy-authorization".split()
-)
-# Request headers the client's connection or moim itself owns. `host` and `content-length`
-# are set for the upstream's connection; `expect` asks moim (uvicorn answered it); the
-# provider key is moim's to choose; `accept-encoding: identity` keeps streams unbuffered.
-NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length", b"expect", b"accept-encoding"}
 # Response headers our server sets itself (uvicorn adds its own `date` and `server`).
 NOT_RELAYED = HOP_BY_HOP | {b"date", b"server", b"x-request-id"}
 # Endpoints that keep nothing on the provider account (besides /models, /audio/*, /images/*).

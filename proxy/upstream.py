@@ -41,8 +41,23 @@ LITELLM_PREFIXES = frozenset(
     "replicate databricks watsonx sagemaker cerebras nvidia_nim hosted_vllm vllm lm_studio "
     "text-completion-openai cloudflare ai21 voyage anyscale deepinfra sambanova".split()
 )
-# Request headers a provider may need; nothing else of the client's is forwarded.
-FORWARDED_HEADERS = ("openai-organization", "openai-project", "openai-beta", "user-agent")
+# Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one.
+HOP_BY_HOP = frozenset(
+    b"connection keep-alive proxy-connection transfer-encoding te trailer upgrade "
+    b"proxy-authenticate proxy-authorization".split()
+)
+# Request headers the client's connection or moim itself owns. `host` and `content-length`
+# are set for the upstream's connection; `expect` asks moim (uvicorn answered it); the
+# provider key is moim's to choose; `accept-encoding: identity` keeps streams unbuffered.
+NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length", b"expect", b"accept-encoding"}
+# On chat and the Responses API moim also sends its own body (JSON, not compressed) and the
+# provider key it chose; `x-api-key` may be a proxy key, and `x-memory-*` are moim's.
+NOT_FORWARDED_WITH_MEMORY = NOT_FORWARDED | {
+    b"content-type",
+    b"content-encoding",
+    b"authorization",
+    b"x-api-key",
+}
 # Response headers never relayed: hop-by-hop, or recomputed by our server.
 DROPPED_RESPONSE_HEADERS = frozenset(
     b"connection keep-alive transfer-encoding content-length content-encoding date server "
@@ -107,14 +122,32 @@ async def open_openai(
     outbound = {b"content-type": b"application/json", b"accept-encoding": b"identity"}
     if authorization:
         outbound[b"authorization"] = authorization.encode("latin-1")
-    for name in FORWARDED_HEADERS:
-        if name in headers:
-            outbound[name.encode()] = headers[name].encode("latin-1")
+    outbound.update(forwarded_headers(headers))
     url = endpoint_url(target.base_url, path)
     if query:
         url = url.copy_with(query=query.encode("latin-1"))
     request = client.build_request("POST", url, content=content, headers=outbound)
     return await send(client, request)
+
+
+def forwarded_headers(headers: Mapping[str, str]) -> dict[bytes, bytes]:
+    """The client's headers that go on to the provider with a chat or Responses request:
+    all but `NOT_FORWARDED_WITH_MEMORY`, those its `Connection` names, and moim's own
+    `x-memory-*`. A gateway between moim and the provider gets what the client sent it
+    (Helicone-Auth, x-portkey-*, Azure's api-key, OpenRouter's HTTP-Referer and X-Title,
+    OpenAI-Organization), as the pass-through does for other endpoints."""
+    connection = {
+        token.strip().lower().encode("latin-1")
+        for token in headers.get("connection", "").split(",")
+        if token.strip()
+    }
+    forwarded: dict[bytes, bytes] = {}
+    for name, value in headers.items():
+        raw = name.encode("latin-1")
+        if raw in NOT_FORWARDED_WITH_MEMORY or raw in connection or raw.startswith(b"x-memory-"):
+            continue
+        forwarded[raw] = value.encode("latin-1")
+    return forwarded
 
 
 @functools.lru_cache(maxsize=256)

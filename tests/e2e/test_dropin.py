@@ -265,3 +265,37 @@ def test_a_client_header_that_is_not_ascii_reaches_the_provider_as_its_bytes(
     assert response.status_code == 200, response.text
     sent = upstream.requests[-1]
     assert sent.headers[name].encode("latin-1") == value
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_gateways_headers_reach_the_provider_and_moims_own_do_not(proxy, upstream, path, stream):
+    """A client in front of a gateway (Helicone, Portkey, Azure, OpenRouter) sends headers the
+    gateway needs: they reach it on chat and the Responses API as on any other endpoint. The
+    client's connection's headers, moim's `x-memory-*`, the body's and the credentials moim
+    chooses do not."""
+    body = {"model": "gpt-4o-mini", "stream": stream, "messages": HELLO, "input": "Hello"}
+    sent_headers = {
+        "Helicone-Auth": "Bearer sk-helicone-1",
+        "x-portkey-config": "pc-abc",
+        "api-key": "azure-key-1",
+        "HTTP-Referer": "https://app.example",
+        "Connection": "keep-alive, x-hop",
+        "x-hop": "only-for-this-connection",
+        "x-memory-user-id": "alice",
+        "x-api-key": "sk-proxy-or-not",
+    }
+
+    with httpx.stream("POST", proxy.url + path, json=body, headers=sent_headers) as response:
+        response.read()
+
+    assert response.status_code == 200, response.text
+    received = upstream.requests[-1].headers
+    assert received["helicone-auth"] == "Bearer sk-helicone-1"
+    assert received["x-portkey-config"] == "pc-abc"
+    assert received["api-key"] == "azure-key-1"
+    assert received["http-referer"] == "https://app.example"
+    for name in ("x-hop", "x-memory-user-id", "x-api-key"):
+        assert name not in received
+    assert received["content-type"] == "application/json"
+    assert received["accept-encoding"] == "identity"
