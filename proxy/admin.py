@@ -117,6 +117,10 @@ async def forget(request: Request) -> Response:
     user_id = user_of(request)
     await state.writer.flush(timeout=30.0)  # so no queued turn resurrects the user after
     removed = await _run(state.layer.forget, user_id)
+    # and what the process holds of them outside the store
+    state.writer.forget(user_id)
+    state.inspector.history.drop(user_id)
+    state.responses.drop(user_id)
     return JSONResponse({"user_id": user_id, "deleted": True, "messages": removed})
 
 
