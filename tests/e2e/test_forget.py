@@ -9,6 +9,7 @@ a spill).
 import httpx
 
 from tests.e2e.test_inspector import KAYAK, chat
+from tests.e2e.test_responses import CABIN, CAR, create, stored
 
 
 def forget(proxy, user):
@@ -30,3 +31,17 @@ def test_the_inspector_shows_no_request_of_a_forgotten_user(proxy):
         one = client.get("/ui/users/alice/why", params={"request": "req-kayak"})
     assert "req-kayak" not in why.text and KAYAK not in why.text
     assert KAYAK not in one.text
+
+
+def test_a_reply_of_a_forgotten_user_is_continued_as_one_moim_never_saw(proxy):
+    first, opened = create(proxy, "erin", input=CABIN)
+    proxy.flush()
+
+    forget(proxy, "erin")
+    _, continued = create(proxy, "erin", input=CAR, previous_response_id=first.id)
+    proxy.flush()
+
+    # the forgotten session is not reopened: the chain starts a session of its own
+    session = continued["x-memory-session-id"]
+    assert session != opened["x-memory-session-id"]
+    assert {s for s, *_ in stored(proxy, "erin")} == {session}
