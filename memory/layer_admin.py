@@ -11,10 +11,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from memory.block.excerpts import forget_flat_lines
+from memory.block.tokens import forget_counted_texts
 from memory.facts.rules import restore_facts
+from memory.ingest.identity import forget_recent_hashes
 from memory.layer_write import WriteSide
 from memory.records import Message
 from memory.store import fact_rows, overview
+from memory.store.fts import forget_stems
 from memory.store.message_rows import Stats
 from memory.store.overview import SessionSummary, UserSummary
 from memory.store.sizes import StoreSizes, store_sizes
@@ -84,7 +87,7 @@ class AdminSide(WriteSide):
         return self.store.messages(user_id, session_id)
 
     def forget(self, user_id: str) -> int:
-        """Delete every message, chunk, vector and fact of one user."""
+        """Delete every message, chunk, vector and fact of one user, and every cache of them."""
         removed = self.store.delete_user(user_id)
         self.index.drop(user_id)
         self.vocabulary.drop(user_id)
@@ -92,7 +95,11 @@ class AdminSide(WriteSide):
         forget_queries = getattr(self._embedder, "forget_queries", None)
         if forget_queries is not None:  # the model's own cache of recent questions
             forget_queries()
+        # Module caches shared by every user, keyed by text: all of it goes, and refills.
         forget_flat_lines()
+        forget_counted_texts()
+        forget_recent_hashes()
+        forget_stems()
         return removed
 
     def export(self, user_id: str) -> Iterator[dict[str, Any]]:

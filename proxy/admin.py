@@ -116,7 +116,12 @@ async def forget(request: Request) -> Response:
     state = state_of(request)
     user_id = user_of(request)
     await state.writer.flush(timeout=30.0)  # so no queued turn resurrects the user after
+    # Their turns out of the journal first: a replay (after a spill) while the rows are
+    # deleted would store them again. What else the process holds of them goes after.
+    state.writer.forget(user_id)
     removed = await _run(state.layer.forget, user_id)
+    state.inspector.history.drop(user_id)
+    state.responses.drop(user_id)
     return JSONResponse({"user_id": user_id, "deleted": True, "messages": removed})
 
 

@@ -33,3 +33,8 @@ class RecentResponses:
 
     def get(self, user_id: str, response_id: str) -> ResponseLink | None:
         return self._links.get((user_id, response_id))
+
+    def drop(self, user_id: str) -> None:
+        """Let a forgotten user's replies go: a continuation must not find their session."""
+        for key in [key for key in self._links if key[0] == user_id]:
+            del self._links[key]

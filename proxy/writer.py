@@ -248,6 +248,16 @@ class Writer:
         self._wakeup.set()
         return await self._progress.reached(target, timeout)
 
+    def forget(self, user_id: str) -> None:
+        """Remove a forgotten user's turns from the journal, which may still hold them once
+        stored (it is emptied only when the queue is), so no replay stores them again.
+        Synchronous on the event loop, as `submit` and the journal's tidying are: no append
+        slips in between. A journal that cannot be rewritten counts as failing."""
+        try:
+            self._journal.drop_user(user_id)
+        except OSError as exc:
+            self._health.failed("journal", exc)
+
     # -- the loop ------------------------------------------------------------------------------
 
     async def _run(self) -> None:

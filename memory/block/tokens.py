@@ -172,6 +172,11 @@ def _count_short(text: str, encoding: tiktoken.Encoding) -> int:
     return len(encoding.encode(text, disallowed_special=()))
 
 
+def forget_counted_texts() -> None:
+    """Let go of every text held with its count (a user forgotten: their texts go too)."""
+    _count_short.cache_clear()
+
+
 def _count_long(text: str, encoding: tiktoken.Encoding) -> int:
     """Exact for ordinary texts; for very long ones, exact on samples and scaled.
 

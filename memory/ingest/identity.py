@@ -54,6 +54,11 @@ def _recent_hash(role: str | None, name: str | None, text: str, call_id: str | N
     return _hash(role, name, text, [], call_id)
 
 
+def forget_recent_hashes() -> None:
+    """Let go of every message text held with its hash (a user forgotten: theirs go too)."""
+    _recent_hash.cache_clear()
+
+
 def _hash(role: Any, name: Any, text: str, calls: list[Any], call_id: Any) -> str:
     if role in ("system", "developer"):
         text = strip_block(text)

@@ -145,6 +145,11 @@ def _stem(word: str) -> str:
         return str(_PORTER.stemWord(word))
 
 
+def forget_stems() -> None:
+    """Let go of every word held with its stem (a user forgotten: their words go too)."""
+    _stem.cache_clear()
+
+
 def stem(term: str) -> str:
     """A search term's indexed form, without the owner prefix ("cooking" → "cook")."""
     return _stem(term)

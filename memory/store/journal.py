@@ -104,6 +104,15 @@ class Journal:
         os.replace(fresh, self.path)  # atomic: a crash leaves the old journal or the new one
         self._torn = False
 
+    def drop_user(self, user_id: str) -> None:
+        """Remove every turn of a forgotten user, so that no replay (a restart, a spill)
+        stores them again after the user was forgotten; other lines are kept as they are."""
+        with self._reading() as journal:
+            lines = [line for line in journal if not _of_user(line, user_id)]
+        fresh = self.path.with_name(self.path.name + ".new")
+        fresh.write_bytes(b"".join(lines))
+        os.replace(fresh, self.path)
+
     def size(self) -> int:
         """Bytes in the journal (0 when it is missing)."""
         try:
@@ -141,6 +150,15 @@ def turn_line(turn: Turn) -> str:
         "continues": turn.continues,
     }
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _of_user(raw: bytes, user_id: str) -> bool:
+    """Whether a journal line holds a turn of `user_id` (a torn line holds none)."""
+    try:
+        item = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(item, dict) and item.get("user_id") == user_id
 
 
 def _turn(line: str) -> Turn | None:

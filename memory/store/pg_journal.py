@@ -133,6 +133,20 @@ class PgJournal(Journal):
         self._entries = kept
         super().keep_last(sum(1 for i, _ in kept if i is None))
 
+    def drop_user(self, user_id: str) -> None:
+        """Remove a forgotten user's turns from the file and from every replica's rows (a
+        replica adopting a dead one's rows must not store them again). Raises OSError when
+        the database cannot be reached."""
+        super().drop_user(user_id)
+        try:
+            with self._lock:
+                self._connection().execute(
+                    "DELETE FROM pending_turns WHERE record::jsonb ->> 'user_id' = %s", [user_id]
+                )
+        except psycopg.Error as exc:
+            self._lost(exc)
+            raise OSError(f"journal: {type(exc).__name__}") from exc
+
     def _forget(self, ids: list[int]) -> None:
         """Delete these rows; on failure they stay, and are stored again later (idempotent)."""
         if not ids:

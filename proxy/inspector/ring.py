@@ -89,6 +89,11 @@ class History:
             kept = list(reversed(self._users.get(user_id, ())))
         return [k.record() for k in kept]
 
+    def drop(self, user_id: str) -> None:
+        """Let a forgotten user's requests go: their blocks quote what was forgotten."""
+        with self._lock:
+            self._users.pop(user_id, None)
+
     def find(self, user_id: str, request_id: str) -> BlockRecord | None:
         """The user's kept request with this id (the newest, if a client reused one)."""
         return next((r for r in self.recent(user_id) if r.request_id == request_id), None)

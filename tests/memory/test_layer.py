@@ -171,6 +171,24 @@ def test_a_forgotten_user_leaves_no_turn_in_the_blocks_line_cache(tmp_path):
     assert excerpts._flat_held.cache_info().currsize == 0
 
 
+def test_a_forgotten_user_leaves_no_text_or_word_in_the_module_caches(tmp_path):
+    # As the line cache above: texts counted in tokens, messages hashed as they are stored,
+    # words stemmed for the lexical index are held by text, for every user at once.
+    from memory.block import tokens
+    from memory.ingest import identity
+    from memory.store import fts
+
+    caches = (tokens._count_short, identity._recent_hash, fts._stem)
+    layer = _layer(tmp_path)
+    asked = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
+    assert layer.recall(_request("ana", asked), NOW).block is not None
+    assert all(cache.cache_info().currsize > 0 for cache in caches)
+
+    layer.forget("ana")
+
+    assert [cache.cache_info().currsize for cache in caches] == [0, 0, 0]
+
+
 def test_recall_holds_only_the_question_vector_the_writer_will_take(tmp_path):
     # A short question is embedded by the writer after the turn before it, so its vector
     # would never be taken: held, it sat in RAM with its words (~40 kB) until pushed out.

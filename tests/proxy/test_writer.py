@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from contextlib import closing
+from dataclasses import replace
 
 import pytest
 import sqlean
@@ -418,3 +419,34 @@ def test_turns_neither_store_nor_journal_took_are_held_and_journaled_once_it_wor
 
     with closing(lock):
         asyncio.run(scenario())
+
+
+def test_forget_takes_a_users_stored_turns_out_of_a_journal_not_yet_emptied(tmp_path):
+    """The journal is emptied only when a drain ends with the queue empty; under load it keeps
+    stored turns, and a restart or a spill replays them. A forgotten user's must not be."""
+    gate = GatedEmbedder()
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: gate)
+    journal = Journal(tmp_path / "journal")
+
+    async def scenario():
+        writer = Writer(layer, journal)
+        await writer.start()
+        await until(lambda: writer.recovered)
+        writer.submit(replace(turn(1), user_id="bob"))
+        await until(gate.waiting.is_set)  # bob's turn is stored; its indexing waits
+        # Alice's turn, stored in an earlier drain that ended with a turn queued (so the
+        # journal was not emptied), and a turn of carol's queued now.
+        journal.append(replace(turn(2), user_id="alice"))
+        writer.submit(replace(turn(3), user_id="carol"))
+        assert [t.user_id for t in journal.replay()] == ["alice", "carol"]
+
+        writer.forget("alice")
+
+        assert [t.user_id for t in journal.replay()] == ["carol"]
+        gate.permits.release(1000)
+        assert await writer.flush(timeout=10)
+        await writer.stop()
+
+    with closing(layer):
+        asyncio.run(scenario())
+        assert layer.stats("carol").messages == 2

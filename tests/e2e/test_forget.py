@@ -1,0 +1,47 @@
+"""Forgetting a user (`DELETE /v1/memory`) leaves nothing of them where a later request, a
+restart or an operator's tool could find it: not the store (tests/e2e/test_memory_api.py),
+and not what the running proxy holds beside it: the inspector's recent requests, the
+Responses API replies it remembers, and the write-ahead journal (tests/proxy/test_writer.py:
+it keeps stored turns while other users' turns are queued, and is replayed at start and after
+a spill).
+"""
+
+import httpx
+
+from tests.e2e.test_inspector import KAYAK, chat
+from tests.e2e.test_responses import CABIN, CAR, create, stored
+
+
+def forget(proxy, user):
+    answer = httpx.delete(proxy.url + "/memory", headers={"x-memory-user-id": user}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_the_inspector_shows_no_request_of_a_forgotten_user(proxy):
+    chat(proxy, "alice", KAYAK)
+    proxy.flush()
+    chat(proxy, "alice", "Where is my kayak kept?", x_request_id="req-kayak")
+    with httpx.Client(base_url=proxy.root, timeout=60) as client:
+        assert KAYAK in client.get("/ui/users/alice/why", params={"request": "req-kayak"}).text
+
+        forget(proxy, "alice")
+
+        why = client.get("/ui/users/alice/why")
+        one = client.get("/ui/users/alice/why", params={"request": "req-kayak"})
+    assert "req-kayak" not in why.text and KAYAK not in why.text
+    assert KAYAK not in one.text
+
+
+def test_a_reply_of_a_forgotten_user_is_continued_as_one_moim_never_saw(proxy):
+    first, opened = create(proxy, "erin", input=CABIN)
+    proxy.flush()
+
+    forget(proxy, "erin")
+    _, continued = create(proxy, "erin", input=CAR, previous_response_id=first.id)
+    proxy.flush()
+
+    # the forgotten session is not reopened: the chain starts a session of its own
+    session = continued["x-memory-session-id"]
+    assert session != opened["x-memory-session-id"]
+    assert {s for s, *_ in stored(proxy, "erin")} == {session}
