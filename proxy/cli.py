@@ -205,9 +205,12 @@ def _json_lines(source: Any) -> list[Any]:
 @USER_OPTION
 @click.confirmation_option(prompt="Delete every message, chunk and fact of this user?")
 def delete(config_path: Path | None, user_id: str) -> None:
-    """Forget everything of one user."""
-    removed = open_layer(config_from(config_path)).forget(user_id)
+    """Forget everything of one user, and erase their words from the database's files."""
+    layer = open_layer(config_from(config_path))
+    removed = layer.forget(user_id)
     click.echo(f"deleted {removed} messages of {user_id}")
+    if not layer.scrub():
+        click.echo("a reader holds the WAL: the server erases the rest when idle", err=True)
 
 
 @main.command("mcp")

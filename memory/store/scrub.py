@@ -1,0 +1,82 @@
+"""Erasing a forgotten user's words from the files, not only from the tables.
+
+A DELETE removes rows, but their bytes can stay readable in the files (measured on a copy of
+the 110k-chunk bench store, docs/forgetting.md):
+
+- `chunks_fts` is contentless with `contentless_delete`: a delete writes a tombstone and the
+  user's terms stay in `chunks_fts_data` until the segments holding them are merged.
+- Pages and cells SQLite frees keep their old bytes, unless `PRAGMA secure_delete = ON`
+  (every connection sets it: memory/store/database.py), which zeroes them as they are freed.
+- The WAL holds copies of the pages written since its last reset, the user's included.
+- tantivy marks deleted documents; their terms stay in the segments' dictionaries until a
+  merge, which tantivy-py cannot ask for.
+
+So a forget marks the store (`meta.scrub_due`, in the deleting transaction), and `scrub`,
+run by the writer when it is idle and by `moim memory delete`, merges the FTS5 index into
+one segment (the tombstoned rows dropped, the old pages zeroed as they are freed), rebuilds
+the tantivy index from SQLite (its old segment files deleted), then checkpoints the WAL and
+truncates it. The mark stays until all of that is done: a scrub cut short (a turn arrived, a
+reader held the WAL, a crash) is finished by the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from memory.store import fts_upkeep, lexical_sync
+
+if TYPE_CHECKING:
+    from memory.store.store import Store
+
+_DUE = "scrub_due"
+# What is left of a scrub: everything, or only the WAL's checkpoint (a reader held it).
+_ALL, _WAL = "all", "wal"
+
+
+def mark_due(db: Any) -> None:
+    """Note, inside a forget's transaction, that the files still hold what it deleted."""
+    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_DUE, _ALL))
+
+
+def due(store: Store) -> bool:
+    """Whether a forgotten user's words may still be in the files."""
+    return bool(store.read("SELECT 1 FROM meta WHERE key = ?", (_DUE,)))
+
+
+def scrub(store: Store, stop: Callable[[], bool]) -> bool:
+    """Erase what forgotten users left in the files; True when nothing is left to do.
+
+    Does nothing when no forget is pending. `stop()` is asked between FTS5 merge steps
+    (each ~40 ms of the write lock); the tantivy rebuild runs to its end once begun (12 s
+    at 110k chunks, in batches under the write lock so turns are stored in between).
+    """
+    rows = store.read("SELECT value FROM meta WHERE key = ?", (_DUE,))
+    if not rows:
+        return True
+    if rows[0][0] == _ALL:
+        if not fts_upkeep.merge_whole(store, stop):
+            return False
+        if store.lexical is not None and not store.lexical.closed:
+            if store.lexical.building:  # a rebuild under way may have put the user's chunks
+                return False
+            lexical_sync.rebuild(store)
+            store.lexical.collect_garbage()
+        with store.write() as db:
+            db.execute("UPDATE meta SET value = ? WHERE key = ?", (_WAL, _DUE))
+    return _truncate_wal(store)
+
+
+def _truncate_wal(store: Store) -> bool:
+    """Checkpoint the WAL into the file and truncate it to nothing; False when a reader
+    still needed an older page (SQLite then keeps the WAL: the next scrub tries again).
+
+    The mark goes first, in its own transaction, so the checkpoint copies that too."""
+    with store.held():
+        with store.write() as db:
+            db.execute("DELETE FROM meta WHERE key = ?", (_DUE,))
+        busy = store.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            with store.write() as db:
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_DUE, _WAL))
+    return not busy
