@@ -115,6 +115,12 @@ class WriteSide(LayerCore):
         with self._index_lock:
             return scrub.scrub(self.store, lambda: False)
 
+    def vacuum(self) -> None:
+        """Rewrite the SQLite file, leaving no free page with old bytes (memory/store/scrub.py);
+        nothing for Postgres (run its own VACUUM FULL)."""
+        if isinstance(self.store, Store):
+            scrub.vacuum(self.store)
+
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild chunks, FTS rows and vectors from the message log; return how many
         messages were re-indexed. `progress(done, todo)` is called about twice a second."""

@@ -15,8 +15,10 @@ So a forget marks the store (`meta.scrub_due`, in the deleting transaction), and
 run by the writer when it is idle and by `moim memory delete`, merges the FTS5 index into
 one segment (the tombstoned rows dropped, the old pages zeroed as they are freed), rebuilds
 the tantivy index from SQLite (its old segment files deleted), then checkpoints the WAL and
-truncates it. The mark stays until all of that is done: a scrub cut short (a turn arrived, a
-reader held the WAL, a crash) is finished by the next one.
+truncates it. Pages freed before `secure_delete` was set (a store an older moim wrote) keep
+their bytes until `vacuum` (`moim memory delete --vacuum`) rewrites the file. The mark
+stays until all of that is done: a scrub cut short (a turn arrived, a reader held the WAL,
+a crash) is finished by the next one.
 """
 
 from __future__ import annotations
@@ -80,3 +82,15 @@ def _truncate_wal(store: Store) -> bool:
             with store.write() as db:
                 db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_DUE, _WAL))
     return not busy
+
+
+def vacuum(store: Store) -> None:
+    """Rewrite the whole file (SQLite's VACUUM), then truncate the WAL: no free page is left
+    holding what was deleted before `secure_delete` was on (a store from an older moim).
+
+    Holds the write lock throughout: 1.5 s for the 110k-chunk bench store (300 MB); the WAL
+    grows to the file's size until the checkpoint, and the disk needs that much free."""
+    with store.held():
+        db = store.connection()
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

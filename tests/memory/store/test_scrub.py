@@ -92,3 +92,18 @@ def test_nothing_is_done_without_a_forget(store):
     fill(store, "ann", "radiator miso budget")
     assert not scrub.due(store)
     assert scrub.scrub(store, lambda: False)
+
+
+def test_vacuum_erases_what_was_freed_before_secure_delete_was_on(store):
+    store.connection().execute("PRAGMA secure_delete = OFF")  # as an older moim wrote
+    fill(store, "zed", f"my {WORD} sleeps in the garden shed")
+    fill(store, "ann", "radiator miso budget")
+    store.delete_user("zed")
+    store.connection().execute("PRAGMA secure_delete = ON")
+    scrub.scrub(store, lambda: False)
+    assert files_holding(store, WORD) == ["m.db"]  # the cells and pages freed back then
+
+    scrub.vacuum(store)
+
+    assert files_holding(store, WORD) == []
+    assert store.read("SELECT count(*) FROM chunks WHERE user_id = 'ann'")[0][0] == 24
