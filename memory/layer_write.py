@@ -113,7 +113,7 @@ class WriteSide(LayerCore):
         if not isinstance(self.store, Store):
             return True
         with self._index_lock:
-            return scrub.scrub(self.store, lambda: False)
+            return scrub.scrub(self.store, lambda: False, wait=True)
 
     def vacuum(self) -> None:
         """Rewrite the SQLite file, leaving no free page with old bytes (memory/store/scrub.py);

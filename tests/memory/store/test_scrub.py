@@ -49,7 +49,7 @@ def test_a_forgotten_users_words_leave_every_file(store):
 
     store.delete_user("zed")
     assert scrub.due(store)
-    assert scrub.scrub(store, lambda: False)
+    assert scrub.scrub(store, lambda: False, wait=True)
 
     assert files_holding(store, WORD) == []
     assert files_holding(store, owner_token("zed")) == []  # no term of theirs in FTS5
@@ -72,7 +72,7 @@ def test_a_forget_in_an_index_already_merged_whole_is_erased_too(store):
         db.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
 
     store.delete_user("zed")
-    scrub.scrub(store, lambda: False)
+    scrub.scrub(store, lambda: False, wait=True)
 
     assert files_holding(store, WORD) == []
     assert files_holding(store, owner_token("zed")) == []
@@ -84,14 +84,14 @@ def test_a_scrub_told_to_stop_is_finished_by_the_next(store):
 
     assert not scrub.scrub(store, lambda: True)  # a turn arrived: yield at once
     assert scrub.due(store)
-    assert scrub.scrub(store, lambda: False)
+    assert scrub.scrub(store, lambda: False, wait=True)
     assert files_holding(store, WORD) == []
 
 
 def test_nothing_is_done_without_a_forget(store):
     fill(store, "ann", "radiator miso budget")
     assert not scrub.due(store)
-    assert scrub.scrub(store, lambda: False)
+    assert scrub.scrub(store, lambda: False, wait=True)
 
 
 def test_vacuum_erases_what_was_freed_before_secure_delete_was_on(store):
@@ -100,7 +100,7 @@ def test_vacuum_erases_what_was_freed_before_secure_delete_was_on(store):
     fill(store, "ann", "radiator miso budget")
     store.delete_user("zed")
     store.connection().execute("PRAGMA secure_delete = ON")
-    scrub.scrub(store, lambda: False)
+    scrub.scrub(store, lambda: False, wait=True)
     assert files_holding(store, WORD) == ["m.db"]  # the cells and pages freed back then
 
     scrub.vacuum(store)
