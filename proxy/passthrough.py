@@ -52,6 +52,7 @@ from proxy.upstream import (
     embed_litellm,
     model_object,
     provider_key,
+    relayed_name,
     resolve,
     unreachable,
 )
@@ -64,7 +65,7 @@ logger = logging.getLogger(__name__)
 
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Response headers our server sets itself (uvicorn adds its own `date` and `server`).
-NOT_RELAYED = HOP_BY_HOP | {b"date", b"server", b"x-request-id"}
+NOT_RELAYED = HOP_BY_HOP | {b"date", b"server"}
 # Endpoints that keep nothing on the provider account (besides /models, /audio/*, /images/*).
 STATELESS_ENDPOINTS = frozenset(
     ("POST", path) for path in ("/embeddings", "/completions", "/moderations", "/responses")
@@ -259,11 +260,8 @@ async def _send(
         relay(upstream.aiter_raw(), None, _nothing_to_remember, upstream.aclose),
         status_code=upstream.status_code,
     )
-    response.raw_headers = [
-        (name.lower(), value)
-        for name, value in upstream.headers.raw
-        if name.lower() not in NOT_RELAYED
-    ]
+    lines = ((relayed_name(name), value) for name, value in upstream.headers.raw)
+    response.raw_headers = [(name, value) for name, value in lines if name not in NOT_RELAYED]
     return response
 
 

@@ -58,6 +58,8 @@ NOT_FORWARDED_WITH_MEMORY = NOT_FORWARDED | {
     b"authorization",
     b"x-api-key",
 }
+# The provider's own request id, as moim relays it (`relayed_name`).
+UPSTREAM_REQUEST_ID = b"x-upstream-request-id"
 # Response headers never relayed: hop-by-hop, or recomputed by our server.
 DROPPED_RESPONSE_HEADERS = frozenset(
     b"connection keep-alive transfer-encoding content-length content-encoding date server "
@@ -163,11 +165,16 @@ def relayed_lines(response: httpx.Response) -> list[tuple[bytes, bytes]]:
     sent it: its value's bytes (a UTF-8 value stays UTF-8; httpx would decode it, and "✓"
     could then not be sent at all), and a name sent twice as two lines (two `Set-Cookie`
     joined into one line are one broken cookie: an `Expires` date holds a comma)."""
-    return [
-        (name.lower(), value)
-        for name, value in response.headers.raw
-        if name.lower() not in DROPPED_RESPONSE_HEADERS
-    ]
+    lines = ((relayed_name(name), value) for name, value in response.headers.raw)
+    return [(name, value) for name, value in lines if name not in DROPPED_RESPONSE_HEADERS]
+
+
+def relayed_name(name: bytes) -> bytes:
+    """A provider's response header's name as the client gets it: lower case, and its
+    `x-request-id` as `x-upstream-request-id` (moim's own is `x-request-id`; the provider's is
+    the one its support asks for, and the SDK's `_request_id` showed moim's)."""
+    name = name.lower()
+    return UPSTREAM_REQUEST_ID if name == b"x-request-id" else name
 
 
 def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:

@@ -299,3 +299,20 @@ def test_a_gateways_headers_reach_the_provider_and_moims_own_do_not(proxy, upstr
         assert name not in received
     assert received["content-type"] == "application/json"
     assert received["accept-encoding"] == "identity"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_providers_request_id_reaches_the_client_beside_moims(proxy, upstream, stream):
+    """`x-request-id` is moim's (CONTRACT); the provider's, which its support asks for, comes
+    as `x-upstream-request-id` instead of being dropped."""
+    upstream.reply_headers[:] = [(b"x-request-id", b"req_provider_123")]
+    body = {"model": "gpt-4o-mini", "stream": stream, "messages": HELLO}
+
+    with httpx.stream(
+        "POST", proxy.url + "/chat/completions", json=body, headers={"x-request-id": "mine-1"}
+    ) as response:
+        response.read()
+
+    assert response.status_code == 200
+    assert response.headers.get_list("x-request-id") == ["mine-1"]
+    assert response.headers["x-upstream-request-id"] == "req_provider_123"
