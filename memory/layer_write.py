@@ -16,7 +16,7 @@ from memory.facts.capture import capture_facts
 from memory.facts.rules import apply_captures, retire_facts
 from memory.ingest.turns import Turn, index_pending, store_new_messages
 from memory.layer_core import LayerCore
-from memory.store import fts_upkeep
+from memory.store import fts_upkeep, scrub
 from memory.store.response_links import ResponseLink, link_response, linked_response
 from memory.store.store import Store
 from memory.store.vector_rebuild import VectorRebuild
@@ -103,7 +103,23 @@ class WriteSide(LayerCore):
         the writer's idle time (memory/store/fts_upkeep.py). True when it merged it whole."""
         if not isinstance(self.store, Store):
             return True  # Postgres keeps its own indexes
+        scrub.scrub(self.store, stop)  # a forgotten user's words first (False: next time)
         return fts_upkeep.tidy(self.store, stop, self.settings.fts_merge_after)
+
+    def scrub(self) -> bool:
+        """Erase from the files what forgotten users left there (memory/store/scrub.py), now;
+        False when a reader kept the WAL (the writer finishes it when idle). Postgres: True,
+        its dead rows wait for VACUUM."""
+        if not isinstance(self.store, Store):
+            return True
+        with self._index_lock:
+            return scrub.scrub(self.store, lambda: False, wait=True)
+
+    def vacuum(self) -> None:
+        """Rewrite the SQLite file, leaving no free page with old bytes (memory/store/scrub.py);
+        nothing for Postgres (run its own VACUUM FULL)."""
+        if isinstance(self.store, Store):
+            scrub.vacuum(self.store)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild chunks, FTS rows and vectors from the message log; return how many

@@ -120,6 +120,7 @@ async def forget(request: Request) -> Response:
     # deleted would store them again. What else the process holds of them goes after.
     state.writer.forget(user_id)
     removed = await _run(state.layer.forget, user_id)
+    state.writer.scrub_soon()  # their words leave the files when the writer is idle
     state.inspector.history.drop(user_id)
     state.responses.drop(user_id)
     return JSONResponse({"user_id": user_id, "deleted": True, "messages": removed})

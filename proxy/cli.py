@@ -203,11 +203,27 @@ def _json_lines(source: Any) -> list[Any]:
 @memory.command("delete")
 @CONFIG_OPTION
 @USER_OPTION
+@click.option(
+    "--vacuum",
+    is_flag=True,
+    help="Then rewrite the whole database file: pages freed before this version of moim "
+    "may still hold deleted text (holds the write lock; needs the file's size free on disk).",
+)
 @click.confirmation_option(prompt="Delete every message, chunk and fact of this user?")
-def delete(config_path: Path | None, user_id: str) -> None:
-    """Forget everything of one user."""
-    removed = open_layer(config_from(config_path)).forget(user_id)
+def delete(config_path: Path | None, user_id: str, vacuum: bool) -> None:
+    """Forget everything of one user, and erase their words from the database's files."""
+    layer = open_layer(config_from(config_path))
+    removed = layer.forget(user_id)
     click.echo(f"deleted {removed} messages of {user_id}")
+    if not layer.scrub():
+        click.echo(
+            "not all erased yet (a reader held the WAL, or the lexical index was being "
+            "rebuilt): a running moim finishes it when idle; run this again to retry",
+            err=True,
+        )
+    if vacuum:
+        layer.vacuum()
+        click.echo("database file rewritten")
 
 
 @main.command("mcp")

@@ -258,6 +258,11 @@ class Writer:
         except OSError as exc:
             self._health.failed("journal", exc)
 
+    def scrub_soon(self) -> None:
+        """Wake the writer after a user was forgotten: once no turn waits, it erases their
+        words from the database's files (memory/store/scrub.py) before tidying the index."""
+        self._wakeup.set()
+
     # -- the loop ------------------------------------------------------------------------------
 
     async def _run(self) -> None:

@@ -15,8 +15,10 @@ Command"). An index is merged again once it has grown by `TIDY_GROWTH` (and by
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from memory.store.store import Store
+if TYPE_CHECKING:
+    from memory.store.store import Store
 
 # Leaf pages written per step: ~40 ms of work on this project's machine, so a turn that
 # arrives meanwhile waits at most that long for the write lock.
@@ -50,6 +52,15 @@ def tidy(store: Store, stop: Callable[[], bool], min_new: int) -> bool:
     """
     if not tidy_due(store, min_new) and not _merge_started(store):
         return False
+    return merge_whole(store, stop)
+
+
+def merge_whole(store: Store, stop: Callable[[], bool]) -> bool:
+    """Merge the index step by step into one segment (True) unless `stop()` says to yield.
+
+    A whole index holds no deleted row's terms: a merge drops the rows a segment's
+    tombstones name (memory/store/scrub.py relies on it after a user is forgotten).
+    """
     while not stop():
         with store.write() as db:
             before = db.total_changes

@@ -202,6 +202,19 @@ class LexicalIndex:
         found = searcher.search(tantivy.Query.all_query(), max(1, searcher.num_docs), count=False)
         return sorted(searcher.fast_field_values("id", [address for _, address in found.hits]))
 
+    def terms_of(self, owner: str) -> list[str]:
+        """Every term of `owner`'s the dictionaries hold, deleted documents' included (as of
+        the last commit): for checks that a forgotten user's words are gone."""
+        self._index.reload()
+        found = self._index.searcher().terms_with_prefix("terms", owner + "_")
+        return sorted(str(term) for term, _ in found)
+
+    def collect_garbage(self) -> None:
+        """Delete the segment files no commit uses any more (a rebuild's old segments)."""
+        with self._lock:
+            if not self.closed:
+                self._writer.garbage_collect_files()
+
     def close(self) -> None:
         with self._lock:
             if self.closed:

@@ -24,7 +24,7 @@ import numpy as np
 import sqlean
 
 from memory.records import Message, Term
-from memory.store import lexical_sync, vector_rebuild, vector_table
+from memory.store import lexical_sync, scrub, vector_rebuild, vector_table
 from memory.store.chunk_heads import ChunkHeads, Head
 from memory.store.chunk_rows import DEFAULT_ROWS, ChunkRows
 from memory.store.database import connect
@@ -344,6 +344,7 @@ class Store(PortableQueries, SqliteReads):
                 db.execute("DELETE FROM consolidation_marks WHERE user_id = ?", (user_id,))
                 db.execute("DELETE FROM response_links WHERE user_id = ?", (user_id,))
                 cur = db.execute("DELETE FROM messages WHERE user_id = ?", (user_id,))
+                scrub.mark_due(db)  # their words are still in the files: `scrub` erases them
                 generation = lexical_sync.bump(db)
             self._mirror(generation, user_id=user_id, forgotten=True)
             return int(cur.rowcount)

@@ -3,11 +3,16 @@ restart or an operator's tool could find it: not the store (tests/e2e/test_memor
 and not what the running proxy holds beside it: the inspector's recent requests, the
 Responses API replies it remembers, and the write-ahead journal (tests/proxy/test_writer.py:
 it keeps stored turns while other users' turns are queued, and is replayed at start and after
-a spill).
+a spill), nor the database's files: their words are erased from the SQLite file, its WAL and
+the lexical index once the writer is idle (memory/store/scrub.py).
 """
+
+import time
+from pathlib import Path
 
 import httpx
 
+from memory.store.fts import owner_token
 from tests.e2e.test_inspector import KAYAK, chat
 from tests.e2e.test_responses import CABIN, CAR, create, stored
 
@@ -45,3 +50,31 @@ def test_a_reply_of_a_forgotten_user_is_continued_as_one_moim_never_saw(proxy):
     session = continued["x-memory-session-id"]
     assert session != opened["x-memory-session-id"]
     assert {s for s, *_ in stored(proxy, "erin")} == {session}
+
+
+def files_holding(directory, data):
+    return [f.name for f in Path(directory).rglob("*") if f.is_file() and data in f.read_bytes()]
+
+
+def test_a_forgotten_users_words_leave_the_database_files(proxy):
+    word = "zanzibarquokka"
+    chat(proxy, "zed", f"My pet {word} sleeps in the garden shed")
+    chat(proxy, "ann", "I keep my radiator budget in a notebook")
+    proxy.flush()
+    directory = Path(proxy.config.memory.db_path).parent
+    assert files_holding(directory, word.encode())
+
+    forget(proxy, "zed")
+
+    def left():
+        """What of zed the files still hold: their words, their terms in the indexes."""
+        lexical = proxy.layer.store.lexical.terms_of(owner_token("zed"))
+        return files_holding(directory, word.encode()) + lexical
+
+    deadline = time.monotonic() + 60  # the writer erases them once it is idle
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert files_holding(directory, word.encode()) == []
+    assert files_holding(directory, owner_token("zed").encode()) == []
+    assert proxy.layer.store.lexical.terms_of(owner_token("zed")) == []
+    assert proxy.layer.store.lexical.terms_of(owner_token("ann"))

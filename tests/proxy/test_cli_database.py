@@ -166,3 +166,32 @@ def test_serve_creates_the_database_and_says_so(tmp_path):
     assert lines[0] == f"moim: creating {path}\n", "".join(lines)
     assert any("Application startup complete" in line for line in lines), "".join(lines)
     assert path.exists()
+
+
+def test_memory_delete_erases_the_users_words_from_the_files(tmp_path):
+    word = "zanzibarquokka"
+    lines = "".join(
+        json.dumps(
+            {
+                "type": "message",
+                "session_id": "s-1",
+                "message_key": f"k{i}",
+                "content_hash": f"h{i}",
+                "role": "user",
+                "content": f"my {word} number {i} sleeps in the garden shed",
+                "created_at": 1_700_000_000 + i,
+            }
+        )
+        + "\n"
+        for i in range(12)
+    )
+    imported = moim("memory", "import", "--user", "zed", "--create", cwd=tmp_path, stdin=lines)
+    assert imported.exit_code == 0, imported.output
+    holding = [f for f in tmp_path.rglob("*") if f.is_file() and word.encode() in f.read_bytes()]
+    assert holding  # the message log and the FTS5 index
+
+    deleted = moim("memory", "delete", "--user", "zed", "--yes", cwd=tmp_path)
+
+    assert deleted.exit_code == 0, deleted.output
+    assert deleted.stdout == "deleted 12 messages of zed\n"
+    assert [f for f in tmp_path.rglob("*") if f.is_file() and word.encode() in f.read_bytes()] == []
