@@ -49,6 +49,7 @@ from proxy.upstream import (
     HOP_BY_HOP,
     NOT_FORWARDED,
     Target,
+    client_lines,
     embed_litellm,
     model_object,
     provider_key,
@@ -281,15 +282,10 @@ def _outbound_headers(
     dropped = set(NOT_FORWARDED)
     if recoded:
         dropped.add(b"content-encoding")
-    dropped.update(t.strip().lower().encode() for t in _connection_tokens(request))
     dropped.add(b"authorization")
     if proxy_keys:  # the client's x-api-key may be a proxy key (proxy/auth.py)
         dropped.add(b"x-api-key")
-    headers = [
-        (name, value)
-        for name, value in request.scope["headers"]
-        if name not in dropped and not name.startswith(b"x-memory-")
-    ]
+    headers = client_lines(request.scope["headers"], dropped)
     headers.append((b"accept-encoding", b"identity"))
     if authorization:
         headers.append((b"authorization", authorization.encode("latin-1")))
@@ -297,11 +293,6 @@ def _outbound_headers(
     if declared is not None and content is not None and not isinstance(content, bytes):
         headers.append((b"content-length", declared.encode()))  # streamed: sized, not chunked
     return headers
-
-
-def _connection_tokens(request: Request) -> list[str]:
-    """Headers the client's `Connection` names as hop-by-hop for this connection."""
-    return [t for v in request.headers.getlist("connection") for t in v.split(",") if t.strip()]
 
 
 def _has_body(request: Request) -> bool:

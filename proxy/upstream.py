@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -121,10 +121,11 @@ async def open_openai(
     one goes out as the bytes the client sent (as a str, httpx would encode it as ASCII, and a
     "Café" in a User-Agent was a 500)."""
     assert target.base_url is not None
-    outbound = {b"content-type": b"application/json", b"accept-encoding": b"identity"}
+    outbound = [(b"content-type", b"application/json"), (b"accept-encoding", b"identity")]
     if authorization:
-        outbound[b"authorization"] = authorization.encode("latin-1")
-    outbound.update(forwarded_headers(headers))
+        outbound.append((b"authorization", authorization.encode("latin-1")))
+    sent = ((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items())
+    outbound += client_lines(sent, NOT_FORWARDED_WITH_MEMORY)
     url = endpoint_url(target.base_url, path)
     if query:
         url = url.copy_with(query=query.encode("latin-1"))
@@ -132,24 +133,26 @@ async def open_openai(
     return await send(client, request)
 
 
-def forwarded_headers(headers: Mapping[str, str]) -> dict[bytes, bytes]:
-    """The client's headers that go on to the provider with a chat or Responses request:
-    all but `NOT_FORWARDED_WITH_MEMORY`, those its `Connection` names, and moim's own
-    `x-memory-*`. A gateway between moim and the provider gets what the client sent it
-    (Helicone-Auth, x-portkey-*, Azure's api-key, OpenRouter's HTTP-Referer and X-Title,
-    OpenAI-Organization), as the pass-through does for other endpoints."""
+def client_lines(
+    lines: Iterable[tuple[bytes, bytes]], dropped: Collection[bytes]
+) -> list[tuple[bytes, bytes]]:
+    """The client's header lines that go on to the provider, duplicates and order kept: all
+    but `dropped`, those the client's `Connection` names (hop-by-hop for its connection), and
+    moim's own `x-memory-*`. A gateway between moim and the provider gets what the client
+    sent it (Helicone-Auth, x-portkey-*, Azure's api-key, OpenRouter's HTTP-Referer)."""
+    lines = list(lines)
     connection = {
-        token.strip().lower().encode("latin-1")
-        for token in headers.get("connection", "").split(",")
+        token.strip().lower()
+        for name, value in lines
+        if name == b"connection"
+        for token in value.split(b",")
         if token.strip()
     }
-    forwarded: dict[bytes, bytes] = {}
-    for name, value in headers.items():
-        raw = name.encode("latin-1")
-        if raw in NOT_FORWARDED_WITH_MEMORY or raw in connection or raw.startswith(b"x-memory-"):
-            continue
-        forwarded[raw] = value.encode("latin-1")
-    return forwarded
+    return [
+        (name, value)
+        for name, value in lines
+        if name not in dropped and name not in connection and not name.startswith(b"x-memory-")
+    ]
 
 
 @functools.lru_cache(maxsize=256)
