@@ -158,27 +158,14 @@ def test_a_forgotten_user_leaves_no_question_vector_behind(tmp_path):
     assert embedder.documents[0] == ASKED["content"]  # embedded again: nothing was held
 
 
-def test_a_forgotten_user_leaves_no_turn_in_the_blocks_line_cache(tmp_path):
-    from memory.block import excerpts
-
-    layer = _layer(tmp_path)
-    asked = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
-    assert layer.recall(_request("ana", asked), NOW).block is not None
-    assert excerpts._flat_held.cache_info().currsize > 0  # the block's turns, held flat
-
-    layer.forget("ana")
-
-    assert excerpts._flat_held.cache_info().currsize == 0
-
-
 def test_a_forgotten_user_leaves_no_text_or_word_in_the_module_caches(tmp_path):
-    # As the line cache above: texts counted in tokens, messages hashed as they are stored,
-    # words stemmed for the lexical index are held by text, for every user at once.
-    from memory.block import tokens
+    # The block's turns held flat, texts counted in tokens, messages hashed as they are
+    # stored, words stemmed for the lexical index: held by text, for every user at once.
+    from memory.block import excerpts, tokens
     from memory.ingest import identity
     from memory.store import fts
 
-    caches = (tokens._count_short, identity._recent_hash, fts._stem)
+    caches = (excerpts._flat_held, tokens._count_short, identity._recent_hash, fts._stem)
     layer = _layer(tmp_path)
     asked = [{"role": "user", "content": "Where do I keep the kayak and what does it need?"}]
     assert layer.recall(_request("ana", asked), NOW).block is not None
@@ -186,7 +173,7 @@ def test_a_forgotten_user_leaves_no_text_or_word_in_the_module_caches(tmp_path):
 
     layer.forget("ana")
 
-    assert [cache.cache_info().currsize for cache in caches] == [0, 0, 0]
+    assert [cache.cache_info().currsize for cache in caches] == [0, 0, 0, 0]
 
 
 def test_recall_holds_only_the_question_vector_the_writer_will_take(tmp_path):
