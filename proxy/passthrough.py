@@ -43,17 +43,14 @@ from proxy.errors import (
     ProxyError,
     RequestTimeout,
 )
+from proxy.header_lines import HOP_BY_HOP, NOT_FORWARDED, client_lines, relayed_name
 from proxy.limits import decoded, read_body
 from proxy.streaming import relay
 from proxy.upstream import (
-    HOP_BY_HOP,
-    NOT_FORWARDED,
     Target,
-    client_lines,
     embed_litellm,
     model_object,
     provider_key,
-    relayed_name,
     resolve,
     unreachable,
 )

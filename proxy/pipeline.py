@@ -34,6 +34,7 @@ from proxy import request_json
 from proxy.auth import authenticate
 from proxy.errors import BadRequest, ProxyError, UpstreamError, error_response
 from proxy.exchange import Api, Conversation, Exchange, Prepared, Report
+from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity, Mode, identify
 from proxy.limits import read_body
 from proxy.recall_step import measure_and_recall
@@ -46,7 +47,6 @@ from proxy.upstream import (
     resolve,
     unreachable,
     upstream_error,
-    with_provider_headers,
 )
 
 if TYPE_CHECKING:

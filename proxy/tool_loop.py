@@ -36,6 +36,7 @@ import httpx
 from starlette.responses import Response, StreamingResponse
 
 from proxy.errors import UpstreamError
+from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity
 from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.tools import MAX_ROUNDS, NAMES, execute, is_memory_call, offered, with_memory_tools
@@ -45,7 +46,6 @@ from proxy.upstream import (
     open_openai,
     unreachable,
     upstream_error,
-    with_provider_headers,
 )
 
 if TYPE_CHECKING:

@@ -18,18 +18,18 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio.to_thread
 import httpx
 import numpy as np
-from starlette.responses import Response
 
 from proxy import litellm_params
 from proxy.config import Config
 from proxy.errors import BadRequest, UpstreamError
+from proxy.header_lines import NOT_FORWARDED_WITH_MEMORY, client_lines
 from proxy.upstream_client import send
 
 logger = logging.getLogger(__name__)
@@ -40,30 +40,6 @@ LITELLM_PREFIXES = frozenset(
     "ollama_chat together_ai fireworks_ai deepseek xai openrouter perplexity huggingface "
     "replicate databricks watsonx sagemaker cerebras nvidia_nim hosted_vllm vllm lm_studio "
     "text-completion-openai cloudflare ai21 voyage anyscale deepinfra sambanova".split()
-)
-# Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one.
-HOP_BY_HOP = frozenset(
-    b"connection keep-alive proxy-connection transfer-encoding te trailer upgrade "
-    b"proxy-authenticate proxy-authorization".split()
-)
-# Request headers the client's connection or moim itself owns. `host` and `content-length`
-# are set for the upstream's connection; `expect` asks moim (uvicorn answered it); the
-# provider key is moim's to choose; `accept-encoding: identity` keeps streams unbuffered.
-NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length", b"expect", b"accept-encoding"}
-# On chat and the Responses API moim also sends its own body (JSON, not compressed) and the
-# provider key it chose; `x-api-key` may be a proxy key, and `x-memory-*` are moim's.
-NOT_FORWARDED_WITH_MEMORY = NOT_FORWARDED | {
-    b"content-type",
-    b"content-encoding",
-    b"authorization",
-    b"x-api-key",
-}
-# The provider's own request id, as moim relays it (`relayed_name`).
-UPSTREAM_REQUEST_ID = b"x-upstream-request-id"
-# Response headers never relayed: hop-by-hop, or recomputed by our server.
-DROPPED_RESPONSE_HEADERS = frozenset(
-    b"connection keep-alive transfer-encoding content-length content-encoding date server "
-    b"proxy-connection upgrade".split()
 )
 
 
@@ -133,51 +109,12 @@ async def open_openai(
     return await send(client, request)
 
 
-def client_lines(
-    lines: Iterable[tuple[bytes, bytes]], dropped: Collection[bytes]
-) -> list[tuple[bytes, bytes]]:
-    """The client's header lines that go on to the provider, duplicates and order kept: all
-    but `dropped`, those the client's `Connection` names (hop-by-hop for its connection), and
-    moim's own `x-memory-*`. A gateway between moim and the provider gets what the client
-    sent it (Helicone-Auth, x-portkey-*, Azure's api-key, OpenRouter's HTTP-Referer)."""
-    lines = list(lines)
-    connection = {
-        token.strip().lower()
-        for name, value in lines
-        if name == b"connection"
-        for token in value.split(b",")
-        if token.strip()
-    }
-    return [
-        (name, value)
-        for name, value in lines
-        if name not in dropped and name not in connection and not name.startswith(b"x-memory-")
-    ]
-
-
 @functools.lru_cache(maxsize=256)
 def endpoint_url(base_url: str, path: str) -> httpx.URL:
     """The parsed URL of `path` under `base_url`. Parsing one is most of what httpx's
     `build_request` costs (~30 of ~90 µs a request, ahead of the forward), and an upstream's
     endpoints are few: each is parsed once. `httpx.URL` is immutable, so one is shared."""
     return httpx.URL(base_url.rstrip("/") + path)
-
-
-def relayed_lines(response: httpx.Response) -> list[tuple[bytes, bytes]]:
-    """The provider's response header lines that the client should see, each as the provider
-    sent it: its value's bytes (a UTF-8 value stays UTF-8; httpx would decode it, and "✓"
-    could then not be sent at all), and a name sent twice as two lines (two `Set-Cookie`
-    joined into one line are one broken cookie: an `Expires` date holds a comma)."""
-    lines = ((relayed_name(name), value) for name, value in response.headers.raw)
-    return [(name, value) for name, value in lines if name not in DROPPED_RESPONSE_HEADERS]
-
-
-def relayed_name(name: bytes) -> bytes:
-    """A provider's response header's name as the client gets it: lower case, and its
-    `x-request-id` as `x-upstream-request-id` (moim's own is `x-request-id`; the provider's is
-    the one its support asks for, and the SDK's `_request_id` showed moim's)."""
-    name = name.lower()
-    return UPSTREAM_REQUEST_ID if name == b"x-request-id" else name
 
 
 def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
@@ -187,14 +124,6 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     if response.headers.get("content-encoding", "identity").lower() == "identity":
         return response.aiter_raw()
     return response.aiter_bytes()
-
-
-def with_provider_headers(answer: Response, upstream: httpx.Response) -> Response:
-    """`answer` (moim's own headers set) with the provider's header lines added, but for the
-    names moim sets itself (`x-request-id`, `x-memory-*`, the body's length)."""
-    own = {name for name, _ in answer.raw_headers}
-    answer.raw_headers.extend(line for line in relayed_lines(upstream) if line[0] not in own)
-    return answer
 
 
 def list_models(config: Config) -> bytes:
