@@ -98,10 +98,7 @@ class Journal:
         Empty lines are not turns and do not count."""
         with self._reading() as journal:
             lines = [line for line in journal if line.strip()]
-        kept = lines[-count:] if count > 0 else []
-        fresh = self.path.with_name(self.path.name + ".new")
-        fresh.write_bytes(b"".join(kept))
-        os.replace(fresh, self.path)  # atomic: a crash leaves the old journal or the new one
+        self._rewrite(lines[-count:] if count > 0 else [])
         self._torn = False
 
     def drop_user(self, user_id: str) -> None:
@@ -109,8 +106,15 @@ class Journal:
         stores them again after the user was forgotten; other lines are kept as they are."""
         with self._reading() as journal:
             lines = [line for line in journal if not _of_user(line, user_id)]
+        self._rewrite(lines)
+
+    def _rewrite(self, lines: list[bytes]) -> None:
+        """The journal replaced by `lines`, atomically (a crash leaves the old journal or the
+        new one), and private as the journal is made (0600: it holds users' turns)."""
         fresh = self.path.with_name(self.path.name + ".new")
-        fresh.write_bytes(b"".join(lines))
+        fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(b"".join(lines))
         os.replace(fresh, self.path)
 
     def size(self) -> int:

@@ -74,6 +74,20 @@ def test_keep_last_keeps_the_newest_turns_and_appending_goes_on(tmp_path):
     assert contents(journal) == [] and journal.size() == 0
 
 
+def test_a_rewritten_journal_stays_private_as_it_was_made(tmp_path):
+    # It holds users' turns: created 0600, and so after keep_last or a forgotten user's drop.
+    journal = Journal(tmp_path / "j")
+    for k in range(3):
+        journal.append(turn(k))
+    assert os.stat(tmp_path / "j").st_mode & 0o777 == 0o600
+
+    journal.keep_last(2)
+    assert os.stat(tmp_path / "j").st_mode & 0o777 == 0o600
+    journal.drop_user("someone else")
+    assert os.stat(tmp_path / "j").st_mode & 0o777 == 0o600
+    assert contents(journal) == ["turn 1", "turn 2"]
+
+
 def test_clear_empties_it(tmp_path):
     journal = Journal(tmp_path / "j")
     journal.append(turn(0))
