@@ -68,8 +68,6 @@ def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
                 param=f"messages[{index}].content",
                 code="invalid_message",
             )
-    if body.get("stream") is not None and not isinstance(body["stream"], bool):  # null: not
-        raise BadRequest("'stream' must be a boolean or null", param="stream")
     return body
 
 

@@ -140,7 +140,8 @@ _UUID4_BITS = (0x8000 << 48) | (4 << 76)
 
 
 def model_body(raw: bytes) -> dict[str, Any]:
-    """The request JSON: an object with a `model` string, as every API with memory takes."""
+    """The request JSON: an object with a `model` string and a `stream` that is a boolean or
+    null (not streamed, as OpenAI takes it), as every API with memory takes."""
     try:
         body = request_json.loads(raw)
     except ValueError as exc:  # UnicodeDecodeError too
@@ -151,6 +152,8 @@ def model_body(raw: bytes) -> dict[str, Any]:
         raise BadRequest(
             "'model' is required and must be a string", param="model", code="invalid_model"
         )
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise BadRequest("'stream' must be a boolean or null", param="stream")
     return body
 
 

@@ -43,8 +43,6 @@ def parse_responses_body(raw: bytes, max_items: int) -> dict[str, Any]:
             param="conversation",
             code="invalid_conversation",
         )
-    if body.get("stream") is not None and not isinstance(body["stream"], bool):  # null: not
-        raise BadRequest("'stream' must be a boolean or null", param="stream")
     items = body.get("input")
     if items is None or isinstance(items, str):
         return body

@@ -63,6 +63,19 @@ def test_stream_null_is_a_request_not_streamed_as_openai_takes_it(proxy, upstrea
     assert upstream.requests[-1].body == raw  # nothing to recall yet: the client's bytes
 
 
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
+def test_a_stream_that_is_neither_a_boolean_nor_null_is_a_400_and_goes_nowhere(
+    proxy, upstream, path
+):
+    body = {"model": "gpt-4o-mini", "messages": HELLO, "input": "Hello", "stream": "yes"}
+
+    response = httpx.post(proxy.url + path, json=body)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "stream"
+    assert upstream.requests == []
+
+
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
 def test_the_query_string_reaches_the_provider_as_sent(proxy, upstream, path, stream):
