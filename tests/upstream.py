@@ -37,7 +37,8 @@ stream (``tests/upstream_responses.py``), and keeps the ids it answered with: a
 ``GET /v1/models`` lists a few models. Embeddings, legacy completions, moderations, files,
 audio speech and ``GET /v1/models/{id}`` are answered by ``tests/upstream_api.py``; any other
 path gets an OpenAI-shaped 404. Every request is recorded as it arrived: method, path (and the
-raw, still percent-encoded path), query string, headers and the raw body bytes.
+raw, still percent-encoded path), query string, headers (also as their lines, in order, a
+repeated name as its lines) and the raw body bytes.
 
 Connections must have ``TCP_NODELAY``, or a small streamed write can wait ~40 ms for a delayed
 ACK (Nagle). uvicorn never sets it; asyncio's transports do, but only when the listening
@@ -95,6 +96,7 @@ class RecordedRequest:
     tcp_nodelay: bool
     query: str = ""  # the raw query string, without the "?"
     raw_path: str = ""  # the path as sent, percent-escapes kept
+    header_lines: tuple[tuple[bytes, bytes], ...] = ()  # as sent: order and repeats kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +187,7 @@ class Upstream:
             tcp_nodelay=self._nodelay(request),
             query=request.scope["query_string"].decode("latin-1"),
             raw_path=request.scope["raw_path"].decode("latin-1"),
+            header_lines=tuple(request.scope["headers"]),
         )
         self.requests.append(recorded)
         if request.method == "POST" and request.url.path == CHAT_PATH:
