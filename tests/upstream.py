@@ -22,7 +22,7 @@ Replies to ``POST /v1/chat/completions``:
   a stream whose client leaves before its end adds one to ``Upstream.disconnects``;
 - a non-empty ``Upstream.script`` overrides all of that: each chat request pops its first item,
   ``{"content": ..., "tool_calls": [{"id", "name", "arguments"}], "delay": seconds}`` (any subset),
-  or ``{"status": int, "body": dict}`` for a raw error;
+  or ``{"status": int, "body": dict, "headers": dict}`` for a raw error;
 - a non-empty ``Upstream.json_script`` (same items) answers, before ``script``, the requests that
   ask for a JSON object (``response_format``, as moim's consolidation does), so a test can
   script them while chats go on beside them.
@@ -281,7 +281,8 @@ class Upstream:
         if script:
             item = script.pop(0)
             if "status" in item:
-                return JSONResponse(item.get("body", {}), status_code=item["status"])
+                status, headers = item["status"], item.get("headers")
+                return JSONResponse(item.get("body", {}), status_code=status, headers=headers)
             calls = tuple(item.get("tool_calls", ()))
             return _Reply(item.get("content"), calls, delay=item.get("delay", 0.0))
         if model in _ERRORS:

@@ -6,7 +6,10 @@ header moim misread: a request header the client sends twice, an `X-Memory-Tools
 neither on nor off.
 """
 
+import asyncio
+
 import httpx
+import openai
 import pytest
 
 HELLO = [{"role": "user", "content": "Hello"}]
@@ -71,3 +74,82 @@ def test_the_x_memory_tools_values_moim_takes(proxy, upstream, value, offered):
 
     assert response.status_code == 200
     assert ("tools" in upstream.last_json) is offered
+
+
+# -- the SDK's retries -------------------------------------------------------------------------
+
+BUSY = {"error": {"message": "Busy (test).", "type": "server_error", "param": None, "code": None}}
+
+
+def ask_with_retries(proxy, path, stream, use_async):
+    """One request through the SDK allowing two retries; the reply's text."""
+    options = {"base_url": proxy.url, "api_key": "sk-client", "max_retries": 2}
+    options["default_headers"] = {"x-memory-user-id": "rita"}
+
+    async def async_ask():
+        async with openai.AsyncOpenAI(**options) as client:
+            if path == "/responses":
+                return (
+                    await client.responses.create(model="gpt-4o-mini", input="Hello")
+                ).output_text
+            reply = await client.chat.completions.create(
+                model="gpt-4o-mini", messages=HELLO, stream=stream
+            )
+            if not stream:
+                return reply.choices[0].message.content
+            return "".join([c.choices[0].delta.content or "" async for c in reply if c.choices])
+
+    def sync_ask():
+        with openai.OpenAI(**options) as client:
+            if path == "/responses":
+                return client.responses.create(model="gpt-4o-mini", input="Hello").output_text
+            reply = client.chat.completions.create(
+                model="gpt-4o-mini", messages=HELLO, stream=stream
+            )
+            if not stream:
+                return reply.choices[0].message.content
+            return "".join(c.choices[0].delta.content or "" for c in reply if c.choices)
+
+    return asyncio.run(async_ask()) if use_async else sync_ask()
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    "path, stream",
+    [("/chat/completions", False), ("/chat/completions", True), ("/responses", False)],
+    ids=["chat", "chat-stream", "responses"],
+)
+@pytest.mark.parametrize(
+    "status, headers",
+    [
+        (429, {"retry-after-ms": "1"}),
+        (503, {"retry-after": "0"}),
+        (400, {"x-should-retry": "true", "retry-after-ms": "1"}),
+    ],
+    ids=["429", "503", "400-should-retry"],
+)
+def test_the_sdk_retries_as_the_provider_says_and_the_turn_is_stored_once(
+    proxy, upstream, status, headers, path, stream, use_async
+):
+    upstream.script[:] = [{"status": status, "body": BUSY, "headers": headers}]
+
+    said = ask_with_retries(proxy, path, stream, use_async)
+
+    assert said == "echo: Hello"
+    assert [r.path for r in upstream.requests] == ["/v1" + path] * 2
+    proxy.flush()
+    stored = [(m.role, m.content) for m in proxy.layer.store.messages("rita")]
+    assert stored == [("user", "Hello"), ("assistant", "echo: Hello")]
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_the_sdk_does_not_retry_what_the_provider_says_not_to(proxy, upstream, use_async):
+    upstream.script[:] = [{"status": 500, "body": BUSY, "headers": {"x-should-retry": "false"}}]
+
+    with pytest.raises(openai.InternalServerError) as caught:
+        ask_with_retries(proxy, "/chat/completions", False, use_async)
+
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    assert len(upstream.requests) == 1
+    proxy.flush()
+    assert proxy.layer.store.messages("rita") == []
