@@ -5,7 +5,8 @@ goes to the provider. With them, `Authorization: Bearer <proxy key>` is required
 endpoint but health; a key bound to a user speaks only for that user, a key with `users`
 for those, and an unbound key or an admin key for any user the request names (CONTRACT.md:
 the memory API has the same auth as chat). A request presenting no key is refused before
-any comparison. Keys are compared in constant time and never logged.
+any comparison. Keys are compared in constant time and never logged. Without proxy keys on
+loopback, a request a browser sends for a page of another origin is refused (`Origin`).
 
 `/metrics` counts every user's traffic, so with proxy keys only an admin key or a metrics key
 (`auth.metrics_keys`, good for nothing else) reads it, unless `server.metrics_public` opens
@@ -18,6 +19,7 @@ import hmac
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from proxy.config import Config, ProxyKey
 from proxy.errors import Forbidden, Unauthorized
@@ -50,6 +52,8 @@ def authenticate(headers: Mapping[str, str], config: Config) -> Caller:
     """
     authorization = headers.get("authorization")
     if not config.keys:
+        if is_loopback(config.host):
+            _refuse_foreign_origin(headers)
         return Caller(None, authorization)
     key = _matching_key(headers, config)
     if key.metrics_only:
@@ -87,6 +91,30 @@ def _matching_key(headers: Mapping[str, str], config: Config) -> ProxyKey:
     if match is None:
         raise Unauthorized("a valid moim proxy key is required", code="invalid_api_key")
     return match
+
+
+def _refuse_foreign_origin(headers: Mapping[str, str]) -> None:
+    """Refuse a browser's request sent by a page from elsewhere (403).
+
+    Without proxy keys on loopback, nothing else stops a web page the user visits from
+    writing to moim: a form, or `fetch` in `no-cors` mode, sends a POST to 127.0.0.1 without
+    asking (its answer is not readable, but it is acted on: a fact planted, history imported,
+    a chat sent on the configured provider key). A browser names the page's origin in `Origin`;
+    other clients send none. A page served from loopback itself is let through, as for `/mcp`.
+    """
+    origin = headers.get("origin")
+    if origin is None:
+        return
+    try:
+        host = urlsplit(origin.strip()).hostname or ""  # "null" (a sandboxed page) has none
+    except ValueError:
+        host = ""
+    if not (host == "localhost" or is_loopback(host)):
+        raise Forbidden(
+            "a request from a web page of another origin: without proxy keys, moim answers "
+            "only pages served from loopback",
+            code="foreign_origin",
+        )
 
 
 def is_loopback(host: str) -> bool:
