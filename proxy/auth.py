@@ -6,7 +6,7 @@ endpoint but health; a key bound to a user speaks only for that user, a key with
 for those, and an unbound key or an admin key for any user the request names (CONTRACT.md:
 the memory API has the same auth as chat). A request presenting no key is refused before
 any comparison. Keys are compared in constant time and never logged. Without proxy keys on
-loopback, a request a browser sends for a page of another origin is refused (`Origin`).
+loopback, a request a browser makes for a page from elsewhere is refused (`Origin`, `Host`).
 
 `/metrics` counts every user's traffic, so with proxy keys only an admin key or a metrics key
 (`auth.metrics_keys`, good for nothing else) reads it, unless `server.metrics_public` opens
@@ -53,7 +53,7 @@ def authenticate(headers: Mapping[str, str], config: Config) -> Caller:
     authorization = headers.get("authorization")
     if not config.keys:
         if is_loopback(config.host):
-            _refuse_foreign_origin(headers)
+            _refuse_foreign_page(headers)
         return Caller(None, authorization)
     key = _matching_key(headers, config)
     if key.metrics_only:
@@ -93,28 +93,39 @@ def _matching_key(headers: Mapping[str, str], config: Config) -> ProxyKey:
     return match
 
 
-def _refuse_foreign_origin(headers: Mapping[str, str]) -> None:
-    """Refuse a browser's request sent by a page from elsewhere (403).
+def _refuse_foreign_page(headers: Mapping[str, str]) -> None:
+    """Refuse a browser's request made for a web page from elsewhere (403), as `/mcp` does.
 
-    Without proxy keys on loopback, nothing else stops a web page the user visits from
-    writing to moim: a form, or `fetch` in `no-cors` mode, sends a POST to 127.0.0.1 without
-    asking (its answer is not readable, but it is acted on: a fact planted, history imported,
-    a chat sent on the configured provider key). A browser names the page's origin in `Origin`;
-    other clients send none. A page served from loopback itself is let through, as for `/mcp`.
+    Without proxy keys on loopback, nothing else stops a page the user visits: a form, or
+    `fetch` in `no-cors` mode, sends a POST to 127.0.0.1 unasked (its answer is unreadable,
+    but it is acted on: a fact planted, history imported, a chat sent on the configured
+    provider key), and a page whose DNS name is rebound to 127.0.0.1 reads the answers too
+    (the whole memory, through `/v1/memory/export`). A browser names the page's origin in
+    `Origin`, and the name it connected to in `Host`; both must be loopback names. Other
+    clients send no `Origin`, and a `Host` of the address they connect to.
     """
-    origin = headers.get("origin")
-    if origin is None:
-        return
-    try:
-        host = urlsplit(origin.strip()).hostname or ""  # "null" (a sandboxed page) has none
-    except ValueError:
-        host = ""
-    if not (host == "localhost" or is_loopback(host)):
+    origin, host = headers.get("origin"), headers.get("host")
+    if origin is not None and not _loopback_name(origin.strip()):
         raise Forbidden(
             "a request from a web page of another origin: without proxy keys, moim answers "
             "only pages served from loopback",
             code="foreign_origin",
         )
+    if host is not None and not _loopback_name("//" + host.strip()):
+        raise Forbidden(
+            f"the host name {host!r} is not a loopback name: without proxy keys, moim on "
+            "loopback answers requests for 127.0.0.1, localhost or [::1] only",
+            code="foreign_host",
+        )
+
+
+def _loopback_name(url: str) -> bool:
+    """Whether `url` (an origin, or `//host:port`) names a loopback host."""
+    try:
+        host = urlsplit(url).hostname or ""  # "null" (a sandboxed page's origin) names none
+    except ValueError:
+        return False
+    return host == "localhost" or is_loopback(host)
 
 
 def is_loopback(host: str) -> bool:

@@ -317,6 +317,22 @@ def test_without_keys_clients_and_pages_served_from_loopback_are_answered(proxy,
     assert call(proxy, "POST", "/v1/chat/completions", CHAT, headers=headers).status_code == 200
 
 
+@pytest.mark.parametrize(("method", "path", "body"), [*WRITES, ("GET", "/v1/memory/export", None)])
+def test_without_keys_a_page_whose_name_was_rebound_to_loopback_is_refused(
+    proxy, upstream, method, path, body
+):
+    # DNS rebinding: evil.example now resolves to 127.0.0.1; the page's requests are then
+    # same-origin (no Origin on a GET) and it reads the answers, but its Host is its own name.
+    proxy.layer.set_fact("default", "name", "Dana")
+    answer = call(proxy, method, path, body, headers={"host": "evil.example:8080"})
+    assert_openai_error(answer, 403)
+    assert answer.json()["error"]["code"] == "foreign_host"
+    assert "Dana" not in answer.text and upstream.requests == []
+    assert [(f.key, f.value) for f in proxy.layer.list_facts("default")] == [("name", "Dana")]
+    for host in ("localhost:8080", "127.0.0.1", "[::1]:8080"):
+        assert call(proxy, "GET", "/v1/memory/stats", headers={"host": host}).status_code == 200
+
+
 def test_with_keys_the_key_decides_whatever_the_origin(keyed):
     answer = chat_as(keyed, "sk-alice", "hello", headers={"origin": "https://evil.example"})
     assert answer.status_code == 200
