@@ -180,6 +180,7 @@ async def drive(
     errors: Counter = Counter()
     first = combined([sampler.sample() for sampler in samplers])
     window, started = cpu_window(watched(samplers, args)), time.perf_counter()
+    print(f"warm-up done ({warm['s']:.1f} s); measuring {args.duration:.0f} s", flush=True)
     await asyncio.gather(
         *(
             client_loop(c, r, h, args, started + args.duration, rows, errors, None, replica)
@@ -404,6 +405,7 @@ def main() -> None:
             sampler.start()
         run = asyncio.run(drive([h.root for h in handles], users, args, samplers))
         pending = combined([sampler.sample() for sampler in samplers])["pending"]
+        print(f"window done; flushing {pending:.0f} queued turns", flush=True)
         flushed, flush_s = flush_all(handles)
         drained = combined([sampler.sample() for sampler in samplers])  # all remembered now
         per_replica = [sampler.samples for sampler in samplers]

@@ -309,6 +309,45 @@ def test_vectors_already_known_are_stored_not_embedded_again(store, settings):
     assert rows[0].tolist() == known_vector.tolist()  # the question's chunk, first stored
 
 
+def test_a_pass_embeds_each_message_after_the_turn_before_it_in_its_own_session(tmp_path):
+    """The contexts of a pass's messages are read together (one read a user): each message
+    still gets its own session's turn before it, never another user's or session's, and
+    what is embedded is what indexing one message a pass embeds."""
+    conversations = [  # (user, session, question, reply), stored in this order
+        ("alice", "s-1", "Did you go camping?", "Yes, last May!"),
+        ("bob", "s-1", "Any news on the flat?", "We signed it."),
+        ("alice", "s-2", "And the dog?", "He is fine."),
+        ("alice", "s-1", "Where to?", "The lakes."),
+    ]
+    embedded = []
+    for limit in (64, 1):  # one pass for all, then one message a pass
+        settings = Settings(db_path=tmp_path / f"{limit}.db", embedding_context_chars=14)
+        store = Store(settings.db_path)
+        store.ensure_vectors(HashEmbedder.name, HashEmbedder.dim)
+        history: dict[tuple[str, str], list[dict[str, str]]] = {}
+        for user, session, question, answer in conversations:
+            said = history.setdefault((user, session), [])
+            said.append({"role": "user", "content": question})
+            reply = {"role": "assistant", "content": answer}
+            store_turn(store, Turn(user, session, "gpt-4o-mini", tuple(said), reply, 1.7e9))
+            said.append(reply)
+        embedder = RecordingEmbedder()
+        while index_pending(store, embedder, VectorIndex(store.user_vectors), settings, limit):
+            pass
+        embedded.append(embedder.texts)
+    assert embedded[0] == [
+        "Did you go camping?",
+        "user: ou go camping?\nYes, last May!",
+        "Any news on the flat?",
+        "user: s on the flat?\nWe signed it.",
+        "And the dog?",
+        "user: And the dog?\nHe is fine.",
+        "assistant: Yes, last May!\nWhere to?",  # alice's s-1, not s-2's "He is fine."
+        "user: Where to?\nThe lakes.",
+    ]
+    assert embedded[1] == embedded[0]
+
+
 def test_only_a_messages_first_chunk_gets_the_context(store, settings):
     long = " ".join(f"omega{i}" for i in range(60))  # several chunks
     store_turn(
