@@ -28,6 +28,7 @@ from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import vocabulary_terms
 from memory.records import Message, Term
 from memory.settings import Settings
+from memory.store.backend import ChunkSlice
 from memory.store.backend import StoreBackend as Store
 from memory.store.fts import turn_tail
 from memory.store.store import NewMessage
@@ -146,11 +147,16 @@ def index_pending(
     whole, or one slice further along).
 
     Fairness: a message with more chunks than fit in one pass is indexed a slice per pass,
-    and a message already begun waits behind the ones not yet begun; each message's slice
-    is stored (searchable) as soon as it is embedded, before the next one's is. So a large
-    message from one user holds up another user's turn by one slice, not by all of its
-    chunks (a 1 MiB message is ~1,300 chunks, about 40 s of one core). The message is marked
-    indexed with its last slice; after a crash, indexing resumes at the next slice.
+    and a message already begun waits behind the ones not yet begun. So a large message
+    from one user holds up another user's turn by one slice, not by all of its chunks (a
+    1 MiB message is ~1,300 chunks, about 40 s of one core). The message is marked indexed
+    with its last slice; after a crash, indexing resumes at the next slice.
+
+    A pass's slices are stored together once all are embedded (at most the pass's chunk
+    budget, ~0.4 s of one core at 32), in one transaction (`Store.add_slices`), and become
+    searchable together, as the lexical index's one commit a pass already made them: one
+    commit a pass rather than one a message (docs/performance.md, "Load, seventh pass").
+    A failure before the store leaves the whole pass for the next one.
 
     `known` gives vectors already computed for a text (a user message's, embedded as the
     question of the request that carried it: `question_text`); those are not embedded again.
@@ -163,8 +169,12 @@ def index_pending(
     planned = _plan(pending, begun, settings)
     starting = [part.message for part in planned if part.first and part.texts]
     contexts = _contexts(store, starting, settings)
-    for part in planned:
-        _index_slice(store, embedder, index, settings, part, known, known_words, contexts)
+    parts = [
+        _embedded(store, embedder, settings, part, known, known_words, contexts) for part in planned
+    ]
+    for part, ids in zip(parts, store.add_slices(parts), strict=True):
+        if ids and part.vectors is not None:
+            index.add(part.message.user_id, ids, part.vectors)
     store.commit_lexical()  # one tantivy commit a pass (at most index_slice_chunks chunks)
     return len(planned)
 
@@ -204,17 +214,16 @@ def _plan(pending: list[Message], begun: Mapping[int, int], settings: Settings) 
     return planned
 
 
-def _index_slice(
+def _embedded(
     store: Store,
     embedder: Embedder,
-    index: VectorIndex,
     settings: Settings,
     part: _Slice,
     known: Known | None,
     known_words: KnownWords | None = None,
     contexts: Mapping[int, tuple[str, str]] | None = None,
-) -> None:
-    """Embed one message's slice and store its chunks, FTS rows and vectors."""
+) -> ChunkSlice:
+    """One message's slice embedded: its chunks, their vectors and words, ready to store."""
     message, texts = part.message, part.texts
     inputs, before = embedding_inputs(store, settings, message, texts, part.start, contexts)
     vectors, terms = (
@@ -222,9 +231,7 @@ def _index_slice(
         if inputs
         else (None, [])
     )
-    ids = store.add_chunks(message, texts, vectors, before, part.start, part.last, terms)
-    if ids and vectors is not None:
-        index.add(message.user_id, ids, vectors)
+    return ChunkSlice(message, texts, vectors, before, part.start, part.last, terms)
 
 
 def _embed(

@@ -4,14 +4,17 @@ import hashlib
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from memory.block.render import BLOCK_END, BLOCK_START
+from memory.errors import EmbeddingFailed
 from memory.ingest.chunking import chunk_text
 from memory.ingest.identity import content_hash, message_keys
 from memory.ingest.turns import Turn, index_pending, question_text, store_turn
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings
+from memory.store.backend import ChunkSlice
 from memory.store.store import Store
 from tests.memory.hash_embedder import HashEmbedder
 
@@ -451,3 +454,56 @@ def test_a_slice_that_is_not_the_next_one_is_not_stored(store, settings):
     assert store.add_chunks(message, ["a", "b"], vectors, start=0, last=False) != []
     assert store.add_chunks(message, ["c"], vectors[:1], start=1, last=True) == []  # 2 there
     assert len(message_chunks(store, message.id)) == 2 and not indexed(store, message.id)
+
+
+class FailingEmbedder(HashEmbedder):
+    """Fails on any text holding `word`, as a model that cannot run would."""
+
+    def __init__(self, word):
+        self.word = word
+
+    def embed_documents(self, texts):
+        if any(self.word in text for text in texts):
+            raise EmbeddingFailed("the model could not run")
+        return super().embed_documents(texts)
+
+
+def test_a_pass_is_stored_whole_or_not_at_all(store, settings):
+    """A pass's messages are stored in one transaction once all are embedded: a failure
+    part-way leaves every one of them for the next pass, none half-done before it."""
+    for n, word in enumerate(["apples", "pears", "plums"]):
+        said = {"role": "user", "content": f"I like {word}"}
+        store_turn(store, Turn("alice", f"s-{n}", "gpt-4o-mini", (said,), None, 1.7e9 + n))
+    vectors = VectorIndex(store.user_vectors)
+    assert vectors.count("alice") == 0  # loaded: indexed chunks are appended to it
+    with pytest.raises(EmbeddingFailed):
+        index_pending(store, FailingEmbedder("plums"), vectors, settings)
+    assert chunks_by_message(store) == {} and vectors.count("alice") == 0
+    assert store.count_unindexed() == 3
+    assert index_pending(store, HashEmbedder(), vectors, settings) == 3
+    assert list(chunks_by_message(store).values()) == [
+        ["I like apples"],
+        ["I like pears"],
+        ["I like plums"],
+    ]
+    assert vectors.count("alice") == 3 and store.count_unindexed() == 0
+    found = store.lexical_search("alice", ["pears"], 5, settings.lexical_context_weight)
+    assert [store.chunks("alice", [i])[i].text for i, _ in found] == ["I like pears"]
+
+
+def test_a_slice_that_cannot_be_stored_leaves_the_others_of_its_pass_stored(store, settings):
+    store_turn(
+        store, turn([{"role": "user", "content": "First"}, {"role": "user", "content": "Second"}])
+    )
+    first, second = store.messages("alice")
+    vectors = np.ones((1, HashEmbedder.dim), dtype=np.float32)
+    stored = store.add_slices(
+        [
+            ChunkSlice(first, ["First"], vectors),
+            ChunkSlice(second, ["Second, later part"], vectors, start=1),  # not the next one
+            ChunkSlice(second, ["Second"], vectors),
+        ]
+    )
+    assert [len(ids) for ids in stored] == [1, 0, 1]
+    assert list(chunks_by_message(store).values()) == [["First"], ["Second"]]
+    assert store.count_unindexed() == 0
