@@ -12,6 +12,7 @@ from typing import Any
 
 from memory.block.excerpts import forget_flat_lines
 from memory.block.tokens import forget_counted_texts
+from memory.export_items import item_problem
 from memory.facts.rules import restore_facts
 from memory.ingest.identity import forget_recent_hashes
 from memory.layer_write import WriteSide
@@ -117,10 +118,16 @@ class AdminSide(WriteSide):
     ) -> int:
         """Store exported items for `user_id`, then index them; return messages added.
 
+        Every item is checked first (`memory.export_items`): one that is not an exported message
+        or fact is a ValueError naming it, and nothing is stored.
         Fact rows (`"type": "fact"`) are restored with their history (`restore_facts`).
         `progress(done, todo)` hears the indexing, a pass at a time (todo: every message
         waiting to be indexed, this import's and any other).
         """
+        items = list(items)
+        for number, item in enumerate(items, start=1):  # all or nothing: check before storing
+            if (problem := item_problem(item)) is not None:
+                raise ValueError(f"item {number}: {problem}")
         added = 0
         fact_rows = []
         for item in items:

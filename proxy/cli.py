@@ -189,14 +189,20 @@ def import_(config_path: Path | None, user_id: str, create: bool, source: Any) -
 
 
 def _json_lines(source: Any) -> list[Any]:
-    """The JSON value on each non-blank line; a line that is not JSON is an error naming it."""
+    """The exported item on each non-blank line; a line that is not JSON, or not an item an
+    export writes, is an error naming it, before anything is stored."""
+    from memory import item_problem
+
     items = []
     for number, line in enumerate(source, start=1):
         if line.strip():
             try:
-                items.append(json.loads(line))
+                item = json.loads(line)
             except ValueError as exc:
                 raise click.ClickException(f"line {number} is not JSON: {exc}") from None
+            if (problem := item_problem(item)) is not None:
+                raise click.ClickException(f"line {number} is not an exported item: {problem}")
+            items.append(item)
     return items
 
 

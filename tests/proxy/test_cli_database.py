@@ -127,7 +127,8 @@ def test_create_starts_an_empty_database_for_import(tmp_path):
 
 
 def test_import_names_a_line_that_is_not_json_and_creates_nothing(tmp_path):
-    result = moim("memory", "import", "--create", cwd=tmp_path, stdin='{"type": "fact"}\n\n{oops\n')
+    fact = '{"type": "fact", "key": "pet", "value": "cat", "created_at": 1}\n'
+    result = moim("memory", "import", "--create", cwd=tmp_path, stdin=fact + "\n{oops\n")
 
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: line 3 is not JSON: ")
@@ -195,3 +196,40 @@ def test_memory_delete_erases_the_users_words_from_the_files(tmp_path):
     assert deleted.exit_code == 0, deleted.output
     assert deleted.stdout == "deleted 12 messages of zed\n"
     assert [f for f in tmp_path.rglob("*") if f.is_file() and word.encode() in f.read_bytes()] == []
+
+
+def exported_message(i, **fields):
+    """One message line as `moim memory export` writes it."""
+    item = {
+        "type": "message",
+        "session_id": "s-1",
+        "message_key": f"k{i}",
+        "content_hash": f"h{i}",
+        "role": "user",
+        "content": f"message number {i}",
+        "created_at": 1_700_000_000 + i,
+    }
+    return json.dumps({**item, **fields}) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("edited", "reason"),
+    [
+        ('{"type": "message", "session_id": "s-1"}\n', "message: 'message_key' must be a string"),
+        (exported_message(2, created_at="yesterday"), "message: 'created_at' must be a number"),
+        (exported_message(2, type="mesage"), "unknown type 'mesage'"),
+        ('{"type": "fact", "key": "pet", "created_at": 1}\n', "fact 'pet': 'value' must be"),
+        ('{"type": "fact", "key": "pet", "value": "cat"}\n', "fact 'pet': 'created_at' is missing"),
+    ],
+    ids=["no message_key", "created_at a word", "unknown type", "fact without value", "no date"],
+)
+def test_import_refuses_a_hand_edited_file_whole_and_names_the_line(tmp_path, edited, reason):
+    moim("facts", "set", "home_city", "Lisbon", "--user", "ann", "--create", cwd=tmp_path)
+    before = moim("memory", "export", "--user", "ann", cwd=tmp_path).stdout
+    lines = exported_message(0) + exported_message(1) + edited + exported_message(3)
+
+    result = moim("memory", "import", "--user", "ann", cwd=tmp_path, stdin=lines)
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: line 3 is not an exported item: {reason}")
+    assert moim("memory", "export", "--user", "ann", cwd=tmp_path).stdout == before
