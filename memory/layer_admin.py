@@ -125,6 +125,7 @@ class AdminSide(WriteSide):
         waiting to be indexed, this import's and any other).
         """
         items = list(items)
+        _ = self.embedder  # a change of layout or model applies before, not amid, the import
         for number, item in enumerate(items, start=1):  # all or nothing: check before storing
             if (problem := item_problem(item)) is not None:
                 raise ValueError(f"item {number}: {problem}")
@@ -137,9 +138,21 @@ class AdminSide(WriteSide):
                 fact_rows.append(item)
         restore_facts(self.store, user_id, fact_rows)
         self.index.drop(user_id)
+        self.catch_up(progress)
+        return added
+
+    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Index every message waiting for it and finish re-embedding after a change of model,
+        now; return messages indexed. After an upgrade that changed what is embedded for a
+        chunk, that is every message (`moim migrate` does it, so a restart need not).
+
+        `progress(done, todo)` hears the indexing, a pass at a time.
+        """
         todo, done = self.store.count_unindexed(), 0
         while step := self.index_pending(passes=1):
             done += step
             if progress is not None:
                 progress(min(done, todo), todo)
-        return added
+        while self.rebuild_vectors():
+            pass
+        return max(0, todo - self.store.count_unindexed())

@@ -102,13 +102,23 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
 @main.command()
 @CONFIG_OPTION
 def migrate(config_path: Path | None) -> None:
-    """Create or upgrade the database schema (serve does it too, before it answers).
+    """Create or upgrade the database schema (serve does it too, before it answers), and
+    redo the derived rows an upgrade or another embedding model calls for, so the next start
+    need not (serve would, in the background, recalling less meanwhile).
 
-    An upgrade shows a bar, one step per migration, when stderr is a terminal.
+    An upgrade shows a bar, one step per migration, when stderr is a terminal; so does the
+    re-indexing.
     """
     config = config_from(config_path)
-    open_layer(config, create=True)  # opening the store applies pending migrations
+    layer = open_layer(config, create=True)  # opening the store applies pending migrations
     click.echo(f"{database_path(config, create=True)[0]}: schema up to date")
+    if not config.memory_enabled:
+        return
+    _ = layer.embedder  # loading the model applies a change of layout or model
+    with progress_bar("re-indexing messages") as progress:
+        done = layer.catch_up(progress)
+    if done:
+        click.echo(f"re-indexed {done} messages")
 
 
 @main.command()

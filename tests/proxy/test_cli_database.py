@@ -7,6 +7,7 @@ run from another directory used to create and use a new, empty store without a w
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -233,3 +234,35 @@ def test_import_refuses_a_hand_edited_file_whole_and_names_the_line(tmp_path, ed
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(f"Error: line 3 is not an exported item: {reason}")
     assert moim("memory", "export", "--user", "ann", cwd=tmp_path).stdout == before
+
+
+def test_migrate_redoes_the_derived_rows_an_older_layout_left_so_the_restart_need_not(tmp_path):
+    lines = "".join(exported_message(i, content=f"my kayak number {i} is red") for i in range(6))
+    moim("memory", "import", "--user", "ann", "--create", cwd=tmp_path, stdin=lines)
+    with sqlite3.connect(tmp_path / "moim.db") as db:  # as a release with another layout left it
+        db.execute("UPDATE meta SET value = 'old' WHERE key = 'vector_layout'")
+    db.close()
+
+    result = moim("migrate", cwd=tmp_path)
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "re-indexed 6 messages"
+    with sqlite3.connect(tmp_path / "moim.db") as db:
+        layout = db.execute("SELECT value FROM meta WHERE key = 'vector_layout'").fetchone()
+        waiting = db.execute("SELECT count(*) FROM messages WHERE indexed = 0").fetchone()
+        chunks = db.execute("SELECT count(*) FROM chunks").fetchone()
+        # vec0's own table of rows: the virtual table needs the extension loaded
+        vectors = db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()
+    db.close()
+    assert layout != ("old",)
+    assert waiting == (0,)
+    assert chunks == vectors == (6,)
+
+
+def test_an_import_into_a_new_database_says_nothing_of_a_layout_change(tmp_path, caplog):
+    result = moim(
+        "memory", "import", "--user", "ann", "--create", cwd=tmp_path, stdin=exported_message(1)
+    )
+
+    assert result.exit_code == 0, result.output
+    assert [r.message for r in caplog.records if "layout" in r.message] == []
