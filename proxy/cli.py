@@ -225,10 +225,15 @@ def _json_lines(source: Any) -> list[Any]:
     help="Then rewrite the whole database file: pages freed before this version of moim "
     "may still hold deleted text (holds the write lock; needs the file's size free on disk).",
 )
-@click.confirmation_option(prompt="Delete every message, chunk and fact of this user?")
-def delete(config_path: Path | None, user_id: str, vacuum: bool) -> None:
-    """Forget everything of one user, and erase their words from the database's files."""
+@click.option("--yes", "confirmed", is_flag=True, help="Do not ask for confirmation (scripts).")
+def delete(config_path: Path | None, user_id: str, vacuum: bool, confirmed: bool) -> None:
+    """Forget everything of one user, and erase their words from the database's files.
+
+    Asks first, once the database is named, unless --yes.
+    """
     layer = open_layer(config_from(config_path))
+    if not confirmed:
+        click.confirm(f"Delete every message, chunk and fact of {user_id}?", abort=True, err=True)
     removed = layer.forget(user_id)
     click.echo(f"deleted {removed} messages of {user_id}")
     if not layer.scrub():

@@ -266,3 +266,17 @@ def test_an_import_into_a_new_database_says_nothing_of_a_layout_change(tmp_path,
 
     assert result.exit_code == 0, result.output
     assert [r.message for r in caplog.records if "layout" in r.message] == []
+
+
+def test_memory_delete_names_the_database_before_it_asks_and_keeps_all_on_no(tmp_path):
+    moim("facts", "set", "home_city", "Lisbon", "--user", "ann", "--create", cwd=tmp_path)
+
+    result = moim("memory", "delete", "--user", "ann", cwd=tmp_path, stdin="n\n")
+
+    path = tmp_path.resolve() / "moim.db"
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"moim: using {path}\nDelete every message, chunk and fact of ann? [y/N]: "
+    )
+    listed = moim("facts", "list", "--user", "ann", "--json", cwd=tmp_path)
+    assert [json.loads(row)["value"] for row in listed.stdout.splitlines()] == ["Lisbon"]
