@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -280,3 +281,23 @@ def test_memory_delete_names_the_database_before_it_asks_and_keeps_all_on_no(tmp
     )
     listed = moim("facts", "list", "--user", "ann", "--json", cwd=tmp_path)
     assert [json.loads(row)["value"] for row in listed.stdout.splitlines()] == ["Lisbon"]
+
+
+def test_what_a_command_imports_beside_a_running_server_is_found_by_its_words_at_once(
+    make_proxy, tmp_path
+):
+    db = tmp_path / "shared.db"
+    proxy = make_proxy(settings={"db_path": db, "capture_facts": False})
+    assert proxy.layer.wait_for_lexical_index(30)  # the server's own index answers
+    line = exported_message(1, content="my xylophonequark sleeps in the attic")
+
+    imported = moim("memory", "import", "--user", "ann", cwd=tmp_path, db=db, stdin=line)
+
+    assert imported.exit_code == 0, imported.output
+    response = httpx.get(
+        proxy.root + "/v1/memory/search",
+        params={"q": "xylophonequark", "k": 1},
+        headers={"X-Memory-User-Id": "ann"},
+    )
+    [hit] = response.json()["results"]
+    assert hit["lexical_rank"] == 1  # not only the dense search's
