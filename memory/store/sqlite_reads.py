@@ -34,6 +34,7 @@ class SqliteReads(Database):
     heads: ChunkHeads  # large users' chunks but their text
     lexical: LexicalIndex | None  # the tantivy index, when this process holds it
     mirrored_generation: int  # the chunks' generation that index holds
+    _stale: bool  # it missed another process's change: rebuilt at the next commit
     dim: int | None  # the vectors' width, once `ensure_vectors` ran
 
     def vocabulary(self, user_id: str, after: int = 0) -> list[Term]:
@@ -235,11 +236,12 @@ class SqliteReads(Database):
     def _lexical_current(self) -> bool:
         """Whether the lexical index holds every change to chunks SQLite has: False when
         another process (a `moim memory import` or `delete` beside the server) changed them,
-        until this one's next write rebuilds it (`Store._mirror` sees the gap); FTS5, in the
+        until this one's next write has it rebuilt (`Store._mirror` sees the gap); FTS5, in the
         file itself, answers meanwhile. A change of this process's own, committed but not
         yet mirrored, can read as one too, for that moment."""
         with self._errors():
-            return lexical_sync.generation(self.connection()) == self.mirrored_generation
+            current = lexical_sync.generation(self.connection()) == self.mirrored_generation
+        return current and not self._stale
 
     def dense_search(self, user_id: str, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the user's nearest chunks, via sqlite-vec."""
