@@ -76,8 +76,13 @@ class Store(PortableQueries, SqliteReads):
         if lexical_index and self.path != ":memory:":
             try:
                 self.lexical = LexicalIndex(Path(self.target + "-lexical"))
-            except ValueError as exc:  # another process holds its writer (tantivy's lock)
-                logger.warning("lexical index not used in this process: %s", exc)
+            except ValueError:  # another process holds its writer (tantivy's lock)
+                # As expected for a `moim` command beside the server: INFO, so its stderr
+                # starts with the database's name, not tantivy's lock error.
+                logger.info(
+                    "lexical index held by another process (a running moim?): "
+                    "this one searches with FTS5"
+                )
             else:
                 self.rebuilding = lexical_sync.check(self)
 

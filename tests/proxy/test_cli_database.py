@@ -301,3 +301,25 @@ def test_what_a_command_imports_beside_a_running_server_is_found_by_its_words_at
     )
     [hit] = response.json()["results"]
     assert hit["lexical_rank"] == 1  # not only the dense search's
+
+
+def test_a_command_beside_a_running_server_starts_its_stderr_with_the_database(
+    make_proxy, tmp_path
+):
+    db = tmp_path / "shared.db"
+    make_proxy(settings={"db_path": db})  # holds the lexical index's lock
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["MOIM_DB"] = str(db)
+    result = subprocess.run(  # its own process, with logging as a shell's command has it
+        [sys.executable, "-m", "proxy.cli", "stats", "--user", "ann"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == f"moim: using {db.resolve()}\n"
