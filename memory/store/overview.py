@@ -81,7 +81,7 @@ def sessions(store: Store, user_id: str, limit: int = 500) -> list[SessionSummar
         "SELECT session_id, count(*), min(created_at), max(created_at), "
         "(SELECT substr(o.content, 1, ?) FROM messages o WHERE o.user_id = m.user_id "
         "AND o.session_id = m.session_id AND o.role = 'user' ORDER BY o.id LIMIT 1) "
-        "FROM messages m WHERE user_id = ? GROUP BY session_id "
+        "FROM messages m WHERE user_id = ? GROUP BY user_id, session_id "  # Postgres: both
         "ORDER BY max(created_at) DESC, session_id LIMIT ?",
         (OPENING_CHARS, user_id, limit),
     )
