@@ -231,7 +231,8 @@ def delete(config_path: Path | None, user_id: str, vacuum: bool, confirmed: bool
 
     Asks first, once the database is named, unless --yes.
     """
-    layer = open_layer(config_from(config_path))
+    config = config_from(config_path)
+    layer = open_layer(config)
     if not confirmed:
         click.confirm(f"Delete every message, chunk and fact of {user_id}?", abort=True, err=True)
     removed = layer.forget(user_id)
@@ -242,7 +243,13 @@ def delete(config_path: Path | None, user_id: str, vacuum: bool, confirmed: bool
             "rebuilt): a running moim finishes it when idle; run this again to retry",
             err=True,
         )
-    if vacuum:
+    if vacuum and config.memory.db_url:  # PostgreSQL rewrites its tables itself
+        click.echo(
+            "--vacuum rewrites a SQLite file: on PostgreSQL, run VACUUM FULL on moim's tables "
+            "to drop the deleted rows' pages",
+            err=True,
+        )
+    elif vacuum:
         layer.vacuum()
         click.echo("database file rewritten")
 

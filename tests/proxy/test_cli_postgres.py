@@ -95,3 +95,19 @@ def test_users_on_postgres_lists_counts_and_last_activity(pg_database, embedder)
     counts = {r["user_id"]: (r["messages"], r["sessions"], r["facts"]) for r in rows}
     assert counts == {"ines": (6, 3, 1), "bo": (0, 0, 1)}  # Braga superseded: one active
     assert all(isinstance(r["last_active"], float) for r in rows)
+
+
+def test_delete_with_vacuum_on_postgres_says_it_is_postgres_own_work(pg_database, embedder):
+    url = pg_database()
+    layer = MemoryLayer(Settings(db_url=url), embedder_factory=lambda _: embedder)
+    try:
+        _fill(layer)
+    finally:
+        layer.close()
+
+    args = ["memory", "delete", "--user", "ines", "--yes", "--vacuum"]
+    deleted = CliRunner().invoke(main, args, env={"MOIM_DB": url})
+
+    assert deleted.exit_code == 0, deleted.output
+    assert deleted.stdout == "deleted 6 messages of ines\n"  # no "database file rewritten"
+    assert "VACUUM FULL" in deleted.stderr
