@@ -38,6 +38,8 @@ phrased many ways, other lives and domains), never tuned on: the stand-in for th
 acceptance suite of issue 16. `--suite fresh2` is personas 31-40 (bench/memsuite/fresh2.txt,
 split `fresh2`): a second never-tuned split in the same style, written blind (by someone who had
 not read moim's cue rules) once the first had been read for misses over several rounds.
+`--suite fresh3` is personas 41-50 (bench/memsuite/fresh3.txt, split `fresh3`): a third, written
+blind the same way once fresh and fresh2 had both been read for misses; for measuring only.
 """
 
 from __future__ import annotations
@@ -74,8 +76,8 @@ RESULTS = ROOT / "bench" / "results"
 MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
-SPLITS = ("tune", "held", "fresh", "fresh2")
-SUITES = ("long", "short", "fresh", "fresh2")
+SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3")
+SUITES = ("long", "short", "fresh", "fresh2", "fresh3")
 
 
 @dataclass
@@ -182,8 +184,8 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 
 def personas_of(suite: str) -> list[Persona]:
-    """The personas `suite` replays: short and long are 01-20, fresh 21-30, fresh2 31-40."""
-    if suite in ("fresh", "fresh2"):
+    """The personas `suite` replays: 01-20 (short, long), 21-30, 31-40, 41-50 (fresh, 2, 3)."""
+    if suite in ("fresh", "fresh2", "fresh3"):
         return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))
     if suite == "long":
