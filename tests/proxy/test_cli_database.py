@@ -323,3 +323,31 @@ def test_a_command_beside_a_running_server_starts_its_stderr_with_the_database(
 
     assert result.returncode == 0, result.stderr
     assert result.stderr == f"moim: using {db.resolve()}\n"
+
+
+def test_what_a_command_imports_for_a_user_the_server_holds_is_found_by_meaning(
+    make_proxy, tmp_path
+):
+    db = tmp_path / "shared.db"
+    proxy = make_proxy(settings={"db_path": db, "capture_facts": False})
+    first = exported_message(1, content="I am allergic to peanuts and shellfish")
+    assert (
+        moim("memory", "import", "--user", "ann", cwd=tmp_path, db=db, stdin=first).exit_code == 0
+    )
+
+    def search(query):
+        response = httpx.get(
+            proxy.root + "/v1/memory/search",
+            params={"q": query, "k": 5},
+            headers={"X-Memory-User-Id": "ann"},
+        )
+        return [hit["text"] for hit in response.json()["results"]]
+
+    assert search("peanuts") == ["I am allergic to peanuts and shellfish"]  # ann's vectors in RAM
+    alpacas = "My grandmother breeds alpacas on a farm near Braga"
+    second = exported_message(2, content=alpacas)
+    assert (
+        moim("memory", "import", "--user", "ann", cwd=tmp_path, db=db, stdin=second).exit_code == 0
+    )
+
+    assert alpacas in search("llama ranching relatives")  # no word in common: the vectors'
