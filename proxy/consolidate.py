@@ -248,7 +248,7 @@ async def ask_model(
         response = await call_litellm(target, body, authorization, config.read_timeout)
         return _reply_text(litellm_json(response))
     try:
-        answer = await open_openai(client, target, json.dumps(body).encode(), authorization, {})
+        answer = await open_openai(client, target, json.dumps(body).encode(), authorization, ())
         try:
             content = await answer.aread()
         finally:

@@ -99,7 +99,7 @@ class Exchange:
     """
 
     state: AppState
-    headers: Mapping[str, str]  # the request's, lower-case names (`pipeline.header_values`)
+    header_lines: Sequence[tuple[bytes, bytes]]  # the request's, as ASGI gives them
     target: Target
     body: dict[str, Any]
     raw: bytes

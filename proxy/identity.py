@@ -63,6 +63,8 @@ class Mode(StrEnum):
 # Each mode by its name: a dict lookup, where `Mode(name)` goes through the enum's lookup
 # machinery (and a ValueError for a bad name) on every request.
 _MODES = {mode.value: mode for mode in Mode}
+_FLAGS = {"on": True, "true": True, "1": True, "yes": True}
+_FLAGS |= {"off": False, "false": False, "0": False, "no": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,9 +258,15 @@ def _budget(value: str | None) -> int | None:
 
 
 def _flag(value: str | None, default: bool) -> bool:
+    """`X-Memory-Tools`: on or off (or true/false, 1/0, yes/no); unset, the config's default.
+    Another value is a 400, as for the other headers: taken as "off", a typo silently
+    turned off tools the config had on."""
     if value is None or not value.strip():
         return default
-    return value.strip().lower() in ("on", "true", "1", "yes")
+    flag = _FLAGS.get(value.strip().lower())
+    if flag is None:
+        raise BadRequest("X-Memory-Tools must be on or off", param="X-Memory-Tools")
+    return flag
 
 
 def _timestamp(value: str | None) -> float | None:

@@ -96,7 +96,7 @@ async def handle(
     try:
         exchange = Exchange(
             state,
-            headers,
+            request.scope["headers"],
             target,
             body,
             raw,
@@ -245,7 +245,7 @@ async def forward_bytes(
             target,
             content,
             exchange.authorization,
-            exchange.headers,
+            exchange.header_lines,
             path,
             exchange.query,
         )

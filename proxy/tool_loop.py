@@ -62,7 +62,7 @@ class _Loop:
     state: AppState
     target: Target
     authorization: str | None
-    headers: Mapping[str, str]
+    header_lines: Sequence[tuple[bytes, bytes]]
     who: Identity
     collector: ReplyCollector
     on_end: EndCallback
@@ -77,7 +77,7 @@ class _Loop:
                 self.target,
                 content,
                 self.authorization,
-                self.headers,
+                self.header_lines,
                 query=self.query,
             )
         except httpx.HTTPError as exc:
@@ -109,7 +109,7 @@ async def forward_with_tools(
         exchange.state,
         exchange.target,
         exchange.authorization,
-        exchange.headers,
+        exchange.header_lines,
         exchange.prepared.who,
         collector,
         on_end,

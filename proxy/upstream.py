@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -84,7 +84,7 @@ async def open_openai(
     target: Target,
     content: bytes,
     authorization: str | None,
-    headers: Mapping[str, str],
+    header_lines: Iterable[tuple[bytes, bytes]],
     path: str = "/chat/completions",
     query: str = "",
 ) -> httpx.Response:
@@ -93,15 +93,15 @@ async def open_openai(
     client's `?api-version=…`); the caller closes the response. A stale pooled connection is
     retried once on a new one (`proxy.upstream_client.send`).
 
-    `headers` are the client's, decoded as latin-1 (`pipeline.header_values`): each forwarded
-    one goes out as the bytes the client sent (as a str, httpx would encode it as ASCII, and a
-    "Café" in a User-Agent was a 500)."""
+    `header_lines` are the client's, as ASGI gives them: each forwarded line goes out as the
+    bytes the client sent (as a str, httpx would encode it as ASCII, and a "Café" in a
+    User-Agent was a 500), in its order, a name sent twice as two lines (a dict of them kept
+    only the first)."""
     assert target.base_url is not None
     outbound = [(b"content-type", b"application/json"), (b"accept-encoding", b"identity")]
     if authorization:
         outbound.append((b"authorization", authorization.encode("latin-1")))
-    sent = ((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items())
-    outbound += client_lines(sent, NOT_FORWARDED_WITH_MEMORY)
+    outbound += client_lines(header_lines, NOT_FORWARDED_WITH_MEMORY)
     url = endpoint_url(target.base_url, path)
     if query:
         url = url.copy_with(query=query.encode("latin-1"))

@@ -22,7 +22,7 @@ Replies to ``POST /v1/chat/completions``:
   a stream whose client leaves before its end adds one to ``Upstream.disconnects``;
 - a non-empty ``Upstream.script`` overrides all of that: each chat request pops its first item,
   ``{"content": ..., "tool_calls": [{"id", "name", "arguments"}], "delay": seconds}`` (any subset),
-  or ``{"status": int, "body": dict}`` for a raw error;
+  or ``{"status": int, "body": dict, "headers": dict}`` for a raw error;
 - a non-empty ``Upstream.json_script`` (same items) answers, before ``script``, the requests that
   ask for a JSON object (``response_format``, as moim's consolidation does), so a test can
   script them while chats go on beside them.
@@ -37,7 +37,8 @@ stream (``tests/upstream_responses.py``), and keeps the ids it answered with: a
 ``GET /v1/models`` lists a few models. Embeddings, legacy completions, moderations, files,
 audio speech and ``GET /v1/models/{id}`` are answered by ``tests/upstream_api.py``; any other
 path gets an OpenAI-shaped 404. Every request is recorded as it arrived: method, path (and the
-raw, still percent-encoded path), query string, headers and the raw body bytes.
+raw, still percent-encoded path), query string, headers (also as their lines, in order, a
+repeated name as its lines) and the raw body bytes.
 
 Connections must have ``TCP_NODELAY``, or a small streamed write can wait ~40 ms for a delayed
 ACK (Nagle). uvicorn never sets it; asyncio's transports do, but only when the listening
@@ -95,6 +96,7 @@ class RecordedRequest:
     tcp_nodelay: bool
     query: str = ""  # the raw query string, without the "?"
     raw_path: str = ""  # the path as sent, percent-escapes kept
+    header_lines: tuple[tuple[bytes, bytes], ...] = ()  # as sent: order and repeats kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +187,7 @@ class Upstream:
             tcp_nodelay=self._nodelay(request),
             query=request.scope["query_string"].decode("latin-1"),
             raw_path=request.scope["raw_path"].decode("latin-1"),
+            header_lines=tuple(request.scope["headers"]),
         )
         self.requests.append(recorded)
         if request.method == "POST" and request.url.path == CHAT_PATH:
@@ -278,7 +281,8 @@ class Upstream:
         if script:
             item = script.pop(0)
             if "status" in item:
-                return JSONResponse(item.get("body", {}), status_code=item["status"])
+                status, headers = item["status"], item.get("headers")
+                return JSONResponse(item.get("body", {}), status_code=status, headers=headers)
             calls = tuple(item.get("tool_calls", ()))
             return _Reply(item.get("content"), calls, delay=item.get("delay", 0.0))
         if model in _ERRORS:

@@ -131,3 +131,54 @@ def test_widening_does_not_repeat_a_turn_another_excerpt_of_the_session_shows():
         ("s-1", "Ana: The marina is in Porto by a bridge."),
         ("s-1", "Bo: The kayak is red and very old.\nAna: Yes."),
     ]
+
+
+def reply_hit(message_id, text):
+    chunk = Chunk(
+        message_id, message_id, "alice", "s-1", "assistant", None, text, NOW + message_id, "h"
+    )
+    return Hit(chunk, 1.0, 0.5, message_id, None)
+
+
+QUOTE = "A plumber called Gary quoted 3,200 for a new combi boiler."
+ADVICE = (
+    "A boiler that old is usually worth replacing rather than repairing again. "
+    "Get one or two more quotes to compare and check the fitter is registered. "
+    "Ask about the length of the warranty, since some brands give ten years."
+)
+
+
+def test_a_long_reply_leaves_room_for_the_users_turn_it_answers():
+    said = [
+        Message(1, "alice", "s-1", "user", None, QUOTE, NOW + 1),
+        Message(2, "alice", "s-1", "assistant", None, ADVICE, NOW + 2),
+        Message(3, "alice", "s-1", "user", None, "Thanks, will do.", NOW + 3),
+    ]
+    tier = Tier(0, 5, 240)  # the reply alone (~230 characters) would fill it
+    [excerpt] = build_excerpts([reply_hit(2, ADVICE)], tier, [], "now", lambda c: {2: said})
+    first, second, *_ = excerpt.text.split("\n")
+    assert first == "user: " + QUOTE
+    assert second.startswith("assistant: A boiler") and len(excerpt.text) <= 240
+    # without the turns around it (the MCP tool's search), the reply keeps the whole room
+    [alone] = build_excerpts([reply_hit(2, ADVICE)], tier, [], "now")
+    assert alone.text == "assistant: " + ADVICE
+
+
+def test_a_short_reply_is_whole_and_the_turn_it_answers_comes_first():
+    said = [
+        Message(1, "alice", "s-1", "user", None, "Gary quoted 3,200.", NOW + 1),
+        Message(2, "alice", "s-1", "assistant", None, "Get a second quote.", NOW + 2),
+        Message(3, "alice", "s-1", "user", None, "Thanks, will do it.", NOW + 3),
+    ]
+    tier = Tier(0, 5, 60)  # the reply and one turn beside it
+    [excerpt] = build_excerpts(
+        [reply_hit(2, "Get a second quote.")], tier, [], "now", lambda c: {2: said}
+    )
+    assert excerpt.text == "user: Gary quoted 3,200.\nassistant: Get a second quote."
+
+
+def test_a_long_user_turn_keeps_the_whole_room():
+    long = "The kayak is kept at the marina in Porto, past the fish market. " * 4
+    around = {1: [Message(1, "alice", "s-1", "user", "Ana", long, NOW + 1)]}
+    [excerpt] = build_excerpts([hit(1, long)], Tier(0, 5, 200), [], "now", lambda c: around)
+    assert len(excerpt.text) > 150
