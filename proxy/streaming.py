@@ -8,6 +8,12 @@ reply is whole (chat's `[DONE]`, the Responses API's `response.completed`), befo
 bytes are sent, so a client that calls `/v1/memory/flush` right after its stream finds its
 turn; when the client leaves early, the relay's `finally` hands over what was produced,
 marked partial.
+
+When the provider breaks off mid-body (its connection drops, or moim's read timeout passes
+between two chunks) the part is handed over, marked partial, and the relay raises `BrokeOff`:
+`proxy/break_off.py` then ends the client's response without its terminating chunk, so the
+client's HTTP library fails as it would have called directly, instead of reading a truncated
+answer (or download) as whole.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ import httpx
 logger = logging.getLogger(__name__)
 
 EndCallback = Callable[[bool], None]  # called once with partial=True/False
+
+
+class BrokeOff(Exception):
+    """The provider broke off a body moim was relaying: the client's must break off too."""
 
 
 class EventCollector:
@@ -188,7 +198,8 @@ async def relay(
 
     `source` is an httpx response's `aiter_raw()` (OpenAI-compatible upstreams) or the SSE
     bytes made from a litellm stream. Without a collector (a turn that is not stored) the
-    events are not parsed at all.
+    events are not parsed at all. A source that fails mid-body raises `BrokeOff` once the
+    part is handed over (partial) and the upstream closed.
     """
     ended = False
     broken: tuple[type[BaseException], ...] = (httpx.HTTPError, *_litellm_errors())
@@ -202,8 +213,12 @@ async def relay(
             ended = True
             on_end(collector is not None and not collector.end())
     except broken as exc:
-        # The provider broke off mid-stream: end the client's stream cleanly, keep the part.
-        logger.warning("upstream stream ended early: %s", type(exc).__name__)
+        # Keep the part (below), and break the client's response off as the provider's was.
+        logger.warning(
+            "upstream broke off mid-response (%s): breaking off the client's too",
+            type(exc).__name__,
+        )
+        raise BrokeOff from exc
     finally:
         if not ended:
             on_end(True)
