@@ -94,11 +94,18 @@ class EventCollector:
 
 
 class ReplyCollector(EventCollector):
-    """The assistant message (choice 0) of a chat completion, from a stream or a JSON body."""
+    """The assistant message (choice 0) of a chat completion, from a stream or a JSON body.
+
+    Its text is what the model said: `content`; for a spoken reply (`modalities: ["audio"]`,
+    content null) the audio's `transcript`; for a structured-output refusal (content null)
+    the `refusal`. The first of these that holds text is the reply's text.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self._content: list[str] = []
+        self._transcript: list[str] = []
+        self._refusal: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
         self._role_seen = False
         self._finished = False
@@ -115,8 +122,7 @@ class ReplyCollector(EventCollector):
         except (ValueError, KeyError, IndexError, TypeError):
             return
         if isinstance(message, dict):
-            if isinstance(message.get("content"), str):
-                self._content.append(message["content"])
+            self._text(message)
             for index, call in enumerate(message.get("tool_calls") or []):
                 if isinstance(call, dict):
                     self._calls[index] = call
@@ -133,11 +139,21 @@ class ReplyCollector(EventCollector):
             self._role_seen = True
             if choice.get("finish_reason"):
                 self._finished = True
-            if isinstance(delta.get("content"), str):
-                self._content.append(delta["content"])
+            self._text(delta)
             for call in delta.get("tool_calls") or []:
                 if isinstance(call, dict):
                     self._merge_call(call)
+
+    def _text(self, message: dict[str, Any]) -> None:
+        """The text of a message, or of a delta of one: content, transcript, refusal."""
+        content, refusal = message.get("content"), message.get("refusal")
+        audio = message.get("audio")
+        if isinstance(content, str):
+            self._content.append(content)
+        if isinstance(audio, dict) and isinstance(audio.get("transcript"), str):
+            self._transcript.append(audio["transcript"])
+        if isinstance(refusal, str):
+            self._refusal.append(refusal)
 
     def _merge_call(self, delta: dict[str, Any]) -> None:
         index = delta.get("index", 0)
@@ -154,7 +170,7 @@ class ReplyCollector(EventCollector):
 
     def reply(self) -> dict[str, Any] | None:
         """The assistant message, or None when nothing was produced; its text valid Unicode."""
-        content = "".join(self._content)
+        content = "".join(self._content) or "".join(self._transcript) or "".join(self._refusal)
         if not content and not self._calls:
             return None
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
