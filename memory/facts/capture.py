@@ -48,7 +48,8 @@ from memory.facts.lexicon import (
     cue,
     word_set,
 )
-from memory.facts.spans import DROPPED_AND, NO_SUBJECT, sentence_change
+from memory.facts.shifts import shift
+from memory.facts.spans import AND_CHANGE, DROPPED_AND, NO_SUBJECT, sentence_change
 from memory.facts.statements import Capture, Op, cap, phrase, slug, statement
 from memory.facts.updates import in_place_now, now_at, update
 
@@ -217,6 +218,7 @@ _CLAUSE_RULES = (
     statement,
     change,
     update,
+    shift,
 )
 
 
@@ -237,7 +239,7 @@ def _general(clause: str, sentence: str) -> list[Capture]:
     body = re.sub(r"(?<!\b[A-Z])[\s.!]+$", "", clause[lead.end() if lead else 0 :])
     if found := general(body, sentence):
         return found
-    if match := DROPPED_AND.fullmatch(body):
+    if match := DROPPED_AND.fullmatch(body) or AND_CHANGE.fullmatch(body):
         body = f"{match['s']} {match['rest']}"
     elif NO_SUBJECT.match(body):
         body = f"I {body}"

@@ -20,6 +20,7 @@ from memory.facts.lexicon import (
     JUNK,
     KIN,
     MOVED_ABOUT,
+    NOT_OWNER,
     ONE_OFF,
     PRONOUN,
     cue,
@@ -69,10 +70,13 @@ _NEW_ROLE = cue(
     rf"(?:.*?[,;:]\s+)?(?:my|our)\s+(?P<new>new\s+|current\s+)?(?P<role>(?:[a-z]+\s+){{0,2}}?{_ROLE_NOUN})\s+"
     r"(?:is|'s)\s+(?P<now>now\s+)?(?:(?:called|named)\s+)?(?P<v>.+)"
 )
+# Someone's or something's own thing, by name: 'Pip's Apoquel went from 16 mg to 8 mg', 'Gran's
+# pension went up to 203' (a capitalised name, never a pronoun: 'It's gone from 5 to 10').
+_OWNER = r"(?P<owner>(?-i:[A-Z])[a-z]+)'s\s+"
 _MOVED_THING = cue(
     rf"(?:i|we|they)(?:'ve|\s+have)?{_ADV}(?:\s+(?:had|have|needed|need)\s+to)?\s+(?:moved?"
     r"|push(?:ed)?|postponed?|rescheduled?|shift(?:ed)?|changed?|switch(?:ed)?|swapped|migrated"
-    r"|bumped|delay(?:ed)?|brought\s+forward|bring\s+forward)\s+(?:(?P<det>the|my|our)\s+)?"
+    r"|bumped|delay(?:ed)?|brought\s+forward|bring\s+forward)\s+(?:(?P<det>the|my|our|both|all(?:\s+(?:the|my|our))?)\s+)?"
     r"(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)(?:\s+back)?(?:\s+(?P<from>(?:from|off|away\s+from)\s+.+?))?"
     r"(?:\s+(?:to|until|till|onto)|,?\s+(?:it'?s|it\s+is)\s+now)\s+(?P<v>.+)"
 )
@@ -82,12 +86,12 @@ _THING_MOVED = cue(
     r"|changed|switched|delayed|brought\s+forward)\s+(?:back\s+)?(?:to|until|till|for)\s+(?P<v>.+)"
 )
 _WENT = cue(
-    r"(?:.*?[,;:]\s+)?(?:(?:the|my|our)\s+)?(?P<thing>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?:has\s+|have\s+)?"
+    rf"(?:.*?[,;:]\s+)?(?:(?:the|my|our)\s+|{_OWNER})?(?P<thing>[\w-]+(?:\s+[\w-]+){{0,3}}?)\s+(?:has\s+|have\s+)?"
     r"(?:went|gone|rose|risen|fell|fallen|dropped|climbed|jumped|increased|decreased|grew"
     r"|shrank|is|are)\s+(?:up\s+|down\s+)?from\s+(?P<old>\S+(?:\s+\S+){0,3}?)\s+to\s+(?P<v>.+)"
 )
 _WENT_TO = cue(
-    r"(?:.*?[,;:]\s+(?:and\s+|so\s+|but\s+)?)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,3}?)(?:'s|\s+(?:has|have|is|are))?\s+"
+    rf"(?:.*?[,;:]\s+(?:and\s+|so\s+|but\s+)?)?(?:(?:the|my|our)\s+|{_OWNER})(?P<thing>[\w-]+(?:\s+[\w-]+){{0,3}}?)(?:'s|\s+(?:has|have|is|are))?\s+"
     r"(?:going|gone|goes|went|crept|creeping|risen|rose|climbed|jumped|grown|grew|shot|dropped|fallen"
     r"|fell|come|came|is|are|now)\s+(?:now\s+)?(?:up|down)\s+to\s+(?P<v>.+)"
 )
@@ -232,7 +236,11 @@ def _rule_moved_thing(clause: str) -> list[Capture]:
         return []
     if bare and not match["from"] and not re.search(r"\b(?:provider|hosting|host)\b", thing):
         return []  # 'we moved to Lisbon', 'I switched to decaf': no thing named
-    value = _value(re.sub(r"\s+instead(?:\s+of\b.*)?$", "", match["v"].rstrip(".!")))
+    value = _value(
+        re.sub(
+            r"\s+(?:instead(?:\s+of\b)?|for\s+(?:the|our|my|a)\b).*$", "", match["v"].rstrip(".!")
+        )
+    )
     if not value or _SECRET.search(value) or not re.search(r"[A-Z\d]", value):
         return []  # 'I moved the sofa to the other wall': a name, a date or an amount only
     return [cap(f"current:{slug(thing, 4)}", value, "profile", "moved_thing")]
@@ -249,6 +257,8 @@ def _rule_went(clause: str) -> list[Capture]:
     thing = match["thing"].lower()
     if thing.split()[0] in PRONOUN | _PERSON or _SECRET.search(thing) or _one_off(thing):
         return []
+    if match["owner"]:
+        return _owned(match["owner"], thing, match["v"], "went_from")
     if (dose := re.match(_DOSE, match["v"], re.I)) and re.fullmatch(_DRUG, thing):
         return _dose_capture(thing, dose[0], "went_from")  # 'ramipril went from 5 mg to 10 mg'
     value = _value(match["v"].rstrip(".!"), 4)
@@ -257,13 +267,29 @@ def _rule_went(clause: str) -> list[Capture]:
     return [cap(f"current:{slug(thing, 4)}", value, "profile", "went_from")]
 
 
+def _owned(owner: str, thing: str, raw: str, rule: str) -> list[Capture]:
+    """'Pip's Apoquel went from 16 mg to 8 mg a day' -> current:pip_s_apoquel = '8 mg a day':
+    the owner stays in the key (the dog's dose is not the user's medication), and a pronoun
+    ('It's', 'That's') or a figurative dose owns nothing."""
+    if owner.lower() in PRONOUN | NOT_OWNER or _FIGURATIVE_DOSE.search(thing):
+        return []
+    value = _value(raw.rstrip(".!"), 5)
+    if not value or _SECRET.search(value):
+        return []
+    key = "current:" + slug(f"{owner}'s {thing}", 5)
+    return [cap(key, value, "profile", rule)]
+
+
 # A subject, not a thing: 'I went from 5 to 10 laps' ('the' is optional before a thing).
 _PERSON = word_set("i we you he she they someone everyone everybody nobody")
 
 
 def _one_off(thing: str) -> bool:
     """A conversation event, a journey, a parcel or furniture: moved about, never a state."""
-    return thing.split()[-1] in ONE_OFF | MOVED_ABOUT
+    last = thing.split()[-1]  # also plural: 'we moved both meetings to Friday'
+    return (
+        last in ONE_OFF | MOVED_ABOUT or last.endswith("s") and last[:-1] in ONE_OFF | MOVED_ABOUT
+    )
 
 
 def _rule_went_to(clause: str) -> list[Capture]:
@@ -274,6 +300,8 @@ def _rule_went_to(clause: str) -> list[Capture]:
     thing = match["thing"].lower()
     if thing.split()[0] in PRONOUN or _SECRET.search(thing) or _one_off(thing):
         return []
+    if match["owner"]:
+        return _owned(match["owner"], thing, match["v"], "went_to")
     dose = re.match(_DOSE, match["v"], re.I)
     drug = re.sub(r"\s+(?:dose|dosage)$|^(?:daily\s+)?(?:dose|dosage)\s+of\s+", "", thing)
     if dose and drug in ("dose", "dosage", "meds", "medication"):  # 'my dose went up to 75 mg'

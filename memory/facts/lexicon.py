@@ -215,3 +215,10 @@ POLITE = cue(
 DEICTIC = cue(r"\b(?:this|these|those|here|above|below|following|latter|former)\b")
 FEEDBACK = cue(r"\b(?:you|your|option|version|snippet|solution|approach|answer|response|code)\b")
 CODEISH = re.compile(r"[(){}=<>\[\]_\\]|\w\.\w")
+# A stay, not a home (the home rules read none): 'we're renting a villa in Crete for the week'.
+STAY = cue(
+    r"\b(?:trip|holiday|vacation|hotel|hostel|airbnb|conference|festival|weekend|for\s+(?:the|a"
+    r"|one|two|three)\s+(?:week|night|nights))\b"
+)
+# Capitalised words that own nothing before "'s": 'That's gone from 2 to 3', 'Here's …'.
+NOT_OWNER = word_set("it that there here what who where how he she let everything nothing")

@@ -17,7 +17,7 @@ from memory.facts.general import NOT_NOW, ok_thing, thing_of, value_of
 from memory.facts.lexicon import cue, word_set
 from memory.facts.statements import Capture, cap, not_a_place, slug
 
-__all__ = ["DROPPED_AND", "NO_SUBJECT", "sentence_change"]
+__all__ = ["AND_CHANGE", "DROPPED_AND", "NO_SUBJECT", "sentence_change"]
 
 
 # A change of a kind of thing, then its value in the next clause: 'switched banks, I'm with
@@ -54,11 +54,17 @@ DROPPED_AND = cue(
     r"|quit|stopped\s+using)\s+[^,;]+?\s+and\s+(?P<rest>(?:went|switched|moved|changed|signed"
     r"|gone)\b.+)"
 )
+# 'I've given them notice and moved both flats to Headrow Homes': something else first, then a
+# change of a thing after 'and' (read as 'I moved both flats to …').
+AND_CHANGE = cue(
+    r"(?P<s>i|we)(?:'ve|\s+have)?\s+(?!(?:moved|switched|swapped|migrated|changed)\b)[^,;]+?\s+"
+    r"and\s+(?P<rest>(?:moved|switched|swapped|migrated|changed)\s+(?:both|all|the|my|our)\b.+)"
+)
 # A clause that opens with a past-tense change verb has dropped its 'I': 'Moved our hosting off
 # AWS onto Hetzner', 'Got poached by Atlassian'.
 NO_SUBJECT = cue(
     r"(?=(?:moved|switched|swapped|traded|replaced|changed|ditched|got|ended\s+up|pushed"
-    r"|postponed|brought|rebooked|rescheduled)\b)"
+    r"|postponed|brought|rebooked|rescheduled|started\s+a\s+new)\b)"
 )
 
 

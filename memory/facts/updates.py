@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from memory.facts.lexicon import JUNK, KIN, ONE_OFF, PRONOUN, cue, word_set
+from memory.facts.lexicon import JUNK, KIN, ONE_OFF, PRONOUN, STAY, cue, word_set
 from memory.facts.statements import _DATE, Capture, _place, _proper, cap, slug
 
 # Words that are not a thing whose state a user keeps: pronouns, people, and one-off events
@@ -149,6 +149,8 @@ def in_place_now(clause: str) -> list[Capture]:
 
 def _rule_home_is(clause: str) -> list[Capture]:
     """'home is now Bristol', 'we're renting in Kentish Town now'."""
+    if STAY.search(clause):
+        return []  # 'we're renting a villa in Crete for the week'
     for pattern, rule in ((_HOME_IS, "home_is_now"), (_RENTING, "renting_in")):
         if found := _home(clause, pattern, rule):
             return found

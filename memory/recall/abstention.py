@@ -11,7 +11,9 @@ cosines recall already has (no extra query):
 
 over the hits that pass the similarity floors, and abstains when `standout` is under
 `threshold`. Facts are not affected (they are never suppressed); only excerpts are withheld.
-With fewer than ten candidates the gate stays open (a new user's few turns are all recalled).
+With fewer than ten candidates the gate stays open (a new user's few turns are all recalled),
+and so it does for a question that names a stored identifier or asks for the present state
+("… now?", "… these days?", "Am I still …?"): such a question presumes the thing was said.
 
 Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4
 (docs/recall-quality.md has the trade-off curve): margin weight 3 and threshold 0.5 silence
@@ -60,7 +62,7 @@ def nothing_stands_out(
     """
     if threshold <= 0 or measured < TOPIC_SIZE:
         return False
-    if names_a_stored_identifier(query, kept):
+    if names_a_stored_identifier(query, kept) or asks_for_the_present(query):
         return False
     return standout(kept, margin_weight) < threshold
 
@@ -94,3 +96,18 @@ def _identifiers(query: str) -> set[str]:
     """The identifiers `query` names, lowercased, of three characters or more."""
     wanted = {t.strip("./-").lower() for t in _IDENTIFIER.findall(query)}
     return {t for t in wanted if len(t) >= 3}
+
+
+# A question asking for the present state ('Where do I work these days?', 'Who is my physio
+# now?') presumes the thing was said and has changed: no never-discussed question of the
+# memsuite files asks that way (0 of 148), 48 of the 116 update questions do.
+_PRESENT = re.compile(
+    r"\b(?:now|these\s+days|nowadays|currently|at\s+the\s+moment|at\s+present|right\s+now"
+    r"|still)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_the_present(query: str) -> bool:
+    """Whether the question asks what is so now (the gate stays open for it)."""
+    return _PRESENT.search(query) is not None

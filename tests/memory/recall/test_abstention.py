@@ -56,3 +56,22 @@ def test_an_identifier_the_question_names_and_a_kept_hit_holds_keeps_the_gate_op
     assert nothing_stands_out(
         "Which ticket was INC-99999 about?", measured(ticket), ticket, 3.0, 0.5
     )
+
+
+def test_a_question_asking_for_the_present_keeps_the_gate_open():
+    alike = hits(0.42, *[0.40] * 11)
+    for asked in (
+        "Which gym do I go to now?",
+        "What is my rent these days?",
+        "Who coaches the team currently?",
+        "What car do we have at the moment?",
+        "Am I still on the night rota?",
+    ):
+        assert not nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
+    # 'now' inside a word, or a question about the past, asks for nothing present
+    for asked in (
+        "Do you know which gym I go to?",
+        "What did I pack for the snowboard trip?",
+        "Which gym did I go to in 2019?",
+    ):
+        assert nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
