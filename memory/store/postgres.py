@@ -56,6 +56,10 @@ class PgStore(PortableQueries, PgReads):
     def commit_lexical(self) -> None:
         """Nothing to commit: Postgres's full-text index is part of its transactions."""
 
+    def take_foreign_change(self) -> bool:
+        """Never: every replica reads Postgres itself, it mirrors no chunk."""
+        return False
+
     # -- vectors table ---------------------------------------------------------------------
 
     def ensure_vectors(self, model: str, dim: int) -> bool:

@@ -70,14 +70,20 @@ class Store(PortableQueries, SqliteReads):
         self.lexical: LexicalIndex | None = None
         self.mirrored_generation = 0  # the generation the lexical index holds in this process
         self._stale = False  # another process changed chunks: rebuild at the next commit
+        self._foreign = False  # …and the layer's RAM mirrors have yet to hear of it
         self.rebuilding: threading.Thread | None = None  # the lexical index's, if under way
         with self._errors():
             migrate(self.connection(), on_migration)
         if lexical_index and self.path != ":memory:":
             try:
                 self.lexical = LexicalIndex(Path(self.target + "-lexical"))
-            except ValueError as exc:  # another process holds its writer (tantivy's lock)
-                logger.warning("lexical index not used in this process: %s", exc)
+            except ValueError:  # another process holds its writer (tantivy's lock)
+                # As expected for a `moim` command beside the server: INFO, so its stderr
+                # starts with the database's name, not tantivy's lock error.
+                logger.info(
+                    "lexical index held by another process (a running moim?): "
+                    "this one searches with FTS5"
+                )
             else:
                 self.rebuilding = lexical_sync.check(self)
 
@@ -94,6 +100,32 @@ class Store(PortableQueries, SqliteReads):
         if self.rebuilding is not None:
             self.rebuilding.join(timeout)
         return self.lexical is not None and self.lexical.ready
+
+    def take_foreign_change(self) -> bool:
+        """True, once, when another process (a `moim` command beside the server) changed
+        chunks since this one last heard: the caller drops what it mirrors of them in RAM.
+
+        Seen here on a read (one read of the generation), confirmed under the write lock so
+        that a change of this process's own, committed but not yet mirrored, is not taken for
+        one; the lexical index is then rebuilt (FTS5 answers meanwhile). Seen by this
+        process's next write first, it is reported here all the same.
+        """
+        with self._errors():
+            moved = lexical_sync.generation(self.connection()) != self.mirrored_generation
+        if not (moved or self._foreign) or not self._write_lock.acquire(blocking=False):
+            return False  # nothing new, or this process is writing: ask again next time
+        try:
+            with self._errors():
+                current = lexical_sync.generation(self.connection())
+            if current != self.mirrored_generation:
+                self.mirrored_generation, self._stale, self._foreign = current, True, True
+                if self.lexical is not None and not self.lexical.building:
+                    self.lexical.ready, self._stale = False, False
+                    self.rebuilding = lexical_sync.start_rebuild(self)
+            taken, self._foreign = self._foreign, False
+            return taken
+        finally:
+            self._write_lock.release()
 
     def write_lock(self) -> threading.RLock:
         """The lock every write transaction takes; held across a change and its mirroring."""
@@ -120,7 +152,7 @@ class Store(PortableQueries, SqliteReads):
         self.rows.changed(generation, user_id, deleted, forgotten, clear)
         self.heads.changed(generation, user_id, deleted, heads, forgotten, clear)
         if generation != self.mirrored_generation + 1:
-            self._stale = True
+            self._stale = self._foreign = True
         self.mirrored_generation = generation
         if self.lexical is None:
             return
