@@ -5,15 +5,17 @@ Run from the repository root:
     /work/venv/bin/python bench/load.py [--clients 32] [--duration 30] [--turns 4]
         [--stream-share 0.5] [--preload-chunks 100000] [--no-subprocess] [--db PATH]
         [--replicas N --db-url postgresql://… | --pgserver DIR] [--sample-every 1]
+        [--scrape-every 5]
 
 The fake upstream (tests/upstream.py, echoing the user's message, 8 characters per SSE
 event) runs in a thread of this process; moim runs as `python -m proxy.cli serve` (default:
 its GIL is not the client's) or, with --no-subprocess, in a thread here. Each client is an
 `openai.AsyncOpenAI` of its own with its own user (`x-memory-user-id`, mode auto), closed
 loop: a conversation of --turns exchanges resent in full each request, then a new one;
-streamed or not at random. One warm-up request per client is not counted. Every second the
-proxy's RSS, CPU time, minor page faults and writer queue (`/metrics`) are sampled
-(--sample-every: each scrape counts the whole store's rows, which costs the database). At
+streamed or not at random. One warm-up request per client is not counted. Every second
+(--sample-every) the proxy's RSS, CPU time and minor page faults are sampled, and every five
+(--scrape-every) its writer queue and embedding counters (`/metrics`: each scrape counts the
+whole store's rows, ~9 ms of moim's CPU at 100k chunks, counted as moim's work). At
 the end: the queue and the time `POST /v1/memory/flush` takes to drain it. --preload-chunks
 N first gives user `preload` N synthetic chunks (bench/overhead.py's `populate`), and client
 0 is that user; with --db the store is kept, and a later run reuses (or finishes) the
@@ -56,6 +58,7 @@ from bench.harness import (  # noqa: E402
     Sampler,
     chat_text,
     cores_text,
+    cpu_s,
     cpu_window,
     ensure_database,
     fmt,
@@ -63,6 +66,7 @@ from bench.harness import (  # noqa: E402
     pct,
     pgserver_url,
     postgres_cpu,
+    rss_mb,
     serve_proxy,
     serve_replicas,
     vacuum,
@@ -180,6 +184,7 @@ async def drive(
     errors: Counter = Counter()
     first = combined([sampler.sample() for sampler in samplers])
     window, started = cpu_window(watched(samplers, args)), time.perf_counter()
+    print(f"warm-up done ({warm['s']:.1f} s); measuring {args.duration:.0f} s", flush=True)
     await asyncio.gather(
         *(
             client_loop(c, r, h, args, started + args.duration, rows, errors, None, replica)
@@ -199,6 +204,45 @@ async def drive(
         "cpu": cpu,
         "window": (first, last),
     }
+
+
+class ScrapingSampler(Sampler):
+    """A `Sampler` that reads `/metrics` only every `scrape_every` seconds in its own loop
+    (RSS, CPU and page faults from /proc at each sample, as before; the writer's queue and
+    the embedding counters carried from the last scrape), and at every sample taken
+    directly (`sample()`: the window's ends and the flush's).
+
+    A scrape counts the whole store's rows (memory/store/sizes.py): ~9 ms of moim's CPU at
+    100k chunks, which `sustained` would count as moim's work for the requests. One a
+    second made ~0.4 ms a request of "the rest" on a quiet machine and ~1.9 ms when the
+    flush took four minutes (docs/performance.md, "Load, seventh pass").
+    """
+
+    def __init__(self, handle: Any, every: float, scrape_every: float, also: Any = None) -> None:
+        super().__init__(handle, every, also)
+        self.scrape_every = scrape_every
+        self._scraped_at = float("-inf")
+
+    def sample(self, scrape: bool = True) -> dict[str, float]:
+        if scrape or time.perf_counter() - self._scraped_at >= self.scrape_every:
+            self._scraped_at = time.perf_counter()
+            return super().sample()
+        carried = {k: v for k, v in self.samples[-1].items() if k == "pending" or "embed" in k}
+        row = {
+            "t": time.perf_counter() - self.started_at,
+            "rss_mb": rss_mb(self.handle.pid),
+            "cpu_s": cpu_s(self.handle.pid),
+            **carried,
+            **(self.extra() if self.extra is not None else {}),
+        }
+        self.samples.append(row)
+        return row
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            self.sample(scrape=False)
+            if self.also is not None:
+                self.also()
 
 
 def watched(samplers: list[Sampler], args: argparse.Namespace) -> dict[str, Any]:
@@ -337,6 +381,13 @@ def main() -> None:
         default=1.0,
         help="seconds between /metrics scrapes (each counts the whole store's rows)",
     )
+    parser.add_argument(
+        "--scrape-every",
+        type=float,
+        default=5.0,
+        help="seconds between /metrics scrapes (each counts the whole store's rows: moim's "
+        "CPU); the window's ends and the flush are always scraped",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/load.json")
     args = parser.parse_args()
     if args.pgserver and not args.db_url:
@@ -389,7 +440,9 @@ def main() -> None:
         else:
             handles = [stack.enter_context(serve_proxy(upstream.url, db, args.subprocess, layer))]
         samplers = [
-            Sampler(h, args.sample_every, upstream.requests.clear if n == 0 else None)
+            ScrapingSampler(
+                h, args.sample_every, args.scrape_every, upstream.requests.clear if n == 0 else None
+            )
             for n, h in enumerate(handles)
         ]
         if args.subprocess:  # (in threads, the faults would be the benchmark's too)
@@ -404,6 +457,7 @@ def main() -> None:
             sampler.start()
         run = asyncio.run(drive([h.root for h in handles], users, args, samplers))
         pending = combined([sampler.sample() for sampler in samplers])["pending"]
+        print(f"window done; flushing {pending:.0f} queued turns", flush=True)
         flushed, flush_s = flush_all(handles)
         drained = combined([sampler.sample() for sampler in samplers])  # all remembered now
         per_replica = [sampler.samples for sampler in samplers]

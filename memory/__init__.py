@@ -9,6 +9,7 @@ from memory.block.render import BLOCK_END, BLOCK_START, inject_block, strip_bloc
 from memory.block.tokens import context_window, count_message_tokens, count_tokens, message_text
 from memory.embedding import Embedder, FastEmbedder
 from memory.errors import EmbeddingFailed, MemoryLayerError, MigrationFailed, StoreUnavailable
+from memory.export_items import item_problem
 from memory.facts.consolidation import (
     MAX_OPERATIONS,
     ConsolidationRejected,
@@ -82,6 +83,7 @@ __all__ = [
     "fix_mmap_threshold",
     "gate",
     "inject_block",
+    "item_problem",
     "limit_arenas",
     "message_text",
     "parse_operations",

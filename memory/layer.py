@@ -79,6 +79,7 @@ class MemoryLayer(AdminSide, FactsSide):
         held: set[str] | None = None,
     ) -> tuple[Retrieval, set[str]]:
         """Search for the request's query; `held` are hashes of turns the provider holds."""
+        self._hear_other_processes()
         exclude = {content_hash(m) for m in messages} | (held or set())
         query = build_query(messages)
         ready = self.rebuilds.ready(user_id)  # else keywords only: vectors being rebuilt
@@ -311,6 +312,7 @@ class MemoryLayer(AdminSide, FactsSide):
     def search(self, user_id: str, query: str, k: int = 10) -> list[Hit]:
         """The user's chunks for a free-text query, ranked, without abstention or budget."""
         embedder = self.embedder
+        self._hear_other_processes()
         found = retrieve(
             self.store,
             self.index,

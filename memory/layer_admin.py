@@ -12,6 +12,7 @@ from typing import Any
 
 from memory.block.excerpts import forget_flat_lines
 from memory.block.tokens import forget_counted_texts
+from memory.export_items import item_problem
 from memory.facts.rules import restore_facts
 from memory.ingest.identity import forget_recent_hashes
 from memory.layer_write import WriteSide
@@ -117,10 +118,17 @@ class AdminSide(WriteSide):
     ) -> int:
         """Store exported items for `user_id`, then index them; return messages added.
 
+        Every item is checked first (`memory.export_items`): one that is not an exported message
+        or fact is a ValueError naming it, and nothing is stored.
         Fact rows (`"type": "fact"`) are restored with their history (`restore_facts`).
         `progress(done, todo)` hears the indexing, a pass at a time (todo: every message
         waiting to be indexed, this import's and any other).
         """
+        items = list(items)
+        _ = self.embedder  # a change of layout or model applies before, not amid, the import
+        for number, item in enumerate(items, start=1):  # all or nothing: check before storing
+            if (problem := item_problem(item)) is not None:
+                raise ValueError(f"item {number}: {problem}")
         added = 0
         fact_rows = []
         for item in items:
@@ -130,9 +138,21 @@ class AdminSide(WriteSide):
                 fact_rows.append(item)
         restore_facts(self.store, user_id, fact_rows)
         self.index.drop(user_id)
+        self.catch_up(progress)
+        return added
+
+    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Index every message waiting for it and finish re-embedding after a change of model,
+        now; return messages indexed. After an upgrade that changed what is embedded for a
+        chunk, that is every message (`moim migrate` does it, so a restart need not).
+
+        `progress(done, todo)` hears the indexing, a pass at a time.
+        """
         todo, done = self.store.count_unindexed(), 0
         while step := self.index_pending(passes=1):
             done += step
             if progress is not None:
                 progress(min(done, todo), todo)
-        return added
+        while self.rebuild_vectors():
+            pass
+        return max(0, todo - self.store.count_unindexed())

@@ -130,6 +130,15 @@ class LayerCore:
             rebuild.total,
         )
 
+    def _hear_other_processes(self) -> None:
+        """Drop what this process mirrors of chunks in RAM (vectors, word vectors, recent
+        questions' vectors) when another process changed them, such as `moim memory import`
+        beside the server: each user's reloads from the store at their next recall."""
+        if self.store.take_foreign_change():
+            self.index.drop()
+            self.vocabulary.drop()
+            self._questions.drop()
+
     @property
     def ready(self) -> bool:
         return self._embedder is not None

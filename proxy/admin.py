@@ -15,11 +15,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memory import Hit
+from memory import Hit, item_problem
 from proxy import request_json
 from proxy.auth import authenticate
 from proxy.errors import BadRequest
-from proxy.identity import MAX_TIMESTAMP, identify
+from proxy.identity import identify
 from proxy.limits import read_body
 from proxy.state import state_of
 
@@ -152,38 +152,13 @@ async def import_(request: Request) -> Response:
             item = request_json.loads(line)
         except ValueError as exc:
             raise BadRequest(f"line {number} is not JSON: {exc}", code="invalid_jsonl") from None
-        if not isinstance(item, dict) or not _valid_item(item):
-            raise BadRequest(f"line {number} is not an exported memory item", code="invalid_jsonl")
+        if (problem := item_problem(item)) is not None:
+            raise BadRequest(
+                f"line {number} is not an exported memory item: {problem}", code="invalid_jsonl"
+            )
         items.append(item)
     added = await _run(state.layer.import_, user_id, items)
     return JSONResponse({"user_id": user_id, "imported": added})
-
-
-def _valid_item(item: dict[str, Any]) -> bool:
-    if item.get("type", "message") != "message":
-        return item.get("type") == "fact" and isinstance(item.get("key"), str)
-    fields = ("session_id", "message_key", "content_hash", "role", "content")
-    if not all(isinstance(item.get(f), str) for f in fields):
-        return False
-    created = item.get("created_at")
-    if not isinstance(created, (int, float)) or isinstance(created, bool):
-        return False
-    if not 0 <= created < MAX_TIMESTAMP:
-        return False
-    optional = {"id": int, "name": str, "model": str, "tokens": int, "partial": bool}
-    for name, kind in optional.items():
-        value = item.get(name)
-        if value is not None and (
-            not isinstance(value, kind) or (kind is int and isinstance(value, bool))
-        ):
-            return False
-    # SQLite stores 64-bit integers: a larger one fails in the store, not here
-    return _int_within(item.get("id"), 1) and _int_within(item.get("tokens"), 0)
-
-
-def _int_within(value: Any, low: int) -> bool:
-    """An absent value, or an integer from `low` up to (not including) 2**62."""
-    return not isinstance(value, int) or low <= value < 2**62
 
 
 def _positive_int(value: str, name: str, maximum: int) -> int:

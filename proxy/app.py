@@ -14,7 +14,8 @@ Chat completions get memory (`proxy/pipeline.py`); any other `/v1/` request (and
 moim's own routes, which win. `ProxyError`s become OpenAI-shaped JSON in one handler; a
 `MemoryLayerError` that reaches it (only the memory API lets one through: chat fails open in
 `pipeline.py`) becomes a 503 with `Retry-After`, as a locked or unreachable store is worth
-retrying.
+retrying. A provider that breaks off mid-body breaks the client's response off too
+(`proxy/break_off.py`, the outermost middleware).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from starlette.types import Receive, Scope, Send
 from memory import MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin, facts_api, inspector
 from proxy.auth import authenticate, authorize_metrics, is_loopback
+from proxy.break_off import BreakOff
 from proxy.chat import chat
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
@@ -143,7 +145,8 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             HTTPException: _http_error,
         },
         middleware=[
-            Middleware(RequestMetrics, metrics=metrics),  # outermost: it sees every answer
+            Middleware(BreakOff),  # outermost: a provider that broke off breaks the client off
+            Middleware(RequestMetrics, metrics=metrics),  # it sees every answer
             Middleware(HeaderLimit, max_bytes=config.max_header_bytes),
         ],
     )

@@ -102,13 +102,23 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
 @main.command()
 @CONFIG_OPTION
 def migrate(config_path: Path | None) -> None:
-    """Create or upgrade the database schema (serve does it too, before it answers).
+    """Create or upgrade the database schema (serve does it too, before it answers), and
+    redo the derived rows an upgrade or another embedding model calls for, so the next start
+    need not (serve would, in the background, recalling less meanwhile).
 
-    An upgrade shows a bar, one step per migration, when stderr is a terminal.
+    An upgrade shows a bar, one step per migration, when stderr is a terminal; so does the
+    re-indexing.
     """
     config = config_from(config_path)
-    open_layer(config, create=True)  # opening the store applies pending migrations
+    layer = open_layer(config, create=True)  # opening the store applies pending migrations
     click.echo(f"{database_path(config, create=True)[0]}: schema up to date")
+    if not config.memory_enabled:
+        return
+    _ = layer.embedder  # loading the model applies a change of layout or model
+    with progress_bar("re-indexing messages") as progress:
+        done = layer.catch_up(progress)
+    if done:
+        click.echo(f"re-indexed {done} messages")
 
 
 @main.command()
@@ -189,14 +199,20 @@ def import_(config_path: Path | None, user_id: str, create: bool, source: Any) -
 
 
 def _json_lines(source: Any) -> list[Any]:
-    """The JSON value on each non-blank line; a line that is not JSON is an error naming it."""
+    """The exported item on each non-blank line; a line that is not JSON, or not an item an
+    export writes, is an error naming it, before anything is stored."""
+    from memory import item_problem
+
     items = []
     for number, line in enumerate(source, start=1):
         if line.strip():
             try:
-                items.append(json.loads(line))
+                item = json.loads(line)
             except ValueError as exc:
                 raise click.ClickException(f"line {number} is not JSON: {exc}") from None
+            if (problem := item_problem(item)) is not None:
+                raise click.ClickException(f"line {number} is not an exported item: {problem}")
+            items.append(item)
     return items
 
 
@@ -209,10 +225,16 @@ def _json_lines(source: Any) -> list[Any]:
     help="Then rewrite the whole database file: pages freed before this version of moim "
     "may still hold deleted text (holds the write lock; needs the file's size free on disk).",
 )
-@click.confirmation_option(prompt="Delete every message, chunk and fact of this user?")
-def delete(config_path: Path | None, user_id: str, vacuum: bool) -> None:
-    """Forget everything of one user, and erase their words from the database's files."""
-    layer = open_layer(config_from(config_path))
+@click.option("--yes", "confirmed", is_flag=True, help="Do not ask for confirmation (scripts).")
+def delete(config_path: Path | None, user_id: str, vacuum: bool, confirmed: bool) -> None:
+    """Forget everything of one user, and erase their words from the database's files.
+
+    Asks first, once the database is named, unless --yes.
+    """
+    config = config_from(config_path)
+    layer = open_layer(config)
+    if not confirmed:
+        click.confirm(f"Delete every message, chunk and fact of {user_id}?", abort=True, err=True)
     removed = layer.forget(user_id)
     click.echo(f"deleted {removed} messages of {user_id}")
     if not layer.scrub():
@@ -221,7 +243,13 @@ def delete(config_path: Path | None, user_id: str, vacuum: bool) -> None:
             "rebuilt): a running moim finishes it when idle; run this again to retry",
             err=True,
         )
-    if vacuum:
+    if vacuum and config.memory.db_url:  # PostgreSQL rewrites its tables itself
+        click.echo(
+            "--vacuum rewrites a SQLite file: on PostgreSQL, run VACUUM FULL on moim's tables "
+            "to drop the deleted rows' pages",
+            err=True,
+        )
+    elif vacuum:
         layer.vacuum()
         click.echo("database file rewritten")
 

@@ -304,7 +304,11 @@ class _StateCollector(Collector):
             "Messages stored but not yet chunked, embedded and indexed.",
             sizes.unindexed,
         )
-        yield _gauge("moim_store_bytes", "Bytes of the database file and its WAL.", sizes.bytes)
+        yield _gauge(
+            "moim_store_bytes",
+            "Bytes of the store: the SQLite file and its WAL, or the PostgreSQL database.",
+            sizes.bytes,
+        )
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

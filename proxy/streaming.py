@@ -8,6 +8,12 @@ reply is whole (chat's `[DONE]`, the Responses API's `response.completed`), befo
 bytes are sent, so a client that calls `/v1/memory/flush` right after its stream finds its
 turn; when the client leaves early, the relay's `finally` hands over what was produced,
 marked partial.
+
+When the provider breaks off mid-body (its connection drops, or moim's read timeout passes
+between two chunks) the part is handed over, marked partial, and the relay raises `BrokeOff`:
+`proxy/break_off.py` then ends the client's response without its terminating chunk, so the
+client's HTTP library fails as it would have called directly, instead of reading a truncated
+answer (or download) as whole.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ import httpx
 logger = logging.getLogger(__name__)
 
 EndCallback = Callable[[bool], None]  # called once with partial=True/False
+
+
+class BrokeOff(Exception):
+    """The provider broke off a body moim was relaying: the client's must break off too."""
 
 
 class EventCollector:
@@ -84,11 +94,18 @@ class EventCollector:
 
 
 class ReplyCollector(EventCollector):
-    """The assistant message (choice 0) of a chat completion, from a stream or a JSON body."""
+    """The assistant message (choice 0) of a chat completion, from a stream or a JSON body.
+
+    Its text is what the model said: `content`; for a spoken reply (`modalities: ["audio"]`,
+    content null) the audio's `transcript`; for a structured-output refusal (content null)
+    the `refusal`. The first of these that holds text is the reply's text.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self._content: list[str] = []
+        self._transcript: list[str] = []
+        self._refusal: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
         self._role_seen = False
         self._finished = False
@@ -105,8 +122,7 @@ class ReplyCollector(EventCollector):
         except (ValueError, KeyError, IndexError, TypeError):
             return
         if isinstance(message, dict):
-            if isinstance(message.get("content"), str):
-                self._content.append(message["content"])
+            self._text(message)
             for index, call in enumerate(message.get("tool_calls") or []):
                 if isinstance(call, dict):
                     self._calls[index] = call
@@ -123,11 +139,21 @@ class ReplyCollector(EventCollector):
             self._role_seen = True
             if choice.get("finish_reason"):
                 self._finished = True
-            if isinstance(delta.get("content"), str):
-                self._content.append(delta["content"])
+            self._text(delta)
             for call in delta.get("tool_calls") or []:
                 if isinstance(call, dict):
                     self._merge_call(call)
+
+    def _text(self, message: dict[str, Any]) -> None:
+        """The text of a message, or of a delta of one: content, transcript, refusal."""
+        content, refusal = message.get("content"), message.get("refusal")
+        audio = message.get("audio")
+        if isinstance(content, str):
+            self._content.append(content)
+        if isinstance(audio, dict) and isinstance(audio.get("transcript"), str):
+            self._transcript.append(audio["transcript"])
+        if isinstance(refusal, str):
+            self._refusal.append(refusal)
 
     def _merge_call(self, delta: dict[str, Any]) -> None:
         index = delta.get("index", 0)
@@ -144,7 +170,7 @@ class ReplyCollector(EventCollector):
 
     def reply(self) -> dict[str, Any] | None:
         """The assistant message, or None when nothing was produced; its text valid Unicode."""
-        content = "".join(self._content)
+        content = "".join(self._content) or "".join(self._transcript) or "".join(self._refusal)
         if not content and not self._calls:
             return None
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
@@ -188,7 +214,8 @@ async def relay(
 
     `source` is an httpx response's `aiter_raw()` (OpenAI-compatible upstreams) or the SSE
     bytes made from a litellm stream. Without a collector (a turn that is not stored) the
-    events are not parsed at all.
+    events are not parsed at all. A source that fails mid-body raises `BrokeOff` once the
+    part is handed over (partial) and the upstream closed.
     """
     ended = False
     broken: tuple[type[BaseException], ...] = (httpx.HTTPError, *_litellm_errors())
@@ -202,8 +229,12 @@ async def relay(
             ended = True
             on_end(collector is not None and not collector.end())
     except broken as exc:
-        # The provider broke off mid-stream: end the client's stream cleanly, keep the part.
-        logger.warning("upstream stream ended early: %s", type(exc).__name__)
+        # Keep the part (below), and break the client's response off as the provider's was.
+        logger.warning(
+            "upstream broke off mid-response (%s): breaking off the client's too",
+            type(exc).__name__,
+        )
+        raise BrokeOff from exc
     finally:
         if not ended:
             on_end(True)

@@ -28,6 +28,7 @@ from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import vocabulary_terms
 from memory.records import Message, Term
 from memory.settings import Settings
+from memory.store.backend import ChunkSlice
 from memory.store.backend import StoreBackend as Store
 from memory.store.fts import turn_tail
 from memory.store.store import NewMessage
@@ -146,11 +147,16 @@ def index_pending(
     whole, or one slice further along).
 
     Fairness: a message with more chunks than fit in one pass is indexed a slice per pass,
-    and a message already begun waits behind the ones not yet begun; each message's slice
-    is stored (searchable) as soon as it is embedded, before the next one's is. So a large
-    message from one user holds up another user's turn by one slice, not by all of its
-    chunks (a 1 MiB message is ~1,300 chunks, about 40 s of one core). The message is marked
-    indexed with its last slice; after a crash, indexing resumes at the next slice.
+    and a message already begun waits behind the ones not yet begun. So a large message
+    from one user holds up another user's turn by one slice, not by all of its chunks (a
+    1 MiB message is ~1,300 chunks, about 40 s of one core). The message is marked indexed
+    with its last slice; after a crash, indexing resumes at the next slice.
+
+    A pass's slices are stored together once all are embedded (at most the pass's chunk
+    budget, ~0.4 s of one core at 32), in one transaction (`Store.add_slices`), and become
+    searchable together, as the lexical index's one commit a pass already made them: one
+    commit a pass rather than one a message (docs/performance.md, "Load, seventh pass").
+    A failure before the store leaves the whole pass for the next one.
 
     `known` gives vectors already computed for a text (a user message's, embedded as the
     question of the request that carried it: `question_text`); those are not embedded again.
@@ -161,8 +167,14 @@ def index_pending(
     begun = store.chunk_counts([m.id for m in pending])
     pending.sort(key=lambda m: (m.id in begun, m.id))  # messages not yet begun first
     planned = _plan(pending, begun, settings)
-    for part in planned:
-        _index_slice(store, embedder, index, settings, part, known, known_words)
+    starting = [part.message for part in planned if part.first and part.texts]
+    contexts = _contexts(store, starting, settings)
+    parts = [
+        _embedded(store, embedder, settings, part, known, known_words, contexts) for part in planned
+    ]
+    for part, ids in zip(parts, store.add_slices(parts), strict=True):
+        if ids and part.vectors is not None:
+            index.add(part.message.user_id, ids, part.vectors)
     store.commit_lexical()  # one tantivy commit a pass (at most index_slice_chunks chunks)
     return len(planned)
 
@@ -202,25 +214,24 @@ def _plan(pending: list[Message], begun: Mapping[int, int], settings: Settings) 
     return planned
 
 
-def _index_slice(
+def _embedded(
     store: Store,
     embedder: Embedder,
-    index: VectorIndex,
     settings: Settings,
     part: _Slice,
     known: Known | None,
     known_words: KnownWords | None = None,
-) -> None:
-    """Embed one message's slice and store its chunks, FTS rows and vectors."""
-    inputs, before = embedding_inputs(store, settings, part.message, part.texts, part.start)
+    contexts: Mapping[int, tuple[str, str]] | None = None,
+) -> ChunkSlice:
+    """One message's slice embedded: its chunks, their vectors and words, ready to store."""
+    message, texts = part.message, part.texts
+    inputs, before = embedding_inputs(store, settings, message, texts, part.start, contexts)
     vectors, terms = (
-        _embed(embedder, part.message.user_id, inputs, part.texts, known, known_words)
+        _embed(embedder, message.user_id, inputs, texts, known, known_words)
         if inputs
         else (None, [])
     )
-    ids = store.add_chunks(part.message, part.texts, vectors, before, part.start, part.last, terms)
-    if ids and vectors is not None:
-        index.add(part.message.user_id, ids, vectors)
+    return ChunkSlice(message, texts, vectors, before, part.start, part.last, terms)
 
 
 def _embed(
@@ -266,17 +277,25 @@ def _vectors(embedder: Embedder, user_id: str, texts: list[str], known: Known | 
 
 
 def embedding_inputs(
-    store: Store, settings: Settings, message: Message, texts: Sequence[str], start: int
+    store: Store,
+    settings: Settings,
+    message: Message,
+    texts: Sequence[str],
+    start: int,
+    contexts: Mapping[int, tuple[str, str]] | None = None,
 ) -> tuple[list[str], str]:
     """What is embedded for `message`'s chunks `texts` (from position `start`), and the
     previous turn's tail that its first chunk's lexical row holds ("" for a later slice).
 
     Indexing and the re-embedding after a model change (memory/ingest/reembed.py) both
-    call it, so a re-embedded chunk gets the vector a fresh index would give it.
+    call it, so a re-embedded chunk gets the vector a fresh index would give it. `contexts`
+    holds the contexts of a pass's messages read at once (`_contexts`); a message not in it
+    has its own read.
     """
     context = ("", "")
     if start == 0 and texts:
-        context = _context(store, message, settings)
+        known = contexts.get(message.id) if contexts is not None else None
+        context = known if known is not None else _context(store, message, settings)
     inputs = [
         embedding_text(message.role, message.name, text, context if start == 0 and i == 0 else None)
         for i, text in enumerate(texts)
@@ -294,10 +313,37 @@ def _context(store: Store, message: Message, settings: Settings) -> tuple[str, s
     in a column of its own (`Store.lexical_search`). Only the first chunk of a message gets
     it; a later chunk follows its own message's text.
     """
-    limit = settings.embedding_context_chars
-    if limit <= 0:
+    if settings.embedding_context_chars <= 0:
         return "", ""
     around = store.neighbours(message.user_id, [message.id], 1).get(message.id, [])
+    return _tail_before(message, around, settings.embedding_context_chars)
+
+
+def _contexts(
+    store: Store, messages: Sequence[Message], settings: Settings
+) -> dict[int, tuple[str, str]]:
+    """`_context` of each of a pass's messages, with one read of the turns around them per
+    user rather than two reads a message (their sessions are known: each message carries
+    its own). The writer's indexing read them a message at a time: ~0.3 ms of CPU each, a
+    sixth of its own work outside the model (docs/performance.md, "Load, seventh pass")."""
+    limit = settings.embedding_context_chars
+    if limit <= 0:
+        return {message.id: ("", "") for message in messages}
+    by_user: dict[str, list[Message]] = {}
+    for message in messages:
+        by_user.setdefault(message.user_id, []).append(message)
+    found: dict[int, tuple[str, str]] = {}
+    for user_id, mine in by_user.items():
+        sessions = {message.id: message.session_id for message in mine}
+        around = store.neighbours(user_id, list(sessions), 1, sessions=sessions)
+        for message in mine:
+            found[message.id] = _tail_before(message, around.get(message.id, []), limit)
+    return found
+
+
+def _tail_before(message: Message, around: Sequence[Message], limit: int) -> tuple[str, str]:
+    """The speaker and tail of the turn just before `message` among `around` (its session's
+    turns near it, oldest first), or "", ""."""
     previous = next((m for m in reversed(around) if m.id < message.id), None)
     if previous is None:
         return "", ""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -25,6 +26,20 @@ if TYPE_CHECKING:
     from memory.store.message_rows import NewMessage, Stats
     from memory.store.migrations import MigrationProgress
     from memory.store.vector_table import RowSink
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSlice:
+    """One message's chunks from position `start` on, as `StoreBackend.add_chunks` takes
+    them: an indexing pass stores several at once (`add_slices`)."""
+
+    message: Message
+    texts: Sequence[str]
+    vectors: np.ndarray | None
+    context: str = ""
+    start: int = 0
+    last: bool = True
+    words: Sequence[Sequence[Term]] = ()
 
 
 class StoreBackend(Protocol):
@@ -75,6 +90,10 @@ class StoreBackend(Protocol):
         words: Sequence[Sequence[Term]] = (),
     ) -> list[int]: ...
 
+    def add_slices(self, slices: Sequence[ChunkSlice]) -> list[list[int]]:
+        """`add_chunks` of each slice, in order: each one's ids ([] for one not stored)."""
+        ...
+
     def vocabulary_mark(self, user_id: str) -> tuple[int, int]: ...
 
     def vocabulary(self, user_id: str, after: int = 0) -> list[Term]: ...
@@ -118,6 +137,10 @@ class StoreBackend(Protocol):
 
     def commit_lexical(self) -> None:
         """Make chunks added since the last call searchable (a derived index's commit)."""
+        ...
+
+    def take_foreign_change(self) -> bool:
+        """True, once, when another process changed chunks this one mirrors in RAM."""
         ...
 
     def stats(self, user_id: str) -> Stats: ...

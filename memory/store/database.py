@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -36,6 +37,8 @@ class Database:
         # Connections open the absolute path: a thread that connects later (the lexical
         # index's rebuild) must open this file even if the process changed directory since.
         self.target = self.path if self.path == ":memory:" else str(Path(path).absolute())
+        if self.target != ":memory:":
+            create_private(self.target)
         self.busy_timeout = busy_timeout
         self._local = threading.local()
         self._write_lock = threading.RLock()
@@ -123,6 +126,19 @@ class Database:
             yield
         except sqlean.Error as exc:
             raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+
+def create_private(path: str) -> None:
+    """Create the database file readable by its owner alone, when it does not exist yet.
+
+    It holds every user's conversations; made by SQLite it would take the umask's mode (0644
+    as a rule: readable by every account on the machine). SQLite gives its WAL and shared-memory
+    files the database file's mode, so they are private too. A path that cannot be created is
+    left for `connect` to report."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:
+        pass  # it exists (its mode is the owner's choice), or connect names the problem
 
 
 def connect(path: str, busy_timeout: float = 10.0, shown: str | None = None) -> Connection:

@@ -71,14 +71,14 @@ class LexicalIndex:
         self.building = False
         self.closed = False  # after `close`, writes are ignored (a rebuild under way stops)
         self._dirty = False
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # users' words: owner only
         self._schema = _schema()
         try:
             self._index = self._open()
         except ValueError:  # a layout tantivy cannot read: start empty, rebuild
             logger.warning("lexical index at %s unreadable: rebuilding it", directory)
             shutil.rmtree(directory, ignore_errors=True)
-            directory.mkdir(parents=True)
+            directory.mkdir(mode=0o700, parents=True)
             self._index = self._open()
         self._writer = self._index.writer(heap_size=_HEAP_BYTES, num_threads=1)
         self._lock = threading.Lock()  # tantivy's writer: one call at a time
@@ -108,8 +108,13 @@ class LexicalIndex:
         return int(self._index.searcher().num_docs)
 
     def verify(self, generation: int, chunks: int) -> bool:
-        """Ready when the file's generation and the chunk count match SQLite's."""
-        self.ready = self.recorded_generation() == generation and self.count() == chunks
+        """Ready when the file's generation and the chunk count match SQLite's, or when both
+        are new and empty (a new store: nothing to rebuild; its generation is recorded)."""
+        recorded, count = self.recorded_generation(), self.count()
+        fresh = recorded is None and chunks == 0 and count == 0
+        self.ready = fresh or (recorded == generation and count == chunks)
+        if fresh:
+            self.commit(generation)
         return self.ready
 
     # -- writes (the store's write lock held) ----------------------------------------------

@@ -87,8 +87,9 @@ def rebuild(store: Store) -> int:
         if index.closed:  # the store was closed meanwhile: the next start rebuilds
             return done
         current = generation(store.connection())
-        index.building, index.ready = False, True
-        index.commit(current)
+        index.commit(current)  # still building: the rows become searchable, no state yet
+        index.building, index.ready = False, True  # only now: a search never sees it half done
+        index.commit(current)  # nothing left to write: records the generation
         store.mirrored_generation = current
     logger.info("lexical index rebuilt: %d chunks in %.1f s", done, time.perf_counter() - started)
     return done

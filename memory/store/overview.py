@@ -53,13 +53,18 @@ def users(store: Store, only: Sequence[str] | None = None, limit: int = 1000) ->
     rows = store.read(
         f"WITH m AS (SELECT user_id, count(*) AS messages, count(DISTINCT session_id) AS "
         f"sessions, max(created_at) AS last_at FROM messages {where} GROUP BY user_id), "
-        f"f AS (SELECT user_id, sum(status = 'active') AS facts, max(updated_at) AS last_at "
-        f"FROM facts {where} GROUP BY user_id), "
-        "u AS (SELECT user_id FROM m UNION SELECT user_id FROM f) "
-        "SELECT u.user_id, coalesce(m.messages, 0), coalesce(m.sessions, 0), "
-        "coalesce(f.facts, 0), max(coalesce(m.last_at, 0), coalesce(f.last_at, 0)) AS last_at "
-        "FROM u LEFT JOIN m ON m.user_id = u.user_id LEFT JOIN f ON f.user_id = u.user_id "
-        "ORDER BY last_at DESC, u.user_id LIMIT ?",
+        f"f AS (SELECT user_id, count(*) FILTER (WHERE status = 'active') AS facts, "
+        f"max(updated_at) AS last_at FROM facts {where} GROUP BY user_id), "
+        "u AS (SELECT user_id FROM m UNION SELECT user_id FROM f), "
+        # SQL both stores speak: no sum of booleans, no two-argument max() (PostgreSQL's is
+        # greatest()).
+        "t AS (SELECT u.user_id, coalesce(m.messages, 0) AS messages, "
+        "coalesce(m.sessions, 0) AS sessions, coalesce(f.facts, 0) AS facts, "
+        "coalesce(m.last_at, 0) AS m_last, coalesce(f.last_at, 0) AS f_last "
+        "FROM u LEFT JOIN m ON m.user_id = u.user_id LEFT JOIN f ON f.user_id = u.user_id) "
+        "SELECT user_id, messages, sessions, facts, "
+        "CASE WHEN m_last > f_last THEN m_last ELSE f_last END AS last_at "
+        "FROM t ORDER BY last_at DESC, user_id LIMIT ?",
         [*params, *params, limit],
     )
     return [_user(row) for row in rows]
@@ -76,7 +81,7 @@ def sessions(store: Store, user_id: str, limit: int = 500) -> list[SessionSummar
         "SELECT session_id, count(*), min(created_at), max(created_at), "
         "(SELECT substr(o.content, 1, ?) FROM messages o WHERE o.user_id = m.user_id "
         "AND o.session_id = m.session_id AND o.role = 'user' ORDER BY o.id LIMIT 1) "
-        "FROM messages m WHERE user_id = ? GROUP BY session_id "
+        "FROM messages m WHERE user_id = ? GROUP BY user_id, session_id "  # Postgres: both
         "ORDER BY max(created_at) DESC, session_id LIMIT ?",
         (OPENING_CHARS, user_id, limit),
     )

@@ -27,7 +27,7 @@ import psycopg
 from memory.errors import StoreUnavailable
 from memory.records import Message, Term
 from memory.store import pg_chunks, vector_rebuild
-from memory.store.backend import redact_url
+from memory.store.backend import ChunkSlice, redact_url
 from memory.store.message_rows import MESSAGE_COLUMNS, NewMessage, message_from_row, message_values
 from memory.store.pg_chunks import vector_text
 from memory.store.pg_connections import CONNECT_TIMEOUT, failure_reason
@@ -55,6 +55,10 @@ class PgStore(PortableQueries, PgReads):
 
     def commit_lexical(self) -> None:
         """Nothing to commit: Postgres's full-text index is part of its transactions."""
+
+    def take_foreign_change(self) -> bool:
+        """Never: every replica reads Postgres itself, it mirrors no chunk."""
+        return False
 
     # -- vectors table ---------------------------------------------------------------------
 
@@ -191,6 +195,14 @@ class PgStore(PortableQueries, PgReads):
             ids = pg_chunks.add_chunks(conn, message, texts, vectors, context, start, last)
             pg_chunks.add_terms(conn, pg_chunks.term_rows(message, ids, words))
             return ids
+
+    def add_slices(self, slices: Sequence[ChunkSlice]) -> list[list[int]]:
+        """`add_chunks` of each slice in turn (a claimed message's go into its claim's
+        transaction, as they did one at a time)."""
+        return [
+            self.add_chunks(s.message, s.texts, s.vectors, s.context, s.start, s.last, s.words)
+            for s in slices
+        ]
 
     def reset_index(self) -> int:
         with self._conn() as conn, conn.transaction():

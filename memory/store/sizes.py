@@ -16,7 +16,8 @@ from memory.store.backend import StoreBackend as Store
 
 @dataclass(frozen=True, slots=True)
 class StoreSizes:
-    """Rows in the store, and its files' bytes (the database and its WAL)."""
+    """Rows in the store, and its bytes: SQLite's file and its WAL, or the PostgreSQL
+    database's size."""
 
     users: int
     messages: int
@@ -33,8 +34,11 @@ def store_sizes(store: Store) -> StoreSizes:
         "(SELECT count(*) FROM messages WHERE indexed = 0)"
     )[0]
     users, messages, chunks, facts, unindexed = (int(n) for n in row)
-    path = getattr(store, "path", None)  # a SQLite file; Postgres reports no bytes here
-    size = _file_bytes(path) if isinstance(path, str) else 0
+    path = getattr(store, "path", None)  # a SQLite file, else PostgreSQL's database
+    if isinstance(path, str):
+        size = _file_bytes(path)
+    else:  # its tables, indexes and TOAST (a stat of its files, as cheap as ours)
+        size = int(store.read("SELECT pg_database_size(current_database())")[0][0])
     return StoreSizes(users, messages, chunks, facts, unindexed, size)
 
 

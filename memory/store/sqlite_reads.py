@@ -33,6 +33,8 @@ class SqliteReads(Database):
     rows: ChunkRows  # rows recall read lately
     heads: ChunkHeads  # large users' chunks but their text
     lexical: LexicalIndex | None  # the tantivy index, when this process holds it
+    mirrored_generation: int  # the chunks' generation that index holds
+    _stale: bool  # it missed another process's change: rebuilt at the next commit
     dim: int | None  # the vectors' width, once `ensure_vectors` ran
 
     def vocabulary(self, user_id: str, after: int = 0) -> list[Term]:
@@ -210,7 +212,7 @@ class SqliteReads(Database):
         if match is None:
             return []
         index = self.lexical
-        if index is not None and index.ready:
+        if index is not None and index.ready and self._lexical_current():
             return index.search(fts_stems(user_id, terms), limit)  # context weighs 1 there
         # The terms are the user's own (see memory/store/fts.py); the join re-checks the user id.
         # It runs on the top `limit` only (a materialised CTE): joining every match before
@@ -230,6 +232,16 @@ class SqliteReads(Database):
             return []
         hits = [(float(score), int(i)) for i, score in (h.split(" ") for h in packed.split(","))]
         return [(i, -score) for score, i in sorted(hits)]
+
+    def _lexical_current(self) -> bool:
+        """Whether the lexical index holds every change to chunks SQLite has: False when
+        another process (a `moim memory import` or `delete` beside the server) changed them,
+        until this one's next write has it rebuilt (`Store._mirror` sees the gap); FTS5, in the
+        file itself, answers meanwhile. A change of this process's own, committed but not
+        yet mirrored, can read as one too, for that moment."""
+        with self._errors():
+            current = lexical_sync.generation(self.connection()) == self.mirrored_generation
+        return current and not self._stale
 
     def dense_search(self, user_id: str, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the user's nearest chunks, via sqlite-vec."""

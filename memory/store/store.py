@@ -25,14 +25,16 @@ import sqlean
 
 from memory.records import Message, Term
 from memory.store import lexical_sync, scrub, vector_rebuild, vector_table
+from memory.store.backend import ChunkSlice
 from memory.store.chunk_heads import ChunkHeads, Head
 from memory.store.chunk_rows import DEFAULT_ROWS, ChunkRows
+from memory.store.chunk_writes import write_slice
 from memory.store.database import connect
-from memory.store.fts import fts_document, owner_token
+from memory.store.fts import owner_token
 from memory.store.lexical_index import LexicalIndex
 from memory.store.message_rows import NewMessage, Stats, message_from_row, message_values
 from memory.store.migrations import MigrationProgress, migrate
-from memory.store.portable_queries import ADD_TERM, PortableQueries
+from memory.store.portable_queries import PortableQueries
 from memory.store.sqlite_reads import SqliteReads
 
 # `NewMessage` and `Stats` were defined here before memory/store/message_rows.py: the ingest
@@ -70,14 +72,20 @@ class Store(PortableQueries, SqliteReads):
         self.lexical: LexicalIndex | None = None
         self.mirrored_generation = 0  # the generation the lexical index holds in this process
         self._stale = False  # another process changed chunks: rebuild at the next commit
+        self._foreign = False  # …and the layer's RAM mirrors have yet to hear of it
         self.rebuilding: threading.Thread | None = None  # the lexical index's, if under way
         with self._errors():
             migrate(self.connection(), on_migration)
         if lexical_index and self.path != ":memory:":
             try:
                 self.lexical = LexicalIndex(Path(self.target + "-lexical"))
-            except ValueError as exc:  # another process holds its writer (tantivy's lock)
-                logger.warning("lexical index not used in this process: %s", exc)
+            except ValueError:  # another process holds its writer (tantivy's lock)
+                # As expected for a `moim` command beside the server: INFO, so its stderr
+                # starts with the database's name, not tantivy's lock error.
+                logger.info(
+                    "lexical index held by another process (a running moim?): "
+                    "this one searches with FTS5"
+                )
             else:
                 self.rebuilding = lexical_sync.check(self)
 
@@ -94,6 +102,32 @@ class Store(PortableQueries, SqliteReads):
         if self.rebuilding is not None:
             self.rebuilding.join(timeout)
         return self.lexical is not None and self.lexical.ready
+
+    def take_foreign_change(self) -> bool:
+        """True, once, when another process (a `moim` command beside the server) changed
+        chunks since this one last heard: the caller drops what it mirrors of them in RAM.
+
+        Seen here on a read (one read of the generation), confirmed under the write lock so
+        that a change of this process's own, committed but not yet mirrored, is not taken for
+        one; the lexical index is then rebuilt (FTS5 answers meanwhile). Seen by this
+        process's next write first, it is reported here all the same.
+        """
+        with self._errors():
+            moved = lexical_sync.generation(self.connection()) != self.mirrored_generation
+        if not (moved or self._foreign) or not self._write_lock.acquire(blocking=False):
+            return False  # nothing new, or this process is writing: ask again next time
+        try:
+            with self._errors():
+                current = lexical_sync.generation(self.connection())
+            if current != self.mirrored_generation:
+                self.mirrored_generation, self._stale, self._foreign = current, True, True
+                if self.lexical is not None and not self.lexical.building:
+                    self.lexical.ready, self._stale = False, False
+                    self.rebuilding = lexical_sync.start_rebuild(self)
+            taken, self._foreign = self._foreign, False
+            return taken
+        finally:
+            self._write_lock.release()
 
     def write_lock(self) -> threading.RLock:
         """The lock every write transaction takes; held across a change and its mirroring."""
@@ -120,7 +154,7 @@ class Store(PortableQueries, SqliteReads):
         self.rows.changed(generation, user_id, deleted, forgotten, clear)
         self.heads.changed(generation, user_id, deleted, heads, forgotten, clear)
         if generation != self.mirrored_generation + 1:
-            self._stale = True
+            self._stale = self._foreign = True
         self.mirrored_generation = generation
         if self.lexical is None:
             return
@@ -240,83 +274,28 @@ class Store(PortableQueries, SqliteReads):
         last: bool = True,
         words: Sequence[Sequence[Term]] = (),
     ) -> list[int]:
-        """Store a message's chunks from position `start` on, their FTS rows and vectors
-        (`vectors[i]` is `texts[i]`'s); with `last`, mark the message indexed. `words[i]` are
-        `texts[i]`'s words for the user's vocabulary (a stem the user has is kept as it is).
+        """Store a message's chunks from position `start` on (memory/store/chunk_writes.py
+        says how); their ids, or [] when this slice is not the one that comes next."""
+        part = ChunkSlice(message, texts, vectors, context, start, last, words)
+        return self.add_slices([part])[0]
 
-        A large message is indexed in slices (memory/ingest.py); a slice is stored only if
-        the message holds exactly the `start` chunks before it, so none is stored twice.
-        `context` (the end of the turn before) goes into the first chunk's FTS row.
-        """
-        ids: list[int] = []
-        documents: list[tuple[int, str, str, str]] = []
-        heads: list[Head] = []
+    def add_slices(self, slices: Sequence[ChunkSlice]) -> list[list[int]]:
+        """`add_chunks` of each slice, in one transaction (an indexing pass); the lexical
+        index and the row caches hear of them once it has committed, in order."""
         with self.held():
             with self.write() as db:
-                row = db.execute(
-                    "SELECT indexed, content_hash, turn FROM messages WHERE id = ?", (message.id,)
-                ).fetchone()
-                if row is None or row[0]:
-                    return []  # indexed meanwhile (or deleted): nothing to do
-                content_hash, turn = row[1], row[2]
-                found = db.execute("SELECT id FROM chunks WHERE message_id = ?", (message.id,))
-                old = [r[0] for r in found.fetchall()]
-                if start == 0:
-                    vector_table.delete(db, old)
-                    db.execute("DELETE FROM chunks WHERE message_id = ?", (message.id,))
-                elif len(old) != start:
-                    return []  # not the slice that comes next
-                for offset, text in enumerate(texts):
-                    position = start + offset
-                    cur = db.execute(
-                        "INSERT INTO chunks (message_id, user_id, session_id, role, name, "
-                        "position, text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            message.id,
-                            message.user_id,
-                            message.session_id,
-                            message.role,
-                            message.name,
-                            position,
-                            text,
-                            message.created_at,
-                        ),
+                written = [write_slice(db, part) for part in slices]
+            for done in written:
+                if done is not None:
+                    self._mirror(
+                        done.generation,
+                        done.deleted,
+                        done.documents,
+                        done.user_id,
+                        commit=False,
+                        heads=done.heads,
                     )
-                    chunk_id = int(cur.lastrowid)
-                    before = fts_document(message.user_id, context) if position == 0 else ""
-                    terms = fts_document(message.user_id, text)
-                    db.execute(
-                        "INSERT INTO chunks_fts (rowid, terms, context) VALUES (?, ?, ?)",
-                        (chunk_id, terms, before),
-                    )
-                    ids.append(chunk_id)
-                    documents.append((chunk_id, owner_token(message.user_id), terms, before))
-                    heads.append(
-                        Head(
-                            chunk_id,
-                            message.id,
-                            message.session_id,
-                            message.role,
-                            message.name,
-                            message.created_at,
-                            content_hash,
-                            turn,
-                        )
-                    )
-                    if vectors is not None:
-                        vector_table.put(db, chunk_id, message.user_id, vectors[offset])
-                    if offset < len(words):
-                        rows = [
-                            (message.user_id, t.stem, t.word, chunk_id, t.vector)
-                            for t in words[offset]
-                        ]
-                        db.executemany(ADD_TERM.replace("%s", "?"), rows)
-                if last:
-                    db.execute("UPDATE messages SET indexed = 1 WHERE id = ?", (message.id,))
-                generation = lexical_sync.bump(db)
-            deleted = old if start == 0 else []
-            self._mirror(generation, deleted, documents, message.user_id, commit=False, heads=heads)
-        return ids
+        return [done.ids if done is not None else [] for done in written]
 
     def reset_index(self) -> int:
         """Drop every derived row (chunks, FTS, vectors); return messages to re-index."""

@@ -2,7 +2,9 @@
 
 CONTRACT.md, "Errors": the provider's own status and body for provider errors, OpenAI's shape
 for what moim answers itself. STYLE.md 12: a stream that breaks or is left still has its
-turn stored, marked partial. After every fault the store passes SQLite's integrity check.
+turn stored, marked partial; one the provider breaks off breaks off at the client too, as
+called directly (more in `tests/e2e/test_break_off.py`). After every fault the store passes
+SQLite's integrity check.
 
 Faults the session's fake upstream cannot produce come from `faulty`, a tiny provider defined
 here whose model name picks the fault.
@@ -24,6 +26,7 @@ from contextlib import closing
 from urllib.parse import urlsplit
 
 import httpx
+import openai
 import pytest
 import sqlean
 from starlette.applications import Starlette
@@ -197,8 +200,6 @@ def test_provider_errors_keep_their_status_body_and_retry_after(proxy, upstream,
 
 
 def test_the_sdk_sees_the_providers_rate_limit_error(proxy):
-    import openai
-
     with proxy.client() as client, pytest.raises(openai.RateLimitError) as caught:
         client.chat.completions.create(**chat_body("error-429"))
     assert caught.value.response.headers["retry-after"] == "7"
@@ -208,31 +209,45 @@ def test_the_sdk_sees_the_providers_rate_limit_error(proxy):
 # -- during the answer -------------------------------------------------------------------------
 
 
-def test_a_stream_that_stalls_ends_cleanly_with_its_part_which_is_stored_partial(
+def said_before_it_broke(client, body):
+    """What a streamed chat said before the SDK raised, and what it raised (it must raise)."""
+    said = []
+    with pytest.raises((openai.APIConnectionError, httpx.TransportError)) as caught:
+        for chunk in client.chat.completions.create(**body):
+            said.append(chunk.choices[0].delta.content or "")
+    return "".join(said), caught.value
+
+
+def test_a_stream_that_stalls_breaks_off_at_the_client_with_its_part_stored_partial(
     make_proxy, faulty
 ):
     proxy = make_proxy(upstream_base_url=faulty, read_timeout=READ_TIMEOUT)
+    body = chat_body("stall-mid-stream", "Greet me", True)
+    # called directly with moim's read timeout, the SDK times out mid-stream
+    with openai.OpenAI(
+        base_url=faulty, api_key="sk-up", max_retries=0, timeout=READ_TIMEOUT
+    ) as client:
+        direct, direct_error = said_before_it_broke(client, body)
+    assert isinstance(direct_error, httpx.ReadTimeout)
     started = time.monotonic()
-    with proxy.client(default_headers=USER) as client:
-        stream = client.chat.completions.create(**chat_body("stall-mid-stream", "Greet me", True))
-        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
+    with proxy.client(default_headers=USER) as client:  # the SDK's timeout: minutes
+        said, error = said_before_it_broke(client, body)
     assert time.monotonic() - started < 2.0
-    assert text == "Hello, world"
+    assert said == direct == "Hello, world"
+    assert isinstance(error, httpx.RemoteProtocolError)  # moim timed out: the stream broke off
     assert stored(proxy) == [("user", "Greet me", False), ("assistant", "Hello, world", True)]
 
 
-def test_a_stream_whose_connection_drops_ends_cleanly_and_is_stored_partial(proxy):
-    with httpx.stream(
-        "POST",
-        proxy.url + "/chat/completions",
-        headers=USER,
-        timeout=10,
-        json=chat_body("broken", "Count for me", stream=True),
-    ) as response:
-        assert response.status_code == 200
-        data = b"".join(response.iter_raw())
-    assert b"[DONE]" not in data
-    assert data.count(b"data: ") == 4  # the role chunk and three content chunks
+def test_a_stream_whose_connection_drops_breaks_off_at_the_client_and_is_stored_partial(
+    proxy, upstream
+):
+    body = chat_body("broken", "Count for me", stream=True)
+    with openai.OpenAI(base_url=upstream.url, api_key="sk-up", max_retries=0) as client:
+        direct, direct_error = said_before_it_broke(client, body)
+    with proxy.client(default_headers=USER) as client:
+        said, error = said_before_it_broke(client, body)
+    assert said == direct == "tick 00 tick 01 tick 02 "
+    assert type(error) is type(direct_error) is httpx.RemoteProtocolError
     assert stored(proxy) == [
         ("user", "Count for me", False),
         ("assistant", "tick 00 tick 01 tick 02 ", True),
@@ -376,17 +391,23 @@ def read_all(proxy, body):
         b"".join(response.iter_raw())
 
 
+def read_broken(proxy, body):
+    """Read a stream the provider breaks off: it breaks off at the client too."""
+    with pytest.raises(httpx.RemoteProtocolError):
+        read_all(proxy, body)
+
+
 FAULT_CASES = {
     "provider 500": lambda p: post(p, chat_body("error-500")),
     "provider 500, streamed": lambda p: post(p, chat_body("error-500", stream=True)),
     "provider 429": lambda p: post(p, chat_body("error-429")),
-    "dropped mid-stream": lambda p: read_all(p, chat_body("broken", stream=True)),
+    "dropped mid-stream": lambda p: read_broken(p, chat_body("broken", stream=True)),
     "dropped mid-body": lambda p: post(p, chat_body("broken")),
     "no headers in time": lambda p: post(p, chat_body("stall-before-headers")),
     "no headers in time, streamed": lambda p: post(
         p, chat_body("stall-before-headers", stream=True)
     ),
-    "stalls mid-stream": lambda p: read_all(p, chat_body("stall-mid-stream", stream=True)),
+    "stalls mid-stream": lambda p: read_broken(p, chat_body("stall-mid-stream", stream=True)),
     "garbage events": lambda p: read_all(p, chat_body("garbage-sse", stream=True)),
     "truncated JSON": lambda p: post(p, chat_body("truncated-json")),
     "answer after the timeout": lambda p: post(p, chat_body("slow-json")),

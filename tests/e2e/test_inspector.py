@@ -436,3 +436,19 @@ def test_no_template_marks_anything_safe():
     texts = [path.read_text() for path in TEMPLATES.glob("*.html")]
 
     assert texts and not any(re.search(r"\|\s*safe|autoescape\s+false|Markup", t) for t in texts)
+
+
+@pytest.mark.both_backends
+def test_the_users_and_sessions_pages_on_either_store(make_proxy, browser):
+    proxy = make_proxy()
+    chat(proxy, "alice", KAYAK, x_memory_session_id="s-kayak")
+    proxy.flush()
+    client = browser(proxy)
+
+    users = client.get("/ui")
+    sessions = client.get("/ui/users/alice")
+
+    assert users.status_code == 200, users.text
+    assert ">alice</a>" in users.text
+    assert sessions.status_code == 200, sessions.text
+    assert "s-kayak" in sessions.text and KAYAK in sessions.text

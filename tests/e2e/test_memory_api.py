@@ -287,3 +287,22 @@ def test_metrics_count_the_embedding_models_work_by_kind(api_proxy):
     assert after[(texts, "query")] >= before.get((texts, "query"), 0) + 1
     assert after[(texts, "document")] >= before.get((texts, "document"), 0) + 1
     assert after[("moim_embedding_cpu_seconds_total", "query")] > 0
+
+
+def test_import_rejects_a_fact_line_that_is_not_an_exported_fact(api_proxy):
+    message = {
+        "type": "message",
+        "session_id": "s1",
+        "message_key": "k#1",
+        "content_hash": "k",
+        "role": "user",
+        "content": KAYAK,
+        "created_at": 1_700_000_000,
+    }
+    fact = {"type": "fact", "key": "pet", "created_at": 1_700_000_000}  # no value
+    body = (json.dumps(message) + "\n" + json.dumps(fact) + "\n").encode()
+    response = api(api_proxy, "POST", "/v1/memory/import", "alice", content=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_jsonl"
+    assert response.json()["error"]["message"].startswith("line 2 is not an exported memory item")
+    assert stats(api_proxy, "alice")["messages"] == 0

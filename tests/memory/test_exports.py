@@ -72,6 +72,7 @@ def test_memory_exports_exactly_these_names():
         "fix_mmap_threshold",
         "gate",
         "inject_block",
+        "item_problem",
         "limit_arenas",
         "message_text",
         "parse_operations",

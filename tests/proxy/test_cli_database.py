@@ -7,10 +7,12 @@ run from another directory used to create and use a new, empty store without a w
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -127,7 +129,8 @@ def test_create_starts_an_empty_database_for_import(tmp_path):
 
 
 def test_import_names_a_line_that_is_not_json_and_creates_nothing(tmp_path):
-    result = moim("memory", "import", "--create", cwd=tmp_path, stdin='{"type": "fact"}\n\n{oops\n')
+    fact = '{"type": "fact", "key": "pet", "value": "cat", "created_at": 1}\n'
+    result = moim("memory", "import", "--create", cwd=tmp_path, stdin=fact + "\n{oops\n")
 
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: line 3 is not JSON: ")
@@ -195,3 +198,156 @@ def test_memory_delete_erases_the_users_words_from_the_files(tmp_path):
     assert deleted.exit_code == 0, deleted.output
     assert deleted.stdout == "deleted 12 messages of zed\n"
     assert [f for f in tmp_path.rglob("*") if f.is_file() and word.encode() in f.read_bytes()] == []
+
+
+def exported_message(i, **fields):
+    """One message line as `moim memory export` writes it."""
+    item = {
+        "type": "message",
+        "session_id": "s-1",
+        "message_key": f"k{i}",
+        "content_hash": f"h{i}",
+        "role": "user",
+        "content": f"message number {i}",
+        "created_at": 1_700_000_000 + i,
+    }
+    return json.dumps({**item, **fields}) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("edited", "reason"),
+    [
+        ('{"type": "message", "session_id": "s-1"}\n', "message: 'message_key' must be a string"),
+        (exported_message(2, created_at="yesterday"), "message: 'created_at' must be a number"),
+        (exported_message(2, type="mesage"), "unknown type 'mesage'"),
+        ('{"type": "fact", "key": "pet", "created_at": 1}\n', "fact 'pet': 'value' must be"),
+        ('{"type": "fact", "key": "pet", "value": "cat"}\n', "fact 'pet': 'created_at' is missing"),
+    ],
+    ids=["no message_key", "created_at a word", "unknown type", "fact without value", "no date"],
+)
+def test_import_refuses_a_hand_edited_file_whole_and_names_the_line(tmp_path, edited, reason):
+    moim("facts", "set", "home_city", "Lisbon", "--user", "ann", "--create", cwd=tmp_path)
+    before = moim("memory", "export", "--user", "ann", cwd=tmp_path).stdout
+    lines = exported_message(0) + exported_message(1) + edited + exported_message(3)
+
+    result = moim("memory", "import", "--user", "ann", cwd=tmp_path, stdin=lines)
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: line 3 is not an exported item: {reason}")
+    assert moim("memory", "export", "--user", "ann", cwd=tmp_path).stdout == before
+
+
+def test_migrate_redoes_the_derived_rows_an_older_layout_left_so_the_restart_need_not(tmp_path):
+    lines = "".join(exported_message(i, content=f"my kayak number {i} is red") for i in range(6))
+    moim("memory", "import", "--user", "ann", "--create", cwd=tmp_path, stdin=lines)
+    with sqlite3.connect(tmp_path / "moim.db") as db:  # as a release with another layout left it
+        db.execute("UPDATE meta SET value = 'old' WHERE key = 'vector_layout'")
+    db.close()
+
+    result = moim("migrate", cwd=tmp_path)
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "re-indexed 6 messages"
+    with sqlite3.connect(tmp_path / "moim.db") as db:
+        layout = db.execute("SELECT value FROM meta WHERE key = 'vector_layout'").fetchone()
+        waiting = db.execute("SELECT count(*) FROM messages WHERE indexed = 0").fetchone()
+        chunks = db.execute("SELECT count(*) FROM chunks").fetchone()
+        # vec0's own table of rows: the virtual table needs the extension loaded
+        vectors = db.execute("SELECT count(*) FROM chunk_vectors_rowids").fetchone()
+    db.close()
+    assert layout != ("old",)
+    assert waiting == (0,)
+    assert chunks == vectors == (6,)
+
+
+def test_an_import_into_a_new_database_says_nothing_of_a_layout_change(tmp_path, caplog):
+    result = moim(
+        "memory", "import", "--user", "ann", "--create", cwd=tmp_path, stdin=exported_message(1)
+    )
+
+    assert result.exit_code == 0, result.output
+    assert [r.message for r in caplog.records if "layout" in r.message] == []
+
+
+def test_memory_delete_names_the_database_before_it_asks_and_keeps_all_on_no(tmp_path):
+    moim("facts", "set", "home_city", "Lisbon", "--user", "ann", "--create", cwd=tmp_path)
+
+    result = moim("memory", "delete", "--user", "ann", cwd=tmp_path, stdin="n\n")
+
+    path = tmp_path.resolve() / "moim.db"
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"moim: using {path}\nDelete every message, chunk and fact of ann? [y/N]: "
+    )
+    listed = moim("facts", "list", "--user", "ann", "--json", cwd=tmp_path)
+    assert [json.loads(row)["value"] for row in listed.stdout.splitlines()] == ["Lisbon"]
+
+
+def test_what_a_command_imports_beside_a_running_server_is_found_by_its_words_at_once(
+    make_proxy, tmp_path
+):
+    db = tmp_path / "shared.db"
+    proxy = make_proxy(settings={"db_path": db, "capture_facts": False})
+    assert proxy.layer.wait_for_lexical_index(30)  # the server's own index answers
+    line = exported_message(1, content="my xylophonequark sleeps in the attic")
+
+    imported = moim("memory", "import", "--user", "ann", cwd=tmp_path, db=db, stdin=line)
+
+    assert imported.exit_code == 0, imported.output
+    response = httpx.get(
+        proxy.root + "/v1/memory/search",
+        params={"q": "xylophonequark", "k": 1},
+        headers={"X-Memory-User-Id": "ann"},
+    )
+    [hit] = response.json()["results"]
+    assert hit["lexical_rank"] == 1  # not only the dense search's
+
+
+def test_a_command_beside_a_running_server_starts_its_stderr_with_the_database(
+    make_proxy, tmp_path
+):
+    db = tmp_path / "shared.db"
+    make_proxy(settings={"db_path": db})  # holds the lexical index's lock
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["MOIM_DB"] = str(db)
+    result = subprocess.run(  # its own process, with logging as a shell's command has it
+        [sys.executable, "-m", "proxy.cli", "stats", "--user", "ann"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == f"moim: using {db.resolve()}\n"
+
+
+def test_what_a_command_imports_for_a_user_the_server_holds_is_found_by_meaning(
+    make_proxy, tmp_path
+):
+    db = tmp_path / "shared.db"
+    proxy = make_proxy(settings={"db_path": db, "capture_facts": False})
+    first = exported_message(1, content="I am allergic to peanuts and shellfish")
+    assert (
+        moim("memory", "import", "--user", "ann", cwd=tmp_path, db=db, stdin=first).exit_code == 0
+    )
+
+    def search(query):
+        response = httpx.get(
+            proxy.root + "/v1/memory/search",
+            params={"q": query, "k": 5},
+            headers={"X-Memory-User-Id": "ann"},
+        )
+        return [hit["text"] for hit in response.json()["results"]]
+
+    assert search("peanuts") == ["I am allergic to peanuts and shellfish"]  # ann's vectors in RAM
+    alpacas = "My grandmother breeds alpacas on a farm near Braga"
+    second = exported_message(2, content=alpacas)
+    assert (
+        moim("memory", "import", "--user", "ann", cwd=tmp_path, db=db, stdin=second).exit_code == 0
+    )
+
+    assert alpacas in search("llama ranching relatives")  # no word in common: the vectors'

@@ -78,3 +78,36 @@ def test_migrate_stats_reindex_export_import_on_postgres(pg_database, tmp_path, 
     assert reindexed.exit_code == 0 and "re-indexed 1 messages" in reindexed.output
     exported = runner.invoke(main, ["memory", "export", "--user", "kim"], env=env)
     assert json.loads(exported.stdout.splitlines()[0])["content"] == "I park in space 42"
+
+
+def test_users_on_postgres_lists_counts_and_last_activity(pg_database, embedder):
+    url = pg_database()
+    layer = MemoryLayer(Settings(db_url=url), embedder_factory=lambda _: embedder)
+    try:
+        _fill(layer)
+    finally:
+        layer.close()
+
+    listed = CliRunner().invoke(main, ["users", "--json"], env={"MOIM_DB": url})
+
+    assert listed.exit_code == 0, listed.output
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    counts = {r["user_id"]: (r["messages"], r["sessions"], r["facts"]) for r in rows}
+    assert counts == {"ines": (6, 3, 1), "bo": (0, 0, 1)}  # Braga superseded: one active
+    assert all(isinstance(r["last_active"], float) for r in rows)
+
+
+def test_delete_with_vacuum_on_postgres_says_it_is_postgres_own_work(pg_database, embedder):
+    url = pg_database()
+    layer = MemoryLayer(Settings(db_url=url), embedder_factory=lambda _: embedder)
+    try:
+        _fill(layer)
+    finally:
+        layer.close()
+
+    args = ["memory", "delete", "--user", "ines", "--yes", "--vacuum"]
+    deleted = CliRunner().invoke(main, args, env={"MOIM_DB": url})
+
+    assert deleted.exit_code == 0, deleted.output
+    assert deleted.stdout == "deleted 6 messages of ines\n"  # no "database file rewritten"
+    assert "VACUUM FULL" in deleted.stderr

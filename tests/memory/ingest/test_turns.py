@@ -4,14 +4,17 @@ import hashlib
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from memory.block.render import BLOCK_END, BLOCK_START
+from memory.errors import EmbeddingFailed
 from memory.ingest.chunking import chunk_text
 from memory.ingest.identity import content_hash, message_keys
 from memory.ingest.turns import Turn, index_pending, question_text, store_turn
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings
+from memory.store.backend import ChunkSlice
 from memory.store.store import Store
 from tests.memory.hash_embedder import HashEmbedder
 
@@ -309,6 +312,45 @@ def test_vectors_already_known_are_stored_not_embedded_again(store, settings):
     assert rows[0].tolist() == known_vector.tolist()  # the question's chunk, first stored
 
 
+def test_a_pass_embeds_each_message_after_the_turn_before_it_in_its_own_session(tmp_path):
+    """The contexts of a pass's messages are read together (one read a user): each message
+    still gets its own session's turn before it, never another user's or session's, and
+    what is embedded is what indexing one message a pass embeds."""
+    conversations = [  # (user, session, question, reply), stored in this order
+        ("alice", "s-1", "Did you go camping?", "Yes, last May!"),
+        ("bob", "s-1", "Any news on the flat?", "We signed it."),
+        ("alice", "s-2", "And the dog?", "He is fine."),
+        ("alice", "s-1", "Where to?", "The lakes."),
+    ]
+    embedded = []
+    for limit in (64, 1):  # one pass for all, then one message a pass
+        settings = Settings(db_path=tmp_path / f"{limit}.db", embedding_context_chars=14)
+        store = Store(settings.db_path)
+        store.ensure_vectors(HashEmbedder.name, HashEmbedder.dim)
+        history: dict[tuple[str, str], list[dict[str, str]]] = {}
+        for user, session, question, answer in conversations:
+            said = history.setdefault((user, session), [])
+            said.append({"role": "user", "content": question})
+            reply = {"role": "assistant", "content": answer}
+            store_turn(store, Turn(user, session, "gpt-4o-mini", tuple(said), reply, 1.7e9))
+            said.append(reply)
+        embedder = RecordingEmbedder()
+        while index_pending(store, embedder, VectorIndex(store.user_vectors), settings, limit):
+            pass
+        embedded.append(embedder.texts)
+    assert embedded[0] == [
+        "Did you go camping?",
+        "user: ou go camping?\nYes, last May!",
+        "Any news on the flat?",
+        "user: s on the flat?\nWe signed it.",
+        "And the dog?",
+        "user: And the dog?\nHe is fine.",
+        "assistant: Yes, last May!\nWhere to?",  # alice's s-1, not s-2's "He is fine."
+        "user: Where to?\nThe lakes.",
+    ]
+    assert embedded[1] == embedded[0]
+
+
 def test_only_a_messages_first_chunk_gets_the_context(store, settings):
     long = " ".join(f"omega{i}" for i in range(60))  # several chunks
     store_turn(
@@ -412,3 +454,56 @@ def test_a_slice_that_is_not_the_next_one_is_not_stored(store, settings):
     assert store.add_chunks(message, ["a", "b"], vectors, start=0, last=False) != []
     assert store.add_chunks(message, ["c"], vectors[:1], start=1, last=True) == []  # 2 there
     assert len(message_chunks(store, message.id)) == 2 and not indexed(store, message.id)
+
+
+class FailingEmbedder(HashEmbedder):
+    """Fails on any text holding `word`, as a model that cannot run would."""
+
+    def __init__(self, word):
+        self.word = word
+
+    def embed_documents(self, texts):
+        if any(self.word in text for text in texts):
+            raise EmbeddingFailed("the model could not run")
+        return super().embed_documents(texts)
+
+
+def test_a_pass_is_stored_whole_or_not_at_all(store, settings):
+    """A pass's messages are stored in one transaction once all are embedded: a failure
+    part-way leaves every one of them for the next pass, none half-done before it."""
+    for n, word in enumerate(["apples", "pears", "plums"]):
+        said = {"role": "user", "content": f"I like {word}"}
+        store_turn(store, Turn("alice", f"s-{n}", "gpt-4o-mini", (said,), None, 1.7e9 + n))
+    vectors = VectorIndex(store.user_vectors)
+    assert vectors.count("alice") == 0  # loaded: indexed chunks are appended to it
+    with pytest.raises(EmbeddingFailed):
+        index_pending(store, FailingEmbedder("plums"), vectors, settings)
+    assert chunks_by_message(store) == {} and vectors.count("alice") == 0
+    assert store.count_unindexed() == 3
+    assert index_pending(store, HashEmbedder(), vectors, settings) == 3
+    assert list(chunks_by_message(store).values()) == [
+        ["I like apples"],
+        ["I like pears"],
+        ["I like plums"],
+    ]
+    assert vectors.count("alice") == 3 and store.count_unindexed() == 0
+    found = store.lexical_search("alice", ["pears"], 5, settings.lexical_context_weight)
+    assert [store.chunks("alice", [i])[i].text for i, _ in found] == ["I like pears"]
+
+
+def test_a_slice_that_cannot_be_stored_leaves_the_others_of_its_pass_stored(store, settings):
+    store_turn(
+        store, turn([{"role": "user", "content": "First"}, {"role": "user", "content": "Second"}])
+    )
+    first, second = store.messages("alice")
+    vectors = np.ones((1, HashEmbedder.dim), dtype=np.float32)
+    stored = store.add_slices(
+        [
+            ChunkSlice(first, ["First"], vectors),
+            ChunkSlice(second, ["Second, later part"], vectors, start=1),  # not the next one
+            ChunkSlice(second, ["Second"], vectors),
+        ]
+    )
+    assert [len(ids) for ids in stored] == [1, 0, 1]
+    assert list(chunks_by_message(store).values()) == [["First"], ["Second"]]
+    assert store.count_unindexed() == 0

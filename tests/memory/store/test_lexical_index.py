@@ -42,6 +42,14 @@ def chunk_ids(store):
     return [row[0] for row in store.read("SELECT id FROM chunks ORDER BY id")]
 
 
+def test_a_new_store_s_index_is_ready_at_once_with_nothing_to_rebuild(tmp_path):
+    store = new_store(tmp_path)
+    assert store.rebuilding is None and store.lexical.ready
+    store.close()
+    again = new_store(tmp_path)  # its generation was recorded: verified, not rebuilt
+    assert again.rebuilding is None and again.lexical.ready
+
+
 def test_a_search_finds_what_fts5_finds_for_its_user_only(tmp_path):
     store = new_store(tmp_path)
     kayak = add_turn(store, "ana", "My red kayak is at the marina")

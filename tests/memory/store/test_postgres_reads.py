@@ -181,3 +181,14 @@ def test_a_recall_read_ends_after_the_read_timeout_and_other_statements_do_not(p
     assert sorted(quick.chunks("ana", ids)) == sorted(ids)  # the store is not "unreachable"
     assert quick._rows("SELECT pg_sleep(0.5)") == [("",)]  # writes and admin: no limit
     quick.close()
+
+
+def test_store_sizes_count_the_databases_bytes(store):
+    from memory.store.sizes import store_sizes
+
+    _index(store, "ann", np.eye(DIM, dtype=np.float32)[:3])
+
+    sizes = store_sizes(store)
+
+    assert (sizes.users, sizes.messages, sizes.chunks) == (1, 3, 3)
+    assert sizes.bytes > 1_000_000  # an empty Postgres database alone is ~7 MB

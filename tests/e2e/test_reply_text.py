@@ -1,0 +1,110 @@
+"""A chat reply's text is stored whatever field it comes in (proxy/streaming.py's collector).
+
+A spoken reply (`modalities: ["text", "audio"]`) has `content` null and its words in
+`message.audio.transcript` (streamed: `delta.audio.transcript` pieces beside the audio data);
+a structured-output refusal has `content` null and its words in `refusal`. Each is stored as
+the reply's text, streamed or not. The provider here answers as OpenAI does; the model name
+picks the reply.
+"""
+
+import json
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.conftest import serve_app
+
+USER = {"x-memory-user-id": "speaker"}
+TRANSCRIPT = ["Your dog ", "is called ", "Biscuit."]
+REFUSAL = ["I'm sorry, ", "I can't help ", "with that."]
+
+
+def _deltas(model):
+    """The streamed message's deltas: the text in pieces, as OpenAI sends it."""
+    if model == "audio-reply":
+        first = {"role": "assistant", "content": None, "refusal": None}
+        audio = [{"id": "audio_1", "data": "UklGRg==", "expires_at": 1, "transcript": ""}]
+        audio += [{"transcript": piece} for piece in TRANSCRIPT] + [{"data": "AAAA"}]
+        return [first] + [{"audio": part} for part in audio]
+    first = {"role": "assistant", "content": None, "refusal": ""}
+    return [first] + [{"refusal": piece} for piece in REFUSAL]
+
+
+def _message(model):
+    if model == "audio-reply":
+        audio = {"id": "audio_1", "data": "UklGRg==", "expires_at": 1}
+        return {
+            "role": "assistant",
+            "content": None,
+            "audio": {**audio, "transcript": "".join(TRANSCRIPT)},
+        }
+    return {"role": "assistant", "content": None, "refusal": "".join(REFUSAL)}
+
+
+async def _chat(request: Request) -> Response:
+    body = json.loads(await request.body())
+    model = body["model"]
+    head = {"id": "chatcmpl-said", "created": 1, "model": model}
+    if not body.get("stream"):
+        choice = {"index": 0, "message": _message(model), "finish_reason": "stop"}
+        completion = {**head, "object": "chat.completion", "choices": [choice]}
+        return Response(json.dumps(completion), media_type="application/json")
+    chunk = {**head, "object": "chat.completion.chunk"}
+    choices = [{"index": 0, "delta": delta, "finish_reason": None} for delta in _deltas(model)]
+    choices.append({"index": 0, "delta": {}, "finish_reason": "stop"})
+    events = [f"data: {json.dumps({**chunk, 'choices': [c]})}\n\n" for c in choices]
+    return StreamingResponse(iter([*events, "data: [DONE]\n\n"]), media_type="text/event-stream")
+
+
+@pytest.fixture(scope="module")
+def speaking():
+    app = Starlette(routes=[Route("/v1/chat/completions", _chat, methods=["POST"])])
+    with serve_app(app) as root:
+        yield root + "/v1"
+
+
+def stored(proxy):
+    proxy.flush()
+    return [(m.role, m.content, m.partial) for m in proxy.layer.store.messages("speaker")]
+
+
+def ask(proxy, model, stream):
+    request = {
+        "model": model,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "What is my dog called?"}],
+    }
+    if model == "audio-reply":
+        request |= {"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}
+    with proxy.client(default_headers=USER) as client:
+        reply = client.chat.completions.create(**request)
+        if not stream:
+            return reply.choices[0].message
+        return [chunk.choices[0].delta for chunk in reply if chunk.choices]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_spoken_reply_is_stored_as_its_transcript(make_proxy, speaking, stream):
+    proxy = make_proxy(upstream_base_url=speaking)
+    answer = ask(proxy, "audio-reply", stream)
+    if not stream:  # relayed as sent
+        assert answer.content is None and answer.audio.transcript == "".join(TRANSCRIPT)
+    assert stored(proxy) == [
+        ("user", "What is my dog called?", False),
+        ("assistant", "".join(TRANSCRIPT), False),
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_refusal_is_stored_as_the_replys_text(make_proxy, speaking, stream):
+    proxy = make_proxy(upstream_base_url=speaking)
+    answer = ask(proxy, "refusal", stream)
+    said = answer.refusal if not stream else "".join(d.refusal or "" for d in answer)
+    assert said == "".join(REFUSAL)
+    assert stored(proxy) == [
+        ("user", "What is my dog called?", False),
+        ("assistant", "".join(REFUSAL), False),
+    ]
