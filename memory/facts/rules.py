@@ -312,13 +312,13 @@ def restore_facts(store: Store, user_id: str, items: Iterable[Mapping[str, Any]]
     valid: list[dict[str, Any]] = []
     for item in items:
         try:
-            valid.append(_checked_row(item))
+            valid.append(checked_fact_row(item))
         except (KeyError, ValueError, TypeError) as exc:
             logger.warning("fact %r not imported: %s", item.get("key"), exc)
     return fact_rows.import_facts(store, user_id, valid)
 
 
-def _checked_row(item: Mapping[str, Any]) -> dict[str, Any]:
+def checked_fact_row(item: Mapping[str, Any]) -> dict[str, Any]:
     """Only known fields, each checked: whatever else a file holds never reaches the SQL."""
     created = _finite(item["created_at"])
     return {
