@@ -5,7 +5,8 @@ goes to the provider. With them, `Authorization: Bearer <proxy key>` is required
 endpoint but health; a key bound to a user speaks only for that user, a key with `users`
 for those, and an unbound key or an admin key for any user the request names (CONTRACT.md:
 the memory API has the same auth as chat). A request presenting no key is refused before
-any comparison. Keys are compared in constant time and never logged.
+any comparison. Keys are compared in constant time and never logged. Without proxy keys on
+loopback, a request a browser makes for a page from elsewhere is refused (`Origin`, `Host`).
 
 `/metrics` counts every user's traffic, so with proxy keys only an admin key or a metrics key
 (`auth.metrics_keys`, good for nothing else) reads it, unless `server.metrics_public` opens
@@ -18,6 +19,7 @@ import hmac
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from proxy.config import Config, ProxyKey
 from proxy.errors import Forbidden, Unauthorized
@@ -50,6 +52,8 @@ def authenticate(headers: Mapping[str, str], config: Config) -> Caller:
     """
     authorization = headers.get("authorization")
     if not config.keys:
+        if is_loopback(config.host):
+            _refuse_foreign_page(headers)
         return Caller(None, authorization)
     key = _matching_key(headers, config)
     if key.metrics_only:
@@ -87,6 +91,41 @@ def _matching_key(headers: Mapping[str, str], config: Config) -> ProxyKey:
     if match is None:
         raise Unauthorized("a valid moim proxy key is required", code="invalid_api_key")
     return match
+
+
+def _refuse_foreign_page(headers: Mapping[str, str]) -> None:
+    """Refuse a browser's request made for a web page from elsewhere (403), as `/mcp` does.
+
+    Without proxy keys on loopback, nothing else stops a page the user visits: a form, or
+    `fetch` in `no-cors` mode, sends a POST to 127.0.0.1 unasked (its answer is unreadable,
+    but it is acted on: a fact planted, history imported, a chat sent on the configured
+    provider key), and a page whose DNS name is rebound to 127.0.0.1 reads the answers too
+    (the whole memory, through `/v1/memory/export`). A browser names the page's origin in
+    `Origin`, and the name it connected to in `Host`; both must be loopback names. Other
+    clients send no `Origin`, and a `Host` of the address they connect to.
+    """
+    origin, host = headers.get("origin"), headers.get("host")
+    if origin is not None and not _loopback_name(origin.strip()):
+        raise Forbidden(
+            "a request from a web page of another origin: without proxy keys, moim answers "
+            "only pages served from loopback",
+            code="foreign_origin",
+        )
+    if host is not None and not _loopback_name("//" + host.strip()):
+        raise Forbidden(
+            f"the host name {host!r} is not a loopback name: without proxy keys, moim on "
+            "loopback answers requests for 127.0.0.1, localhost or [::1] only",
+            code="foreign_host",
+        )
+
+
+def _loopback_name(url: str) -> bool:
+    """Whether `url` (an origin, or `//host:port`) names a loopback host."""
+    try:
+        host = urlsplit(url).hostname or ""  # "null" (a sandboxed page's origin) names none
+    except ValueError:
+        return False
+    return host == "localhost" or is_loopback(host)
 
 
 def is_loopback(host: str) -> bool:

@@ -267,7 +267,7 @@ def _reply_text(content: bytes) -> str:
         raise ConsolidationRejected("the answer is not a chat completion") from None
     if not isinstance(text, str):
         raise ConsolidationRejected("the answer has no text content")
-    logger.debug("consolidation reply: %s", text)
+    logger.debug("consolidation reply: %d characters", len(text))  # its facts stay out of logs
     return text
 
 

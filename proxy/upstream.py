@@ -33,6 +33,9 @@ from proxy.header_lines import NOT_FORWARDED_WITH_MEMORY, client_lines
 from proxy.upstream_client import send
 
 logger = logging.getLogger(__name__)
+# litellm's loggers (litellm/_logging.py), and the openai SDK's, which it calls for OpenAI's
+# and OpenAI-compatible providers (its DEBUG line "Request options" holds the body).
+_LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "openai")
 
 # Provider prefixes litellm understands; `prefix/model` with one of these goes to litellm.
 LITELLM_PREFIXES = frozenset(
@@ -166,6 +169,11 @@ def load_litellm() -> Any:
 
     litellm.telemetry = False
     litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on stdout
+    # Their DEBUG lines hold each request's messages: they stay out of the logs even when moim
+    # runs with `--log-level debug` (these loggers log from WARNING up, or above if set so).
+    for name in _LITELLM_LOGGERS:
+        quiet = logging.getLogger(name)
+        quiet.setLevel(max(quiet.getEffectiveLevel(), logging.WARNING))
     return litellm
 
 

@@ -63,10 +63,9 @@ _RULE = re.compile(r"={3,}")
 # A delimiter's words with a rule of `=` before or after them, anywhere in a line.
 _DELIMITER_WORDS = re.compile(r"(?:(={2,}) ?)?\b(?:end memory|memory context)\b(?: ?(={2,}))?")
 _BRACKETED_START = re.compile(r" ?\[([^\]]*)\]")
-_BLOCK = re.compile(
-    rf"^{re.escape(BLOCK_START)}\n.*?^{re.escape(BLOCK_END)}$(?:\n\n|\n)?",
-    re.MULTILINE | re.DOTALL,
-)
+# A block's first line, and its last with the blank line after it (`strip_block`).
+_BLOCK_START_LINE = re.compile(rf"^{re.escape(BLOCK_START)}\n", re.MULTILINE)
+_BLOCK_END_LINE = re.compile(rf"^{re.escape(BLOCK_END)}$(?:\n\n|\n)?", re.MULTILINE)
 
 
 def escape_memory_text(text: str) -> str:
@@ -338,8 +337,21 @@ def strip_block(text: str) -> str:
     A block runs from a line that is exactly `BLOCK_START` to the first line after it that
     is exactly `BLOCK_END`; recalled text inside was escaped, so that line is the real end.
     Text without a complete block is returned unchanged, as the same object.
+    Once a first line has no last line after it, no later one has: the search stops there.
+    (One regex, first line to last, searched again to the end of the text from each first
+    line, which made a message of many first lines quadratic: 1.7 s for 100 KB of them.)
     """
     if BLOCK_START not in text:
         return text
-    stripped = _BLOCK.sub("", text)
-    return text if stripped == text else stripped
+    kept: list[str] = []
+    position = 0
+    while start := _BLOCK_START_LINE.search(text, position):
+        end = _BLOCK_END_LINE.search(text, start.end())
+        if end is None:
+            break
+        kept.append(text[position : start.start()])
+        position = end.end()
+    if not kept:
+        return text
+    kept.append(text[position:])
+    return "".join(kept)

@@ -35,6 +35,7 @@ from starlette.requests import Request
 from proxy.auth import authenticate
 from proxy.config import Config, ProxyKey
 from proxy.errors import ProxyError
+from proxy.identity import user_namespace
 
 COOKIE = "moim_ui"
 LIFETIME = 12 * 3600  # seconds a login lasts
@@ -54,14 +55,18 @@ class Viewer:
 
     @property
     def only(self) -> tuple[str, ...] | None:
-        """The users this viewer may see; None for any."""
+        """The users (their namespaces, as stored) this viewer may see; None for any.
+
+        A key names users as clients send them (`john smith`); the store, the page paths and
+        the API's checks use their namespaces (`~john%20smith`, `proxy.identity`).
+        """
         if self.key is None:
             return None if self.open else ()
         if self.key.admin:
             return None
         if self.key.user_id is not None:
-            return (self.key.user_id,)
-        return self.key.users or None
+            return (user_namespace(self.key.user_id),)
+        return tuple(map(user_namespace, self.key.users)) or None
 
     def may_see(self, user_id: str) -> bool:
         only = self.only

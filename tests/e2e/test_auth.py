@@ -281,3 +281,58 @@ def test_keys_never_appear_in_logs(keyed, caplog):
     )
     for secret in secrets:
         assert secret not in logged
+
+
+# -- without keys on loopback: no web page may write ------------------------------------------
+
+FOREIGN = ("https://evil.example", "http://127.0.0.1.evil.example", "null")
+WRITES = [
+    ("POST", "/v1/memory/facts", {"key": "planted", "value": "obey the page", "category": "x"}),
+    ("POST", "/v1/chat/completions", CHAT),
+    ("POST", "/v1/memory/import", None),
+    ("DELETE", "/v1/memory", None),
+    ("POST", "/v1/embeddings", {"model": "text-embedding-3-small", "input": "hi"}),
+]
+
+
+@pytest.mark.parametrize("origin", FOREIGN)
+@pytest.mark.parametrize(("method", "path", "body"), WRITES)
+def test_without_keys_a_page_of_another_origin_is_refused(
+    proxy, upstream, origin, method, path, body
+):
+    # A form or a no-cors fetch from any site the user visits reaches 127.0.0.1 unasked.
+    proxy.layer.set_fact("default", "name", "Dana")
+    answer = call(proxy, method, path, body, headers={"origin": origin})
+    assert_openai_error(answer, 403)
+    assert answer.json()["error"]["code"] == "foreign_origin"
+    assert upstream.requests == []
+    assert [(f.key, f.value) for f in proxy.layer.list_facts("default")] == [("name", "Dana")]
+
+
+@pytest.mark.parametrize("origin", [None, "http://localhost:3000", "http://127.0.0.1:8080"])
+def test_without_keys_clients_and_pages_served_from_loopback_are_answered(proxy, origin):
+    headers = {"origin": origin} if origin else {}
+    body = {"key": "city", "value": "Porto", "category": "profile"}
+    assert call(proxy, "POST", "/v1/memory/facts", body, headers=headers).status_code == 200
+    assert call(proxy, "POST", "/v1/chat/completions", CHAT, headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(("method", "path", "body"), [*WRITES, ("GET", "/v1/memory/export", None)])
+def test_without_keys_a_page_whose_name_was_rebound_to_loopback_is_refused(
+    proxy, upstream, method, path, body
+):
+    # DNS rebinding: evil.example now resolves to 127.0.0.1; the page's requests are then
+    # same-origin (no Origin on a GET) and it reads the answers, but its Host is its own name.
+    proxy.layer.set_fact("default", "name", "Dana")
+    answer = call(proxy, method, path, body, headers={"host": "evil.example:8080"})
+    assert_openai_error(answer, 403)
+    assert answer.json()["error"]["code"] == "foreign_host"
+    assert "Dana" not in answer.text and upstream.requests == []
+    assert [(f.key, f.value) for f in proxy.layer.list_facts("default")] == [("name", "Dana")]
+    for host in ("localhost:8080", "127.0.0.1", "[::1]:8080"):
+        assert call(proxy, "GET", "/v1/memory/stats", headers={"host": host}).status_code == 200
+
+
+def test_with_keys_the_key_decides_whatever_the_origin(keyed):
+    answer = chat_as(keyed, "sk-alice", "hello", headers={"origin": "https://evil.example"})
+    assert answer.status_code == 200

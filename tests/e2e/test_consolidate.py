@@ -160,6 +160,19 @@ async def test_a_reply_that_is_not_json_changes_nothing_and_logs_why(config, ann
 
 
 @pytest.mark.anyio
+async def test_no_fact_value_or_turn_reaches_the_logs_at_any_level(config, ann, upstream, caplog):
+    upstream.script.append(operations(add("employer", "Acme Quantum Widgets", category="project")))
+
+    with caplog.at_level(logging.DEBUG):
+        report = await consolidate(config, ann)
+
+    assert report.applied == {"add": 1}
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for said in ("Acme Quantum Widgets", "Berlin", "Neovim", "moved to Lisbon"):
+        assert said not in logged
+
+
+@pytest.mark.anyio
 async def test_one_bad_operation_rejects_the_batch_never_half_of_it(config, ann, upstream):
     before = list(ann.export("ann"))
     upstream.script.append(

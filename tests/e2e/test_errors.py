@@ -398,7 +398,7 @@ def test_a_head_that_grows_past_the_parsers_limit_is_refused_and_closed(make_pro
     400, and closes the connection, whether or not the client goes on sending."""
     proxy = make_proxy(max_header_bytes=2048, http_parser=parser)
     address = urlsplit(proxy.root)
-    head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: moim\r\nx-pad: " + b"a" * 9000
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\nx-pad: " + b"a" * 9000
 
     with closing(socket.create_connection((address.hostname, address.port), timeout=10)) as sock:
         sock.sendall(head)

@@ -364,7 +364,8 @@ def leave_at_once(proxy, body):
     """Send a chat request on a raw socket and hang up before any byte of the answer."""
     payload = json.dumps(body).encode()
     head = (
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: moim\r\ncontent-type: application/json\r\n"
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\n"
+        "content-type: application/json\r\n"
         f"x-memory-user-id: fault-user\r\ncontent-length: {len(payload)}\r\n\r\n"
     )
     where = urlsplit(proxy.root)

@@ -362,6 +362,36 @@ def test_a_users_key_sees_only_its_own_users_memory(keyed, browser):
     assert "req-bob" in team.get("/ui/users/bob/why").text
 
 
+def test_a_key_for_a_user_id_with_a_space_sees_that_users_memory_and_no_other(make_proxy, browser):
+    # The store keeps "john smith" as the namespace "~john%20smith"; the key names the id
+    # as clients send it, and the inspector must mean the same user the API does.
+    keys = (
+        ProxyKey("sk-john-key", user_id="john smith"),
+        ProxyKey("sk-list-key", users=("john smith",)),
+        ProxyKey("sk-odd-key", user_id="~john%20smith"),  # a raw id, not a namespace
+        ProxyKey("sk-admin-key", admin=True),
+    )
+    proxy = make_proxy(keys=keys, upstream_api_key="sk-provider")
+    chat(proxy, "john smith", "hello from john", key="sk-john-key")
+    proxy.flush()
+    for key in ("sk-john-key", "sk-list-key"):
+        client = log_in(browser, proxy, key)
+        assert 'href="/ui/users/~john%2520smith"' in client.get("/ui").text
+        assert "hello from john" in _all_turns(client, "~john%2520smith")
+    odd = log_in(browser, proxy, "sk-odd-key")
+    assert odd.get("/ui/users/~john%2520smith").status_code == 403
+    assert "hello from john" not in _all_turns(odd, "~john%2520smith")
+
+
+def _all_turns(client, user_path):
+    """Every session page of a user, as one text (empty when the user is refused)."""
+    page = client.get(f"/ui/users/{user_path}")
+    if page.status_code != 200:
+        return ""
+    links = re.findall(r'href="(/ui/users/[^"]+/sessions/[^"]+)"', page.text)
+    return "".join(client.get(link).text for link in links)
+
+
 def test_logging_out_clears_the_cookie(keyed, browser):
     client = log_in(browser, keyed, "sk-admin-key")
     token = csrf_of(client.get("/ui"))

@@ -6,6 +6,7 @@ litellm's `openai/…` provider talks to the same fake upstream, so both ends ca
 """
 
 import json
+import logging
 import sys
 import threading
 import time
@@ -258,3 +259,18 @@ def test_an_anthropic_route_gets_the_block_after_the_last_cache_breakpoint(make_
     parts = [part["text"] for part in last["content"]]
     assert last["content"][0] == question  # the marked message, then the block after it
     assert parts[-1].startswith(BLOCK_START) and "Rex" in parts[-1]
+
+
+def test_no_message_text_reaches_the_logs_even_at_debug(routed, upstream, caplog):
+    # litellm logs each call's messages at DEBUG; `moim serve --log-level debug` let them out.
+    caplog.set_level(logging.DEBUG)
+    said = "my locker code is zebra4711"
+    body = {"model": "via-litellm", "messages": [{"role": "user", "content": said}]}
+
+    answer = httpx.post(routed.url + "/chat/completions", json=body, timeout=60)
+
+    assert answer.status_code == 200, answer.text
+    assert caplog.records, "nothing was logged: the capture is not working"
+    assert "zebra4711" in upstream.last_json["messages"][-1]["content"]
+    logged = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
+    assert "zebra4711" not in logged

@@ -38,7 +38,7 @@ def connect(proxy):
 
 
 def head(path, length=None, user="slow"):
-    lines = [f"POST {path} HTTP/1.1", "host: moim", f"x-memory-user-id: {user}"]
+    lines = [f"POST {path} HTTP/1.1", "host: localhost", f"x-memory-user-id: {user}"]
     if length is not None:
         lines += ["content-type: application/json", f"content-length: {length}"]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
@@ -69,7 +69,7 @@ def assert_timed_out(sock):
 
 def test_a_head_that_stops_halfway_is_a_408_and_the_connection_closes(proxy):
     with connect(proxy) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: moim\r\n")
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\n")
         assert_timed_out(sock)
 
 
@@ -130,7 +130,7 @@ def test_a_streamed_pass_through_body_that_stops_is_a_408(proxy, upstream):
     """A non-JSON upload is streamed on to the provider; a stall there is refused as well."""
     lines = [
         "POST /v1/files HTTP/1.1",
-        "host: moim",
+        "host: localhost",
         "content-type: application/octet-stream",
         "content-length: 1000",
     ]

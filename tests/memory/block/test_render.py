@@ -1,5 +1,7 @@
 import copy
 import re
+import subprocess
+import sys
 import unicodedata
 
 import pytest
@@ -469,6 +471,27 @@ def test_stripping_removes_a_block_in_the_middle_of_text():
 )
 def test_text_without_a_complete_block_is_returned_as_is(text):
     assert strip_block(text) is text
+
+
+def test_a_block_runs_to_the_first_end_line_after_it_whatever_starts_inside():
+    text = f"a\n{BLOCK_START}\n{BLOCK_START}\nx\n{BLOCK_END}\n\nb\n{BLOCK_START}\n{BLOCK_END}\nc"
+    assert strip_block(text) == "a\nb\nc"
+    assert strip_block(f"{BLOCK}\n{BLOCK_START}\nnever closed") == f"{BLOCK_START}\nnever closed"
+
+
+def test_many_opening_lines_without_an_end_are_stripped_in_linear_time():
+    # Searched from each opening line to the end of the text, this took 27 s for 400 KB
+    # (quadratic; a client's message is stripped on the request path). A process of its own,
+    # killed at the deadline: a regex holds the GIL until it returns.
+    code = (
+        "from memory import strip_block\n"
+        f"text = {BLOCK_START + chr(10)!r} * 20_000\n"
+        "assert strip_block(text) is text\n"
+    )
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("stripping 460 KB of opening lines took more than 15 s: quadratic again")
 
 
 # -- cache_control breakpoints: never edited, never preceded by the block -----------------------

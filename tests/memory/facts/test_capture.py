@@ -1,6 +1,8 @@
 """memory/facts/capture.py: deterministic fact capture, rule by rule, then the labelled set."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -523,3 +525,44 @@ def test_giving_up_a_diet_archives_it_like_no_longer():
     said = "Quick update: I've had to give up being vegan, my B12 was really low"
     assert [(c.op, c.key) for c in capture_facts(said)] == [("forget", "diet")]
     assert capture_facts("I gave up being polite to telemarketers") == []
+
+
+# Adversarial messages: capture runs on every user message, so its cost must grow with the
+# text's length, not its square. These inputs took minutes before (a sentence merged after
+# each abbreviation was searched again whole; a curly quote never closed was scanned to the
+# end once per quote); each takes a fraction of a second now. The deadline only catches a
+# return to quadratic time, far above any machine's normal time.
+
+ADVERSARIAL = {
+    "abbreviations": "Mr. " * 50_000,  # 200 KB: 9 minutes before
+    "open double quotes": "“" * 200_000,  # 30 s before
+    "open single quotes": "‘a " * 70_000,  # a minute before
+}
+
+
+@pytest.mark.parametrize("name", ADVERSARIAL)
+def test_an_adversarial_message_is_captured_in_linear_time(name):
+    # A process of its own, killed at the deadline: a regex holds the GIL until it returns.
+    code = (
+        "from memory.facts.capture import capture_facts\n"
+        "from tests.memory.facts.test_capture import ADVERSARIAL\n"
+        f"capture_facts(ADVERSARIAL[{name!r}])\n"
+    )
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"capturing {name!r} took more than 15 s: quadratic again")
+
+
+def test_a_sentence_after_many_abbreviations_is_still_one_sentence():
+    assert facts("Mr. " * 3 + "Smith said hi. I live in Lisbon.") == [
+        ("set", "home_city", "Lisbon")
+    ]
+    assert facts("I saw Dr. Jones today. My name is Dana.") == [("set", "name", "Dana")]
+
+
+def test_words_after_an_unclosed_curly_quote_before_a_quoted_one_are_the_users():
+    assert facts("“Hi. I live in Lisbon. She said “my name is Bob” too.") == [
+        ("set", "home_city", "Lisbon")
+    ]
+    assert facts("she said “my name is Bob” and I said ‘my name is Tom’") == []
