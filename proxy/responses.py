@@ -81,6 +81,16 @@ async def forward_responses(exchange: Exchange) -> Response:
     return await forward_bytes(exchange, "/responses", exchange.outbound, collector, on_end)
 
 
+# The events whose `delta` is a piece of an output item's text or call arguments.
+_PIECES = frozenset(
+    {
+        "response.output_text.delta",
+        "response.refusal.delta",
+        "response.function_call_arguments.delta",
+    }
+)
+
+
 class ResponseCollector(EventCollector):
     """A Responses API reply, from its event stream or its JSON body.
 
@@ -109,7 +119,7 @@ class ResponseCollector(EventCollector):
                 self._items[index] = item
                 if kind == "response.output_item.done":
                     self._finished.add(index)
-        elif kind in ("response.output_text.delta", "response.function_call_arguments.delta"):
+        elif kind in _PIECES:
             if isinstance(delta, str):
                 self._pieces.setdefault(index, []).append(delta)
 

@@ -97,17 +97,27 @@ def _context_windows() -> dict[str, int]:
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a message's content, whether a string or a list of parts."""
+    """The text of a message's content, whether a string or a list of parts.
+
+    A refusal is the model's text too: an assistant message with `content` null and its words
+    in `refusal` (chat's structured outputs), or a `refusal` part (the Responses API), as the
+    proxy stores it; so a client resending the refusal in its history sends the message moim
+    stored, not a new one."""
     content = message.get("content")
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         parts = []
         for part in content:
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+            if not isinstance(part, Mapping):
+                continue
+            if isinstance(part.get("text"), str):
                 parts.append(part["text"])
+            elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+                parts.append(part["refusal"])
         return "\n".join(parts)
-    return ""
+    refusal = message.get("refusal")
+    return refusal if content is None and isinstance(refusal, str) else ""
 
 
 def count_tokens(text: str, model: str) -> int:

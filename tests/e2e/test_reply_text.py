@@ -59,9 +59,50 @@ async def _chat(request: Request) -> Response:
     return StreamingResponse(iter([*events, "data: [DONE]\n\n"]), media_type="text/event-stream")
 
 
+def _refused_response(status="completed"):
+    part = {"type": "refusal", "refusal": "".join(REFUSAL)}
+    item = {"id": "msg_1", "type": "message", "role": "assistant", "status": status}
+    return {
+        "id": "resp_refused",
+        "object": "response",
+        "created_at": 1,
+        "model": "refusal",
+        "status": status,
+        "output": [{**item, "content": [part]}],
+        "usage": {"input_tokens": 5, "output_tokens": 9, "total_tokens": 14},
+    }
+
+
+async def _responses(request: Request) -> Response:
+    """The Responses API's refusal, as OpenAI sends it: a `refusal` content part."""
+    body = json.loads(await request.body())
+    done = _refused_response()
+    if not body.get("stream"):
+        return Response(json.dumps(done), media_type="application/json")
+    begun = {**done, "status": "in_progress", "output": []}
+    item = {**done["output"][0], "status": "in_progress", "content": []}
+    events = [
+        {"type": "response.created", "response": begun},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        *(
+            {"type": "response.refusal.delta", "output_index": 0, "content_index": 0, "delta": d}
+            for d in REFUSAL
+        ),
+        {"type": "response.output_item.done", "output_index": 0, "item": done["output"][0]},
+        {"type": "response.completed", "response": done},
+    ]
+    lines = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events]
+    return StreamingResponse(iter(lines), media_type="text/event-stream")
+
+
 @pytest.fixture(scope="module")
 def speaking():
-    app = Starlette(routes=[Route("/v1/chat/completions", _chat, methods=["POST"])])
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", _chat, methods=["POST"]),
+            Route("/v1/responses", _responses, methods=["POST"]),
+        ]
+    )
     with serve_app(app) as root:
         yield root + "/v1"
 
@@ -106,5 +147,37 @@ def test_a_refusal_is_stored_as_the_replys_text(make_proxy, speaking, stream):
     assert said == "".join(REFUSAL)
     assert stored(proxy) == [
         ("user", "What is my dog called?", False),
+        ("assistant", "".join(REFUSAL), False),
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_responses_refusal_is_stored_as_the_replys_text(make_proxy, speaking, stream):
+    proxy = make_proxy(upstream_base_url=speaking)
+    with proxy.client(default_headers=USER) as client:
+        reply = client.responses.create(
+            model="refusal", input="What is my dog called?", stream=stream
+        )
+        if stream:
+            for _ in reply:
+                pass
+    assert stored(proxy) == [
+        ("user", "What is my dog called?", False),
+        ("assistant", "".join(REFUSAL), False),
+    ]
+
+
+def test_a_refusal_resent_in_the_history_is_the_message_stored_not_a_new_one(make_proxy, speaking):
+    proxy = make_proxy(upstream_base_url=speaking)
+    question = {"role": "user", "content": "What is my dog called?"}
+    with proxy.client(default_headers=USER) as client:
+        refused = client.chat.completions.create(model="refusal", messages=[question])
+        history = [question, refused.choices[0].message.model_dump(exclude_none=True)]
+        follow = {"role": "user", "content": "Fine, then tell me a joke."}
+        client.chat.completions.create(model="refusal", messages=[*history, follow])
+    assert stored(proxy) == [
+        ("user", "What is my dog called?", False),
+        ("assistant", "".join(REFUSAL), False),
+        ("user", "Fine, then tell me a joke.", False),
         ("assistant", "".join(REFUSAL), False),
     ]
