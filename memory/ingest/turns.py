@@ -156,13 +156,17 @@ def index_pending(
     budget, ~0.4 s of one core at 32), in one transaction (`Store.add_slices`), and become
     searchable together, as the lexical index's one commit a pass already made them: one
     commit a pass rather than one a message (docs/performance.md, "Load, seventh pass").
-    A failure before the store leaves the whole pass for the next one.
+    A failure before the store leaves the whole pass for the next one. While a pass leaves
+    work behind (a backlog), the lexical side commits every few passes (`Store.commit_lexical`,
+    "Load, eighth pass"); the pass that empties the backlog, or the call that finds nothing,
+    commits what was held back.
 
     `known` gives vectors already computed for a text (a user message's, embedded as the
     question of the request that carried it: `question_text`); those are not embedded again.
     """
     pending = store.unindexed_messages(limit)
     if not pending:
+        store.commit_lexical()  # passes a backlog held back (its last took exactly `limit`)
         return 0
     begun = store.chunk_counts([m.id for m in pending])
     pending.sort(key=lambda m: (m.id in begun, m.id))  # messages not yet begun first
@@ -175,7 +179,9 @@ def index_pending(
     for part, ids in zip(parts, store.add_slices(parts), strict=True):
         if ids and part.vectors is not None:
             index.add(part.message.user_id, ids, part.vectors)
-    store.commit_lexical()  # one tantivy commit a pass (at most index_slice_chunks chunks)
+    # One tantivy commit a pass, or every few passes while this pass leaves work behind.
+    backlog = len(pending) >= limit or len(planned) < len(pending) or not planned[-1].last
+    store.commit_lexical(backlog)
     return len(planned)
 
 

@@ -135,8 +135,9 @@ class StoreBackend(Protocol):
 
     def reset_index(self) -> int: ...
 
-    def commit_lexical(self) -> None:
-        """Make chunks added since the last call searchable (a derived index's commit)."""
+    def commit_lexical(self, backlog: bool = False) -> None:
+        """Make chunks added since the last call searchable (a derived index's commit);
+        `backlog`: more passes follow at once, and the commit may wait for a few of them."""
         ...
 
     def take_foreign_change(self) -> bool:

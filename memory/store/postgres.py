@@ -53,7 +53,7 @@ class PgStore(PortableQueries, PgReads):
             raise StoreUnavailable(f"cannot open {redact_url(url)}: {failure_reason(exc)}") from exc
         super().__init__(url, max_connections, read_timeout)
 
-    def commit_lexical(self) -> None:
+    def commit_lexical(self, backlog: bool = False) -> None:
         """Nothing to commit: Postgres's full-text index is part of its transactions."""
 
     def take_foreign_change(self) -> bool:

@@ -43,6 +43,10 @@ __all__ = ["NewMessage", "Stats", "Store"]
 
 logger = logging.getLogger(__name__)
 
+# Writer passes whose lexical writes may wait for one commit while a backlog lasts (~0.4 s
+# of one core a pass): the dense side has them at once, the lexical side a few passes later.
+HELD_PASSES = 4
+
 
 class Store(PortableQueries, SqliteReads):
     """moim's migrated SQLite database, opened once per process.
@@ -74,6 +78,7 @@ class Store(PortableQueries, SqliteReads):
         self._stale = False  # another process changed chunks: rebuild at the next commit
         self._foreign = False  # …and the layer's RAM mirrors have yet to hear of it
         self.rebuilding: threading.Thread | None = None  # the lexical index's, if under way
+        self._held_passes = 0  # writer passes mirrored to the lexical index, not committed
         with self._errors():
             migrate(self.connection(), on_migration)
         if lexical_index and self.path != ":memory:":
@@ -94,6 +99,8 @@ class Store(PortableQueries, SqliteReads):
         so the next process rebuilds or verifies it. SQLite's connections close with their
         threads."""
         if self.lexical is not None:
+            if self._held_passes:  # a backlog's passes held back: committed, not rebuilt
+                self.commit_lexical()
             self.lexical.close()
             self.lexical = None
 
@@ -167,11 +174,23 @@ class Store(PortableQueries, SqliteReads):
         if commit:
             self.commit_lexical()
 
-    def commit_lexical(self) -> None:
+    def commit_lexical(self, backlog: bool = False) -> None:
         """Make chunks added since the last call searchable in the lexical index (one
-        tantivy commit: the writer calls it once per batch of turns)."""
+        tantivy commit: the writer calls it once per batch of turns).
+
+        `backlog`: more passes follow at once (the writer's pass left work pending); the
+        commit then waits for up to `HELD_PASSES` passes. Each commit makes a segment, and
+        tantivy's merge policy (not settable from Python) rewrites its small segments
+        together every eighth: a commit every few passes under a backlog rewrites a few
+        times fewer of them (docs/performance.md, "Load, eighth pass"). The pass that
+        empties the backlog commits, so an idle writer leaves nothing held back.
+        """
         if self.lexical is None:
             return
+        if backlog and self._held_passes < HELD_PASSES - 1:
+            self._held_passes += 1
+            return
+        self._held_passes = 0
         with self.held():
             if self._stale and not self.lexical.building:
                 self._stale = False
