@@ -56,6 +56,13 @@ class WriteSide(LayerCore):
         """The session (and context tokens) of a stored Responses API reply, or None."""
         return linked_response(self.store, user_id, response_id)
 
+    def make_searchable(self) -> None:
+        """Commit what indexing passes held back from the lexical index (under a backlog a
+        pass commits every few: `Store.commit_lexical`), so every chunk indexed so far is found
+        by its words too; `flush` ends with it. The store's write lock is enough: a pass
+        embedding meanwhile is not waited for."""
+        self.store.commit_lexical()
+
     def index_pending(self, batch: int = 64, passes: int | None = None) -> int:
         """Chunk, embed and index unindexed messages, oldest first, a pass at a time.
 

@@ -243,10 +243,18 @@ class Writer:
         return error
 
     async def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every turn submitted so far is stored and indexed; False on timeout."""
+        """Wait until every turn submitted so far is stored and indexed, and found by its words
+        too (a pass under a backlog may hold the lexical commit back while later turns wait);
+        False on timeout."""
         target = self._progress.submitted
         self._wakeup.set()
-        return await self._progress.reached(target, timeout)
+        if not await self._progress.reached(target, timeout):
+            return False
+        try:
+            await anyio.to_thread.run_sync(self._layer.make_searchable)
+        except Exception as exc:  # the store: the turns are stored and indexed all the same
+            self._health.failed("index", exc, traceback=True)
+        return True
 
     def forget(self, user_id: str) -> None:
         """Remove a forgotten user's turns from the journal, which may still hold them once

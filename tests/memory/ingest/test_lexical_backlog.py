@@ -4,6 +4,7 @@ the lexical index every few passes, and nothing stays held back once the backlog
 Real SQLite, real tantivy on temporary files, the hash embedder.
 """
 
+from memory import MemoryLayer
 from memory.ingest.turns import Turn, index_pending, store_turn
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings
@@ -62,3 +63,18 @@ def test_passes_held_back_are_committed_when_the_store_closes_not_rebuilt(tmp_pa
     again = Store(settings.db_path, lexical_index=True)
     assert again.rebuilding is None and again.lexical.ready  # verified against SQLite
     assert again.lexical.count() == 2
+
+
+def test_a_flush_finds_by_their_words_the_passes_a_backlog_held_back(tmp_path):
+    """`MemoryLayer.make_searchable`, which `Writer.flush` ends with: a backlog's passes held
+    their lexical commits back, and a flush returns with every chunk indexed so far found by
+    its words, while later turns still wait."""
+    store, settings = backlog_store(tmp_path)
+    store.close()
+    layer = MemoryLayer(settings, embedder_factory=lambda _: HashEmbedder())
+    layer.index_pending(batch=1, passes=2)  # two passes of a backlog: both held back
+    assert layer.store.count_unindexed() == len(WORDS) - 2
+    assert found(layer.store) == []
+    layer.make_searchable()
+    assert found(layer.store) == WORDS[:2]
+    layer.close()
