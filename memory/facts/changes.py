@@ -195,10 +195,16 @@ def _rule_i_am_a(clause: str) -> list[Capture]:
     """'I'm a backend engineer at Zalando' -> job_title, and employer when it is a name."""
     if not (match := _I_AM_A.fullmatch(clause)) or not (job := _job(match["job"])):
         return []
-    out = [cap("job_title", job, "profile", "i_am_a")]
-    if match["org"]:
-        org = _proper(match["org"], 5, lower_ok=_lower_ok(clause), org=True, the_ok=True)
-        out += [cap("employer", org, "profile", "i_am_a")] if org else []
+    return job_and_employer(job, match["org"], clause, "i_am_a")
+
+
+def job_and_employer(job: str, org: str | None, clause: str, rule: str) -> list[Capture]:
+    """The job title, and the employer `org` names when it is a name (`clause` says whether a
+    lower-case name may be one)."""
+    out = [cap("job_title", job, "profile", rule)]
+    if org:
+        employer = _proper(org, 5, lower_ok=_lower_ok(clause), org=True, the_ok=True)
+        out += [cap("employer", employer, "profile", rule)] if employer else []
     return out
 
 

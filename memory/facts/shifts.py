@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import re
 
-from memory.facts.changes import _JOB_NOUN, _ROLE_NOUN, _job
+from memory.facts.changes import _JOB_NOUN, _ROLE_NOUN, _job, job_and_employer
 from memory.facts.lexicon import STAY, cue
-from memory.facts.statements import _ADV, Capture, _lower_ok, _place, _proper, cap, slug
+from memory.facts.statements import _ADV, Capture, _place, _proper, cap, slug
 
 _ROLE = rf"(?P<role>(?:[a-z-]+\s+){{0,2}}?(?:{_JOB_NOUN}|{_ROLE_NOUN}))"
 _HIRED = cue(
@@ -113,11 +113,7 @@ def _rule_job_as(clause: str) -> list[Capture]:
     job = _job(match["job"])
     if not job or not re.search(rf"\b{_JOB_NOUN}$", job, re.I):
         return []  # 'a job as a kid delivering papers': no job named
-    out = [cap("job_title", job, "profile", "job_as")]
-    if match["org"]:
-        org = _proper(match["org"], 5, lower_ok=_lower_ok(clause), org=True, the_ok=True)
-        out += [cap("employer", org, "profile", "job_as")] if org else []
-    return out
+    return job_and_employer(job, match["org"], clause, "job_as")
 
 
 def _rule_home_in(clause: str) -> list[Capture]:
