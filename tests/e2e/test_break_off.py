@@ -7,7 +7,8 @@ never read a truncated answer or download as whole; the part said is still store
 partial. Each test calls the provider directly too, and compares.
 
 Chat, the Responses API, the memory-tool loop, litellm routes and the pass-through; uvicorn's
-h11 and httptools protocols (moim's own, built on them). What is not broken is unchanged:
+h11 and httptools protocols (moim's own, built on them); `/metrics` counts such a request as
+`broke_off`, not as the 200 its head said. What is not broken is unchanged:
 `tests/e2e/test_faults.py` covers normal streams, clients that leave, provider errors.
 """
 
@@ -17,6 +18,7 @@ import logging
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -78,6 +80,18 @@ def stored(proxy, user="breakoff-user"):
     return [(m.role, m.content, m.partial) for m in proxy.layer.store.messages(user)]
 
 
+def request_counts(proxy):
+    """{(counter, status): value} of the chat route's request counters in `/metrics`."""
+    text = httpx.get(proxy.root + "/metrics", headers=proxy.admin_headers(), timeout=30).text
+    counters = ("moim_chat_requests_total", "moim_http_requests_total")
+    return {
+        (s.name, s.labels["status"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name in counters and s.labels.get("route") in (None, "/v1/chat/completions")
+    }
+
+
 def sdk_text(client, **request):
     """The content a streamed chat said before the SDK raised (it must raise)."""
     said = []
@@ -116,6 +130,17 @@ def test_the_sdk_raises_on_a_dropped_chat_stream_as_called_directly(proxy, upstr
     assert said == direct == SAID
     assert type(error) is type(direct_error)
     assert stored(proxy) == [("user", "Count for me", False), ("assistant", SAID, True)]
+
+
+def test_a_dropped_stream_counts_as_broken_off_not_as_a_success_in_metrics(proxy):
+    read_raw(proxy.url + "/chat/completions", chat_body("broken"))
+    read_raw(proxy.url + "/chat/completions", chat_body("gpt-4o-mini", "Whole, please"))
+    assert request_counts(proxy) == {
+        ("moim_chat_requests_total", "broke_off"): 1,
+        ("moim_chat_requests_total", "200"): 1,
+        ("moim_http_requests_total", "broke_off"): 1,
+        ("moim_http_requests_total", "200"): 1,
+    }
 
 
 def test_a_dropped_responses_stream_breaks_off_and_is_stored_partial(proxy, upstream):
