@@ -29,6 +29,9 @@ from tests.conftest import serve_app
 USER = {"x-memory-user-id": "breakoff-user"}
 SAID = "tick 00 tick 01 tick 02 "  # the stand-in's `broken` model: three chunks, then it drops
 DOWNLOAD = b"0123456789" * 40  # what the faulty provider sends of a 1,000-byte file
+# A round that calls a moim tool: its first chunk, the call's id and name, then the drop.
+RECALL_CALL = {"id": "c1", "name": "moim_recall_facts", "arguments": "{}"}
+CALL_THEN_DROP = {"tool_calls": [RECALL_CALL], "broken_after": 1}
 
 
 class _CutDownload:
@@ -169,6 +172,39 @@ def test_a_dropped_stream_in_the_memory_tool_loop_breaks_off_and_is_stored_parti
     assert said_in(through) == SAID and b"[DONE]" not in through
     assert "moim_" in upstream.last_json["tools"][0]["function"]["name"]  # the loop ran it
     assert stored(proxy) == [("user", "Count for me", False), ("assistant", SAID, True)]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_tool_loop_round_that_breaks_off_before_a_byte_was_sent_is_an_openai_shaped_502(
+    proxy, upstream, stream
+):
+    """The loop holds a round back until it speaks: a provider that breaks off before then has
+    sent the client nothing, so moim can answer as it does for a non-streamed body cut off
+    (tests/e2e/test_errors.py): a clean 502 `upstream_broken`, nothing stored."""
+    upstream.script = [CALL_THEN_DROP]
+    headers = {**USER, "X-Memory-Tools": "on"}
+    response = httpx.post(
+        proxy.url + "/chat/completions",
+        json=chat_body("gpt-4o-mini", stream=stream),
+        headers=headers,
+        timeout=10,
+    )
+    assert response.status_code == 502
+    assert response.json() == {
+        "error": {
+            "message": "upstream closed the connection",
+            "type": "upstream_error",
+            "param": None,
+            "code": "upstream_broken",
+        }
+    }
+    assert "moim_" in upstream.last_json["tools"][0]["function"]["name"]  # moim's tools offered
+    assert stored(proxy) == []
+    upstream.script = [CALL_THEN_DROP]
+    with proxy.client(default_headers=headers) as client:
+        with pytest.raises(openai.InternalServerError) as raised:
+            client.chat.completions.create(**chat_body("gpt-4o-mini", stream=stream))
+    assert raised.value.status_code == 502
 
 
 def test_a_dropped_litellm_stream_breaks_off_and_is_stored_partial(make_proxy, upstream):
