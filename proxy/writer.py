@@ -93,6 +93,17 @@ def _lower_priority() -> None:
         logger.debug("could not lower the indexing thread's priority", exc_info=True)
 
 
+def _left_in(journal: Journal) -> int:
+    """The turns a previous process left in the journal, counted before this one serves a
+    request (so none of its own are among them; a replica's `pending_turns` rows are none, its
+    liveness key being new). A journal that cannot be read counts none here; its replay says
+    why."""
+    try:
+        return journal.count()
+    except OSError:
+        return 0
+
+
 @dataclass(frozen=True, slots=True)
 class _Held:
     """A queued turn: whether the journal holds it, and when it was submitted."""
@@ -109,7 +120,7 @@ class Writer:
         self._queue: deque[_Held] = deque()
         self._maxsize = maxsize
         self._wakeup = asyncio.Event()
-        self._progress = Progress()
+        self._progress = Progress(_left_in(journal))
         self._health = WriterHealth()
         # Since when turns are in the journal that the queue does not hold (None: none are).
         self._journal_only_since: float | None = time.monotonic()
