@@ -9,12 +9,14 @@ fact leading the block is what puts the current one first. The shape, each part 
     the / our / my <thing> fell through | is off | was cancelled | called off | scrapped |
     isn't happening … <subject> <verb> (<preposition>) <value> instead
 
--> current:<thing> = <value>. The key is the cancelled thing's common noun, its proper names
-dropped ("our Cornwall cottage booking" -> cottage_booking), so a later change of the same
-plan supersedes it. The value is an arrangement the subject is now in, after a verb of one
-("doing", "taking", "starting with", "booked", "going with", "switched to" …), at most eight
-words, cut before a time or purpose ("two weeks in Crete for August" -> "two weeks in
-Crete"). A hypothetical ("if the trip is off, we'd …") or a question states nothing.
+-> current:<thing> = <value>. The key is the cancelled thing's head noun ("our Cornwall cottage
+booking" -> booking), so a later change of the same plan supersedes it; its modifiers are
+left out, as they often name the old plan ("the evening pottery class" -> class: the block
+says "current (class): <the new one>", not the old one first). The value is an arrangement the
+subject is now in, after a verb of one ("doing", "taking", "starting with", "booked", "going
+with", "switched to" …), at most eight words, cut before a time or purpose ("two weeks in
+Crete for August" -> "two weeks in Crete"). A hypothetical ("if the trip is off, we'd …") or
+a question states nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ _HYPOTHETICAL = cue(r"\b(?:if|unless|would|'d|could|might|maybe|in\s+case)\b")
 # Where the value ends: a time or a purpose after it ('for the same week', 'from May').
 _TAIL = cue(r"\s+(?:for|from|since|until|over|during|this|next|last|on\s+(?:the\s+)?\w+day)\b")
 _NOT_A_THING = cue(r"^(?:whole|entire|big|original|old|planned|usual)\s+")
+_NOT_A_HEAD = cue(r"one|ones|thing|things|it|that|this|plan|plans|\w+ly|to|of|in|on|at|for|with")
 _VALUE_WORDS = 8
 
 
@@ -64,8 +67,12 @@ def replaced_plan(sentence: str) -> list[Capture]:
 
 
 def _thing(what: str) -> str | None:
-    """The cancelled thing's common noun, at most two words, its proper names dropped."""
-    words = [w for w in _NOT_A_THING.sub("", what.strip()).split() if not w[:1].isupper()]
+    """The cancelled thing's head noun: its last word, when a common noun ends it ('the trip to
+    Lisbon' and 'the Kew one' name no thing a key can hold)."""
+    words = _NOT_A_THING.sub("", what.strip()).split()
     if not words or len(words) > 3 or not all(re.fullmatch(r"[\w'-]+", w) for w in words):
         return None
-    return slug(" ".join(words[-2:]), 2) or None
+    head = words[-1]
+    if head[:1].isupper() or _NOT_A_HEAD.fullmatch(head):
+        return None
+    return slug(head, 1) or None
