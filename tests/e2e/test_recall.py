@@ -368,6 +368,20 @@ def test_a_newer_statement_comes_before_the_one_it_superseded(proxy, upstream):
     assert old not in block or block.index(new) < block.index(old)
 
 
+def test_a_plan_called_off_and_replaced_leads_the_block_with_the_replacement(proxy, upstream):
+    # The newer turn names the old plan first: only a fact can put the new one before it.
+    old = "We've booked a cottage in Devon for the October half-term, the kids are thrilled."
+    new = "Our Devon cottage booking fell through, so we've booked a lodge in Snowdonia instead."
+    say(proxy, [{"role": "user", "content": old}], "lena", X_Memory_Timestamp="2024-03-02")
+    say(proxy, [{"role": "user", "content": new}], "lena", X_Memory_Timestamp="2024-08-19")
+    proxy.flush()
+    question = [{"role": "user", "content": "Where are we staying for half-term?"}]
+    say(proxy, question, "lena", X_Memory_Mode="read")
+    block = block_in(sent_messages(upstream))
+    assert "- current (booking): a lodge in Snowdonia" in block
+    assert block.index("Snowdonia") < block.index("Devon")
+
+
 @pytest.mark.parametrize("vector_search", ["ram", "db"])
 def test_a_later_change_the_question_does_not_match_is_recalled_before_the_old_turn(
     make_proxy, upstream, vector_search
