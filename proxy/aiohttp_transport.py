@@ -103,7 +103,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 request,
                 lambda: self._client_session().request(
                     request.method,
-                    URL(str(request.url), encoded=True),
+                    # as written (no requoting); credentials in it are httpx's to apply
+                    URL(str(request.url), encoded=True).with_user(None),
                     data=body.data,
                     headers=headers,
                     allow_redirects=False,
@@ -114,6 +115,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             if body.failure is not None:
                 raise body.failure from None
             raise
+        except ValueError:  # a request aiohttp will not write: httpx's own transport decides
+            return await self._httpx_transport().handle_async_request(request)
         return httpx.Response(
             response.status,
             headers=[(name, value) for name, value in response.raw_headers],
