@@ -18,7 +18,7 @@ from memory import Placement, inject_block
 from proxy import litellm_params, tool_loop, tools
 from proxy.config import Config
 from proxy.errors import BadRequest
-from proxy.exchange import Api, Conversation, Exchange
+from proxy.exchange import Api, Conversation, Exchange, reply_reserve
 from proxy.pipeline import forward_bytes, handle, model_body, remember
 from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.upstream import Target, call_litellm, litellm_json, litellm_sse
@@ -39,7 +39,8 @@ def chat_conversation(body: dict[str, Any]) -> Conversation:
         messages = inject_block(body["messages"], block, placement)
         return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode()
 
-    return Conversation(body["model"], body["messages"], place)
+    reply = reply_reserve(body, "max_completion_tokens", "max_tokens")
+    return Conversation(body["model"], body["messages"], place, reply_tokens=reply)
 
 
 def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
