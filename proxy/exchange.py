@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
+from starlette.types import Receive
 
 from memory import MemoryBlock, Placement
 from proxy.config import Config
@@ -118,6 +119,8 @@ class Exchange:
     prepared: Prepared
     authorization: str | None
     report: Report
+    # The client's connection, its body read: says when the client leaves (client_gone.py).
+    receive: Receive
     query: str = ""  # the client's query string, raw, passed on as it came (`?api-version=…`)
 
     @property

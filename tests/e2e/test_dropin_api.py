@@ -5,12 +5,23 @@ directly: a request that is valid OpenAI input refused, or one that fits the mod
 window pushed over it by the memory block.
 """
 
+import asyncio
+import json
+import socket
+import threading
+import time
+
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
 
 from memory import count_message_tokens
+from tests.conftest import serve_app
 
 MODEL = "gpt-4o-mini"
+HELLO = {"role": "user", "content": "Hello"}
 
 
 @pytest.mark.parametrize(
@@ -114,3 +125,98 @@ def test_a_responses_request_keeps_its_max_output_tokens_free_of_the_block(make_
 
     assert raw.headers["x-memory-facts-injected"] == "0"
     assert upstream.last_responses_json["input"] == "word" + " word" * 250
+
+
+# -- a client that leaves before the answer ---------------------------------------------------
+
+
+class HeldUpstream:
+    """A provider that answers nothing until its client leaves (or `HOLD` seconds pass), and
+    notes that it saw its client leave; it answers model `quick` at once."""
+
+    HOLD = 30.0
+
+    def __init__(self):
+        self.arrived = threading.Event()
+        self.left = threading.Event()
+
+    async def hold(self, request):
+        if json.loads(await request.body())["model"] == "quick":
+            return Response(QUICK_REPLY, media_type="application/json")
+        self.arrived.set()
+        deadline = time.monotonic() + self.HOLD
+        while time.monotonic() < deadline:
+            if await request.is_disconnected():
+                self.left.set()
+                return Response(status_code=499)
+            await asyncio.sleep(0.02)
+        return Response(b'{"error": "held too long"}', status_code=500)
+
+    def app(self):
+        paths = ("/v1/chat/completions", "/v1/responses")
+        return Starlette(routes=[Route(p, self.hold, methods=["POST"]) for p in paths])
+
+
+QUICK_REPLY = json.dumps(
+    {
+        "id": "chatcmpl-quick",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "quick",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Once upon a time."},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+).encode()
+
+
+def send_and_leave(url, path, body, arrived):
+    """POST `body` to moim as a raw HTTP/1.1 request; close the connection once the provider
+    has the request, before any byte of the answer."""
+    host, port = url.removeprefix("http://").split(":")
+    content = json.dumps(body).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"X-Memory-User-Id: alice\r\nContent-Length: {len(content)}\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port))) as connection:
+        connection.sendall(head.encode() + content)
+        assert arrived.wait(10)
+
+
+STORY = "Tell me a long story"
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": STORY}]}),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": STORY}], "stream": True},
+        ),
+        ("/v1/responses", {"input": STORY}),
+    ],
+    ids=["chat", "chat-stream-head", "responses"],
+)
+def test_a_client_that_leaves_before_the_answer_ends_the_providers_call(make_proxy, path, body):
+    """Called directly, a client's closed connection ends the call at the provider; moim
+    waited on for the whole answer, up to `read_timeout`. What the client said is stored, as
+    when it leaves a stream before its first event; the next request is answered."""
+    held = HeldUpstream()
+    with serve_app(held.app()) as root:
+        proxy = make_proxy(upstream_base_url=root + "/v1")
+
+        send_and_leave(proxy.root, path, {"model": MODEL, **body}, held.arrived)
+
+        assert held.left.wait(10)
+        proxy.flush()
+        stored = [(m.role, m.content, m.partial) for m in proxy.layer.store.messages("alice")]
+        assert stored == [("user", STORY, False)]  # no reply: none was heard
+        with proxy.client() as client:
+            reply = client.chat.completions.create(model="quick", messages=[HELLO])
+        assert reply.choices[0].message.content == "Once upon a time."

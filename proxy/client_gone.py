@@ -1,0 +1,56 @@
+"""A client that leaves while moim waits for the provider ends the provider's call.
+
+A non-streamed reply (and the head of a stream) comes from the provider only once it is
+ready: for a long completion, tens of seconds. A client that left meanwhile (its own timeout,
+a closed tab, an SDK about to retry) left moim waiting on the provider up to `read_timeout`,
+the model generating for no one on an upstream connection held for it; called directly, the
+client's closed connection ends the call at the provider. `until_client_leaves` waits for the
+provider while listening on the client's connection, and when that closes first, cancels the
+wait (httpx closes the upstream connection) and raises `ClientLeft`: the byte path then hands
+what the client said to the writer (`proxy/pipeline.py`'s `forward_bytes`), as when a client
+leaves a stream, and the request is logged with nginx's 499.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from starlette.types import Receive
+
+T = TypeVar("T")
+
+# nginx's status for a request whose client closed the connection first: no one reads it,
+# but the log line and the metrics say what happened.
+CLIENT_CLOSED = 499
+
+
+class ClientLeft(Exception):
+    """The client closed its connection before the provider answered."""
+
+
+async def until_client_leaves(receive: Receive, waiting: Awaitable[T]) -> T:
+    """What `waiting` comes to; `ClientLeft` (and `waiting` cancelled) if the client's
+    connection closes first. The request's body must have been read: `receive` then says only
+    that the connection closed."""
+    work = asyncio.ensure_future(waiting)
+    gone = asyncio.ensure_future(_disconnect(receive))
+    try:
+        await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when this request is cancelled: its wait goes with it
+        gone.cancel()
+        work.cancel()  # nothing if it is done
+    try:
+        return await work  # its result if it came before the cancel did
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # this request is cancelled, not left
+        raise ClientLeft from None
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Returns when the client's connection closes."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
