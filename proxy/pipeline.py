@@ -34,10 +34,11 @@ from proxy import request_json
 from proxy.auth import authenticate
 from proxy.client_gone import CLIENT_CLOSED, ClientLeft, until_client_leaves
 from proxy.errors import BadRequest, ProxyError, UpstreamError, error_response
-from proxy.exchange import Api, Conversation, Exchange, Prepared, Report
+from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliased
 from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity, Mode, identify
 from proxy.limits import read_body
+from proxy.overflow import window_exceeded
 from proxy.recall_step import measure_and_recall
 from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, relay
@@ -242,6 +243,18 @@ async def forward_bytes(
         upstream, data = await until_client_leaves(
             exchange.receive, _answer(exchange, path, content)
         )
+        if (
+            data is not None
+            and prepared.body is not None
+            and window_exceeded(upstream.status_code, data)
+        ):
+            # the block passed a window moim does not know (overflow.py): as the client sent it
+            report.block, report.chunks, report.facts = None, 0, 0
+            report.error = "the memory block passed the model's context window: sent without it"
+            plain = aliased(exchange.raw, exchange.body, exchange.target)
+            upstream, data = await until_client_leaves(
+                exchange.receive, _answer(exchange, path, plain)
+            )
     except ClientLeft:
         on_end(True)  # what the client said is kept, as when it leaves a stream
         raise

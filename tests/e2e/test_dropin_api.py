@@ -46,6 +46,21 @@ def test_an_item_reference_without_a_type_reaches_the_provider(proxy, upstream, 
     assert stored == [("user", "And then?"), ("assistant", "echo: And then?")]
 
 
+QUICK = {
+    "id": "chatcmpl-quick",
+    "object": "chat.completion",
+    "created": 1700000000,
+    "model": "quick",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "Once upon a time."},
+            "finish_reason": "stop",
+        }
+    ],
+}
+
+
 # -- the context window -----------------------------------------------------------------------
 
 WINDOW = 400  # the model's context window, as config.yaml's `context_windows` may set it
@@ -127,6 +142,78 @@ def test_a_responses_request_keeps_its_max_output_tokens_free_of_the_block(make_
     assert upstream.last_responses_json["input"] == "word" + " word" * 250
 
 
+class SmallWindow:
+    """A provider whose model takes at most `LIMIT` characters of messages: over them, OpenAI's
+    400 `context_length_exceeded`; else the length it read. It keeps what it was sent."""
+
+    LIMIT = 600
+
+    def __init__(self):
+        self.sent = []
+
+    async def answer(self, request):
+        body = json.loads(await request.body())
+        self.sent.append(body)
+        size = sum(len(str(m.get("content"))) for m in body["messages"])
+        if size > self.LIMIT:
+            error = {
+                "message": f"This model's maximum context length is {self.LIMIT} characters.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+            return Response(json.dumps({"error": error}), 400, media_type="application/json")
+        reply = dict(QUICK, choices=[dict(QUICK["choices"][0], message=said(f"read {size}"))])
+        return Response(json.dumps(reply), media_type="application/json")
+
+
+def said(text):
+    return {"role": "assistant", "content": text}
+
+
+def test_a_model_whose_window_moim_does_not_know_gets_the_request_without_the_block(make_proxy):
+    """An unknown model is taken as 128,000 tokens; a local model with less refuses the
+    request because of the block: moim sends it once more as the client sent it, and says so."""
+    small = SmallWindow()
+    app = Starlette(routes=[Route("/v1/chat/completions", small.answer, methods=["POST"])])
+    with serve_app(app) as root:
+        proxy = make_proxy(upstream_base_url=root + "/v1")
+        headers = {"X-Memory-User-Id": "alice"}
+        assert httpx.post(proxy.url + "/memory/facts", json=FACT, headers=headers).is_success
+        fits = [{"role": "user", "content": "x" * (SmallWindow.LIMIT - 10)}]
+
+        with proxy.client() as client:
+            raw = client.chat.completions.with_raw_response.create(
+                model="local-small", messages=fits, extra_headers=headers
+            )
+
+    assert raw.parse().choices[0].message.content == f"read {SmallWindow.LIMIT - 10}"
+    assert [len(body["messages"]) for body in small.sent] == [2, 1]  # with the block, without
+    assert small.sent[-1]["messages"] == fits
+    assert (raw.headers["x-memory-facts-injected"], raw.headers["x-memory-tokens-injected"]) == (
+        "0",
+        "0",
+    )
+    assert "context window" in raw.headers["x-memory-error"]
+
+
+def test_a_request_over_the_window_without_the_block_gets_the_providers_error(make_proxy):
+    small = SmallWindow()
+    app = Starlette(routes=[Route("/v1/chat/completions", small.answer, methods=["POST"])])
+    with serve_app(app) as root:
+        proxy = make_proxy(upstream_base_url=root + "/v1")
+        headers = {"X-Memory-User-Id": "alice"}
+        assert httpx.post(proxy.url + "/memory/facts", json=FACT, headers=headers).is_success
+        over = [{"role": "user", "content": "x" * (SmallWindow.LIMIT + 10)}]
+        body = {"model": "local-small", "messages": over}
+
+        response = httpx.post(proxy.url + "/chat/completions", json=body, headers=headers)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "context_length_exceeded"
+    assert small.sent[-1]["messages"] == over
+
+
 # -- a client that leaves before the answer ---------------------------------------------------
 
 
@@ -157,21 +244,7 @@ class HeldUpstream:
         return Starlette(routes=[Route(p, self.hold, methods=["POST"]) for p in paths])
 
 
-QUICK_REPLY = json.dumps(
-    {
-        "id": "chatcmpl-quick",
-        "object": "chat.completion",
-        "created": 1700000000,
-        "model": "quick",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Once upon a time."},
-                "finish_reason": "stop",
-            }
-        ],
-    }
-).encode()
+QUICK_REPLY = json.dumps(QUICK).encode()
 
 
 def send_and_leave(url, path, body, arrived):
