@@ -40,6 +40,8 @@ split `fresh2`): a second never-tuned split in the same style, written blind (by
 not read moim's cue rules) once the first had been read for misses over several rounds.
 `--suite fresh3` is personas 41-50 (bench/memsuite/fresh3.txt, split `fresh3`): a third, written
 blind the same way once fresh and fresh2 had both been read for misses; for measuring only.
+`--suite fresh4` is personas 51-60 (bench/memsuite/fresh4.txt, split `fresh4`): a fourth, written
+blind once the first three had been read for misses.
 """
 
 from __future__ import annotations
@@ -76,8 +78,8 @@ RESULTS = ROOT / "bench" / "results"
 MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
-SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3")
-SUITES = ("long", "short", "fresh", "fresh2", "fresh3")
+SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4")
+SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4")
 
 
 @dataclass
@@ -184,8 +186,8 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 
 def personas_of(suite: str) -> list[Persona]:
-    """The personas `suite` replays: 01-20 (short, long), 21-30, 31-40, 41-50 (fresh, 2, 3)."""
-    if suite in ("fresh", "fresh2", "fresh3"):
+    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 51-60 (fresh, 2, 3, 4)."""
+    if suite in ("fresh", "fresh2", "fresh3", "fresh4"):
         return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))
     if suite == "long":
