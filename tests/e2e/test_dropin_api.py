@@ -13,6 +13,8 @@ import time
 
 import httpx
 import pytest
+import websockets.exceptions
+import websockets.sync.client
 from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.routing import Route
@@ -293,3 +295,21 @@ def test_a_client_that_leaves_before_the_answer_ends_the_providers_call(make_pro
         with proxy.client() as client:
             reply = client.chat.completions.create(model="quick", messages=[HELLO])
         assert reply.choices[0].message.content == "Once upon a time."
+
+
+# -- WebSockets --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/v1/realtime?model=gpt-realtime", "/u/alice/v1/realtime"])
+def test_a_websocket_handshake_is_refused_saying_why(proxy, path):
+    """moim proxies HTTP only (README); the Realtime API's handshake got a bare 403."""
+    url = proxy.root.replace("http://", "ws://") + path
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        with websockets.sync.client.connect(url, open_timeout=10):
+            pass
+
+    response = refused.value.response
+    assert response.status_code == 400
+    error = json.loads(response.body)["error"]
+    assert (error["type"], error["code"]) == ("invalid_request_error", "websockets_unsupported")
+    assert "WebSockets" in error["message"]
