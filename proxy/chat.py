@@ -16,6 +16,7 @@ from starlette.responses import Response, StreamingResponse
 
 from memory import Placement, inject_block
 from proxy import litellm_params, tool_loop, tools
+from proxy.client_gone import ClientLeft, until_client_leaves
 from proxy.config import Config
 from proxy.errors import BadRequest
 from proxy.exchange import Api, Conversation, Exchange, reply_reserve
@@ -90,7 +91,12 @@ async def _forward_litellm(
     exchange: Exchange, body: dict[str, Any], collector: ReplyCollector, on_end: EndCallback
 ) -> Response:
     report, timeout = exchange.report, exchange.state.config.read_timeout
-    result = await call_litellm(exchange.target, body, exchange.authorization, timeout)
+    calling = call_litellm(exchange.target, body, exchange.authorization, timeout)
+    try:  # a client that leaves before the answer ends the provider's call (client_gone.py)
+        result = await until_client_leaves(exchange.receive, calling)
+    except ClientLeft:
+        on_end(True)  # what the client said is kept, as when it leaves a stream
+        raise
     if body.get("stream") is True:
         return StreamingResponse(
             relay(litellm_sse(result), collector, on_end),

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from memory import count_message_tokens
+from proxy.config import ModelRoute
 from tests.conftest import serve_app
 
 MODEL = "gpt-4o-mini"
@@ -275,8 +276,12 @@ STORY = "Tell me a long story"
             {"messages": [{"role": "user", "content": STORY}], "stream": True},
         ),
         ("/v1/responses", {"input": STORY}),
+        (
+            "/v1/chat/completions",
+            {"model": "via-litellm", "messages": [{"role": "user", "content": STORY}]},
+        ),
     ],
-    ids=["chat", "chat-stream-head", "responses"],
+    ids=["chat", "chat-stream-head", "responses", "litellm"],
 )
 def test_a_client_that_leaves_before_the_answer_ends_the_providers_call(make_proxy, path, body):
     """Called directly, a client's closed connection ends the call at the provider; moim
@@ -284,7 +289,8 @@ def test_a_client_that_leaves_before_the_answer_ends_the_providers_call(make_pro
     when it leaves a stream before its first event; the next request is answered."""
     held = HeldUpstream()
     with serve_app(held.app()) as root:
-        proxy = make_proxy(upstream_base_url=root + "/v1")
+        route = ModelRoute(model="openai/held", api_base=root + "/v1", api_key="sk-up")
+        proxy = make_proxy(upstream_base_url=root + "/v1", routes={"via-litellm": route})
 
         send_and_leave(proxy.root, path, {"model": MODEL, **body}, held.arrived)
 
