@@ -6,9 +6,11 @@ a closed tab, an SDK about to retry) left moim waiting on the provider up to `re
 the model generating for no one on an upstream connection held for it; called directly, the
 client's closed connection ends the call at the provider. `until_client_leaves` waits for the
 provider while listening on the client's connection, and when that closes first, cancels the
-wait (httpx closes the upstream connection) and raises `ClientLeft`: the byte path then hands
-what the client said to the writer (`proxy/pipeline.py`'s `forward_bytes`), as when a client
-leaves a stream, and the request is logged with nginx's 499.
+wait (httpx closes the upstream connection) and raises `ClientLeft`: the byte path
+(`proxy/pipeline.py`'s `forward_bytes`) and chat's litellm path (`proxy/chat.py`) then hand
+what the client said to the writer, as when a client leaves a stream, and the request is
+logged with nginx's 499. The memory tool loop (`proxy/tool_loop.py`) and the pass-through,
+whose body may still be streaming upstream, do not listen.
 """
 
 from __future__ import annotations
