@@ -98,7 +98,8 @@ def reply_reserve(body: Mapping[str, Any], *names: str) -> int:
     API's `max_output_tokens`), else 0. A provider refuses a request whose input and reserved
     reply pass the model's context window, so the block must fit in what is left."""
     sizes = [body.get(name) for name in names]
-    return max((s for s in sizes if isinstance(s, int) and not isinstance(s, bool)), default=0)
+    numbers = (s for s in sizes if isinstance(s, int) and not isinstance(s, bool))
+    return max((n for n in numbers if n > 0), default=0)
 
 
 @dataclass(frozen=True, slots=True)
