@@ -126,6 +126,12 @@ class Settings:
     later_query_similarity: float = 0.2
     # A keyword match whose meaning is this far from the query is not recalled either.
     min_lexical_similarity: float = 0.15
+    # Once the gate let a question through (a turn stands out, or the question asks for the
+    # present), a turn only the dense search found may fill its excerpts from this cosine on:
+    # `min_similarity` still decides what the gate reads. fresh4 paraphrase 0.33 → 0.40,
+    # abstention unchanged by construction, LoCoMo unchanged (docs/recall-quality.md, fifth
+    # pass). Never below `min_lexical_similarity`; `min_similarity` or more turns it off.
+    excerpt_min_similarity: float = 0.15
     facts_max_tokens: int = 400
     capture_facts: bool = True
     context_windows: dict[str, int] = field(default_factory=dict)

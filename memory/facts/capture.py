@@ -48,6 +48,7 @@ from memory.facts.lexicon import (
     cue,
     word_set,
 )
+from memory.facts.replaced import replaced_plan
 from memory.facts.shifts import shift
 from memory.facts.spans import AND_CHANGE, DROPPED_AND, NO_SUBJECT, sentence_change
 from memory.facts.statements import Capture, Op, cap, phrase, slug, statement
@@ -279,7 +280,10 @@ def _sentence(sentence: str) -> list[Capture]:
         out += found
         if TAINT.search(clause):
             break
-    return out or ([] if TAINT.search(body) else sentence_change(whole))
+    if TAINT.search(body):
+        return out
+    out += [c for c in replaced_plan(body) if all(o.key != c.key for o in out)]
+    return out or sentence_change(whole)
 
 
 def _sentences(text: str) -> list[str]:

@@ -201,10 +201,28 @@ def retrieve(
         query, ranked.measured, kept, settings.standout_margin_weight, threshold
     ):
         return Retrieval([], True, query, present, degraded, hits, "abstained")
+    if gate:  # the gate let the question through: the floor for its excerpts is lower
+        kept = _past_the_gate(settings, ranked, kept)
     if vector is not None:  # the later turns on the kept hits' subjects
         kept = _with_later(store, index, settings, user_id, ranked, kept, read)
     kept = rows.whole(kept)
     return Retrieval(kept, not kept, query, present, degraded, hits, "weak")
+
+
+def _past_the_gate(settings: Settings, ranked: Ranked, kept: list[Hit]) -> list[Hit]:
+    """`kept`, with the dense-only candidates under `min_similarity` whose cosine reaches
+    `excerpt_min_similarity`, best first.
+
+    The floor is what the gate reads: a question whose related turns are all weak must not
+    have them lifted by noise, so the gate weighs the hits above it. Once the gate has let the
+    question through, a weaker turn only the dense search found is most often the answer in
+    other words (a paraphrase shares no word with it); the budget still keeps the best five.
+    """
+    floor = max(settings.excerpt_min_similarity, settings.min_lexical_similarity)
+    if floor >= settings.min_similarity or len(kept) == len(ranked.hits):
+        return kept  # off, or nothing was dropped
+    kept_ids = {h.chunk.id for h in kept}
+    return ranked.hits_where(lambda c, s: c.id in kept_ids or (s is not None and s >= floor))
 
 
 def _with_later(

@@ -374,6 +374,20 @@ def test_a_newer_statement_comes_before_the_one_it_superseded(proxy, upstream):
     assert old not in block or block.index(new) < block.index(old)
 
 
+def test_a_plan_called_off_and_replaced_leads_the_block_with_the_replacement(proxy, upstream):
+    # The newer turn names the old plan first: only a fact can put the new one before it.
+    old = "We've booked a cottage in Devon for the October half-term, the kids are thrilled."
+    new = "Our Devon cottage booking fell through, so we've booked a lodge in Snowdonia instead."
+    say(proxy, [{"role": "user", "content": old}], "lena", X_Memory_Timestamp="2024-03-02")
+    say(proxy, [{"role": "user", "content": new}], "lena", X_Memory_Timestamp="2024-08-19")
+    proxy.flush()
+    question = [{"role": "user", "content": "Where are we staying for half-term?"}]
+    say(proxy, question, "lena", X_Memory_Mode="read")
+    block = block_in(sent_messages(upstream))
+    assert "- current (booking): a lodge in Snowdonia" in block
+    assert block.index("Snowdonia") < block.index("Devon")
+
+
 @pytest.mark.parametrize("vector_search", ["ram", "db"])
 def test_a_later_change_the_question_does_not_match_is_recalled_before_the_old_turn(
     make_proxy, upstream, vector_search
@@ -548,3 +562,35 @@ def test_a_question_word_the_user_never_said_finds_the_turn_with_their_own(proxy
     laptop = next(r for r in found if "ThinkPad" in r["text"])
     assert laptop["lexical_rank"] == 1  # matched by "laptop", the user's word for it
     assert found[0]["text"] == laptop["text"]
+
+
+CAB = (
+    "Somebody left a hamster in a shoebox on the back seat of my taxi on Friday night.",
+    "My taxi is a silver Skoda Octavia and I mostly work nights around Leeds station.",
+    "The fare from the station to the airport is about thirty pounds at night.",
+)
+# No word of the hamster's turn: MiniLM puts it at ~0.28, under `min_similarity` (0.35).
+CAB_QUESTION = [{"role": "user", "content": "What creature was forgotten by a fare?"}]
+
+
+def test_a_paraphrase_under_the_floor_is_recalled_once_the_gate_lets_the_question_through(
+    make_proxy, upstream
+):
+    proxy = make_proxy()
+    remember(proxy, "omar", *CAB)
+    say(proxy, CAB_QUESTION, "omar", X_Memory_Mode="read")
+    assert "hamster" in block_in(sent_messages(upstream))
+    # The search lists what matched, the gate does not apply: the floor holds there.
+    found = httpx.get(
+        proxy.root + "/v1/memory/search",
+        params={"q": CAB_QUESTION[0]["content"]},
+        headers={"X-Memory-User-Id": "omar"},
+    ).json()["results"]
+    assert not any("hamster" in r["text"] for r in found)
+
+
+def test_the_excerpt_floor_at_the_similarity_floor_recalls_as_before(make_proxy, upstream):
+    proxy = make_proxy(settings={"excerpt_min_similarity": 0.35})
+    remember(proxy, "omar", *CAB)
+    say(proxy, CAB_QUESTION, "omar", X_Memory_Mode="read")
+    assert "hamster" not in (block_in(sent_messages(upstream)) or "")

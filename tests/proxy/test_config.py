@@ -28,6 +28,7 @@ memory:
   vector_search: db
   fusion: rrf
   min_similarity: 0.5
+  excerpt_min_similarity: 0.25
   recency_half_life_days: 7
   tiers:
     - {below: 0.4, excerpts: 4, chars: 500}
@@ -107,6 +108,7 @@ def test_yaml_keys(in_empty_dir):
     assert (memory.placement, memory.vector_search) == ("system", "db")
     assert memory.fusion == "rrf"
     assert (memory.min_similarity, memory.recency_half_life_days) == (0.5, 7.0)
+    assert memory.excerpt_min_similarity == 0.25
     assert memory.context_windows == {"my-local-model": 32768}
     assert memory.embedding_model == Settings().embedding_model
     assert config.routes == {

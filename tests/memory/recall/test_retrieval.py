@@ -10,8 +10,10 @@ import pytest
 
 from memory.ingest.identity import content_hash
 from memory.ingest.turns import Turn, index_pending, store_turn
-from memory.recall.retrieval import _read, build_query, retrieve
+from memory.recall.retrieval import _past_the_gate, _read, build_query, retrieve
+from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
+from memory.records import Chunk
 from memory.settings import Settings
 from memory.store.store import Store
 from tests.memory.hash_embedder import HashEmbedder
@@ -185,3 +187,38 @@ def test_a_vocabulary_read_not_yet_started_is_not_waited_for():
     done.set_result("words")
     assert _read(pending) is None and pending.cancelled()  # expansions reads it instead
     assert _read(done) == "words" and _read(None) is None
+
+
+# -- the floor past the gate -----------------------------------------------------------------
+
+
+def past_the_gate(settings, dense, lexical):
+    """The ids `_past_the_gate` keeps of the chunks found so (id, cosine), and the floor's."""
+    similarities = dict(dense) | dict(lexical)
+    chunks = {
+        i: Chunk(i, i, "u", "s", "user", None, f"turn {i}", NOW, f"h{i}", i) for i in similarities
+    }
+    weights = Weights(min_similarity=settings.min_similarity)
+    ranked = rank(chunks, dense, [(i, 1.0) for i, _ in lexical], similarities, NOW, "", [], weights)
+    kept = _past_the_gate(settings, ranked, ranked.kept)
+    return {h.chunk.id for h in kept}, {h.chunk.id for h in ranked.kept}
+
+
+def test_past_the_gate_a_dense_only_turn_needs_only_the_excerpt_floor(settings):
+    dense = [(1, 0.6), (2, 0.3), (3, 0.2), (4, 0.1)]
+    kept, floored = past_the_gate(settings, dense, [(5, 0.4)])
+    assert floored == {1, 5}  # min_similarity 0.35
+    assert kept == {1, 2, 3, 5}  # excerpt_min_similarity 0.15
+
+
+def test_past_the_gate_a_keyword_match_still_needs_the_lexical_floor(settings):
+    lower = replace(settings, excerpt_min_similarity=0.0)
+    kept, floored = past_the_gate(lower, [(1, 0.6), (2, 0.05)], [(5, 0.1)])
+    assert floored == {1}
+    assert kept == {1}  # never below min_lexical_similarity (0.15), dense-only or matched
+
+
+def test_an_excerpt_floor_at_the_similarity_floor_keeps_what_the_floor_kept(settings):
+    off = replace(settings, excerpt_min_similarity=settings.min_similarity)
+    kept, floored = past_the_gate(off, [(1, 0.6), (2, 0.3)], [(5, 0.4)])
+    assert kept == floored == {1, 5}
