@@ -164,7 +164,8 @@ def stats(config_path: Path | None, user_id: str, as_json: bool) -> None:
 
 @main.group()
 def memory() -> None:
-    """Inspect, search, export, import or delete one user's memory."""
+    """Inspect, search, export, import or delete one user's memory; copy every user's
+    to another store."""
 
 
 memory.add_command(stats, "stats")
