@@ -41,6 +41,10 @@ from proxy.cli_copy import copy
 from proxy.cli_facts import facts
 from proxy.config import Config
 
+# The levels both logging and uvicorn know; anything else would end in a traceback from
+# logging.basicConfig once the config is read.
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
 
 @click.group()
 @click.version_option(package_name="moim")
@@ -58,7 +62,13 @@ main.add_command(users)
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=None, help="Port to bind (default 8080)."
 )
-@click.option("--log-level", default="info", show_default=True, help="Python log level.")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="How much to log.",
+)
 def serve(config_path: Path | None, host: str | None, port: int | None, log_level: str) -> None:
     """Start the proxy."""
     import uvicorn
