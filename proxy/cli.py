@@ -196,7 +196,7 @@ def export_(config_path: Path | None, user_id: str) -> None:
 @CONFIG_OPTION
 @USER_OPTION
 @CREATE_OPTION
-@click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
+@click.argument("source", type=click.File("rb"), default="-")
 def import_(config_path: Path | None, user_id: str, create: bool, source: Any) -> None:
     """Read SOURCE (JSONL as export writes it; default: stdin) into the user's memory; index it.
 
@@ -215,7 +215,11 @@ def _json_lines(source: Any) -> list[Any]:
     from memory import item_problem
 
     items = []
-    for number, line in enumerate(source, start=1):
+    for number, raw in enumerate(source, start=1):
+        try:
+            line = raw.decode("utf-8")  # read as bytes: a decoding error names its line
+        except UnicodeDecodeError as exc:
+            raise click.ClickException(f"line {number} is not UTF-8 text: {exc}") from None
         if line.strip():
             try:
                 item = json.loads(line)
