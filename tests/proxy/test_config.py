@@ -221,6 +221,13 @@ def test_unreadable_yaml_is_a_config_error(in_empty_dir):
         load_config(write(in_empty_dir / "broken.yaml", "server: {port: [\n"), {})
 
 
+def test_a_config_file_that_is_not_utf8_is_a_config_error(in_empty_dir):
+    path = in_empty_dir / "latin1.yaml"
+    path.write_bytes("upstream: {base_url: http://caf\u00e9.local/v1}\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="cannot read config .*latin1.yaml"):
+        load_config(path, {})
+
+
 def test_missing_config_file_is_a_config_error(in_empty_dir):
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(in_empty_dir / "absent.yaml", {})
