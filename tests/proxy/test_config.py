@@ -199,6 +199,8 @@ def test_bad_moim_port_names_the_variable(in_empty_dir):
         ("memory: {tiers: [{below: 2, excerpts: 1, chars: 1}]}", "memory.tiers"),
         ("memory: {tiers: [{below: 0.5}]}", "memory.tiers"),
         ("context_windows: {gpt-4o: big}", "context_windows.gpt-4o"),
+        ("context_windows: {gpt-4o: 0}", "context_windows.gpt-4o"),
+        ("context_windows: {gpt-4o: -128000}", "context_windows.gpt-4o"),
         ("server: [1, 2]", "server"),
         ("models: {local: {api_base: x}}", "models.local"),
         ("auth: {keys: [{user_id: alice}]}", "auth.keys[0]"),
