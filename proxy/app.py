@@ -34,8 +34,9 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from memory import MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin, facts_api, inspector
@@ -45,7 +46,7 @@ from proxy.chat import chat
 from proxy.config import Config
 from proxy.consolidation_schedule import consolidate_on_schedule
 from proxy.embedding_service import embedder_factory
-from proxy.errors import NotFound, ProxyError, ServiceUnavailable, error_response
+from proxy.errors import BadRequest, NotFound, ProxyError, ServiceUnavailable, error_response
 from proxy.inspector import Inspector
 from proxy.limits import HeaderLimit
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -135,6 +136,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         # Last: whatever moim does not handle above goes to the provider as it came.
         Route("/v1/{path:path}", _passthrough, methods=METHODS),
         Route("/u/{user_id}/v1/{path:path}", _passthrough, methods=METHODS),
+        WebSocketRoute("/{path:path}", _no_websockets),
     ]
     return Starlette(
         routes=routes,
@@ -211,6 +213,17 @@ async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
         logger.exception("embedding model failed to load; memory will fail open")
     freeze_startup_objects()
     await writer.start()
+
+
+async def _no_websockets(websocket: WebSocket) -> None:
+    """A WebSocket handshake (the Realtime API's `/v1/realtime`) is refused with a 400 in
+    OpenAI's shape saying why: moim proxies HTTP only. (Without it, the handshake got a bare
+    403.) A server without the denial-response extension closes the handshake instead."""
+    refusal = BadRequest(
+        "moim does not proxy WebSockets (the Realtime API): connect to the provider directly",
+        code="websockets_unsupported",
+    )
+    await websocket.send_denial_response(error_response(refusal))
 
 
 async def _chat(request: Request) -> Response:

@@ -16,9 +16,10 @@ from starlette.responses import Response, StreamingResponse
 
 from memory import Placement, inject_block
 from proxy import litellm_params, tool_loop, tools
+from proxy.client_gone import ClientLeft, until_client_leaves
 from proxy.config import Config
 from proxy.errors import BadRequest
-from proxy.exchange import Api, Conversation, Exchange
+from proxy.exchange import Api, Conversation, Exchange, reply_reserve
 from proxy.pipeline import forward_bytes, handle, model_body, remember
 from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.upstream import Target, call_litellm, litellm_json, litellm_sse
@@ -39,7 +40,8 @@ def chat_conversation(body: dict[str, Any]) -> Conversation:
         messages = inject_block(body["messages"], block, placement)
         return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode()
 
-    return Conversation(body["model"], body["messages"], place)
+    reply = reply_reserve(body, "max_completion_tokens", "max_tokens")
+    return Conversation(body["model"], body["messages"], place, reply_tokens=reply)
 
 
 def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
@@ -89,7 +91,12 @@ async def _forward_litellm(
     exchange: Exchange, body: dict[str, Any], collector: ReplyCollector, on_end: EndCallback
 ) -> Response:
     report, timeout = exchange.report, exchange.state.config.read_timeout
-    result = await call_litellm(exchange.target, body, exchange.authorization, timeout)
+    calling = call_litellm(exchange.target, body, exchange.authorization, timeout)
+    try:  # a client that leaves before the answer ends the provider's call (client_gone.py)
+        result = await until_client_leaves(exchange.receive, calling)
+    except ClientLeft:
+        on_end(True)  # what the client said is kept, as when it leaves a stream
+        raise
     if body.get("stream") is True:
         return StreamingResponse(
             relay(litellm_sse(result), collector, on_end),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
+from starlette.types import Receive
 
 from memory import MemoryBlock, Placement
 from proxy.config import Config
@@ -74,7 +75,8 @@ class Conversation:
     measures, recalls for, leaves out of recall and stores. `place` returns the body to send
     with a block placed. `continues` is the Responses API reply the request continues
     (`previous_response_id`), `thread` the provider's conversation it is part of (its
-    `conversation`): either way the provider holds the earlier turns.
+    `conversation`): either way the provider holds the earlier turns. `reply_tokens` is what
+    the request reserves of the context window for the reply (`reply_reserve`).
     """
 
     model: str
@@ -82,11 +84,22 @@ class Conversation:
     place: Callable[[str, Placement], bytes]
     continues: str | None = None
     thread: str | None = None
+    reply_tokens: int = 0
 
     @property
     def held(self) -> bool:
         """The provider holds the earlier turns: the request carries only new ones."""
         return self.continues is not None or self.thread is not None
+
+
+def reply_reserve(body: Mapping[str, Any], *names: str) -> int:
+    """The tokens a request reserves for its reply: the largest of the fields `names` it sets
+    to a positive integer (chat's `max_completion_tokens` and `max_tokens`, the Responses
+    API's `max_output_tokens`), else 0. A provider refuses a request whose input and reserved
+    reply pass the model's context window, so the block must fit in what is left."""
+    sizes = [body.get(name) for name in names]
+    numbers = (s for s in sizes if isinstance(s, int) and not isinstance(s, bool))
+    return max((n for n in numbers if n > 0), default=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +120,8 @@ class Exchange:
     prepared: Prepared
     authorization: str | None
     report: Report
+    # The client's connection, its body read: says when the client leaves (client_gone.py).
+    receive: Receive
     query: str = ""  # the client's query string, raw, passed on as it came (`?api-version=…`)
 
     @property

@@ -72,13 +72,14 @@ class Metrics:
         self.requests = Counter(
             "moim_http_requests",
             "HTTP requests answered, by route (its template; (none): refused before routing, "
-            "or no route), method and status.",
+            "or no route), method and status (broke_off: the provider broke the body off).",
             ["route", "method", "status"],
             registry=registry,
         )
         self.chat_requests = Counter(
             "moim_chat_requests",
-            "Chat and Responses API requests answered, by status.",
+            "Chat and Responses API requests answered, by status (broke_off: the provider "
+            "broke the streamed body off, and moim the client's).",
             ["status"],
             registry=registry,
         )

@@ -32,11 +32,13 @@ from starlette.responses import Response, StreamingResponse
 from memory import ResponseLink, Turn
 from proxy import request_json
 from proxy.auth import authenticate
+from proxy.client_gone import CLIENT_CLOSED, ClientLeft, until_client_leaves
 from proxy.errors import BadRequest, ProxyError, UpstreamError, error_response
-from proxy.exchange import Api, Conversation, Exchange, Prepared, Report
+from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliased
 from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity, Mode, identify
 from proxy.limits import read_body
+from proxy.overflow import window_exceeded
 from proxy.recall_step import measure_and_recall
 from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, relay
@@ -104,11 +106,14 @@ async def handle(
             prepared,
             authorization,
             report,
+            request.receive,
             request.scope["query_string"].decode("latin-1"),
         )
         response = await api.forward(exchange)
     except ProxyError as exc:
         response = _error(exc, report)
+    except ClientLeft:  # no one reads the answer: the log line and the metrics say so
+        response = Response(status_code=CLIENT_CLOSED, headers=report.headers())
     if prepared.settle is not None:  # the inspector's record, once the answer is sent
         response.background = _after(response.background, prepared.settle)
     _log(who, body, report, response.status_code)
@@ -233,16 +238,49 @@ async def forward_bytes(
 ) -> Response:
     """POST `content` to an OpenAI-compatible upstream's `path`; relay its answer byte for
     byte, gathering the reply on the side."""
-    state, target, prepared, report = (
-        exchange.state,
-        exchange.target,
-        exchange.prepared,
-        exchange.report,
-    )
+    prepared, report = exchange.prepared, exchange.report
+    try:  # a client that leaves before the answer ends the provider's call (client_gone.py)
+        upstream, data = await until_client_leaves(
+            exchange.receive, _answer(exchange, path, content)
+        )
+        if (
+            data is not None
+            and prepared.body is not None
+            and window_exceeded(upstream.status_code, data)
+        ):
+            # the block passed a window moim does not know (overflow.py): as the client sent it
+            report.block, report.chunks, report.facts = None, 0, 0
+            report.error = "the memory block passed the model's context window: sent without it"
+            plain = aliased(exchange.raw, exchange.body, exchange.target)
+            upstream, data = await until_client_leaves(
+                exchange.receive, _answer(exchange, path, plain)
+            )
+    except ClientLeft:
+        on_end(True)  # what the client said is kept, as when it leaves a stream
+        raise
+    if data is None:  # a stream, relayed as it comes
+        kept = collector if prepared.who.mode.writes else None  # nothing to gather otherwise
+        streamed = StreamingResponse(
+            relay(body_chunks(upstream), kept, on_end, upstream.aclose),
+            status_code=upstream.status_code,
+            headers=report.headers(),
+        )
+        return with_provider_headers(streamed, upstream)
+    if upstream.status_code < 400:
+        collector.feed_json(data)
+        on_end(False)  # before the headers: they say if this turn's journal write failed
+    whole = Response(data, status_code=upstream.status_code, headers=report.headers())
+    return with_provider_headers(whole, upstream)
+
+
+async def _answer(
+    exchange: Exchange, path: str, content: bytes
+) -> tuple[httpx.Response, bytes | None]:
+    """The provider's response to `content`, with its body read (None: a stream to relay)."""
     try:
         upstream = await open_openai(
-            state.client,
-            target,
+            exchange.state.client,
+            exchange.target,
             content,
             exchange.authorization,
             exchange.header_lines,
@@ -253,25 +291,14 @@ async def forward_bytes(
         raise unreachable(exc) from exc
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
     if upstream.status_code < 400 and streaming:
-        kept = collector if prepared.who.mode.writes else None  # nothing to gather otherwise
-        streamed = StreamingResponse(
-            relay(body_chunks(upstream), kept, on_end, upstream.aclose),
-            status_code=upstream.status_code,
-            headers=report.headers(),
-        )
-        return with_provider_headers(streamed, upstream)
+        return upstream, None
     try:
-        data = await upstream.aread()
+        return upstream, await upstream.aread()
     except httpx.HTTPError as exc:
         message = upstream_error("upstream closed the connection", "upstream_broken")
         raise UpstreamError(502, message) from exc
     finally:
         await upstream.aclose()
-    if upstream.status_code < 400:
-        collector.feed_json(data)
-        on_end(False)  # before the headers: they say if this turn's journal write failed
-    whole = Response(data, status_code=upstream.status_code, headers=report.headers())
-    return with_provider_headers(whole, upstream)
 
 
 def remember(

@@ -17,6 +17,7 @@ from memory import (
     RecallRequest,
     Recollection,
     ResponseLink,
+    Settings,
     context_window,
     count_message_tokens,
     fill_ratio,
@@ -54,11 +55,37 @@ def measure_and_recall(
         messages,
         tokens,
         window,
-        who.context_budget,
+        block_budget(who.context_budget, window - tokens - conversation.reply_tokens, settings),
         session_in_context=conversation.held,
     )
     inject = functools.partial(_inject, state, who, conversation, report)
     return state.layer.recall_then(request, inject, pending=pending)
+
+
+# Per excerpt, the characters around its text: its heading line and speaker prefixes.
+_EXCERPT_FRAME_CHARS = 120
+# The block's own lines (its delimiters, preamble, section lines), and the framing of its own
+# system message (memory.count_message_tokens: 3 a message), with a margin.
+_BLOCK_FRAME_TOKENS = 256
+_MESSAGE_FRAME_TOKENS = 8
+
+
+def block_budget(asked: int | None, room: int, settings: Settings) -> int | None:
+    """The cap on the block's tokens: the client's (`X-Memory-Context-Budget`), and no more
+    than the `room` the context window has once the request and the reply it reserves are
+    in, so memory never pushes a request that fits over the window (the provider would
+    refuse it); a request already over gets no block, and the provider's own error. None
+    when nothing caps it: the room then holds the largest block the settings allow (a
+    token at most every half character of excerpt), and the block is not counted on the
+    request path."""
+    excerpts = max(
+        (r.max_excerpts * (r.max_chars + _EXCERPT_FRAME_CHARS) for r in settings.tier_rules),
+        default=0,
+    )
+    if room >= 2 * excerpts + settings.facts_max_tokens + _BLOCK_FRAME_TOKENS:
+        return asked
+    left = max(room - _MESSAGE_FRAME_TOKENS, 0)
+    return left if asked is None else min(asked, left)
 
 
 def _inject(

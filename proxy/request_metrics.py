@@ -6,6 +6,8 @@ reply (a stream counts when its head is sent), a refusal before any route runs (
 `HeaderLimit`), one the handler answers (400, 408, 413, 499 …) or the app's error handler
 renders, and a crash: Starlette turns an unhandled exception into its 500 outside every
 middleware, so it is counted here as it passes. Counting in the handler missed the last two.
+A response whose provider broke off mid-body (`BrokeOff`, `proxy/break_off.py`) went out with
+a 200 head but never ended: its status label is `broke_off`, not the head's status.
 
 The route label is the matched route's template (`/u/{user_id}/v1/chat/completions`), so a
 label never holds a user id or a client's path; `(none)` when no route handled the request.
@@ -19,11 +21,13 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from proxy.metrics import Metrics
+from proxy.streaming import BrokeOff
 
 # CONTRACT.md's chat endpoints: /v1/chat/completions, /chat/completions, and the /u/{user}
 # forms of both; the Responses API's likewise.
 CHAT_PATH = re.compile(r"(/u/[^/]+)?(/v1)?/(chat/completions|responses)")
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+BROKE_OFF = "broke_off"  # the status label of a response cut off with its provider's
 
 
 def endpoint_of(path: str) -> str:
@@ -45,7 +49,7 @@ class RequestMetrics:
             return
         chat = _is_chat(scope)
         started = time.perf_counter()
-        status: int | None = None
+        status: int | str | None = None
         first_byte = False
 
         async def noting(message: Message) -> None:
@@ -54,7 +58,7 @@ class RequestMetrics:
                 status = message["status"]
             elif chat and not first_byte and message.get("body"):
                 first_byte = True
-                if status is not None and status < 400:
+                if isinstance(status, int) and status < 400:
                     elapsed = time.perf_counter() - started
                     await send(message)  # the byte first, then the histogram
                     self.metrics.ttfb.labels(endpoint_of(scope["path"])).observe(elapsed)
@@ -63,6 +67,9 @@ class RequestMetrics:
 
         try:
             await self.app(scope, receive, noting)
+        except BrokeOff:
+            status = BROKE_OFF  # the head said 200, the body never ended
+            raise
         except Exception:
             status = status or 500  # what the client is answered, unless a head went out
             raise
@@ -70,7 +77,7 @@ class RequestMetrics:
             if status is not None:
                 self._count(scope, status, chat)
 
-    def _count(self, scope: Scope, status: int, chat: bool) -> None:
+    def _count(self, scope: Scope, status: int | str, chat: bool) -> None:
         route = scope.get("route")
         template = getattr(route, "path", None) or "(none)"
         method = scope["method"] if scope["method"] in METHODS else "other"

@@ -28,7 +28,7 @@ from starlette.responses import Response
 
 from memory import Placement
 from proxy.errors import BadRequest
-from proxy.exchange import Api, Conversation, Exchange
+from proxy.exchange import Api, Conversation, Exchange, reply_reserve
 from proxy.pipeline import forward_bytes, handle, remember
 from proxy.responses_body import (
     conversation_messages,
@@ -59,7 +59,12 @@ def responses_conversation(body: dict[str, Any]) -> Conversation:
 
     messages = conversation_messages(body)
     return Conversation(
-        body["model"], messages, place, body.get("previous_response_id"), thread_of(body)
+        body["model"],
+        messages,
+        place,
+        body.get("previous_response_id"),
+        thread_of(body),
+        reply_reserve(body, "max_output_tokens"),
     )
 
 

@@ -6,7 +6,9 @@ so `conversation_messages` turns the request into them:
 
 - `instructions` → a first system message;
 - a `message` item (or an item with no `type`, as the SDK's shorthand) → a message of its role,
-  its content kept as sent (a string, or parts whose `text` is the message's text);
+  its content kept as sent (a string, or parts whose `text` is the message's text); an item
+  with no `type` (or a null one), an `id` and no `role` is an item reference (the SDK's
+  `ItemReference`, whose `type` is optional), forwarded but not read;
 - a `function_call` item → a tool call (id = its `call_id`) of the assistant message before
   it when that is the assistant's, else of a new assistant message, so a reply of text and
   calls is one message, whether it comes from the provider's output or is sent back as input;
@@ -63,7 +65,7 @@ def _check_item(item: Any, where: str) -> None:
 
     if not isinstance(item, dict):
         raise bad("must be an object")
-    kind = item.get("type", "message")
+    kind = _kind(item)
     if kind == "message":
         if item.get("role") not in ROLES:
             raise bad("must have a 'role': one of " + ", ".join(ROLES))
@@ -82,6 +84,16 @@ def _check_item(item: Any, where: str) -> None:
             raise bad("(function_call_output) must have an 'output' string or array")
     elif not isinstance(kind, str):
         raise bad("'type' must be a string")
+
+
+def _kind(item: Mapping[str, Any]) -> Any:
+    """An item's `type`; when it has none (or null), "message" (the SDK's EasyInputMessage),
+    or "item_reference" for an item with an `id` and no `role` (OpenAI's `ItemReference`
+    takes an optional `type`)."""
+    kind = item.get("type")
+    if kind is not None:
+        return kind
+    return "item_reference" if "role" not in item and "id" in item else "message"
 
 
 def thread_of(body: Mapping[str, Any]) -> str | None:
@@ -114,7 +126,7 @@ def item_messages(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     joinable = False  # the last message is the assistant's, which a function call may join
     for item in items:
-        kind = item.get("type", "message")
+        kind = _kind(item)
         if kind == "message" and item.get("role") in ROLES:
             messages.append({"role": item["role"], "content": item.get("content")})
             joinable = item["role"] == "assistant"

@@ -98,7 +98,8 @@ class ReplyCollector(EventCollector):
 
     Its text is what the model said: `content`; for a spoken reply (`modalities: ["audio"]`,
     content null) the audio's `transcript`; for a structured-output refusal (content null)
-    the `refusal`. The first of these that holds text is the reply's text.
+    the `refusal`. The first of these that holds text is the reply's text. A spoken reply
+    keeps its audio's id (`audio: {"id"}`, never the audio): the client resends the reply by it.
     """
 
     def __init__(self) -> None:
@@ -106,6 +107,7 @@ class ReplyCollector(EventCollector):
         self._content: list[str] = []
         self._transcript: list[str] = []
         self._refusal: list[str] = []
+        self._audio_id: str | None = None
         self._calls: dict[int, dict[str, Any]] = {}
         self._role_seen = False
         self._finished = False
@@ -152,6 +154,8 @@ class ReplyCollector(EventCollector):
             self._content.append(content)
         if isinstance(audio, dict) and isinstance(audio.get("transcript"), str):
             self._transcript.append(audio["transcript"])
+        if isinstance(audio, dict) and isinstance(audio.get("id"), str) and audio["id"]:
+            self._audio_id = audio["id"]
         if isinstance(refusal, str):
             self._refusal.append(refusal)
 
@@ -176,6 +180,8 @@ class ReplyCollector(EventCollector):
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if self._calls:
             message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        if self._audio_id is not None:
+            message["audio"] = {"id": self._audio_id}
         valid: dict[str, Any] = valid_unicode(message)
         return valid
 

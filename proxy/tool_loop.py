@@ -18,6 +18,11 @@ The loop, at most `MAX_ROUNDS` upstream calls (the last one offers no moim tools
   and the round it belongs to is the final one: the tool still runs, but the model does not
   see its result in this request.
 
+A provider that breaks off a round moim holds back (the client has been sent nothing yet) gets
+the client a 502 `upstream_broken` in OpenAI's error shape, and nothing is stored; one that
+breaks off the round being relayed breaks the client's connection off (`proxy/break_off.py`),
+the part said stored partial.
+
 The client sees only the final round (its `usage` counts that round only); `remember` stores
 the client's messages and that final reply, never moim's internal rounds. Tool results are
 JSON strings; bad arguments give `{"error": ...}` for the model, never an exception.
@@ -157,6 +162,9 @@ def _clean(calls: Sequence[Mapping[str, Any]], round_: int) -> list[dict[str, An
 
 
 def _broken() -> UpstreamError:
+    """A round that broke off before the client was sent a byte (a round is held back until it
+    speaks): a clean 502, as for a non-streamed body cut off (`proxy/pipeline.py`). Once a
+    round is relayed, the relay breaks the client's connection off instead (`BrokeOff`)."""
     return UpstreamError(502, upstream_error("upstream closed the connection", "upstream_broken"))
 
 

@@ -1,32 +1,21 @@
 """Step 7's driver: one background writer that stores and indexes turns, off the request path.
 
 A finished turn is handed to `submit`, which appends it to the write-ahead journal (an
-append to a file, no database) and queues it; that happens before the client gets the last
-byte of its response, so a crash after a completed response loses nothing. One task
-alternates, in worker threads: store every queued turn (`MemoryLayer.store_only`, fast),
-index one pass (`index_pending`: embedding, slow, a bounded amount of work), and again. So
-SQLite has one writer, the event loop never waits on it, turns reach SQLite within one
-pass's time even under a backlog, and progress (`pending`, `flush`) advances pass by pass.
-With replicas on Postgres, turns may also wait behind messages another replica is indexing;
-the writer then looks again every second until they are done.
+append to a file, no database) and queues it (`proxy/writer_queue.py`, which also stores
+them); that happens before the client gets the last byte of its response, so a crash after a
+completed response loses nothing. One task alternates, in worker threads: store every queued
+turn (`MemoryLayer.store_only`, fast), index one pass (`index_pending`: embedding, slow, a
+bounded amount of work), and again. So SQLite has one writer, the event loop never waits on
+it, turns reach SQLite within one pass's time even under a backlog, and progress (`pending`,
+`flush`) advances pass by pass. With replicas on Postgres, turns may also wait behind
+messages another replica is indexing; the writer then looks again every second until they
+are done.
 
-Back-pressure: the queue holds at most `maxsize` turns. Past that, turns go to the journal
-only (RAM stays bounded) and are stored from it when the queue has drained; `spilled`
-counts them and `queue_peak` is the most the queue has held (both in `/metrics`).
+Failures never stop the writer (proxy/writer_health.py names the parts that can fail; the
+queue's module says what storing and the journal do with theirs):
 
-Failures never stop the writer (proxy/writer_health.py names the parts that can fail):
-
-- A turn leaves the queue only once it is stored. A store that fails for a reason that can
-  pass (a lock held past `busy_timeout`, a full disk: `MemoryLayerError`, `OSError`) leaves
-  it and the turns after it queued, and the writer tries again when the next turn arrives,
-  or after 1 s, 2 s, 4 s … (at most a minute) when none does. A turn SQLite refuses for what
-  it holds (text that is not valid Unicode) is dropped, logged and counted (`dropped`): no
-  retry could store it.
-- A turn whose journal append fails is queued whatever the queue's size and held in RAM
-  until stored; `submit` returns the error, for that turn's own response (`x-memory-error`)
-  and no other. Once the journal takes writes again, held turns are written to it.
-- A journal that cannot be emptied keeps turns already stored (storing them again is
-  harmless); the writer tries again at its next cycle.
+- A turn a store refused for a reason that can pass stays queued: the writer tries again
+  when the next turn arrives, or after 1 s, 2 s, 4 s … (at most a minute) when none does.
 - A failed indexing pass leaves the messages unindexed in SQLite for the next pass.
 - When no message waits to be indexed, a pass re-embeds a batch of chunks after a change of
   embedding model (`MemoryLayer.rebuild_vectors`); it fails and is retried as indexing is.
@@ -45,30 +34,24 @@ first and indexing catches up when they are not. With cores to spare it makes no
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import os
 import threading
-import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
-from dataclasses import dataclass, replace
 
 import anyio.to_thread
 
 from memory import Journal, MemoryLayer, Turn
-from proxy.storing import TRANSIENT, Stored, store_run
+from proxy.storing import TRANSIENT
 from proxy.supervisor import supervise
 from proxy.writer_health import WriterHealth
-from proxy.writer_progress import UNKNOWN, Progress
+from proxy.writer_progress import Progress
+from proxy.writer_queue import TurnQueue, left_in
 
 logger = logging.getLogger(__name__)
 
 # Messages looked at per indexing pass; between passes the writer stores newly finished turns.
 _BATCH = 64
-# Past this size the journal is cut down to the turns still queued (see Journal.keep_last).
-_JOURNAL_TRIM_BYTES = 4 * 1024 * 1024
 # After a failed cycle the writer tries again after this many seconds, doubling up to the
 # maximum, even when no new turn arrives to wake it.
 _RETRY_FIRST = 1.0
@@ -93,33 +76,16 @@ def _lower_priority() -> None:
         logger.debug("could not lower the indexing thread's priority", exc_info=True)
 
 
-@dataclass(frozen=True, slots=True)
-class _Held:
-    """A queued turn: whether the journal holds it, and when it was submitted."""
-
-    turn: Turn
-    journaled: bool
-    since: float  # time.monotonic()
-
-
 class Writer:
     def __init__(self, layer: MemoryLayer, journal: Journal, maxsize: int = 10_000) -> None:
         self._layer = layer
-        self._journal = journal
-        self._queue: deque[_Held] = deque()
-        self._maxsize = maxsize
         self._wakeup = asyncio.Event()
-        self._progress = Progress()
+        self._progress = Progress(left_in(journal))
         self._health = WriterHealth()
-        # Since when turns are in the journal that the queue does not hold (None: none are).
-        self._journal_only_since: float | None = time.monotonic()
-        self._replayed = False
+        self._turns = TurnQueue(layer, journal, maxsize, self._progress, self._health)
         self._task: asyncio.Task[None] | None = None
         self._indexer: ThreadPoolExecutor | None = None
         self._stopping = False
-        self.spilled = 0  # turns that went to the journal only, the queue being full
-        self.queue_peak = 0  # the most turns the queue has held at once
-        self.dropped = 0  # turns SQLite refused for their content
         self.restarts = 0  # times the writer's task crashed and was restarted
 
     # -- what it reports -------------------------------------------------------------------
@@ -132,17 +98,32 @@ class Writer:
     @property
     def queued(self) -> int:
         """Turns waiting in the queue now (at most `maxsize`, plus turns held unjournaled)."""
-        return len(self._queue)
+        return len(self._turns)
 
     @property
     def unjournaled(self) -> int:
         """Queued turns the journal does not hold: a crash now would lose them."""
-        return sum(1 for held in self._queue if not held.journaled)
+        return self._turns.unjournaled
 
     @property
     def capacity(self) -> int:
         """The most turns the queue may hold (`memory.ingest_queue_size`)."""
-        return self._maxsize
+        return self._turns.capacity
+
+    @property
+    def spilled(self) -> int:
+        """Turns that went to the journal only, the queue being full."""
+        return self._turns.spilled
+
+    @property
+    def queue_peak(self) -> int:
+        """The most turns the queue has held at once."""
+        return self._turns.queue_peak
+
+    @property
+    def dropped(self) -> int:
+        """Turns SQLite refused for their content."""
+        return self._turns.dropped
 
     @property
     def failures(self) -> int:
@@ -161,7 +142,7 @@ class Writer:
         every message is re-embedded, which can take hours, and recall works meanwhile on
         what is indexed. `flush` waits for the indexing too.
         """
-        return self._replayed
+        return self._turns.replayed
 
     @property
     def problem(self) -> str | None:
@@ -178,10 +159,7 @@ class Writer:
     @property
     def oldest_unstored_seconds(self) -> float:
         """How long the oldest turn not yet in SQLite has waited (0 when none waits)."""
-        times = [held.since for held in itertools.islice(self._queue, 1)]
-        if self._journal_only_since is not None:
-            times.append(self._journal_only_since)
-        return time.monotonic() - min(times) if times else 0.0
+        return self._turns.oldest_unstored_seconds()
 
     def journal_problem(self) -> str | None:
         """While journal writes fail, what a streamed response says up front: its own turn
@@ -212,7 +190,7 @@ class Writer:
                 pass
         if self.unjournaled:
             try:
-                self._journal_held()
+                self._turns.journal_held()
             except OSError:
                 logger.error("%d turns neither stored nor journaled are lost", self.unjournaled)
         if self._indexer is not None:
@@ -225,20 +203,7 @@ class Writer:
         journal that cannot be written (the turn is then held in RAM until stored).
         """
         self._progress.submit()
-        error = None
-        try:
-            self._journal.append(turn)
-        except OSError as exc:  # a full disk, EIO, a path that is no longer a writable file
-            error = self._health.failed("journal", exc) + ": this turn is held in RAM until stored"
-        except ValueError as exc:  # text that is not valid Unicode: SQLite will refuse it too
-            self._health.count("content")
-            error = f"memory write failed ({type(exc).__name__}): this turn cannot be stored"
-        if error is None and len(self._queue) >= self._maxsize:
-            self.spilled += 1
-            self._journal_only_since = self._journal_only_since or time.monotonic()
-        else:
-            self._queue.append(_Held(turn, error is None, time.monotonic()))
-            self.queue_peak = max(self.queue_peak, len(self._queue))
+        error = self._turns.add(turn)
         self._wakeup.set()
         return error
 
@@ -261,10 +226,7 @@ class Writer:
         stored (it is emptied only when the queue is), so no replay stores them again.
         Synchronous on the event loop, as `submit` and the journal's tidying are: no append
         slips in between. A journal that cannot be rewritten counts as failing."""
-        try:
-            self._journal.drop_user(user_id)
-        except OSError as exc:
-            self._health.failed("journal", exc)
+        self._turns.forget(user_id)
 
     def scrub_soon(self) -> None:
         """Wake the writer after a user was forgotten: once no turn waits, it erases their
@@ -279,13 +241,13 @@ class Writer:
             await self._wait(retry)
             self._wakeup.clear()
             while True:
-                await self._drain()
+                await self._turns.drain()
                 worked = await self._index(_BATCH)
                 await self._advance(failed=worked is None)
                 if not worked:  # nothing left (or indexing failed): wait for new turns
                     break
             self._health.recovered("task")
-            if self._health.problem is not None or self._journal_only_since is not None:
+            if self._health.problem is not None or self._turns.journal_only:
                 retry = min(2 * retry, _RETRY_MAX) if retry else _RETRY_FIRST
             elif self._layer.shared and self._progress.pending:
                 retry = _OTHERS_POLL  # another replica indexes what our turns wait behind
@@ -297,7 +259,7 @@ class Writer:
         """The loop raised (a bug): count it; the restarted loop reads the journal again."""
         self._health.failed("task", exc)
         self.restarts += 1
-        self._journal_only_since = self._journal_only_since or time.monotonic()
+        self._turns.reread_journal()
         self._wakeup.set()
 
     async def _wait(self, timeout: float | None) -> None:
@@ -308,94 +270,6 @@ class Writer:
             await asyncio.wait_for(self._wakeup.wait(), timeout)
         except TimeoutError:
             pass
-
-    async def _drain(self) -> None:
-        """Store the queued turns, then whatever only the journal holds; tidy the journal."""
-        failed = await self._store_queued()
-        if failed is None and self._journal_only_since is not None:
-            failed = await self._replay()
-        if failed != "store":
-            self._health.recovered("store")
-        self._tidy_journal()
-
-    async def _store_queued(self) -> str | None:
-        """Store the turns queued when the drain starts, oldest first, each leaving the queue
-        once stored; None, or the part that failed (the failed turn and the rest stay).
-
-        Only those turns: under sustained load new turns keep arriving, and draining "until
-        empty" would never get to indexing.
-        """
-        turns = [held.turn for held in itertools.islice(self._queue, len(self._queue))]
-        if not turns:
-            return None
-        outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns)
-        for mark in outcome.marks:
-            self._queue.popleft()
-            self._progress.stored(mark)
-        return self._account(outcome)
-
-    async def _replay(self) -> str | None:
-        """Store every turn in the journal (those stored already are skipped: idempotent);
-        None, or the part that failed. The queued turns it holds are then stored too and
-        leave the queue; those whose append failed stay."""
-        # Lowered before the journal is read: a turn that spills meanwhile raises it again.
-        since, self._journal_only_since = self._journal_only_since, None
-        submitted, queued = self._progress.submitted, len(self._queue)
-        with closing(self._journal.turns()) as turns:  # read as stored: one turn in RAM
-            outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns)
-        failed = self._account(outcome)
-        if failed is not None:
-            self._journal_only_since = since
-            return failed
-        kept = [held for held in itertools.islice(self._queue, queued) if not held.journaled]
-        for _ in range(queued):
-            self._queue.popleft()
-        self._queue.extendleft(reversed(kept))
-        try:
-            newest, _ = await anyio.to_thread.run_sync(self._layer.index_frontier)
-        except TRANSIENT:  # the store is failing: these turns wait for everything indexed
-            newest = UNKNOWN
-        self._progress.stored_all(submitted - len(kept), newest)
-        self._replayed = True
-        return None
-
-    def _account(self, outcome: Stored) -> str | None:
-        self.dropped += outcome.dropped
-        self._health.count("content", outcome.dropped)
-        if outcome.error is None:
-            return None
-        self._health.failed(outcome.part, outcome.error)
-        return outcome.part
-
-    def _tidy_journal(self) -> None:
-        """Empty the journal once everything in it is stored, or cut it down when it has
-        grown; while it is failing, write to it again. A failure here leaves stored turns
-        in it (storing them again is harmless) and is tried again next cycle."""
-        try:
-            whole = self._journal_only_since is None  # every turn in it is stored or queued
-            if whole and not self._queue:
-                self._journal.clear()  # no await since the check: no append slips in between
-            elif whole and self._journal.size() > _JOURNAL_TRIM_BYTES:
-                self._journal.keep_last(len(self._queue))  # at least the queued turns
-            if self._health.failing("journal") is not None:
-                self._journal_held()
-        except OSError as exc:
-            self._health.failed("journal", exc)
-        else:
-            self._health.recovered("journal")
-
-    def _journal_held(self) -> None:
-        """Write to the journal: an empty line, then the held turns it lacks. Raises OSError
-        while it still cannot be written."""
-        self._journal.probe()
-        for index in range(len(self._queue)):
-            held = self._queue[index]
-            if not held.journaled:
-                try:
-                    self._journal.append(held.turn)
-                except ValueError:
-                    continue  # text that is not valid Unicode: held until SQLite drops it
-                self._queue[index] = replace(held, journaled=True)
 
     async def _advance(self, failed: bool) -> None:
         """Count as indexed every stored turn whose messages all are (see writer_progress)."""
@@ -416,7 +290,7 @@ class Writer:
             logger.exception("FTS index merge failed")
 
     def _busy(self) -> bool:
-        return bool(self._queue) or self._stopping
+        return bool(len(self._turns)) or self._stopping
 
     async def _index(self, batch: int) -> int | None:
         """Index one pass of at most `batch` messages on the indexing thread: how many were

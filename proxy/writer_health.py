@@ -1,7 +1,7 @@
 """What is failing in the write path right now: the writer's side of readiness and `/metrics`.
 
-The writer (proxy/writer.py) reports each failure under the part of the write path it hit,
-and each recovery:
+The writer (proxy/writer.py, its queue proxy/writer_queue.py) reports each failure under the
+part of the write path it hit, and each recovery:
 
     journal   appending a turn, emptying or trimming the journal (a full disk, EIO, a path
               that is no longer a writable file)

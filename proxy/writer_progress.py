@@ -6,7 +6,8 @@ identities. Each stored turn leaves a mark: how many turns were stored then, and
 message id then. Indexing goes oldest message first (a large message a slice at a time), so
 once the oldest message not yet indexed is past a mark's id, every turn stored by then is
 indexed. Recovery (storing what a previous process left in the journal) counts as the first
-unit of work, so `flush` waits for it.
+units of work, one per turn the journal holds (one when it holds none), so `flush` waits for
+it and `pending` counts the turns a crash left unstored.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ UNKNOWN = 1 << 62
 
 
 class Progress:
-    def __init__(self) -> None:
-        self.submitted = 1  # recovery is the first unit of work
+    def __init__(self, recovering: int = 0) -> None:
+        # recovery is the first units of work: the turns the journal holds, or one
+        self.submitted = max(recovering, 1)
         self._stored = 0
         self._indexed = 0
         self._marks: deque[tuple[int, int]] = deque()  # (turns stored, newest message id)

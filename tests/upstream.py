@@ -21,8 +21,10 @@ Replies to ``POST /v1/chat/completions``:
   after three content chunks, with no ``[DONE]``) and ``logprobs`` (fixed logprobs per chunk);
   a stream whose client leaves before its end adds one to ``Upstream.disconnects``;
 - a non-empty ``Upstream.script`` overrides all of that: each chat request pops its first item,
-  ``{"content": ..., "tool_calls": [{"id", "name", "arguments"}], "delay": seconds}`` (any subset),
-  or ``{"status": int, "body": dict, "headers": dict}`` for a raw error;
+  ``{"content": ..., "tool_calls": [{"id", "name", "arguments"}], "delay": seconds,
+  "broken_after": chunks}`` (any subset; ``broken_after``: the stream drops after that many
+  chunks past the first, as ``broken``'s), or ``{"status": int, "body": dict, "headers": dict}``
+  for a raw error;
 - a non-empty ``Upstream.json_script`` (same items) answers, before ``script``, the requests that
   ask for a JSON object (``response_format``, as moim's consolidation does), so a test can
   script them while chats go on beside them.
@@ -107,7 +109,7 @@ class _Reply:
     tool_calls: tuple[dict[str, str], ...] = ()
     logprobs: bool = False
     delay: float = 0.0
-    broken_after: int | None = None  # content chunks sent before the connection drops
+    broken_after: int | None = None  # chunks sent after the first before the connection drops
 
     @property
     def finish_reason(self) -> str:
@@ -284,7 +286,8 @@ class Upstream:
                 status, headers = item["status"], item.get("headers")
                 return JSONResponse(item.get("body", {}), status_code=status, headers=headers)
             calls = tuple(item.get("tool_calls", ()))
-            return _Reply(item.get("content"), calls, delay=item.get("delay", 0.0))
+            delay, broken_after = item.get("delay", 0.0), item.get("broken_after")
+            return _Reply(item.get("content"), calls, delay=delay, broken_after=broken_after)
         if model in _ERRORS:
             return _error(*_ERRORS[model])
         user = next((m for m in reversed(messages) if m.get("role") == "user"), {})

@@ -21,6 +21,10 @@ from memory.block.tokens import message_text
 def content_hash(message: Mapping[str, Any]) -> str:
     """Hash of what a message says: role, name, text, tool calls, tool_call_id.
 
+    A spoken reply (`modalities: ["audio"]`) is identified by its audio id instead of its
+    text: the proxy stores it with its transcript and `audio: {"id"}`, and a client resends it
+    as `audio: {"id"}` with no content (OpenAI's multi-turn audio), the same message.
+
     This canonical form is a contract: changing it makes stored messages look new again.
     """
     calls = [
@@ -32,8 +36,11 @@ def content_hash(message: Mapping[str, Any]) -> str:
         for c in (message.get("tool_calls") or [])
         if isinstance(c, Mapping)
     ]
-    text = message_text(message)
     role, name, call_id = message.get("role"), message.get("name"), message.get("tool_call_id")
+    audio_id = _audio_id(message)
+    if audio_id is not None:
+        return _hash(role, name, "", calls, call_id, audio_id)
+    text = message_text(message)
     if not calls and len(text) <= _HASHED_LIMIT and _plain(role, name, call_id):
         return _recent_hash(role, name, text, call_id)  # a history resent every turn
     return _hash(role, name, text, calls, call_id)
@@ -59,12 +66,23 @@ def forget_recent_hashes() -> None:
     _recent_hash.cache_clear()
 
 
-def _hash(role: Any, name: Any, text: str, calls: list[Any], call_id: Any) -> str:
+def _audio_id(message: Mapping[str, Any]) -> str | None:
+    """The id of an assistant message's audio (a spoken reply), if it has one."""
+    audio = message.get("audio")
+    if message.get("role") != "assistant" or not isinstance(audio, Mapping):
+        return None
+    audio_id = audio.get("id")
+    return audio_id if isinstance(audio_id, str) and audio_id else None
+
+
+def _hash(
+    role: Any, name: Any, text: str, calls: list[Any], call_id: Any, audio_id: str | None = None
+) -> str:
     if role in ("system", "developer"):
         text = strip_block(text)
-    canonical = json.dumps(
-        [role, name, text, calls, call_id], ensure_ascii=False, separators=(",", ":")
-    )
+    # A sixth element only for spoken replies: every other message's form is as it was.
+    fields = [role, name, text, calls, call_id] + ([audio_id] if audio_id is not None else [])
+    canonical = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     return hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
 
 

@@ -88,6 +88,12 @@ class Journal:
                 if turn is not None:
                     yield turn
 
+    def count(self) -> int:
+        """Lines that may hold a turn (a torn one counts too): what a replay would store at
+        most. Read without parsing, for the backlog a new process reports before its replay."""
+        with self._reading() as journal:
+            return sum(1 for raw in journal if raw.strip())
+
     def clear(self) -> None:
         """Empty the journal (every turn in it is stored); recreate it if it is missing."""
         os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))

@@ -19,12 +19,22 @@ from proxy.inspector.visit import Visit, redirect
 
 
 async def log_in(visit: Visit) -> Response:
-    """A key that `proxy.auth` accepts starts a new browser session (a new id) for it."""
+    """A key that `proxy.auth` accepts starts a new browser session (a new id) for it; an
+    address with too many failed logins waits first (`proxy/inspector/throttle.py`)."""
     if not visit.state.config.keys:
         return redirect("/ui")
+    logins = visit.state.inspector.logins
+    address = visit.request.client.host if visit.request.client else ""
+    wait = logins.wait(address)
+    if wait:
+        error = f"too many failed logins from this address: try again in {wait} s"
+        held = visit.page("login.html", 429, error=error)
+        held.headers["retry-after"] = str(wait)
+        return held
     try:
         key = login(visit.form.get("key", ""), visit.state.config)
     except Refused as exc:
+        logins.failed(address)
         return visit.page("login.html", exc.status, error=exc.message)
     value, _ = visit.state.inspector.signer.cookie(key)
     response = redirect("/ui")

@@ -30,6 +30,7 @@ from proxy.inspector.access import (
 )
 from proxy.inspector.render import html, secure
 from proxy.inspector.ring import History
+from proxy.inspector.throttle import LoginThrottle
 from proxy.limits import read_body
 
 if TYPE_CHECKING:
@@ -42,15 +43,17 @@ MAX_FORM_BYTES = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Inspector:
-    """The inspector's share of the app state: the request ring and the cookie signer."""
+    """The inspector's share of the app state: the request ring, the cookie signer and the
+    failed logins by address."""
 
     history: History
     signer: Signer
+    logins: LoginThrottle
 
     @classmethod
     def from_config(cls, config: Config) -> Inspector:
         size = config.inspector.history if config.inspector.enabled else 0
-        return cls(History(size), Signer(config.inspector.secret))
+        return cls(History(size), Signer(config.inspector.secret), LoginThrottle())
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ never read a truncated answer or download as whole; the part said is still store
 partial. Each test calls the provider directly too, and compares.
 
 Chat, the Responses API, the memory-tool loop, litellm routes and the pass-through; uvicorn's
-h11 and httptools protocols (moim's own, built on them). What is not broken is unchanged:
+h11 and httptools protocols (moim's own, built on them); `/metrics` counts such a request as
+`broke_off`, not as the 200 its head said. What is not broken is unchanged:
 `tests/e2e/test_faults.py` covers normal streams, clients that leave, provider errors.
 """
 
@@ -17,6 +18,7 @@ import logging
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -27,6 +29,9 @@ from tests.conftest import serve_app
 USER = {"x-memory-user-id": "breakoff-user"}
 SAID = "tick 00 tick 01 tick 02 "  # the stand-in's `broken` model: three chunks, then it drops
 DOWNLOAD = b"0123456789" * 40  # what the faulty provider sends of a 1,000-byte file
+# A round that calls a moim tool: its first chunk, the call's id and name, then the drop.
+RECALL_CALL = {"id": "c1", "name": "moim_recall_facts", "arguments": "{}"}
+CALL_THEN_DROP = {"tool_calls": [RECALL_CALL], "broken_after": 1}
 
 
 class _CutDownload:
@@ -78,6 +83,18 @@ def stored(proxy, user="breakoff-user"):
     return [(m.role, m.content, m.partial) for m in proxy.layer.store.messages(user)]
 
 
+def request_counts(proxy):
+    """{(counter, status): value} of the chat route's request counters in `/metrics`."""
+    text = httpx.get(proxy.root + "/metrics", headers=proxy.admin_headers(), timeout=30).text
+    counters = ("moim_chat_requests_total", "moim_http_requests_total")
+    return {
+        (s.name, s.labels["status"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name in counters and s.labels.get("route") in (None, "/v1/chat/completions")
+    }
+
+
 def sdk_text(client, **request):
     """The content a streamed chat said before the SDK raised (it must raise)."""
     said = []
@@ -118,6 +135,17 @@ def test_the_sdk_raises_on_a_dropped_chat_stream_as_called_directly(proxy, upstr
     assert stored(proxy) == [("user", "Count for me", False), ("assistant", SAID, True)]
 
 
+def test_a_dropped_stream_counts_as_broken_off_not_as_a_success_in_metrics(proxy):
+    read_raw(proxy.url + "/chat/completions", chat_body("broken"))
+    read_raw(proxy.url + "/chat/completions", chat_body("gpt-4o-mini", "Whole, please"))
+    assert request_counts(proxy) == {
+        ("moim_chat_requests_total", "broke_off"): 1,
+        ("moim_chat_requests_total", "200"): 1,
+        ("moim_http_requests_total", "broke_off"): 1,
+        ("moim_http_requests_total", "200"): 1,
+    }
+
+
 def test_a_dropped_responses_stream_breaks_off_and_is_stored_partial(proxy, upstream):
     def deltas(client):
         said = []
@@ -144,6 +172,39 @@ def test_a_dropped_stream_in_the_memory_tool_loop_breaks_off_and_is_stored_parti
     assert said_in(through) == SAID and b"[DONE]" not in through
     assert "moim_" in upstream.last_json["tools"][0]["function"]["name"]  # the loop ran it
     assert stored(proxy) == [("user", "Count for me", False), ("assistant", SAID, True)]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_tool_loop_round_that_breaks_off_before_a_byte_was_sent_is_an_openai_shaped_502(
+    proxy, upstream, stream
+):
+    """The loop holds a round back until it speaks: a provider that breaks off before then has
+    sent the client nothing, so moim can answer as it does for a non-streamed body cut off
+    (tests/e2e/test_errors.py): a clean 502 `upstream_broken`, nothing stored."""
+    upstream.script = [CALL_THEN_DROP]
+    headers = {**USER, "X-Memory-Tools": "on"}
+    response = httpx.post(
+        proxy.url + "/chat/completions",
+        json=chat_body("gpt-4o-mini", stream=stream),
+        headers=headers,
+        timeout=10,
+    )
+    assert response.status_code == 502
+    assert response.json() == {
+        "error": {
+            "message": "upstream closed the connection",
+            "type": "upstream_error",
+            "param": None,
+            "code": "upstream_broken",
+        }
+    }
+    assert "moim_" in upstream.last_json["tools"][0]["function"]["name"]  # moim's tools offered
+    assert stored(proxy) == []
+    upstream.script = [CALL_THEN_DROP]
+    with proxy.client(default_headers=headers) as client:
+        with pytest.raises(openai.InternalServerError) as raised:
+            client.chat.completions.create(**chat_body("gpt-4o-mini", stream=stream))
+    assert raised.value.status_code == 502
 
 
 def test_a_dropped_litellm_stream_breaks_off_and_is_stored_partial(make_proxy, upstream):

@@ -303,6 +303,28 @@ def test_a_login_form_without_its_csrf_token_is_refused(keyed, browser):
     assert client.post("/ui/login", data={"key": "sk-admin-key"}).status_code == 403
 
 
+def test_failed_logins_from_one_address_are_limited_and_others_still_log_in(keyed, browser):
+    """Ten failures in a minute from an address: its next login is a 429 with Retry-After,
+    even with a right key (checking it would tell a guesser); other addresses are not held."""
+    guesser = browser(keyed)
+    token = csrf_of(guesser.get("/ui/login"))
+    there = {"x-forwarded-for": "203.0.113.9"}  # uvicorn trusts it from loopback
+    for guess in range(10):
+        data = {"key": f"sk-guess-{guess}", "csrf": token}
+        assert guesser.post("/ui/login", data=data, headers=there).status_code == 401
+
+    held = guesser.post("/ui/login", data={"key": "sk-admin-key", "csrf": token}, headers=there)
+
+    assert held.status_code == 429 and "set-cookie" not in held.headers
+    assert 1 <= int(held.headers["retry-after"]) <= 60
+    assert "too many failed logins" in held.text
+    elsewhere = browser(keyed)
+    token = csrf_of(elsewhere.get("/ui/login"))
+    data = {"key": "sk-admin-key", "csrf": token}
+    answer = elsewhere.post("/ui/login", data=data, headers={"x-forwarded-for": "198.51.100.7"})
+    assert answer.status_code == 303 and "moim_ui" in elsewhere.cookies
+
+
 def test_the_login_cookie_is_httponly_samesite_strict_signed_and_holds_no_key(keyed, browser):
     client = browser(keyed)
     token = csrf_of(client.get("/ui/login"))

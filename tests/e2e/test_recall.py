@@ -178,16 +178,22 @@ SOURDOUGH = [
 ]
 
 
-def padded_question(multiple):
-    """A sourdough question whose token count is a multiple of `multiple`."""
+def padded_question(multiple, prompt_sentences=0):
+    """A sourdough question whose request's token count is a multiple of `multiple`, after
+    a system prompt of `prompt_sentences` sentences when asked."""
+    brief = " ".join(["Be brief."] * prompt_sentences)
+    prompt = [{"role": "system", "content": brief}] if prompt_sentences else []
     text = "What do you remember about my sourdough starter, the rye flour and the bake?"
-    while count_message_tokens([{"role": "user", "content": text}], MODEL) % multiple:
+    while count_message_tokens([*prompt, {"role": "user", "content": text}], MODEL) % multiple:
         text += " please"
-    return [{"role": "user", "content": text}]
+    return [*prompt, {"role": "user", "content": text}]
 
 
 def test_tier_headers_and_excerpt_caps_at_each_boundary(make_proxy):
-    question = padded_question(21)  # so that 0.5, 0.6 and 0.7 are exact ratios
+    # A token count that makes 0.5, 0.6 and 0.7 exact ratios; a system prompt makes the
+    # windows large enough to hold each tier's block in the room they leave (the block never
+    # pushes a request over its window).
+    question = padded_question(21, prompt_sentences=500)
     tokens = count_message_tokens(question, MODEL)
     windows = {  # model name → context window, for ρ just below and exactly at each boundary
         "below-50": 2 * tokens + 1,

@@ -3,8 +3,9 @@
 A spoken reply (`modalities: ["text", "audio"]`) has `content` null and its words in
 `message.audio.transcript` (streamed: `delta.audio.transcript` pieces beside the audio data);
 a structured-output refusal has `content` null and its words in `refusal`. Each is stored as
-the reply's text, streamed or not. The provider here answers as OpenAI does; the model name
-picks the reply.
+the reply's text, streamed or not. A spoken reply resent by its audio id (no content, as
+OpenAI's docs show) is the reply stored, not a new turn. The provider here answers as OpenAI
+does; the model name picks the reply.
 """
 
 import json
@@ -22,20 +23,20 @@ TRANSCRIPT = ["Your dog ", "is called ", "Biscuit."]
 REFUSAL = ["I'm sorry, ", "I can't help ", "with that."]
 
 
-def _deltas(model):
+def _deltas(model, audio_id):
     """The streamed message's deltas: the text in pieces, as OpenAI sends it."""
     if model == "audio-reply":
         first = {"role": "assistant", "content": None, "refusal": None}
-        audio = [{"id": "audio_1", "data": "UklGRg==", "expires_at": 1, "transcript": ""}]
+        audio = [{"id": audio_id, "data": "UklGRg==", "expires_at": 1, "transcript": ""}]
         audio += [{"transcript": piece} for piece in TRANSCRIPT] + [{"data": "AAAA"}]
         return [first] + [{"audio": part} for part in audio]
     first = {"role": "assistant", "content": None, "refusal": ""}
     return [first] + [{"refusal": piece} for piece in REFUSAL]
 
 
-def _message(model):
+def _message(model, audio_id):
     if model == "audio-reply":
-        audio = {"id": "audio_1", "data": "UklGRg==", "expires_at": 1}
+        audio = {"id": audio_id, "data": "UklGRg==", "expires_at": 1}
         return {
             "role": "assistant",
             "content": None,
@@ -47,13 +48,15 @@ def _message(model):
 async def _chat(request: Request) -> Response:
     body = json.loads(await request.body())
     model = body["model"]
+    audio_id = f"audio_{len(body['messages'])}"  # each reply of a conversation its own
     head = {"id": "chatcmpl-said", "created": 1, "model": model}
     if not body.get("stream"):
-        choice = {"index": 0, "message": _message(model), "finish_reason": "stop"}
+        choice = {"index": 0, "message": _message(model, audio_id), "finish_reason": "stop"}
         completion = {**head, "object": "chat.completion", "choices": [choice]}
         return Response(json.dumps(completion), media_type="application/json")
     chunk = {**head, "object": "chat.completion.chunk"}
-    choices = [{"index": 0, "delta": delta, "finish_reason": None} for delta in _deltas(model)]
+    deltas = _deltas(model, audio_id)
+    choices = [{"index": 0, "delta": delta, "finish_reason": None} for delta in deltas]
     choices.append({"index": 0, "delta": {}, "finish_reason": "stop"})
     events = [f"data: {json.dumps({**chunk, 'choices': [c]})}\n\n" for c in choices]
     return StreamingResponse(iter([*events, "data: [DONE]\n\n"]), media_type="text/event-stream")
@@ -180,4 +183,38 @@ def test_a_refusal_resent_in_the_history_is_the_message_stored_not_a_new_one(mak
         ("assistant", "".join(REFUSAL), False),
         ("user", "Fine, then tell me a joke.", False),
         ("assistant", "".join(REFUSAL), False),
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_spoken_reply_resent_by_its_audio_id_is_the_message_stored_not_a_new_one(
+    make_proxy, speaking, stream
+):
+    """OpenAI's docs: a multi-turn audio conversation resends the reply as `audio: {"id"}`, no
+    content; it is the reply stored with its transcript, not a new (empty) turn."""
+    proxy = make_proxy(upstream_base_url=speaking)
+    question = {"role": "user", "content": "What is my dog called?"}
+    spoken = {"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}
+    with proxy.client(default_headers=USER) as client:
+        first = client.chat.completions.create(
+            model="audio-reply", messages=[question], stream=stream, **spoken
+        )
+        if stream:
+            deltas = [c.choices[0].delta.model_dump() for c in first if c.choices]
+            audio_id = next(d["audio"]["id"] for d in deltas if (d.get("audio") or {}).get("id"))
+        else:
+            audio_id = first.choices[0].message.audio.id
+        history = [question, {"role": "assistant", "audio": {"id": audio_id}}]
+        follow = {"role": "user", "content": "And how old is he?"}
+        second = client.chat.completions.create(
+            model="audio-reply", messages=[*history, follow], stream=stream, **spoken
+        )
+        if stream:
+            list(second)  # read to its end, or the reply is stored partial
+    assert audio_id == "audio_1"
+    assert stored(proxy) == [
+        ("user", "What is my dog called?", False),
+        ("assistant", "".join(TRANSCRIPT), False),
+        ("user", "And how old is he?", False),
+        ("assistant", "".join(TRANSCRIPT), False),
     ]

@@ -17,7 +17,7 @@ import pytest
 import sqlean
 
 from memory import BLOCK_END, BLOCK_START
-from proxy.config import ModelRoute
+from proxy.config import ModelRoute, ProxyKey
 from tests.upstream import LONG_REPLY, WEATHER_CALL
 
 MODEL = "gpt-4o-mini"
@@ -195,6 +195,52 @@ def test_a_session_header_wins_over_previous_response_id(proxy, upstream):
         headers={"X-Memory-Session-Id": "trip"},
     )
     assert headers["x-memory-session-id"] == "trip"
+
+
+@pytest.mark.parametrize("who", ["header", "bound keys"])
+def test_continuing_another_users_response_gives_nothing_of_theirs(make_proxy, upstream, who):
+    """One provider key, two moim users: B naming A's reply id gets B's memory only, and B's
+    turn is stored as B's, in a session of B's; A's memory is as it was."""
+    keys = (
+        ProxyKey("sk-ann-key", user_id="ann"),
+        ProxyKey("sk-ben-key", user_id="ben"),
+        ProxyKey("sk-admin-key", admin=True),  # the tests' flush
+    )
+    proxy = make_proxy(keys=keys, upstream_api_key="sk-provider") if who != "header" else None
+    proxy = proxy or make_proxy(upstream_api_key="sk-provider")
+
+    def ask(user, **fields):
+        headers = {"X-Memory-User-Id": user}
+        if who != "header":  # each with their own key; B names A in the header, to no avail
+            headers = {"Authorization": f"Bearer sk-{user}-key", "X-Memory-User-Id": "ann"}
+        answer = httpx.post(
+            proxy.url + "/responses", json={"model": MODEL, **fields}, headers=headers
+        )
+        assert answer.status_code == 200, answer.text
+        return answer.json(), answer.headers
+
+    proxy.layer.set_fact("ann", "home_city", "Reno")
+    proxy.layer.set_fact("ben", "home_city", "Tulsa")
+    first, of_ann = ask("ann", input=CABIN)
+    proxy.flush()
+    ann_before = stored(proxy, "ann")
+    recap = "Remind me where we booked the cabin"
+
+    _, of_ben = ask("ben", input=recap, previous_response_id=first["id"])
+    proxy.flush()
+
+    sent = json.dumps(upstream.last_responses_json)
+    assert upstream.last_responses_json["previous_response_id"] == first["id"]  # as sent
+    assert "Tulsa" in sent and "Reno" not in sent and "Tahoe" not in sent
+    assert of_ben["x-memory-session-id"] != of_ann["x-memory-session-id"]
+    session = of_ben["x-memory-session-id"]
+    assert stored(proxy, "ben") == [
+        (session, "user", recap, False),
+        (session, "assistant", "echo: " + recap, False),
+    ]
+    assert stored(proxy, "ann") == ann_before
+    assert proxy.layer.response_link("ben", first["id"]) is None
+    assert proxy.layer.response_link("ann", first["id"]).session_id == of_ann["x-memory-session-id"]
 
 
 def test_a_provider_conversation_is_one_session_its_messages_stored_as_new(proxy, upstream):

@@ -5,6 +5,9 @@ retries; the key goes in `Authorization` and never into an error. litellm's path
 litellm, pointed at the same local server through an `openai/…` name.
 """
 
+import inspect
+import sys
+
 import numpy as np
 import pytest
 
@@ -35,6 +38,23 @@ def service_embedder():
     yield make
     for embedder in made:
         embedder.close()
+    _close_litellms_sync_clients()
+
+
+def _close_litellms_sync_clients():
+    """`litellm.embedding` keeps the sync SDK client it made in its client cache (ten minutes),
+    beyond an embedder's `close`: closed and dropped here, or its socket to this test's server
+    stays open until the interpreter's exit, where it was the ResourceWarning printed after
+    the full run (the app's gc.freeze keeps such garbage uncollected till then)."""
+    litellm = sys.modules.get("litellm")
+    if litellm is None:
+        return
+    cache = litellm.in_memory_llm_clients_cache
+    for key, client in list(cache.cache_dict.items()):
+        close = getattr(client, "close", None)
+        if callable(close) and not inspect.iscoroutinefunction(close):
+            close()
+            cache.delete_cache(key)
 
 
 def config(server, **fields):

@@ -161,6 +161,36 @@ def test_ready_once_the_journal_is_stored_while_a_backlog_is_still_indexing(tmp_
     asyncio.run(scenario())
 
 
+def test_pending_after_a_crash_counts_every_turn_the_journal_holds(tmp_path):
+    """A killed process left five turns in the journal, and the store is locked when the new
+    one replays them: all five are pending (it said 1), and none once stored."""
+    layer = MemoryLayer(
+        Settings(db_path=tmp_path / "m.db", busy_timeout=0.05),
+        embedder_factory=lambda _: HashEmbedder(),
+    )
+    journal = Journal(tmp_path / "journal")
+    for k in range(5):
+        journal.append(turn(k))
+    lock = sqlean.connect(str(tmp_path / "m.db"), isolation_level=None, timeout=10)
+    lock.execute("BEGIN IMMEDIATE")
+
+    async def scenario():
+        writer = Writer(layer, journal)
+        assert writer.pending == 5
+        await writer.start()
+        await until(lambda: "store failing" in (writer.problem or ""))
+        assert writer.pending == 5 and not writer.recovered
+        writer.submit(turn(5))
+        assert writer.pending == 6
+        lock.execute("ROLLBACK")
+        assert await writer.flush(timeout=10)
+        assert writer.pending == 0 and len(user_texts(layer)) == 6
+        await writer.stop()
+
+    with closing(lock):
+        asyncio.run(scenario())
+
+
 class NicenessProbe(HashEmbedder):
     """Records the OS priority (nice value) of the thread that embeds each batch."""
 

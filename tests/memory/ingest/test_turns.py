@@ -119,6 +119,17 @@ def test_content_hash_is_the_same_for_string_and_single_text_part():
     assert content_hash(as_parts) == content_hash(as_string)
 
 
+def test_a_spoken_reply_is_identified_by_its_audio_id_with_or_without_its_transcript():
+    stored = {"role": "assistant", "content": "Biscuit.", "audio": {"id": "audio_1"}}
+    resent = {"role": "assistant", "audio": {"id": "audio_1"}}
+    assert content_hash(stored) == content_hash(resent)
+    assert content_hash(resent) != content_hash({**resent, "audio": {"id": "audio_2"}})
+    assert content_hash(resent) != content_hash({"role": "assistant", "content": ""})
+    # not a spoken reply: a user's message keeps its text's hash
+    said = {"role": "user", "content": "Biscuit."}
+    assert content_hash({**said, "audio": {"id": "audio_1"}}) == content_hash(said)
+
+
 def test_message_keys_number_repeats():
     yes, ok = {"role": "user", "content": "yes"}, {"role": "assistant", "content": "ok"}
     keys = message_keys([yes, ok, yes, ok, yes])

@@ -203,3 +203,15 @@ def test_a_probe_leaves_the_journal_as_it_was(tmp_path):
     before = (tmp_path / "j").read_bytes()
     journal.probe()
     assert (tmp_path / "j").read_bytes() == before
+
+
+def test_count_is_the_lines_that_may_hold_a_turn_not_empty_ones(tmp_path):
+    journal = Journal(tmp_path / "j")
+    assert journal.count() == 0
+    for k in range(3):
+        journal.append(turn(k))
+        with open(tmp_path / "j", "ab") as handle:
+            handle.write(b"\n")  # as after a torn line
+    assert journal.count() == 3
+    (tmp_path / "j").unlink()
+    assert journal.count() == 0
