@@ -124,7 +124,7 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     if path is not None:
         try:
             loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from exc
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
@@ -174,7 +174,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         ),
         facts_max_tokens=typed(mem, "facts_max_tokens", int, defaults.facts_max_tokens, "memory."),
         capture_facts=typed(mem, "capture_facts", bool, True, "memory."),
-        context_windows={str(k): integer(v, f"context_windows.{k}") for k, v in windows.items()},
+        context_windows={str(k): _window(v, f"context_windows.{k}") for k, v in windows.items()},
     )
     if "tiers" in mem:
         settings = replace(settings, tier_rules=_tier_rules(mem))
@@ -380,6 +380,11 @@ def _within(value: int, name: str, low: int, high: int | None = None) -> int:
         bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
         raise ConfigError(f"{name}: must be {bounds}, got {value!r}")
     return value
+
+
+def _window(value: Any, name: str) -> int:
+    """A model's context window in tokens: 0 or less would make every request look full."""
+    return _within(integer(value, name), name, 1)
 
 
 def _above_zero(data: Mapping[str, Any], prefix: str, key: str, default: float) -> float:

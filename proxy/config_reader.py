@@ -13,6 +13,7 @@ terminal and the logs.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -103,6 +104,8 @@ def typed(data: Mapping[str, Any], key: str, kind: type, default: Any, prefix: s
         return default
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if kind is float and isinstance(value, float) and math.isnan(value):  # YAML's .nan
+        raise ConfigError(f"{prefix}{key}: expected a number, got .nan")
     if kind is int:
         return integer(value, prefix + key)
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
