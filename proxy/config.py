@@ -21,7 +21,7 @@ from memory import Settings, TierRule, tier_rules_from_config
 from proxy.config_keys import ProxyKey as ProxyKey  # re-exported: part of Config
 from proxy.config_keys import env_keys, proxy_keys
 from proxy.config_reader import ConfigError as ConfigError  # re-exported: load_config raises it
-from proxy.config_reader import Section, integer, typed, unknown_keys
+from proxy.config_reader import Section, http_url, integer, typed, unknown_keys
 
 # The inspector's cookie secret, when configured, is at least this long (HMAC-SHA256's key).
 MIN_SECRET_LENGTH = 32
@@ -181,7 +181,9 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
     config = Config(
         host=typed(server, "host", str, "127.0.0.1", "server."),
         port=_at_least(server, "server.", "port", 8080, 1, 65535),
-        upstream_base_url=typed(upstream, "base_url", str, None, "upstream."),
+        upstream_base_url=http_url(
+            typed(upstream, "base_url", str, None, "upstream."), "upstream.base_url"
+        ),
         upstream_api_key=typed(upstream, "api_key", str, None, "upstream."),
         connect_timeout=_above_zero(upstream, "upstream.", "connect_timeout", 10.0),
         read_timeout=_above_zero(upstream, "upstream.", "read_timeout", 600.0),
@@ -217,7 +219,9 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
     if env.get("MOIM_PORT"):
         changes["port"] = _within(integer(env["MOIM_PORT"], "MOIM_PORT"), "MOIM_PORT", 1, 65535)
     if env.get("MOIM_UPSTREAM_BASE_URL"):
-        changes["upstream_base_url"] = env["MOIM_UPSTREAM_BASE_URL"]
+        changes["upstream_base_url"] = http_url(
+            env["MOIM_UPSTREAM_BASE_URL"], "MOIM_UPSTREAM_BASE_URL"
+        )
     if env.get("MOIM_UPSTREAM_API_KEY"):
         changes["upstream_api_key"] = env["MOIM_UPSTREAM_API_KEY"]
     if env.get("MOIM_MEMORY"):

@@ -16,6 +16,7 @@ import difflib
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 
 class Section(Mapping[str, Any]):
@@ -121,3 +122,14 @@ def integer(value: Any, key: str) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+
+
+def http_url(value: str | None, key: str) -> str | None:
+    """An http:// or https:// URL with a host (a provider's base URL), or None. The value is
+    not echoed in the error: a URL may carry credentials."""
+    if value is None:
+        return None
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{key}: must be an http:// or https:// URL with a host")
+    return value

@@ -206,6 +206,9 @@ def test_bad_moim_port_names_the_variable(in_empty_dir):
         ("server: [1, 2]", "server"),
         ("models: {local: {api_base: x}}", "models.local"),
         ("auth: {keys: [{user_id: alice}]}", "auth.keys[0]"),
+        ("upstream: {base_url: not a url}", "upstream.base_url"),
+        ("upstream: {base_url: 'localhost:8000/v1'}", "upstream.base_url"),
+        ("upstream: {base_url: 'ftp://example.com/v1'}", "upstream.base_url"),
     ],
 )
 def test_bad_value_names_its_key(in_empty_dir, yaml_text, key):
@@ -213,6 +216,15 @@ def test_bad_value_names_its_key(in_empty_dir, yaml_text, key):
     with pytest.raises(ConfigError) as raised:
         load_config(path, {})
     assert str(raised.value).startswith(key + ":")
+
+
+def test_an_upstream_url_from_the_environment_is_checked_and_not_echoed(in_empty_dir):
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, {"MOIM_UPSTREAM_BASE_URL": "user:s3cret@provider/v1"})
+    assert str(raised.value).startswith("MOIM_UPSTREAM_BASE_URL: must be an http")
+    assert "s3cret" not in str(raised.value)
+    config = load_config(None, {"MOIM_UPSTREAM_BASE_URL": "https://api.example.com/v1"})
+    assert config.upstream_base_url == "https://api.example.com/v1"
 
 
 def test_top_level_must_be_a_mapping(in_empty_dir):
