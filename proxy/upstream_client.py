@@ -8,6 +8,10 @@ reads those (and NO_PROXY) as users of httpx expect.
 
 `send` is how a request goes out on the client: once more, on a new connection, when a pooled
 one turns out to be stale.
+
+httpx logs each request's URL at INFO; credentials a base URL carries (`user:password@`) are
+taken out of that line (`_NoUrlCredentials`), as the banner takes them out of the upstream it
+names.
 """
 
 from __future__ import annotations
@@ -22,6 +26,22 @@ from proxy.aiohttp_transport import AiohttpTransport
 from proxy.config import Config
 
 logger = logging.getLogger(__name__)
+
+
+class _NoUrlCredentials(logging.Filter):
+    """httpx's "HTTP Request: POST <url>" line without the URL's `user:password@`: a base URL
+    may carry a gateway's credentials, and the line is logged at INFO, the default level."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                arg.copy_with(userinfo=b"") if isinstance(arg, httpx.URL) and arg.userinfo else arg
+                for arg in record.args
+            )
+        return True
+
+
+logging.getLogger("httpx").addFilter(_NoUrlCredentials())
 
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 MAX_CONNECTIONS = 1000
