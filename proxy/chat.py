@@ -21,6 +21,7 @@ from proxy.config import Config
 from proxy.errors import BadRequest
 from proxy.exchange import Api, Conversation, Exchange, reply_reserve
 from proxy.pipeline import forward_bytes, handle, model_body, remember
+from proxy.room import media_parts
 from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.upstream import Target, call_litellm, litellm_json, litellm_sse
 
@@ -40,8 +41,19 @@ def chat_conversation(body: dict[str, Any]) -> Conversation:
         messages = inject_block(body["messages"], block, placement)
         return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode()
 
-    reply = reply_reserve(body, "max_completion_tokens", "max_tokens")
-    return Conversation(body["model"], body["messages"], place, reply_tokens=reply)
+    messages = body["messages"]
+    return Conversation(
+        body["model"],
+        messages,
+        place,
+        reply_tokens=reply_reserve(body, "max_completion_tokens", "max_tokens"),
+        definitions=tuple(body[name] for name in _DEFINITIONS if body.get(name)),
+        media_parts=media_parts(messages),
+    )
+
+
+# What a chat body holds beyond its messages that the provider counts (proxy/room.py).
+_DEFINITIONS = ("tools", "functions", "response_format")
 
 
 def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:

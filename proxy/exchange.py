@@ -76,7 +76,10 @@ class Conversation:
     with a block placed. `continues` is the Responses API reply the request continues
     (`previous_response_id`), `thread` the provider's conversation it is part of (its
     `conversation`): either way the provider holds the earlier turns. `reply_tokens` is what
-    the request reserves of the context window for the reply (`reply_reserve`).
+    the request reserves of the context window for the reply (`reply_reserve`);
+    `definitions` what else of the body the provider counts against the window (tool and
+    function definitions, a response schema), and `media_parts` the images, audio and files
+    among the messages (`proxy/room.py` counts both).
     """
 
     model: str
@@ -85,6 +88,8 @@ class Conversation:
     continues: str | None = None
     thread: str | None = None
     reply_tokens: int = 0
+    definitions: tuple[Any, ...] = ()
+    media_parts: int = 0
 
     @property
     def held(self) -> bool:

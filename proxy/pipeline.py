@@ -87,7 +87,7 @@ async def handle(
     if who.mode is Mode.OFF:  # nothing to measure or recall: no coroutine to make and await
         prepared = Prepared(who)
     else:
-        prepared = await prepare(state, who, conversation, report)
+        prepared = await prepare(state, who, conversation, report, len(raw))
     who = prepared.who
     report.session_id = who.session_id
     if who.mode.writes and body.get("stream") is True:
@@ -163,9 +163,10 @@ def model_body(raw: bytes) -> dict[str, Any]:
 
 
 async def prepare(
-    state: AppState, who: Identity, conversation: Conversation, report: Report
+    state: AppState, who: Identity, conversation: Conversation, report: Report, size: int
 ) -> Prepared:
-    """Measure, recall, budget and inject (for a mode other than off).
+    """Measure, recall, budget and inject (for a mode other than off; `size`: the body's
+    bytes).
 
     The one broad `except` of the request path: whatever fails in memory, the request still
     goes through, without memory, and the response says so.
@@ -179,7 +180,9 @@ async def prepare(
         if who.mode.reads and not conversation.held:
             pending = state.layer.begin_recall(who.user_id, conversation.messages)
         prepared: Future[Prepared] = Future()
-        measure = functools.partial(measure_and_recall, state, who, conversation, report, pending)
+        measure = functools.partial(
+            measure_and_recall, state, who, conversation, report, pending, size
+        )
         asyncio.get_running_loop().run_in_executor(None, _settle_into, prepared, measure)
         return await asyncio.wrap_future(prepared)  # one wake, when the block is placed
     except Exception as exc:
