@@ -50,6 +50,13 @@ class Report:
         """Tokens of the block injected (0 without one)."""
         return self.block.tokens if self.block is not None else 0
 
+    def without_block(self, why: str) -> None:
+        """The request goes on without its block after all (`why`): the headers, the log
+        line, the metrics, the stored turn's `injected_facts` and the inspector's record
+        (which read `block`) then say that nothing was injected."""
+        self.block, self.chunks, self.facts = None, 0, 0
+        self.error = why
+
     def headers(self) -> dict[str, str]:
         headers = {
             "x-request-id": self.request_id,

@@ -38,7 +38,7 @@ from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliase
 from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity, Mode, identify
 from proxy.limits import read_body
-from proxy.overflow import window_exceeded
+from proxy.overflow import WITHOUT_BLOCK, window_exceeded
 from proxy.recall_step import measure_and_recall
 from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, relay
@@ -252,8 +252,7 @@ async def forward_bytes(
             and window_exceeded(upstream.status_code, data)
         ):
             # the block passed a window moim does not know (overflow.py): as the client sent it
-            report.block, report.chunks, report.facts = None, 0, 0
-            report.error = "the memory block passed the model's context window: sent without it"
+            report.without_block(WITHOUT_BLOCK)
             plain = aliased(exchange.raw, exchange.body, exchange.target)
             upstream, data = await until_client_leaves(
                 exchange.receive, _answer(exchange, path, plain)
@@ -338,7 +337,8 @@ def remember(
                 reply=replies[-1] if replies else None,
                 created_at=who.timestamp if who.timestamp is not None else time.time(),
                 partial=partial,
-                extra={"injected_facts": prepared.fact_ids},
+                # none when the block was not sent after all (`Report.without_block`)
+                extra={"injected_facts": prepared.fact_ids if report.block else ()},
                 response_id=collector.response_id,
                 context_tokens=collector.context_tokens,
                 continues=conversation.held,

@@ -74,7 +74,6 @@ def _inject(
 ) -> Prepared:
     """Report what recall found and place its block in the body to send."""
     model, settings = conversation.model, state.layer.settings
-    settle = state.inspector.history.record(who, model, report, recollection)  # "why this block"
     report.tier, report.recalled = recollection.tier.level, True
     if recollection.warming:
         report.error = "embedding model still loading: facts only, no excerpts"
@@ -84,11 +83,13 @@ def _inject(
     report.abstained = recollection.withheld and not (
         recollection.block and recollection.block.excerpts
     )
+    if recollection.block is not None:
+        report.block = recollection.block  # its tokens are counted meanwhile (`Counted`)
+        report.chunks = recollection.block.excerpts
+        report.facts = recollection.block.facts
+    settle = state.inspector.history.record(who, model, report, recollection)  # "why this block"
     if recollection.block is None:
         return Prepared(who, settle=settle)
-    report.block = recollection.block  # its tokens are counted meanwhile (`Counted`)
-    report.chunks = recollection.block.excerpts
-    report.facts = recollection.block.facts
     content = conversation.place(recollection.block.text, settings.placement)
     return Prepared(who, content, recollection.block.fact_ids, settle)
 
