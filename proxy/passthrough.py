@@ -77,8 +77,9 @@ async def passthrough(request: Request, state: AppState) -> Response:
     request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
     route = "none"
     try:
-        if state.config.keys and is_preflight(request.method, request.headers):
-            caller = Caller(None, None)  # no credentials on it, and none added (auth.py)
+        preflight = is_preflight(request.method, request.headers) and not _has_body(request)
+        if state.config.keys and preflight:  # a browser's question: no credentials (auth.py)
+            caller = Caller(None, None)
         else:
             caller = authenticate(request.headers, state.config)
         suffix = upstream_path(request)

@@ -389,8 +389,16 @@ def test_with_keys_a_browsers_preflight_reaches_the_provider_without_credentials
     assert "authorization" not in sent  # not the configured provider key either
 
 
-def test_with_keys_an_options_request_that_is_no_preflight_needs_a_key(keyed, upstream):
-    answer = call(keyed, "OPTIONS", "/v1/chat/completions", headers={"origin": "https://a.b"})
+@pytest.mark.parametrize(
+    ("headers", "body"),
+    [({"origin": "https://a.b"}, None), (PREFLIGHT, CHAT)],
+    ids=["no-request-method", "with-a-body"],
+)
+def test_with_keys_an_options_request_that_is_no_preflight_needs_a_key(
+    keyed, upstream, headers, body
+):
+    """A browser's preflight names the method it asks for, and has no body."""
+    answer = call(keyed, "OPTIONS", "/v1/chat/completions", body, headers=headers)
     assert_openai_error(answer, 401)
     assert upstream.requests == []
 
