@@ -41,7 +41,9 @@ not read moim's cue rules) once the first had been read for misses over several 
 `--suite fresh3` is personas 41-50 (bench/memsuite/fresh3.txt, split `fresh3`): a third, written
 blind the same way once fresh and fresh2 had both been read for misses; for measuring only.
 `--suite fresh4` is personas 51-60 (bench/memsuite/fresh4.txt, split `fresh4`): a fourth, written
-blind once the first three had been read for misses.
+blind once the first three had been read for misses. `--suite fresh5` is personas 61-70
+(bench/memsuite/fresh5.txt, split `fresh5`): a fifth, written blind once fresh4 had been read for
+misses too; for measuring only.
 """
 
 from __future__ import annotations
@@ -78,8 +80,8 @@ RESULTS = ROOT / "bench" / "results"
 MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
-SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4")
-SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4")
+SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
+SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
 
 
 @dataclass
@@ -186,8 +188,8 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 
 def personas_of(suite: str) -> list[Persona]:
-    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 51-60 (fresh, 2, 3, 4)."""
-    if suite in ("fresh", "fresh2", "fresh3", "fresh4"):
+    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 61-70 (fresh, 2, ... 5)."""
+    if suite in ("fresh", "fresh2", "fresh3", "fresh4", "fresh5"):
         return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))
     if suite == "long":

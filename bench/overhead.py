@@ -6,8 +6,9 @@ Run from the repository root:
         [--delay-ms 1] [--memory-mode read] [--profile 30] [--db PATH] [--million]
         [--million-user] [--peer-litellm PATH/TO/litellm] [--db-url postgresql://… | --pgserver DIR]
 
-One process: the fake upstream (tests/upstream.py), a ~20-line Starlette relay and moim, each
-under uvicorn in its own thread and loop; the client is raw HTTP over one keep-alive
+One process: the fake upstream (tests/upstream.py), a ~20-line Starlette relay (twice: on
+httpx's own transport, and on moim's, proxy/aiohttp_transport.py) and moim, each under uvicorn
+in its own thread and loop; the client is raw HTTP over one keep-alive
 `httpx.Client` per path, paths interleaved in a fresh random order each round. Stores are
 synthetic (public `Store` methods, Zipf-distributed English words so FTS5 has realistic
 postings, vectors from a pool of real embeddings plus noise); the query side is real. All
@@ -59,6 +60,7 @@ from memory import MemoryLayer, RecallRequest, Settings, count_message_tokens, i
 from memory.recall.retrieval import build_query  # noqa: E402
 from memory.store.fts import search_terms, turn_tail  # noqa: E402
 from memory.store.store import NewMessage  # noqa: E402
+from proxy.aiohttp_transport import AiohttpTransport  # noqa: E402
 from proxy.app import build_app  # noqa: E402
 from proxy.config import Config  # noqa: E402
 from tests.conftest import serve_app  # noqa: E402
@@ -156,13 +158,20 @@ def populate(
     return time.perf_counter() - started
 
 
-def relay_app(base_url: str) -> Starlette:
-    """The floor for any Python proxy: forward the body, stream the bytes back."""
+def relay_app(base_url: str, transport: str = "httpx") -> Starlette:
+    """The floor for any Python proxy: forward the body, stream the bytes back. With
+    `transport="aiohttp"` its client sends as moim's does (proxy/aiohttp_transport.py), so
+    memory off against it is what moim itself adds."""
     held: dict[str, httpx.AsyncClient] = {}
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> Any:
-        async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        sender = (
+            AiohttpTransport(ssl_context=httpx.create_ssl_context())
+            if transport == "aiohttp"
+            else None
+        )
+        async with httpx.AsyncClient(base_url=base_url, timeout=30, transport=sender) as client:
             held["client"] = client
             yield
 
@@ -451,6 +460,7 @@ def main() -> None:
     with ExitStack() as stack:
         upstream = stack.enter_context(serve_upstream())
         relay = stack.enter_context(serve_app(relay_app(upstream.url)))
+        relay_aiohttp = stack.enter_context(serve_app(relay_app(upstream.url, "aiohttp")))
         moims = {
             name: stack.enter_context(
                 serve_app(
@@ -476,6 +486,7 @@ def main() -> None:
         paths = {  # name: (url root, headers, repeat one question?)
             "direct (upstream)": (upstream.url.removesuffix("/v1"), {}, False),
             "bare relay": (relay, {}, False),
+            "bare relay, moim's transport": (relay_aiohttp, {}, False),
             "moim, memory off": (moims["main"], {"x-memory-mode": "off"}, False),
             "moim, 0 chunks, empty DB": on("u0", "empty"),
             "moim, 0 chunks (110k others)": on("u0"),
@@ -632,11 +643,14 @@ def report(
     )
     d = direct["ttfb"]
     off, bare = results["moim, memory off"]["ttfb"], results["bare relay"]["ttfb"]
+    same = results["bare relay, moim's transport"]["ttfb"]
     on = results["moim, 100k chunks"]["ttfb"]
     print(
         f"\n## targets (issue), TTFB\n\n- memory off: p50 ≤ 1.5 ms added and within 0.3 ms "
         f"of the bare relay → {off['p50'] - d['p50']:+.2f} ms added, "
-        f"{off['p50'] - bare['p50']:+.2f} ms vs relay\n- memory on, 100k chunks: p50 ≤ 10 ms, "
+        f"{off['p50'] - bare['p50']:+.2f} ms vs relay (httpx), "
+        f"{off['p50'] - same['p50']:+.2f} ms vs the relay on moim's transport\n"
+        "- memory on, 100k chunks: p50 ≤ 10 ms, "
         f"p99 ≤ 20 ms added → {on['p50'] - d['p50']:+.2f} / {on['p99'] - d['p99']:+.2f} ms\n"
         + _peer(results)
         + _growth(results)

@@ -72,6 +72,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 force_close=not self._keep_alive,
                 keepalive_timeout=self._keepalive_expiry if self._keep_alive else None,
                 ssl=self._ssl,
+                # the system's resolver (/etc/hosts, search domains), as httpx uses, even
+                # where aiodns is installed (aiohttp would pick it)
+                resolver=aiohttp.ThreadedResolver(),
                 enable_cleanup_closed=False,
             )
             self._session = aiohttp.ClientSession(

@@ -41,6 +41,10 @@ from proxy.cli_copy import copy
 from proxy.cli_facts import facts
 from proxy.config import Config
 
+# The levels both logging and uvicorn know; anything else would end in a traceback from
+# logging.basicConfig once the config is read.
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
 
 @click.group()
 @click.version_option(package_name="moim")
@@ -58,7 +62,13 @@ main.add_command(users)
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=None, help="Port to bind (default 8080)."
 )
-@click.option("--log-level", default="info", show_default=True, help="Python log level.")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="How much to log.",
+)
 def serve(config_path: Path | None, host: str | None, port: int | None, log_level: str) -> None:
     """Start the proxy."""
     import uvicorn
@@ -164,7 +174,8 @@ def stats(config_path: Path | None, user_id: str, as_json: bool) -> None:
 
 @main.group()
 def memory() -> None:
-    """Inspect, search, export, import or delete one user's memory."""
+    """Inspect, search, export, import or delete one user's memory; copy every user's
+    to another store."""
 
 
 memory.add_command(stats, "stats")
@@ -185,7 +196,7 @@ def export_(config_path: Path | None, user_id: str) -> None:
 @CONFIG_OPTION
 @USER_OPTION
 @CREATE_OPTION
-@click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
+@click.argument("source", type=click.File("rb"), default="-")
 def import_(config_path: Path | None, user_id: str, create: bool, source: Any) -> None:
     """Read SOURCE (JSONL as export writes it; default: stdin) into the user's memory; index it.
 
@@ -204,7 +215,11 @@ def _json_lines(source: Any) -> list[Any]:
     from memory import item_problem
 
     items = []
-    for number, line in enumerate(source, start=1):
+    for number, raw in enumerate(source, start=1):
+        try:
+            line = raw.decode("utf-8")  # read as bytes: a decoding error names its line
+        except UnicodeDecodeError as exc:
+            raise click.ClickException(f"line {number} is not UTF-8 text: {exc}") from None
         if line.strip():
             try:
                 item = json.loads(line)

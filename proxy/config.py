@@ -21,7 +21,7 @@ from memory import Settings, TierRule, tier_rules_from_config
 from proxy.config_keys import ProxyKey as ProxyKey  # re-exported: part of Config
 from proxy.config_keys import env_keys, proxy_keys
 from proxy.config_reader import ConfigError as ConfigError  # re-exported: load_config raises it
-from proxy.config_reader import Section, integer, typed, unknown_keys
+from proxy.config_reader import Section, http_url, integer, typed, unknown_keys
 
 # The inspector's cookie secret, when configured, is at least this long (HMAC-SHA256's key).
 MIN_SECRET_LENGTH = 32
@@ -124,7 +124,7 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     if path is not None:
         try:
             loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from exc
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
@@ -174,14 +174,16 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         ),
         facts_max_tokens=typed(mem, "facts_max_tokens", int, defaults.facts_max_tokens, "memory."),
         capture_facts=typed(mem, "capture_facts", bool, True, "memory."),
-        context_windows={str(k): integer(v, f"context_windows.{k}") for k, v in windows.items()},
+        context_windows={str(k): _window(v, f"context_windows.{k}") for k, v in windows.items()},
     )
     if "tiers" in mem:
         settings = replace(settings, tier_rules=_tier_rules(mem))
     config = Config(
         host=typed(server, "host", str, "127.0.0.1", "server."),
         port=_at_least(server, "server.", "port", 8080, 1, 65535),
-        upstream_base_url=typed(upstream, "base_url", str, None, "upstream."),
+        upstream_base_url=http_url(
+            typed(upstream, "base_url", str, None, "upstream."), "upstream.base_url"
+        ),
         upstream_api_key=typed(upstream, "api_key", str, None, "upstream."),
         connect_timeout=_above_zero(upstream, "upstream.", "connect_timeout", 10.0),
         read_timeout=_above_zero(upstream, "upstream.", "read_timeout", 600.0),
@@ -217,7 +219,9 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
     if env.get("MOIM_PORT"):
         changes["port"] = _within(integer(env["MOIM_PORT"], "MOIM_PORT"), "MOIM_PORT", 1, 65535)
     if env.get("MOIM_UPSTREAM_BASE_URL"):
-        changes["upstream_base_url"] = env["MOIM_UPSTREAM_BASE_URL"]
+        changes["upstream_base_url"] = http_url(
+            env["MOIM_UPSTREAM_BASE_URL"], "MOIM_UPSTREAM_BASE_URL"
+        )
     if env.get("MOIM_UPSTREAM_API_KEY"):
         changes["upstream_api_key"] = env["MOIM_UPSTREAM_API_KEY"]
     if env.get("MOIM_MEMORY"):
@@ -380,6 +384,11 @@ def _within(value: int, name: str, low: int, high: int | None = None) -> int:
         bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
         raise ConfigError(f"{name}: must be {bounds}, got {value!r}")
     return value
+
+
+def _window(value: Any, name: str) -> int:
+    """A model's context window in tokens: 0 or less would make every request look full."""
+    return _within(integer(value, name), name, 1)
 
 
 def _above_zero(data: Mapping[str, Any], prefix: str, key: str, default: float) -> float:

@@ -13,8 +13,10 @@ terminal and the logs.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 
 class Section(Mapping[str, Any]):
@@ -103,6 +105,8 @@ def typed(data: Mapping[str, Any], key: str, kind: type, default: Any, prefix: s
         return default
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if kind is float and isinstance(value, float) and math.isnan(value):  # YAML's .nan
+        raise ConfigError(f"{prefix}{key}: expected a number, got .nan")
     if kind is int:
         return integer(value, prefix + key)
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
@@ -118,3 +122,14 @@ def integer(value: Any, key: str) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+
+
+def http_url(value: str | None, key: str) -> str | None:
+    """An http:// or https:// URL with a host (a provider's base URL), or None. The value is
+    not echoed in the error: a URL may carry credentials."""
+    if value is None:
+        return None
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{key}: must be an http:// or https:// URL with a host")
+    return value

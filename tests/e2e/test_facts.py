@@ -177,6 +177,19 @@ def test_a_fact_past_its_ttl_is_no_longer_injected_and_turns_stale(proxy, upstre
     assert statuses == {"trip": "stale", "name": "active"}
 
 
+def test_a_fact_past_its_ttl_is_not_listed_as_current_before_any_turn(proxy):
+    with api(proxy) as client:
+        made = client.post("/facts", json={"key": "trip", "value": "Rome", "ttl_seconds": 0.2})
+        time.sleep(max(0.0, made.json()["expires_at"] - time.time()) + 0.05)
+        current = client.get("/facts").json()["facts"]
+        stale = client.get("/facts?status=stale").json()["facts"]
+        history = client.get("/facts/trip/history").json()["facts"]
+
+    assert current == []
+    assert [(f["key"], f["status"]) for f in stale] == [("trip", "stale")]
+    assert [f["status"] for f in history] == ["stale"]
+
+
 def test_one_users_facts_never_reach_another_user(proxy, upstream):
     say(proxy, "My name is Dana and I live in Berlin", user="ann")
     proxy.flush()

@@ -71,6 +71,23 @@ def test_a_store_that_cannot_be_opened_is_one_clear_line(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(tmp_path):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "serve", "--config", os.devnull, "--log-level", "loud"],
+        cwd=tmp_path,
+        env={**clean, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Invalid value for '--log-level': 'loud' is not one of" in result.stderr
+    assert "'debug'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "moim.db").exists()
+
+
 def test_banner_names_the_upstream_without_its_secrets():
     config = Config(
         upstream_base_url="https://user:s3cret@api.example.com:8443/v1?api-key=s3cret#x",

@@ -237,6 +237,21 @@ def test_import_refuses_a_hand_edited_file_whole_and_names_the_line(tmp_path, ed
     assert moim("memory", "export", "--user", "ann", cwd=tmp_path).stdout == before
 
 
+def test_import_refuses_a_file_that_is_not_utf8_whole_and_names_the_line(tmp_path):
+    moim("facts", "set", "home_city", "Lisbon", "--user", "ann", "--create", cwd=tmp_path)
+    before = moim("memory", "export", "--user", "ann", cwd=tmp_path).stdout
+    edited = exported_message(1).replace("message number 1", "un café")
+    latin1 = edited.encode("latin-1")  # as an editor set to Latin-1 saved it
+    export = tmp_path / "ann.jsonl"
+    export.write_bytes(exported_message(0).encode() + latin1 + exported_message(2).encode())
+
+    result = moim("memory", "import", "--user", "ann", str(export), cwd=tmp_path)
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("Error: line 2 is not UTF-8 text"), result.stderr
+    assert moim("memory", "export", "--user", "ann", cwd=tmp_path).stdout == before
+
+
 def test_migrate_redoes_the_derived_rows_an_older_layout_left_so_the_restart_need_not(tmp_path):
     lines = "".join(exported_message(i, content=f"my kayak number {i} is red") for i in range(6))
     moim("memory", "import", "--user", "ann", "--create", cwd=tmp_path, stdin=lines)

@@ -193,15 +193,22 @@ def test_bad_moim_port_names_the_variable(in_empty_dir):
         ("upstream: {read_timeout: soon}", "upstream.read_timeout"),
         ("memory: {enabled: 'yes'}", "memory.enabled"),
         ("memory: {min_similarity: high}", "memory.min_similarity"),
+        ("memory: {min_similarity: .nan}", "memory.min_similarity"),
+        ("memory: {recency_half_life_days: .nan}", "memory.recency_half_life_days"),
         ("memory: {placement: everywhere}", "memory.placement"),
         ("memory: {vector_search: gpu}", "memory.vector_search"),
         ("memory: {fusion: ranks}", "memory.fusion"),
         ("memory: {tiers: [{below: 2, excerpts: 1, chars: 1}]}", "memory.tiers"),
         ("memory: {tiers: [{below: 0.5}]}", "memory.tiers"),
         ("context_windows: {gpt-4o: big}", "context_windows.gpt-4o"),
+        ("context_windows: {gpt-4o: 0}", "context_windows.gpt-4o"),
+        ("context_windows: {gpt-4o: -128000}", "context_windows.gpt-4o"),
         ("server: [1, 2]", "server"),
         ("models: {local: {api_base: x}}", "models.local"),
         ("auth: {keys: [{user_id: alice}]}", "auth.keys[0]"),
+        ("upstream: {base_url: not a url}", "upstream.base_url"),
+        ("upstream: {base_url: 'localhost:8000/v1'}", "upstream.base_url"),
+        ("upstream: {base_url: 'ftp://example.com/v1'}", "upstream.base_url"),
     ],
 )
 def test_bad_value_names_its_key(in_empty_dir, yaml_text, key):
@@ -209,6 +216,15 @@ def test_bad_value_names_its_key(in_empty_dir, yaml_text, key):
     with pytest.raises(ConfigError) as raised:
         load_config(path, {})
     assert str(raised.value).startswith(key + ":")
+
+
+def test_an_upstream_url_from_the_environment_is_checked_and_not_echoed(in_empty_dir):
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, {"MOIM_UPSTREAM_BASE_URL": "user:s3cret@provider/v1"})
+    assert str(raised.value).startswith("MOIM_UPSTREAM_BASE_URL: must be an http")
+    assert "s3cret" not in str(raised.value)
+    config = load_config(None, {"MOIM_UPSTREAM_BASE_URL": "https://api.example.com/v1"})
+    assert config.upstream_base_url == "https://api.example.com/v1"
 
 
 def test_top_level_must_be_a_mapping(in_empty_dir):
@@ -219,6 +235,13 @@ def test_top_level_must_be_a_mapping(in_empty_dir):
 def test_unreadable_yaml_is_a_config_error(in_empty_dir):
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(write(in_empty_dir / "broken.yaml", "server: {port: [\n"), {})
+
+
+def test_a_config_file_that_is_not_utf8_is_a_config_error(in_empty_dir):
+    path = in_empty_dir / "latin1.yaml"
+    path.write_bytes("upstream: {base_url: http://caf\u00e9.local/v1}\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="cannot read config .*latin1.yaml"):
+        load_config(path, {})
 
 
 def test_missing_config_file_is_a_config_error(in_empty_dir):
@@ -395,7 +418,7 @@ def test_bad_key_in_a_keys_file_names_its_line_never_its_value(in_empty_dir):
         ("memory: {ingest_queue_size: -5}", "memory.ingest_queue_size: must be at least 1, got -5"),
         ("upstream: {connect_timeout: 0}", "upstream.connect_timeout: must be above 0, got 0.0"),
         ("upstream: {read_timeout: -3}", "upstream.read_timeout: must be above 0, got -3.0"),
-        ("upstream: {read_timeout: .nan}", "upstream.read_timeout: must be above 0, got nan"),
+        ("upstream: {read_timeout: .nan}", "upstream.read_timeout: expected a number, got .nan"),
         ("memory: {busy_timeout: 0}", "memory.busy_timeout: must be above 0, got 0.0"),
         ("server: {header_timeout: 0}", "server.header_timeout: must be above 0, got 0.0"),
         ("server: {body_timeout: -1}", "server.body_timeout: must be above 0, got -1.0"),
