@@ -89,9 +89,7 @@ async def send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Respo
         return await client.send(request, stream=True)
     except STALE_CONNECTION as exc:
         logger.info("upstream connection failed (%s); retrying on a new one", type(exc).__name__)
-    fresh = httpx.AsyncClient(
-        timeout=client.timeout, transport=_one_shot(client), cookies=no_cookies()
-    )
+    fresh = _one_shot(client)
     try:
         return await fresh.send(request, stream=True)
     except BaseException:
@@ -99,11 +97,17 @@ async def send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Respo
         raise
 
 
-def _one_shot(client: httpx.AsyncClient) -> httpx.AsyncBaseTransport:
-    """A transport like `client`'s that opens a new connection and keeps none."""
+def _one_shot(client: httpx.AsyncClient) -> httpx.AsyncClient:
+    """A client like `client` that opens a new connection and keeps none. httpx's own goes
+    through the environment's proxy as `client` does (a transport given to httpx would not)."""
     if isinstance(client._transport, AiohttpTransport):
-        return AiohttpTransport(ssl_context=httpx.create_ssl_context(), keep_alive=False)
-    return httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+        transport = AiohttpTransport(ssl_context=httpx.create_ssl_context(), keep_alive=False)
+        return httpx.AsyncClient(timeout=client.timeout, transport=transport, cookies=no_cookies())
+    return httpx.AsyncClient(
+        timeout=client.timeout,
+        limits=httpx.Limits(max_keepalive_connections=0),
+        cookies=no_cookies(),
+    )
 
 
 def no_cookies() -> CookieJar:
