@@ -2,7 +2,8 @@
 
 Without proxy keys (`auth.keys`), moim is a pass-through: the client's `Authorization`
 goes to the provider. With them, `Authorization: Bearer <proxy key>` is required on every
-endpoint but health; a key bound to a user speaks only for that user, a key with `users`
+endpoint but health (a browser's CORS preflight, which carries none, goes through:
+`is_preflight`); a key bound to a user speaks only for that user, a key with `users`
 for those, and an unbound key or an admin key for any user the request names (CONTRACT.md:
 the memory API has the same auth as chat). A request presenting no key is refused before
 any comparison. Keys are compared in constant time and never logged. Without proxy keys on
@@ -59,6 +60,18 @@ def authenticate(headers: Mapping[str, str], config: Config) -> Caller:
     if key.metrics_only:
         raise Forbidden("this key may only read /metrics", code="metrics_key_only")
     return Caller(key, authorization)
+
+
+def is_preflight(method: str, headers: Mapping[str, str]) -> bool:
+    """Whether a request is a browser's CORS preflight: `OPTIONS` with `Origin` and
+    `Access-Control-Request-Method`, sent before a cross-origin call with an `Authorization`
+    header. A browser never puts credentials on it (it asks whether it may send them), and it
+    does nothing: with proxy keys it goes to the provider unauthenticated, so the provider's
+    answer says what a browser app may call (`proxy/passthrough.py`), and the call that follows
+    needs its key as any other. Without keys on loopback it is checked as any request is."""
+    return (
+        method == "OPTIONS" and "origin" in headers and "access-control-request-method" in headers
+    )
 
 
 def authorize_metrics(headers: Mapping[str, str], config: Config) -> None:

@@ -9,6 +9,7 @@ through litellm for other providers, through moim's tool loop when memory tools 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -18,9 +19,11 @@ from memory import Placement, inject_block
 from proxy import litellm_params, tool_loop, tools
 from proxy.client_gone import ClientLeft, until_client_leaves
 from proxy.config import Config
-from proxy.errors import BadRequest
+from proxy.errors import BadRequest, UpstreamError
 from proxy.exchange import Api, Conversation, Exchange, reply_reserve
+from proxy.overflow import WITHOUT_BLOCK, window_exceeded
 from proxy.pipeline import forward_bytes, handle, model_body, remember
+from proxy.room import media_parts
 from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.upstream import Target, call_litellm, litellm_json, litellm_sse
 
@@ -40,8 +43,19 @@ def chat_conversation(body: dict[str, Any]) -> Conversation:
         messages = inject_block(body["messages"], block, placement)
         return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode()
 
-    reply = reply_reserve(body, "max_completion_tokens", "max_tokens")
-    return Conversation(body["model"], body["messages"], place, reply_tokens=reply)
+    messages = body["messages"]
+    return Conversation(
+        body["model"],
+        messages,
+        place,
+        reply_tokens=reply_reserve(body, "max_completion_tokens", "max_tokens"),
+        definitions=tuple(body[name] for name in _DEFINITIONS if body.get(name)),
+        media_parts=media_parts(messages),
+    )
+
+
+# What a chat body holds beyond its messages that the provider counts (proxy/room.py).
+_DEFINITIONS = ("tools", "functions", "response_format")
 
 
 def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
@@ -90,10 +104,17 @@ async def forward(exchange: Exchange) -> Response:
 async def _forward_litellm(
     exchange: Exchange, body: dict[str, Any], collector: ReplyCollector, on_end: EndCallback
 ) -> Response:
-    report, timeout = exchange.report, exchange.state.config.read_timeout
-    calling = call_litellm(exchange.target, body, exchange.authorization, timeout)
+    report = exchange.report
     try:  # a client that leaves before the answer ends the provider's call (client_gone.py)
-        result = await until_client_leaves(exchange.receive, calling)
+        try:
+            result = await until_client_leaves(exchange.receive, _call(exchange, body))
+        except UpstreamError as exc:
+            if exchange.prepared.body is None or not window_exceeded(exc.status, exc.content):
+                raise
+            # the block passed a window moim does not know (overflow.py): as the client sent it
+            report.without_block(WITHOUT_BLOCK)
+            body = exchange.body
+            result = await until_client_leaves(exchange.receive, _call(exchange, body))
     except ClientLeft:
         on_end(True)  # what the client said is kept, as when it leaves a stream
         raise
@@ -107,6 +128,12 @@ async def _forward_litellm(
     collector.feed_json(data)
     on_end(False)
     return Response(data, media_type="application/json", headers=report.headers())
+
+
+def _call(exchange: Exchange, body: dict[str, Any]) -> Awaitable[Any]:
+    """litellm's call of `body` to the request's provider."""
+    timeout = exchange.state.config.read_timeout
+    return call_litellm(exchange.target, body, exchange.authorization, timeout)
 
 
 def check_litellm_params(body: dict[str, Any], target: Target, config: Config) -> None:

@@ -5,13 +5,12 @@ moim migrate | reindex | stats --user U | users          (users: proxy/cli_brows
 moim memory stats|export|import|delete|search --user U   (search: proxy/cli_browse.py)
 moim memory copy --from sqlite:///moim.db --to postgresql://…
 moim facts list|set|delete|history|pin|unpin --user U   (proxy/cli_facts.py)
-moim consolidate [--user U] [--model M] [--turns N]
+moim consolidate [--user U] [--model M] [--turns N]   (proxy/cli_consolidate.py)
 moim mcp [--user U]                       (MCP on stdio: proxy/mcp_server.py)
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sys
@@ -37,6 +36,7 @@ from proxy.cli_common import (
     open_layer,
     progress_bar,
 )
+from proxy.cli_consolidate import consolidate
 from proxy.cli_copy import copy
 from proxy.cli_facts import facts
 from proxy.config import Config
@@ -54,6 +54,7 @@ def main() -> None:
 
 main.add_command(facts)
 main.add_command(users)
+main.add_command(consolidate)
 
 
 @main.command()
@@ -298,79 +299,6 @@ def mcp_(config_path: Path | None, user_id: str, create: bool) -> None:
     layer = open_layer(config_from(config_path), create)
     logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s %(message)s")
     anyio.run(serve_stdio, layer, user_id)
-
-
-@main.command()
-@CONFIG_OPTION
-@click.option(
-    "--user",
-    "user_id",
-    default=None,
-    callback=namespace_given,
-    help="One user; without it, every user due (consolidation.min_new_turns new turns).",
-)
-@click.option(
-    "--model",
-    default=None,
-    help="Model that proposes the operations: a models: alias, provider/model "
-    "(litellm), or a model of the upstream URL (default: consolidation.model).",
-)
-@click.option(
-    "--turns",
-    type=click.IntRange(1, 1000),
-    default=None,
-    help="User and assistant messages the model reads per call: one --user's latest, or each "
-    "due user's unread ones, all of them, this many at a time (default: consolidation.turns).",
-)
-def consolidate(
-    config_path: Path | None, user_id: str | None, model: str | None, turns: int | None
-) -> None:
-    """Ask MODEL for fact operations from users' turns; apply what the gate passes.
-
-    Off unless run (or scheduled: consolidation.model in config.yaml). A reply that is not the
-    expected JSON changes nothing; operations under the write gate's thresholds, or
-    near-duplicates of other facts, are skipped with a reason. Prints a JSON summary per model
-    call (keys and counts, no fact values); a user whose model could not be reached stays due.
-    Without --user, a bar on stderr counts the due users done, when it is a terminal.
-    """
-    config = config_from(config_path)
-    model = model or config.consolidation_model
-    if not model:
-        raise click.UsageError("no model: pass --model or set consolidation.model")
-    turns = turns or config.consolidation_turns
-    if user_id is None:
-        _consolidate_due(config, model, turns)
-    else:
-        _consolidate_user(config, user_id, model, turns)
-
-
-def _consolidate_user(config: Config, user_id: str, model: str, turns: int) -> None:
-    from proxy.consolidate import run_once
-    from proxy.errors import UpstreamError
-
-    try:
-        report = asyncio.run(run_once(config, open_layer(config), user_id, model, turns))
-    except UpstreamError as exc:
-        detail = exc.content.decode("utf-8", "replace")[:500]
-        raise click.ClickException(f"{exc.message}: {detail}") from exc
-    click.echo(json.dumps(report.summary(), ensure_ascii=False))
-
-
-def _consolidate_due(config: Config, model: str, turns: int) -> None:
-    from proxy.consolidation_schedule import run_due
-
-    min_new_turns = config.consolidation_min_new_turns
-    layer = open_layer(config)
-    with progress_bar("consolidating due users") as progress:
-        outcomes = asyncio.run(run_due(config, layer, model, turns, min_new_turns, progress))
-    for outcome in outcomes:
-        click.echo(json.dumps(outcome.summary(), ensure_ascii=False))
-    failed = {outcome.user_id for outcome in outcomes if outcome.error is not None}
-    if failed:  # one outcome per batch: count users
-        due = len({outcome.user_id for outcome in outcomes})
-        raise click.ClickException(f"{len(failed)} of {due} due users not consolidated")
-    if not outcomes:
-        click.echo(f"no user has {min_new_turns} new turns to consolidate", err=True)
 
 
 def banner(config: Config) -> str:

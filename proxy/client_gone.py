@@ -7,10 +7,10 @@ the model generating for no one on an upstream connection held for it; called di
 client's closed connection ends the call at the provider. `until_client_leaves` waits for the
 provider while listening on the client's connection, and when that closes first, cancels the
 wait (httpx closes the upstream connection) and raises `ClientLeft`: the byte path
-(`proxy/pipeline.py`'s `forward_bytes`) and chat's litellm path (`proxy/chat.py`) then hand
-what the client said to the writer, as when a client leaves a stream, and the request is
-logged with nginx's 499. The memory tool loop (`proxy/tool_loop.py`) and the pass-through,
-whose body may still be streaming upstream, do not listen.
+(`proxy/pipeline.py`'s `forward_bytes`), chat's litellm path (`proxy/chat.py`) and each round
+of the memory tool loop (`proxy/tool_loop.py`) then hand what the client said to the writer,
+as when a client leaves a stream, and the request is logged with nginx's 499. The
+pass-through, whose body may still be streaming upstream, does not listen.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ environment; tests construct `Config(...)` directly.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,10 +17,21 @@ from typing import Any
 import yaml
 
 from memory import Settings, TierRule, tier_rules_from_config
+from proxy.config_embedder import EmbedderConfig as EmbedderConfig  # re-exported: in Config
+from proxy.config_embedder import embedder_config, embedder_env
 from proxy.config_keys import ProxyKey as ProxyKey  # re-exported: part of Config
 from proxy.config_keys import env_keys, proxy_keys
 from proxy.config_reader import ConfigError as ConfigError  # re-exported: load_config raises it
-from proxy.config_reader import Section, http_url, integer, typed, unknown_keys
+from proxy.config_reader import (
+    Section,
+    above_zero,
+    at_least,
+    http_url,
+    integer,
+    typed,
+    unknown_keys,
+    within,
+)
 
 # The inspector's cookie secret, when configured, is at least this long (HMAC-SHA256's key).
 MIN_SECRET_LENGTH = 32
@@ -35,27 +45,6 @@ class ModelRoute:
     api_base: str | None = None
     api_key: str | None = None
     openai_compatible: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class EmbedderConfig:
-    """`memory.embedder`: an embedding model served elsewhere, instead of the bundled one
-    (proxy/embedding_service.py calls it; memory/service_embedder.py uses it)."""
-
-    # `provider/model` (litellm's names) goes through litellm; any other name is sent to
-    # `api_base`, an OpenAI-compatible base URL (`…/v1`), with httpx.
-    model: str
-    api_base: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    # The vectors' width; sent as the request's `dimensions` (models that can shorten their
-    # vectors take it). Unset: learned from a probe at start, so the service must answer then.
-    dimensions: int | None = None
-    batch_size: int = 64  # texts per call
-    timeout: float = 30.0  # seconds per call from the writer, which retries
-    query_timeout: float = 2.0  # seconds a request waits for its query's vector
-    retries: int = 3  # more tries of a writer's call that failed for a reason that may pass
-    query_prefix: str = ""  # put before each query (e5: "query: ")
-    document_prefix: str = ""  # put before each chunk (e5: "passage: ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +138,8 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
     defaults = Settings()
     settings = Settings(
         **_database(typed(data, "db", str, "moim.db")),
-        busy_timeout=_above_zero(mem, "memory.", "busy_timeout", defaults.busy_timeout),
-        index_slice_chunks=_at_least(
+        busy_timeout=above_zero(mem, "memory.", "busy_timeout", defaults.busy_timeout),
+        index_slice_chunks=at_least(
             mem, "memory.", "index_slice_chunks", defaults.index_slice_chunks, 1
         ),
         embedding_model=typed(mem, "embedding_model", str, defaults.embedding_model, "memory."),
@@ -180,13 +169,13 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         settings = replace(settings, tier_rules=_tier_rules(mem))
     config = Config(
         host=typed(server, "host", str, "127.0.0.1", "server."),
-        port=_at_least(server, "server.", "port", 8080, 1, 65535),
+        port=at_least(server, "server.", "port", 8080, 1, 65535),
         upstream_base_url=http_url(
             typed(upstream, "base_url", str, None, "upstream."), "upstream.base_url"
         ),
         upstream_api_key=typed(upstream, "api_key", str, None, "upstream."),
-        connect_timeout=_above_zero(upstream, "upstream.", "connect_timeout", 10.0),
-        read_timeout=_above_zero(upstream, "upstream.", "read_timeout", 600.0),
+        connect_timeout=above_zero(upstream, "upstream.", "connect_timeout", 10.0),
+        read_timeout=above_zero(upstream, "upstream.", "read_timeout", 600.0),
         memory_enabled=typed(mem, "enabled", bool, True, "memory."),
         memory_tools=typed(mem, "tools", bool, False, "memory."),
         memory=settings,
@@ -197,15 +186,15 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
             auth, "account_endpoints_for_all_keys", bool, False, "auth."
         ),
         metrics_public=typed(server, "metrics_public", bool, False, "server."),
-        max_body_bytes=_at_least(server, "server.", "max_body_bytes", 32 * 1024 * 1024, 1),
-        max_messages=_at_least(server, "server.", "max_messages", 10_000, 1),
-        max_header_bytes=_at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
-        header_timeout=_above_zero(server, "server.", "header_timeout", 10.0),
-        body_timeout=_above_zero(server, "server.", "body_timeout", 20.0),
-        ingest_queue_size=_at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
+        max_body_bytes=at_least(server, "server.", "max_body_bytes", 32 * 1024 * 1024, 1),
+        max_messages=at_least(server, "server.", "max_messages", 10_000, 1),
+        max_header_bytes=at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
+        header_timeout=above_zero(server, "server.", "header_timeout", 10.0),
+        body_timeout=above_zero(server, "server.", "body_timeout", 20.0),
+        ingest_queue_size=at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
         **_consolidation(schedule),
         inspector=_inspector(_section(data, "inspector")),
-        embedder=_embedder(mem),
+        embedder=embedder_config(mem),
     )
     _refuse_unknown(data)
     return config
@@ -217,7 +206,7 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
     if env.get("MOIM_HOST"):
         changes["host"] = env["MOIM_HOST"]
     if env.get("MOIM_PORT"):
-        changes["port"] = _within(integer(env["MOIM_PORT"], "MOIM_PORT"), "MOIM_PORT", 1, 65535)
+        changes["port"] = within(integer(env["MOIM_PORT"], "MOIM_PORT"), "MOIM_PORT", 1, 65535)
     if env.get("MOIM_UPSTREAM_BASE_URL"):
         changes["upstream_base_url"] = http_url(
             env["MOIM_UPSTREAM_BASE_URL"], "MOIM_UPSTREAM_BASE_URL"
@@ -233,7 +222,7 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         changes["consolidation_model"] = env["MOIM_CONSOLIDATION_MODEL"]
     if env.get("MOIM_PROXY_KEYS") or env.get("MOIM_PROXY_KEYS_FILE"):
         changes["keys"] = env_keys(config.keys, env)
-    embedder = _embedder_env(config.embedder, env)
+    embedder = embedder_env(config.embedder, env)
     if embedder is not config.embedder:
         changes["embedder"] = embedder
     config = replace(config, **changes)
@@ -295,62 +284,10 @@ def _consolidation(schedule: Mapping[str, Any]) -> dict[str, Any]:
     prefix = "consolidation."
     return {
         "consolidation_model": typed(schedule, "model", str, None, prefix) or None,
-        "consolidation_every_minutes": _above_zero(schedule, prefix, "every_minutes", 60.0),
-        "consolidation_min_new_turns": _at_least(schedule, prefix, "min_new_turns", 10, 1),
-        "consolidation_turns": _at_least(schedule, prefix, "turns", 40, 1, 1000),
+        "consolidation_every_minutes": above_zero(schedule, prefix, "every_minutes", 60.0),
+        "consolidation_min_new_turns": at_least(schedule, prefix, "min_new_turns", 10, 1),
+        "consolidation_turns": at_least(schedule, prefix, "turns", 40, 1, 1000),
     }
-
-
-def _embedder(mem: Section) -> EmbedderConfig | None:
-    """`memory.embedder`, or None (the bundled model) when absent."""
-    if mem.get("embedder") is None:
-        return None
-    if not isinstance(mem["embedder"], Mapping):
-        raise ConfigError("memory.embedder: must be a mapping (model, api_base, …)")
-    section = _section(mem, "embedder")
-    prefix = "memory.embedder."
-    model = typed(section, "model", str, None, prefix)
-    if not model or not model.strip():
-        raise ConfigError("memory.embedder.model: required (the embedding model's name)")
-    dimensions = typed(section, "dimensions", int, None, prefix)
-    if dimensions is not None:
-        _within(dimensions, prefix + "dimensions", 1, 65536)
-    return EmbedderConfig(
-        model=model.strip(),
-        api_base=typed(section, "api_base", str, None, prefix) or None,
-        api_key=typed(section, "api_key", str, None, prefix) or None,
-        dimensions=dimensions,
-        batch_size=_at_least(section, prefix, "batch_size", 64, 1, 2048),
-        timeout=_above_zero(section, prefix, "timeout", 30.0),
-        query_timeout=_above_zero(section, prefix, "query_timeout", 2.0),
-        retries=_at_least(section, prefix, "retries", 3, 0, 10),
-        query_prefix=typed(section, "query_prefix", str, "", prefix),
-        document_prefix=typed(section, "document_prefix", str, "", prefix),
-    )
-
-
-def _embedder_env(embedder: EmbedderConfig | None, env: Mapping[str, str]) -> EmbedderConfig | None:
-    """MOIM_EMBEDDER_MODEL, MOIM_EMBEDDER_API_BASE, MOIM_EMBEDDER_API_KEY over
-    `memory.embedder` (the model names one when the file has none)."""
-    changes: dict[str, Any] = {
-        field: env[name].strip()
-        for field, name in (
-            ("model", "MOIM_EMBEDDER_MODEL"),
-            ("api_base", "MOIM_EMBEDDER_API_BASE"),
-            ("api_key", "MOIM_EMBEDDER_API_KEY"),
-        )
-        if env.get(name, "").strip()
-    }
-    if not changes:
-        return embedder
-    if embedder is None:
-        if "model" not in changes:
-            raise ConfigError(
-                "MOIM_EMBEDDER_API_BASE and MOIM_EMBEDDER_API_KEY need a model: "
-                "set MOIM_EMBEDDER_MODEL or memory.embedder.model"
-            )
-        return EmbedderConfig(**changes)
-    return replace(embedder, **changes)
 
 
 def _inspector(section: Mapping[str, Any]) -> InspectorConfig:
@@ -361,42 +298,15 @@ def _inspector(section: Mapping[str, Any]) -> InspectorConfig:
         raise ConfigError(f"inspector.secret: must be at least {MIN_SECRET_LENGTH} characters")
     return InspectorConfig(
         enabled=typed(section, "enabled", bool, True, prefix),
-        history=_at_least(section, prefix, "history", 10, 0, 1000),
+        history=at_least(section, prefix, "history", 10, 0, 1000),
         allow_remote=typed(section, "allow_remote", bool, False, prefix),
         secret=secret,
     )
 
 
-def _at_least(
-    data: Mapping[str, Any],
-    prefix: str,
-    key: str,
-    default: int,
-    low: int,
-    high: int | None = None,
-) -> int:
-    """An integer setting within bounds; a value outside them names its key."""
-    return _within(typed(data, key, int, default, prefix), prefix + key, low, high)
-
-
-def _within(value: int, name: str, low: int, high: int | None = None) -> int:
-    if value < low or (high is not None and value > high):
-        bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
-        raise ConfigError(f"{name}: must be {bounds}, got {value!r}")
-    return value
-
-
 def _window(value: Any, name: str) -> int:
     """A model's context window in tokens: 0 or less would make every request look full."""
-    return _within(integer(value, name), name, 1)
-
-
-def _above_zero(data: Mapping[str, Any], prefix: str, key: str, default: float) -> float:
-    """A finite number of seconds (or minutes) above 0; anything else names its key."""
-    value: float = typed(data, key, float, default, prefix)
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{prefix}{key}: must be above 0, got {value!r}")
-    return value
+    return within(integer(value, name), name, 1)
 
 
 def _routes(models: Section) -> dict[str, ModelRoute]:

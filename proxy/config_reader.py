@@ -133,3 +133,30 @@ def http_url(value: str | None, key: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{key}: must be an http:// or https:// URL with a host")
     return value
+
+
+def at_least(
+    data: Mapping[str, Any],
+    prefix: str,
+    key: str,
+    default: int,
+    low: int,
+    high: int | None = None,
+) -> int:
+    """An integer setting within bounds; a value outside them names its key."""
+    return within(typed(data, key, int, default, prefix), prefix + key, low, high)
+
+
+def within(value: int, name: str, low: int, high: int | None = None) -> int:
+    if value < low or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise ConfigError(f"{name}: must be {bounds}, got {value!r}")
+    return value
+
+
+def above_zero(data: Mapping[str, Any], prefix: str, key: str, default: float) -> float:
+    """A finite number of seconds (or minutes) above 0; anything else names its key."""
+    value: float = typed(data, key, float, default, prefix)
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{prefix}{key}: must be above 0, got {value!r}")
+    return value

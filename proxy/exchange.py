@@ -50,6 +50,13 @@ class Report:
         """Tokens of the block injected (0 without one)."""
         return self.block.tokens if self.block is not None else 0
 
+    def without_block(self, why: str) -> None:
+        """The request goes on without its block after all (`why`): the headers, the log
+        line, the metrics, the stored turn's `injected_facts` and the inspector's record
+        (which read `block`) then say that nothing was injected."""
+        self.block, self.chunks, self.facts = None, 0, 0
+        self.error = why
+
     def headers(self) -> dict[str, str]:
         headers = {
             "x-request-id": self.request_id,
@@ -76,7 +83,10 @@ class Conversation:
     with a block placed. `continues` is the Responses API reply the request continues
     (`previous_response_id`), `thread` the provider's conversation it is part of (its
     `conversation`): either way the provider holds the earlier turns. `reply_tokens` is what
-    the request reserves of the context window for the reply (`reply_reserve`).
+    the request reserves of the context window for the reply (`reply_reserve`);
+    `definitions` what else of the body the provider counts against the window (tool and
+    function definitions, a response schema), and `media_parts` the images, audio and files
+    among the messages (`proxy/room.py` counts both).
     """
 
     model: str
@@ -85,6 +95,8 @@ class Conversation:
     continues: str | None = None
     thread: str | None = None
     reply_tokens: int = 0
+    definitions: tuple[Any, ...] = ()
+    media_parts: int = 0
 
     @property
     def held(self) -> bool:

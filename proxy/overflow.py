@@ -3,9 +3,16 @@
 moim keeps its block within the room the window leaves (`proxy/recall_step.py`), but it
 knows a window only from litellm's map or `context_windows` in config.yaml: a model it does
 not know is taken as 128,000 tokens, and a local model with a smaller window would then refuse
-a request that fits it, because of the block. The byte path sends such a request once more
-as the client sent it (`proxy/pipeline.py`), so memory never fails a request that would have
-succeeded directly; a request over the window without the block gets the provider's own error.
+a request that fits it, because of the block. The byte path (`proxy/pipeline.py`) and chat
+through litellm (`proxy/chat.py`: litellm reads each provider's words for it, and moim's error
+then carries OpenAI's code) send such a request once more as the client sent it, so memory
+never fails a request that would have succeeded directly; a request over the window without
+the block gets the provider's own error. `Report.without_block` makes the headers, the stored
+turn's `injected_facts` and the inspector say that no block was sent.
+
+The memory tool loop (`proxy/tool_loop.py`, opt-in) does not: moim adds its own tools to every
+round but the last, and its rounds grow with moim's calls and their results, so a refusal there
+is not the block's alone, and the request as the client sent it is not what the loop sends.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import json
 # truncates).
 _CODES = frozenset({"context_length_exceeded"})
 _WORDS = ("maximum context length", "exceeds the available context size", "context window")
+# What the request's `x-memory-error` says when it was sent again without the block.
+WITHOUT_BLOCK = "the memory block passed the model's context window: sent without it"
 
 
 def window_exceeded(status: int, body: bytes) -> bool:

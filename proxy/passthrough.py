@@ -8,12 +8,14 @@ status, headers less hop-by-hop ones, and the body byte for byte, streamed (SSE,
 Nothing of it is stored.
 
 Chat's rules apply: proxy keys (`auth.keys`) are checked, and the provider key then comes from
-config only; the body limit (`server.max_body_bytes`); `x-request-id` on every answer. A JSON
-body naming a `model` is routed as chat routes it: a config alias goes to its own base URL, the
-model renamed; a name litellm must translate goes through `litellm.aembedding` for
-`POST /v1/embeddings`, and anything else for it is refused with a 400 naming the path. Other
-bodies (multipart uploads, audio, none) go to the upstream URL; with none configured the answer
-is a 404 that says so. The memory API's paths (`/v1/memory...`) are moim's and never forwarded.
+config only (a browser's CORS preflight goes unauthenticated, with no provider key:
+`proxy.auth.is_preflight`); the body limit (`server.max_body_bytes`); `x-request-id` on every
+answer. A JSON body naming a `model` is routed as chat routes it: a config alias goes to its
+own base URL, the model renamed; a name litellm must translate goes through
+`litellm.aembedding` for `POST /v1/embeddings`, and anything else for it is refused with a 400
+naming the path. Other bodies (multipart uploads, audio, none) go to the upstream URL; with
+none configured the answer is a 404 that says so. The memory API's paths (`/v1/memory...`)
+are moim's and never forwarded.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Match
 
 from proxy import request_json
-from proxy.auth import Caller, authenticate
+from proxy.auth import Caller, authenticate, is_preflight
 from proxy.config import Config
 from proxy.errors import (
     BadRequest,
@@ -75,7 +77,11 @@ async def passthrough(request: Request, state: AppState) -> Response:
     request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
     route = "none"
     try:
-        caller = authenticate(request.headers, state.config)
+        preflight = is_preflight(request.method, request.headers) and not _has_body(request)
+        if state.config.keys and preflight:  # a browser's question: no credentials (auth.py)
+            caller = Caller(None, None)
+        else:
+            caller = authenticate(request.headers, state.config)
         suffix = upstream_path(request)
         _refuse_memory_paths(request, suffix)
         _refuse_account_endpoints(request.method, suffix, caller, state.config)
@@ -203,6 +209,8 @@ async def _route(
             code="no_upstream",
         )
     authorization = provider_key(target, config, client_auth)
+    if is_preflight(request.method, request.headers):  # a browser's question: no credentials
+        authorization = None
     url = target.base_url.rstrip("/") + suffix
     if request.scope["query_string"]:
         url += "?" + request.scope["query_string"].decode("latin-1")

@@ -38,7 +38,7 @@ from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliase
 from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity, Mode, identify
 from proxy.limits import read_body
-from proxy.overflow import window_exceeded
+from proxy.overflow import WITHOUT_BLOCK, window_exceeded
 from proxy.recall_step import measure_and_recall
 from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, relay
@@ -87,7 +87,7 @@ async def handle(
     if who.mode is Mode.OFF:  # nothing to measure or recall: no coroutine to make and await
         prepared = Prepared(who)
     else:
-        prepared = await prepare(state, who, conversation, report)
+        prepared = await prepare(state, who, conversation, report, len(raw))
     who = prepared.who
     report.session_id = who.session_id
     if who.mode.writes and body.get("stream") is True:
@@ -163,9 +163,10 @@ def model_body(raw: bytes) -> dict[str, Any]:
 
 
 async def prepare(
-    state: AppState, who: Identity, conversation: Conversation, report: Report
+    state: AppState, who: Identity, conversation: Conversation, report: Report, size: int
 ) -> Prepared:
-    """Measure, recall, budget and inject (for a mode other than off).
+    """Measure, recall, budget and inject (for a mode other than off; `size`: the body's
+    bytes).
 
     The one broad `except` of the request path: whatever fails in memory, the request still
     goes through, without memory, and the response says so.
@@ -179,7 +180,9 @@ async def prepare(
         if who.mode.reads and not conversation.held:
             pending = state.layer.begin_recall(who.user_id, conversation.messages)
         prepared: Future[Prepared] = Future()
-        measure = functools.partial(measure_and_recall, state, who, conversation, report, pending)
+        measure = functools.partial(
+            measure_and_recall, state, who, conversation, report, pending, size
+        )
         asyncio.get_running_loop().run_in_executor(None, _settle_into, prepared, measure)
         return await asyncio.wrap_future(prepared)  # one wake, when the block is placed
     except Exception as exc:
@@ -249,8 +252,7 @@ async def forward_bytes(
             and window_exceeded(upstream.status_code, data)
         ):
             # the block passed a window moim does not know (overflow.py): as the client sent it
-            report.block, report.chunks, report.facts = None, 0, 0
-            report.error = "the memory block passed the model's context window: sent without it"
+            report.without_block(WITHOUT_BLOCK)
             plain = aliased(exchange.raw, exchange.body, exchange.target)
             upstream, data = await until_client_leaves(
                 exchange.receive, _answer(exchange, path, plain)
@@ -335,7 +337,8 @@ def remember(
                 reply=replies[-1] if replies else None,
                 created_at=who.timestamp if who.timestamp is not None else time.time(),
                 partial=partial,
-                extra={"injected_facts": prepared.fact_ids},
+                # none when the block was not sent after all (`Report.without_block`)
+                extra={"injected_facts": prepared.fact_ids if report.block else ()},
                 response_id=collector.response_id,
                 context_tokens=collector.context_tokens,
                 continues=conversation.held,

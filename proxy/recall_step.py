@@ -17,13 +17,13 @@ from memory import (
     RecallRequest,
     Recollection,
     ResponseLink,
-    Settings,
     context_window,
     count_message_tokens,
     fill_ratio,
 )
 from proxy.exchange import Conversation, Prepared, Report
 from proxy.identity import Identity, held_session_id
+from proxy.room import block_budget, largest_block, room_left
 
 if TYPE_CHECKING:
     from proxy.state import AppState
@@ -35,9 +35,10 @@ def measure_and_recall(
     conversation: Conversation,
     report: Report,
     pending: PendingRecall | None,
+    size: int,
 ) -> Prepared | Future[Prepared]:
-    """Measure the request and resolve its session; recall and inject (a future when the
-    search under way will finish them)."""
+    """Measure the request (`size`: its body's bytes) and resolve its session; recall and
+    inject (a future when the search under way will finish them)."""
     settings = state.layer.settings
     model, messages = conversation.model, conversation.messages
     link = _continued(state, who, conversation.continues)
@@ -48,6 +49,8 @@ def measure_and_recall(
         who = replace(who, session_id=_session(state, who, conversation, link))
     if not who.mode.reads:
         return Prepared(who)
+    largest = largest_block(settings)
+    room = room_left(conversation, who, tokens, window, size, largest)
     request = RecallRequest(
         who.user_id,
         who.session_id,
@@ -55,37 +58,11 @@ def measure_and_recall(
         messages,
         tokens,
         window,
-        block_budget(who.context_budget, window - tokens - conversation.reply_tokens, settings),
+        block_budget(who.context_budget, room, largest),
         session_in_context=conversation.held,
     )
     inject = functools.partial(_inject, state, who, conversation, report)
     return state.layer.recall_then(request, inject, pending=pending)
-
-
-# Per excerpt, the characters around its text: its heading line and speaker prefixes.
-_EXCERPT_FRAME_CHARS = 120
-# The block's own lines (its delimiters, preamble, section lines), and the framing of its own
-# system message (memory.count_message_tokens: 3 a message), with a margin.
-_BLOCK_FRAME_TOKENS = 256
-_MESSAGE_FRAME_TOKENS = 8
-
-
-def block_budget(asked: int | None, room: int, settings: Settings) -> int | None:
-    """The cap on the block's tokens: the client's (`X-Memory-Context-Budget`), and no more
-    than the `room` the context window has once the request and the reply it reserves are
-    in, so memory never pushes a request that fits over the window (the provider would
-    refuse it); a request already over gets no block, and the provider's own error. None
-    when nothing caps it: the room then holds the largest block the settings allow (a
-    token at most every half character of excerpt), and the block is not counted on the
-    request path."""
-    excerpts = max(
-        (r.max_excerpts * (r.max_chars + _EXCERPT_FRAME_CHARS) for r in settings.tier_rules),
-        default=0,
-    )
-    if room >= 2 * excerpts + settings.facts_max_tokens + _BLOCK_FRAME_TOKENS:
-        return asked
-    left = max(room - _MESSAGE_FRAME_TOKENS, 0)
-    return left if asked is None else min(asked, left)
 
 
 def _inject(
@@ -97,7 +74,6 @@ def _inject(
 ) -> Prepared:
     """Report what recall found and place its block in the body to send."""
     model, settings = conversation.model, state.layer.settings
-    settle = state.inspector.history.record(who, model, report, recollection)  # "why this block"
     report.tier, report.recalled = recollection.tier.level, True
     if recollection.warming:
         report.error = "embedding model still loading: facts only, no excerpts"
@@ -107,11 +83,13 @@ def _inject(
     report.abstained = recollection.withheld and not (
         recollection.block and recollection.block.excerpts
     )
+    if recollection.block is not None:
+        report.block = recollection.block  # its tokens are counted meanwhile (`Counted`)
+        report.chunks = recollection.block.excerpts
+        report.facts = recollection.block.facts
+    settle = state.inspector.history.record(who, model, report, recollection)  # "why this block"
     if recollection.block is None:
         return Prepared(who, settle=settle)
-    report.block = recollection.block  # its tokens are counted meanwhile (`Counted`)
-    report.chunks = recollection.block.excerpts
-    report.facts = recollection.block.facts
     content = conversation.place(recollection.block.text, settings.placement)
     return Prepared(who, content, recollection.block.fact_ids, settle)
 

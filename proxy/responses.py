@@ -37,6 +37,7 @@ from proxy.responses_body import (
     place_block,
     thread_of,
 )
+from proxy.room import media_parts
 from proxy.streaming import EventCollector, valid_unicode
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ def responses_conversation(body: dict[str, Any]) -> Conversation:
         body.get("previous_response_id"),
         thread_of(body),
         reply_reserve(body, "max_output_tokens"),
+        tuple(body[name] for name in ("tools", "text") if body.get(name)),
+        media_parts(messages),
     )
 
 

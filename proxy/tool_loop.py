@@ -23,6 +23,11 @@ the client a 502 `upstream_broken` in OpenAI's error shape, and nothing is store
 breaks off the round being relayed breaks the client's connection off (`proxy/break_off.py`),
 the part said stored partial.
 
+While a round is awaited (the whole answer, or a streamed round until it speaks), moim listens
+on the client's connection (`proxy/client_gone.py`): a client that leaves ends the provider's
+call, and what it said is stored as on the byte path. The streamed rounds (`RoundFilter`) are
+read by `proxy/round_filter.py`.
+
 The client sees only the final round (its `usage` counts that round only); `remember` stores
 the client's messages and that final reply, never moim's internal rounds. Tool results are
 JSON strings; bad arguments give `{"error": ...}` for the model, never an exception.
@@ -32,19 +37,22 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 import httpx
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive
 
+from proxy.client_gone import ClientLeft, until_client_leaves
 from proxy.errors import UpstreamError
 from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity
+from proxy.round_filter import RoundFilter, is_done, sse_events
 from proxy.streaming import EndCallback, ReplyCollector, relay
-from proxy.tools import MAX_ROUNDS, NAMES, execute, is_memory_call, offered, with_memory_tools
+from proxy.tools import MAX_ROUNDS, execute, is_memory_call, offered, with_memory_tools
 from proxy.upstream import (
     Target,
     body_chunks,
@@ -59,6 +67,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class _Loop:
@@ -72,7 +82,18 @@ class _Loop:
     collector: ReplyCollector
     on_end: EndCallback
     report: Report
+    receive: Receive  # the client's connection: says when the client leaves (client_gone.py)
     query: str = ""
+
+    async def listening(self, waiting: Awaitable[T]) -> T:
+        """What `waiting` (a round's wait for the provider) comes to; when the client leaves
+        first, the provider's call is ended and what the client said is kept, as on the byte
+        path, and `ClientLeft` raised."""
+        try:
+            return await until_client_leaves(self.receive, waiting)
+        except ClientLeft:
+            self.on_end(True)
+            raise
 
     async def open(self, body: Mapping[str, Any]) -> httpx.Response:
         content = json.dumps(body, ensure_ascii=False).encode()
@@ -119,6 +140,7 @@ async def forward_with_tools(
         collector,
         on_end,
         exchange.report,
+        exchange.receive,
         exchange.query,
     )
     body = json.loads(content)
@@ -182,8 +204,8 @@ async def _complete(loop: _Loop, body: dict[str, Any]) -> Response:
     names = offered(loop.who.mode)
     for round_ in range(MAX_ROUNDS):
         last = round_ == MAX_ROUNDS - 1
-        upstream = await loop.open(_round_body(body, messages, () if last else names))
-        data = await _read(upstream)
+        sent = _round_body(body, messages, () if last else names)
+        upstream, data = await loop.listening(_answered(loop, sent))
         message = _message(data) if upstream.status_code < 400 else None
         calls = (message or {}).get("tool_calls") or []
         mine = _clean([c for c in calls if is_memory_call(c)], round_)
@@ -195,6 +217,12 @@ async def _complete(loop: _Loop, body: dict[str, Any]) -> Response:
         assert message is not None
         messages += _followup(message.get("content"), mine, results)
     raise AssertionError("unreachable: the last round always answers")
+
+
+async def _answered(loop: _Loop, body: Mapping[str, Any]) -> tuple[httpx.Response, bytes]:
+    """One round, its answer read whole."""
+    upstream = await loop.open(body)
+    return upstream, await _read(upstream)
 
 
 def _message(data: bytes) -> dict[str, Any] | None:
@@ -227,28 +255,13 @@ async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
     names = offered(loop.who.mode)
     for round_ in range(MAX_ROUNDS):
         last = round_ == MAX_ROUNDS - 1
-        upstream = await loop.open(_round_body(body, messages, () if last else names))
-        if upstream.status_code >= 400 or not _is_sse(upstream):
-            return await loop.whole(upstream)
-        events = _sse_events(body_chunks(upstream))
-        held: list[bytes] = []
-        round_filter = _RoundFilter()
-        try:
-            async for event in events:
-                shown = round_filter.filter(event)
-                if shown is not None:
-                    held.append(shown)
-                if round_filter.spoke:
-                    break
-        except httpx.HTTPError:
-            await upstream.aclose()
-            raise _broken() from None
-        except BaseException:
-            await upstream.aclose()
-            raise
+        held = await loop.listening(_hold(loop, _round_body(body, messages, () if last else names)))
+        upstream, round_filter = held.upstream, held.round_filter
+        if held.events is None:
+            return await loop.whole(upstream, held.data)
         mine = _clean(round_filter.calls(), round_)
         if round_filter.spoke or not mine or last:
-            stream = _rest(loop, held, events, round_filter)
+            stream = _rest(loop, held.shown, held.events, round_filter)
             streamed = StreamingResponse(
                 relay(stream, loop.collector, loop.on_end, upstream.aclose),
                 status_code=upstream.status_code,
@@ -260,26 +273,49 @@ async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
     raise AssertionError("unreachable: the last round always answers")
 
 
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A streamed round read until it speaks or ends: what the client has not seen yet
+    (`shown`: its events as the client will see them), and the rest still to come (`events`;
+    None when the answer was no stream, `data` then its body)."""
+
+    upstream: httpx.Response
+    data: bytes | None = None
+    events: AsyncIterator[bytes] | None = None
+    shown: list[bytes] = field(default_factory=list)
+    round_filter: RoundFilter = field(default_factory=RoundFilter)
+
+
+async def _hold(loop: _Loop, body: Mapping[str, Any]) -> _Held:
+    """Open a streamed round and read it until it is the client's (it speaks) or ends."""
+    upstream = await loop.open(body)
+    if upstream.status_code >= 400 or not _is_sse(upstream):
+        return _Held(upstream, await _read(upstream))
+    held = _Held(upstream, events=sse_events(body_chunks(upstream)))
+    assert held.events is not None
+    try:
+        async for event in held.events:
+            shown = held.round_filter.filter(event)
+            if shown is not None:
+                held.shown.append(shown)
+            if held.round_filter.spoke:
+                break
+    except httpx.HTTPError:
+        await upstream.aclose()
+        raise _broken() from None
+    except BaseException:
+        await upstream.aclose()
+        raise
+    return held
+
+
 def _is_sse(upstream: httpx.Response) -> bool:
     content_type: str = upstream.headers.get("content-type", "")
     return content_type.startswith("text/event-stream")
 
 
-async def _sse_events(source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Whole server-sent events (`\\r\\n` read as `\\n`), each ending in a blank line."""
-    buffer = b""
-    async for data in source:
-        buffer = (buffer + data).replace(b"\r\n", b"\n")
-        *events, buffer = buffer.split(b"\n\n")
-        for event in events:
-            if event.strip():
-                yield event + b"\n\n"
-    if buffer.strip():
-        yield buffer.rstrip(b"\n") + b"\n\n"
-
-
 async def _rest(
-    loop: _Loop, held: list[bytes], events: AsyncIterator[bytes], round_filter: _RoundFilter
+    loop: _Loop, held: list[bytes], events: AsyncIterator[bytes], round_filter: RoundFilter
 ) -> AsyncIterator[bytes]:
     """The final round for the client: what was held, then the rest as it arrives.
 
@@ -287,113 +323,20 @@ async def _rest(
     facts right after its stream finds them.
     """
     for event in held:
-        if _is_done(event):
+        if is_done(event):
             await _settle(loop, round_filter)
         yield event
     async for event in events:
         shown = round_filter.filter(event)
         if shown is None:
             continue
-        if _is_done(shown):
+        if is_done(shown):
             await _settle(loop, round_filter)
         yield shown
     await _settle(loop, round_filter)
 
 
-async def _settle(loop: _Loop, round_filter: _RoundFilter) -> None:
+async def _settle(loop: _Loop, round_filter: RoundFilter) -> None:
     calls = round_filter.take_calls()
     if calls:
         await loop.run(_clean(calls, MAX_ROUNDS))
-
-
-def _is_done(event: bytes) -> bool:
-    return any(
-        line.startswith(b"data:") and line[5:].strip() == b"[DONE]" for line in event.split(b"\n")
-    )
-
-
-class _RoundFilter:
-    """Reads one streamed round: gathers moim's calls and hides them from the client.
-
-    `spoke` turns True once the round shows content or a client tool call: from then on it
-    is the client's turn, whatever else it holds.
-    """
-
-    def __init__(self) -> None:
-        self.spoke = False
-        self._mine: dict[int, dict[str, Any]] = {}  # upstream index -> merged call
-        self._theirs: dict[int, int] = {}  # upstream index -> index shown to the client
-        self._taken = False
-
-    def calls(self) -> list[dict[str, Any]]:
-        return [self._mine[i] for i in sorted(self._mine)]
-
-    def take_calls(self) -> list[dict[str, Any]]:
-        """moim's calls, once: later calls return nothing."""
-        calls, self._taken = ([] if self._taken else self.calls()), True
-        return calls
-
-    def filter(self, event: bytes) -> bytes | None:
-        """The event as the client should see it; None when nothing of it is left."""
-        lines = event.rstrip(b"\n").split(b"\n")
-        data = [line for line in lines if line.startswith(b"data:")]
-        try:
-            chunk = json.loads(data[0][5:]) if len(data) == 1 else None
-        except ValueError:
-            chunk = None
-        if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
-            return event
-        changed, keep = False, True
-        for choice in chunk["choices"]:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                changed, keep = self._choice(choice)
-        if not changed:
-            return event
-        if not keep and chunk.get("usage") is None and len(chunk["choices"]) == 1:
-            return None
-        rest = [line for line in lines if not line.startswith(b"data:")]
-        encoded = json.dumps(chunk, ensure_ascii=False).encode()
-        return b"\n".join([*rest, b"data: " + encoded]) + b"\n\n"
-
-    def _choice(self, choice: dict[str, Any]) -> tuple[bool, bool]:
-        """Filter choice 0 in place; (changed, anything left to show)."""
-        delta = choice.get("delta")
-        if not isinstance(delta, dict):
-            return False, True
-        if isinstance(delta.get("content"), str) and delta["content"]:
-            self.spoke = True
-        changed = False
-        calls = delta.get("tool_calls")
-        if isinstance(calls, list):
-            shown = [c for c in (self._call(c) for c in calls if isinstance(c, dict)) if c]
-            changed = shown != calls
-            if shown:
-                delta["tool_calls"] = shown
-            else:
-                del delta["tool_calls"]
-        if choice.get("finish_reason") == "tool_calls" and not self._theirs:
-            choice["finish_reason"], changed = "stop", True
-        left = any(v is not None for v in delta.values()) or choice.get("finish_reason")
-        return changed, bool(left) or choice.get("logprobs") is not None
-
-    def _call(self, delta: dict[str, Any]) -> dict[str, Any] | None:
-        """One tool-call delta: merged into moim's call, or renumbered for the client."""
-        index = delta.get("index", 0)
-        function: dict[str, Any] = delta.get("function") or {}
-        if not isinstance(function, dict):
-            function = {}
-        if index not in self._mine and index not in self._theirs:
-            if function.get("name") in NAMES:
-                self._mine[index] = {
-                    "id": None,
-                    "function": {"name": function["name"], "arguments": ""},
-                }
-            else:
-                self._theirs[index] = len(self._theirs)
-                self.spoke = True
-        if index in self._theirs:
-            return {**delta, "index": self._theirs[index]}
-        call = self._mine[index]
-        call["id"] = delta.get("id") or call["id"]
-        call["function"]["arguments"] += function.get("arguments") or ""
-        return None

@@ -266,6 +266,9 @@ def _failure(exc: Exception, litellm: Any) -> UpstreamError:
         )
     else:
         error = _error_object(_summary(exc), _ERROR_TYPES.get(status), None, str(status))
+    if isinstance(exc, litellm.ContextWindowExceededError) and error["code"] in (None, str(status)):
+        # litellm reads every provider's words for it: say it in OpenAI's code (overflow.py)
+        error["code"] = "context_length_exceeded"
     return _logged(exc, status, error)
 
 

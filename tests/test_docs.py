@@ -57,19 +57,19 @@ def test_every_command_is_in_the_readme(name):
 
 
 def config_keys():
-    """The keys `proxy/config.py` and `proxy/config_keys.py` read: the string literal naming
-    each one where it is read.
+    """The keys `proxy/config.py`, `config_keys.py` and `config_embedder.py` read: the string
+    literal naming each one where it is read.
 
     That is an argument of its readers (`typed(mem, "tools", …)`) or of a mapping's `.get`, a
     subscript, or the left side of an `in` test; environment variables (upper case) are not.
     """
     source = "\n".join(
         (REPO / "proxy" / name).read_text(encoding="utf-8")
-        for name in ("config.py", "config_keys.py")
+        for name in ("config.py", "config_keys.py", "config_embedder.py")
     )
     tree = ast.parse(source)
-    readers = {"typed": 1, "_choice": 1, "_section": 1, "_list": 1, "_above_zero": 2}
-    readers["_at_least"] = 2
+    readers = {"typed": 1, "_choice": 1, "_section": 1, "_list": 1, "above_zero": 2}
+    readers["at_least"] = 2
     for node in ast.walk(tree):
         named = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):

@@ -74,7 +74,7 @@ class History:
         """
         if self.size <= 0:
             return _nothing
-        kept = _Kept(who, model, report.request_id, report.fill_ratio, recollection)
+        kept = _Kept(who, model, report, recollection)
         with self._lock:
             ring = self._users.pop(who.user_id, None) or deque(maxlen=self.size)
             ring.append(kept)
@@ -102,19 +102,20 @@ class History:
 class _Kept:
     """One request in the ring: its recall until the record is made, then the record."""
 
-    __slots__ = ("_lock", "_made", "_recall", "at")
+    __slots__ = ("_lock", "_made", "_recall", "_report", "at")
 
-    def __init__(
-        self, who: Identity, model: str, request_id: str, fill_ratio: float, found: Recollection
-    ) -> None:
+    def __init__(self, who: Identity, model: str, report: Report, found: Recollection) -> None:
         self.at = time.time()
         self._recall: tuple[Identity, str, str, float, Recollection] | None = (
             who,
             model,
-            request_id,
-            fill_ratio,
+            report.request_id,
+            report.fill_ratio,
             found,
         )
+        # Says, once the answer is sent, whether the block went after all: a provider's window
+        # refusal sends the request again without it (`Report.without_block`).
+        self._report: Report | None = report
         self._made: BlockRecord | None = None
         self._lock = threading.Lock()
 
@@ -125,9 +126,10 @@ class _Kept:
     def record(self) -> BlockRecord:
         with self._lock:
             if self._made is None:
-                assert self._recall is not None
-                self._made = _entry(*self._recall, self.at)
-                self._recall = None
+                assert self._recall is not None and self._report is not None
+                sent = self._report.block is not None
+                self._made = _entry(*self._recall, self.at, sent)
+                self._recall, self._report = None, None
             return self._made
 
 
@@ -142,8 +144,9 @@ def _entry(
     fill_ratio: float,
     recollection: Recollection,
     at: float,
+    sent: bool,
 ) -> BlockRecord:
-    block = recollection.block
+    block = recollection.block if sent else None
     shown = {i for excerpt in (block.recalled if block else ()) for i in excerpt.chunk_ids}
     hits = tuple(_short(h) for h in recollection.hits if h.chunk.id in shown)
     left_out = tuple(_short_left_out(item) for item in recollection.left_out[:MAX_LEFT_OUT])

@@ -10,8 +10,12 @@ import logging
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
 
 from proxy.config import ProxyKey
+from tests.conftest import serve_app
 
 KEYS = (
     ProxyKey("sk-alice", user_id="alice"),
@@ -336,3 +340,72 @@ def test_without_keys_a_page_whose_name_was_rebound_to_loopback_is_refused(
 def test_with_keys_the_key_decides_whatever_the_origin(keyed):
     answer = chat_as(keyed, "sk-alice", "hello", headers={"origin": "https://evil.example"})
     assert answer.status_code == 200
+
+
+# -- a browser's CORS preflight ------------------------------------------------------------------
+
+
+class CorsProvider:
+    """A provider that answers a CORS preflight as OpenAI's API does (any origin, the headers
+    asked for), and keeps the header lines of each it gets."""
+
+    def __init__(self):
+        self.preflights = []
+
+    async def preflight(self, request):
+        self.preflights.append(dict(request.headers))
+        allowed = {
+            "access-control-allow-origin": request.headers["origin"],
+            "access-control-allow-methods": "GET, POST, OPTIONS",
+            "access-control-allow-headers": request.headers["access-control-request-headers"],
+            "access-control-max-age": "600",
+        }
+        return Response(status_code=200, headers=allowed)
+
+
+PREFLIGHT = {
+    "origin": "https://app.example",
+    "access-control-request-method": "POST",
+    "access-control-request-headers": "authorization, content-type, x-memory-user-id",
+}
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/embeddings"])
+def test_with_keys_a_browsers_preflight_reaches_the_provider_without_credentials(make_proxy, path):
+    """A browser sends no credentials on a preflight and calls nothing until it is answered:
+    a 401 kept every browser app from calling moim with its key."""
+    provider = CorsProvider()
+    app = Starlette(routes=[Route("/v1/{path:path}", provider.preflight, methods=["OPTIONS"])])
+    with serve_app(app) as root:
+        proxy = make_proxy(keys=KEYS, upstream_base_url=root + "/v1", upstream_api_key="sk-up")
+
+        answer = httpx.request("OPTIONS", proxy.root + path, headers=PREFLIGHT)
+
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["access-control-allow-origin"] == "https://app.example"
+    assert "x-memory-user-id" in answer.headers["access-control-allow-headers"]
+    (sent,) = provider.preflights
+    assert sent["access-control-request-method"] == "POST"
+    assert "authorization" not in sent  # not the configured provider key either
+
+
+@pytest.mark.parametrize(
+    ("headers", "body"),
+    [({"origin": "https://a.b"}, None), (PREFLIGHT, CHAT)],
+    ids=["no-request-method", "with-a-body"],
+)
+def test_with_keys_an_options_request_that_is_no_preflight_needs_a_key(
+    keyed, upstream, headers, body
+):
+    """A browser's preflight names the method it asks for, and has no body."""
+    answer = call(keyed, "OPTIONS", "/v1/chat/completions", body, headers=headers)
+    assert_openai_error(answer, 401)
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize("origin", FOREIGN)
+def test_without_keys_a_preflight_from_another_origin_is_still_refused(proxy, upstream, origin):
+    answer = call(proxy, "OPTIONS", "/v1/chat/completions", headers={**PREFLIGHT, "origin": origin})
+    assert_openai_error(answer, 403)
+    assert answer.json()["error"]["code"] == "foreign_origin"
+    assert upstream.requests == []

@@ -250,14 +250,16 @@ class HeldUpstream:
 QUICK_REPLY = json.dumps(QUICK).encode()
 
 
-def send_and_leave(url, path, body, arrived):
-    """POST `body` to moim as a raw HTTP/1.1 request; close the connection once the provider
-    has the request, before any byte of the answer."""
+def send_and_leave(url, path, body, arrived, headers=()):
+    """POST `body` to moim as a raw HTTP/1.1 request (with `headers` too: (name, value)
+    pairs); close the connection once the provider has the request, before any byte of the
+    answer."""
     host, port = url.removeprefix("http://").split(":")
     content = json.dumps(body).encode()
+    more = "".join(f"{name}: {value}\r\n" for name, value in headers)
     head = (
         f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-        f"X-Memory-User-Id: alice\r\nContent-Length: {len(content)}\r\n\r\n"
+        f"X-Memory-User-Id: alice\r\n{more}Content-Length: {len(content)}\r\n\r\n"
     )
     with socket.create_connection((host, int(port))) as connection:
         connection.sendall(head.encode() + content)

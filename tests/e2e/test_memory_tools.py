@@ -10,8 +10,11 @@ import json
 import httpx
 import openai
 import pytest
+from starlette.responses import Response
 
 from proxy.tools import MAX_ROUNDS, NAMES, RECALLED_NOTE
+from tests.conftest import serve_app
+from tests.e2e.test_dropin_api import QUICK, STORY, HeldUpstream, send_and_leave
 
 TOOLS_ON = {"X-Memory-Tools": "on", "X-Memory-User-Id": "dana"}
 WEATHER_TOOL = {
@@ -341,3 +344,57 @@ def test_the_memory_headers_come_back_on_a_tool_loop_response(proxy, upstream, s
         "text/event-stream" if streamed else "application/json"
     )
     assert ("Done." in response.text) and ("moim_" not in response.text)
+
+
+# -- a client that leaves while the loop waits -------------------------------------------------
+
+
+class RememberThenHold(HeldUpstream):
+    """A provider whose first round calls moim_remember_fact; it holds the next one until its
+    client leaves, and notes that it did."""
+
+    async def hold(self, request):
+        body = json.loads(await request.body())
+        if any(m.get("role") == "tool" for m in body.get("messages", [])):
+            return await super().hold(request)
+        message = {"role": "assistant", "content": None, "tool_calls": [REMEMBER_CALL]}
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+        return Response(json.dumps({**QUICK, "choices": [choice]}), media_type="application/json")
+
+
+REMEMBER_CALL = {
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "moim_remember_fact", "arguments": '{"key":"city","value":"Porto"}'},
+}
+
+
+@pytest.mark.parametrize(
+    ("provider", "streamed"),
+    [(HeldUpstream, False), (HeldUpstream, True), (RememberThenHold, False)],
+    ids=["first-round", "first-round-streamed", "after-a-moim-call"],
+)
+def test_a_client_that_leaves_while_the_loop_waits_ends_the_providers_call(
+    make_proxy, provider, streamed
+):
+    """As on the byte path (tests/e2e/test_dropin_api.py): the loop waited on the provider
+    up to `read_timeout` after its client had gone, a round at a time."""
+    held = provider()
+    with serve_app(held.app()) as root:
+        proxy = make_proxy(upstream_base_url=root + "/v1")
+        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": STORY}]}
+        if streamed:
+            body["stream"] = True
+
+        tools_on = [("X-Memory-Tools", "on")]
+        send_and_leave(proxy.root, "/v1/chat/completions", body, held.arrived, tools_on)
+
+        assert held.left.wait(10)
+        proxy.flush()
+        stored = [(m.role, m.content, m.partial) for m in proxy.layer.store.messages("alice")]
+        assert stored == [("user", STORY, False)]  # no reply: none was heard
+        with proxy.client() as client:
+            reply = client.chat.completions.create(
+                model="quick", messages=ASK, extra_headers=TOOLS_ON
+            )
+        assert reply.choices[0].message.content == "Once upon a time."

@@ -27,9 +27,11 @@ def recollection(hits=(), left_out=(), shown=()):
 
 
 def record(history, user="ann", request_id="r", found=None):
+    """Record a request as recall_step does: its report holds the block placed, if any."""
     who = Identity(user, "s", Mode.AUTO)
-    report = Report(request_id=request_id, fill_ratio=0.25)
-    return history.record(who, "gpt-4o-mini", report, found or recollection())
+    found = found or recollection()
+    report = Report(request_id=request_id, fill_ratio=0.25, block=found.block)
+    return history.record(who, "gpt-4o-mini", report, found)
 
 
 def test_a_user_keeps_the_last_size_requests_newest_first():

@@ -1,0 +1,115 @@
+"""A provider's context-window refusal of a request with a block is sent again without it
+(proxy/overflow.py): through litellm as on the byte path, and what is recorded of the request
+afterwards (the stored turn's injected facts, the inspector's "why this block") says that no
+block was sent.
+"""
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from proxy.config import ModelRoute
+from tests.conftest import serve_app
+from tests.e2e.test_dropin_api import FACT, SmallWindow
+
+ALICE = {"X-Memory-User-Id": "alice"}
+FITS = [{"role": "user", "content": "x" * (SmallWindow.LIMIT - 10)}]
+
+
+@pytest.fixture
+def small_window():
+    """A provider that refuses more than `SmallWindow.LIMIT` characters: (its URL, its log)."""
+    small = SmallWindow()
+    app = Starlette(routes=[Route("/v1/chat/completions", small.answer, methods=["POST"])])
+    with serve_app(app) as root:
+        yield root + "/v1", small
+
+
+def with_fact(proxy):
+    assert httpx.post(proxy.url + "/memory/facts", json=FACT, headers=ALICE).is_success
+    return proxy
+
+
+def injected_at(proxy):
+    """When alice's fact last went into a block (None: never)."""
+    proxy.flush()
+    facts = [row for row in proxy.layer.export("alice") if row.get("type") == "fact"]
+    return [row["last_injected_at"] for row in facts]
+
+
+def why(proxy, request_id):
+    page = httpx.get(proxy.root + "/ui/users/alice/why", params={"request": request_id})
+    assert page.status_code == 200
+    return page.text
+
+
+def test_chat_through_litellm_is_sent_again_without_the_block(make_proxy, small_window):
+    url, small = small_window
+    route = ModelRoute(model="openai/local-small", api_base=url, api_key="sk-up")
+    proxy = with_fact(make_proxy(routes={"via-litellm": route}))
+
+    with proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="via-litellm", messages=FITS, extra_headers={**ALICE, "X-Request-Id": "r-1"}
+        )
+
+    assert raw.parse().choices[0].message.content == f"read {SmallWindow.LIMIT - 10}"
+    assert [len(body["messages"]) for body in small.sent] == [2, 1]  # with the block, without
+    assert small.sent[-1]["messages"] == FITS
+    assert (raw.headers["x-memory-facts-injected"], raw.headers["x-memory-tokens-injected"]) == (
+        "0",
+        "0",
+    )
+    assert "context window" in raw.headers["x-memory-error"]
+    assert injected_at(proxy) == [None]
+    assert FACT["value"] not in why(proxy, "r-1")
+
+
+def test_through_litellm_a_request_over_the_window_gets_the_providers_error(
+    make_proxy, small_window
+):
+    url, small = small_window
+    route = ModelRoute(model="openai/local-small", api_base=url, api_key="sk-up")
+    proxy = with_fact(make_proxy(routes={"via-litellm": route}))
+    over = [{"role": "user", "content": "x" * (SmallWindow.LIMIT + 10)}]
+    body = {"model": "via-litellm", "messages": over}
+
+    response = httpx.post(proxy.url + "/chat/completions", json=body, headers=ALICE, timeout=60)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "context_length_exceeded"
+    assert [len(body["messages"]) for body in small.sent] == [2, 1]
+
+
+def test_the_byte_path_records_no_fact_injected_when_the_block_was_dropped(
+    make_proxy, small_window
+):
+    url, small = small_window
+    proxy = with_fact(make_proxy(upstream_base_url=url))
+
+    with proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="local-small", messages=FITS, extra_headers={**ALICE, "X-Request-Id": "r-2"}
+        )
+
+    assert raw.headers["x-memory-facts-injected"] == "0"
+    assert [len(body["messages"]) for body in small.sent] == [2, 1]
+    assert injected_at(proxy) == [None]
+    assert FACT["value"] not in why(proxy, "r-2")
+
+
+def test_a_block_sent_is_recorded_as_injected(make_proxy, small_window):
+    url, small = small_window
+    proxy = with_fact(make_proxy(upstream_base_url=url))
+    short = [{"role": "user", "content": "Where do I live?"}]
+
+    with proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="local-small", messages=short, extra_headers={**ALICE, "X-Request-Id": "r-3"}
+        )
+
+    assert raw.headers["x-memory-facts-injected"] == "1"
+    assert [len(body["messages"]) for body in small.sent] == [2]
+    assert injected_at(proxy) != [None]
+    assert FACT["value"] in why(proxy, "r-3")
