@@ -261,8 +261,9 @@ def _failure(exc: Exception, litellm: Any) -> UpstreamError:
         status = 502
     provider = getattr(exc, "body", None)  # the OpenAI SDK's copy of the provider's "error"
     if isinstance(provider, dict) and isinstance(provider.get("message"), str):
+        message = _CLASS_PREFIX.sub("", provider["message"]).strip() or provider["message"]
         error = _error_object(
-            provider["message"], provider.get("type"), provider.get("param"), provider.get("code")
+            message, provider.get("type"), provider.get("param"), provider.get("code")
         )
     else:
         error = _error_object(_summary(exc), _ERROR_TYPES.get(status), None, str(status))
@@ -287,7 +288,9 @@ _ERROR_TYPES = {
     429: "rate_limit_error",
 }
 # "litellm.BadRequestError: OpenAIException - …": the class names litellm puts first.
-_CLASS_PREFIX = re.compile(r"^(?:litellm\.)?(?:\w+(?:Error|Exception): )+")
+# litellm's class names before a message: "litellm.BadRequestError: ContextWindowExceededError:
+# OpenAIException - This model's maximum context length is …".
+_CLASS_PREFIX = re.compile(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?::| -) )+")
 # An absolute path to a file ("/srv/app/x.py"), not one after a host name or "//".
 _FILE_PATH = re.compile(r"(?<![\w:/.])/(?:[\w.\-]+/)+[\w\-]+\.\w+")
 _MAX_MESSAGE = 500

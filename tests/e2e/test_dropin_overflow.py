@@ -78,7 +78,13 @@ def test_through_litellm_a_request_over_the_window_gets_the_providers_error(
     response = httpx.post(proxy.url + "/chat/completions", json=body, headers=ALICE, timeout=60)
 
     assert response.status_code == 400
-    assert response.json()["error"]["code"] == "context_length_exceeded"
+    error = response.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    # the provider's words, without litellm's class names ("litellm.BadRequestError: …")
+    assert (
+        error["message"]
+        == f"This model's maximum context length is {SmallWindow.LIMIT} characters."
+    )
     assert [len(body["messages"]) for body in small.sent] == [2, 1]
 
 

@@ -594,3 +594,32 @@ def test_the_excerpt_floor_at_the_similarity_floor_recalls_as_before(make_proxy,
     remember(proxy, "omar", *CAB)
     say(proxy, CAB_QUESTION, "omar", X_Memory_Mode="read")
     assert "hamster" not in (block_in(sent_messages(upstream)) or "")
+
+
+RUNS = (
+    "I run about forty kilometres a week, mostly along the canal before work.",
+    "My club is the Riverside Harriers and we do track sessions on Tuesday evenings.",
+    "I came back from the Lisbon half marathon with a sore Achilles tendon and had to rest.",
+    "My trainers are Asics Novablast and I replace them every 600 kilometres or so.",
+    "I'm aiming for a sub 1:40 half marathon next spring if training goes well.",
+    "Long runs on Sunday are 18 to 22 kilometres at an easy pace.",
+    "I eat porridge with banana before long runs and take gels every 40 minutes.",
+    "I use a Garmin Forerunner 265 to track pace and heart rate on every run.",
+    "The hill repeats at Castle Park wear me out but my climbing is getting stronger.",
+    "I stretch and foam roll for ten minutes after every session to avoid injuries.",
+    "My partner cycles with me on recovery days so we can chat while I jog.",
+    "Parkrun on Saturday morning is my favourite social run of the week.",
+)
+
+
+def test_a_question_dated_or_asking_about_this_year_gets_past_the_gate(proxy, upstream):
+    remember_apart(proxy, "rita", *RUNS)
+    # Without the time words nothing stands out of the running turns for these: the gate
+    # withheld every excerpt. Dated, or asked for this year, the watch is recalled.
+    for asked in ("Which watch am I using this year?", "Which watch did I use in 2024?"):
+        say(proxy, [{"role": "user", "content": asked}], "rita", X_Memory_Mode="read")
+        assert "Forerunner 265" in block_in(sent_messages(upstream)), asked
+    # An undated question about someone never mentioned is still silenced.
+    never = [{"role": "user", "content": "What's my coach's name?"}]
+    say(proxy, never, "rita", X_Memory_Mode="read")
+    assert "[Relevant past context]" not in (block_in(sent_messages(upstream)) or "")

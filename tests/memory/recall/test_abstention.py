@@ -1,6 +1,12 @@
 """The abstention gate: excerpts are withheld when no hit stands out of the question's topic."""
 
-from memory.recall.abstention import TOPIC_SIZE, nothing_stands_out, standout
+from memory.recall.abstention import (
+    TOPIC_SIZE,
+    asks_for_the_present,
+    is_dated,
+    nothing_stands_out,
+    standout,
+)
 from memory.records import Chunk, Hit
 
 Q = "What did I say about the trip?"
@@ -66,12 +72,40 @@ def test_a_question_asking_for_the_present_keeps_the_gate_open():
         "Who coaches the team currently?",
         "What car do we have at the moment?",
         "Am I still on the night rota?",
+        "What's my current dose?",
+        "Which course am I taking this year?",
+        "Who is my latest client?",
     ):
         assert not nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
     # 'now' inside a word, or a question about the past, asks for nothing present
     for asked in (
         "Do you know which gym I go to?",
         "What did I pack for the snowboard trip?",
-        "Which gym did I go to in 2019?",
+        "Which campsite are we booking for next summer?",
     ):
         assert nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
+
+
+def test_a_dated_question_keeps_the_gate_open():
+    alike = hits(0.42, *[0.40] * 11)
+    for asked in (
+        "Which gym did I go to in 2019?",
+        "What injury did I come back with in July?",
+        "How much was the rent as of October?",
+        "What did I plant last spring?",
+        "Where did we stay since early March?",
+    ):
+        assert is_dated(asked), asked
+        assert not nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
+
+
+def test_words_that_only_look_like_a_date_or_the_present_do_not_open_the_gate():
+    for asked in (
+        "May I ask which gym I go to?",  # the modal, not the month
+        "Which campsite are we booking for next summer?",  # a plan, not a date
+        "What did I say in the marching band?",
+        "How many days are in 12 weeks?",
+        "Which thisyear folder holds the photos?",
+    ):
+        assert not is_dated(asked), asked
+        assert not asks_for_the_present(asked), asked
