@@ -209,11 +209,12 @@ async def _route(
             code="no_upstream",
         )
     authorization = provider_key(target, config, client_auth)
-    if is_preflight(request.method, request.headers):  # a browser's question: no credentials
-        authorization = None
     url = target.base_url.rstrip("/") + suffix
     if request.scope["query_string"]:
         url += "?" + request.scope["query_string"].decode("latin-1")
+    if is_preflight(request.method, request.headers):  # a browser's question: no credentials,
+        authorization = None  # not the provider key, nor those of the base URL (Basic auth)
+        url = str(httpx.URL(url).copy_with(userinfo=b""))
     headers = _outbound_headers(request, authorization, bool(config.keys), content, recoded)
     return "upstream", await _send(state.client, request.method, url, headers, content)
 

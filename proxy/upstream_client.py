@@ -8,6 +8,10 @@ reads those (and NO_PROXY) as users of httpx expect.
 
 `send` is how a request goes out on the client: once more, on a new connection, when a pooled
 one turns out to be stale.
+
+httpx logs each request's URL at INFO; credentials a base URL carries (`user:password@`) are
+taken out of that line (`_NoUrlCredentials`), as the banner takes them out of the upstream it
+names.
 """
 
 from __future__ import annotations
@@ -22,6 +26,22 @@ from proxy.aiohttp_transport import AiohttpTransport
 from proxy.config import Config
 
 logger = logging.getLogger(__name__)
+
+
+class _NoUrlCredentials(logging.Filter):
+    """httpx's "HTTP Request: POST <url>" line without the URL's `user:password@`: a base URL
+    may carry a gateway's credentials, and the line is logged at INFO, the default level."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                arg.copy_with(userinfo=b"") if isinstance(arg, httpx.URL) and arg.userinfo else arg
+                for arg in record.args
+            )
+        return True
+
+
+logging.getLogger("httpx").addFilter(_NoUrlCredentials())
 
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 MAX_CONNECTIONS = 1000
@@ -69,9 +89,7 @@ async def send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Respo
         return await client.send(request, stream=True)
     except STALE_CONNECTION as exc:
         logger.info("upstream connection failed (%s); retrying on a new one", type(exc).__name__)
-    fresh = httpx.AsyncClient(
-        timeout=client.timeout, transport=_one_shot(client), cookies=no_cookies()
-    )
+    fresh = _one_shot(client)
     try:
         return await fresh.send(request, stream=True)
     except BaseException:
@@ -79,11 +97,17 @@ async def send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Respo
         raise
 
 
-def _one_shot(client: httpx.AsyncClient) -> httpx.AsyncBaseTransport:
-    """A transport like `client`'s that opens a new connection and keeps none."""
+def _one_shot(client: httpx.AsyncClient) -> httpx.AsyncClient:
+    """A client like `client` that opens a new connection and keeps none. httpx's own goes
+    through the environment's proxy as `client` does (a transport given to httpx would not)."""
     if isinstance(client._transport, AiohttpTransport):
-        return AiohttpTransport(ssl_context=httpx.create_ssl_context(), keep_alive=False)
-    return httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+        transport = AiohttpTransport(ssl_context=httpx.create_ssl_context(), keep_alive=False)
+        return httpx.AsyncClient(timeout=client.timeout, transport=transport, cookies=no_cookies())
+    return httpx.AsyncClient(
+        timeout=client.timeout,
+        limits=httpx.Limits(max_keepalive_connections=0),
+        cookies=no_cookies(),
+    )
 
 
 def no_cookies() -> CookieJar:

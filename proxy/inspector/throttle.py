@@ -5,8 +5,10 @@ get a 429 with `Retry-After` until the oldest of those failures is a window old,
 they present: checking it would tell a guesser when a guess is right. Other addresses are not
 held, so a right key from elsewhere always logs in. A success clears nothing (a guesser with
 a key of their own could otherwise clear their count between guesses). An IPv6 address counts
-by its /64, the block one host is usually given. At most `MAX_ADDRESSES` addresses are kept,
-the least recently failing dropped first, so a flood of addresses costs bounded memory.
+by its /64, the block one host is usually given, and anything that is no IP address (a proxy
+passing on a client's own `X-Forwarded-For`) under one name. At most `MAX_ADDRESSES` addresses
+are kept, the least recently failing dropped first, so a flood of addresses costs bounded
+memory.
 
 The address is the one uvicorn reports: behind a reverse proxy it trusts (`X-Forwarded-For`,
 from loopback by default), the client's own.
@@ -23,6 +25,7 @@ from collections.abc import Callable
 LIMIT = 10  # failed logins an address may make within a window
 WINDOW = 60.0  # seconds
 MAX_ADDRESSES = 10_000
+NOT_AN_ADDRESS = "not an IP address"
 
 
 class LoginThrottle:
@@ -60,11 +63,13 @@ class LoginThrottle:
 
 
 def _block(address: str) -> str:
-    """The address a client's failures count under: its /64 for IPv6, else itself."""
+    """The address a client's failures count under: its /64 for IPv6, else itself; one name
+    for all that are no IP address (each its own, of up to a header's size, would be a fresh
+    ten guesses and up to 16 KiB kept)."""
     try:
         parsed = ipaddress.ip_address(address.strip("[]"))
     except ValueError:
-        return address
+        return NOT_AN_ADDRESS
     if isinstance(parsed, ipaddress.IPv6Address):
         if parsed.ipv4_mapped is not None:  # ::ffff:203.0.113.9 is 203.0.113.9
             return str(parsed.ipv4_mapped)

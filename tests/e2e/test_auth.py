@@ -389,6 +389,23 @@ def test_with_keys_a_browsers_preflight_reaches_the_provider_without_credentials
     assert "authorization" not in sent  # not the configured provider key either
 
 
+def test_with_keys_a_preflight_carries_no_credentials_of_the_upstream_url(make_proxy):
+    """A base URL may hold a gateway's credentials (`user:password@`), which httpx sends as
+    Basic auth: anyone, with no key, could send them with an OPTIONS request of any path and
+    headers (an `X-HTTP-Method-Override`, say) by naming an origin and a method."""
+    provider = CorsProvider()
+    app = Starlette(routes=[Route("/v1/{path:path}", provider.preflight, methods=["OPTIONS"])])
+    with serve_app(app) as root:
+        base = root.replace("http://", "http://gateway:sk-in-the-url@") + "/v1"
+        proxy = make_proxy(keys=KEYS, upstream_base_url=base, upstream_api_key="sk-up")
+
+        answer = httpx.request("OPTIONS", proxy.root + "/v1/files/file-1", headers=PREFLIGHT)
+
+    assert answer.status_code == 200, answer.text
+    (sent,) = provider.preflights
+    assert "authorization" not in sent
+
+
 @pytest.mark.parametrize(
     ("headers", "body"),
     [({"origin": "https://a.b"}, None), (PREFLIGHT, CHAT)],

@@ -11,6 +11,12 @@ import uuid
 import httpx
 import openai
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.conftest import serve_app
 
 MEMORY_HEADERS = (
     "x-memory-mode",
@@ -529,6 +535,32 @@ def test_a_cookie_the_provider_sets_for_one_user_goes_to_no_later_request(proxy,
 
     assert first.headers["set-cookie"] == "affinity=alice-node-7; Path=/"
     assert [r.headers.get("cookie") for r in upstream.requests] == [None, None]
+
+
+def test_a_provider_s_redirect_goes_back_to_the_client_and_is_not_followed(make_proxy):
+    """Followed, a 307 would send the conversation, its memory block and the provider key to
+    whatever host the provider (or whoever answers in its name) names."""
+    elsewhere: list[str] = []
+
+    async def record(request: Request) -> Response:
+        elsewhere.append(request.url.path)
+        return Response("{}", media_type="application/json")
+
+    async def redirect(request: Request) -> Response:
+        return Response(status_code=307, headers={"location": there + "/v1/chat/completions"})
+
+    other = Starlette(routes=[Route("/{path:path}", record, methods=["POST", "GET"])])
+    provider = Starlette(routes=[Route("/{path:path}", redirect, methods=["POST", "GET"])])
+    with serve_app(other) as there, serve_app(provider) as root:
+        proxy = make_proxy(upstream_base_url=root + "/v1", upstream_api_key="sk-provider")
+        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
+        for stream in (False, True):
+            answer = httpx.post(proxy.url + "/chat/completions", json={**body, "stream": stream})
+            assert answer.status_code == 307
+            assert answer.headers["location"] == there + "/v1/chat/completions"
+        assert httpx.get(proxy.url + "/models").status_code == 307  # the pass-through
+
+    assert elsewhere == []
 
 
 def test_sdk_exposes_the_memory_headers(proxy, upstream):

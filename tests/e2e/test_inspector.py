@@ -325,6 +325,23 @@ def test_failed_logins_from_one_address_are_limited_and_others_still_log_in(keye
     assert answer.status_code == 303 and "moim_ui" in elsewhere.cookies
 
 
+def test_failed_logins_from_addresses_that_are_no_addresses_count_as_one(keyed, browser):
+    """A forwarded address that is not an IP address (a proxy passing on the client's own
+    X-Forwarded-For) counts under one name: each was a name of its own, up to the header's
+    16 KiB, ten thousand of them kept (160 MB), and each a fresh ten guesses."""
+    guesser = browser(keyed)
+    token = csrf_of(guesser.get("/ui/login"))
+    for guess in range(10):
+        there = {"x-forwarded-for": f"{guess}-" + "x" * 8000}
+        data = {"key": f"sk-guess-{guess}", "csrf": token}
+        assert guesser.post("/ui/login", data=data, headers=there).status_code == 401
+
+    there = {"x-forwarded-for": "yet-another-name"}
+    held = guesser.post("/ui/login", data={"key": "sk-admin-key", "csrf": token}, headers=there)
+
+    assert held.status_code == 429
+
+
 def test_the_login_cookie_is_httponly_samesite_strict_signed_and_holds_no_key(keyed, browser):
     client = browser(keyed)
     token = csrf_of(client.get("/ui/login"))

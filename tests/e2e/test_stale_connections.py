@@ -106,14 +106,14 @@ class ResetOnReuse:
 
 
 @contextmanager
-def serving(handler: ResetOnReuse) -> Iterator[str]:
+def serving(handler: ResetOnReuse, host: str = "127.0.0.1") -> Iterator[str]:
     """Run `handler` on a loopback port in a thread of its own; yield its base URL (`…/v1`)."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
     box: dict[str, asyncio.Server] = {}
 
     async def start() -> None:
-        box["server"] = await asyncio.start_server(handler.handle, "127.0.0.1", 0)
+        box["server"] = await asyncio.start_server(handler.handle, host, 0)
         started.set()
 
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -122,7 +122,7 @@ def serving(handler: ResetOnReuse) -> Iterator[str]:
     started.wait(5)
     port = box["server"].sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}/v1"
+        yield f"http://{host}:{port}/v1"
     finally:
 
         async def stop() -> None:
@@ -157,6 +157,30 @@ def test_a_reset_on_a_reused_connection_is_retried_on_a_new_one(make_proxy):
     ]
     assert upstream.seen[1][2] == upstream.seen[2][2]
     assert b"Again" in upstream.seen[2][2]
+
+
+def test_with_a_proxy_in_the_environment_the_retry_goes_through_it_too(make_proxy, monkeypatch):
+    """HTTP_PROXY routes moim's upstream requests (an egress the network requires, or
+    audits): the retry on a new connection went straight to the provider's address."""
+    forward = ResetOnReuse()  # the forward proxy, which answers in the provider's name
+    direct = ResetOnReuse()  # the provider's own address: nothing may reach it directly
+    with serving(forward) as via, serving(direct, "127.0.0.2") as url:
+        for name in ("HTTPS_PROXY", "ALL_PROXY", "https_proxy", "all_proxy", "http_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", via.removesuffix("/v1"))
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # moim itself, for the test's clients
+        monkeypatch.delenv("no_proxy", raising=False)
+        proxy = make_proxy(upstream_base_url=url)
+        with proxy.client() as client:
+            for text in ("Hello", "Again"):
+                messages = [{"role": "user", "content": text}]
+                reply = client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+                assert reply.choices[0].message.content == "Hi there"
+
+    assert direct.seen == []
+    assert [(c, p) for c, p, _ in forward.seen] == [(1, url + "/chat/completions")] * 2 + [
+        (2, url + "/chat/completions")
+    ]
 
 
 def test_the_retry_never_takes_another_pooled_connection(make_proxy):

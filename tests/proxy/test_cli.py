@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from proxy.cli import banner
@@ -160,4 +161,43 @@ def test_moim_serve_prints_the_banner(tmp_path):
     assert lines[0].startswith(f"moim on http://127.0.0.1:{port}/v1")
     assert lines[1].startswith("  upstream: http://127.0.0.1:9/v1 (provider key from config)")
     assert lines[2] == "  memory:   off\n"
+    assert "s3cret" not in "".join(said)
+
+
+def test_moim_serve_logs_no_credentials_of_the_upstream_url(tmp_path, upstream):
+    """A base URL may carry a gateway's credentials: httpx logs each request's URL at INFO, the
+    default level (until litellm, loaded for a litellm route, turns httpx down), and logged
+    them with it."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MOIM_")},
+        "PYTHONPATH": str(REPO),
+        "MOIM_UPSTREAM_BASE_URL": upstream.url.replace("http://", "http://me:s3cret@"),
+        "MOIM_MEMORY": "off",
+        "MOIM_DB": str(tmp_path / "moim.db"),
+    }
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)]
+    command += ["--config", os.devnull, "--log-level", "info"]
+    with subprocess.Popen(
+        command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    ) as server:
+        try:
+            said = [""]
+            while "Application startup complete" not in said[-1]:
+                said.append(server.stderr.readline())
+                assert said[-1], "moim stopped: " + "".join(said)
+            body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
+            url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            assert httpx.post(url, json=body, timeout=30).status_code == 200
+            while "HTTP Request: POST" not in said[-1]:
+                said.append(server.stderr.readline())
+                assert said[-1], "moim stopped: " + "".join(said)
+        finally:
+            server.terminate()
+            server.communicate(timeout=30)
+
+    assert upstream.requests[-1].headers["authorization"].startswith("Basic ")  # still sent
+    assert "/v1/chat/completions" in said[-1]
     assert "s3cret" not in "".join(said)
