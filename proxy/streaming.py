@@ -47,18 +47,26 @@ class EventCollector:
         self.done = False
         self.response_id: str | None = None
         self.context_tokens = 0
-        self._buffer = b""
+        self._partial: list[bytes] = []  # the pieces of a line still arriving
 
     def feed(self, data: bytes) -> bool:
-        """Consume SSE bytes; return True once the reply is known to be whole."""
-        self._buffer += data
-        *lines, self._buffer = self._buffer.split(b"\n")
+        """Consume SSE bytes; return True once the reply is known to be whole.
+
+        A line's pieces are joined once, when its end arrives: a long line sent in many small
+        pieces costs its length, not its length times the pieces."""
+        if b"\n" not in data:
+            self._partial.append(data)
+            return self.done
+        first, *lines = data.split(b"\n")
+        self._partial.append(first)
+        lines.insert(0, b"".join(self._partial))
+        self._partial = [lines.pop()]
         return self._lines(lines)
 
     def end(self) -> bool:
         """The stream ended: read a last line without its newline; True if the reply is whole."""
-        self._lines([self._buffer])
-        self._buffer = b""
+        self._lines([b"".join(self._partial)])
+        self._partial = []
         return self.whole()
 
     def whole(self) -> bool:
