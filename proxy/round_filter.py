@@ -15,14 +15,21 @@ from proxy.tools import NAMES
 
 
 async def sse_events(source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Whole server-sent events (`\\r\\n` read as `\\n`), each ending in a blank line."""
-    buffer = b""
+    """Whole server-sent events (`\\r\\n` read as `\\n`), each ending in a blank line.
+
+    What is buffered is joined and split only when a piece brings a newline (an event ends
+    only at one), so a long line in many pieces is copied once, not once a piece."""
+    pending: list[bytes] = []
     async for data in source:
-        buffer = (buffer + data).replace(b"\r\n", b"\n")
-        *events, buffer = buffer.split(b"\n\n")
+        pending.append(data)
+        if b"\n" not in data:
+            continue
+        *events, rest = b"".join(pending).replace(b"\r\n", b"\n").split(b"\n\n")
+        pending = [rest]
         for event in events:
             if event.strip():
                 yield event + b"\n\n"
+    buffer = b"".join(pending).replace(b"\r\n", b"\n")
     if buffer.strip():
         yield buffer.rstrip(b"\n") + b"\n\n"
 
