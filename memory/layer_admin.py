@@ -69,6 +69,7 @@ class AdminSide(WriteSide):
         return self.index.loaded_vectors()
 
     def stats(self, user_id: str) -> Stats:
+        self._expire_facts(user_id)  # a fact past its expiry is not counted active
         return self.store.stats(user_id)
 
     def sizes(self) -> StoreSizes:

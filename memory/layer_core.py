@@ -19,11 +19,13 @@ from pathlib import Path
 
 from memory.embedding import Embedder, FastEmbedder
 from memory.errors import EmbeddingFailed
+from memory.facts.rules import MAX_SILENCE
 from memory.ingest.reembed import Rebuilds
 from memory.question_vectors import QuestionVectors
 from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import Vocabulary, vocabulary_word
 from memory.settings import Settings
+from memory.store import fact_rows
 from memory.store.backend import StoreBackend, open_store
 from memory.store.journal import Journal
 from memory.store.migrations import MigrationProgress
@@ -157,6 +159,12 @@ class LayerCore:
         return self.embedder
 
     # -- replicas ----------------------------------------------------------------------------
+
+    def _expire_facts(self, user_id: str) -> None:
+        """Turn the user's facts past their expiry stale before they are read, as a block does:
+        a listing or a count (the API, `moim facts`, `moim stats`, the recall_facts tool) never
+        shows one as current. One indexed read when none is due."""
+        fact_rows.expire_facts(self.store, time.time(), user_id=user_id, max_silence=MAX_SILENCE)
 
     @property
     def shared(self) -> bool:

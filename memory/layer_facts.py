@@ -74,7 +74,7 @@ class FactsSide(LayerCore):
     def fact_history(self, user_id: str, key_or_id: str) -> list[Fact]:
         """Every row of a fact's key, oldest first, whatever its status."""
         key = resolve_key(self.store, user_id, key_or_id)
-        self._expire(user_id)
+        self._expire_facts(user_id)
         return fact_rows.fact_history(self.store, user_id, key)
 
     def list_facts(self, user_id: str, status: str | None = None) -> list[Fact]:
@@ -83,14 +83,8 @@ class FactsSide(LayerCore):
         Raises ValueError for a status other than active, superseded, stale or archived.
         """
         wanted = None if status is None else check_status(status)
-        self._expire(user_id)
+        self._expire_facts(user_id)
         return fact_rows.list_facts(self.store, user_id, wanted)
-
-    def _expire(self, user_id: str) -> None:
-        """Turn the user's facts past their expiry stale before they are read, as a block does:
-        a listing (the API, `moim facts`, the recall_facts tool) never shows one as current.
-        One indexed read when none is due."""
-        fact_rows.expire_facts(self.store, time.time(), user_id=user_id, max_silence=MAX_SILENCE)
 
     def pin_fact(self, user_id: str, key_or_id: str, pinned: bool = True) -> Fact | None:
         """Pin (or unpin) the active fact of a key; pinned facts never expire and come first."""

@@ -115,7 +115,7 @@ def facts_list(config_path: Path | None, user_id: str, status: str, as_json: boo
 @click.option(
     "--ttl",
     "ttl_seconds",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True, max=1e300, max_open=True),
     default=None,
     help="Seconds until the fact goes stale (default: never).",
 )

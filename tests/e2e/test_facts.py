@@ -190,6 +190,16 @@ def test_a_fact_past_its_ttl_is_not_listed_as_current_before_any_turn(proxy):
     assert [f["status"] for f in history] == ["stale"]
 
 
+def test_a_fact_past_its_ttl_is_not_counted_active_in_the_stats(proxy):
+    with api(proxy) as client:
+        made = client.post("/facts", json={"key": "trip", "value": "Rome", "ttl_seconds": 0.2})
+        client.post("/facts", json={"key": "home", "value": "Leeds"})
+        time.sleep(max(0.0, made.json()["expires_at"] - time.time()) + 0.05)
+        stats = client.get("/stats").json()
+
+    assert stats["facts"] == 1  # home; the trip has expired
+
+
 def test_one_users_facts_never_reach_another_user(proxy, upstream):
     say(proxy, "My name is Dana and I live in Berlin", user="ann")
     proxy.flush()

@@ -113,6 +113,15 @@ def test_create_starts_an_empty_database_for_facts_set(tmp_path):
     assert [json.loads(row)["value"] for row in listed.stdout.splitlines()] == ["Ann"]
 
 
+@pytest.mark.parametrize("ttl", ["-5", "0", "inf"])
+def test_a_ttl_that_is_not_a_positive_number_of_seconds_names_the_option(tmp_path, ttl):
+    result = moim("facts", "set", "trip", "Rome", "--ttl", ttl, "--user", "ann", cwd=tmp_path)
+
+    assert result.exit_code == 2
+    assert "'--ttl'" in result.output
+    assert "ttl_seconds" not in result.output
+
+
 def test_create_starts_an_empty_database_for_import(tmp_path):
     (tmp_path / "old").mkdir()
     (tmp_path / "new").mkdir()
