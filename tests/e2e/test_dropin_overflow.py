@@ -4,14 +4,47 @@ afterwards (the stored turn's injected facts, the inspector's "why this block") 
 block was sent.
 """
 
+import json
+
 import httpx
 import pytest
 from starlette.applications import Starlette
+from starlette.responses import Response
 from starlette.routing import Route
 
 from proxy.config import ModelRoute
 from tests.conftest import serve_app
-from tests.e2e.test_dropin_api import FACT, SmallWindow
+from tests.e2e.test_dropin_api import FACT, QUICK
+
+
+class SmallWindow:
+    """A provider whose model takes at most `LIMIT` characters of messages: over them, OpenAI's
+    400 `context_length_exceeded`; else the length it read. It keeps what it was sent."""
+
+    LIMIT = 600
+
+    def __init__(self):
+        self.sent = []
+
+    async def answer(self, request):
+        body = json.loads(await request.body())
+        self.sent.append(body)
+        size = sum(len(str(m.get("content"))) for m in body["messages"])
+        if size > self.LIMIT:
+            error = {
+                "message": f"This model's maximum context length is {self.LIMIT} characters.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+            return Response(json.dumps({"error": error}), 400, media_type="application/json")
+        reply = dict(QUICK, choices=[dict(QUICK["choices"][0], message=said(f"read {size}"))])
+        return Response(json.dumps(reply), media_type="application/json")
+
+
+def said(text):
+    return {"role": "assistant", "content": text}
+
 
 ALICE = {"X-Memory-User-Id": "alice"}
 FITS = [{"role": "user", "content": "x" * (SmallWindow.LIMIT - 10)}]
@@ -42,6 +75,44 @@ def why(proxy, request_id):
     page = httpx.get(proxy.root + "/ui/users/alice/why", params={"request": request_id})
     assert page.status_code == 200
     return page.text
+
+
+def test_a_model_whose_window_moim_does_not_know_gets_the_request_without_the_block(
+    make_proxy, small_window
+):
+    """An unknown model is taken as 128,000 tokens; a local model with less refuses the
+    request because of the block: moim sends it once more as the client sent it, and says so."""
+    url, small = small_window
+    proxy = with_fact(make_proxy(upstream_base_url=url))
+
+    with proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="local-small", messages=FITS, extra_headers=ALICE
+        )
+
+    assert raw.parse().choices[0].message.content == f"read {SmallWindow.LIMIT - 10}"
+    assert [len(body["messages"]) for body in small.sent] == [2, 1]  # with the block, without
+    assert small.sent[-1]["messages"] == FITS
+    assert (raw.headers["x-memory-facts-injected"], raw.headers["x-memory-tokens-injected"]) == (
+        "0",
+        "0",
+    )
+    assert "context window" in raw.headers["x-memory-error"]
+
+
+def test_a_request_over_the_window_without_the_block_gets_the_providers_error(
+    make_proxy, small_window
+):
+    url, small = small_window
+    proxy = with_fact(make_proxy(upstream_base_url=url))
+    over = [{"role": "user", "content": "x" * (SmallWindow.LIMIT + 10)}]
+    body = {"model": "local-small", "messages": over}
+
+    response = httpx.post(proxy.url + "/chat/completions", json=body, headers=ALICE)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "context_length_exceeded"
+    assert small.sent[-1]["messages"] == over
 
 
 def test_chat_through_litellm_is_sent_again_without_the_block(make_proxy, small_window):
