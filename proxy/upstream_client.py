@@ -50,16 +50,22 @@ MAX_CONNECTIONS = 1000
 def upstream_client(config: Config) -> httpx.AsyncClient:
     """The one client every upstream call goes through (`AppState.client`)."""
     timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
-    if proxy_in_environment(os.environ):
-        return httpx.AsyncClient(
-            timeout=timeout,
-            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=100),
-            cookies=no_cookies(),
+    return _client(timeout, on_aiohttp=not proxy_in_environment(os.environ))
+
+
+def _client(timeout: httpx.Timeout, on_aiohttp: bool, keep_alive: bool = True) -> httpx.AsyncClient:
+    """httpx over `AiohttpTransport`, or over its own transport (which reads the environment's
+    proxy); without `keep_alive`, a new connection for each request, kept by none."""
+    if on_aiohttp:
+        transport = AiohttpTransport(
+            ssl_context=httpx.create_ssl_context(),
+            max_connections=MAX_CONNECTIONS,
+            keep_alive=keep_alive,
         )
-    transport = AiohttpTransport(
-        ssl_context=httpx.create_ssl_context(), max_connections=MAX_CONNECTIONS
-    )
-    return httpx.AsyncClient(timeout=timeout, transport=transport, cookies=no_cookies())
+        return httpx.AsyncClient(timeout=timeout, transport=transport, cookies=no_cookies())
+    kept = 100 if keep_alive else 0
+    limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=kept)
+    return httpx.AsyncClient(timeout=timeout, limits=limits, cookies=no_cookies())
 
 
 def proxy_in_environment(env: os._Environ[str] | dict[str, str]) -> bool:
@@ -100,14 +106,8 @@ async def send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Respo
 def _one_shot(client: httpx.AsyncClient) -> httpx.AsyncClient:
     """A client like `client` that opens a new connection and keeps none. httpx's own goes
     through the environment's proxy as `client` does (a transport given to httpx would not)."""
-    if isinstance(client._transport, AiohttpTransport):
-        transport = AiohttpTransport(ssl_context=httpx.create_ssl_context(), keep_alive=False)
-        return httpx.AsyncClient(timeout=client.timeout, transport=transport, cookies=no_cookies())
-    return httpx.AsyncClient(
-        timeout=client.timeout,
-        limits=httpx.Limits(max_keepalive_connections=0),
-        cookies=no_cookies(),
-    )
+    on_aiohttp = isinstance(client._transport, AiohttpTransport)
+    return _client(client.timeout, on_aiohttp, keep_alive=False)
 
 
 def no_cookies() -> CookieJar:
