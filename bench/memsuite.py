@@ -43,7 +43,9 @@ blind the same way once fresh and fresh2 had both been read for misses; for meas
 `--suite fresh4` is personas 51-60 (bench/memsuite/fresh4.txt, split `fresh4`): a fourth, written
 blind once the first three had been read for misses. `--suite fresh5` is personas 61-70
 (bench/memsuite/fresh5.txt, split `fresh5`): a fifth, written blind once fresh4 had been read for
-misses too; for measuring only.
+misses too; for measuring only. `--suite fresh6` is personas 71-80 (bench/memsuite/fresh6.txt,
+split `fresh6`): a sixth, written blind the same way (by someone who had read neither moim's memory
+code nor the other splits); for measuring only.
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ RESULTS = ROOT / "bench" / "results"
 MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
-SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
-SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
+SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
+SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
 
 
 @dataclass
@@ -189,7 +191,7 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 def personas_of(suite: str) -> list[Persona]:
     """The personas `suite` replays: 01-20 (short, long), 21-30, ... 61-70 (fresh, 2, ... 5)."""
-    if suite in ("fresh", "fresh2", "fresh3", "fresh4", "fresh5"):
+    if suite in ("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6"):
         return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))
     if suite == "long":
