@@ -81,6 +81,7 @@ class LayerCore:
         self._questions = QuestionVectors(keep=vocabulary_word)
         self._load_lock = threading.Lock()
         self._load_failed = 0.0  # time.monotonic() of the last failed load
+        self._load_announced = False  # a warm-up will load the embedder (`announce_load`)
         self.rebuilds = Rebuilds(self.store, self.index, settings)
         self._index_lock = threading.Lock()
         # Searches begun before the request is measured (`begin_recall`).
@@ -104,6 +105,8 @@ class LayerCore:
                     except Exception:
                         self._load_failed = time.monotonic()
                         raise
+                    finally:
+                        self._load_announced = False
                     if self.store.ensure_vectors(embedder.name, embedder.dim):
                         self._announce_change()
                     self._embedder = embedder
@@ -145,14 +148,20 @@ class LayerCore:
     def ready(self) -> bool:
         return self._embedder is not None
 
+    def announce_load(self) -> None:
+        """Say that a warm-up is about to load the embedder off the request path (the app's,
+        at start, after the tokenizer: a second). Until it has tried, recall goes on without
+        the model: a request in that second loaded it itself, on the event loop."""
+        self._load_announced = True
+
     def _embedder_if_loaded(self) -> Embedder | None:
-        """The embedder, or None while another thread is loading it.
+        """The embedder, or None while a warm-up is about to load it or another thread is.
 
         The first start converts the bundled model (seconds): a request that arrives then
         goes on with facts only instead of waiting. With no load under way (a layer used
         directly, without the app's warm-up) the model is loaded here, as before.
         """
-        if self._embedder is None and self._load_lock.locked():
+        if self._embedder is None and (self._load_announced or self._load_lock.locked()):
             return None
         if self._embedder is None and time.monotonic() - self._load_failed < LOAD_RETRY_SECONDS:
             raise EmbeddingFailed("the embedding model failed to load; retrying shortly")

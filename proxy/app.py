@@ -91,6 +91,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         metrics.watch(writer, memory)
         # Load the embedding model off the request path; the writer then resumes any
         # indexing a previous process left unfinished.
+        memory.announce_load()
         loading = asyncio.create_task(_warm_up(memory, writer))
         schedule = _start_schedule(config, memory, client)
         replicas = asyncio.create_task(recover_replicas(memory)) if memory.shared else None
@@ -204,10 +205,14 @@ class _Mcp:
 
 async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
 
+    # The tokenizer first (under a second): every request counts tokens, while recall goes
+    # on without the embedding model until it is loaded (seconds on a first start). The
+    # model is loaded whatever the tokenizer does: recall waits for it (`announce_load`).
     try:
-        # The tokenizer first (under a second): every request counts tokens, while recall
-        # goes on without the embedding model until it is loaded (seconds on a first start).
         await anyio.to_thread.run_sync(lambda: count_tokens("warm", "gpt-4o"))
+    except Exception:
+        logger.exception("the tokenizer failed to load")
+    try:
         await anyio.to_thread.run_sync(lambda: layer.embedder)
     except Exception:
         logger.exception("embedding model failed to load; memory will fail open")

@@ -49,11 +49,11 @@ def copy(config_path: Path | None, source: str, target: str) -> None:
     context = click.get_current_context()
     context.call_on_close(src.close)
     context.call_on_close(dst.close)
-    messages = facts = 0
+    messages = added = facts = 0
     users = src.user_ids()
     for user_id in users:
         items = list(src.export(user_id))
-        dst.import_(user_id, items)
+        added += dst.import_(user_id, items)
         sent = (
             [i for i in items if i["type"] == "message"],
             [i for i in items if i["type"] == "fact"],
@@ -67,4 +67,6 @@ def copy(config_path: Path | None, source: str, target: str) -> None:
             )
         messages += len(sent[0])
         facts += len(sent[1])
-    click.echo(f"copied {messages} messages and {facts} fact rows of {len(users)} users")
+    click.echo(
+        f"copied {messages} messages ({added} new) and {facts} fact rows of {len(users)} users"
+    )

@@ -14,6 +14,7 @@ from memory import MemoryLayer, Settings
 from proxy.app import build_app
 from proxy.config import Config
 from tests.conftest import serve_app, wait_ready
+from tests.e2e.test_crash import Server
 from tests.e2e.test_recall import block_in
 
 
@@ -60,3 +61,21 @@ def ask(root, text):
             extra_headers={"X-Memory-User-Id": "dana"},
         )
     return raw.headers
+
+
+def test_a_request_as_moim_serve_starts_does_not_load_the_model_itself(tmp_path, upstream):
+    """`moim serve` in a process of its own, as deployed. Its warm-up loads the tokenizer first
+    (about a second, cold); a chat request that came then found no load under way, loaded the
+    model itself on the event loop (the whole server stalled, seconds on a first start) and
+    waited for it. It must go on with the user's facts as during the load."""
+    layer = MemoryLayer(Settings(db_path=tmp_path / "moim.db"))
+    layer.set_fact("dana", "profile:name", "Dana")
+    layer.close()
+    with Server(tmp_path / "moim.db", upstream.url, tmp_path / "serve.log") as server:
+        server.wait("/health")
+        headers = ask(server.root, "What is my name?")
+
+        assert "still loading" in headers["x-memory-error"]
+        assert "Dana" in block_in(upstream.last_json["messages"])
+        server.wait("/health/readiness")
+        server.stop()

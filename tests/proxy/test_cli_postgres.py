@@ -35,8 +35,10 @@ def test_copy_moves_every_message_and_fact_from_sqlite_to_postgres(tmp_path, pg_
     runner = CliRunner()
     copied = runner.invoke(main, ["memory", "copy", "--from", f"sqlite://{source}", "--to", url])
     assert copied.exit_code == 0, copied.output
+    assert "copied 6 messages (6 new) and 3 fact rows of 2 users" in copied.output
     again = runner.invoke(main, ["memory", "copy", "--from", f"sqlite://{source}", "--to", url])
-    assert again.exit_code == 0, again.output  # idempotent: nothing doubles
+    assert again.exit_code == 0, again.output  # idempotent: nothing doubles, and it says so
+    assert "copied 6 messages (0 new)" in again.output
     target = MemoryLayer(Settings(db_url=url), embedder_factory=lambda _: embedder)
     try:
         for user, items in before.items():
