@@ -14,6 +14,11 @@ stored), its new messages stored as new, and recall leaves out the session's ear
 which the model already sees. The provider's context after that reply counts in the fill ratio.
 A request in a provider's `conversation` is the same, its session named by the conversation id.
 
+A reply written in the background (`background: true`: the provider answers `queued` at once)
+reaches the client only through its polls, `GET /v1/responses/{id}`, a pass-through: the reply
+is noted when it is queued (`proxy/background.py`) and stored from the first poll that finds
+it completed (`watch_poll`).
+
 Only OpenAI-compatible upstreams have this endpoint: a model routed through litellm gets a 400
 naming the route, before anything is forwarded or stored.
 """
@@ -21,12 +26,15 @@ naming the route, before anything is forwarded or stored.
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from memory import Placement
+from memory import Placement, ResponseLink, Turn
+from proxy.background import Awaited
 from proxy.errors import BadRequest
 from proxy.exchange import Api, Conversation, Exchange, reply_reserve
 from proxy.pipeline import forward_bytes, handle, remember
@@ -38,13 +46,15 @@ from proxy.responses_body import (
     thread_of,
 )
 from proxy.room import media_parts
-from proxy.streaming import EventCollector, valid_unicode
+from proxy.streaming import EndCallback, EventCollector, valid_unicode
 
 if TYPE_CHECKING:
     from proxy.state import AppState
 
 # The events after which the provider has said all it will: the reply is whole.
 _FINAL = ("response.completed", "response.incomplete")
+# A response's statuses while the provider is still writing it (in the background).
+_UNFINISHED = ("queued", "in_progress")
 
 
 async def responses(request: Request, state: AppState, path_user: str | None = None) -> Response:
@@ -83,9 +93,17 @@ async def forward_responses(exchange: Exchange) -> Response:
             code="responses_unsupported_route",
         )
     collector = ResponseCollector()
-    on_end = remember(
+    stored = remember(
         exchange.state, exchange.prepared, exchange.conversation, collector, exchange.report
     )
+    who = exchange.prepared.who
+
+    def on_end(partial: bool) -> None:
+        stored(partial)
+        if not partial and collector.unfinished and who.mode.writes:
+            awaited = Awaited(who.user_id, who.session_id, exchange.conversation.model)
+            exchange.state.background.note(collector.response_id or "", awaited)
+
     return await forward_bytes(exchange, "/responses", exchange.outbound, collector, on_end)
 
 
@@ -113,6 +131,13 @@ class ResponseCollector(EventCollector):
         self._items: dict[int, dict[str, Any]] = {}
         self._pieces: dict[int, list[str]] = {}
         self._finished: set[int] = set()
+        self.status: str | None = None  # the response's, as last said
+
+    @property
+    def unfinished(self) -> bool:
+        """The provider answered with the response still being written (`background: true`):
+        its reply comes with a later poll."""
+        return self.response_id is not None and self.status in _UNFINISHED and not self.done
 
     def _event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -134,6 +159,8 @@ class ResponseCollector(EventCollector):
     def _response(self, response: dict[str, Any], whole: bool) -> None:
         if isinstance(response.get("id"), str):
             self.response_id = response["id"]
+        if isinstance(response.get("status"), str):
+            self.status = response["status"]
         if not whole:
             return
         output = response.get("output")
@@ -170,6 +197,61 @@ class ResponseCollector(EventCollector):
             elif item.get("type") == "function_call":
                 heard.append({**item, "arguments": said})
         return heard
+
+
+class PolledReply(ResponseCollector):
+    """A polled response's JSON body, gathered as it passes and read once it has all come."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._body: list[bytes] = []
+
+    def feed(self, data: bytes) -> bool:
+        self._body.append(data)
+        return False
+
+    def end(self) -> bool:
+        self.feed_json(b"".join(self._body))
+        return self.whole()
+
+
+def watch_poll(
+    state: AppState, method: str, suffix: str, query: bytes
+) -> tuple[PolledReply, EndCallback] | None:
+    """For a poll of a reply being written in the background (`GET /v1/responses/{id}`, not a
+    resumed stream) that moim noted, what the pass-through relays its answer with: a
+    collector, and the callback that stores the reply once a poll finds it done. Else None."""
+    prefix = "/responses/"
+    resumed = parse_qs(query.decode("latin-1")).get("stream") == ["true"]
+    if method != "GET" or not suffix.startswith(prefix) or resumed:
+        return None
+    response_id = suffix.removeprefix(prefix)
+    if state.background.get(response_id) is None:
+        return None
+    collector = PolledReply()
+
+    def on_end(partial: bool) -> None:
+        replies = collector.replies()
+        if partial or collector.response_id != response_id or not replies:
+            return  # not done yet: a later poll stores it
+        awaited = state.background.done(response_id)
+        if awaited is None:  # a poll beside this one stored it, or its user was forgotten
+            return
+        link = ResponseLink(awaited.session_id, collector.context_tokens)
+        state.responses.note(awaited.user_id, response_id, link)
+        state.writer.submit(
+            Turn(
+                user_id=awaited.user_id,
+                session_id=awaited.session_id,
+                model=awaited.model,
+                messages=tuple(replies[:-1]),
+                reply=replies[-1],
+                created_at=time.time(),
+                continues=True,  # the request's messages are stored: every one is new
+            )
+        )
+
+    return collector, on_end
 
 
 RESPONSES = Api(parse_responses_body, responses_conversation, forward_responses)
