@@ -30,13 +30,20 @@ WITHOUT_BLOCK = "the memory block passed the model's context window: sent withou
 
 
 def window_exceeded(status: int, body: bytes) -> bool:
-    """Whether an answer is the provider refusing a request too long for its model."""
+    """Whether an answer is the provider refusing a request too long for its model.
+
+    OpenAI's error object is under "error"; vLLM (before it nested its errors), TensorRT-LLM
+    and FastChat send it alone, `{"object": "error", "message", "type", "param", "code": 400}`.
+    """
     if status != 400:
         return False
     try:
-        error = json.loads(body).get("error")
-    except (ValueError, AttributeError):
+        answer = json.loads(body)
+    except ValueError:
         return False
+    if not isinstance(answer, dict):
+        return False
+    error = answer if answer.get("object") == "error" else answer.get("error")
     if not isinstance(error, dict):
         return False
     if error.get("code") in _CODES:

@@ -18,21 +18,29 @@ from tests.e2e.test_dropin_api import FACT, QUICK
 
 
 class SmallWindow:
-    """A provider whose model takes at most `LIMIT` characters of messages: over them, OpenAI's
-    400 `context_length_exceeded`; else the length it read. It keeps what it was sent."""
+    """A provider whose model takes at most `LIMIT` characters of messages: over them, a 400,
+    OpenAI's `context_length_exceeded` (or, `flat`, the error object alone at the top level,
+    as vLLM before its errors were nested, TensorRT-LLM and FastChat send it); else the length
+    it read. It keeps what it was sent."""
 
     LIMIT = 600
 
-    def __init__(self):
+    def __init__(self, flat=False):
         self.sent = []
+        self.flat = flat
 
     async def answer(self, request):
         body = json.loads(await request.body())
         self.sent.append(body)
         size = sum(len(str(m.get("content"))) for m in body["messages"])
         if size > self.LIMIT:
+            message = f"This model's maximum context length is {self.LIMIT} characters."
+            if self.flat:
+                error = {"object": "error", "message": message, "type": "BadRequestError"}
+                flat = {**error, "param": None, "code": 400}
+                return Response(json.dumps(flat), 400, media_type="application/json")
             error = {
-                "message": f"This model's maximum context length is {self.LIMIT} characters.",
+                "message": message,
                 "type": "invalid_request_error",
                 "param": "messages",
                 "code": "context_length_exceeded",
@@ -51,9 +59,10 @@ FITS = [{"role": "user", "content": "x" * (SmallWindow.LIMIT - 10)}]
 
 
 @pytest.fixture
-def small_window():
-    """A provider that refuses more than `SmallWindow.LIMIT` characters: (its URL, its log)."""
-    small = SmallWindow()
+def small_window(request):
+    """A provider that refuses more than `SmallWindow.LIMIT` characters: (its URL, its log).
+    Indirectly parametrized "flat", its refusal is in the flat shape."""
+    small = SmallWindow(flat=getattr(request, "param", None) == "flat")
     app = Starlette(routes=[Route("/v1/chat/completions", small.answer, methods=["POST"])])
     with serve_app(app) as root:
         yield root + "/v1", small
@@ -77,11 +86,13 @@ def why(proxy, request_id):
     return page.text
 
 
+@pytest.mark.parametrize("small_window", ["openai", "flat"], indirect=True)
 def test_a_model_whose_window_moim_does_not_know_gets_the_request_without_the_block(
     make_proxy, small_window
 ):
     """An unknown model is taken as 128,000 tokens; a local model with less refuses the
-    request because of the block: moim sends it once more as the client sent it, and says so."""
+    request because of the block: moim sends it once more as the client sent it, and says so.
+    A local server's refusal may be its error object alone, not under "error"."""
     url, small = small_window
     proxy = with_fact(make_proxy(upstream_base_url=url))
 
