@@ -201,3 +201,55 @@ def test_a_block_sent_is_recorded_as_injected(make_proxy, small_window):
     assert [len(body["messages"]) for body in small.sent] == [2]
     assert injected_at(proxy) != [None]
     assert FACT["value"] in why(proxy, "r-3")
+
+
+# -- a model whose chat template takes no system message where the block goes ---------------
+
+TEMPLATE_ERROR = (
+    "After the optional system message, conversation roles must alternate "
+    "user/assistant/user/assistant/..."
+)
+
+
+async def _alternating(request):
+    """A local model served with a chat template like Mistral's (vLLM's 400 when roles after an
+    optional first system message do not alternate user, assistant, …); else what it read."""
+    messages = json.loads(await request.body())["messages"]
+    roles = [m["role"] for m in messages[1 if messages[0]["role"] == "system" else 0 :]]
+    if roles != ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2):
+        error = {"message": TEMPLATE_ERROR, "type": "BadRequestError", "param": None, "code": 400}
+        return Response(json.dumps({"error": error}), 400, media_type="application/json")
+    reply = dict(QUICK, choices=[dict(QUICK["choices"][0], message=said(f"read {roles}"))])
+    return Response(json.dumps(reply), media_type="application/json")
+
+
+@pytest.fixture(scope="module")
+def alternating():
+    app = Starlette(routes=[Route("/v1/chat/completions", _alternating, methods=["POST"])])
+    with serve_app(app) as root:
+        yield root + "/v1"
+
+
+@pytest.mark.parametrize("route", ["byte path", "litellm"])
+def test_a_model_that_takes_no_system_message_there_gets_the_request_without_the_block(
+    make_proxy, alternating, route
+):
+    """The block goes in as a system message before the last user message: a template that
+    takes a system message only first refuses the conversation's second turn with it."""
+    if route == "litellm":
+        litellm = ModelRoute(model="openai/local-mistral", api_base=alternating, api_key="sk-up")
+        proxy = with_fact(make_proxy(routes={"local-mistral": litellm}))
+    else:
+        proxy = with_fact(make_proxy(upstream_base_url=alternating))
+    turns = [said("Hello!"), {"role": "user", "content": "Where do I live?"}]
+    messages = [{"role": "user", "content": "Hi"}, *turns]
+
+    with proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="local-mistral", messages=messages, extra_headers=ALICE
+        )
+
+    assert raw.parse().choices[0].message.content == "read ['user', 'assistant', 'user']"
+    assert raw.headers["x-memory-facts-injected"] == "0"
+    assert "refused the memory block" in raw.headers["x-memory-error"]
+    assert injected_at(proxy) == [None]
