@@ -3,10 +3,12 @@
 The provider answers such a request at once, `queued` (or `in_progress`) and with no output,
 and writes the reply later; the client polls `GET /v1/responses/{id}` until it is `completed`.
 The request's messages are stored when it is answered, as for any request, but its reply only
-ever reaches the client through a poll, a pass-through. So the relay notes each such reply
-here, with where it belongs (`Awaited`), and the pass-through reads a poll of a noted reply
-on the side while its bytes go to the client unchanged (`proxy.responses.watch_poll`): the
-first poll that finds the reply completed hands it to the writer, and its note goes.
+ever reaches the client through a poll, a pass-through (a streamed one too, when its stream
+ends before the reply does: the provider writes on, and the client resumes the events with
+`?stream=true`). So the relay notes each such reply here, with where it belongs (`Awaited`),
+and the pass-through reads a poll of a noted reply on the side while its bytes go to the
+client unchanged (`proxy.responses.watch_poll`): the first poll that finds the reply
+completed hands it, whole, to the writer, and its note goes.
 """
 
 from __future__ import annotations

@@ -15,9 +15,10 @@ which the model already sees. The provider's context after that reply counts in 
 A request in a provider's `conversation` is the same, its session named by the conversation id.
 
 A reply written in the background (`background: true`: the provider answers `queued` at once)
-reaches the client only through its polls, `GET /v1/responses/{id}`, a pass-through: the reply
-is noted when it is queued (`proxy/background.py`) and stored from the first poll that finds
-it completed (`watch_poll`).
+reaches the client only through its polls, `GET /v1/responses/{id}` (or its events resumed,
+`?stream=true`), a pass-through: the reply is noted when it is queued, or when a streamed one
+ends before it does (`proxy/background.py`), and stored whole from the first poll that finds
+it completed (`watch_poll`), not as the part a stream left early carried.
 
 Only OpenAI-compatible upstreams have this endpoint: a model routed through litellm gets a 400
 naming the route, before anything is forwarded or stored.
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
 
 # The events after which the provider has said all it will: the reply is whole.
 _FINAL = ("response.completed", "response.incomplete")
-# A response's statuses while the provider is still writing it (in the background).
-_UNFINISHED = ("queued", "in_progress")
 
 
 async def responses(request: Request, state: AppState, path_user: str | None = None) -> Response:
@@ -96,13 +95,16 @@ async def forward_responses(exchange: Exchange) -> Response:
     stored = remember(
         exchange.state, exchange.prepared, exchange.conversation, collector, exchange.report
     )
-    who = exchange.prepared.who
+    who, background = exchange.prepared.who, body.get("background") is True
 
     def on_end(partial: bool) -> None:
+        awaited = background and not collector.done and collector.response_id is not None
+        if awaited:  # the provider writes on: the whole reply comes with a poll (watch_poll),
+            collector.forget_heard()  # not the part this answer carried, if any
         stored(partial)
-        if not partial and collector.unfinished and who.mode.writes:
-            awaited = Awaited(who.user_id, who.session_id, exchange.conversation.model)
-            exchange.state.background.note(collector.response_id or "", awaited)
+        if awaited and who.mode.writes:
+            later = Awaited(who.user_id, who.session_id, exchange.conversation.model)
+            exchange.state.background.note(collector.response_id or "", later)
 
     return await forward_bytes(exchange, "/responses", exchange.outbound, collector, on_end)
 
@@ -131,13 +133,6 @@ class ResponseCollector(EventCollector):
         self._items: dict[int, dict[str, Any]] = {}
         self._pieces: dict[int, list[str]] = {}
         self._finished: set[int] = set()
-        self.status: str | None = None  # the response's, as last said
-
-    @property
-    def unfinished(self) -> bool:
-        """The provider answered with the response still being written (`background: true`):
-        its reply comes with a later poll."""
-        return self.response_id is not None and self.status in _UNFINISHED and not self.done
 
     def _event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -159,8 +154,6 @@ class ResponseCollector(EventCollector):
     def _response(self, response: dict[str, Any], whole: bool) -> None:
         if isinstance(response.get("id"), str):
             self.response_id = response["id"]
-        if isinstance(response.get("status"), str):
-            self.status = response["status"]
         if not whole:
             return
         output = response.get("output")
@@ -183,6 +176,13 @@ class ResponseCollector(EventCollector):
         items = self._output if self._output is not None else self._heard()
         messages: list[dict[str, Any]] = valid_unicode(item_messages(items))
         return messages
+
+    def forget_heard(self) -> None:
+        """Let go of what was heard of a reply that is not whole: a reply the provider goes on
+        writing in the background is stored whole, from a poll, not as its first part."""
+        self._items.clear()
+        self._pieces.clear()
+        self._finished.clear()
 
     def _heard(self) -> list[dict[str, Any]]:
         """The output items so far, an unfinished one with its deltas joined."""
@@ -217,18 +217,19 @@ class PolledReply(ResponseCollector):
 
 def watch_poll(
     state: AppState, method: str, suffix: str, query: bytes
-) -> tuple[PolledReply, EndCallback] | None:
-    """For a poll of a reply being written in the background (`GET /v1/responses/{id}`, not a
-    resumed stream) that moim noted, what the pass-through relays its answer with: a
-    collector, and the callback that stores the reply once a poll finds it done. Else None."""
+) -> tuple[ResponseCollector, EndCallback] | None:
+    """For a poll of a reply being written in the background that moim noted
+    (`GET /v1/responses/{id}`, its JSON, or with `?stream=true` its events resumed), what the
+    pass-through relays the answer with: a collector, and the callback that stores the reply
+    once a poll finds it done. Else None."""
     prefix = "/responses/"
-    resumed = parse_qs(query.decode("latin-1")).get("stream") == ["true"]
-    if method != "GET" or not suffix.startswith(prefix) or resumed:
+    if method != "GET" or not suffix.startswith(prefix):
         return None
     response_id = suffix.removeprefix(prefix)
     if state.background.get(response_id) is None:
         return None
-    collector = PolledReply()
+    resumed = parse_qs(query.decode("latin-1")).get("stream") == ["true"]
+    collector = ResponseCollector() if resumed else PolledReply()
 
     def on_end(partial: bool) -> None:
         replies = collector.replies()

@@ -32,7 +32,8 @@ Replies to ``POST /v1/chat/completions``:
 ``POST /v1/responses`` answers the same way in the Responses API's shapes, JSON or its real event
 stream (``tests/upstream_responses.py``), and keeps the ids it answered with: a
 ``previous_response_id`` it never gave out gets OpenAI's 400 ``previous_response_not_found``.
-With ``background: true`` it answers ``queued``, and ``GET /v1/responses/{id}`` polls the reply.
+With ``background: true`` it answers ``queued`` (or streams), and ``GET /v1/responses/{id}``
+polls the reply (``?stream=true``: its events).
 
 ``POST /v1/messages`` is a minimal Anthropic messages endpoint (JSON only), for litellm's
 ``anthropic/…`` routes: it answers ``"Noted, turn <n>."`` with Anthropic's ``usage``.
@@ -206,7 +207,11 @@ class Upstream:
         if request.method == "POST" and request.url.path == ANTHROPIC_PATH:
             return self._anthropic(parsed)
         if request.method == "GET" and request.url.path.startswith(RESPONSES_PATH + "/"):
-            polled = self.background.poll(request.url.path.removeprefix(RESPONSES_PATH + "/"))
+            response_id = request.url.path.removeprefix(RESPONSES_PATH + "/")
+            events = self.background.events(response_id)
+            if events is not None and request.query_params.get("stream") == "true":
+                return self._event_stream(events, 0.0)
+            polled = self.background.poll(response_id)
             if polled is not None:
                 return JSONResponse(polled)
         if request.method == "GET" and request.url.path == "/v1/models":
@@ -257,8 +262,10 @@ class Upstream:
             return reply
         output = responses.output_items(self._chats, reply.content, reply.tool_calls)
         self.response_ids.add(f"resp_test_{self._chats}")
-        if body.get("background") and not body.get("stream"):
-            return JSONResponse(self.background.start(self._chats, body, output))
+        if body.get("background"):
+            queued = self.background.start(self._chats, body, output)
+            if not body.get("stream"):
+                return JSONResponse(queued)
         if not body.get("stream"):
             answer = json.dumps(responses.response_object(self._chats, body, output)).encode()
             if reply.broken_after is not None:

@@ -20,9 +20,10 @@ The reply to the request's last user message is ``"echo: "`` + its text, as for 
 ``input_text`` finds it in a string ``input`` or in the last ``message`` item with role user
 (string content, or the ``text`` of its parts joined).
 
-A request with ``background: true`` (not streamed) is answered at once with the response
-``queued`` and no output; ``GET /v1/responses/{id}`` then polls it (``Background``): the first
-poll finds it ``in_progress``, every later one ``completed``, with its output.
+A request with ``background: true`` is answered at once (not streamed) with the response
+``queued`` and no output, or with its events as any stream; ``GET /v1/responses/{id}`` then
+polls it (``Background``): the first poll finds it ``in_progress``, every later one
+``completed``, with its output; with ``?stream=true`` the poll is all its events again.
 """
 
 import json
@@ -183,17 +184,25 @@ class Background:
 
     def __init__(self) -> None:
         self._done: dict[str, dict[str, Any]] = {}
+        self._events: dict[str, list[bytes]] = {}
         self._polls: dict[str, int] = {}
 
     def reset(self) -> None:
         self._done.clear()
+        self._events.clear()
         self._polls.clear()
 
     def start(self, number: int, body: dict[str, Any], output: list[dict[str, Any]]) -> dict:
-        """The answer to the request: the response queued; its output kept for the polls."""
+        """The answer to a request not streamed: the response queued; its output kept for the
+        polls (a streamed one is kept as well, and answered with its events)."""
         done = response_object(number, body, output)
         self._done[done["id"]] = done
+        self._events[done["id"]] = response_events(number, body, output)
         return response_object(number, body, [], status="queued")
+
+    def events(self, response_id: str) -> list[bytes] | None:
+        """`GET /v1/responses/{id}?stream=true`: the response's events, all of them."""
+        return self._events.get(response_id)
 
     def poll(self, response_id: str) -> dict[str, Any] | None:
         """`GET /v1/responses/{id}`: in progress the first time, completed after; None when the

@@ -4,12 +4,17 @@ The provider answers such a request at once, `queued` and with no output; the cl
 polls `GET /v1/responses/{id}` (a pass-through) until the reply is `completed`. moim stored
 the request's messages and never the reply: the model's answer was missing from memory. Here
 the official SDK polls as its docs show, and the fake provider answers `in_progress` to the
-first poll and `completed` after (tests/upstream_responses.py's `Background`).
+first poll and `completed` after (tests/upstream_responses.py's `Background`). A background
+response streamed is read from its stream; one whose client left early is stored whole from
+the resumed events (`?stream=true`), not as the part the first stream carried: the provider
+writes on without the client.
 """
 
 import httpx
 
+from tests.e2e.test_remember import wait_until
 from tests.e2e.test_responses import create, stored
+from tests.upstream import LONG_REPLY
 
 SAID = "My sister Clara teaches violin at the conservatory in Lisbon"
 
@@ -69,3 +74,34 @@ def test_a_forgotten_users_background_reply_is_not_stored_by_a_later_poll(proxy,
 
     proxy.flush()
     assert stored(proxy, "flo") == []
+
+
+def test_a_background_stream_left_early_is_stored_whole_from_its_resumed_events(proxy, upstream):
+    headers = {"X-Memory-User-Id": "sue"}
+    with proxy.client() as client:
+        with client.responses.create(
+            model="slow", input="Count slowly", background=True, stream=True, extra_headers=headers
+        ) as events:
+            for event in events:
+                if event.type == "response.created":
+                    response_id = event.response.id
+                if event.type == "response.output_text.delta":
+                    break
+        wait_until(lambda: upstream.disconnects == 1)  # moim saw the client leave
+        resumed = client.responses.retrieve(response_id, stream=True)
+        said = "".join(e.delta for e in resumed if e.type == "response.output_text.delta")
+
+    assert said == LONG_REPLY
+    proxy.flush()
+    assert [(role, content, partial) for _, role, content, partial in stored(proxy, "sue")] == [
+        ("user", "Count slowly", False),
+        ("assistant", LONG_REPLY, False),
+    ]
+
+
+def test_a_background_stream_read_to_its_end_is_stored_from_it(proxy, upstream):
+    events, _ = create(proxy, "sam", stream=True, input=SAID, background=True)
+
+    assert events[-1].type == "response.completed"
+    proxy.flush()
+    assert [c for _, _, c, _ in stored(proxy, "sam")] == [SAID, "echo: " + SAID]
