@@ -123,6 +123,7 @@ async def forget(request: Request) -> Response:
     state.writer.scrub_soon()  # their words leave the files when the writer is idle
     state.inspector.history.drop(user_id)
     state.responses.drop(user_id)
+    state.background.drop(user_id)
     return JSONResponse({"user_id": user_id, "deleted": True, "messages": removed})
 
 

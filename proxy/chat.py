@@ -21,7 +21,7 @@ from proxy.client_gone import ClientLeft, until_client_leaves
 from proxy.config import Config
 from proxy.errors import BadRequest, UpstreamError
 from proxy.exchange import Api, Conversation, Exchange, reply_reserve
-from proxy.overflow import WITHOUT_BLOCK, window_exceeded
+from proxy.overflow import refusal_of_block
 from proxy.pipeline import forward_bytes, handle, model_body, remember
 from proxy.room import media_parts
 from proxy.streaming import EndCallback, ReplyCollector, relay
@@ -109,10 +109,11 @@ async def _forward_litellm(
         try:
             result = await until_client_leaves(exchange.receive, _call(exchange, body))
         except UpstreamError as exc:
-            if exchange.prepared.body is None or not window_exceeded(exc.status, exc.content):
+            refused = refusal_of_block(exc.status, exc.content)
+            if exchange.prepared.body is None or refused is None:
                 raise
-            # the block passed a window moim does not know (overflow.py): as the client sent it
-            report.without_block(WITHOUT_BLOCK)
+            # refused because of the block (overflow.py): sent again as the client sent it
+            report.without_block(refused)
             body = exchange.body
             result = await until_client_leaves(exchange.receive, _call(exchange, body))
     except ClientLeft:

@@ -1,12 +1,16 @@
-"""A provider's refusal of a request that passed its model's context window.
+"""A provider's refusal of a request because of the memory block: sent again without it.
 
 moim keeps its block within the room the window leaves (`proxy/recall_step.py`), but it
 knows a window only from litellm's map or `context_windows` in config.yaml: a model it does
 not know is taken as 128,000 tokens, and a local model with a smaller window would then refuse
-a request that fits it, because of the block. The byte path (`proxy/pipeline.py`) and chat
-through litellm (`proxy/chat.py`: litellm reads each provider's words for it, and moim's error
-then carries OpenAI's code) send such a request once more as the client sent it, so memory
-never fails a request that would have succeeded directly; a request over the window without
+a request that fits it, because of the block. And the block is a system message, placed (by
+default) just before the last user message: a local model whose chat template takes no system
+message, or one only first ("conversation roles must alternate user/assistant/…", Mistral's and
+Gemma's templates under vLLM or llama.cpp; "does not support 'system'", OpenAI's o1-mini)
+refuses a request that it takes without the block. The byte path (`proxy/pipeline.py`) and
+chat through litellm (`proxy/chat.py`: litellm reads each provider's words for it, and moim's
+error then carries OpenAI's code) send such a request once more as the client sent it, so
+memory never fails a request that would have succeeded directly; a request refused without
 the block gets the provider's own error. `Report.without_block` makes the headers, the stored
 turn's `injected_facts` and the inspector say that no block was sent.
 
@@ -25,21 +29,44 @@ import json
 # truncates).
 _CODES = frozenset({"context_length_exceeded"})
 _WORDS = ("maximum context length", "exceeds the available context size", "context window")
+# The words of a chat template or model refusing a system message where the block puts it.
+_ROLE_WORDS = (
+    "roles must alternate",
+    "system role not supported",
+    "does not support 'system'",
+    "only user and assistant roles are supported",
+)
 # What the request's `x-memory-error` says when it was sent again without the block.
 WITHOUT_BLOCK = "the memory block passed the model's context window: sent without it"
+ROLES_REFUSED = "the model refused the memory block's system message: sent without it"
 
 
-def window_exceeded(status: int, body: bytes) -> bool:
-    """Whether an answer is the provider refusing a request too long for its model."""
-    if status != 400:
-        return False
-    try:
-        error = json.loads(body).get("error")
-    except (ValueError, AttributeError):
-        return False
-    if not isinstance(error, dict):
-        return False
-    if error.get("code") in _CODES:
-        return True
+def refusal_of_block(status: int, body: bytes) -> str | None:
+    """Why an answer is the provider refusing a request because of the block (for the
+    request's `x-memory-error`), or None when it is not such a refusal.
+
+    OpenAI's error object is under "error"; vLLM (before it nested its errors), TensorRT-LLM
+    and FastChat send it alone, `{"object": "error", "message", "type", "param", "code": 400}`.
+    """
+    error = _error(status, body)
+    if error is None:
+        return None
     message = error.get("message")
-    return isinstance(message, str) and any(words in message.lower() for words in _WORDS)
+    said = message.lower() if isinstance(message, str) else ""
+    if error.get("code") in _CODES or any(words in said for words in _WORDS):
+        return WITHOUT_BLOCK
+    return ROLES_REFUSED if any(words in said for words in _ROLE_WORDS) else None
+
+
+def _error(status: int, body: bytes) -> dict[str, object] | None:
+    """The error object of a provider's 400, or None."""
+    if status != 400:
+        return None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    error = answer if answer.get("object") == "error" else answer.get("error")
+    return error if isinstance(error, dict) else None

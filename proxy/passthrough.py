@@ -5,7 +5,8 @@ Responses API, while moim has no memory for it) go to the upstream as they came:
 the path after `/v1` (raw, percent-escapes kept), the query string, the headers less hop-by-hop
 ones and moim's own, and the body, streamed as it arrives. The answer comes back the same way:
 status, headers less hop-by-hop ones, and the body byte for byte, streamed (SSE, downloads).
-Nothing of it is stored.
+Nothing of it is stored, but for one case: a poll of a Responses API reply written in the
+background, which moim noted when it was queued (`proxy/background.py`), stores the reply.
 
 Chat's rules apply: proxy keys (`auth.keys`) are checked, and the provider key then comes from
 config only (a browser's CORS preflight goes unauthenticated, with no provider key:
@@ -47,7 +48,8 @@ from proxy.errors import (
 )
 from proxy.header_lines import HOP_BY_HOP, NOT_FORWARDED, client_lines, relayed_name
 from proxy.limits import decoded, read_body
-from proxy.streaming import relay
+from proxy.responses import watch_poll
+from proxy.streaming import EndCallback, EventCollector, relay
 from proxy.upstream import (
     Target,
     embed_litellm,
@@ -216,7 +218,8 @@ async def _route(
         authorization = None  # not the provider key, nor those of the base URL (Basic auth)
         url = str(httpx.URL(url).copy_with(userinfo=b""))
     headers = _outbound_headers(request, authorization, bool(config.keys), content, recoded)
-    return "upstream", await _send(state.client, request.method, url, headers, content)
+    poll = watch_poll(state, request.method, suffix, request.scope["query_string"])
+    return "upstream", await _send(state.client, request.method, url, headers, content, poll)
 
 
 async def _through_litellm(
@@ -249,11 +252,13 @@ async def _send(
     url: str,
     headers: list[tuple[bytes, bytes]],
     content: bytes | AsyncIterator[bytes] | None,
+    poll: tuple[EventCollector, EndCallback] | None = None,
 ) -> Response:
     """Open the upstream request and stream its answer back, byte for byte.
 
     A body read whole can be sent twice, so a stale pooled connection is retried once on a new
-    one (`proxy.upstream_client.send`); a body streamed as it arrives cannot.
+    one (`proxy.upstream_client.send`); a body streamed as it arrives cannot. `poll`: the
+    request polls a reply written in the background, read on the side when the answer is a 200.
     """
     outbound = client.build_request(method, url, headers=headers, content=content)
     try:
@@ -263,8 +268,9 @@ async def _send(
             upstream = await send(client, outbound)
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc
+    collector, on_end = poll if poll is not None and upstream.status_code == 200 else _NOTHING
     response = StreamingResponse(
-        relay(upstream.aiter_raw(), None, _nothing_to_remember, upstream.aclose),
+        relay(upstream.aiter_raw(), collector, on_end, upstream.aclose),
         status_code=upstream.status_code,
     )
     lines = ((relayed_name(name), value) for name, value in upstream.headers.raw)
@@ -274,6 +280,9 @@ async def _send(
 
 def _nothing_to_remember(partial: bool) -> None:
     """Pass-through turns are not stored."""
+
+
+_NOTHING: tuple[EventCollector | None, EndCallback] = (None, _nothing_to_remember)
 
 
 def _outbound_headers(

@@ -38,7 +38,7 @@ from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliase
 from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity, Mode, identify
 from proxy.limits import read_body
-from proxy.overflow import WITHOUT_BLOCK, window_exceeded
+from proxy.overflow import refusal_of_block
 from proxy.recall_step import measure_and_recall
 from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, relay
@@ -246,13 +246,12 @@ async def forward_bytes(
         upstream, data = await until_client_leaves(
             exchange.receive, _answer(exchange, path, content)
         )
-        if (
-            data is not None
-            and prepared.body is not None
-            and window_exceeded(upstream.status_code, data)
-        ):
-            # the block passed a window moim does not know (overflow.py): as the client sent it
-            report.without_block(WITHOUT_BLOCK)
+        refused = None
+        if data is not None and prepared.body is not None:
+            refused = refusal_of_block(upstream.status_code, data)
+        if refused is not None:
+            # refused because of the block (overflow.py): sent again as the client sent it
+            report.without_block(refused)
             plain = aliased(exchange.raw, exchange.body, exchange.target)
             upstream, data = await until_client_leaves(
                 exchange.receive, _answer(exchange, path, plain)

@@ -14,6 +14,12 @@ stored), its new messages stored as new, and recall leaves out the session's ear
 which the model already sees. The provider's context after that reply counts in the fill ratio.
 A request in a provider's `conversation` is the same, its session named by the conversation id.
 
+A reply written in the background (`background: true`: the provider answers `queued` at once)
+reaches the client only through its polls, `GET /v1/responses/{id}` (or its events resumed,
+`?stream=true`), a pass-through: the reply is noted when it is queued, or when a streamed one
+ends before it does (`proxy/background.py`), and stored whole from the first poll that finds
+it completed (`watch_poll`), not as the part a stream left early carried.
+
 Only OpenAI-compatible upstreams have this endpoint: a model routed through litellm gets a 400
 naming the route, before anything is forwarded or stored.
 """
@@ -21,12 +27,15 @@ naming the route, before anything is forwarded or stored.
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from memory import Placement
+from memory import Placement, ResponseLink, Turn
+from proxy.background import Awaited
 from proxy.errors import BadRequest
 from proxy.exchange import Api, Conversation, Exchange, reply_reserve
 from proxy.pipeline import forward_bytes, handle, remember
@@ -38,7 +47,7 @@ from proxy.responses_body import (
     thread_of,
 )
 from proxy.room import media_parts
-from proxy.streaming import EventCollector, valid_unicode
+from proxy.streaming import EndCallback, EventCollector, valid_unicode
 
 if TYPE_CHECKING:
     from proxy.state import AppState
@@ -83,9 +92,20 @@ async def forward_responses(exchange: Exchange) -> Response:
             code="responses_unsupported_route",
         )
     collector = ResponseCollector()
-    on_end = remember(
+    stored = remember(
         exchange.state, exchange.prepared, exchange.conversation, collector, exchange.report
     )
+    who, background = exchange.prepared.who, body.get("background") is True
+
+    def on_end(partial: bool) -> None:
+        awaited = background and not collector.done and collector.response_id is not None
+        if awaited:  # the provider writes on: the whole reply comes with a poll (watch_poll),
+            collector.forget_heard()  # not the part this answer carried, if any
+        stored(partial)
+        if awaited and who.mode.writes:
+            later = Awaited(who.user_id, who.session_id, exchange.conversation.model)
+            exchange.state.background.note(collector.response_id or "", later)
+
     return await forward_bytes(exchange, "/responses", exchange.outbound, collector, on_end)
 
 
@@ -157,6 +177,13 @@ class ResponseCollector(EventCollector):
         messages: list[dict[str, Any]] = valid_unicode(item_messages(items))
         return messages
 
+    def forget_heard(self) -> None:
+        """Let go of what was heard of a reply that is not whole: a reply the provider goes on
+        writing in the background is stored whole, from a poll, not as its first part."""
+        self._items.clear()
+        self._pieces.clear()
+        self._finished.clear()
+
     def _heard(self) -> list[dict[str, Any]]:
         """The output items so far, an unfinished one with its deltas joined."""
         heard = []
@@ -170,6 +197,62 @@ class ResponseCollector(EventCollector):
             elif item.get("type") == "function_call":
                 heard.append({**item, "arguments": said})
         return heard
+
+
+class PolledReply(ResponseCollector):
+    """A polled response's JSON body, gathered as it passes and read once it has all come."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._body: list[bytes] = []
+
+    def feed(self, data: bytes) -> bool:
+        self._body.append(data)
+        return False
+
+    def end(self) -> bool:
+        self.feed_json(b"".join(self._body))
+        return self.whole()
+
+
+def watch_poll(
+    state: AppState, method: str, suffix: str, query: bytes
+) -> tuple[ResponseCollector, EndCallback] | None:
+    """For a poll of a reply being written in the background that moim noted
+    (`GET /v1/responses/{id}`, its JSON, or with `?stream=true` its events resumed), what the
+    pass-through relays the answer with: a collector, and the callback that stores the reply
+    once a poll finds it done. Else None."""
+    prefix = "/responses/"
+    if method != "GET" or not suffix.startswith(prefix):
+        return None
+    response_id = suffix.removeprefix(prefix)
+    if state.background.get(response_id) is None:
+        return None
+    resumed = parse_qs(query.decode("latin-1")).get("stream") == ["true"]
+    collector = ResponseCollector() if resumed else PolledReply()
+
+    def on_end(partial: bool) -> None:
+        replies = collector.replies()
+        if partial or collector.response_id != response_id or not replies:
+            return  # not done yet: a later poll stores it
+        awaited = state.background.done(response_id)
+        if awaited is None:  # a poll beside this one stored it, or its user was forgotten
+            return
+        link = ResponseLink(awaited.session_id, collector.context_tokens)
+        state.responses.note(awaited.user_id, response_id, link)
+        state.writer.submit(
+            Turn(
+                user_id=awaited.user_id,
+                session_id=awaited.session_id,
+                model=awaited.model,
+                messages=tuple(replies[:-1]),
+                reply=replies[-1],
+                created_at=time.time(),
+                continues=True,  # the request's messages are stored: every one is new
+            )
+        )
+
+    return collector, on_end
 
 
 RESPONSES = Api(parse_responses_body, responses_conversation, forward_responses)

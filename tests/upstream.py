@@ -32,6 +32,8 @@ Replies to ``POST /v1/chat/completions``:
 ``POST /v1/responses`` answers the same way in the Responses API's shapes, JSON or its real event
 stream (``tests/upstream_responses.py``), and keeps the ids it answered with: a
 ``previous_response_id`` it never gave out gets OpenAI's 400 ``previous_response_not_found``.
+With ``background: true`` it answers ``queued`` (or streams), and ``GET /v1/responses/{id}``
+polls the reply (``?stream=true``: its events).
 
 ``POST /v1/messages`` is a minimal Anthropic messages endpoint (JSON only), for litellm's
 ``anthropic/…`` routes: it answers ``"Noted, turn <n>."`` with Anthropic's ``usage``.
@@ -138,6 +140,7 @@ class Upstream:
         self.api = OtherEndpoints(MODELS, self._event_stream)
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)])
         self.response_ids: set[str] = set()  # every response id given out
+        self.background = responses.Background()  # `background: true` responses, polled
         # Raw header lines added to every chat completion response (a provider's cookies,
         # headers that are not ASCII).
         self.reply_headers: list[tuple[bytes, bytes]] = []
@@ -151,6 +154,7 @@ class Upstream:
         self.json_script.clear()
         self.disconnects = 0
         self.response_ids.clear()
+        self.background.reset()
         self.reply_headers.clear()
         self._chats = 0
         self.api.reset()
@@ -202,6 +206,14 @@ class Upstream:
             return self._responses(parsed)
         if request.method == "POST" and request.url.path == ANTHROPIC_PATH:
             return self._anthropic(parsed)
+        if request.method == "GET" and request.url.path.startswith(RESPONSES_PATH + "/"):
+            response_id = request.url.path.removeprefix(RESPONSES_PATH + "/")
+            events = self.background.events(response_id)
+            if events is not None and request.query_params.get("stream") == "true":
+                return self._event_stream(events, 0.0)
+            polled = self.background.poll(response_id)
+            if polled is not None:
+                return JSONResponse(polled)
         if request.method == "GET" and request.url.path == "/v1/models":
             model = {"object": "model", "created": CREATED, "owned_by": "test"}
             return JSONResponse({"object": "list", "data": [{"id": m, **model} for m in MODELS]})
@@ -250,6 +262,10 @@ class Upstream:
             return reply
         output = responses.output_items(self._chats, reply.content, reply.tool_calls)
         self.response_ids.add(f"resp_test_{self._chats}")
+        if body.get("background"):
+            queued = self.background.start(self._chats, body, output)
+            if not body.get("stream"):
+                return JSONResponse(queued)
         if not body.get("stream"):
             answer = json.dumps(responses.response_object(self._chats, body, output)).encode()
             if reply.broken_after is not None:

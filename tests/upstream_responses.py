@@ -19,6 +19,11 @@ as for chat) and serves it; this module builds it as the Responses API does:
 The reply to the request's last user message is ``"echo: "`` + its text, as for chat:
 ``input_text`` finds it in a string ``input`` or in the last ``message`` item with role user
 (string content, or the ``text`` of its parts joined).
+
+A request with ``background: true`` is answered at once (not streamed) with the response
+``queued`` and no output, or with its events as any stream; ``GET /v1/responses/{id}`` then
+polls it (``Background``): the first poll finds it ``in_progress``, every later one
+``completed``, with its output; with ``?stream=true`` the poll is all its events again.
 """
 
 import json
@@ -172,3 +177,40 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _added(index: int, item: dict[str, Any]) -> dict[str, Any]:
     return {"type": "response.output_item.added", "output_index": index, "item": item}
+
+
+class Background:
+    """Responses written "in the background": queued when asked, polled until completed."""
+
+    def __init__(self) -> None:
+        self._done: dict[str, dict[str, Any]] = {}
+        self._events: dict[str, list[bytes]] = {}
+        self._polls: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self._done.clear()
+        self._events.clear()
+        self._polls.clear()
+
+    def start(self, number: int, body: dict[str, Any], output: list[dict[str, Any]]) -> dict:
+        """The answer to a request not streamed: the response queued; its output kept for the
+        polls (a streamed one is kept as well, and answered with its events)."""
+        done = response_object(number, body, output)
+        self._done[done["id"]] = done
+        self._events[done["id"]] = response_events(number, body, output)
+        return response_object(number, body, [], status="queued")
+
+    def events(self, response_id: str) -> list[bytes] | None:
+        """`GET /v1/responses/{id}?stream=true`: the response's events, all of them."""
+        return self._events.get(response_id)
+
+    def poll(self, response_id: str) -> dict[str, Any] | None:
+        """`GET /v1/responses/{id}`: in progress the first time, completed after; None when the
+        id is not a background response."""
+        done = self._done.get(response_id)
+        if done is None:
+            return None
+        self._polls[response_id] = self._polls.get(response_id, 0) + 1
+        if self._polls[response_id] == 1:
+            return {**done, "status": "in_progress", "output": [], "usage": None}
+        return done

@@ -18,21 +18,29 @@ from tests.e2e.test_dropin_api import FACT, QUICK
 
 
 class SmallWindow:
-    """A provider whose model takes at most `LIMIT` characters of messages: over them, OpenAI's
-    400 `context_length_exceeded`; else the length it read. It keeps what it was sent."""
+    """A provider whose model takes at most `LIMIT` characters of messages: over them, a 400,
+    OpenAI's `context_length_exceeded` (or, `flat`, the error object alone at the top level,
+    as vLLM before its errors were nested, TensorRT-LLM and FastChat send it); else the length
+    it read. It keeps what it was sent."""
 
     LIMIT = 600
 
-    def __init__(self):
+    def __init__(self, flat=False):
         self.sent = []
+        self.flat = flat
 
     async def answer(self, request):
         body = json.loads(await request.body())
         self.sent.append(body)
         size = sum(len(str(m.get("content"))) for m in body["messages"])
         if size > self.LIMIT:
+            message = f"This model's maximum context length is {self.LIMIT} characters."
+            if self.flat:
+                error = {"object": "error", "message": message, "type": "BadRequestError"}
+                flat = {**error, "param": None, "code": 400}
+                return Response(json.dumps(flat), 400, media_type="application/json")
             error = {
-                "message": f"This model's maximum context length is {self.LIMIT} characters.",
+                "message": message,
                 "type": "invalid_request_error",
                 "param": "messages",
                 "code": "context_length_exceeded",
@@ -51,9 +59,10 @@ FITS = [{"role": "user", "content": "x" * (SmallWindow.LIMIT - 10)}]
 
 
 @pytest.fixture
-def small_window():
-    """A provider that refuses more than `SmallWindow.LIMIT` characters: (its URL, its log)."""
-    small = SmallWindow()
+def small_window(request):
+    """A provider that refuses more than `SmallWindow.LIMIT` characters: (its URL, its log).
+    Indirectly parametrized "flat", its refusal is in the flat shape."""
+    small = SmallWindow(flat=getattr(request, "param", None) == "flat")
     app = Starlette(routes=[Route("/v1/chat/completions", small.answer, methods=["POST"])])
     with serve_app(app) as root:
         yield root + "/v1", small
@@ -77,11 +86,13 @@ def why(proxy, request_id):
     return page.text
 
 
+@pytest.mark.parametrize("small_window", ["openai", "flat"], indirect=True)
 def test_a_model_whose_window_moim_does_not_know_gets_the_request_without_the_block(
     make_proxy, small_window
 ):
     """An unknown model is taken as 128,000 tokens; a local model with less refuses the
-    request because of the block: moim sends it once more as the client sent it, and says so."""
+    request because of the block: moim sends it once more as the client sent it, and says so.
+    A local server's refusal may be its error object alone, not under "error"."""
     url, small = small_window
     proxy = with_fact(make_proxy(upstream_base_url=url))
 
@@ -190,3 +201,55 @@ def test_a_block_sent_is_recorded_as_injected(make_proxy, small_window):
     assert [len(body["messages"]) for body in small.sent] == [2]
     assert injected_at(proxy) != [None]
     assert FACT["value"] in why(proxy, "r-3")
+
+
+# -- a model whose chat template takes no system message where the block goes ---------------
+
+TEMPLATE_ERROR = (
+    "After the optional system message, conversation roles must alternate "
+    "user/assistant/user/assistant/..."
+)
+
+
+async def _alternating(request):
+    """A local model served with a chat template like Mistral's (vLLM's 400 when roles after an
+    optional first system message do not alternate user, assistant, …); else what it read."""
+    messages = json.loads(await request.body())["messages"]
+    roles = [m["role"] for m in messages[1 if messages[0]["role"] == "system" else 0 :]]
+    if roles != ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2):
+        error = {"message": TEMPLATE_ERROR, "type": "BadRequestError", "param": None, "code": 400}
+        return Response(json.dumps({"error": error}), 400, media_type="application/json")
+    reply = dict(QUICK, choices=[dict(QUICK["choices"][0], message=said(f"read {roles}"))])
+    return Response(json.dumps(reply), media_type="application/json")
+
+
+@pytest.fixture(scope="module")
+def alternating():
+    app = Starlette(routes=[Route("/v1/chat/completions", _alternating, methods=["POST"])])
+    with serve_app(app) as root:
+        yield root + "/v1"
+
+
+@pytest.mark.parametrize("route", ["byte path", "litellm"])
+def test_a_model_that_takes_no_system_message_there_gets_the_request_without_the_block(
+    make_proxy, alternating, route
+):
+    """The block goes in as a system message before the last user message: a template that
+    takes a system message only first refuses the conversation's second turn with it."""
+    if route == "litellm":
+        litellm = ModelRoute(model="openai/local-mistral", api_base=alternating, api_key="sk-up")
+        proxy = with_fact(make_proxy(routes={"local-mistral": litellm}))
+    else:
+        proxy = with_fact(make_proxy(upstream_base_url=alternating))
+    turns = [said("Hello!"), {"role": "user", "content": "Where do I live?"}]
+    messages = [{"role": "user", "content": "Hi"}, *turns]
+
+    with proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="local-mistral", messages=messages, extra_headers=ALICE
+        )
+
+    assert raw.parse().choices[0].message.content == "read ['user', 'assistant', 'user']"
+    assert raw.headers["x-memory-facts-injected"] == "0"
+    assert "refused the memory block" in raw.headers["x-memory-error"]
+    assert injected_at(proxy) == [None]
