@@ -18,7 +18,7 @@ bench/results/embedder_latency.json.
 `--graphs`: two `FastEmbedder`s in one process, one on the plain quantized graph ("before",
 converted into a temporary directory) and one on the fused graph moim runs
 (`memory/fused_graph.py`, "after"). LoCoMo's questions (~15 tokens) and turns of 40-250 words
-(consecutive turns of one session joined, ~120-330 tokens), each text once on each side in
+(consecutive turns of one session joined; p50 ~150 tokens), each text once on each side in
 random order, as recall embeds a question (`embed_query_words`) and the writer a turn
 (`embed_documents_words`): per text CPU (the thread's) and wall ms, p50 / p90; and whether
 every vector and word vector is the same (cosine, and how many equal bit for bit). Writes
