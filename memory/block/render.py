@@ -60,8 +60,12 @@ _IGNORABLE = frozenset("\u034f\u115f\u1160\u3164\uffa0" + "".join(map(chr, range
 # Look-alikes NFKC leaves alone but a reader takes for `=`, `[` or `]`.
 _LOOK_ALIKES = str.maketrans("═꞊゠【〔〖〘⟦⁅〚】〕〗〙⟧⁆〛", "===[[[[[[[]]]]]]]")
 _RULE = re.compile(r"={3,}")
-# A delimiter's words with a rule of `=` before or after them, anywhere in a line.
-_DELIMITER_WORDS = re.compile(r"(?:(={2,}) ?)?\b(?:end memory|memory context)\b(?: ?(={2,}))?")
+# A delimiter's words with a rule of `=` before or after them, anywhere in a line. The rule
+# before is tried only where a run of `=` starts: from each `=` of a long run it was rescanned
+# to its end (an 8,000-character line: 8 s).
+_DELIMITER_WORDS = re.compile(
+    r"(?:(?<!=)(={2,}) ?)?\b(?:end memory|memory context)\b(?: ?(={2,}))?"
+)
 _BRACKETED_START = re.compile(r" ?\[([^\]]*)\]")
 # A block's first line, and its last with the blank line after it (`strip_block`).
 _BLOCK_START_LINE = re.compile(rf"^{re.escape(BLOCK_START)}\n", re.MULTILINE)
