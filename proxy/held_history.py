@@ -23,6 +23,10 @@ from proxy.exchange import Conversation
 if TYPE_CHECKING:
     from proxy.state import AppState
 
+# How long a reply not yet stored is waited for when replicas share the store, in steps of.
+_REPLICA_WAIT = 5.0
+_POLL = 0.25
+
 
 async def check_held_history(state: AppState, user_id: str, conversation: Conversation) -> None:
     """Refuse a request continuing provider-held history that is not `user_id`'s to continue;
@@ -37,17 +41,24 @@ async def check_held_history(state: AppState, user_id: str, conversation: Conver
     reply = conversation.continues
     if reply is None or state.responses.get(user_id, reply) is not None:
         return
-    try:
-        link = await asyncio.to_thread(state.layer.response_link, user_id, reply)
-    except Exception as exc:  # not known to be theirs: not forwarded
-        raise ServiceUnavailable(
-            "the memory store is busy or unavailable, and it says whose reply "
-            f"{reply!r} is; retry shortly",
-            code="memory_unavailable",
-        ) from exc
-    if link is None:  # OpenAI's answer to a reply it does not have
-        raise NotFound(
-            f"Previous response with id {reply!r} not found.",
-            param="previous_response_id",
-            code="previous_response_not_found",
-        )
+    # Replicas: the reply may have ended on another one a moment ago, its turn not yet stored
+    # by that one's writer (seconds); asked again meanwhile.
+    waits = int(_REPLICA_WAIT / _POLL) if state.layer.shared else 0
+    for wait in range(waits + 1):
+        if wait:
+            await asyncio.sleep(_POLL)
+        try:
+            link = await asyncio.to_thread(state.layer.response_link, user_id, reply)
+        except Exception as exc:  # not known to be theirs: not forwarded
+            raise ServiceUnavailable(
+                "the memory store is busy or unavailable, and it says whose reply "
+                f"{reply!r} is; retry shortly",
+                code="memory_unavailable",
+            ) from exc
+        if link is not None:
+            return
+    raise NotFound(  # OpenAI's answer to a reply it does not have
+        f"Previous response with id {reply!r} not found.",
+        param="previous_response_id",
+        code="previous_response_not_found",
+    )

@@ -253,6 +253,7 @@ def as_key(proxy, key, **fields):
     return answer.status_code, answer.json()
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("mode", ["auto", "off"])
 def test_with_proxy_keys_another_users_reply_cannot_be_continued(make_proxy, upstream, mode):
     """With proxy keys every user's replies sit on the one provider key, and the provider
