@@ -27,6 +27,7 @@ own transport for everything.
 
 from __future__ import annotations
 
+import io
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
@@ -171,16 +172,24 @@ def _header_lines(request: httpx.Request) -> list[tuple[str, str]] | None:
     return lines
 
 
+# aiohttp writes bytes up to this size at once; a larger body it wants as a file-like object,
+# which it writes in pieces, letting the event loop run between them (given as bytes, it warns
+# with a ResourceWarning: a 500 wherever warnings are errors, as in the test suite).
+_WHOLE_BODY_BYTES = 1 << 20
+
+
 class _RequestBody:
-    """The request's body for aiohttp: its bytes when httpx holds them, else a stream as it
-    arrives. A stream's own failure (the body over moim's limit, the client gone mid-upload)
-    is kept: aiohttp reports it only as "cannot write the body", and the caller needs it."""
+    """The request's body for aiohttp: its bytes when httpx holds them (a file-like object
+    over them past `_WHOLE_BODY_BYTES`), else a stream as it arrives. A stream's own failure
+    (the body over moim's limit, the client gone mid-upload) is kept: aiohttp reports it only
+    as "cannot write the body", and the caller needs it."""
 
     def __init__(self, request: httpx.Request) -> None:
         self.failure: BaseException | None = None
-        self.data: bytes | AsyncIterator[bytes] | None
+        self.data: bytes | io.BytesIO | AsyncIterator[bytes] | None
         if isinstance(request.stream, httpx.ByteStream):
-            self.data = request.content or None
+            content = request.content
+            self.data = io.BytesIO(content) if len(content) > _WHOLE_BODY_BYTES else content or None
         else:
             self.data = self._chunks(request.stream)
 

@@ -46,6 +46,13 @@ class Caller:
             raise Forbidden(f"this key may not act for user {user_id!r}", code="user_not_allowed")
 
 
+def sees_account_state(caller: Caller, config: Config) -> bool:
+    """Whether a caller may reach what the provider account keeps for all users (files,
+    batches, stored responses, conversations): anyone without proxy keys, an admin key, or
+    every key with `auth.account_endpoints_for_all_keys`."""
+    return caller.key is None or caller.key.admin or config.account_endpoints_for_all_keys
+
+
 def authenticate(headers: Mapping[str, str], config: Config) -> Caller:
     """The caller of a request, or Unauthorized when proxy keys are configured and absent.
 

@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Match
 
 from proxy import request_json
-from proxy.auth import Caller, authenticate, is_preflight
+from proxy.auth import Caller, authenticate, is_preflight, sees_account_state
 from proxy.config import Config
 from proxy.errors import (
     BadRequest,
@@ -160,7 +160,7 @@ def _refuse_account_endpoints(method: str, suffix: str, caller: Caller, config: 
     the provider account, not to one moim user: any key holder could list, read or delete
     another user's. Stateless endpoints stay open to every key (`STATELESS_ENDPOINTS`).
     """
-    if caller.key is None or caller.key.admin or config.account_endpoints_for_all_keys:
+    if sees_account_state(caller, config):
         return
     path = unquote(suffix.split("?", 1)[0]).rstrip("/")
     if (method, path) in STATELESS_ENDPOINTS or (method == "GET" and path.startswith("/models")):

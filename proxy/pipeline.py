@@ -31,11 +31,12 @@ from starlette.responses import Response, StreamingResponse
 
 from memory import ResponseLink, Turn
 from proxy import request_json
-from proxy.auth import authenticate
+from proxy.auth import authenticate, sees_account_state
 from proxy.client_gone import CLIENT_CLOSED, ClientLeft, until_client_leaves
 from proxy.errors import BadRequest, ProxyError, UpstreamError, error_response
 from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliased
 from proxy.header_lines import with_provider_headers
+from proxy.held_history import check_held_history
 from proxy.identity import Identity, Mode, identify
 from proxy.limits import read_body
 from proxy.overflow import refusal_of_block
@@ -78,6 +79,8 @@ async def handle(
             state.config.memory_tools,
         )
         caller.check_user(who.user_id)
+        if conversation.held and not sees_account_state(caller, state.config):
+            await check_held_history(state, who.user_id, conversation)
         target = resolve(body["model"], state.config)
         if api.check is not None:  # before any memory step: a refusal stores nothing
             api.check(body, target, state.config)
@@ -260,7 +263,8 @@ async def forward_bytes(
         on_end(True)  # what the client said is kept, as when it leaves a stream
         raise
     if data is None:  # a stream, relayed as it comes
-        kept = collector if prepared.who.mode.writes else None  # nothing to gather otherwise
+        # nothing to gather for a turn not stored, but a Responses reply's id (held_history.py)
+        kept = collector if prepared.who.mode.writes or collector.keeps_reply_ids else None
         streamed = StreamingResponse(
             relay(body_chunks(upstream), kept, on_end, upstream.aclose),
             status_code=upstream.status_code,
@@ -311,8 +315,9 @@ def remember(
 ) -> EndCallback:
     """The callback that hands a finished (or abandoned) turn to the writer.
 
-    A Responses API reply's id is noted at once (`AppState.responses`), so a request that
-    continues it finds its session before the writer has stored the turn.
+    A Responses API reply's id is noted at once (`AppState.responses`), in every mode, so a
+    request that continues it finds its session before the writer has stored the turn, and
+    with proxy keys is known to be this user's (`proxy/held_history.py`).
 
     A journal write that fails is this request's to report, and no other's: in its
     `x-memory-error` when the response is whole (its headers are not sent yet), else in the
@@ -321,12 +326,12 @@ def remember(
     who = prepared.who
 
     def on_end(partial: bool) -> None:
-        if not who.mode.writes:
-            return
-        replies = collector.replies()
         if collector.response_id is not None:
             link = ResponseLink(who.session_id, collector.context_tokens)
             state.responses.note(who.user_id, collector.response_id, link)
+        if not who.mode.writes:
+            return
+        replies = collector.replies()
         error = state.writer.submit(
             Turn(
                 user_id=who.user_id,

@@ -124,8 +124,11 @@ class ResponseCollector(EventCollector):
 
     Whole once `response.completed` (or `response.incomplete`) arrives: its `output` items are
     the reply. Before that, the items announced so far, their text and call arguments joined
-    from the deltas, are what a client that left early heard.
+    from the deltas, are what a client that left early heard. Read in every memory mode: the
+    reply's id is noted as this user's (`proxy/held_history.py`).
     """
+
+    keeps_reply_ids = True
 
     def __init__(self) -> None:
         super().__init__()

@@ -43,6 +43,9 @@ class EventCollector:
     reply also has the provider's id for it and the tokens its context then holds.
     """
 
+    # Read even when the turn is not stored: a Responses reply's id says whose it is.
+    keeps_reply_ids = False
+
     def __init__(self) -> None:
         self.done = False
         self.response_id: str | None = None

@@ -9,9 +9,9 @@ and a last line `BLOCK_END`.
 Everything in the block except its fixed lines comes from storage, so it is escaped
 (`escape_memory_text`): no recalled text can end the block early, open a second one, or
 forge a section line, nor hold a look-alike a model would read as one (full-width `＝`,
-zero-width characters, another case). That is also what lets `strip_block` take the first
-`BLOCK_END` line after `BLOCK_START` as the real end, so an injected block is never stored
-(DESIGN.md).
+zero-width characters, combining marks, another case). That is also what lets `strip_block`
+take the first `BLOCK_END` line after `BLOCK_START` as the real end, so an injected block is
+never stored (DESIGN.md).
 """
 
 from __future__ import annotations
@@ -58,10 +58,16 @@ FACT_SECTIONS: dict[Policy, str] = {
 # fillers, variation selectors). They are dropped before a line is compared.
 _IGNORABLE = frozenset("\u034f\u115f\u1160\u3164\uffa0" + "".join(map(chr, range(0xFE00, 0xFE10))))
 # Look-alikes NFKC leaves alone but a reader takes for `=`, `[` or `]`.
-_LOOK_ALIKES = str.maketrans("═꞊゠【〔〖〘⟦⁅〚】〕〗〙⟧⁆〛", "===[[[[[[[]]]]]]]")
+_LOOK_ALIKES = str.maketrans("═꞊゠᐀⹀【〔〖〘⟦⁅〚】〕〗〙⟧⁆〛", "=====[[[[[[[]]]]]]]")
+# Combining marks (over, under or around the character before): `=\u0301` still reads as `=`.
+_MARKS = frozenset(("Mn", "Me"))
 _RULE = re.compile(r"={3,}")
-# A delimiter's words with a rule of `=` before or after them, anywhere in a line.
-_DELIMITER_WORDS = re.compile(r"(?:(={2,}) ?)?\b(?:end memory|memory context)\b(?: ?(={2,}))?")
+# A delimiter's words with a rule of `=` before or after them, anywhere in a line. The rule
+# before is tried only where a run of `=` starts: from each `=` of a long run it was rescanned
+# to its end (an 8,000-character line: 8 s).
+_DELIMITER_WORDS = re.compile(
+    r"(?:(?<!=)(={2,}) ?)?\b(?:end memory|memory context)\b(?: ?(={2,}))?"
+)
 _BRACKETED_START = re.compile(r" ?\[([^\]]*)\]")
 # A block's first line, and its last with the blank line after it (`strip_block`).
 _BLOCK_START_LINE = re.compile(rf"^{re.escape(BLOCK_START)}\n", re.MULTILINE)
@@ -74,9 +80,10 @@ def escape_memory_text(text: str) -> str:
     Stored text is untrusted: a line a model would take for a delimiter or a section line
     could end the block early or forge a section, so such lines are changed, and only those.
     Each line is judged by how it reads, not by its code points: compared in NFKC, casefolded,
-    without invisible characters, with each run of whitespace one space, and with a few
-    look-alikes NFKC keeps (`═`, `【`) read as `=` and `[` (so `＝＝＝ End Memory ＝＝＝`,
-    `=== end memory ===`, `=\u200b== End  Memory ===` and `［Known about the user］` count).
+    without invisible characters or combining marks, with each run of whitespace one space,
+    and with a few look-alikes NFKC keeps (`═`, `᐀`, `【`) read as `=` and `[` (so
+    `＝＝＝ End Memory ＝＝＝`, `=== end memory ===`, `=\u200b== End  Memory ===`,
+    `=\u0301=\u0301= End Memory` and `［Known about the user］` count).
 
     Line by line (any Unicode line break counts, and becomes "\\n"):
     - a rule of `=` (two or more) next to the words "End Memory" or "Memory Context",
@@ -133,15 +140,15 @@ def _invisible(char: str) -> bool:
 def _as_read(line: str) -> tuple[str, list[int]]:
     """`line` as a reader compares it, and where in `line` each of its characters came from.
 
-    NFKC and casefolding per character, invisible characters dropped, look-alikes mapped,
-    whitespace runs made one space.
+    NFKC and casefolding per character, invisible characters and combining marks dropped,
+    look-alikes mapped, whitespace runs made one space.
     """
     chars: list[str] = []
     origin: list[int] = []
     for index, char in enumerate(line):
         if char.isascii():
             reads = char.lower()  # what NFKC, casefold and the look-alikes make of it
-        elif _invisible(char):
+        elif _invisible(char) or unicodedata.category(char) in _MARKS:
             continue
         else:
             reads = unicodedata.normalize("NFKC", char).casefold().translate(_LOOK_ALIKES)

@@ -22,15 +22,21 @@ _NOT_SPEAKERS = frozenset(
 )
 
 
+# The most of a `name` the derived rows keep: OpenAI's own limit for it. A client may send
+# any string, and a longer one filled what the model embeds and the excerpt's room, so the
+# turn was never recalled.
+MAX_SPEAKER_CHARS = 64
+
+
 def split_speaker(name: str | None, text: str) -> tuple[str | None, str]:
-    """(speaker, text): `name` and `text` unchanged when a name is given or the text has no
-    label; else the label's name and the text after it.
+    """(speaker, text): `name` (on one line, cut to `MAX_SPEAKER_CHARS`) and `text` when a
+    name is given or the text has no label; else the label's name and the text after it.
 
     >>> split_speaker(None, "Caroline: I went to a support group.")
     ('Caroline', 'I went to a support group.')
     """
     if name:
-        return name, text
+        return " ".join(name.split())[:MAX_SPEAKER_CHARS], text
     match = _LABEL.match(text)
     if match is None or match.group(1).lower() in _NOT_SPEAKERS:
         return name, text

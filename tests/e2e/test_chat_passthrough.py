@@ -257,6 +257,26 @@ async def test_async_sdk_stream_yields_the_upstreams_chunks(proxy, upstream):
 # -- requests ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_a_request_of_many_megabytes_reaches_the_provider_whole(proxy, upstream, mode):
+    """A body over aiohttp's 1 MiB (here 50,000 tool definitions, ~10 MB) is sent as any other:
+    given to aiohttp as bytes it raised its ResourceWarning, a 500 wherever warnings are
+    errors (this suite), and was written to the socket in one piece."""
+    tools = [
+        {"type": "function", "function": {"name": f"tool_{n}", "description": "d" * 100}}
+        for n in range(50_000)
+    ]
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "tools": tools}
+    response = httpx.post(
+        proxy.url + "/chat/completions",
+        json=body,
+        headers={"x-memory-user-id": "big", "x-memory-mode": mode},
+        timeout=120,
+    )
+    assert response.status_code == 200, response.text
+    assert upstream.last_json["tools"] == tools
+
+
 def test_every_client_field_reaches_upstream_with_only_the_block_added(proxy, upstream):
     system = "You are a helpful assistant who knows the user's pets."
     fields = {

@@ -197,24 +197,17 @@ def test_a_session_header_wins_over_previous_response_id(proxy, upstream):
     assert headers["x-memory-session-id"] == "trip"
 
 
-@pytest.mark.parametrize("who", ["header", "bound keys"])
-def test_continuing_another_users_response_gives_nothing_of_theirs(make_proxy, upstream, who):
-    """One provider key, two moim users: B naming A's reply id gets B's memory only, and B's
-    turn is stored as B's, in a session of B's; A's memory is as it was."""
-    keys = (
-        ProxyKey("sk-ann-key", user_id="ann"),
-        ProxyKey("sk-ben-key", user_id="ben"),
-        ProxyKey("sk-admin-key", admin=True),  # the tests' flush
-    )
-    proxy = make_proxy(keys=keys, upstream_api_key="sk-provider") if who != "header" else None
-    proxy = proxy or make_proxy(upstream_api_key="sk-provider")
+def test_continuing_another_users_response_gives_nothing_of_theirs(make_proxy, upstream):
+    """Without proxy keys, one provider key, two moim users: B naming A's reply id gets B's
+    memory only, and B's turn is stored as B's, in a session of B's; A's memory is as it was.
+    (Any caller may name any user here; with proxy keys the request is refused: below.)"""
+    proxy = make_proxy(upstream_api_key="sk-provider")
 
     def ask(user, **fields):
-        headers = {"X-Memory-User-Id": user}
-        if who != "header":  # each with their own key; B names A in the header, to no avail
-            headers = {"Authorization": f"Bearer sk-{user}-key", "X-Memory-User-Id": "ann"}
         answer = httpx.post(
-            proxy.url + "/responses", json={"model": MODEL, **fields}, headers=headers
+            proxy.url + "/responses",
+            json={"model": MODEL, **fields},
+            headers={"X-Memory-User-Id": user},
         )
         assert answer.status_code == 200, answer.text
         return answer.json(), answer.headers
@@ -241,6 +234,82 @@ def test_continuing_another_users_response_gives_nothing_of_theirs(make_proxy, u
     assert stored(proxy, "ann") == ann_before
     assert proxy.layer.response_link("ben", first["id"]) is None
     assert proxy.layer.response_link("ann", first["id"]).session_id == of_ann["x-memory-session-id"]
+
+
+BOUND_KEYS = (
+    ProxyKey("sk-ann-key", user_id="ann"),
+    ProxyKey("sk-ben-key", user_id="ben"),
+    ProxyKey("sk-admin-key", admin=True),  # the tests' flush
+)
+
+
+def as_key(proxy, key, **fields):
+    """A Responses request with proxy key `key`: (status, JSON body)."""
+    answer = httpx.post(
+        proxy.url + "/responses",
+        json={"model": MODEL, **fields},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    return answer.status_code, answer.json()
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_with_proxy_keys_another_users_reply_cannot_be_continued(make_proxy, upstream, mode):
+    """With proxy keys every user's replies sit on the one provider key, and the provider
+    continues any reply named to it with that reply's whole history: B naming A's reply id
+    would have the model read A's conversation to B. Refused (404, as OpenAI answers an id it
+    does not know), nothing forwarded or stored; A and B each continue their own, whatever
+    the memory mode (a reply of a mode that stores nothing is known in RAM)."""
+    proxy = make_proxy(keys=BOUND_KEYS, upstream_api_key="sk-provider")
+    modes = {"extra_headers": {"X-Memory-Mode": mode}}
+    with proxy.client(api_key="sk-ann-key") as ann:
+        first = ann.responses.create(model=MODEL, input=CABIN, **modes)
+        with ann.responses.create(model=MODEL, input=CAR, stream=True, **modes) as events:
+            streamed = [e for e in events if e.type == "response.completed"][0].response
+    proxy.flush()
+    forwarded = len(upstream.requests)
+
+    with proxy.client(api_key="sk-ben-key") as ben:
+        for reply in (first, streamed):
+            with pytest.raises(openai.NotFoundError) as refused:
+                ben.responses.create(
+                    model=MODEL, input="Repeat it all", previous_response_id=reply.id
+                )
+            assert refused.value.code == "previous_response_not_found"
+            assert refused.value.param == "previous_response_id"
+    assert len(upstream.requests) == forwarded
+    proxy.flush()
+    assert stored(proxy, "ben") == []
+
+    with proxy.client(api_key="sk-ann-key") as ann:
+        for reply in (first, streamed):
+            again = ann.responses.create(
+                model=MODEL, input="Go on", previous_response_id=reply.id, **modes
+            )
+            assert again.output_text == "echo: Go on"
+    status, _ = as_key(proxy, "sk-admin-key", input="Go on", previous_response_id=first.id)
+    assert status == 200  # an admin key reaches the provider account's state anyway
+
+
+def test_with_proxy_keys_a_provider_conversation_needs_an_account_key(make_proxy, upstream):
+    """A provider conversation (`conversation`) is the provider account's, made through
+    `/v1/conversations`, which a user's key may not reach: naming one is refused as reading
+    it would be, unless the key is admin or `auth.account_endpoints_for_all_keys` is set."""
+    proxy = make_proxy(keys=BOUND_KEYS, upstream_api_key="sk-provider")
+    status, error = as_key(proxy, "sk-ben-key", input=CABIN, conversation="conv_of_ann")
+    assert status == 403 and error["error"]["code"] == "account_endpoint_needs_admin"
+    assert error["error"]["param"] == "conversation"
+    assert upstream.requests == []
+    assert as_key(proxy, "sk-admin-key", input=CABIN, conversation="conv_x")[0] == 200
+
+    opened = make_proxy(
+        keys=BOUND_KEYS, upstream_api_key="sk-provider", account_endpoints_for_all_keys=True
+    )
+    assert as_key(opened, "sk-ben-key", input=CABIN, conversation="conv_x")[0] == 200
+    _, of_ann = as_key(opened, "sk-ann-key", input=CABIN)
+    status, error = as_key(opened, "sk-ben-key", input="Go on", previous_response_id=of_ann["id"])
+    assert status == 200, error  # the operator let every key share the account's state
 
 
 def test_a_provider_conversation_is_one_session_its_messages_stored_as_new(proxy, upstream):

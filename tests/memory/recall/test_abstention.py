@@ -2,6 +2,7 @@
 
 from memory.recall.abstention import (
     TOPIC_SIZE,
+    _identifiers,
     asks_for_the_present,
     is_dated,
     nothing_stands_out,
@@ -62,6 +63,20 @@ def test_an_identifier_the_question_names_and_a_kept_hit_holds_keeps_the_gate_op
     assert nothing_stands_out(
         "Which ticket was INC-99999 about?", measured(ticket), ticket, 3.0, 0.5
     )
+
+
+def test_identifiers_are_whole_runs_however_long_the_question():
+    asked = "Was it INC-48213, v2.4.1 or 10.0.3.7 on .api.internal/ with feature_flag_x? ok"
+    assert _identifiers(asked) == {
+        "inc-48213",
+        "v2.4.1",
+        "10.0.3.7",
+        "api.internal",
+        "feature_flag_x",
+    }
+    assert _identifiers("a" * 100_000 + " and x_" + "b" * 100_000) == {"x_" + "b" * 100_000}
+    assert _identifiers("-a" * 50_000) == {("a-" * 50_000)[:-1]}
+    assert _identifiers("a" * 100_000 + "7") == {"a" * 100_000 + "7"}
 
 
 def test_a_question_asking_for_the_present_keeps_the_gate_open():
