@@ -146,6 +146,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             ProxyError: _proxy_error,
             MemoryLayerError: _memory_error,
             HTTPException: _http_error,
+            Exception: _internal_error,
         },
         middleware=[
             Middleware(BreakOff),  # outermost: a provider that broke off breaks the client off
@@ -326,6 +327,13 @@ async def _memory_error(request: Request, exc: Exception) -> Response:
         "the memory store is busy or unavailable; retry shortly", code="memory_unavailable"
     )
     return await _proxy_error(request, error)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A failure moim did not foresee (a bug): a 500 in OpenAI's shape, which SDKs read as a
+    server error (and retry), where Starlette's default is a plain-text body they cannot parse.
+    Starlette still re-raises it after this answer, so the server logs its traceback."""
+    return error_response(ProxyError("internal error in moim: see its log", code="internal_error"))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

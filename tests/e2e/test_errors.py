@@ -469,3 +469,26 @@ def test_every_chat_request_is_counted_by_status_refusals_too(proxy, upstream):
         'moim_chat_requests_total{status="400"} 2.0',
         'moim_chat_requests_total{status="431"} 1.0',
     ]
+
+
+# -- moim's own failures ----------------------------------------------------------------------
+
+
+def test_a_failure_moim_did_not_foresee_is_a_500_in_openais_shape(proxy, monkeypatch):
+    """A bug on the request path answers like a provider's server error, which the SDK reads
+    (`InternalServerError`, `code`), not Starlette's plain text."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("proxy.pipeline.identify", broken)
+
+    response = httpx.post(proxy.url + "/chat/completions", json={"model": "m", "messages": HELLO})
+    error = assert_openai_error(response, 500)
+    assert error["type"] == "server_error" and error["code"] == "internal_error"
+    assert "a bug" not in response.text  # the traceback stays in the log
+
+    client = openai.OpenAI(base_url=proxy.url, api_key="sk-test", max_retries=0)
+    with pytest.raises(openai.InternalServerError) as raised:
+        client.chat.completions.create(model="m", messages=HELLO)
+    assert raised.value.code == "internal_error"
