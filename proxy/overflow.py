@@ -37,8 +37,8 @@ _ROLE_WORDS = (
     "only user and assistant roles are supported",
 )
 # What the request's `x-memory-error` says when it was sent again without the block.
-WITHOUT_BLOCK = "the memory block passed the model's context window: sent without it"
-ROLES_REFUSED = "the model refused the memory block's system message: sent without it"
+_WITHOUT_BLOCK = "the memory block passed the model's context window: sent without it"
+_ROLES_REFUSED = "the model refused the memory block's system message: sent without it"
 
 
 def refusal_of_block(status: int, body: bytes) -> str | None:
@@ -52,5 +52,5 @@ def refusal_of_block(status: int, body: bytes) -> str | None:
     message = error.get("message")
     said = message.lower() if isinstance(message, str) else ""
     if error.get("code") in _CODES or any(words in said for words in _WORDS):
-        return WITHOUT_BLOCK
-    return ROLES_REFUSED if any(words in said for words in _ROLE_WORDS) else None
+        return _WITHOUT_BLOCK
+    return _ROLES_REFUSED if any(words in said for words in _ROLE_WORDS) else None
