@@ -13,8 +13,9 @@ completed hands it, whole, to the writer, and its note goes.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
+
+from proxy.recent_responses import NewestKept
 
 # Replies awaited at once; past this the oldest note goes (its reply is then not stored).
 AWAITED_REPLIES = 10_000
@@ -33,22 +34,18 @@ class BackgroundReplies:
     """A bounded map response id → `Awaited`, newest kept."""
 
     def __init__(self, size: int = AWAITED_REPLIES) -> None:
-        self._size = size
-        self._awaited: OrderedDict[str, Awaited] = OrderedDict()
+        self._awaited: NewestKept[str, Awaited] = NewestKept(size)
 
     def note(self, response_id: str, awaited: Awaited) -> None:
-        self._awaited[response_id] = awaited
-        while len(self._awaited) > self._size:
-            self._awaited.popitem(last=False)
+        self._awaited.note(response_id, awaited)
 
     def get(self, response_id: str) -> Awaited | None:
         return self._awaited.get(response_id)
 
     def done(self, response_id: str) -> Awaited | None:
         """Take the note of a reply about to be stored (a later poll then stores nothing)."""
-        return self._awaited.pop(response_id, None)
+        return self._awaited.pop(response_id)
 
     def drop(self, user_id: str) -> None:
         """Let a forgotten user's awaited replies go: a later poll must not store them."""
-        for response_id in [r for r, a in self._awaited.items() if a.user_id == user_id]:
-            del self._awaited[response_id]
+        self._awaited.drop(lambda _, awaited: awaited.user_id == user_id)

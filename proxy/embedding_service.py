@@ -41,6 +41,7 @@ from memory import (
     redact_url,
 )
 from proxy.config import Config, EmbedderConfig
+from proxy.errors import error_object
 from proxy.upstream import LITELLM_PREFIXES, load_litellm
 
 logger = logging.getLogger(__name__)
@@ -202,11 +203,9 @@ def _vector(embedding: Any) -> list[float]:
 
 
 def _error_message(response: httpx.Response) -> str:
-    try:
-        error = response.json().get("error")
-    except ValueError:
-        return response.text
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
+    """The message of the service's error object (`proxy.errors.error_object`), else its body."""
+    error = error_object(response.content)
+    if error is not None and isinstance(error.get("message"), str):
         return str(error["message"])
     return str(error) if error else response.text
 

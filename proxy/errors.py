@@ -120,6 +120,22 @@ class UpstreamError(ProxyError):
         self.content = content
 
 
+def error_object(body: bytes) -> dict[str, object] | None:
+    """The error object of a provider's error body, or None when it holds none.
+
+    OpenAI's is under "error"; vLLM (before it nested its errors), TensorRT-LLM and FastChat
+    send it alone, `{"object": "error", "message", "type", "param", "code": 400}`.
+    """
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    error = answer if answer.get("object") == "error" else answer.get("error")
+    return error if isinstance(error, dict) else None
+
+
 def error_response(exc: ProxyError, headers: Mapping[str, str] | None = None) -> Response:
     """The response for `exc`: the provider's own status and body for an `UpstreamError`, else
     `{"error": {"message", "type", "param", "code"}}` with its status; `headers` are added."""

@@ -23,7 +23,8 @@ from proxy.exchange import Conversation
 if TYPE_CHECKING:
     from proxy.state import AppState
 
-# How long a reply not yet stored is waited for when replicas share the store, in steps of.
+# How long a reply not yet stored is waited for when replicas share the store, and how often
+# the store is asked meanwhile (seconds).
 _REPLICA_WAIT = 5.0
 _POLL = 0.25
 

@@ -21,7 +21,7 @@ is not the block's alone, and the request as the client sent it is not what the 
 
 from __future__ import annotations
 
-import json
+from proxy.errors import error_object
 
 # What providers say: OpenAI's code (chat and the Responses API), the words of OpenAI and of
 # vLLM ("This model's maximum context length is 8192 tokens"), llama.cpp's server ("the
@@ -37,36 +37,20 @@ _ROLE_WORDS = (
     "only user and assistant roles are supported",
 )
 # What the request's `x-memory-error` says when it was sent again without the block.
-WITHOUT_BLOCK = "the memory block passed the model's context window: sent without it"
-ROLES_REFUSED = "the model refused the memory block's system message: sent without it"
+_WITHOUT_BLOCK = "the memory block passed the model's context window: sent without it"
+_ROLES_REFUSED = "the model refused the memory block's system message: sent without it"
 
 
 def refusal_of_block(status: int, body: bytes) -> str | None:
     """Why an answer is the provider refusing a request because of the block (for the
-    request's `x-memory-error`), or None when it is not such a refusal.
-
-    OpenAI's error object is under "error"; vLLM (before it nested its errors), TensorRT-LLM
-    and FastChat send it alone, `{"object": "error", "message", "type", "param", "code": 400}`.
+    request's `x-memory-error`), or None when it is not such a refusal: a 400 whose error
+    object, in OpenAI's shape or the flat one (`proxy.errors.error_object`), says so.
     """
-    error = _error(status, body)
+    error = error_object(body) if status == 400 else None
     if error is None:
         return None
     message = error.get("message")
     said = message.lower() if isinstance(message, str) else ""
     if error.get("code") in _CODES or any(words in said for words in _WORDS):
-        return WITHOUT_BLOCK
-    return ROLES_REFUSED if any(words in said for words in _ROLE_WORDS) else None
-
-
-def _error(status: int, body: bytes) -> dict[str, object] | None:
-    """The error object of a provider's 400, or None."""
-    if status != 400:
-        return None
-    try:
-        answer = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(answer, dict):
-        return None
-    error = answer if answer.get("object") == "error" else answer.get("error")
-    return error if isinstance(error, dict) else None
+        return _WITHOUT_BLOCK
+    return _ROLES_REFUSED if any(words in said for words in _ROLE_WORDS) else None

@@ -98,13 +98,13 @@ async def forward_responses(exchange: Exchange) -> Response:
     who, background = exchange.prepared.who, body.get("background") is True
 
     def on_end(partial: bool) -> None:
-        awaited = background and not collector.done and collector.response_id is not None
-        if awaited:  # the provider writes on: the whole reply comes with a poll (watch_poll),
-            collector.forget_heard()  # not the part this answer carried, if any
+        awaited = collector.response_id if background and not collector.done else None
+        if awaited is not None:  # the provider writes on: the whole reply comes with a poll
+            collector.forget_heard()  # (watch_poll), not the part this answer carried, if any
         stored(partial)
-        if awaited and who.mode.writes:
+        if awaited is not None and who.mode.writes:
             later = Awaited(who.user_id, who.session_id, exchange.conversation.model)
-            exchange.state.background.note(collector.response_id or "", later)
+            exchange.state.background.note(awaited, later)
 
     return await forward_bytes(exchange, "/responses", exchange.outbound, collector, on_end)
 

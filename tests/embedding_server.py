@@ -7,7 +7,8 @@ words in ``dimensions`` dimensions (``DIMENSIONS`` by default, not MiniLM's 384)
 that share words have a high cosine and recall through it finds them. It records every call
 (the JSON body and the ``Authorization`` header), and can be told to fail:
 
-- ``status`` (e.g. 503) answers every call with that status and an OpenAI-shaped error;
+- ``status`` (e.g. 503) answers every call with that status and an OpenAI-shaped error, or
+  with ``error_body`` (any JSON) when that is set;
 - ``fail_next`` answers that many next calls with 503, then works again (a retry test);
 - ``stop()`` ends the server: calls then find nothing listening.
 """
@@ -62,6 +63,7 @@ class EmbeddingServer:
         self.url = ""  # …/v1, set once listening
         self.calls: list[EmbeddingCall] = []
         self.status: int | None = None
+        self.error_body: Any = None
         self.fail_next = 0
         self.app = Starlette(routes=[Route("/v1/embeddings", self._embeddings, methods=["POST"])])
         self._server: uvicorn.Server | None = None
@@ -80,7 +82,8 @@ class EmbeddingServer:
             status = 503 if self.fail_next > 0 else int(self.status or 503)
             self.fail_next = max(0, self.fail_next - 1)
             error = {"message": "unavailable (test)", "type": "server_error", "code": None}
-            return JSONResponse({"error": error}, status_code=status)
+            answer = {"error": error} if self.error_body is None else self.error_body
+            return JSONResponse(answer, status_code=status)
         size = int(body.get("dimensions") or DIMENSIONS)
         data = [
             {"object": "embedding", "index": index, "embedding": bag_of_words(text, size)}

@@ -152,6 +152,25 @@ def test_a_refusal_is_not_retried_and_its_message_never_holds_the_key(server, se
     assert "status 401" in str(failed.value) and KEY not in str(failed.value)
 
 
+@pytest.mark.parametrize(
+    ("error_body", "said"),
+    [
+        ("quota exhausted", 'status 400: "quota exhausted"'),  # JSON, not an object: as sent
+        ({"object": "error", "message": "bad model", "code": 400}, "status 400: bad model"),
+    ],
+)
+def test_a_refusal_in_another_shape_than_openais_is_embedding_failed(
+    server, service_embedder, error_body, said
+):
+    embedder = service_embedder(config(server, dimensions=DIMENSIONS))
+    server.status, server.error_body = 400, error_body
+
+    with pytest.raises(EmbeddingFailed) as failed:
+        embedder.embed_documents(["bees"])
+
+    assert str(failed.value).endswith(said)  # the flat shape (vLLM's): its message
+
+
 def test_a_service_that_is_not_listening_fails_with_embedding_failed(server, service_embedder):
     embedder = service_embedder(config(server, dimensions=DIMENSIONS, retries=1))
     server.stop()
