@@ -27,6 +27,7 @@ naming the route, before anything is forwarded or stored.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -51,6 +52,8 @@ from proxy.streaming import EndCallback, EventCollector, valid_unicode
 
 if TYPE_CHECKING:
     from proxy.state import AppState
+
+logger = logging.getLogger(__name__)
 
 # The events after which the provider has said all it will: the reply is whole.
 _FINAL = ("response.completed", "response.incomplete")
@@ -243,7 +246,7 @@ def watch_poll(
             return
         link = ResponseLink(awaited.session_id, collector.context_tokens)
         state.responses.note(awaited.user_id, response_id, link)
-        state.writer.submit(
+        error = state.writer.submit(
             Turn(
                 user_id=awaited.user_id,
                 session_id=awaited.session_id,
@@ -254,6 +257,10 @@ def watch_poll(
                 continues=True,  # the request's messages are stored: every one is new
             )
         )
+        if error is not None:  # no response to carry it: the log says so, as `remember`'s
+            logger.warning(
+                "background reply %s of user_id=%s: %s", response_id, awaited.user_id, error
+            )
 
     return collector, on_end
 
