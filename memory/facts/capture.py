@@ -31,6 +31,7 @@ from memory.facts.lexicon import (
     CODEISH,
     COLON_CMD,
     DEICTIC,
+    ELIDED_AND,
     FROM_NOW,
     LEAD,
     MAX_SENTENCE,
@@ -268,7 +269,7 @@ def _sentence(sentence: str) -> list[Capture]:
     out: list[Capture] = []
     work_words = 0 if _NOT_AT_WORK.search(body) else len(_WORK_WORDS.findall(body))
     about_home = _HOME_WORDS.search(body) is not None
-    for n, clause in enumerate(CLAUSE.split(body.rstrip("?"))):
+    for n, clause in enumerate(_with_elided(CLAUSE.split(body.rstrip("?")))):
         found = (
             _clause(clause)
             or (_employer_now(clause, work_words) if work_words else [])
@@ -284,6 +285,21 @@ def _sentence(sentence: str) -> list[Capture]:
         return out
     out += [c for c in replaced_plan(body) if all(o.key != c.key for o in out)]
     return out or sentence_change(whole)
+
+
+def _with_elided(clauses: list[str]) -> list[str]:
+    """`clauses`, each with a second statement its subject left out read on its own:
+    'I live in Sheffield and work as a network engineer' -> 'I live in Sheffield', 'I work as
+    a network engineer'."""
+    out = []
+    for clause in clauses:
+        lead = LEAD.match(clause)
+        match = ELIDED_AND.fullmatch(clause, lead.end() if lead else 0)
+        if match is None:
+            out.append(clause)
+            continue
+        out += [clause[: match.start("first")] + match["first"], f"{match['s']} {match['rest']}"]
+    return out
 
 
 def _sentences(text: str) -> list[str]:

@@ -83,6 +83,11 @@ CLAUSE = cue(
     rf"\s*(?:[,;:]|\s[-—–]+|\.\.\.)\s*(?:(?:and|but|so|plus|also|though)\s+)?(?={SUBJ})"
     rf"|\s+(?:and|but|so|plus|also)\s+(?={SUBJ})"
 )
+# 'I live in Sheffield and work as a network engineer': a second statement about the same
+# subject after 'and', its subject left out; read as 'I work as a network engineer' too.
+ELIDED_AND = cue(
+    r"(?P<s>i|we)\b(?P<first>[^,;]+?)\s+and\s+(?P<rest>(?:work|live|teach|study|run|own)\b.+)"
+)
 MAX_SENTENCE = 600  # characters; longer "sentences" are pasted text, and this bounds the cost
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 ABBREV = cue(r"\b(?:st|mr|mrs|ms|dr|jr|sr|prof|mt|ft|e\.g|i\.e|vs)\.$")

@@ -566,3 +566,22 @@ def test_words_after_an_unclosed_curly_quote_before_a_quoted_one_are_the_users()
         ("set", "home_city", "Lisbon")
     ]
     assert facts("she said “my name is Bob” and I said ‘my name is Tom’") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Hi! I live in Sheffield and work as a network engineer.",
+            [("set", "home_city", "Sheffield"), ("set", "job_title", "network engineer")],
+        ),
+        (
+            "I work as a nurse and live in Cork.",
+            [("set", "job_title", "nurse"), ("set", "home_city", "Cork")],
+        ),
+        # 'work' after 'and' as a noun, not a statement: only the first one
+        ("I live in Leeds and work is killing me.", [("set", "home_city", "Leeds")]),
+    ],
+)
+def test_a_second_statement_after_and_with_its_subject_left_out_is_read_too(text, expected):
+    assert facts(text) == expected
