@@ -56,7 +56,8 @@ async def check_held_history(state: AppState, user_id: str, conversation: Conver
                 f"{reply!r} is; retry shortly",
                 code="memory_unavailable",
             ) from exc
-        if link is not None:
+        if link is not None:  # noted, so recall finds it in RAM and need not read it again
+            state.responses.note(user_id, reply, link)
             return
     raise NotFound(  # OpenAI's answer to a reply it does not have
         f"Previous response with id {reply!r} not found.",
