@@ -86,6 +86,19 @@ def why(proxy, request_id):
     return page.text
 
 
+def assert_sent_again_without_the_block(raw, small):
+    """The provider refused the request with the block for its window; moim sent it once more
+    as the client sent it, and its headers say no block went."""
+    assert raw.parse().choices[0].message.content == f"read {SmallWindow.LIMIT - 10}"
+    assert [len(body["messages"]) for body in small.sent] == [2, 1]  # with the block, without
+    assert small.sent[-1]["messages"] == FITS
+    assert (raw.headers["x-memory-facts-injected"], raw.headers["x-memory-tokens-injected"]) == (
+        "0",
+        "0",
+    )
+    assert "context window" in raw.headers["x-memory-error"]
+
+
 @pytest.mark.parametrize("small_window", ["openai", "flat"], indirect=True)
 def test_a_model_whose_window_moim_does_not_know_gets_the_request_without_the_block(
     make_proxy, small_window
@@ -101,14 +114,7 @@ def test_a_model_whose_window_moim_does_not_know_gets_the_request_without_the_bl
             model="local-small", messages=FITS, extra_headers=ALICE
         )
 
-    assert raw.parse().choices[0].message.content == f"read {SmallWindow.LIMIT - 10}"
-    assert [len(body["messages"]) for body in small.sent] == [2, 1]  # with the block, without
-    assert small.sent[-1]["messages"] == FITS
-    assert (raw.headers["x-memory-facts-injected"], raw.headers["x-memory-tokens-injected"]) == (
-        "0",
-        "0",
-    )
-    assert "context window" in raw.headers["x-memory-error"]
+    assert_sent_again_without_the_block(raw, small)
 
 
 def test_a_request_over_the_window_without_the_block_gets_the_providers_error(
@@ -136,14 +142,7 @@ def test_chat_through_litellm_is_sent_again_without_the_block(make_proxy, small_
             model="via-litellm", messages=FITS, extra_headers={**ALICE, "X-Request-Id": "r-1"}
         )
 
-    assert raw.parse().choices[0].message.content == f"read {SmallWindow.LIMIT - 10}"
-    assert [len(body["messages"]) for body in small.sent] == [2, 1]  # with the block, without
-    assert small.sent[-1]["messages"] == FITS
-    assert (raw.headers["x-memory-facts-injected"], raw.headers["x-memory-tokens-injected"]) == (
-        "0",
-        "0",
-    )
-    assert "context window" in raw.headers["x-memory-error"]
+    assert_sent_again_without_the_block(raw, small)
     assert injected_at(proxy) == [None]
     assert FACT["value"] not in why(proxy, "r-1")
 
