@@ -473,8 +473,19 @@ def embedding_counters(metrics: str) -> dict[str, float]:
     return found
 
 
+def writer_gauges(metrics: str) -> dict[str, float]:
+    """From moim's /metrics text: the turns submitted and not yet indexed (`pending`: they
+    wait in SQLite, not in RAM) and the most turns the writer's RAM queue has held
+    (`queue_peak`); nan when the text lacks one."""
+    found = {}
+    for key, name in (("pending", "moim_ingest_pending"), ("queue_peak", "moim_ingest_queue_peak")):
+        value = re.search(rf"^{name} (\S+)", metrics, re.M)
+        found[key] = float(value[1]) if value else float("nan")
+    return found
+
+
 class Sampler(threading.Thread):
-    """Every `every` seconds: the proxy's RSS and CPU seconds, and the writer's queue."""
+    """Every `every` seconds: the proxy's RSS and CPU seconds, and the writer's backlog."""
 
     def __init__(self, handle: ProxyHandle, every: float = 1.0, also: Any = None) -> None:
         super().__init__(daemon=True)
@@ -488,14 +499,13 @@ class Sampler(threading.Thread):
     def sample(self) -> dict[str, float]:
         try:
             text = httpx.get(self.handle.root + "/metrics", timeout=5).text
-            pending = float(re.search(r"^moim_ingest_pending (\S+)", text, re.M)[1])
-        except (httpx.HTTPError, TypeError):
-            text, pending = "", float("nan")
+        except httpx.HTTPError:
+            text = ""
         row = {
             "t": time.perf_counter() - self.started_at,
             "rss_mb": rss_mb(self.handle.pid),
             "cpu_s": cpu_s(self.handle.pid),
-            "pending": pending,
+            **writer_gauges(text),
             **embedding_counters(text),
             **(self.extra() if self.extra is not None else {}),
         }

@@ -426,8 +426,9 @@ def report_lag(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"{args.give_up:g} s: {r['never_found_within_s']}\n"
         f"- client latency (ms): {fmt(r['latency_ms'])}\n"
         f"- x-memory-overhead-ms: {fmt(r['overhead_header_ms'])}\n"
-        f"- writer queue: max {r['pending_max']:.0f} sampled, {r['pending_at_end']:.0f} when "
-        f"sending stopped; flush {r['flush_s'] * 1000:.0f} ms {r['flush']}\n"
+        f"- writer backlog (turns not yet indexed): max {r['pending_max']:.0f} sampled, "
+        f"{r['pending_at_end']:.0f} when sending stopped; flush {r['flush_s'] * 1000:.0f} ms "
+        f"{r['flush']}\n"
         f"- CPU while sending (cores): {cores_text(r['cpu_cores_while_sending'])}\n- proxy RSS "
         f"{fmt(r['rss_mb'], unit=' MB')}",
         flush=True,

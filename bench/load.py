@@ -14,18 +14,20 @@ its GIL is not the client's) or, with --no-subprocess, in a thread here. Each cl
 loop: a conversation of --turns exchanges resent in full each request, then a new one;
 streamed or not at random. One warm-up request per client is not counted. Every second
 (--sample-every) the proxy's RSS, CPU time and minor page faults are sampled, and every five
-(--scrape-every) its writer queue and embedding counters (`/metrics`: each scrape counts the
-whole store's rows, ~9 ms of moim's CPU at 100k chunks, counted as moim's work). At
-the end: the queue and the time `POST /v1/memory/flush` takes to drain it. --preload-chunks
-N first gives user `preload` N synthetic chunks (bench/overhead.py's `populate`), and client
-0 is that user; with --db the store is kept, and a later run reuses (or finishes) the
-preload. --db-url runs --replicas `moim serve` processes on one PostgreSQL database (each in a
-directory of its own, as replicas behind a balancer), the clients spread round-robin over
-them (no balancer in the bench); --pgserver DIR starts or reuses a local PostgreSQL with
-pgvector (the `pgserver` wheel) and uses its database `moim_load`. Sampled, counted and
-flushed per replica, summed for the totals; the postgres server's CPU is counted when it
-runs here (a Unix socket in its data directory, as pgserver's). After the flush, every
-completed turn's user message and reply must be in the store (a count of those missing).
+(--scrape-every) its writer's backlog (turns not yet indexed, stored in SQLite meanwhile),
+the most turns its RAM queue has held, and its embedding counters (`/metrics`: each scrape
+counts the whole store's rows, ~9 ms of moim's CPU at 100k chunks, counted as moim's work).
+At the end: the backlog and the time `POST /v1/memory/flush` takes to work it off.
+--preload-chunks N first gives user `preload` N synthetic chunks (bench/overhead.py's
+`populate`), and client 0 is that user; with --db the store is kept, and a later run reuses
+(or finishes) the preload. --db-url runs --replicas `moim serve` processes on one PostgreSQL
+database (each in a directory of its own, as replicas behind a balancer), the clients spread
+round-robin over them (no balancer in the bench); --pgserver DIR starts or reuses a local
+PostgreSQL with pgvector (the `pgserver` wheel) and uses its database `moim_load`. Sampled,
+counted and flushed per replica, summed for the totals; the postgres server's CPU is counted
+when it runs here (a Unix socket in its data directory, as pgserver's). After the flush,
+every completed turn's user message and reply must be in the store (a count of those
+missing).
 Prints the numbers, writes bench/results/load.json; asserts nothing (STYLE.md 18).
 """
 
@@ -208,7 +210,7 @@ async def drive(
 
 class ScrapingSampler(Sampler):
     """A `Sampler` that reads `/metrics` only every `scrape_every` seconds in its own loop
-    (RSS, CPU and page faults from /proc at each sample, as before; the writer's queue and
+    (RSS, CPU and page faults from /proc at each sample, as before; the writer's figures and
     the embedding counters carried from the last scrape), and at every sample taken
     directly (`sample()`: the window's ends and the flush's).
 
@@ -227,7 +229,11 @@ class ScrapingSampler(Sampler):
         if scrape or time.perf_counter() - self._scraped_at >= self.scrape_every:
             self._scraped_at = time.perf_counter()
             return super().sample()
-        carried = {k: v for k, v in self.samples[-1].items() if k == "pending" or "embed" in k}
+        carried = {
+            k: v
+            for k, v in self.samples[-1].items()
+            if k in ("pending", "queue_peak") or "embed" in k
+        }
         row = {
             "t": time.perf_counter() - self.started_at,
             "rss_mb": rss_mb(self.handle.pid),
@@ -457,7 +463,7 @@ def main() -> None:
             sampler.start()
         run = asyncio.run(drive([h.root for h in handles], users, args, samplers))
         pending = combined([sampler.sample() for sampler in samplers])["pending"]
-        print(f"window done; flushing {pending:.0f} queued turns", flush=True)
+        print(f"window done; flushing {pending:.0f} turns not yet indexed", flush=True)
         flushed, flush_s = flush_all(handles)
         drained = combined([sampler.sample() for sampler in samplers])  # all remembered now
         per_replica = [sampler.samples for sampler in samplers]
@@ -512,6 +518,7 @@ def main() -> None:
         "queries_left_running": leftover,
         "samples": samples,
         "pending_at_end": pending,
+        "ram_queue_peak": drained["queue_peak"],
         "flush_s": flush_s[-1],
         "flush": {"status": flushed[-1].status_code, **flushed[-1].json()},
         "warmup": {
@@ -643,7 +650,8 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"- proxy RSS{summed}: idle {r['rss_idle_mb']:.0f} MB, after warm-up "
         f"{r['rss_after_warmup_mb']:.0f} MB, during the run min {r['rss_mb']['min']:.0f} / "
         f"max {r['rss_mb']['max']:.0f} MB\n"
-        f"- writer queue{summed} at the end: {r['pending_at_end']:.0f} turns; flush took "
+        f"- writer backlog{summed} at the end: {r['pending_at_end']:.0f} turns not yet indexed "
+        f"(in SQLite; the RAM queue held at most {r['ram_queue_peak']:.0f}); flush took "
         f"{r['flush_s']:.2f} s {r['flush']}"
     )
     u = r["sustained"]
@@ -689,7 +697,7 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"missing from the store {lost.get('user message', 0)}, replies missing "
         f"{lost.get('reply', 0)}"
     )
-    print("\n| t (s) | RSS (MB) | proxy CPU (s) | writer queue |\n|---|---|---|---|")
+    print("\n| t (s) | RSS (MB) | proxy CPU (s) | not yet indexed |\n|---|---|---|---|")
     picks = sorted({int(i) for i in np.linspace(0, len(r["samples"]) - 1, 10)})
     for row in (r["samples"][i] for i in picks):
         print(
