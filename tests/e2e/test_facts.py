@@ -156,6 +156,26 @@ def test_a_job_said_to_be_over_leaves_the_known_facts(proxy, upstream, ended):
         assert "job_title" not in [f["key"] for f in client.get("/facts").json()["facts"]]
 
 
+@pytest.mark.parametrize(
+    "said, known",
+    [
+        (("I work at Stripe.", "I no longer work at Google."), ("employer", "Stripe")),
+        (("I live in Lisbon.", "I don't live in Boston anymore."), ("home_city", "Lisbon")),
+        (("I'm vegetarian now. I'm not vegan anymore.",), ("diet", "vegetarian")),
+    ],
+    ids=["employer", "home", "diet"],
+)
+def test_a_value_said_to_be_over_leaves_another_current_value_known(proxy, said, known):
+    """'I no longer work at Google' archived the employer whatever it was: Stripe, said
+    before, was gone from every later block."""
+    for text in said:
+        say(proxy, text)
+    proxy.flush()
+    with api(proxy) as client:
+        facts = [(f["key"], f["value"]) for f in client.get("/facts").json()["facts"]]
+    assert facts == [known]
+
+
 def test_saying_forget_my_name_archives_it_too(proxy):
     say(proxy, "My name is Dana")
     proxy.flush()
