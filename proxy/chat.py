@@ -91,7 +91,7 @@ async def forward(exchange: Exchange) -> Response:
     """Send a chat request upstream and answer the client; hand the turn to the writer."""
     prepared, target, body = exchange.prepared, exchange.target, exchange.body
     collector = ReplyCollector()
-    on_end = remember(exchange.state, prepared, exchange.conversation, collector, exchange.report)
+    on_end = remember(exchange, collector)
     if target.kind == "litellm":
         sent = json.loads(prepared.body) if prepared.body is not None else body
         return await _forward_litellm(exchange, sent, collector, on_end)

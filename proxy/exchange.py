@@ -135,6 +135,7 @@ class Exchange:
     # The client's connection, its body read: says when the client leaves (client_gone.py).
     receive: Receive
     query: str = ""  # the client's query string, raw, passed on as it came (`?api-version=…`)
+    forget_mark: int = 0  # the writer's as the request arrived (`Writer.forgotten_since`)
 
     @property
     def outbound(self) -> bytes:

@@ -36,7 +36,6 @@ from starlette.routing import Match
 
 from proxy import request_json
 from proxy.auth import Caller, authenticate, is_preflight, sees_account_state
-from proxy.config import Config
 from proxy.errors import (
     BadRequest,
     Forbidden,
@@ -47,6 +46,8 @@ from proxy.errors import (
     RequestTimeout,
 )
 from proxy.header_lines import HOP_BY_HOP, NOT_FORWARDED, client_lines, relayed_name
+from proxy.held_history import owns_reply
+from proxy.identity import identify
 from proxy.limits import decoded, read_body
 from proxy.responses import watch_poll
 from proxy.streaming import EndCallback, EventCollector, relay
@@ -86,7 +87,7 @@ async def passthrough(request: Request, state: AppState) -> Response:
             caller = authenticate(request.headers, state.config)
         suffix = upstream_path(request)
         _refuse_memory_paths(request, suffix)
-        _refuse_account_endpoints(request.method, suffix, caller, state.config)
+        await _refuse_account_endpoints(request, suffix, caller, state)
         route, response = await _route(request, state, caller.authorization, suffix)
     except ProxyError as exc:
         exc.headers["x-request-id"] = request_id
@@ -153,13 +154,18 @@ def _refuse_memory_paths(request: Request, suffix: str) -> None:
     raise NotFound(f"{where}: no such memory API endpoint", code="unknown_url")
 
 
-def _refuse_account_endpoints(method: str, suffix: str, caller: Caller, config: Config) -> None:
+async def _refuse_account_endpoints(
+    request: Request, suffix: str, caller: Caller, state: AppState
+) -> None:
     """With proxy keys, only an admin key reaches the provider account's shared state.
 
     Files, batches, fine-tuning jobs, vector stores, stored responses and the like belong to
     the provider account, not to one moim user: any key holder could list, read or delete
-    another user's. Stateless endpoints stay open to every key (`STATELESS_ENDPOINTS`).
+    another user's. Stateless endpoints stay open to every key (`STATELESS_ENDPOINTS`), and a
+    Responses reply moim relayed for the request's user is theirs to poll, cancel or delete
+    (`/responses/{id}` and below it): a `background: true` reply reaches its user no other way.
     """
+    method, config = request.method, state.config
     if sees_account_state(caller, config):
         return
     path = unquote(suffix.split("?", 1)[0]).rstrip("/")
@@ -167,12 +173,26 @@ def _refuse_account_endpoints(method: str, suffix: str, caller: Caller, config: 
         return
     if method == "POST" and path.startswith(("/audio/", "/images/")):
         return
+    reply = _reply_id(path)
+    if reply is not None:
+        who = identify(request.headers, {}, request.path_params.get("user_id"), caller.bound_user)
+        caller.check_user(who.user_id)
+        if await owns_reply(state, who.user_id, reply):
+            return
     raise Forbidden(
         f"{method} /v1{path} reaches the provider account's shared state (files, batches, "
         "stored responses, …): with proxy keys it needs an admin key, or set "
         "auth.account_endpoints_for_all_keys: true",
         code="account_endpoint_needs_admin",
     )
+
+
+def _reply_id(path: str) -> str | None:
+    """The reply id of `/responses/{id}`, `/responses/{id}/cancel`, …; else None."""
+    parts = path.split("/")
+    if len(parts) in (3, 4) and parts[:2] == ["", "responses"] and parts[2]:
+        return parts[2]
+    return None
 
 
 async def _route(

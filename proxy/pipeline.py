@@ -63,6 +63,7 @@ async def handle(
 ) -> Response:
     """Answer one request of `api`, with memory."""
     started = time.perf_counter()
+    forget_mark = state.writer.forget_mark()
     headers = header_values(request.scope["headers"])
     report = Report(request_id=headers.get("x-request-id") or new_request_id())
     try:
@@ -111,6 +112,7 @@ async def handle(
             report,
             request.receive,
             request.scope["query_string"].decode("latin-1"),
+            forget_mark,
         )
         response = await api.forward(exchange)
     except ProxyError as exc:
@@ -306,14 +308,9 @@ async def _answer(
         await upstream.aclose()
 
 
-def remember(
-    state: AppState,
-    prepared: Prepared,
-    conversation: Conversation,
-    collector: EventCollector,
-    report: Report,
-) -> EndCallback:
-    """The callback that hands a finished (or abandoned) turn to the writer.
+def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
+    """The callback that hands a finished (or abandoned) turn to the writer, unless its user
+    was forgotten since the request arrived.
 
     A Responses API reply's id is noted at once (`AppState.responses`), in every mode, so a
     request that continues it finds its session before the writer has stored the turn, and
@@ -323,13 +320,14 @@ def remember(
     `x-memory-error` when the response is whole (its headers are not sent yet), else in the
     log line below, under its request id.
     """
-    who = prepared.who
+    state, prepared, conversation = exchange.state, exchange.prepared, exchange.conversation
+    report, who = exchange.report, exchange.prepared.who
 
     def on_end(partial: bool) -> None:
         if collector.response_id is not None:
             link = ResponseLink(who.session_id, collector.context_tokens)
             state.responses.note(who.user_id, collector.response_id, link)
-        if not who.mode.writes:
+        if not who.mode.writes or state.writer.forgotten_since(who.user_id, exchange.forget_mark):
             return
         replies = collector.replies()
         error = state.writer.submit(

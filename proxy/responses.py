@@ -95,19 +95,19 @@ async def forward_responses(exchange: Exchange) -> Response:
             code="responses_unsupported_route",
         )
     collector = ResponseCollector()
-    stored = remember(
-        exchange.state, exchange.prepared, exchange.conversation, collector, exchange.report
-    )
+    stored = remember(exchange, collector)
     who, background = exchange.prepared.who, body.get("background") is True
+    state, mark = exchange.state, exchange.forget_mark
 
     def on_end(partial: bool) -> None:
         awaited = collector.response_id if background and not collector.done else None
         if awaited is not None:  # the provider writes on: the whole reply comes with a poll
             collector.forget_heard()  # (watch_poll), not the part this answer carried, if any
         stored(partial)
-        if awaited is not None and who.mode.writes:
+        writes = who.mode.writes and not state.writer.forgotten_since(who.user_id, mark)
+        if awaited is not None and writes:
             later = Awaited(who.user_id, who.session_id, exchange.conversation.model)
-            exchange.state.background.note(awaited, later)
+            state.background.note(awaited, later)
 
     return await forward_bytes(exchange, "/responses", exchange.outbound, collector, on_end)
 

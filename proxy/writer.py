@@ -87,6 +87,8 @@ class Writer:
         self._indexer: ThreadPoolExecutor | None = None
         self._stopping = False
         self.restarts = 0  # times the writer's task crashed and was restarted
+        self._forgets = 0  # users forgotten so far: `forget_mark`
+        self._forgotten: dict[str, int] = {}  # user → the mark their latest forget made
 
     # -- what it reports -------------------------------------------------------------------
 
@@ -225,8 +227,21 @@ class Writer:
         """Remove a forgotten user's turns from the journal, which may still hold them once
         stored (it is emptied only when the queue is), so no replay stores them again.
         Synchronous on the event loop, as `submit` and the journal's tidying are: no append
-        slips in between. A journal that cannot be rewritten counts as failing."""
+        slips in between. A journal that cannot be rewritten counts as failing. Requests of
+        theirs under way now are not to be stored either (`forgotten_since`)."""
+        self._forgets += 1
+        self._forgotten[user_id] = self._forgets
         self._turns.forget(user_id)
+
+    def forget_mark(self) -> int:
+        """A mark of this moment, taken as a request arrives (`forgotten_since`)."""
+        return self._forgets
+
+    def forgotten_since(self, user_id: str, mark: int) -> bool:
+        """Whether `user_id` was forgotten after `forget_mark` gave `mark`: the turn of a
+        request that arrived before is not stored (a reply streaming while its user was
+        forgotten would bring back, when it ends, the whole history its request resent)."""
+        return self._forgotten.get(user_id, 0) > mark
 
     def scrub_soon(self) -> None:
         """Wake the writer after a user was forgotten: once no turn waits, it erases their

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from memory.facts.changes import change, employer_now, joined_at_work
+from memory.facts.changes import change, employer_now, i_am_a, joined_at_work
 from memory.facts.general import general
 from memory.facts.lexicon import (
     ABBREV,
@@ -152,11 +152,13 @@ def _rule_forget(clause: str) -> list[Capture]:
 
 
 def _rule_no_longer(clause: str) -> list[Capture]:
-    """'I no longer live in Berlin', 'I'm not vegan anymore' -> forget that key."""
+    """'I no longer live in Berlin', 'I'm not vegan anymore', 'I'm no longer a nurse' ->
+    forget the key (or keys: a job and its employer) the same words unnegated would set."""
     match = _NO_LONGER.fullmatch(clause)
     if not match or not (match["neg"].lower().startswith("no ") or _ANYMORE.search(clause)):
         return []
-    found = statement(f"{match['s']} {_ANYMORE.sub('', match['r'])}")
+    said = f"{match['s']} {_ANYMORE.sub('', match['r'])}"
+    found = statement(said) or i_am_a(said)
     return [replace(c, op="forget", rule="no_longer") for c in found]
 
 

@@ -191,7 +191,7 @@ def _rule_started(clause: str, about_work: bool = False) -> list[Capture]:
     return out + ([cap("job_title", job, "profile", "started_at")] if job else [])
 
 
-def _rule_i_am_a(clause: str) -> list[Capture]:
+def i_am_a(clause: str) -> list[Capture]:
     """'I'm a backend engineer at Zalando' -> job_title, and employer when it is a name."""
     if not (match := _I_AM_A.fullmatch(clause)) or not (job := _job(match["job"])):
         return []
@@ -394,7 +394,7 @@ def change(clause: str) -> list[Capture]:
         _rule_started,
         _rule_made,
         _rule_new_job,
-        _rule_i_am_a,
+        i_am_a,
         _rule_new_role,
         _rule_moved_thing,
         _rule_went,

@@ -233,7 +233,8 @@ def apply_captures(
     """Store what the user stated in one message; return the rows written, in order.
 
     `set` upserts with source "user_stated", confidence 0.9 and the cue's rule recorded;
-    `forget` archives the key. A restated value keeps the policy and pin it has. A capture
+    `forget` archives the key, unless it names another value than the one on file
+    (`_another_value`). A restated value keeps the policy and pin it has. A capture
     never overrides a fact updated after `now` (a backfilled old conversation must not undo a
     newer statement), and an invalid capture is skipped, not fatal: the turn is stored anyway.
     """
@@ -249,6 +250,8 @@ def apply_captures(
             if current is not None and current.updated_at > now:
                 continue
             if capture.op == "forget":
+                if _another_value(current, capture):
+                    continue  # 'I no longer work at Google', while the employer is Stripe
                 archived = fact_rows.archive_fact(store, user_id, key, now)
                 written += [archived] if archived is not None else []
                 continue
@@ -256,6 +259,21 @@ def apply_captures(
         except ValueError as exc:
             logger.debug("capture %s skipped: %s", capture.rule, exc)
     return written
+
+
+def _another_value(current: Fact | None, capture: Capture) -> bool:
+    """Whether a forget names a value other than the one a single-valued key holds ('I no
+    longer work at Google' while the employer on file is Stripe, said since); a key naming
+    its thing ('allergy:penicillin') or a forget without a value ('forget my name') never."""
+    if current is None or not capture.value or ":" in current.key:
+        return False
+    held, named = _plain(current.value), _plain(capture.value)
+    shorter, longer = sorted((held, named), key=len)
+    return not re.match(rf"{re.escape(shorter)}(?!\w)", longer)  # 'Boston' is 'Boston, MA'
+
+
+def _plain(value: str) -> str:
+    return re.sub(r"^the\s+", "", value.strip().casefold())
 
 
 def _one_medication(store: Store, user_id: str, now: float) -> Fact | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -97,16 +97,72 @@ def message_keys(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     return keys
 
 
-def continued_keys(messages: Sequence[Mapping[str, Any]], stored: set[str]) -> list[str]:
+def continued_keys(messages: Sequence[Mapping[str, Any]], stored: Iterable[str]) -> list[str]:
     """Keys for messages that follow those stored (`Turn.continues`): each message's occurrence
     number counts on from the session's stored ones, except for system and developer messages."""
+    return _counted_on(messages, message_keys(messages), stored, range(len(messages)))
+
+
+def resent_keys(messages: Sequence[Mapping[str, Any]], stored: Sequence[str]) -> list[str]:
+    """Keys for a resent history, given the session's stored keys in the order stored.
+
+    A client that sends its whole history gets `message_keys`. One that trims its oldest
+    messages (a sliding window) no longer starts where the session did, so the k-th "yes" it
+    sends is not the session's k-th. So the history is lined up with the stored messages, left
+    to right: a message that starts a run of stored ones takes their keys, where the run is
+    longest (the latest of equal ones: where a window that slid starts); a message that starts
+    none is new, numbered on from the session's stored ones (`continued_keys`). System and
+    developer messages keep their number in the request, as they always did.
+    """
+    keys = message_keys(messages)
+    digests = [key.partition("#")[0] for key in keys]
+    held = [key.partition("#")[0] for key in stored]
+    if digests[: len(held)] == held:  # the whole history, sent again: the common case
+        return keys
+    said = [i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")]
+    places: dict[str, list[int]] = {}
+    for place, digest in enumerate(held):
+        places.setdefault(digest, []).append(place)
+    new, at, step = [], 0, 0  # `at`: the first stored message not lined up yet
+    while step < len(said):
+        best, start = 0, 0
+        for place in places.get(digests[said[step]], ()):
+            if place < at:
+                continue
+            run = 0
+            while (
+                step + run < len(said)
+                and place + run < len(held)
+                and digests[said[step + run]] == held[place + run]
+            ):
+                run += 1
+            if run and run >= best:
+                best, start = run, place
+        for offset in range(best):
+            keys[said[step + offset]] = stored[start + offset]
+        if best:
+            at, step = start + best, step + best
+        else:
+            new.append(said[step])
+            step += 1
+    return _counted_on(messages, keys, stored, new)
+
+
+def _counted_on(
+    messages: Sequence[Mapping[str, Any]],
+    keys: list[str],
+    stored: Iterable[str],
+    indexes: Iterable[int],
+) -> list[str]:
+    """`keys`, with those at `indexes` numbered on from the stored ones, in order; system and
+    developer messages (resent with every request) keep their number in the request."""
     last: dict[str, int] = {}
     for key in stored:
         digest, _, number = key.partition("#")
         last[digest] = max(last.get(digest, 0), int(number or 0))
-    keys = message_keys(messages)
-    for index, message in enumerate(messages):
-        if message.get("role") not in ("system", "developer"):
-            digest, _, number = keys[index].partition("#")
-            keys[index] = f"{digest}#{last.get(digest, 0) + int(number)}"
+    for index in indexes:
+        if messages[index].get("role") not in ("system", "developer"):
+            digest = keys[index].partition("#")[0]
+            last[digest] = last.get(digest, 0) + 1
+            keys[index] = f"{digest}#{last[digest]}"
     return keys

@@ -22,7 +22,7 @@ from memory.block.render import strip_block
 from memory.block.tokens import count_tokens, message_text
 from memory.embedding import Embedder, Words, gives_words
 from memory.ingest.chunking import chunk_text
-from memory.ingest.identity import continued_keys, message_keys
+from memory.ingest.identity import continued_keys, resent_keys
 from memory.ingest.speakers import split_speaker
 from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import vocabulary_terms
@@ -87,10 +87,11 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
         conversation.append(turn.reply)
     # Clients resend the whole history: only what the session lacks is encoded and counted.
     stored = store.stored_keys(turn.user_id, turn.session_id)
-    keys = continued_keys(conversation, stored) if turn.continues else message_keys(conversation)
+    keys = (continued_keys if turn.continues else resent_keys)(conversation, stored)
+    held = set(stored)
     rows = []
     for index, (message, key) in enumerate(zip(conversation, keys, strict=True)):
-        if key in stored:
+        if key in held:
             continue
         is_reply = turn.reply is not None and index == len(conversation) - 1
         text = message_text(message)

@@ -125,12 +125,12 @@ class PgStore(PortableQueries, PgReads):
                 ids.append(int(found[0]) if found else 0)
         return ids
 
-    def stored_keys(self, user_id: str, session_id: str) -> set[str]:
+    def stored_keys(self, user_id: str, session_id: str) -> list[str]:
         rows = self._rows(
-            "SELECT message_key FROM messages WHERE user_id = %s AND session_id = %s",
+            "SELECT message_key FROM messages WHERE user_id = %s AND session_id = %s ORDER BY id",
             [user_id, session_id],
         )
-        return {row[0] for row in rows}
+        return [row[0] for row in rows]
 
     def unindexed_messages(self, limit: int = 256) -> list[Message]:
         """Claim up to `limit` unindexed messages no other replica holds, oldest first.

@@ -262,14 +262,15 @@ class Store(PortableQueries, SqliteReads):
                 ids.append(int(cur.lastrowid) if cur.rowcount else 0)
         return ids
 
-    def stored_keys(self, user_id: str, session_id: str) -> set[str]:
-        """The message keys a session already holds (to skip re-encoding resent history)."""
+    def stored_keys(self, user_id: str, session_id: str) -> list[str]:
+        """The message keys a session already holds, in the order stored (to line a resent
+        history up with them, `memory.ingest.identity.resent_keys`)."""
         packed = self.read_one(
-            "SELECT json_group_array(message_key) FROM messages "
-            "WHERE user_id = ? AND session_id = ?",
+            "SELECT json_group_array(message_key) FROM (SELECT message_key FROM messages "
+            "WHERE user_id = ? AND session_id = ? ORDER BY id)",
             (user_id, session_id),
         )
-        return set(json.loads(packed))
+        return list(json.loads(packed))
 
     def unindexed_messages(self, limit: int = 256) -> list[Message]:
         """Messages of any user not yet chunked and embedded, oldest first."""

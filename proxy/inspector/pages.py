@@ -19,8 +19,9 @@ MAX_RESULTS = 50
 REASONS = {
     "present": "already in the request (or in the conversation the provider holds): the "
     "model sees it there",
-    "abstained": "low confidence: no keyword match and a weak best meaning match, so recall "
-    "abstained (memory.min_similarity)",
+    "abstained": "low confidence, so recall abstained: no keyword match and a weak best "
+    "meaning match (memory.min_similarity), or nothing stood out of the question's topic "
+    "(the abstention gate, memory.min_standout)",
     "weak": "low confidence: one weak signal only",
     "pool": "ranked below the best hits that excerpts are cut from",
     "excerpts": "budget: no room left in this tier's excerpts",

@@ -13,7 +13,7 @@ writes on without the client.
 import httpx
 
 from tests.e2e.test_remember import wait_until
-from tests.e2e.test_responses import create, stored
+from tests.e2e.test_responses import BOUND_KEYS, create, stored
 from tests.upstream import LONG_REPLY
 
 SAID = "My sister Clara teaches violin at the conservatory in Lisbon"
@@ -105,3 +105,34 @@ def test_a_background_stream_read_to_its_end_is_stored_from_it(proxy, upstream):
     assert events[-1].type == "response.completed"
     proxy.flush()
     assert [c for _, _, c, _ in stored(proxy, "sam")] == [SAID, "echo: " + SAID]
+
+
+def test_with_proxy_keys_a_user_polls_and_cancels_their_own_background_reply(make_proxy, upstream):
+    """A stored response is the provider account's, so a user's key could not poll one: the
+    reply of a user's own `background: true` request never reached them (403). Their own
+    replies are theirs to poll and cancel; another user's stay refused, nothing forwarded."""
+    proxy = make_proxy(keys=BOUND_KEYS, upstream_api_key="sk-provider")
+    with proxy.client(api_key="sk-ann-key") as ann:
+        queued = ann.responses.create(model="gpt-4o-mini", input=SAID, background=True)
+        other = ann.responses.create(model="gpt-4o-mini", input="And Porto?", background=True)
+    forwarded = len(upstream.requests)
+
+    ben = {"Authorization": "Bearer sk-ben-key"}
+    for method, path in (("GET", queued.id), ("POST", other.id + "/cancel")):
+        refused = httpx.request(method, f"{proxy.url}/responses/{path}", headers=ben)
+        assert refused.status_code == 403
+        assert refused.json()["error"]["code"] == "account_endpoint_needs_admin"
+    assert len(upstream.requests) == forwarded
+
+    with proxy.client(api_key="sk-ann-key") as ann:
+        statuses = [ann.responses.retrieve(queued.id).status for _ in range(2)]
+    assert statuses == ["in_progress", "completed"]
+    ann = {"Authorization": "Bearer sk-ann-key"}
+    cancel = httpx.post(f"{proxy.url}/responses/{other.id}/cancel", headers=ann)
+    # forwarded, the provider's answer relayed (the stand-in has no cancel: its 404)
+    assert (cancel.status_code, upstream.requests[-1].path) == (
+        404,
+        f"/v1/responses/{other.id}/cancel",
+    )
+    proxy.flush()
+    assert ("assistant", "echo: " + SAID) in [(r, c) for _, r, c, _ in stored(proxy, "ann")]

@@ -138,6 +138,44 @@ def test_forgetting_archives_the_fact_out_of_the_block_into_its_history(proxy, u
     assert block_sent(upstream) is None or KNOWN not in block_sent(upstream)
 
 
+@pytest.mark.parametrize(
+    "ended",
+    ["I'm no longer a nurse.", "I am not a nurse anymore", "I'm no longer a nurse at St Mary's"],
+)
+def test_a_job_said_to_be_over_leaves_the_known_facts(proxy, upstream, ended):
+    """'I'm a nurse' set the job title; 'I'm no longer a nurse' left it in every later block
+    under [Known about the user], as true."""
+    say(proxy, "I'm a nurse at St Mary's.")
+    say(proxy, ended)
+    proxy.flush()
+
+    say(proxy, "What do I do for a living?", extra_headers={"X-Memory-Mode": "read"})
+
+    assert "nurse" not in " ".join(section(block_sent(upstream) or "", KNOWN))
+    with api(proxy) as client:
+        assert "job_title" not in [f["key"] for f in client.get("/facts").json()["facts"]]
+
+
+@pytest.mark.parametrize(
+    "said, known",
+    [
+        (("I work at Stripe.", "I no longer work at Google."), ("employer", "Stripe")),
+        (("I live in Lisbon.", "I don't live in Boston anymore."), ("home_city", "Lisbon")),
+        (("I'm vegetarian now. I'm not vegan anymore.",), ("diet", "vegetarian")),
+    ],
+    ids=["employer", "home", "diet"],
+)
+def test_a_value_said_to_be_over_leaves_another_current_value_known(proxy, said, known):
+    """'I no longer work at Google' archived the employer whatever it was: Stripe, said
+    before, was gone from every later block."""
+    for text in said:
+        say(proxy, text)
+    proxy.flush()
+    with api(proxy) as client:
+        facts = [(f["key"], f["value"]) for f in client.get("/facts").json()["facts"]]
+    assert facts == [known]
+
+
 def test_saying_forget_my_name_archives_it_too(proxy):
     say(proxy, "My name is Dana")
     proxy.flush()

@@ -78,3 +78,29 @@ def test_a_forgotten_users_words_leave_the_database_files(proxy):
     assert files_holding(directory, owner_token("zed").encode()) == []
     assert proxy.layer.store.lexical.terms_of(owner_token("zed")) == []
     assert proxy.layer.store.lexical.terms_of(owner_token("ann"))
+
+
+def test_a_reply_streaming_while_its_user_is_forgotten_is_not_stored_after(proxy, upstream):
+    """The request began before the forget: its turn (the whole history it resent, the
+    kayak with it) was stored once its stream ended, after `DELETE /v1/memory` had answered,
+    and recalled from then on."""
+    chat(proxy, "kim", KAYAK)
+    history = [
+        {"role": "user", "content": KAYAK},
+        {"role": "assistant", "content": "echo: " + KAYAK},
+        {"role": "user", "content": "Count slowly"},
+    ]
+    headers = {"X-Memory-User-Id": "kim"}
+    with proxy.client() as client:
+        with client.chat.completions.create(
+            model="slow", messages=history, stream=True, extra_headers=headers
+        ) as stream:
+            next(stream)  # under way
+            forget(proxy, "kim")
+            said = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert said  # the client got its answer as ever
+
+    proxy.flush()
+    assert proxy.layer.store.messages("kim") == []
+    chat(proxy, "kim", "Where is my kayak kept?", x_memory_mode="read")
+    assert "marina" not in str(upstream.last_json["messages"])

@@ -14,7 +14,7 @@ import pytest
 
 from memory import Turn
 from proxy.config import InspectorConfig, ProxyKey
-from tests.e2e.test_recall import say
+from tests.e2e.test_recall import LAPTOP, converse, say
 
 KEYS = (
     ProxyKey("sk-alice-key", user_id="alice"),
@@ -165,6 +165,20 @@ def test_why_this_block_names_what_was_left_out_and_why(proxy, browser):
     left_out = page.text[page.text.index("Left out") :]
     assert "present" in left_out and "already in the request" in left_out
     assert KAYAK in left_out
+
+
+def test_why_this_block_names_the_gate_that_withheld_a_keyword_match(proxy, browser):
+    """A turn the question matched by keyword, withheld by the abstention gate, was said to be
+    left out for 'no keyword match', naming memory.min_similarity, not the gate's setting."""
+    converse(proxy, "alice", LAPTOP)
+    never = [{"role": "user", "content": "What is the brand of my docking station?"}]
+    say(proxy, never, "alice", X_Memory_Mode="read", X_Request_Id="req-gate")
+
+    page = browser(proxy).get("/ui/users/alice/why", params={"request": "req-gate"})
+
+    left_out = page.text[page.text.index("Left out") :]
+    assert "Thunderbolt dock" in left_out
+    assert "memory.min_standout" in left_out
 
 
 def test_the_history_is_off_with_inspector_history_zero(make_proxy, browser):

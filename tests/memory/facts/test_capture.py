@@ -326,6 +326,8 @@ def test_no_longer_and_anymore_archive_the_key():
         ("forget", "allergy:penicillin", "allergic to penicillin")
     ]
     assert facts("I'm not vegetarian, but my girlfriend is") == []
+    assert facts("I'm no longer a nurse") == [("forget", "job_title", "nurse")]
+    assert facts("I'm not a nurse, but my wife is") == []
 
 
 def test_correction_archives_the_old_value_then_sets_the_new_one():

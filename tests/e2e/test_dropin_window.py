@@ -1,0 +1,59 @@
+"""Clients that trim their history: a chat app or an agent that keeps its system prompt and
+only the latest turns once its window fills, through the official SDK and the real proxy.
+
+Each message is still stored once and verbatim: what the client drops is not said again, and
+what it says again in the same words ("yes", "Done.") is a new message, not one stored before.
+"""
+
+SYSTEM = {"role": "system", "content": "You are a terse assistant for household chores."}
+KEPT = 4  # the client keeps its system prompt and its last four messages
+
+
+def chat(client, messages):
+    """One non-streamed request, as the client's own user; the assistant message it got."""
+    reply = client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+    return reply.choices[0].message.model_dump(exclude_none=True)
+
+
+def trimmed(history):
+    return [SYSTEM, *history[-KEPT:]]
+
+
+def stored(proxy):
+    proxy.flush()
+    return [(m.role, m.content) for m in proxy.layer.store.messages("default")]
+
+
+def test_a_repeated_reply_and_answer_after_the_window_slid_are_stored_as_said(proxy, upstream):
+    """The k-th "yes" of a window that lost the first ones was numbered as the first again:
+    the third "yes" and the replies from the fourth on were taken as stored and lost."""
+    said = ["Set the alarm code to 7781-QX", "yes", "Book the dentist for Friday", "yes"]
+    said += ["Renew passport P-88321", "yes"]
+    upstream.script[:] = [{"content": "Done."} for _ in said]
+    history = []
+    with proxy.client() as client:
+        for text in said:
+            history.append({"role": "user", "content": text})
+            history.append(chat(client, trimmed(history)))
+
+    assert stored(proxy) == [("system", SYSTEM["content"])] + [
+        (m["role"], m["content"]) for m in history
+    ]
+
+
+def test_a_window_sent_again_stores_nothing_new(proxy, upstream):
+    """A retry of a trimmed request is the same request, and the same reply to it (as for a
+    whole history sent again) is the one stored."""
+    history = []
+    upstream.script[:] = [{"content": "Done."} for _ in range(8)]
+    with proxy.client() as client:
+        for text in ["Water the ferns", "yes", "Feed the cat", "yes"]:
+            history.append({"role": "user", "content": text})
+            history.append(chat(client, trimmed(history)))
+        before = stored(proxy)
+        history.append({"role": "user", "content": "yes"})
+        window = trimmed(history)
+        chat(client, window)
+        chat(client, window)
+
+    assert stored(proxy) == [*before, ("user", "yes"), ("assistant", "Done.")]

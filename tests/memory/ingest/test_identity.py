@@ -1,0 +1,53 @@
+"""memory/ingest/identity.resent_keys: a resent history lined up with what its session stored.
+
+Each case is a history as a client resends it after earlier turns were stored (`stored`, in
+the order stored); the assertion names which of its messages are new.
+"""
+
+from memory.ingest.identity import message_keys, resent_keys
+
+SYSTEM = {"role": "system", "content": "Be terse."}
+
+
+def said(*texts):
+    """Alternating user and assistant messages ("u:yes", "a:Done.")."""
+    roles = {"u": "user", "a": "assistant"}
+    return [{"role": roles[t[0]], "content": t[2:]} for t in texts]
+
+
+def new_ones(history, stored_history):
+    """The texts of `history` that are not already stored, as `store_new_messages` skips."""
+    stored = message_keys(stored_history)
+    keys = resent_keys(history, stored)
+    assert len(set(keys)) == len(keys)
+    return [m["content"] for m, key in zip(history, keys, strict=True) if key not in stored]
+
+
+def test_the_whole_history_sent_again_is_numbered_as_message_keys():
+    history = [SYSTEM, *said("u:yes", "a:Done.", "u:yes", "a:Done.", "u:yes")]
+    assert resent_keys(history, message_keys(history[:4])) == message_keys(history)
+
+
+def test_a_window_that_slid_past_repeats_keeps_only_its_new_messages_new():
+    stored = [SYSTEM, *said("u:Book it", "a:Done.", "u:yes", "a:Done.", "u:Pay", "a:Done.")]
+    window = [SYSTEM, *said("a:Done.", "u:Pay", "a:Done.", "u:yes", "a:Done.")]
+    assert new_ones(window, stored) == ["yes", "Done."]
+
+
+def test_a_regenerated_reply_is_new_and_the_same_reply_again_is_not():
+    stored = said("u:Name my boat", "a:Sea Breeze")
+    assert new_ones(said("u:Name my boat", "a:Wavedancer"), stored) == ["Wavedancer"]
+    assert new_ones(said("u:Name my boat", "a:Sea Breeze"), stored) == []
+
+
+def test_a_branch_continued_after_an_edit_finds_its_own_messages_among_the_abandoned_ones():
+    stored = said("u:Hi", "a:Hello", "u:Lisbon?", "a:Sunny", "u:Porto?", "a:Rain")
+    stored += said("u:Faro?", "a:Warm")  # the user edited "Lisbon?" into "Faro?"
+    history = said("u:Hi", "a:Hello", "u:Faro?", "a:Warm", "u:Hotels?", "a:Three")
+    assert new_ones(history, stored) == ["Hotels?", "Three"]
+
+
+def test_a_summary_in_place_of_the_oldest_turns_is_new_and_the_kept_turns_are_not():
+    stored = [SYSTEM, *said("u:yes", "a:Done.", "u:Feed the cat", "a:Done.", "u:yes", "a:Done.")]
+    history = [SYSTEM, *said("u:Summary: chores agreed", "u:yes", "a:Done.", "u:yes", "a:Done.")]
+    assert new_ones(history, stored) == ["Summary: chores agreed", "yes", "Done."]
