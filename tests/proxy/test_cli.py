@@ -72,6 +72,34 @@ def test_a_store_that_cannot_be_opened_is_one_clear_line(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_serve_on_a_port_in_use_is_one_clear_line_before_anything_starts(tmp_path):
+    """uvicorn found out only after the whole startup (the store opened or created, the
+    banner claiming the address), and said so among its shutdown lines, exit status 3."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = moim(tmp_path, f"server: {{port: {port}}}\n")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert not (tmp_path / "moim.db").exists()
+
+
+def test_serve_on_a_file_that_is_not_a_database_is_one_clear_line(tmp_path):
+    """The store was opened in the app's startup: uvicorn printed SQLite's error as a
+    traceback and exited 3."""
+    (tmp_path / "moim.db").write_text("notes, not a database\n" * 10, encoding="utf-8")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    result = moim(tmp_path, f"server: {{port: {port}}}\n")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == "Error: cannot open moim.db: file is not a database\n"
+
+
 def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(tmp_path):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
     result = subprocess.run(
@@ -115,6 +143,10 @@ def test_banner_names_a_remote_embedder_without_its_secrets():
     )
     assert "s3cret" not in banner(config)
     assert len(banner(Config()).splitlines()) == 3  # the bundled model: no line
+
+
+def test_banner_brackets_an_ipv6_address():
+    assert banner(Config(host="::1", port=8081)).splitlines()[0] == "moim on http://[::1]:8081/v1"
 
 
 def test_banner_without_an_upstream_and_with_memory_off():
