@@ -50,6 +50,12 @@ def moim(tmp_path, yaml_text, env=None, verb="serve"):
         ("server: {port: 70000}\n", {}, "Error: server.port: must be from 1 to 65535, got 70000"),
         ("", {"MOIM_PORT": "99999"}, "Error: MOIM_PORT: must be from 1 to 65535, got 99999"),
         (
+            "",
+            {"MOIM_DB": "mysql://moim:sk-moim-s3cret@db-host/moim"},
+            "Error: MOIM_DB: mysql:// is not a store moim knows: give a SQLite file's path "
+            "(or sqlite:///path) or a postgresql:// URL",
+        ),
+        (
             "db: no/such/directory/moim.db\n",
             {},
             "Error: db: cannot create no/such/directory/moim.db: "
