@@ -215,6 +215,8 @@ async def _warm_up(layer: MemoryLayer, writer: Writer) -> None:
         logger.exception("the tokenizer failed to load")
     try:
         await anyio.to_thread.run_sync(lambda: layer.embedder)
+    except MemoryLayerError as exc:  # its line says why: a service unreachable, a bad model
+        logger.error("embedding model failed to load (%s); memory will fail open", exc)
     except Exception:
         logger.exception("embedding model failed to load; memory will fail open")
     freeze_startup_objects()

@@ -28,7 +28,6 @@ from proxy.cli_common import (
     CREATE_OPTION,
     JSON_OPTION,
     USER_OPTION,
-    announce_database,
     check_db_directory,
     config_from,
     database_path,
@@ -75,18 +74,21 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     import uvicorn
 
     from proxy.app import build_app
-    from proxy.serving import uvicorn_options
+    from proxy.serving import bind_problem, uvicorn_options
 
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
+    if not is_loopback(config.host) and not config.keys and config.refuse_open_bind:
+        raise click.ClickException(
+            f"refusing to bind {config.host} without proxy keys (auth.refuse_open_bind)"
+        )
+    if (problem := bind_problem(config.host, config.port)) is not None:
+        raise click.ClickException(problem)
     check_db_directory(config)
-    # Postgres is opened here, so an unreachable server is one clear line, not a traceback.
-    layer = open_layer(config, create=True) if config.memory.db_url else None
+    # The store is opened (and migrated) here, not in the app's startup, so a database that
+    # cannot be opened (unreachable, not a database) is one clear line, not a traceback.
+    layer = open_layer(config, create=True)
     if not is_loopback(config.host) and not config.keys:
-        if config.refuse_open_bind:
-            raise click.ClickException(
-                f"refusing to bind {config.host} without proxy keys (auth.refuse_open_bind)"
-            )
         click.secho(
             f"WARNING: moim is listening on {config.host} with no proxy keys: anyone who can "
             "reach this port can read and write every user's memory. Set auth.keys.",
@@ -97,8 +99,6 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    if layer is None:
-        announce_database(*database_path(config, create=True))  # the app opens or creates it
     click.echo(banner(config), err=True)
     uvicorn.run(
         build_app(config, layer),
@@ -315,8 +315,9 @@ def banner(config: Config) -> str:
     else:
         upstream = "none: provider/model names go through litellm; other /v1/ requests get 404"
     memory = "on (chat completions, Responses API)" if config.memory_enabled else "off"
+    host = f"[{config.host}]" if ":" in config.host else config.host  # an IPv6 address
     lines = [
-        f"moim on http://{config.host}:{config.port}/v1",
+        f"moim on http://{host}:{config.port}/v1",
         f"  upstream: {upstream}",
         f"  memory:   {memory}",
     ]

@@ -157,15 +157,22 @@ def open_layer(config: Config, create: bool | None = None) -> Any:
 
 
 def check_db_directory(config: Config) -> None:
-    """Refuse a database whose directory does not exist, before `moim serve` starts.
+    """Refuse, before `moim serve` starts, a database directory that does not exist or that
+    moim cannot write in: the journal of turns not yet stored is kept there (with Postgres
+    too), and SQLite's WAL and shared-memory files and the lexical index beside the file.
 
-    The store is opened in the server's lifespan, where uvicorn would report this as a
-    traceback and exit 3.
+    The journal is opened in the server's startup, where uvicorn would report this as a
+    traceback and exit 3; SQLite's own message would be "unable to open database file".
     """
     directory = config.db_path.parent
     if not directory.is_dir():
         raise click.ClickException(
             f"db: cannot create {config.db_path}: no such directory {directory}"
+        )
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise click.ClickException(
+            f"db: cannot write in {directory.resolve()}: moim keeps {config.db_path.name}'s "
+            "journal there (and SQLite its -wal and -shm files)"
         )
 
 

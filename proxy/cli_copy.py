@@ -16,14 +16,15 @@ from typing import Any
 import click
 
 from proxy.cli_common import CONFIG_OPTION, config_from
+from proxy.config import ConfigError, database_fields
 
 
-def _settings_for(target: str, base: Any) -> Any:
+def _settings_for(target: str, base: Any, option: str) -> Any:
     """The memory settings for `sqlite:///path` (or a plain path) or `postgresql://…`."""
-    if target.startswith(("postgresql://", "postgres://")):
-        return replace(base, db_url=target)
-    path = Path(target.removeprefix("sqlite://")) if target.startswith("sqlite://") else None
-    return replace(base, db_url=None, db_path=path or Path(target))
+    try:
+        return replace(base, **database_fields(target, option))
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @click.command("copy")
@@ -37,12 +38,12 @@ def copy(config_path: Path | None, source: str, target: str) -> None:
 
     config = config_from(config_path)
     base = config.memory
-    source_settings = _settings_for(source, base)
+    source_settings = _settings_for(source, base, "--from")
     if source_settings.db_url is None and not source_settings.db_path.exists():
         raise click.ClickException(f"no database at {source_settings.db_path}")
     try:
         src = MemoryLayer(source_settings)
-        dst = MemoryLayer(_settings_for(target, base), embedder_factory(config))
+        dst = MemoryLayer(_settings_for(target, base, "--to"), embedder_factory(config))
     except MemoryLayerError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"moim: copying {redact_url(source)} to {redact_url(target)}", err=True)

@@ -9,6 +9,7 @@ environment; tests construct `Config(...)` directly.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -137,7 +138,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
     schedule = _section(data, "consolidation")
     defaults = Settings()
     settings = Settings(
-        **_database(typed(data, "db", str, "moim.db")),
+        **database_fields(typed(data, "db", str, "moim.db")),
         busy_timeout=above_zero(mem, "memory.", "busy_timeout", defaults.busy_timeout),
         index_slice_chunks=at_least(
             mem, "memory.", "index_slice_chunks", defaults.index_slice_chunks, 1
@@ -227,19 +228,33 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         changes["embedder"] = embedder
     config = replace(config, **changes)
     if env.get("MOIM_DB"):
-        config = replace(config, memory=replace(config.memory, **_database(env["MOIM_DB"])))
+        config = replace(
+            config, memory=replace(config.memory, **database_fields(env["MOIM_DB"], "MOIM_DB"))
+        )
     return config
 
 
-def _database(target: str) -> dict[str, Any]:
-    """Settings fields for `db:` / MOIM_DB: a SQLite path, or a Postgres URL.
+def database_fields(target: str, name: str = "db") -> dict[str, Any]:
+    """Settings fields for `db:` / MOIM_DB / `moim memory copy`: a SQLite path (or
+    `sqlite:///path`, as `moim memory copy` takes it), or a Postgres URL; another
+    `scheme://` is refused by `name` (without the URL: it may hold a password).
 
     With Postgres, `db_path` stays the default and names the local journal file beside the
     working directory (turns wait there while the database is unreachable).
     """
     if target.startswith(("postgresql://", "postgres://")):
         return {"db_url": target, "db_path": Path("moim.db")}
+    if target.startswith("sqlite://"):
+        return {"db_path": Path(target.removeprefix("sqlite://")), "db_url": None}
+    if (scheme := _URL_SCHEME.match(target)) is not None:
+        raise ConfigError(
+            f"{name}: {scheme[0]} is not a store moim knows: give a SQLite file's path "
+            "(or sqlite:///path) or a postgresql:// URL"
+        )
     return {"db_path": Path(target), "db_url": None}
+
+
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _section(data: Section, key: str) -> Section:

@@ -141,8 +141,16 @@ def given_namespace(value: str) -> str:
     """The namespace an operator means by `value` on the command line.
 
     Either the id a client sends (`john smith`, encoded as a request's would be) or a
-    namespace exactly as `moim users` prints it (`~john%20smith`, taken as it is).
+    namespace exactly as `moim users` prints it (`~john%20smith`, taken as it is). A blank
+    one is refused: a script's unset variable (`--user "$U"`) must not reach a namespace
+    no client can name (a client's blank id is no id: the next source, else `default`).
     """
+    if not value.strip():
+        raise BadRequest(
+            "a blank user id names no user; leave --user out for 'default'",
+            param="--user",
+            code="invalid_user_id",
+        )
     if value.startswith(ENCODED_PREFIX):
         try:
             if user_namespace(unquote(value[1:], errors="strict")) == value:

@@ -21,6 +21,7 @@ installed (not on Windows), else asyncio's.
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any, Literal
 
 import h11
@@ -47,6 +48,31 @@ def uvicorn_options(config: Config, parser: Parser = "auto") -> dict[str, Any]:
     else:
         protocol = head_timeout_protocol(config.header_timeout)
     return {"http": protocol, "h11_max_incomplete_event_size": limit}
+
+
+def bind_problem(host: str, port: int) -> str | None:
+    """Why `host:port` cannot be listened on (in use, not this machine's, no such name), or None.
+
+    Tried as asyncio's server will bind it (every address the name has, IPv6 ones alone), and
+    let go at once: `moim serve` asks before it opens the store and starts, where uvicorn would
+    find out only after the whole startup, and say so among its shutdown lines (exit status 3).
+    """
+    try:
+        addresses = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        return f"cannot listen on {host}:{port}: {exc.strerror}"
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
 
 
 def _has_httptools() -> bool:

@@ -143,11 +143,33 @@ def model_object(name: str, config: Config) -> dict[str, Any]:
 
 
 def unreachable(exc: httpx.HTTPError) -> UpstreamError:
-    """The error a client gets when the provider could not be reached or answer in time."""
+    """The error a client gets when the provider could not be reached or answer in time.
+
+    The client's error names only the kind; the log says where and why (refused, no such
+    host, TLS spoken to a plain port, …), so an operator finds a wrong base URL from the log.
+    """
     if isinstance(exc, httpx.TimeoutException):
+        logger.warning("upstream timed out: %s", _failed_call(exc))
         return UpstreamError(504, upstream_error("upstream timed out", "upstream_timeout"))
+    logger.warning("upstream unreachable: %s", _failed_call(exc))
     message = f"upstream unreachable: {type(exc).__name__}"
     return UpstreamError(502, upstream_error(message, "upstream_unreachable"))
+
+
+def _failed_call(exc: httpx.HTTPError) -> str:
+    """`POST http://host:port/path: ConnectError: …`, without the URL's credentials or query
+    (a gateway's password, an `api-key` parameter), in the URL and in the error's text."""
+    reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    try:
+        request = exc.request
+    except RuntimeError:  # an error made for a call that had no request (litellm's timeout)
+        return reason
+    url = request.url
+    for secret in (url.userinfo.decode("latin-1"), url.password, url.query.decode("latin-1")):
+        if secret:
+            reason = reason.replace(secret, "***")
+    shown = url.copy_with(username=None, password=None, query=None, fragment=None)
+    return f"{request.method} {shown}: {reason}"
 
 
 def upstream_error(message: str, code: str) -> bytes:

@@ -25,6 +25,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from memory import MemoryLayerError
+
 logger = logging.getLogger(__name__)
 
 # While a part keeps failing, its failures are logged at most this often (seconds).
@@ -63,7 +65,11 @@ class WriterHealth:
         self.counts[part] += failures
 
     def failed(self, part: str, exc: BaseException, traceback: bool = False) -> str:
-        """Note a failure of `part`; return a one-line description without paths."""
+        """Note a failure of `part`; return a one-line description without paths.
+
+        `traceback` logs the exception's, unless it is one the memory layer raises on purpose
+        (the store, the embedder: its line says it all; an unreachable embedding service
+        printed 30 lines of frames at every retry's log line)."""
         self.counts[part] += 1
         now = time.monotonic()
         error = describe(exc)
@@ -74,7 +80,7 @@ class WriterHealth:
                 part,
                 type(exc).__name__,
                 exc,
-                exc_info=exc if traceback else None,
+                exc_info=exc if traceback and not isinstance(exc, MemoryLayerError) else None,
             )
             logged = now
         else:

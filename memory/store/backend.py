@@ -157,8 +157,10 @@ def is_postgres_url(target: str) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by `***`, safe for logs and error messages."""
-    return re.sub(r"^([a-z]+://[^:@/?#]*):[^@/?#]*@", r"\1:***@", url)
+    """The URL with any password replaced by `***`, safe for logs and error messages: the
+    one before `@`, and libpq's `password=` (and `sslpassword=`) parameters."""
+    url = re.sub(r"^([a-z]+://[^:@/?#]*):[^@/?#]*@", r"\1:***@", url)
+    return re.sub(r"([?&](?:ssl)?password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
 
 
 def open_store(settings: Settings, on_migration: MigrationProgress | None = None) -> StoreBackend:

@@ -99,7 +99,9 @@ def test_an_unreachable_embedder_at_query_time_recalls_by_keywords(
     assert headers["x-memory-chunks-injected"] == "1"
 
 
-def test_turns_wait_while_the_embedder_fails_and_none_is_lost(make_proxy, upstream, embeddings):
+def test_turns_wait_while_the_embedder_fails_and_none_is_lost(
+    make_proxy, upstream, embeddings, caplog
+):
     proxy = make_proxy(embedder=remote(embeddings, dimensions=DIMENSIONS))
     embeddings.status = 503
     say(proxy, [{"role": "user", "content": BEES}], "ana")
@@ -108,12 +110,35 @@ def test_turns_wait_while_the_embedder_fails_and_none_is_lost(make_proxy, upstre
     failing = wait_for(lambda: readiness(proxy).get("writer"))
     assert "index failing" in failing
     assert stats(proxy)["messages"] == 4 and stats(proxy)["chunks"] == 0
+    [logged] = [r for r in caplog.records if r.name == "proxy.writer_health"]
+    assert logged.getMessage().startswith("memory writer: index failed (EmbeddingFailed: ")
+    assert logged.exc_info is None  # its line says why; no 30 lines of frames
 
     embeddings.status = None  # the writer tries again (after 1 s, 2 s, …) and indexes them
     wait_for(lambda: stats(proxy)["chunks"] == 4)
     wait_for(lambda: "writer" not in readiness(proxy))
     ask(proxy, BEES_QUESTION)
     assert BEES in block_in(upstream.last_json["messages"])
+
+
+def test_an_embedder_unreachable_at_start_is_one_line_in_the_log(
+    tmp_path, upstream, embeddings, caplog
+):
+    embeddings.stop()
+    config = Config(
+        memory=Settings(db_path=tmp_path / "moim.db"),
+        upstream_base_url=upstream.url,
+        embedder=remote(embeddings),  # no dimensions: loading asks the service for them
+    )
+    with serving(config):
+        wait_for(lambda: [r for r in caplog.records if r.name == "proxy.app"])
+
+    [logged] = [r for r in caplog.records if r.name == "proxy.app"]
+    assert logged.getMessage() == (
+        f"embedding model failed to load (embedding service at {embeddings.url}/embeddings: "
+        "no answer (ConnectError)); memory will fail open"
+    )
+    assert logged.exc_info is None
 
 
 @pytest.mark.both_backends

@@ -109,13 +109,20 @@ def test_upstream_unreachable_is_a_quick_502(make_proxy, upstream):
         assert "x-memory-mode" in reply.headers
 
 
-def test_sdk_sees_an_unreachable_upstream_as_a_server_error(make_proxy, upstream):
-    proxy = make_proxy(upstream_base_url="http://127.0.0.1:9/v1")
+def test_sdk_sees_an_unreachable_upstream_as_a_server_error(make_proxy, upstream, caplog):
+    """The operator's log says where and why, without the URL's credentials: it said only
+    `status=502`, so a wrong MOIM_UPSTREAM_BASE_URL was a guess."""
+    proxy = make_proxy(upstream_base_url="http://me:s3cret@127.0.0.1:9/v1")
 
     with proxy.client() as client, pytest.raises(openai.InternalServerError) as raised:
         client.chat.completions.create(model="gpt-4o-mini", messages=HELLO)
 
     assert raised.value.status_code == 502
+    [said] = [r.getMessage() for r in caplog.records if r.name == "proxy.upstream"]
+    where, why = said.split(": ConnectError: ")
+    assert where == "upstream unreachable: POST http://127.0.0.1:9/v1/chat/completions"
+    assert "127.0.0.1:9" in why  # the transport's own words: refused, no such host, …
+    assert "s3cret" not in caplog.text
 
 
 def test_upstream_cut_off_mid_body_is_a_502(proxy, upstream):

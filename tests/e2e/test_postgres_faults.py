@@ -31,12 +31,22 @@ def own_server(pg_server):
     shutil.rmtree(home, ignore_errors=True)
 
 
-def test_unreachable_at_start_names_the_url_without_its_password(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("postgresql://moim:s3cret-pw@127.0.0.1:9/moim", "postgresql://moim:***@127.0.0.1:9/moim"),
+        # libpq's other spelling: the password as a parameter (it was printed as it is)
+        (
+            "postgresql://moim@127.0.0.1:9/moim?sslmode=disable&password=s3cret-pw",
+            "postgresql://moim@127.0.0.1:9/moim?sslmode=disable&password=***",
+        ),
+    ],
+)
+def test_unreachable_at_start_names_the_url_without_its_password(tmp_path, monkeypatch, url, shown):
     monkeypatch.chdir(tmp_path)
-    url = "postgresql://moim:s3cret-pw@127.0.0.1:9/moim"
     result = CliRunner().invoke(main, ["stats"], env={"MOIM_DB": url})
     assert result.exit_code != 0
-    assert "postgresql://moim:***@127.0.0.1:9/moim" in result.output
+    assert shown in result.output
     assert "s3cret-pw" not in result.output
 
 

@@ -50,6 +50,12 @@ def moim(tmp_path, yaml_text, env=None, verb="serve"):
         ("server: {port: 70000}\n", {}, "Error: server.port: must be from 1 to 65535, got 70000"),
         ("", {"MOIM_PORT": "99999"}, "Error: MOIM_PORT: must be from 1 to 65535, got 99999"),
         (
+            "",
+            {"MOIM_DB": "mysql://moim:sk-moim-s3cret@db-host/moim"},
+            "Error: MOIM_DB: mysql:// is not a store moim knows: give a SQLite file's path "
+            "(or sqlite:///path) or a postgresql:// URL",
+        ),
+        (
             "db: no/such/directory/moim.db\n",
             {},
             "Error: db: cannot create no/such/directory/moim.db: "
@@ -70,6 +76,34 @@ def test_a_store_that_cannot_be_opened_is_one_clear_line(tmp_path):
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("Error: cannot open no/such/directory/moim.db"), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_serve_on_a_port_in_use_is_one_clear_line_before_anything_starts(tmp_path):
+    """uvicorn found out only after the whole startup (the store opened or created, the
+    banner claiming the address), and said so among its shutdown lines, exit status 3."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = moim(tmp_path, f"server: {{port: {port}}}\n")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert not (tmp_path / "moim.db").exists()
+
+
+def test_serve_on_a_file_that_is_not_a_database_is_one_clear_line(tmp_path):
+    """The store was opened in the app's startup: uvicorn printed SQLite's error as a
+    traceback and exited 3."""
+    (tmp_path / "moim.db").write_text("notes, not a database\n" * 10, encoding="utf-8")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    result = moim(tmp_path, f"server: {{port: {port}}}\n")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == "Error: cannot open moim.db: file is not a database\n"
 
 
 def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(tmp_path):
@@ -115,6 +149,10 @@ def test_banner_names_a_remote_embedder_without_its_secrets():
     )
     assert "s3cret" not in banner(config)
     assert len(banner(Config()).splitlines()) == 3  # the bundled model: no line
+
+
+def test_banner_brackets_an_ipv6_address():
+    assert banner(Config(host="::1", port=8081)).splitlines()[0] == "moim on http://[::1]:8081/v1"
 
 
 def test_banner_without_an_upstream_and_with_memory_off():

@@ -252,3 +252,16 @@ def test_a_user_id_too_long_for_a_request_is_refused_on_the_command_line(db):
     )
 
     assert result.exit_code == 2 and "at most 256 characters" in result.output
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_user_is_refused_not_taken_as_a_namespace_no_client_names(db, blank):
+    """`moim memory delete --user "$U" --yes` with U unset went to the namespace `~`."""
+    result = CliRunner().invoke(
+        main,
+        ["memory", "delete", "--user", blank, "--yes"],
+        env={"MOIM_DB": str(db), "MOIM_CONFIG": None},
+    )
+
+    assert result.exit_code == 2
+    assert "a blank user id names no user; leave --user out for 'default'" in result.output

@@ -82,6 +82,18 @@ def test_a_command_names_the_database_it_uses_on_stderr(tmp_path):
     assert json.loads(result.stdout)["user_id"] == "ann"
 
 
+def test_moim_db_takes_a_sqlite_url_as_moim_memory_copy_does(tmp_path):
+    """`MOIM_DB=sqlite:///path` was read as the relative path `sqlite:/path`: "no such
+    directory sqlite:"."""
+    db = tmp_path / "store.db"
+    moim("migrate", cwd=tmp_path, db=f"sqlite://{db}")
+
+    result = moim("stats", "--user", "ann", cwd=tmp_path, db=f"sqlite://{db}")
+
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"moim: using {db}\n"
+
+
 def test_a_relative_database_path_is_named_in_full(tmp_path):
     moim("migrate", cwd=tmp_path)
 
