@@ -51,3 +51,18 @@ def test_a_summary_in_place_of_the_oldest_turns_is_new_and_the_kept_turns_are_no
     stored = [SYSTEM, *said("u:yes", "a:Done.", "u:Feed the cat", "a:Done.", "u:yes", "a:Done.")]
     history = [SYSTEM, *said("u:Summary: chores agreed", "u:yes", "a:Done.", "u:yes", "a:Done.")]
     assert new_ones(history, stored) == ["Summary: chores agreed", "yes", "Done."]
+
+
+
+def test_a_history_of_one_word_over_and_over_is_numbered_as_sent_past_the_work_bound():
+    """Lining up tries each place of a message among the stored ones: for a session of "yes"
+    and "ok" alternating, every other place, each with a run to the end (quadratic: 4,000
+    stored and 1,000 sent took 1.6 s of the writer). Past its bound the history is numbered
+    as sent (`message_keys`), as before lining up; a window of distinct words is still lined
+    up."""
+    session = said(*(("u:yes", "a:ok") * 2000))
+    window = session[-1000:] + said("u:yes")
+    assert resent_keys(window, message_keys(session)) == message_keys(window)
+    distinct = said(*(f"u:message {i}" for i in range(4000)))
+    slid = distinct[-1000:] + said("u:yes")
+    assert resent_keys(slid, message_keys(distinct))[:1000] == message_keys(distinct)[-1000:]
