@@ -66,6 +66,8 @@ def nothing_stands_out(
         return False
     if names_a_stored_identifier(query, kept) or asks_for_the_present(query) or is_dated(query):
         return False
+    if gives_the_kind_asked_for(query, kept):
+        return False
     return standout(kept, margin_weight) < threshold
 
 
@@ -79,9 +81,10 @@ _IDENTIFIER = re.compile(r"(?<![\w./-])[\w./-]*\d[\w./-]*|(?<!\w)\w+(?:[_./-]\w+
 
 
 def names_identifiers(query: str) -> bool:
-    """Whether the gate reads the kept hits' text for this question (it names an identifier:
-    see `names_a_stored_identifier`); recall reads a large user's text only then."""
-    return bool(_identifiers(query))
+    """Whether the gate reads the kept hits' text for this question (it names an identifier,
+    or asks for one by its kind: see `names_a_stored_identifier`, `gives_the_kind_asked_for`);
+    recall reads a large user's text only then."""
+    return bool(_identifiers(query)) or _KIND.search(query) is not None
 
 
 def names_a_stored_identifier(query: str, kept: Sequence[Hit]) -> bool:
@@ -95,6 +98,28 @@ def names_a_stored_identifier(query: str, kept: Sequence[Hit]) -> bool:
     if not wanted:
         return False
     return any(t in h.chunk.text.lower() for h in kept for t in wanted)
+
+
+# An identifier asked for by its kind ('What is the vault code?', 'my NHS number?'), and a
+# kept hit that gives one: the kind's word, then within two words a token with a digit ('the
+# vault code is QX-7741-ZZ', 'PIN 4471'). A code said inside a long message shares little of
+# its meaning with the question, so no cosine stands out; the kind and the code next to it do.
+_KIND = re.compile(
+    r"\b(code|number|id|pin|passcode|password|reference|ref|serial|version|postcode|zip"
+    r"|iban|extension)s?\b",
+    re.IGNORECASE,
+)
+_GIVEN = r"s?\b\W{1,3}(?:\w+\W{1,3}){0,2}?[\w./-]*\d"
+
+
+def gives_the_kind_asked_for(query: str, kept: Sequence[Hit]) -> bool:
+    """True when the question asks for an identifier by its kind and one of the three best
+    kept hits gives one of that kind (`_KIND`, `_GIVEN`)."""
+    kinds = {kind.lower() for kind in _KIND.findall(query)}
+    if not kinds:
+        return False
+    given = re.compile(rf"\b(?:{'|'.join(sorted(kinds))}){_GIVEN}", re.IGNORECASE)
+    return any(given.search(h.chunk.text) for h in kept[:3])
 
 
 def _identifiers(query: str) -> set[str]:

@@ -623,3 +623,22 @@ def test_a_question_dated_or_asking_about_this_year_gets_past_the_gate(proxy, up
     never = [{"role": "user", "content": "What's my coach's name?"}]
     say(proxy, never, "rita", X_Memory_Mode="read")
     assert "[Relevant past context]" not in (block_in(sent_messages(upstream)) or "")
+
+
+def test_a_code_said_inside_a_long_message_is_recalled_when_asked_for_by_its_kind(proxy, upstream):
+    """The code's chunk is the one kept hit (the build log's other chunks are too far from
+    the question) at a cosine under the gate's threshold, and a lone hit has no lead: the gate
+    withheld it. Asked for by its kind ('the vault code'), the kind's word with the code after
+    it keeps the gate open."""
+    log = " ".join(
+        f"Line {i}: the build step compiled module number {i} without warnings." for i in range(40)
+    )
+    remember_apart(proxy, "vera", f"{log} Also, the vault code is QX-7741-ZZ, keep it safe. {log}")
+    remember_apart(proxy, "vera", "I like tea.")
+    say(
+        proxy,
+        [{"role": "user", "content": "What is the vault code?"}],
+        "vera",
+        X_Memory_Mode="read",
+    )
+    assert "QX-7741-ZZ" in block_in(sent_messages(upstream))

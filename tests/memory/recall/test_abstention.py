@@ -4,6 +4,7 @@ from memory.recall.abstention import (
     TOPIC_SIZE,
     _identifiers,
     asks_for_the_present,
+    gives_the_kind_asked_for,
     is_dated,
     nothing_stands_out,
     standout,
@@ -63,6 +64,23 @@ def test_an_identifier_the_question_names_and_a_kept_hit_holds_keeps_the_gate_op
     assert nothing_stands_out(
         "Which ticket was INC-99999 about?", measured(ticket), ticket, 3.0, 0.5
     )
+
+
+def test_a_question_asking_for_an_identifier_by_its_kind_opens_the_gate_on_one_given():
+    """A code said inside a long message is a lone kept hit with no lead ('a lone kept hit: no
+    lead' above); asked for by its kind, the kind's word with a token holding a digit after it
+    is the answer."""
+    vault = hits(0.46, text="the build log, then the vault code is QX-7741-ZZ, keep it safe")
+    asked = "What is the vault code?"
+    assert gives_the_kind_asked_for(asked, vault)
+    assert not nothing_stands_out(asked, TOPIC_SIZE, vault, 3.0, 0.5)
+    assert gives_the_kind_asked_for("my PIN?", hits(0.4, text="PIN 4471, don't tell"))
+    # the kind without a code after it, another kind, or no kind asked: the gate decides
+    chat = hits(0.46, text="I keep forgetting the vault code, it is long and has 11 characters")
+    assert not gives_the_kind_asked_for(asked, chat)
+    assert not gives_the_kind_asked_for("What is my passport number?", vault)
+    assert not gives_the_kind_asked_for("Where is the vault?", vault)
+    assert nothing_stands_out("Where is the vault?", TOPIC_SIZE, vault, 3.0, 0.5)
 
 
 def test_identifiers_are_whole_runs_however_long_the_question():
