@@ -43,6 +43,22 @@ def test_a_long_adversarial_message_gets_its_memory(make_proxy, name):
     assert proxy.layer.stats("zed").messages == len(TRIPS) * 2 + 2
 
 
+def test_a_question_holding_a_long_run_of_y_gets_its_memory(make_proxy):
+    """Porter's stemmer takes quadratic time on a run of "y": this question held its recall
+    ~4.5 minutes, and with it the stemmer's lock, which every recall and the writer take.
+    Asked in mode `read`, so nothing is stored (indexing 800 chunks is not what is tested)."""
+    proxy = make_proxy()
+    proxy.layer.set_fact("zed", "home_city", "Reno")
+    with proxy.client(timeout=120) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4.1",  # a window of 1M tokens: the question leaves the block room
+            messages=[{"role": "user", "content": "y" * 800_000 + " which city do I live in?"}],
+            extra_headers={"X-Memory-User-Id": "zed", "X-Memory-Mode": "read"},
+        )
+    assert raw.headers["x-memory-facts-injected"] == "1"
+    assert "x-memory-error" not in raw.headers
+
+
 def test_a_turn_under_a_long_speaker_name_of_rules_is_recalled(make_proxy, upstream):
     """A client may send any `name`: a long one filled what the model embeds and the excerpt's
     room, and the turn was never recalled. Its first 64 characters are shown, escaped."""
