@@ -59,6 +59,24 @@ def test_a_question_holding_a_long_run_of_y_gets_its_memory(make_proxy):
     assert "x-memory-error" not in raw.headers
 
 
+def test_a_question_of_megabytes_gets_its_memory(make_proxy):
+    """Recall read all of the last user message: the embedder's tokenizer ran over it whole
+    (~3 s a MB, holding the GIL, so every other request waited too), and scans for dates,
+    identifiers and names a few seconds a MB each; this one took minutes. Now its first
+    16,000 characters. Mode `read`: nothing is stored (indexing it is not what is tested)."""
+    proxy = make_proxy(settings={"context_windows": {MODEL: 100_000_000}})  # room for the block
+    proxy.layer.set_fact("zed", "home_city", "Reno")
+    pasted = "kayak paddle log 2023-05-01 [ok] " * 750_000  # 25 MB
+    with proxy.client(timeout=120) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": pasted + " which city do I live in?"}],
+            extra_headers={"X-Memory-User-Id": "zed", "X-Memory-Mode": "read"},
+        )
+    assert raw.headers["x-memory-facts-injected"] == "1"
+    assert "x-memory-error" not in raw.headers
+
+
 def test_a_turn_under_a_long_speaker_name_of_rules_is_recalled(make_proxy, upstream):
     """A client may send any `name`: a long one filled what the model embeds and the excerpt's
     room, and the turn was never recalled. Its first 64 characters are shown, escaped."""
