@@ -128,6 +128,7 @@ def retrieve(
     With a `vocabulary`, the words of the embedded text that the user never said are searched
     as the user's nearest words too (`memory.recall.vocabulary`).
     """
+    query = query[:QUERY_CHARS]  # a search's too (the memory API, the tools, MCP)
     if not query.strip():
         return Retrieval([], True, query)
     in_ram = embedder is not None and settings.vector_search == "ram"
