@@ -43,6 +43,16 @@ def test_a_long_adversarial_message_gets_its_memory(make_proxy, name):
     assert proxy.layer.stats("zed").messages == len(TRIPS) * 2 + 2
 
 
+def _something_stored(proxy, client):
+    """A turn of zed's indexed: recall searches only a user with something stored."""
+    client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": TRIPS[0]}],
+        extra_headers={"X-Memory-User-Id": "zed"},
+    )
+    proxy.flush()
+
+
 def test_a_question_holding_a_long_run_of_y_gets_its_memory(make_proxy):
     """Porter's stemmer takes quadratic time on a run of "y": this question held its recall
     ~4.5 minutes, and with it the stemmer's lock, which every recall and the writer take.
@@ -50,6 +60,7 @@ def test_a_question_holding_a_long_run_of_y_gets_its_memory(make_proxy):
     proxy = make_proxy()
     proxy.layer.set_fact("zed", "home_city", "Reno")
     with proxy.client(timeout=120) as client:
+        _something_stored(proxy, client)
         raw = client.chat.completions.with_raw_response.create(
             model="gpt-4.1",  # a window of 1M tokens: the question leaves the block room
             messages=[{"role": "user", "content": "y" * 800_000 + " which city do I live in?"}],
@@ -68,6 +79,7 @@ def test_a_question_of_megabytes_gets_its_memory(make_proxy):
     proxy.layer.set_fact("zed", "home_city", "Reno")
     pasted = "kayak paddle log 2023-05-01 [ok] " * 750_000  # 25 MB
     with proxy.client(timeout=120) as client:
+        _something_stored(proxy, client)
         raw = client.chat.completions.with_raw_response.create(
             model=MODEL,
             messages=[{"role": "user", "content": pasted + " which city do I live in?"}],
