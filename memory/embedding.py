@@ -242,7 +242,14 @@ class FastEmbedder:
 
 
 class RecentVectors(Generic[T]):
-    """A small thread-safe LRU of text → vector (the query cache)."""
+    """A small thread-safe LRU of text → vector (the query cache).
+
+    Texts over `MAX_HELD_CHARS` are not held: the key is the text, and a question may be a
+    pasted document of megabytes, which 511 others then had to push out. Such a text is
+    embedded again when asked again (the model reads only its first 256 tokens).
+    """
+
+    MAX_HELD_CHARS = 4_000
 
     def __init__(self, size: int) -> None:
         self._size = size
@@ -257,6 +264,8 @@ class RecentVectors(Generic[T]):
             return vector
 
     def put(self, text: str, vector: T) -> None:
+        if len(text) > self.MAX_HELD_CHARS:
+            return
         with self._lock:
             self._items[text] = vector
             self._items.move_to_end(text)

@@ -121,7 +121,9 @@ async def _forward_litellm(
         raise
     if body.get("stream") is True:
         return StreamingResponse(
-            relay(litellm_sse(result), collector, on_end),
+            relay(
+                litellm_sse(result), collector, on_end, limit=exchange.state.config.max_body_bytes
+            ),
             media_type="text/event-stream",
             headers=report.headers(),
         )

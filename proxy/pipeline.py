@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -252,7 +252,7 @@ async def forward_bytes(
             exchange.receive, _answer(exchange, path, content)
         )
         refused = None
-        if data is not None and prepared.body is not None:
+        if isinstance(data, bytes) and prepared.body is not None:
             refused = refusal_of_block(upstream.status_code, data)
         if refused is not None:
             # refused because of the block (overflow.py): sent again as the client sent it
@@ -264,11 +264,12 @@ async def forward_bytes(
     except ClientLeft:
         on_end(True)  # what the client said is kept, as when it leaves a stream
         raise
-    if data is None:  # a stream, relayed as it comes
+    if not isinstance(data, bytes):  # a stream (or a body past the bound), relayed as it comes
         # nothing to gather for a turn not stored, but a Responses reply's id (held_history.py)
         kept = collector if prepared.who.mode.writes or collector.keeps_reply_ids else None
+        limit = exchange.state.config.max_body_bytes
         streamed = StreamingResponse(
-            relay(body_chunks(upstream), kept, on_end, upstream.aclose),
+            relay(data, kept, on_end, upstream.aclose, limit),
             status_code=upstream.status_code,
             headers=report.headers(),
         )
@@ -282,8 +283,10 @@ async def forward_bytes(
 
 async def _answer(
     exchange: Exchange, path: str, content: bytes
-) -> tuple[httpx.Response, bytes | None]:
-    """The provider's response to `content`, with its body read (None: a stream to relay)."""
+) -> tuple[httpx.Response, bytes | AsyncIterator[bytes]]:
+    """The provider's response to `content`, with its body read whole, or its body's bytes to
+    relay as they come: a stream's, or a successful body's past `server.max_body_bytes` (the
+    part read first, then the rest), which moim does not hold whole."""
     try:
         upstream = await open_openai(
             exchange.state.client,
@@ -298,14 +301,31 @@ async def _answer(
         raise unreachable(exc) from exc
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
     if upstream.status_code < 400 and streaming:
-        return upstream, None
+        return upstream, body_chunks(upstream)
+    limit = exchange.state.config.max_body_bytes if upstream.status_code < 400 else None
+    relayed = False
     try:
-        return upstream, await upstream.aread()
+        pieces, held, size = body_chunks(upstream), [], 0
+        async for piece in pieces:
+            held.append(piece)
+            size += len(piece)
+            if limit is not None and size > limit:
+                relayed = True
+                return upstream, _chained(held, pieces)
+        return upstream, b"".join(held)
     except httpx.HTTPError as exc:
         message = upstream_error("upstream closed the connection", "upstream_broken")
         raise UpstreamError(502, message) from exc
     finally:
-        await upstream.aclose()
+        if not relayed:
+            await upstream.aclose()
+
+
+async def _chained(first: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    for piece in first:
+        yield piece
+    async for piece in rest:
+        yield piece
 
 
 def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:

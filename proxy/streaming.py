@@ -226,21 +226,30 @@ async def relay(
     collector: EventCollector | None,
     on_end: EndCallback,
     close: Callable[[], Awaitable[None]] | None = None,
+    limit: int | None = None,
 ) -> AsyncIterator[bytes]:
     """Yield the source's bytes unchanged; call `on_end` exactly once, then `close`.
 
     `source` is an httpx response's `aiter_raw()` (OpenAI-compatible upstreams) or the SSE
     bytes made from a litellm stream. Without a collector (a turn that is not stored) the
-    events are not parsed at all. A source that fails mid-body raises `BrokeOff` once the
-    part is handed over (partial) and the upstream closed.
+    events are not parsed at all. Once past `limit` bytes the collector reads no more (the
+    client still gets every byte): what it gathered is handed over, partial, so a huge or
+    endless reply is never held whole. A source that fails mid-body raises `BrokeOff` once the part
+    is handed over (partial) and the upstream closed.
     """
     ended = False
+    read = 0
     broken: tuple[type[BaseException], ...] = (httpx.HTTPError, *_litellm_errors())
     try:
         async for data in source:
-            if collector is not None and collector.feed(data) and not ended:
-                ended = True
-                on_end(False)
+            if collector is not None and not ended:
+                read += len(data)
+                if collector.feed(data):
+                    ended = True
+                    on_end(False)
+                elif limit is not None and read > limit:
+                    ended = True
+                    on_end(True)
             yield data
         if not ended:
             ended = True

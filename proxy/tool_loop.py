@@ -262,8 +262,9 @@ async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
         mine = _clean(round_filter.calls(), round_)
         if round_filter.spoke or not mine or last:
             stream = _rest(loop, held.shown, held.events, round_filter)
+            limit = loop.state.config.max_body_bytes
             streamed = StreamingResponse(
-                relay(stream, loop.collector, loop.on_end, upstream.aclose),
+                relay(stream, loop.collector, loop.on_end, upstream.aclose, limit),
                 status_code=upstream.status_code,
                 headers=loop.report.headers(),
             )

@@ -57,8 +57,14 @@ FACT_SECTIONS: dict[Policy, str] = {
 # Unicode category Cf) and these default-ignorable ones (combining grapheme joiner, Hangul
 # fillers, variation selectors). They are dropped before a line is compared.
 _IGNORABLE = frozenset("\u034f\u115f\u1160\u3164\uffa0" + "".join(map(chr, range(0xFE00, 0xFE10))))
-# Look-alikes NFKC leaves alone but a reader takes for `=`, `[` or `]`.
-_LOOK_ALIKES = str.maketrans("═꞊゠᐀⹀【〔〖〘⟦⁅〚】〕〗〙⟧⁆〛", "=====[[[[[[[]]]]]]]")
+# Look-alikes NFKC leaves alone but a reader takes for `=`, `[` or `]`: for the brackets, every
+# one Unicode names a bracket (angle, corner, lenticular, tortoise shell, white square, …) but
+# the round and curly ones, so `〈Known about the user〉` counts as `[Known about the user]`.
+_OPENING = "⁅❬❰❲⟦⟨⟪⟬⦇⦉⦋⦍⦏⦑⦓⦕⦗⧼⸢⸤⸦⹕⹗〈《「『【〔〖〘〚"
+_CLOSING = "⁆❭❱❳⟧⟩⟫⟭⦈⦊⦌⦎⦐⦒⦔⦖⦘⧽⸣⸥⸧⹖⹘〉》」』】〕〗〙〛"
+_LOOK_ALIKES = str.maketrans(
+    "═꞊゠᐀⹀" + _OPENING + _CLOSING, "=" * 5 + "[" * len(_OPENING) + "]" * len(_CLOSING)
+)
 # Combining marks (over, under or around the character before): `=\u0301` still reads as `=`.
 _MARKS = frozenset(("Mn", "Me"))
 _RULE = re.compile(r"={3,}")
@@ -81,9 +87,10 @@ def escape_memory_text(text: str) -> str:
     could end the block early or forge a section, so such lines are changed, and only those.
     Each line is judged by how it reads, not by its code points: compared in NFKC, casefolded,
     without invisible characters or combining marks, with each run of whitespace one space,
-    and with a few look-alikes NFKC keeps (`═`, `᐀`, `【`) read as `=` and `[` (so
-    `＝＝＝ End Memory ＝＝＝`, `=== end memory ===`, `=\u200b== End  Memory ===`,
-    `=\u0301=\u0301= End Memory` and `［Known about the user］` count).
+    and with a few look-alikes NFKC keeps (`═`, `᐀`, and brackets of other shapes: `【`,
+    `〈`, `⦋`) read as `=`, `[` and `]` (so `＝＝＝ End Memory ＝＝＝`, `=== end memory ===`,
+    `=\u200b== End  Memory ===`, `=\u0301=\u0301= End Memory`, `［Known about the user］`
+    and `〈Known about the user〉` count).
 
     Line by line (any Unicode line break counts, and becomes "\\n"):
     - a rule of `=` (two or more) next to the words "End Memory" or "Memory Context",

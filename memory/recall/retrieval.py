@@ -46,6 +46,11 @@ _LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
 # A last user message shorter than this many words ("yes, do that", "why?") says little on
 # its own; the preceding assistant turn is added to the query.
 _SHORT_QUERY_WORDS = 6
+# What recall reads of a question: the model embeds its first 254 tokens and the lexical search
+# takes its first 24 terms, well inside this; the rest of a pasted document of megabytes was
+# tokenized whole (holding the GIL: 2 MB froze every request for 6 s) and scanned for dates,
+# identifiers and names, a few seconds a megabyte each.
+QUERY_CHARS = 16_000
 _CONTEXT_CHARS = 300
 
 
@@ -78,7 +83,8 @@ class Retrieval:
 
 
 def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The last user message, plus the tail of the previous turn when it is short."""
+    """The last user message (its first `QUERY_CHARS`), plus the tail of the previous turn
+    when it is short."""
     last_user = None
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "user":
@@ -86,7 +92,7 @@ def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
             break
     if last_user is None:
         return ""
-    query = message_text(messages[last_user]).strip()
+    query = message_text(messages[last_user])[:QUERY_CHARS].strip()
     before = messages[last_user - 1] if last_user > 0 else None
     if len(query.split()) < _SHORT_QUERY_WORDS and before and before.get("role") != "system":
         previous = message_text(before).strip()
@@ -122,6 +128,7 @@ def retrieve(
     With a `vocabulary`, the words of the embedded text that the user never said are searched
     as the user's nearest words too (`memory.recall.vocabulary`).
     """
+    query = query[:QUERY_CHARS]  # a search's too (the memory API, the tools, MCP)
     if not query.strip():
         return Retrieval([], True, query)
     in_ram = embedder is not None and settings.vector_search == "ram"

@@ -72,14 +72,22 @@ def fts_terms(text: str) -> list[str]:
     return list(dict.fromkeys(_words(text)))
 
 
+# Longer than any word a chunk holds (chunks are cut at 1,000 characters by default), with room
+# for a suffix: such a query word matches nothing, and Porter's stemmer takes quadratic time on
+# a run of "y" (1 MB: 7 minutes, holding the lock every recall and the writer stem under).
+MAX_TERM_CHARS = 2_000
+
+
 def search_terms(text: str, max_terms: int = 24, drop: Collection[str] = ()) -> list[str]:
-    """The terms a lexical search for `text` uses: its first `max_terms`, minus `drop`.
+    """The terms a lexical search for `text` uses: its first `max_terms`, minus `drop` and
+    those longer than `MAX_TERM_CHARS`.
 
     Terms in `drop` are lowercase, as `fts_terms` gives them.
     """
     if max_terms < 1:
         raise ValueError(f"max_terms must be at least 1, got {max_terms}")
-    return [term for term in fts_terms(text) if term not in drop][:max_terms]
+    terms = fts_terms(text)
+    return [t for t in terms if t not in drop and len(t) <= MAX_TERM_CHARS][:max_terms]
 
 
 def owner_token(user_id: str) -> str:

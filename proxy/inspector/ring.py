@@ -7,8 +7,10 @@ the block as sent, the scores of the hits in its excerpts, what was left out and
 once the answer is sent, or when the inspector reads it first (`_Kept`). Nothing is written
 anywhere; a restart forgets it. `size` 0 records nothing (`inspector.history`).
 
-What is kept is bounded, so the ring's memory is: the block whole (it is what was sent),
-the first `MAX_LEFT_OUT` left-out items, and chunk texts cut to `TEXT_CHARS`.
+What is kept is bounded, so the ring's memory is: the block whole (it is what was sent, and
+recall bounds it), the first `MAX_LEFT_OUT` left-out items, chunk texts and the model's name
+cut to `TEXT_CHARS`, and the query to `QUERY_CHARS` (the client's text: a pasted document of
+megabytes, kept whole, held that much per request until a restart).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 MAX_USERS = 256
 MAX_LEFT_OUT = 40
 TEXT_CHARS = 400
+QUERY_CHARS = 5 * TEXT_CHARS
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +158,11 @@ def _entry(
         at=at,
         user_id=who.user_id,
         session_id=who.session_id,
-        model=model,
+        model=_cut(model, TEXT_CHARS),
         mode=who.mode.value,
         tier=recollection.tier,
         fill_ratio=fill_ratio,
-        query=recollection.query,
+        query=_cut(recollection.query, QUERY_CHARS),
         block=block,
         hits=hits,
         left_out=left_out,
@@ -168,10 +171,15 @@ def _entry(
     )
 
 
+def _cut(text: str, chars: int) -> str:
+    """`text`, or its first `chars` characters and "…" when it is longer."""
+    return text if len(text) <= chars else text[:chars] + "…"
+
+
 def _short(hit: Hit) -> Hit:
     if len(hit.chunk.text) <= TEXT_CHARS:
         return hit
-    return replace(hit, chunk=replace(hit.chunk, text=hit.chunk.text[:TEXT_CHARS] + "…"))
+    return replace(hit, chunk=replace(hit.chunk, text=_cut(hit.chunk.text, TEXT_CHARS)))
 
 
 def _short_left_out(item: LeftOut) -> LeftOut:
@@ -180,5 +188,5 @@ def _short_left_out(item: LeftOut) -> LeftOut:
         # `replace` costs microseconds, 40 times a request: only when the text was cut
         return item if short is item.hit else replace(item, hit=short)
     if item.chunk is not None and len(item.chunk.text) > TEXT_CHARS:
-        return replace(item, chunk=replace(item.chunk, text=item.chunk.text[:TEXT_CHARS] + "…"))
+        return replace(item, chunk=replace(item.chunk, text=_cut(item.chunk.text, TEXT_CHARS)))
     return item

@@ -158,11 +158,11 @@ def test_stdio_user_is_the_namespace_chat_gives_the_same_id(stored):
 # -- streamable HTTP: /mcp on the proxy --------------------------------------------------------
 
 
-def http_session(url, headers, calls):
+def http_session(url, headers, calls, timeout=120):
     async def main():
-        async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
             transport = streamable_http_client(url, http_client=http)
-            async with Client(transport, read_timeout_seconds=120) as client:
+            async with Client(transport, read_timeout_seconds=timeout) as client:
                 return await calls(client)
 
     return anyio.run(main)
@@ -267,3 +267,20 @@ def test_http_on_loopback_without_keys_refuses_a_foreign_origin(proxy):
 
     assert foreign.status_code == 403
     assert local.status_code == 200
+
+
+def test_http_search_for_a_query_of_megabytes_finds_what_its_start_names(proxy):
+    """A search embedded its whole query: the tokenizer ran over all of it before truncating
+    to 256 tokens (~3 s a MB, holding the GIL, so moim answered no one meanwhile), and its
+    dates were scanned for; this one took minutes. It reads the first 16,000 characters."""
+    remember_kayak(proxy.layer, "alice")
+    proxy.layer.index_pending()
+
+    async def calls(client):
+        query = "red kayak marina berth " * 1_300_000  # 30 MB
+        return await client.call_tool("search_memory", {"query": query, "k": 1})
+
+    found = http_session(proxy.root + "/mcp", {"X-Memory-User-Id": "alice"}, calls, timeout=60)
+
+    answer, failed = result(found)
+    assert not failed and [hit["text"] for hit in answer["results"]] == [KAYAK]

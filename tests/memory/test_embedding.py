@@ -211,3 +211,17 @@ def test_vectors_are_the_same_with_onnxruntimes_memory_arena_as_without(embedder
         assert all(np.array_equal(a.vector, b.vector) for a, b in pairs)
     for text, (rows, _) in zip(texts, stored, strict=True):
         assert np.array_equal(rows, batches.embed_documents_words([text])[0]), text[:40]
+
+
+def test_a_long_query_is_embedded_again_rather_than_held_as_a_cache_key(embedder):
+    """The query cache (512 texts) is keyed by the text: a pasted document of megabytes as the
+    question was held whole until 512 others pushed it out. A short one is still held."""
+    pasted, short = "the kayak log line " * 1_000, "where is my kayak?"
+    for embed in (embedder.embed_query, embedder.embed_query_words):
+        before = embedder.texts["query"]
+        embed(pasted)
+        embed(pasted)
+        embed(short)
+        embed(short)
+        assert embedder.texts["query"] - before == 3
+        embedder.forget_queries()

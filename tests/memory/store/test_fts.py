@@ -43,6 +43,15 @@ def test_search_terms_are_the_first_terms_minus_those_dropped():
     assert search_terms("Caroline?", drop={"caroline"}) == []
 
 
+def test_a_word_longer_than_any_chunk_holds_is_no_search_term():
+    """No chunk holds it (chunks are cut at 1,000 characters), and the Porter stemmer takes
+    quadratic time on a run of "y" (1 MB: 7 minutes, under the lock every recall and the
+    writer's indexing stem under)."""
+    long = "y" * 1_000_000
+    assert search_terms(f"where is my {long} kayak?") == ["kayak"]
+    assert search_terms(f"{'b' * 2_000} kayak") == ["b" * 2_000, "kayak"]
+
+
 def test_search_terms_keep_at_most_max_terms():
     text = " ".join(f"word{i}" for i in range(40))
     assert search_terms(text, max_terms=3) == ["word0", "word1", "word2"]
