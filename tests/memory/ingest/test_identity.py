@@ -53,7 +53,6 @@ def test_a_summary_in_place_of_the_oldest_turns_is_new_and_the_kept_turns_are_no
     assert new_ones(history, stored) == ["Summary: chores agreed", "yes", "Done."]
 
 
-
 def test_a_history_of_one_word_over_and_over_is_numbered_as_sent_past_the_work_bound():
     """Lining up tries each place of a message among the stored ones: for a session of "yes"
     and "ok" alternating, every other place, each with a run to the end (quadratic: 4,000
