@@ -79,6 +79,8 @@ class StoreBackend(Protocol):
 
     def messages(self, user_id: str, session_id: str | None = None) -> list[Message]: ...
 
+    def last_user_text(self, user_id: str, session_id: str, chars: int) -> str | None: ...
+
     def add_chunks(
         self,
         message: Message,

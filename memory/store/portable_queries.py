@@ -82,6 +82,16 @@ class PortableQueries:
         rows = self.read(sql + " ORDER BY id", params)
         return [message_from_row(row) for row in rows]
 
+    def last_user_text(self: _Backend, user_id: str, session_id: str, chars: int) -> str | None:
+        """The first `chars` characters of the session's latest stored user message, or None:
+        what an agent is working on once its client trimmed the task out of the request."""
+        rows = self.read(
+            f"SELECT substr(content, 1, {int(chars)}) FROM messages "
+            "WHERE user_id = ? AND session_id = ? AND role = 'user' ORDER BY id DESC LIMIT 1",
+            (user_id, session_id),
+        )
+        return str(rows[0][0]) if rows else None
+
     def vocabulary_mark(self: _Backend, user_id: str) -> tuple[int, int]:
         """How many words the user's vocabulary holds and its newest row's id (0 when none):
         a cache of it is fresh while both are unchanged."""

@@ -5,6 +5,10 @@ Each message is still stored once and verbatim: what the client drops is not sai
 what it says again in the same words ("yes", "Done.") is a new message, not one stored before.
 """
 
+import pytest
+
+from tests.e2e.test_recall import block_in
+
 SYSTEM = {"role": "system", "content": "You are a terse assistant for household chores."}
 KEPT = 4  # the client keeps its system prompt and its last four messages
 
@@ -57,3 +61,31 @@ def test_a_window_sent_again_stores_nothing_new(proxy, upstream):
         chat(client, window)
 
     assert stored(proxy) == [*before, ("user", "yes"), ("assistant", "Done.")]
+
+
+TASK = "Find a plumber near Rua Augusta who can fix the leaking boiler before Saturday"
+SEARCHES = ["plumbers Rua Augusta", "boiler repair Saturday", "plumber reviews Baixa"]
+
+
+@pytest.mark.both_backends
+def test_an_agent_loop_that_trimmed_its_task_away_recalls_the_task(proxy, upstream):
+    """An agent keeps its system prompt and its last tool rounds: once the user's task is
+    trimmed away the request has no user message, and recall searched for nothing. It now
+    searches for the session's stored task, which comes back as this session's."""
+    upstream.script[:] = [
+        {"tool_calls": [{"id": f"call_{n}", "name": "search", "arguments": f'{{"q":"{q}"}}'}]}
+        for n, q in enumerate(SEARCHES)
+    ] + [{"content": "Done."}]
+    history = [{"role": "user", "content": TASK}]
+    with proxy.client() as client:
+        for n, _ in enumerate(SEARCHES):
+            history.append(chat(client, trimmed(history)))
+            history.append({"role": "tool", "tool_call_id": f"call_{n}", "content": f"{n} hits"})
+        proxy.flush()  # the agent's tools took their time: the task is indexed
+        window = trimmed(history)
+        assert all(m["role"] != "user" for m in window)
+        chat(client, window)
+
+    block = block_in(upstream.last_json["messages"])
+    assert block is not None and "This session, earlier" in block
+    assert f"user: {TASK}" in block
