@@ -31,6 +31,7 @@ from memory.ingest.turns import question_text
 from memory.layer_admin import AdminSide
 from memory.layer_facts import FactsSide
 from memory.recall.retrieval import QUERY_CHARS, Retrieval, build_query, retrieve, task_query
+from memory.recall.superseded import replaced_replies
 from memory.recollection import PendingRecall, RecallRequest, Recollection
 from memory.records import (
     Chunk,
@@ -224,6 +225,14 @@ class MemoryLayer(AdminSide, FactsSide):
         excerpts: list[Excerpt] = []
         if embedder is not None:
             hits = found.hits[: self.settings.hit_pool]
+            replaced = replaced_replies(
+                self.store, request.user_id, request.session_id, request.messages, hits
+            )
+            if replaced:  # nor shown next to another hit
+                exclude = exclude | {
+                    h.chunk.message_hash for h in hits if h.chunk.message_id in replaced
+                }
+                hits = [h for h in hits if h.chunk.message_id not in replaced]
             excerpts = build_excerpts(
                 hits,
                 tier,
