@@ -30,7 +30,8 @@ from memory.ingest.identity import content_hash
 from memory.ingest.turns import question_text
 from memory.layer_admin import AdminSide
 from memory.layer_facts import FactsSide
-from memory.recall.retrieval import Retrieval, build_query, retrieve
+from memory.recall.retrieval import QUERY_CHARS, Retrieval, build_query, retrieve, task_query
+from memory.recall.superseded import replaced_replies
 from memory.recollection import PendingRecall, RecallRequest, Recollection
 from memory.records import (
     Chunk,
@@ -61,10 +62,11 @@ class MemoryLayer(AdminSide, FactsSide):
         """Start the searches of a recall on another thread, before the request is measured.
 
         The caller counts the request's tokens and resolves its session meanwhile, then hands
-        the result to `recall`. None while the embedding model is loading (no search then).
+        the result to `recall`. None while the embedding model is loading (no search then),
+        and for a request with no user message, whose query needs its session (`task_query`).
         """
         embedder = self._embedder_if_loaded()
-        if embedder is None:
+        if embedder is None or not any(m.get("role") == "user" for m in messages):
             return None
         now = time.time() if now is None else now
         future = self._ahead.submit(self._retrieve, embedder, user_id, messages, now)
@@ -77,11 +79,16 @@ class MemoryLayer(AdminSide, FactsSide):
         messages: Sequence[Mapping[str, Any]],
         now: float,
         held: set[str] | None = None,
+        session_id: str | None = None,
     ) -> tuple[Retrieval, set[str]]:
-        """Search for the request's query; `held` are hashes of turns the provider holds."""
+        """Search for the request's query; `held` are hashes of turns the provider holds. A
+        request with no user message searches for its session's task (`task_query`)."""
         self._hear_other_processes()
         exclude = {content_hash(m) for m in messages} | (held or set())
         query = build_query(messages)
+        if not query and session_id is not None:
+            task = self.store.last_user_text(user_id, session_id, QUERY_CHARS)
+            query = task_query(messages, task)
         ready = self.rebuilds.ready(user_id)  # else keywords only: vectors being rebuilt
         question = question_text(messages, self.settings)  # the only vector the writer takes
         noting = self._questions.noting(embedder, user_id, question) if question else embedder
@@ -124,7 +131,7 @@ class MemoryLayer(AdminSide, FactsSide):
                     stored = self.store.stored_keys(request.user_id, request.session_id)
                     held = {key.partition("#")[0] for key in stored}
                 found, exclude = self._retrieve(
-                    embedder, request.user_id, request.messages, now, held
+                    embedder, request.user_id, request.messages, now, held, request.session_id
                 )
         return self._recollect(request, tier, facts, dropped, embedder, found, exclude, now)
 
@@ -218,6 +225,14 @@ class MemoryLayer(AdminSide, FactsSide):
         excerpts: list[Excerpt] = []
         if embedder is not None:
             hits = found.hits[: self.settings.hit_pool]
+            replaced = replaced_replies(
+                self.store, request.user_id, request.session_id, request.messages, hits
+            )
+            if replaced:  # nor shown next to another hit
+                exclude = exclude | {
+                    h.chunk.message_hash for h in hits if h.chunk.message_id in replaced
+                }
+                hits = [h for h in hits if h.chunk.message_id not in replaced]
             excerpts = build_excerpts(
                 hits,
                 tier,

@@ -101,6 +101,19 @@ def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
     return query
 
 
+def task_query(messages: Sequence[Mapping[str, Any]], task: str | None) -> str:
+    """The query of a request with no user message (an agent whose client trimmed the task
+    away, keeping its tool rounds): `task`, the session's latest stored user message, else
+    the last thing said in the request (a tool's result, an assistant's text)."""
+    if task and task.strip():
+        return task[:QUERY_CHARS].strip()
+    for message in reversed(messages):
+        said = message_text(message)[:QUERY_CHARS].strip()
+        if said and message.get("role") != "system":
+            return said
+    return ""
+
+
 def retrieve(
     store: Store,
     index: VectorIndex,

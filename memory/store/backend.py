@@ -79,6 +79,12 @@ class StoreBackend(Protocol):
 
     def messages(self, user_id: str, session_id: str | None = None) -> list[Message]: ...
 
+    def last_user_text(self, user_id: str, session_id: str, chars: int) -> str | None: ...
+
+    def answers_of(
+        self, user_id: str, session_id: str, reply_id: int
+    ) -> tuple[list[tuple[str, str]], list[str]]: ...
+
     def add_chunks(
         self,
         message: Message,

@@ -22,6 +22,9 @@ ADD_TERM = (
     "ON CONFLICT (user_id, stem) DO NOTHING"
 )
 
+# How many replies to one question `answers_of` reads: a client regenerates a few times.
+_REPLIES_READ = 16
+
 
 class _Backend(Protocol):
     """What these queries need of a backend: its reads (SQLite's `?`) and its inserts."""
@@ -81,6 +84,45 @@ class PortableQueries:
             params.append(session_id)
         rows = self.read(sql + " ORDER BY id", params)
         return [message_from_row(row) for row in rows]
+
+    def last_user_text(self: _Backend, user_id: str, session_id: str, chars: int) -> str | None:
+        """The first `chars` characters of the session's latest stored user message, or None:
+        what an agent is working on once its client trimmed the task out of the request."""
+        rows = self.read(
+            f"SELECT substr(content, 1, {int(chars)}) FROM messages "
+            "WHERE user_id = ? AND session_id = ? AND role = 'user' ORDER BY id DESC LIMIT 1",
+            (user_id, session_id),
+        )
+        return str(rows[0][0]) if rows else None
+
+    def answers_of(
+        self: _Backend, user_id: str, session_id: str, reply_id: int
+    ) -> tuple[list[tuple[str, str]], list[str]]:
+        """Around an assistant message of the session: the role and content hash of its
+        question (the message said before it and the replies to it) and of what the question
+        followed, latest first (system prompts aside); and the hashes of the run of assistant
+        messages stored right after that question (the replies to it, this one among them)."""
+        before = self.read(
+            "SELECT id, role, content_hash FROM messages WHERE user_id = ? AND session_id = ? "
+            "AND id < ? AND role NOT IN ('system', 'developer') "
+            f"ORDER BY id DESC LIMIT {_REPLIES_READ + 2}",
+            (user_id, session_id, reply_id),
+        )
+        asked = next((at for at, row in enumerate(before) if row[1] != "assistant"), None)
+        if asked is None:
+            return [], []
+        after = self.read(
+            "SELECT role, content_hash FROM messages WHERE user_id = ? AND session_id = ? "
+            f"AND id > ? ORDER BY id LIMIT {_REPLIES_READ}",
+            (user_id, session_id, before[asked][0]),
+        )
+        replies = []
+        for role, digest in after:
+            if role != "assistant":
+                break
+            replies.append(str(digest))
+        question = [(str(role), str(digest)) for _, role, digest in before[asked : asked + 2]]
+        return question, replies
 
     def vocabulary_mark(self: _Backend, user_id: str) -> tuple[int, int]:
         """How many words the user's vocabulary holds and its newest row's id (0 when none):

@@ -10,7 +10,7 @@ import pytest
 
 from memory.ingest.identity import content_hash
 from memory.ingest.turns import Turn, index_pending, store_turn
-from memory.recall.retrieval import _past_the_gate, _read, build_query, retrieve
+from memory.recall.retrieval import _past_the_gate, _read, build_query, retrieve, task_query
 from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
 from memory.records import Chunk
@@ -68,6 +68,25 @@ def test_short_first_message_has_no_context_to_add():
 
 def test_no_user_message_gives_an_empty_query():
     assert build_query([{"role": "system", "content": "You are terse."}]) == ""
+
+
+AGENT_ROUNDS = [
+    {"role": "system", "content": "You are an agent."},
+    {"role": "assistant", "content": None, "tool_calls": []},
+    {"role": "tool", "tool_call_id": "c1", "content": "  3 plumbers found  "},
+    {"role": "assistant", "content": None, "tool_calls": []},
+]
+
+
+def test_a_request_with_no_user_message_searches_for_its_sessions_task():
+    task = "Find a plumber who can fix the boiler"
+    assert task_query(AGENT_ROUNDS, f" {task} ") == task
+
+
+def test_with_no_stored_task_the_last_thing_said_is_searched():
+    assert task_query(AGENT_ROUNDS, None) == "3 plumbers found"
+    assert task_query(AGENT_ROUNDS, "  ") == "3 plumbers found"
+    assert task_query(AGENT_ROUNDS[:1], None) == ""  # a system prompt is no query
 
 
 # -- retrieve --------------------------------------------------------------------------------

@@ -81,6 +81,16 @@ def test_same_message_key_in_another_session_is_a_new_message(store):
     assert [m.session_id for m in store.messages("alice")] == ["s-1", "s-2"]
 
 
+def test_last_user_text_is_the_sessions_latest_user_message_and_only_the_users(store):
+    store.add_messages("alice", "s-1", [new_message("a", "Fix the boiler")])
+    store.add_messages("alice", "s-1", [new_message("b", "On it.", role="assistant")])
+    store.add_messages("alice", "s-2", [new_message("c", "Plan the trip")])
+    store.add_messages("bob", "s-1", [new_message("d", "Bob's own task")])
+    assert store.last_user_text("alice", "s-1", 8) == "Fix the "
+    assert store.last_user_text("bob", "s-1", 100) == "Bob's own task"
+    assert store.last_user_text("carol", "s-1", 100) is None
+
+
 def test_each_user_has_their_own_chunks(two_users):
     assert len(two_users["alice"]) == 2  # the user's message and the reply
     assert len(two_users["bob"]) == 2
