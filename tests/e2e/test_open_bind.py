@@ -8,9 +8,11 @@ compose network, `host.docker.internal`). The proxy is configured with `host: 0.
 (served on a loopback port: the rule reads the configured bind, not the socket).
 """
 
+import httpx
 import pytest
 
 from tests.e2e.test_auth import CHAT, FOREIGN, WRITES, assert_openai_error, call
+from tests.e2e.test_mcp import INITIALIZE
 
 
 @pytest.fixture
@@ -71,3 +73,14 @@ def test_a_configured_host_name_is_answered(make_proxy):
     proxy = make_proxy(host="moim.example.org")
     answer = call(proxy, "GET", "/v1/memory/stats", headers={"host": "moim.example.org:8080"})
     assert answer.status_code == 200
+
+
+def test_mcp_refuses_a_foreign_origin_and_a_rebound_name(open_bind):
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    def post(headers):
+        return httpx.post(open_bind.root + "/mcp", json=INITIALIZE, headers={**accept, **headers})
+
+    assert post({"Origin": "http://evil.example"}).status_code == 403
+    assert post({"Host": "evil.example:8080"}).status_code == 403
+    assert post({"Host": "moim:8080"}).status_code == 200
