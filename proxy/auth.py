@@ -6,8 +6,9 @@ endpoint but health (a browser's CORS preflight, which carries none, goes throug
 `is_preflight`); a key bound to a user speaks only for that user, a key with `users`
 for those, and an unbound key or an admin key for any user the request names (CONTRACT.md:
 the memory API has the same auth as chat). A request presenting no key is refused before
-any comparison. Keys are compared in constant time and never logged. Without proxy keys on
-loopback, a request a browser makes for a page from elsewhere is refused (`Origin`, `Host`).
+any comparison. Keys are compared in constant time and never logged. Without proxy keys, a
+request a browser makes for a page from elsewhere is refused (`Origin`, `Host`), whatever the
+bind: `docker run -p 127.0.0.1:8080:8080` binds 0.0.0.0 inside the container.
 
 `/metrics` counts every user's traffic, so with proxy keys only an admin key or a metrics key
 (`auth.metrics_keys`, good for nothing else) reads it, unless `server.metrics_public` opens
@@ -60,8 +61,7 @@ def authenticate(headers: Mapping[str, str], config: Config) -> Caller:
     """
     authorization = headers.get("authorization")
     if not config.keys:
-        if is_loopback(config.host):
-            _refuse_foreign_page(headers)
+        _refuse_foreign_page(headers, config.host)
         return Caller(None, authorization)
     key = _matching_key(headers, config)
     if key.metrics_only:
@@ -75,7 +75,7 @@ def is_preflight(method: str, headers: Mapping[str, str]) -> bool:
     header. A browser never puts credentials on it (it asks whether it may send them), and it
     does nothing: with proxy keys it goes to the provider unauthenticated, so the provider's
     answer says what a browser app may call (`proxy/passthrough.py`), and the call that follows
-    needs its key as any other. Without keys on loopback it is checked as any request is."""
+    needs its key as any other. Without keys it is checked as any request is."""
     return (
         method == "OPTIONS" and "origin" in headers and "access-control-request-method" in headers
     )
@@ -113,16 +113,18 @@ def _matching_key(headers: Mapping[str, str], config: Config) -> ProxyKey:
     return match
 
 
-def _refuse_foreign_page(headers: Mapping[str, str]) -> None:
+def _refuse_foreign_page(headers: Mapping[str, str], bind: str) -> None:
     """Refuse a browser's request made for a web page from elsewhere (403), as `/mcp` does.
 
-    Without proxy keys on loopback, nothing else stops a page the user visits: a form, or
-    `fetch` in `no-cors` mode, sends a POST to 127.0.0.1 unasked (its answer is unreadable,
-    but it is acted on: a fact planted, history imported, a chat sent on the configured
-    provider key), and a page whose DNS name is rebound to 127.0.0.1 reads the answers too
-    (the whole memory, through `/v1/memory/export`). A browser names the page's origin in
-    `Origin`, and the name it connected to in `Host`; both must be loopback names. Other
-    clients send no `Origin`, and a `Host` of the address they connect to.
+    Without proxy keys, nothing else stops a page the user visits: a form, or `fetch` in
+    `no-cors` mode, sends a POST to moim unasked (its answer is unreadable, but it is acted
+    on: a fact planted, history imported, a chat sent on the configured provider key), and a
+    page whose DNS name is rebound to moim's address reads the answers too (the whole memory,
+    through `/v1/memory/export`: a same-origin GET carries no `Origin`). A browser names the
+    page's origin in `Origin`, which must be a loopback name on any bind; other clients send
+    none. The name it connected to is in `Host`: on a loopback bind it must be a loopback
+    name, on any other one a name no public DNS answers (`_private_name`), since rebinding
+    needs a name the page's owner resolves.
     """
     origin, host = headers.get("origin"), headers.get("host")
     if origin is not None and not _loopback_name(origin.strip()):
@@ -131,20 +133,52 @@ def _refuse_foreign_page(headers: Mapping[str, str]) -> None:
             "only pages served from loopback",
             code="foreign_origin",
         )
-    if host is not None and not _loopback_name("//" + host.strip()):
+    if host is None:
+        return
+    name = _host_name("//" + host.strip())
+    if is_loopback(bind) and not _loopback_name("//" + host.strip()):
         raise Forbidden(
             f"the host name {host!r} is not a loopback name: without proxy keys, moim on "
             "loopback answers requests for 127.0.0.1, localhost or [::1] only",
             code="foreign_host",
         )
+    if not is_loopback(bind) and not (name == bind.lower() or _private_name(name)):
+        raise Forbidden(
+            f"the host name {host!r} is a public DNS name: without proxy keys, moim answers "
+            "requests for an IP address, a name without a dot, a .local, .internal, "
+            ".localhost or .home.arpa name, or its configured host only",
+            code="foreign_host",
+        )
+
+
+# Names no public DNS server answers (RFC 6761, 6762, 8375; ICANN's .internal): a page's owner
+# cannot rebind them.
+_PRIVATE_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa")
+
+
+def _private_name(name: str) -> bool:
+    """Whether a host name (lowercase, no port) is an IP address, a name without a dot (a
+    container's or a machine's on its network) or one under a special-use suffix."""
+    if not name:
+        return False
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return "." not in name.rstrip(".") or name.rstrip(".").endswith(_PRIVATE_SUFFIXES)
+
+
+def _host_name(url: str) -> str:
+    """The host `url` (an origin, or `//host:port`) names, lowercase; "" when none."""
+    try:
+        return urlsplit(url).hostname or ""  # "null" (a sandboxed page's origin) names none
+    except ValueError:
+        return ""
 
 
 def _loopback_name(url: str) -> bool:
     """Whether `url` (an origin, or `//host:port`) names a loopback host."""
-    try:
-        host = urlsplit(url).hostname or ""  # "null" (a sandboxed page's origin) names none
-    except ValueError:
-        return False
+    host = _host_name(url)
     return host == "localhost" or is_loopback(host)
 
 

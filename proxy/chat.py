@@ -128,8 +128,11 @@ async def _forward_litellm(
             headers=report.headers(),
         )
     data = litellm_json(result)
-    collector.feed_json(data)
-    on_end(False)
+    if len(data) > exchange.state.config.max_body_bytes:
+        on_end(True)  # as on the byte path: a reply past the bound is relayed, not stored
+    else:
+        collector.feed_json(data)
+        on_end(False)
     return Response(data, media_type="application/json", headers=report.headers())
 
 

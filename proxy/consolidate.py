@@ -40,6 +40,7 @@ from memory import (
 )
 from proxy.config import Config
 from proxy.errors import UpstreamError
+from proxy.streaming import read_reply
 from proxy.upstream import (
     call_litellm,
     close_litellm,
@@ -232,8 +233,8 @@ async def ask_model(
 ) -> str:
     """The model's reply text, asked for as a JSON object, never streamed.
 
-    Raises UpstreamError (unreachable, or an error status) and ConsolidationRejected (an
-    answer with no text in it).
+    Raises UpstreamError (unreachable, cut off, or an error status) and ConsolidationRejected
+    (an answer with no text in it, or past `server.max_body_bytes`).
     """
     target = resolve(model, config)
     body = {
@@ -249,12 +250,14 @@ async def ask_model(
         return _reply_text(litellm_json(response))
     try:
         answer = await open_openai(client, target, json.dumps(body).encode(), authorization, ())
-        try:
-            content = await answer.aread()
-        finally:
-            await answer.aclose()
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc
+    content = await read_reply(answer, config.max_body_bytes)
+    if not isinstance(content, bytes):  # a provider gone wrong: moim reads no more of it
+        await answer.aclose()
+        raise ConsolidationRejected(
+            f"the answer (status {answer.status_code}) is longer than server.max_body_bytes"
+        )
     if answer.status_code >= 400:
         raise UpstreamError(answer.status_code, content)
     return _reply_text(content)

@@ -50,7 +50,7 @@ from proxy.held_history import owns_reply
 from proxy.identity import identify
 from proxy.limits import decoded, read_body
 from proxy.responses import watch_poll
-from proxy.streaming import EndCallback, EventCollector, relay
+from proxy.streaming import EndCallback, EventCollector, not_stored, relay
 from proxy.upstream import (
     Target,
     embed_litellm,
@@ -239,7 +239,8 @@ async def _route(
         url = str(httpx.URL(url).copy_with(userinfo=b""))
     headers = _outbound_headers(request, authorization, bool(config.keys), content, recoded)
     poll = watch_poll(state, request.method, suffix, request.scope["query_string"])
-    return "upstream", await _send(state.client, request.method, url, headers, content, poll)
+    limit = config.max_body_bytes
+    return "upstream", await _send(state.client, request.method, url, headers, content, poll, limit)
 
 
 async def _through_litellm(
@@ -273,12 +274,14 @@ async def _send(
     headers: list[tuple[bytes, bytes]],
     content: bytes | AsyncIterator[bytes] | None,
     poll: tuple[EventCollector, EndCallback] | None = None,
+    limit: int | None = None,
 ) -> Response:
     """Open the upstream request and stream its answer back, byte for byte.
 
     A body read whole can be sent twice, so a stale pooled connection is retried once on a new
     one (`proxy.upstream_client.send`); a body streamed as it arrives cannot. `poll`: the
-    request polls a reply written in the background, read on the side when the answer is a 200.
+    request polls a reply written in the background, read on the side when the answer is a 200,
+    up to `limit` bytes (`server.max_body_bytes`; past it the reply is not stored).
     """
     outbound = client.build_request(method, url, headers=headers, content=content)
     try:
@@ -290,7 +293,7 @@ async def _send(
         raise unreachable(exc) from exc
     collector, on_end = poll if poll is not None and upstream.status_code == 200 else _NOTHING
     response = StreamingResponse(
-        relay(upstream.aiter_raw(), collector, on_end, upstream.aclose),
+        relay(upstream.aiter_raw(), collector, on_end, upstream.aclose, limit),
         status_code=upstream.status_code,
     )
     lines = ((relayed_name(name), value) for name, value in upstream.headers.raw)
@@ -298,11 +301,7 @@ async def _send(
     return response
 
 
-def _nothing_to_remember(partial: bool) -> None:
-    """Pass-through turns are not stored."""
-
-
-_NOTHING: tuple[EventCollector | None, EndCallback] = (None, _nothing_to_remember)
+_NOTHING: tuple[EventCollector | None, EndCallback] = (None, not_stored)  # no turn to store
 
 
 def _outbound_headers(

@@ -33,7 +33,7 @@ from memory import ResponseLink, Turn
 from proxy import request_json
 from proxy.auth import authenticate, sees_account_state
 from proxy.client_gone import CLIENT_CLOSED, ClientLeft, until_client_leaves
-from proxy.errors import BadRequest, ProxyError, UpstreamError, error_response
+from proxy.errors import BadRequest, ProxyError, error_response
 from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliased
 from proxy.header_lines import with_provider_headers
 from proxy.held_history import check_held_history
@@ -42,14 +42,13 @@ from proxy.limits import read_body
 from proxy.overflow import refusal_of_block
 from proxy.recall_step import measure_and_recall
 from proxy.request_metrics import endpoint_of
-from proxy.streaming import EndCallback, EventCollector, relay
+from proxy.streaming import EndCallback, EventCollector, not_stored, read_reply, relay
 from proxy.upstream import (
     body_chunks,
     open_openai,
     provider_key,
     resolve,
     unreachable,
-    upstream_error,
 )
 
 if TYPE_CHECKING:
@@ -268,6 +267,8 @@ async def forward_bytes(
         # nothing to gather for a turn not stored, but a Responses reply's id (held_history.py)
         kept = collector if prepared.who.mode.writes or collector.keeps_reply_ids else None
         limit = exchange.state.config.max_body_bytes
+        if upstream.status_code >= 400:  # an error past the bound: no turn, as below
+            kept, on_end = None, not_stored
         streamed = StreamingResponse(
             relay(data, kept, on_end, upstream.aclose, limit),
             status_code=upstream.status_code,
@@ -285,8 +286,8 @@ async def _answer(
     exchange: Exchange, path: str, content: bytes
 ) -> tuple[httpx.Response, bytes | AsyncIterator[bytes]]:
     """The provider's response to `content`, with its body read whole, or its body's bytes to
-    relay as they come: a stream's, or a successful body's past `server.max_body_bytes` (the
-    part read first, then the rest), which moim does not hold whole."""
+    relay as they come: a stream's, or a body's past `server.max_body_bytes`, a success's or
+    an error's (`read_reply`), which moim does not hold whole."""
     try:
         upstream = await open_openai(
             exchange.state.client,
@@ -302,30 +303,7 @@ async def _answer(
     streaming = upstream.headers.get("content-type", "").startswith("text/event-stream")
     if upstream.status_code < 400 and streaming:
         return upstream, body_chunks(upstream)
-    limit = exchange.state.config.max_body_bytes if upstream.status_code < 400 else None
-    relayed = False
-    try:
-        pieces, held, size = body_chunks(upstream), [], 0
-        async for piece in pieces:
-            held.append(piece)
-            size += len(piece)
-            if limit is not None and size > limit:
-                relayed = True
-                return upstream, _chained(held, pieces)
-        return upstream, b"".join(held)
-    except httpx.HTTPError as exc:
-        message = upstream_error("upstream closed the connection", "upstream_broken")
-        raise UpstreamError(502, message) from exc
-    finally:
-        if not relayed:
-            await upstream.aclose()
-
-
-async def _chained(first: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    for piece in first:
-        yield piece
-    async for piece in rest:
-        yield piece
+    return upstream, await read_reply(upstream, exchange.state.config.max_body_bytes)
 
 
 def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:

@@ -26,6 +26,9 @@ from typing import Any
 import anyio
 import httpx
 
+from proxy.errors import UpstreamError
+from proxy.upstream import body_chunks, upstream_error
+
 logger = logging.getLogger(__name__)
 
 EndCallback = Callable[[bool], None]  # called once with partial=True/False
@@ -267,6 +270,46 @@ async def relay(
         if close is not None:
             with anyio.CancelScope(shield=True):
                 await close()
+
+
+async def read_reply(response: httpx.Response, limit: int) -> bytes | AsyncIterator[bytes]:
+    """A provider's body, read whole and the response closed when it comes to at most `limit`
+    bytes (`server.max_body_bytes`); past that, the pieces read, then the rest, to relay as
+    they come (the relay closes it): a body moim looks into (a reply to store, an error, a tool
+    round) reaches the client whole, but moim never holds more of it than the bound (an
+    endless one: forever). A body cut off is a 502 `upstream_broken`."""
+    data: bytes | AsyncIterator[bytes] = b""
+    try:
+        data = await _at_most(body_chunks(response), limit)
+        return data
+    except httpx.HTTPError as exc:
+        message = upstream_error("upstream closed the connection", "upstream_broken")
+        raise UpstreamError(502, message) from exc
+    finally:
+        if isinstance(data, bytes):
+            await response.aclose()
+
+
+async def _at_most(pieces: AsyncIterator[bytes], limit: int) -> bytes | AsyncIterator[bytes]:
+    held: list[bytes] = []
+    size = 0
+    async for piece in pieces:
+        held.append(piece)
+        size += len(piece)
+        if size > limit:
+            return _chained(held, pieces)
+    return b"".join(held)
+
+
+async def _chained(first: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    for piece in first:
+        yield piece
+    async for piece in rest:
+        yield piece
+
+
+def not_stored(partial: bool) -> None:
+    """The end of an answer that is no turn to store (a pass-through's, a provider's error)."""
 
 
 def _litellm_errors() -> tuple[type[Exception], ...]:

@@ -51,7 +51,7 @@ from proxy.errors import UpstreamError
 from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity
 from proxy.round_filter import RoundFilter, is_done, sse_events
-from proxy.streaming import EndCallback, ReplyCollector, relay
+from proxy.streaming import EndCallback, ReplyCollector, not_stored, read_reply, relay
 from proxy.tools import MAX_ROUNDS, execute, is_memory_call, offered, with_memory_tools
 from proxy.upstream import (
     Target,
@@ -116,15 +116,40 @@ class _Loop:
             lambda: [execute(layer, user_id, call, allowed) for call in calls]
         )
 
-    async def whole(self, upstream: httpx.Response, data: bytes | None = None) -> Response:
-        """Answer with a whole (non-SSE) upstream body; a success ends the turn."""
+    async def whole(
+        self, upstream: httpx.Response, data: bytes | AsyncIterator[bytes] | None = None
+    ) -> Response:
+        """Answer with a whole (non-SSE) upstream body; a success ends the turn. A body past
+        `server.max_body_bytes` is relayed as it comes, a success's reply not stored (as on
+        the byte path, `proxy/pipeline.py`)."""
         if data is None:
-            data = await _read(upstream)
+            data = await read_reply(upstream, self.state.config.max_body_bytes)
+        if not isinstance(data, bytes):
+            if upstream.status_code >= 400:
+                return self.relayed(upstream, data, None, not_stored)
+            return self.relayed(upstream, data, self.collector, self.on_end)
         if upstream.status_code < 400:
             self.collector.feed_json(data)
             self.on_end(False)
         whole = Response(data, status_code=upstream.status_code, headers=self.report.headers())
         return with_provider_headers(whole, upstream)
+
+    def relayed(
+        self,
+        upstream: httpx.Response,
+        pieces: AsyncIterator[bytes],
+        collector: ReplyCollector | None,
+        on_end: EndCallback,
+    ) -> Response:
+        """Relay `pieces` as they come (the collector reading at most the bound), then close
+        the upstream."""
+        limit = self.state.config.max_body_bytes
+        streamed = StreamingResponse(
+            relay(pieces, collector, on_end, upstream.aclose, limit),
+            status_code=upstream.status_code,
+            headers=self.report.headers(),
+        )
+        return with_provider_headers(streamed, upstream)
 
 
 async def forward_with_tools(
@@ -190,15 +215,6 @@ def _broken() -> UpstreamError:
     return UpstreamError(502, upstream_error("upstream closed the connection", "upstream_broken"))
 
 
-async def _read(upstream: httpx.Response) -> bytes:
-    try:
-        return await upstream.aread()
-    except httpx.HTTPError:
-        raise _broken() from None
-    finally:
-        await upstream.aclose()
-
-
 async def _complete(loop: _Loop, body: dict[str, Any]) -> Response:
     messages = list(body["messages"])
     names = offered(loop.who.mode)
@@ -206,6 +222,8 @@ async def _complete(loop: _Loop, body: dict[str, Any]) -> Response:
         last = round_ == MAX_ROUNDS - 1
         sent = _round_body(body, messages, () if last else names)
         upstream, data = await loop.listening(_answered(loop, sent))
+        if not isinstance(data, bytes):  # past the bound: relayed, no moim call looked for
+            return await loop.whole(upstream, data)
         message = _message(data) if upstream.status_code < 400 else None
         calls = (message or {}).get("tool_calls") or []
         mine = _clean([c for c in calls if is_memory_call(c)], round_)
@@ -219,10 +237,12 @@ async def _complete(loop: _Loop, body: dict[str, Any]) -> Response:
     raise AssertionError("unreachable: the last round always answers")
 
 
-async def _answered(loop: _Loop, body: Mapping[str, Any]) -> tuple[httpx.Response, bytes]:
-    """One round, its answer read whole."""
+async def _answered(
+    loop: _Loop, body: Mapping[str, Any]
+) -> tuple[httpx.Response, bytes | AsyncIterator[bytes]]:
+    """One round, its answer read whole (or past the bound, to relay)."""
     upstream = await loop.open(body)
-    return upstream, await _read(upstream)
+    return upstream, await read_reply(upstream, loop.state.config.max_body_bytes)
 
 
 def _message(data: bytes) -> dict[str, Any] | None:
@@ -262,13 +282,7 @@ async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
         mine = _clean(round_filter.calls(), round_)
         if round_filter.spoke or not mine or last:
             stream = _rest(loop, held.shown, held.events, round_filter)
-            limit = loop.state.config.max_body_bytes
-            streamed = StreamingResponse(
-                relay(stream, loop.collector, loop.on_end, upstream.aclose, limit),
-                status_code=upstream.status_code,
-                headers=loop.report.headers(),
-            )
-            return with_provider_headers(streamed, upstream)
+            return loop.relayed(upstream, stream, loop.collector, loop.on_end)
         await upstream.aclose()
         messages += _followup(None, mine, await loop.run(mine))
     raise AssertionError("unreachable: the last round always answers")
@@ -281,7 +295,7 @@ class _Held:
     None when the answer was no stream, `data` then its body)."""
 
     upstream: httpx.Response
-    data: bytes | None = None
+    data: bytes | AsyncIterator[bytes] | None = None
     events: AsyncIterator[bytes] | None = None
     shown: list[bytes] = field(default_factory=list)
     round_filter: RoundFilter = field(default_factory=RoundFilter)
@@ -291,7 +305,7 @@ async def _hold(loop: _Loop, body: Mapping[str, Any]) -> _Held:
     """Open a streamed round and read it until it is the client's (it speaks) or ends."""
     upstream = await loop.open(body)
     if upstream.status_code >= 400 or not _is_sse(upstream):
-        return _Held(upstream, await _read(upstream))
+        return _Held(upstream, await read_reply(upstream, loop.state.config.max_body_bytes))
     held = _Held(upstream, events=sse_events(body_chunks(upstream)))
     assert held.events is not None
     try:

@@ -336,3 +336,16 @@ def test_the_consolidate_command_has_help_text():
     assert result.exit_code == 0
     assert "Ask MODEL for fact operations" in result.output
     assert "--model" in result.output and "--turns" in result.output
+
+
+@pytest.mark.anyio
+async def test_an_answer_past_max_body_bytes_is_not_read_and_changes_nothing(ann, upstream):
+    # A provider gone wrong (an endless answer) was read whole into RAM, then applied.
+    config = Config(upstream_base_url=upstream.url, upstream_api_key="sk-up", max_body_bytes=4096)
+    reply = operations(add("home_city", "Lisbon", kind="update", reason="moved " * 2000))
+    upstream.script.append(reply)
+
+    report = await consolidate(config, ann)
+
+    assert "max_body_bytes" in (report.batch_rejected or "")
+    assert facts(ann)["home_city"] == ("Berlin", "api")
