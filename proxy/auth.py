@@ -146,7 +146,8 @@ def _refuse_foreign_page(headers: Mapping[str, str], bind: str) -> None:
         raise Forbidden(
             f"the host name {host!r} is a public DNS name: without proxy keys, moim answers "
             "requests for an IP address, a name without a dot, a .local, .internal, "
-            ".localhost or .home.arpa name, or its configured host only",
+            ".localhost or .home.arpa name, or its configured host only (set auth.keys to "
+            "serve it by any name)",
             code="foreign_host",
         )
 
