@@ -387,3 +387,53 @@ def test_what_a_command_imports_for_a_user_the_server_holds_is_found_by_meaning(
     )
 
     assert alpacas in search("llama ranching relatives")  # no word in common: the vectors'
+
+
+NEWER = (
+    "was upgraded by a newer moim: its schema is at m999_from_the_future, this moim's at "
+    "m010_vocabulary; upgrade moim again, or restore the backup taken before `moim migrate`"
+)
+
+
+def first_line_of_serve(cwd, db):
+    """What `moim serve` says first on `db` (stopped there, whatever it was going to do)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(MOIM_DB=str(db), MOIM_MEMORY="off")
+    with subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--port", str(free_port())],
+        cwd=cwd,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as server:
+        assert server.stderr is not None
+        try:
+            return server.stderr.readline(), server.wait(timeout=60)
+        finally:
+            server.kill()
+
+
+@pytest.mark.parametrize("args", [["migrate"], *STORE_COMMANDS], ids=" ".join)
+def test_a_database_a_newer_moim_migrated_is_refused_naming_both_versions(tmp_path, args):
+    """After a rollback, the older moim opened a schema it does not know without a word."""
+    db = tmp_path / "moim.db"
+    assert moim("migrate", cwd=tmp_path, db=db).exit_code == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO _moim_migrations VALUES ('m999_from_the_future', 0)")
+    conn.close()
+
+    result = moim(*args, cwd=tmp_path, db=db, stdin="")
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr == f"Error: {db} {NEWER}\n"
+
+
+def test_serve_refuses_a_database_a_newer_moim_migrated(tmp_path):
+    db = tmp_path / "moim.db"
+    assert moim("migrate", cwd=tmp_path, db=db).exit_code == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO _moim_migrations VALUES ('m999_from_the_future', 0)")
+    conn.close()
+
+    assert first_line_of_serve(tmp_path, db) == (f"Error: {db} {NEWER}\n", 1)
