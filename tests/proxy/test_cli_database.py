@@ -395,23 +395,42 @@ NEWER = (
 )
 
 
-def first_line_of_serve(cwd, db):
-    """What `moim serve` says first on `db` (stopped there, whatever it was going to do)."""
+def serve(cwd, db=None):
+    """`moim serve` started in `cwd` (memory off: no model to load; the store and the journal
+    are opened all the same), on `db` when given, else `./moim.db`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(MOIM_DB=str(db), MOIM_MEMORY="off")
-    with subprocess.Popen(
+    env["MOIM_MEMORY"] = "off"
+    if db is not None:
+        env["MOIM_DB"] = str(db)
+    return subprocess.Popen(
         [sys.executable, "-m", "proxy.cli", "serve", "--port", str(free_port())],
         cwd=cwd,
         env=env,
         stderr=subprocess.PIPE,
         text=True,
-    ) as server:
-        assert server.stderr is not None
+    )
+
+
+def said_until_started(server):
+    """What a `serve` said on stderr until uvicorn ran the app's startup, or it exited."""
+    lines = []
+    for line in server.stderr:
+        lines.append(line)
+        if "Application startup complete" in line:
+            break
+    return "".join(lines)
+
+
+def first_line_of_serve(cwd, db):
+    """What `moim serve` says first on `db`, and its exit status (None: it was serving)."""
+    with serve(cwd, db) as server:
         try:
-            return server.stderr.readline(), server.wait(timeout=60)
+            said = said_until_started(server)
         finally:
             server.kill()
+        status = None if "Application startup complete" in said else server.wait(timeout=60)
+    return said.splitlines(keepends=True)[0], status
 
 
 @pytest.mark.parametrize("args", [["migrate"], *STORE_COMMANDS], ids=" ".join)
@@ -437,3 +456,34 @@ def test_serve_refuses_a_database_a_newer_moim_migrated(tmp_path):
     conn.close()
 
     assert first_line_of_serve(tmp_path, db) == (f"Error: {db} {NEWER}\n", 1)
+
+
+def test_a_second_serve_in_the_same_directory_refuses_to_share_the_journal(tmp_path):
+    """Both appended to and replayed one `moim.db.journal`: a replay by one could store the
+    other's turns twice, or drop them as it emptied the file. The lock is the OS's: it goes
+    with the process, however that ends."""
+    journal = tmp_path.resolve() / "moim.db.journal"
+    with serve(tmp_path) as first:
+        try:
+            assert "Application startup complete" in said_until_started(first)
+            with serve(tmp_path) as second:
+                try:
+                    refused = said_until_started(second)
+                finally:
+                    second.kill()
+                    second.wait(timeout=60)
+            assert refused == (
+                f"Error: another moim is using {journal}: process {first.pid} holds its lock; "
+                "stop it, or run each moim in a directory of its own\n"
+            )
+            assert second.returncode == 1
+        finally:
+            first.kill()  # SIGKILL: nothing of the first is left to let go of the lock
+            first.wait(timeout=60)
+
+    with serve(tmp_path) as after:
+        try:
+            assert "Application startup complete" in said_until_started(after)
+        finally:
+            after.terminate()
+            after.wait(timeout=60)
