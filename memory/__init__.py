@@ -28,6 +28,7 @@ from memory.service_embedder import EmbeddingService, ServiceEmbedder
 from memory.settings import Placement, Settings
 from memory.store.backend import redact_url
 from memory.store.journal import Journal
+from memory.store.journal_lock import JournalLock
 from memory.store.marks import DueUser
 from memory.store.message_rows import Stats
 from memory.store.overview import SessionSummary, UserSummary
@@ -50,6 +51,7 @@ __all__ = [
     "GateResult",
     "Hit",
     "Journal",
+    "JournalLock",
     "LeftOut",
     "MAX_OPERATIONS",
     "MemoryBlock",

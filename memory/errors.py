@@ -4,6 +4,7 @@
      ├── StoreUnavailable    the database cannot be opened, read or written
      ├── EmbeddingFailed     the embedding model could not be loaded or run
      ├── MigrationFailed     a schema migration did not apply
+     ├── JournalInUse        another process serves the same journal of turns
      └── ConsolidationRejected   (memory/facts/consolidation.py) a model's operations failed
                                  the strict parse or the write gate; nothing was applied
 
@@ -26,3 +27,7 @@ class EmbeddingFailed(MemoryLayerError):
 
 class MigrationFailed(MemoryLayerError):
     """A numbered migration failed; its transaction was rolled back."""
+
+
+class JournalInUse(MemoryLayerError):
+    """Another process holds the journal's lock (memory/store/journal_lock.py)."""

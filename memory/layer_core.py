@@ -28,6 +28,7 @@ from memory.settings import Settings
 from memory.store import fact_rows
 from memory.store.backend import StoreBackend, open_store
 from memory.store.journal import Journal
+from memory.store.journal_lock import JournalLock
 from memory.store.migrations import MigrationProgress
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class LayerCore:
         self.settings = settings
         self.store: StoreBackend = open_store(settings, on_migration)
         self._journal: Journal | None = None
+        self._journal_lock: JournalLock | None = None
         # Read a batch at a time: a big user's rows go to int8 and a file as they come
         # (memory/recall/row_load.py), never all in floats at once.
         self.index = VectorIndex(batches=self.store.read_user_vectors)
@@ -180,25 +182,44 @@ class LayerCore:
         """True when the store is Postgres, shared with other replicas."""
         return self.settings.db_url is not None
 
-    def open_journal(self, path: Path) -> Journal:
+    def open_journal(self, path: Path, lock: JournalLock | None = None) -> Journal:
         """The journal the writer appends finished turns to: the file at `path` for SQLite;
-        for Postgres the `pending_turns` table, with that file for when it is unreachable."""
-        if self.settings.db_url is None:
-            self._journal = Journal(path)
-        else:
-            from memory.store.pg_journal import PgJournal
-            from memory.store.postgres import PgStore
+        for Postgres the `pending_turns` table, with that file for when it is unreachable.
 
-            assert isinstance(self.store, PgStore)
-            self._journal = PgJournal(self.store, path)
+        This process holds the file's lock until `close` (memory/store/journal_lock.py):
+        `lock` when given (`moim serve` takes it before it opens the store), else taken here,
+        JournalInUse when another process holds it. Opened again, the same journal.
+        """
+        if self._journal is not None and self._journal.path == Path(path):
+            return self._journal
+        lock = lock or JournalLock(Path(path))
+        try:
+            if self.settings.db_url is None:
+                self._journal = Journal(path)
+            else:
+                from memory.store.pg_journal import PgJournal
+                from memory.store.postgres import PgStore
+
+                assert isinstance(self.store, PgStore)
+                self._journal = PgJournal(self.store, path)
+        except BaseException:
+            lock.release()
+            raise
+        if self._journal_lock is not None:  # another path's, given up with its journal
+            self._journal_lock.release()
+        self._journal_lock = lock
         return self._journal
 
     def close(self) -> None:
         """Close the store's connections (Postgres's pool; SQLite's close with the process)
-        and let go of the lexical index."""
+        and let go of the lexical index and of the journal's lock."""
         journal_close = getattr(self._journal, "close", None)
         if journal_close is not None:
             journal_close()
+        self._journal = None
+        if self._journal_lock is not None:
+            self._journal_lock.release()
+            self._journal_lock = None
         close = getattr(self.store, "close", None)
         if close is not None:
             close()

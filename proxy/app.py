@@ -24,7 +24,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
@@ -76,7 +75,7 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         tune_process()
         memory = layer or MemoryLayer(config.memory, embedder_factory(config))
         client = upstream_client(config)
-        journal = memory.open_journal(Path(f"{config.db_path}.journal"))
+        journal = memory.open_journal(config.journal_path)  # `moim serve` opened it
         writer = Writer(memory, journal, config.ingest_queue_size)
         mcp = _mcp_endpoint(config, memory)
         app.state.moim = AppState(

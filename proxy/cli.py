@@ -31,6 +31,7 @@ from proxy.cli_common import (
     check_db_directory,
     config_from,
     database_path,
+    hold_journal,
     namespace_given,
     open_layer,
     progress_bar,
@@ -87,7 +88,9 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     check_db_directory(config)
     # The store is opened (and migrated) here, not in the app's startup, so a database that
     # cannot be opened (unreachable, not a database) is one clear line, not a traceback.
+    lock = hold_journal(config)
     layer = open_layer(config, create=True)
+    layer.open_journal(config.journal_path, lock)
     if not is_loopback(config.host) and not config.keys:
         click.secho(
             f"WARNING: moim is listening on {config.host} with no proxy keys: anyone who can "

@@ -156,6 +156,19 @@ def open_layer(config: Config, create: bool | None = None) -> Any:
     return layer
 
 
+def hold_journal(config: Config) -> Any:
+    """The lock on the journal `moim serve` appends turns to, taken before the store is
+    opened: another moim serving the same journal is then one clear line, exit status 1,
+    before this one touches the database (the app's startup would report it as a traceback,
+    exit 3). The layer's `open_journal` is given it."""
+    from memory import JournalLock, MemoryLayerError
+
+    try:
+        return JournalLock(config.journal_path)
+    except (MemoryLayerError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 def check_db_directory(config: Config) -> None:
     """Refuse, before `moim serve` starts, a database directory that does not exist or that
     moim cannot write in: the journal of turns not yet stored is kept there (with Postgres

@@ -103,6 +103,12 @@ class Config:
     def db_path(self) -> Path:
         return self.memory.db_path
 
+    @property
+    def journal_path(self) -> Path:
+        """The journal of finished turns not yet stored, beside the database (with
+        Postgres, where turns wait while it is unreachable)."""
+        return Path(f"{self.db_path}.journal")
+
 
 def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     """Defaults, then the YAML file, then environment overrides."""

@@ -42,6 +42,7 @@ from starlette.types import Receive, Scope, Send
 from memory import MemoryLayer
 from proxy.auth import authenticate
 from proxy.identity import Identity, identify
+from proxy.mcp_drain import AnsweringWriter, DrainingReader, Unanswered
 from proxy.tools import FORGET, NAMES, RECALL, REMEMBER, SCHEMAS, SEARCH, offered, run_tool
 
 if TYPE_CHECKING:
@@ -151,10 +152,16 @@ def _version() -> str:
 
 
 async def serve_stdio(layer: MemoryLayer, user_id: str) -> None:
-    """Answer MCP on stdin/stdout for `user_id` until the client closes stdin (`moim mcp`)."""
+    """Answer MCP on stdin/stdout for `user_id` until the client closes stdin (`moim mcp`),
+    and every request read by then is answered (proxy/mcp_drain.py)."""
     server = build_server(layer, user_id)
+    unanswered = Unanswered()
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        await server.run(
+            DrainingReader(read_stream, unanswered),
+            AnsweringWriter(write_stream, unanswered),
+            server.create_initialization_options(),
+        )
 
 
 class McpEndpoint:

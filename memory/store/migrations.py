@@ -17,6 +17,7 @@ import sqlean
 
 from memory.errors import MigrationFailed
 from memory.store.fts import fts_document, owner_token, turn_tail
+from memory.store.newer_schema import refuse_newer
 
 logger = logging.getLogger(__name__)
 
@@ -312,11 +313,14 @@ def applied(db: Connection) -> list[str]:
     return [row[0] for row in db.execute("SELECT name FROM _moim_migrations ORDER BY name")]
 
 
-def migrate(db: Connection, progress: MigrationProgress | None = None) -> list[str]:
+def migrate(
+    db: Connection, progress: MigrationProgress | None = None, shown: str = "the database"
+) -> list[str]:
     """Apply every pending migration in order; return the names applied now.
 
     Each migration and its `_moim_migrations` row commit together or not at all. On an
-    upgrade (not a new database, which is quick), `progress` is told before each one.
+    upgrade (not a new database, which is quick), `progress` is told before each one. A
+    database a newer moim migrated is refused (MigrationFailed naming it as `shown`).
     """
     names = [m.__name__ for m in MIGRATIONS]
     if len(set(names)) != len(names):
@@ -325,6 +329,7 @@ def migrate(db: Connection, progress: MigrationProgress | None = None) -> list[s
         "CREATE TABLE IF NOT EXISTS _moim_migrations (name TEXT PRIMARY KEY, applied_at REAL)"
     )
     done = set(applied(db))
+    refuse_newer(done, names, shown)
     pending = [m for m in MIGRATIONS if m.__name__ not in done]
     ran: list[str] = []
     for migration in pending:

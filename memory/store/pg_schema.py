@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memory.errors import MigrationFailed
+from memory.store.newer_schema import refuse_newer
 
 logger = logging.getLogger(__name__)
 
@@ -219,8 +220,10 @@ def applied(conn: Any) -> list[str]:
     return [row[0] for row in conn.execute("SELECT name FROM _moim_migrations ORDER BY name")]
 
 
-def migrate(conn: Any) -> list[str]:
-    """Apply every pending migration in order on an autocommit connection; return those run."""
+def migrate(conn: Any, shown: str = "the database") -> list[str]:
+    """Apply every pending migration in order on an autocommit connection; return those run.
+    A database a newer moim migrated is refused (MigrationFailed naming it as `shown`)."""
+    refuse_newer(applied(conn), [name for name, _ in MIGRATIONS], shown)
     ran: list[str] = []
     for name, migration in MIGRATIONS:
         try:

@@ -3,6 +3,7 @@
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -130,6 +131,53 @@ def test_stdio_bad_arguments_are_tool_errors_not_crashes(stored):
         True,
     )
     assert result(alive)[1] is False
+
+
+def test_stdio_answers_every_request_sent_before_stdin_closes(stored):
+    """`printf '…initialize…\\n…tools/call…\\n' | moim mcp` answered the initialize only:
+    the SDK cancels the requests still being handled when its input ends."""
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "printf", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "search_memory", "arguments": {"query": "where is my kayak?"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": "3",
+            "method": "tools/call",
+            "params": {"name": "remember_fact", "arguments": {"key": "city", "value": "Oslo"}},
+        },
+    ]
+    server = stdio_server(stored.settings.db_path, "--user", "ann")
+    finished = subprocess.run(
+        [server.command, *server.args],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        env=server.env,
+        cwd=server.cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert finished.returncode == 0, finished.stderr
+    answers = {a["id"]: a for a in map(json.loads, finished.stdout.splitlines())}
+    assert set(answers) == {1, 2, "3"}, finished.stdout
+    found = json.loads(answers[2]["result"]["content"][0]["text"])
+    assert found["results"][0]["text"] == KAYAK
+    assert [(f.key, f.value) for f in stored.list_facts("ann")] == [("city", "Oslo")]
 
 
 def test_moim_mcp_refuses_a_missing_database_and_a_bad_user(tmp_path):

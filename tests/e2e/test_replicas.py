@@ -127,3 +127,29 @@ def test_kill_9_of_a_replica_under_load_loses_no_completed_turn(replicas, upstre
         assert layer.store.stats(USER).chunks > 0
     finally:
         layer.close()
+
+
+def test_a_second_replica_in_the_same_directory_refuses_to_share_its_journal(
+    pg_database, upstream, tmp_path
+):
+    """Turns wait in the replica's local journal while Postgres is unreachable: two replicas
+    in one directory would replay and empty each other's."""
+    url = pg_database()
+    first = Replica(url, upstream.url, tmp_path)
+    try:
+        first.wait("/health/readiness")
+        second = Replica(url, upstream.url, tmp_path)
+        try:
+            assert second.process.wait(timeout=60) == 1
+        finally:
+            second.__exit__(None, None, None)
+            second.log.close()
+        log = (tmp_path / "moim.log").read_text()
+        journal = tmp_path.resolve() / "moim.db.journal"
+        assert (
+            f"Error: another moim is using {journal}: process {first.process.pid} holds its lock"
+            in log
+        )
+        assert httpx.get(first.root + "/health/readiness").status_code == 200
+    finally:
+        first.__exit__(None, None, None)

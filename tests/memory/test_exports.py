@@ -39,6 +39,7 @@ def test_memory_exports_exactly_these_names():
         "GateResult",
         "Hit",
         "Journal",
+        "JournalLock",
         "LeftOut",
         "MAX_OPERATIONS",
         "MemoryBlock",

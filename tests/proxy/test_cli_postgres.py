@@ -5,7 +5,7 @@ import json
 
 from click.testing import CliRunner
 
-from memory import MemoryLayer, Settings, Turn
+from memory import MemoryLayer, Settings, Turn, redact_url
 from proxy.cli import main
 
 
@@ -113,3 +113,24 @@ def test_delete_with_vacuum_on_postgres_says_it_is_postgres_own_work(pg_database
     assert deleted.exit_code == 0, deleted.output
     assert deleted.stdout == "deleted 6 messages of ines\n"  # no "database file rewritten"
     assert "VACUUM FULL" in deleted.stderr
+
+
+def test_a_postgres_database_a_newer_moim_migrated_is_refused(pg_database, tmp_path, monkeypatch):
+    """After a rollback, the older moim opened a schema it does not know without a word."""
+    import psycopg
+
+    monkeypatch.chdir(tmp_path)
+    url = pg_database()
+    runner = CliRunner()
+    assert runner.invoke(main, ["migrate"], env={"MOIM_DB": url}).exit_code == 0
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO _moim_migrations VALUES ('m999_from_the_future', 0)")
+
+    for args in (["migrate"], ["stats", "--user", "kim"]):
+        refused = runner.invoke(main, args, env={"MOIM_DB": url})
+        assert refused.exit_code == 1, refused.output
+        assert refused.stderr == (
+            f"Error: {redact_url(url)} was upgraded by a newer moim: its schema is at "
+            "m999_from_the_future, this moim's at m004_vocabulary; upgrade moim again, or "
+            "restore the backup taken before `moim migrate`\n"
+        )
