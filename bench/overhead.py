@@ -57,7 +57,7 @@ from starlette.routing import Route  # noqa: E402
 
 from bench.harness import ensure_database, pgserver_url, sibling_url, vacuum  # noqa: E402
 from memory import MemoryLayer, RecallRequest, Settings, count_message_tokens, inject_block  # noqa: E402
-from memory.recall.retrieval import build_query  # noqa: E402
+from memory.recall.query import build_query  # noqa: E402
 from memory.store.fts import search_terms, turn_tail  # noqa: E402
 from memory.store.store import NewMessage  # noqa: E402
 from proxy.aiohttp_transport import AiohttpTransport  # noqa: E402

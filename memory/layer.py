@@ -30,7 +30,8 @@ from memory.ingest.identity import content_hash
 from memory.ingest.turns import question_text
 from memory.layer_admin import AdminSide
 from memory.layer_facts import FactsSide
-from memory.recall.retrieval import QUERY_CHARS, Retrieval, build_query, retrieve, task_query
+from memory.recall.query import QUERY_CHARS, build_query, task_query
+from memory.recall.retrieval import Retrieval, retrieve
 from memory.recall.superseded import replaced_replies
 from memory.recollection import PendingRecall, RecallRequest, Recollection
 from memory.records import (

@@ -15,20 +15,20 @@ first's, once the query's embedding run has given the words' vectors.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
-from memory.block.tokens import message_text
 from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import names_identifiers, nothing_stands_out
 from memory.recall.candidate_rows import CandidateRows
 from memory.recall.later import later_on_same_subject, may_come_later
+from memory.recall.query import QUERY_CHARS
 from memory.recall.scoring import Ranked, Weights, rank
 from memory.recall.user_matrix import Read
 from memory.recall.vectors import VectorIndex
@@ -42,16 +42,6 @@ from memory.store.fts import fts_terms, search_terms
 logger = logging.getLogger(__name__)
 
 _LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
-
-# A last user message shorter than this many words ("yes, do that", "why?") says little on
-# its own; the preceding assistant turn is added to the query.
-_SHORT_QUERY_WORDS = 6
-# What recall reads of a question: the model embeds its first 254 tokens and the lexical search
-# takes its first 24 terms, well inside this; the rest of a pasted document of megabytes was
-# tokenized whole (holding the GIL: 2 MB froze every request for 6 s) and scanned for dates,
-# identifiers and names, a few seconds a megabyte each.
-QUERY_CHARS = 16_000
-_CONTEXT_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,38 +70,6 @@ class Retrieval:
         """Whether the gate or the floors dropped a candidate (`left_out` says which): `hits`
         are some of `ranked`, each once, so the counts tell without reading the records."""
         return len(self.ranked) > len(self.hits)
-
-
-def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The last user message (its first `QUERY_CHARS`), plus the tail of the previous turn
-    when it is short."""
-    last_user = None
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
-            last_user = index
-            break
-    if last_user is None:
-        return ""
-    query = message_text(messages[last_user])[:QUERY_CHARS].strip()
-    before = messages[last_user - 1] if last_user > 0 else None
-    if len(query.split()) < _SHORT_QUERY_WORDS and before and before.get("role") != "system":
-        previous = message_text(before).strip()
-        if previous:
-            query = previous[-_CONTEXT_CHARS:] + "\n" + query
-    return query
-
-
-def task_query(messages: Sequence[Mapping[str, Any]], task: str | None) -> str:
-    """The query of a request with no user message (an agent whose client trimmed the task
-    away, keeping its tool rounds): `task`, the session's latest stored user message, else
-    the last thing said in the request (a tool's result, an assistant's text)."""
-    if task and task.strip():
-        return task[:QUERY_CHARS].strip()
-    for message in reversed(messages):
-        said = message_text(message)[:QUERY_CHARS].strip()
-        if said and message.get("role") != "system":
-            return said
-    return ""
 
 
 def retrieve(

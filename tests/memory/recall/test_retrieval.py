@@ -10,7 +10,8 @@ import pytest
 
 from memory.ingest.identity import content_hash
 from memory.ingest.turns import Turn, index_pending, store_turn
-from memory.recall.retrieval import _past_the_gate, _read, build_query, retrieve, task_query
+from memory.recall.query import build_query, task_query
+from memory.recall.retrieval import _past_the_gate, _read, retrieve
 from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
 from memory.records import Chunk
