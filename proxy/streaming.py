@@ -26,8 +26,7 @@ from typing import Any
 import anyio
 import httpx
 
-from proxy.errors import UpstreamError
-from proxy.upstream import body_chunks, upstream_error
+from proxy.upstream import body_chunks, broken_off
 
 logger = logging.getLogger(__name__)
 
@@ -283,8 +282,7 @@ async def read_reply(response: httpx.Response, limit: int) -> bytes | AsyncItera
         data = await _at_most(body_chunks(response), limit)
         return data
     except httpx.HTTPError as exc:
-        message = upstream_error("upstream closed the connection", "upstream_broken")
-        raise UpstreamError(502, message) from exc
+        raise broken_off() from exc
     finally:
         if isinstance(data, bytes):
             await response.aclose()

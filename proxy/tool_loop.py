@@ -47,7 +47,6 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive
 
 from proxy.client_gone import ClientLeft, until_client_leaves
-from proxy.errors import UpstreamError
 from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity
 from proxy.round_filter import RoundFilter, is_done, sse_events
@@ -56,9 +55,9 @@ from proxy.tools import MAX_ROUNDS, execute, is_memory_call, offered, with_memor
 from proxy.upstream import (
     Target,
     body_chunks,
+    broken_off,
     open_openai,
     unreachable,
-    upstream_error,
 )
 
 if TYPE_CHECKING:
@@ -208,13 +207,6 @@ def _clean(calls: Sequence[Mapping[str, Any]], round_: int) -> list[dict[str, An
     ]
 
 
-def _broken() -> UpstreamError:
-    """A round that broke off before the client was sent a byte (a round is held back until it
-    speaks): a clean 502, as for a non-streamed body cut off (`proxy/pipeline.py`). Once a
-    round is relayed, the relay breaks the client's connection off instead (`BrokeOff`)."""
-    return UpstreamError(502, upstream_error("upstream closed the connection", "upstream_broken"))
-
-
 async def _complete(loop: _Loop, body: dict[str, Any]) -> Response:
     messages = list(body["messages"])
     names = offered(loop.who.mode)
@@ -317,7 +309,7 @@ async def _hold(loop: _Loop, body: Mapping[str, Any]) -> _Held:
                 break
     except httpx.HTTPError:
         await upstream.aclose()
-        raise _broken() from None
+        raise broken_off() from None
     except BaseException:
         await upstream.aclose()
         raise

@@ -172,6 +172,14 @@ def _failed_call(exc: httpx.HTTPError) -> str:
     return f"{request.method} {shown}: {reason}"
 
 
+def broken_off() -> UpstreamError:
+    """The error a client gets when the provider broke off a body moim reads before it answers
+    (a non-streamed reply, an error, a memory-tool round held back): a clean 502, nothing
+    stored. Once moim relays a body, the relay breaks the client's connection off instead
+    (`proxy.streaming.BrokeOff`)."""
+    return UpstreamError(502, upstream_error("upstream closed the connection", "upstream_broken"))
+
+
 def upstream_error(message: str, code: str) -> bytes:
     """An OpenAI-shaped error body for a provider moim could not talk to."""
     return json.dumps(
