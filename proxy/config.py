@@ -36,6 +36,8 @@ from proxy.config_reader import (
 
 # The inspector's cookie secret, when configured, is at least this long (HMAC-SHA256's key).
 MIN_SECRET_LENGTH = 32
+# `server.max_body_bytes`: a body moim reads (a request, a reply it stores, an embedding answer).
+MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +84,7 @@ class Config:
     account_endpoints_for_all_keys: bool = False
     # With proxy keys, /metrics needs an admin or metrics key; true opens it to anyone.
     metrics_public: bool = False
-    max_body_bytes: int = 32 * 1024 * 1024
+    max_body_bytes: int = MAX_BODY_BYTES
     max_messages: int = 10_000
     max_header_bytes: int = 16 * 1024
     # A request's head must arrive within header_timeout seconds; its body must not stall
@@ -193,7 +195,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
             auth, "account_endpoints_for_all_keys", bool, False, "auth."
         ),
         metrics_public=typed(server, "metrics_public", bool, False, "server."),
-        max_body_bytes=at_least(server, "server.", "max_body_bytes", 32 * 1024 * 1024, 1),
+        max_body_bytes=at_least(server, "server.", "max_body_bytes", MAX_BODY_BYTES, 1),
         max_messages=at_least(server, "server.", "max_messages", 10_000, 1),
         max_header_bytes=at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
         header_timeout=above_zero(server, "server.", "header_timeout", 10.0),
