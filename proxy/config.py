@@ -100,6 +100,9 @@ class Config:
     inspector: InspectorConfig = field(default_factory=InspectorConfig)
     # None: the bundled embedding model (`memory.embedding_model`), offline.
     embedder: EmbedderConfig | None = None
+    # `journal:` / MOIM_JOURNAL; None: `<db>.journal` beside the SQLite file (with Postgres,
+    # `./moim.db.journal` in the working directory).
+    journal: Path | None = None
 
     @property
     def db_path(self) -> Path:
@@ -107,9 +110,9 @@ class Config:
 
     @property
     def journal_path(self) -> Path:
-        """The journal of finished turns not yet stored, beside the database (with
-        Postgres, where turns wait while it is unreachable)."""
-        return Path(f"{self.db_path}.journal")
+        """The journal of finished turns not yet stored (with Postgres, where turns wait
+        while it is unreachable): `journal`, else beside the database."""
+        return self.journal or Path(f"{self.db_path}.journal")
 
 
 def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
@@ -204,6 +207,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         **_consolidation(schedule),
         inspector=_inspector(_section(data, "inspector")),
         embedder=embedder_config(mem),
+        journal=_journal(typed(data, "journal", str, None)),
     )
     _refuse_unknown(data)
     return config
@@ -227,6 +231,8 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         if value not in ("on", "off"):
             raise ConfigError("MOIM_MEMORY must be 'on' or 'off'")
         changes["memory_enabled"] = value == "on"
+    if env.get("MOIM_JOURNAL"):
+        changes["journal"] = _journal(env["MOIM_JOURNAL"])
     if env.get("MOIM_CONSOLIDATION_MODEL"):
         changes["consolidation_model"] = env["MOIM_CONSOLIDATION_MODEL"]
     if env.get("MOIM_PROXY_KEYS") or env.get("MOIM_PROXY_KEYS_FILE"):
@@ -263,6 +269,11 @@ def database_fields(target: str, name: str = "db") -> dict[str, Any]:
 
 
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _journal(value: str | None) -> Path | None:
+    """`journal:` / MOIM_JOURNAL: the journal file's path, None when unset or blank."""
+    return Path(value) if value and value.strip() else None
 
 
 def _section(data: Section, key: str) -> Section:

@@ -61,6 +61,12 @@ def moim(tmp_path, yaml_text, env=None, verb="serve"):
             "Error: db: cannot create no/such/directory/moim.db: "
             "no such directory no/such/directory",
         ),
+        (
+            "",
+            {"MOIM_JOURNAL": "no/such/directory/moim.db.journal"},
+            "Error: journal: cannot create no/such/directory/moim.db.journal: "
+            "no such directory no/such/directory",
+        ),
     ],
 )
 def test_a_config_error_is_one_clear_line_and_a_non_zero_exit(tmp_path, yaml_text, env, error):
