@@ -233,6 +233,8 @@ class MemoryLayer(AdminSide, FactsSide):
                 exclude = exclude | {
                     h.chunk.message_hash for h in hits if h.chunk.message_id in replaced
                 }
+                gone = [h for h in hits if h.chunk.message_id in replaced]
+                dropped = [*dropped, *(LeftOut("replaced", hit=h) for h in gone)]
                 hits = [h for h in hits if h.chunk.message_id not in replaced]
             excerpts = build_excerpts(
                 hits,

@@ -192,6 +192,7 @@ class Counted:
 #   silent    its category's silence limit passed (an old open loop or event)
 LeftOutReason = Literal[
     "present",
+    "replaced",
     "abstained",
     "weak",
     "pool",

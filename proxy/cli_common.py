@@ -174,19 +174,29 @@ def check_db_directory(config: Config) -> None:
     moim cannot write in: the journal of turns not yet stored is kept there (with Postgres
     too), and SQLite's WAL and shared-memory files and the lexical index beside the file.
 
+    With `journal:` (MOIM_JOURNAL) set, its directory is checked too (with Postgres, only it).
     The journal is opened in the server's startup, where uvicorn would report this as a
     traceback and exit 3; SQLite's own message would be "unable to open database file".
     """
-    directory = config.db_path.parent
+    name = config.db_path.name
+    if config.journal is None:
+        _check_directory(
+            "db",
+            config.db_path,
+            f"moim keeps {name}'s journal there (and SQLite its -wal and -shm files)",
+        )
+        return
+    if config.memory.db_url is None:
+        _check_directory("db", config.db_path, "SQLite keeps its -wal and -shm files there")
+    _check_directory("journal", config.journal, "moim keeps the journal there")
+
+
+def _check_directory(name: str, path: Path, why: str) -> None:
+    directory = path.parent
     if not directory.is_dir():
-        raise click.ClickException(
-            f"db: cannot create {config.db_path}: no such directory {directory}"
-        )
+        raise click.ClickException(f"{name}: cannot create {path}: no such directory {directory}")
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise click.ClickException(
-            f"db: cannot write in {directory.resolve()}: moim keeps {config.db_path.name}'s "
-            "journal there (and SQLite its -wal and -shm files)"
-        )
+        raise click.ClickException(f"{name}: cannot write in {directory.resolve()}: {why}")
 
 
 def when(seconds: float | None) -> str:

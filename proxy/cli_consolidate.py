@@ -67,6 +67,8 @@ def _consolidate_user(config: Config, user_id: str, model: str, turns: int) -> N
     try:
         report = asyncio.run(run_once(config, open_layer(config), user_id, model, turns))
     except UpstreamError as exc:
+        if not exc.from_provider:  # moim's own: its message says it all
+            raise click.ClickException(exc.message) from exc
         detail = exc.content.decode("utf-8", "replace")[:500]
         raise click.ClickException(f"{exc.message}: {detail}") from exc
     click.echo(json.dumps(report.summary(), ensure_ascii=False))

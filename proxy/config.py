@@ -36,6 +36,8 @@ from proxy.config_reader import (
 
 # The inspector's cookie secret, when configured, is at least this long (HMAC-SHA256's key).
 MIN_SECRET_LENGTH = 32
+# `server.max_body_bytes`: a body moim reads (a request, a reply it stores, an embedding answer).
+MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +84,7 @@ class Config:
     account_endpoints_for_all_keys: bool = False
     # With proxy keys, /metrics needs an admin or metrics key; true opens it to anyone.
     metrics_public: bool = False
-    max_body_bytes: int = 32 * 1024 * 1024
+    max_body_bytes: int = MAX_BODY_BYTES
     max_messages: int = 10_000
     max_header_bytes: int = 16 * 1024
     # A request's head must arrive within header_timeout seconds; its body must not stall
@@ -98,6 +100,9 @@ class Config:
     inspector: InspectorConfig = field(default_factory=InspectorConfig)
     # None: the bundled embedding model (`memory.embedding_model`), offline.
     embedder: EmbedderConfig | None = None
+    # `journal:` / MOIM_JOURNAL; None: `<db>.journal` beside the SQLite file (with Postgres,
+    # `./moim.db.journal` in the working directory).
+    journal: Path | None = None
 
     @property
     def db_path(self) -> Path:
@@ -105,9 +110,9 @@ class Config:
 
     @property
     def journal_path(self) -> Path:
-        """The journal of finished turns not yet stored, beside the database (with
-        Postgres, where turns wait while it is unreachable)."""
-        return Path(f"{self.db_path}.journal")
+        """The journal of finished turns not yet stored (with Postgres, where turns wait
+        while it is unreachable): `journal`, else beside the database."""
+        return self.journal or Path(f"{self.db_path}.journal")
 
 
 def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
@@ -193,7 +198,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
             auth, "account_endpoints_for_all_keys", bool, False, "auth."
         ),
         metrics_public=typed(server, "metrics_public", bool, False, "server."),
-        max_body_bytes=at_least(server, "server.", "max_body_bytes", 32 * 1024 * 1024, 1),
+        max_body_bytes=at_least(server, "server.", "max_body_bytes", MAX_BODY_BYTES, 1),
         max_messages=at_least(server, "server.", "max_messages", 10_000, 1),
         max_header_bytes=at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
         header_timeout=above_zero(server, "server.", "header_timeout", 10.0),
@@ -202,6 +207,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         **_consolidation(schedule),
         inspector=_inspector(_section(data, "inspector")),
         embedder=embedder_config(mem),
+        journal=_journal(typed(data, "journal", str, None)),
     )
     _refuse_unknown(data)
     return config
@@ -225,6 +231,8 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         if value not in ("on", "off"):
             raise ConfigError("MOIM_MEMORY must be 'on' or 'off'")
         changes["memory_enabled"] = value == "on"
+    if env.get("MOIM_JOURNAL"):
+        changes["journal"] = _journal(env["MOIM_JOURNAL"])
     if env.get("MOIM_CONSOLIDATION_MODEL"):
         changes["consolidation_model"] = env["MOIM_CONSOLIDATION_MODEL"]
     if env.get("MOIM_PROXY_KEYS") or env.get("MOIM_PROXY_KEYS_FILE"):
@@ -261,6 +269,11 @@ def database_fields(target: str, name: str = "db") -> dict[str, Any]:
 
 
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _journal(value: str | None) -> Path | None:
+    """`journal:` / MOIM_JOURNAL: the journal file's path, None when unset or blank."""
+    return Path(value) if value and value.strip() else None
 
 
 def _section(data: Section, key: str) -> Section:

@@ -114,7 +114,7 @@ async def _one_batch(
             "consolidation user_id=%s model=%s not marked, due again next time: %s",
             user_id,
             model,
-            exc.message,  # the status only: the provider's body stays out of logs
+            exc.message,  # the status, or what moim met: the provider's body stays out of logs
         )
         return Outcome(user_id, error=exc.message)
     except Exception as exc:  # a bug or a failing store must not end the schedule

@@ -13,9 +13,10 @@ Both take every parameter from config (model, address, key, `dimensions`): nothi
 client's request reaches them but the text to embed. A query (on the request path) gets one
 try within `query_timeout`; a batch of documents (the writer's) gets `timeout` per try and
 `retries` more tries, 0.5 s, 1 s, 2 s … apart (a `Retry-After` of at most 30 s is honoured),
-when the failure may pass: no answer, 408, 409, 429 or 5xx. Any other answer fails at once.
-Failures are EmbeddingFailed, whose message names the status or the error's kind, never the
-key (a server's own message is kept with the key cut out).
+when the failure may pass: no answer, 408, 409, 429 or 5xx. Any other answer fails at once,
+and so does one longer than `server.max_body_bytes` (read no further: a service gone wrong
+cannot fill moim's memory). Failures are EmbeddingFailed, whose message names the status or
+the error's kind, never the key (a server's own message is kept with the key cut out).
 
 `embedder_factory(config)` is what `MemoryLayer` is given: the bundled model without
 `memory.embedder`, else a `ServiceEmbedder` over one of these.
@@ -24,6 +25,7 @@ key (a server's own message is kept with the key cut out).
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +42,7 @@ from memory import (
     Settings,
     redact_url,
 )
-from proxy.config import Config, EmbedderConfig
+from proxy.config import MAX_BODY_BYTES, Config, EmbedderConfig
 from proxy.errors import error_object
 from proxy.upstream import LITELLM_PREFIXES, load_litellm
 
@@ -60,13 +62,19 @@ def embedder_factory(config: Config) -> Callable[[Settings], Embedder]:
         return lambda settings: FastEmbedder(
             settings.embedding_model, settings.embedding_batch_size, settings.embedding_threads
         )
-    return lambda _settings: service_embedder(chosen)
+    limit = config.max_body_bytes
+    return lambda _settings: service_embedder(chosen, limit)
 
 
-def service_embedder(config: EmbedderConfig) -> ServiceEmbedder:
+def service_embedder(
+    config: EmbedderConfig, max_body_bytes: int = MAX_BODY_BYTES
+) -> ServiceEmbedder:
     """A `ServiceEmbedder` over the service `config` names (asked for its width now unless
-    `dimensions` is set)."""
-    service = OpenAIEmbeddings(config) if through_http(config) else LitellmEmbeddings(config)
+    `dimensions` is set); an answer over `max_body_bytes` is a failure."""
+    if through_http(config):
+        service: OpenAIEmbeddings | LitellmEmbeddings = OpenAIEmbeddings(config, max_body_bytes)
+    else:
+        service = LitellmEmbeddings(config)
     return ServiceEmbedder(
         config.model,
         service,
@@ -112,9 +120,10 @@ class _Retrying:
 class OpenAIEmbeddings(_Retrying):
     """`POST {api_base}/embeddings`, OpenAI's request and answer, over a pooled httpx client."""
 
-    def __init__(self, config: EmbedderConfig) -> None:
+    def __init__(self, config: EmbedderConfig, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         super().__init__(config)
         assert config.api_base is not None
+        self._limit = max_body_bytes
         self._url = config.api_base.rstrip("/") + "/embeddings"
         self._headers = {"content-type": "application/json"}
         if config.api_key:
@@ -138,15 +147,20 @@ class OpenAIEmbeddings(_Retrying):
                 self.pause(attempt - 1, retry_after)
             retry_after = None
             try:
-                response = self._client.post(
-                    self._url, json=body, headers=self._headers, timeout=self.timeout(kind)
-                )
+                with self._client.stream(
+                    "POST", self._url, json=body, headers=self._headers, timeout=self.timeout(kind)
+                ) as response:
+                    content = _at_most(response, self._limit)
             except httpx.HTTPError as exc:
                 why = f"no answer ({type(exc).__name__})"
                 continue
+            if content is None:
+                over = f"over {self._limit} bytes (server.max_body_bytes)"
+                why = f"status {response.status_code}, {over}"
+                break
             if response.status_code == 200:
-                return _rows(response, len(texts))
-            why = f"status {response.status_code}: {self.clean(_error_message(response))}"
+                return _rows(content, len(texts))
+            why = f"status {response.status_code}: {self.clean(_error_message(content))}"
             if response.status_code not in RETRIED:
                 break
             retry_after = _retry_after(response)
@@ -182,10 +196,20 @@ class LitellmEmbeddings(_Retrying):
         raise EmbeddingFailed(f"embedding model {self.config.model} (litellm): {why}")
 
 
-def _rows(response: httpx.Response, count: int) -> list[list[float]]:
+def _at_most(response: httpx.Response, limit: int) -> bytes | None:
+    """The body of `response`, or None past `limit` bytes (the rest is not read)."""
+    held = bytearray()
+    for piece in response.iter_bytes():
+        held += piece
+        if len(held) > limit:
+            return None
+    return bytes(held)
+
+
+def _rows(content: bytes, count: int) -> list[list[float]]:
     """The vectors of an OpenAI embeddings answer, in input order."""
     try:
-        data = response.json()["data"]
+        data = json.loads(content)["data"]
         items = sorted(data, key=lambda item: int(item["index"]))
         rows = [_vector(item["embedding"]) for item in items]
     except (ValueError, KeyError, TypeError) as exc:
@@ -202,12 +226,12 @@ def _vector(embedding: Any) -> list[float]:
     return [float(x) for x in embedding]
 
 
-def _error_message(response: httpx.Response) -> str:
+def _error_message(content: bytes) -> str:
     """The message of the service's error object (`proxy.errors.error_object`), else its body."""
-    error = error_object(response.content)
+    error = error_object(content)
     if error is not None and isinstance(error.get("message"), str):
         return str(error["message"])
-    return str(error) if error else response.text
+    return str(error) if error else content.decode("utf-8", "replace")
 
 
 def _retry_after(response: httpx.Response) -> float | None:

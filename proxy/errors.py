@@ -110,14 +110,23 @@ class ServiceUnavailable(ProxyError):
 
 
 class UpstreamError(ProxyError):
-    """The provider failed; carries its status and raw body to pass on unchanged."""
+    """The provider failed; carries its status and raw body to pass on unchanged. `message`
+    says what happened for moim's own (unreachable, timed out, broken off: `proxy.upstream`),
+    else it is the provider's status (`from_provider`)."""
 
     type = "upstream_error"
 
-    def __init__(self, status: int, content: bytes, headers: dict[str, str] | None = None):
-        super().__init__(f"upstream returned {status}", headers=headers)
+    def __init__(
+        self,
+        status: int,
+        content: bytes,
+        headers: dict[str, str] | None = None,
+        message: str | None = None,
+    ):
+        super().__init__(message or f"upstream returned {status}", headers=headers)
         self.status = status
         self.content = content
+        self.from_provider = message is None
 
 
 def error_object(body: bytes) -> dict[str, object] | None:

@@ -6,8 +6,10 @@ not know is taken as 128,000 tokens, and a local model with a smaller window wou
 a request that fits it, because of the block. And the block is a system message, placed (by
 default) just before the last user message: a local model whose chat template takes no system
 message, or one only first ("conversation roles must alternate user/assistant/…", Mistral's and
-Gemma's templates under vLLM or llama.cpp; "does not support 'system'", OpenAI's o1-mini)
-refuses a request that it takes without the block. The byte path (`proxy/pipeline.py`) and
+Gemma's templates under vLLM or llama.cpp; "does not support 'system'", OpenAI's o1-mini), or
+one not last (Mistral's API: "Expected last role User or Tool …", when a request with no user
+message, an agent loop's tool results, gets the block at its end) refuses a request that it
+takes without the block. The byte path (`proxy/pipeline.py`) and
 chat through litellm (`proxy/chat.py`: litellm reads each provider's words for it, and moim's
 error then carries OpenAI's code) send such a request once more as the client sent it, so
 memory never fails a request that would have succeeded directly; a request refused without
@@ -35,6 +37,7 @@ _ROLE_WORDS = (
     "system role not supported",
     "does not support 'system'",
     "only user and assistant roles are supported",
+    "expected last role",  # Mistral's API, the block last: "… but got system"
 )
 # What the request's `x-memory-error` says when it was sent again without the block.
 _WITHOUT_BLOCK = "the memory block passed the model's context window: sent without it"

@@ -150,10 +150,9 @@ def unreachable(exc: httpx.HTTPError) -> UpstreamError:
     """
     if isinstance(exc, httpx.TimeoutException):
         logger.warning("upstream timed out: %s", _failed_call(exc))
-        return UpstreamError(504, upstream_error("upstream timed out", "upstream_timeout"))
+        return own_error(504, "upstream timed out", "upstream_timeout")
     logger.warning("upstream unreachable: %s", _failed_call(exc))
-    message = f"upstream unreachable: {type(exc).__name__}"
-    return UpstreamError(502, upstream_error(message, "upstream_unreachable"))
+    return own_error(502, f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable")
 
 
 def _failed_call(exc: httpx.HTTPError) -> str:
@@ -177,7 +176,12 @@ def broken_off() -> UpstreamError:
     (a non-streamed reply, an error, a memory-tool round held back): a clean 502, nothing
     stored. Once moim relays a body, the relay breaks the client's connection off instead
     (`proxy.streaming.BrokeOff`)."""
-    return UpstreamError(502, upstream_error("upstream closed the connection", "upstream_broken"))
+    return own_error(502, "upstream closed the connection", "upstream_broken")
+
+
+def own_error(status: int, message: str, code: str) -> UpstreamError:
+    """moim's error for a provider it could not talk to, saying so (not "upstream returned")."""
+    return UpstreamError(status, upstream_error(message, code), message=message)
 
 
 def upstream_error(message: str, code: str) -> bytes:

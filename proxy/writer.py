@@ -44,6 +44,7 @@ import anyio.to_thread
 from memory import Journal, MemoryLayer, Turn
 from proxy.storing import TRANSIENT
 from proxy.supervisor import supervise
+from proxy.writer_forgotten import ForgottenUsers
 from proxy.writer_health import WriterHealth
 from proxy.writer_progress import Progress
 from proxy.writer_queue import TurnQueue, left_in
@@ -87,8 +88,7 @@ class Writer:
         self._indexer: ThreadPoolExecutor | None = None
         self._stopping = False
         self.restarts = 0  # times the writer's task crashed and was restarted
-        self._forgets = 0  # users forgotten so far: `forget_mark`
-        self._forgotten: dict[str, int] = {}  # user → the mark their latest forget made
+        self._forgotten = ForgottenUsers()
 
     # -- what it reports -------------------------------------------------------------------
 
@@ -229,19 +229,19 @@ class Writer:
         Synchronous on the event loop, as `submit` and the journal's tidying are: no append
         slips in between. A journal that cannot be rewritten counts as failing. Requests of
         theirs under way now are not to be stored either (`forgotten_since`)."""
-        self._forgets += 1
-        self._forgotten[user_id] = self._forgets
+        self._forgotten.add(user_id)
         self._turns.forget(user_id)
 
     def forget_mark(self) -> int:
         """A mark of this moment, taken as a request arrives (`forgotten_since`)."""
-        return self._forgets
+        return self._forgotten.mark()
 
     def forgotten_since(self, user_id: str, mark: int) -> bool:
         """Whether `user_id` was forgotten after `forget_mark` gave `mark`: the turn of a
         request that arrived before is not stored (a reply streaming while its user was
-        forgotten would bring back, when it ends, the whole history its request resent)."""
-        return self._forgotten.get(user_id, 0) > mark
+        forgotten would bring back, when it ends, the whole history its request resent;
+        proxy/writer_forgotten.py)."""
+        return self._forgotten.forgotten_since(user_id, mark)
 
     def scrub_soon(self) -> None:
         """Wake the writer after a user was forgotten: once no turn waits, it erases their

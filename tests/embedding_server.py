@@ -10,6 +10,8 @@ that share words have a high cosine and recall through it finds them. It records
 - ``status`` (e.g. 503) answers every call with that status and an OpenAI-shaped error, or
   with ``error_body`` (any JSON) when that is set;
 - ``fail_next`` answers that many next calls with 503, then works again (a retry test);
+- ``padding`` adds that many bytes to each answer (a field OpenAI's has not): a body too
+  big to hold;
 - ``stop()`` ends the server: calls then find nothing listening.
 """
 
@@ -65,6 +67,7 @@ class EmbeddingServer:
         self.status: int | None = None
         self.error_body: Any = None
         self.fail_next = 0
+        self.padding = 0
         self.app = Starlette(routes=[Route("/v1/embeddings", self._embeddings, methods=["POST"])])
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -91,6 +94,8 @@ class EmbeddingServer:
         ]
         usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
         answer = {"object": "list", "data": data, "model": body.get("model"), "usage": usage}
+        if self.padding:
+            answer["padding"] = "x" * self.padding
         return JSONResponse(answer)
 
     def stop(self) -> None:

@@ -2,9 +2,10 @@
 
 Recall decides nothing here: this module only names, after the fact, the step that dropped
 each chunk or fact, from what those steps returned. Retrieval reports what it dropped itself
-(present in the request, abstained on, weak: `memory.recall.retrieval`), and so does fact
-selection (silent, past the facts cap: `memory.facts.rules`); the rest is told by comparing
-the ranked hits with the excerpts built and the excerpts and facts the block holds.
+(present in the request, abstained on, weak: `memory.recall.retrieval`), and so do the
+layer (replies the client regenerated: `memory.recall.superseded`) and fact selection
+(silent, past the facts cap: `memory.facts.rules`); the rest is told by comparing the ranked
+hits with the excerpts built and the excerpts and facts the block holds.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ def left_out(
     shown = {i for excerpt in (block.recalled if block else ()) for i in excerpt.chunk_ids}
     built = {i for excerpt in excerpts for i in excerpt.chunk_ids}
     found = [item for item in dropped if item.fact is None]
+    told = {item.hit.chunk.id for item in found if item.hit is not None}  # a replaced reply
     for hit in ranked[:pool]:
-        if hit.chunk.id not in shown:
+        if hit.chunk.id not in shown and hit.chunk.id not in told:
             cut = hit.chunk.id in built  # in an excerpt the token cap dropped
             found.append(LeftOut("context_budget" if cut else "excerpts", hit=hit))
     found += [LeftOut("pool", hit=hit) for hit in ranked[pool:]]

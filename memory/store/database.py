@@ -47,7 +47,7 @@ class Database:
         """This thread's connection (WAL, foreign keys, sqlite-vec loaded)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect(self.target, self.busy_timeout, self.path)
+            conn = connect(self.target, self.busy_timeout)
             self._local.conn = conn
         return conn
 
@@ -141,9 +141,9 @@ def create_private(path: str) -> None:
         pass  # it exists (its mode is the owner's choice), or connect names the problem
 
 
-def connect(path: str, busy_timeout: float = 10.0, shown: str | None = None) -> Connection:
+def connect(path: str, busy_timeout: float = 10.0) -> Connection:
     """A connection to `path` that waits up to `busy_timeout` seconds for another's lock;
-    an error names the file as `shown` (the path as the user gave it), else as `path`."""
+    an error names the file by its absolute path (what the user needs to find it)."""
     try:
         conn = sqlean.connect(
             path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
@@ -162,5 +162,6 @@ def connect(path: str, busy_timeout: float = 10.0, shown: str | None = None) -> 
         conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000):d}")
         conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB:d}")
     except sqlean.Error as exc:
-        raise StoreUnavailable(f"cannot open {shown or path}: {exc}") from exc
+        shown = path if path == ":memory:" else os.path.abspath(path)
+        raise StoreUnavailable(f"cannot open {shown}: {exc}") from exc
     return conn

@@ -19,6 +19,8 @@ MAX_RESULTS = 50
 REASONS = {
     "present": "already in the request (or in the conversation the provider holds): the "
     "model sees it there",
+    "replaced": "a reply the client regenerated: the conversation goes on from another one, "
+    "so the model would take this one for something it said",
     "abstained": "low confidence, so recall abstained: no keyword match and a weak best "
     "meaning match (memory.min_similarity), or nothing stood out of the question's topic "
     "(the abstention gate, memory.min_standout)",

@@ -278,7 +278,7 @@ def test_an_unreachable_model_leaves_the_user_unmarked_and_is_tried_again(
     layer = MemoryLayer(settings, embedder_factory=lambda _: embedder)
     unmarked = (
         "consolidation user_id=ann model=consolidator not marked, due again next time: "
-        "upstream returned 502"
+        "upstream unreachable: ConnectError"  # was "upstream returned 502": moim's own 502
     )
 
     with caplog.at_level(logging.INFO, logger="proxy"):
@@ -351,6 +351,31 @@ def test_cli_prints_users_not_consolidated_and_exits_non_zero(tmp_path, upstream
     assert result.exit_code == 1
     assert result.stdout == '{"user_id": "ann", "error": "upstream returned 500"}\n'
     assert result.stderr.splitlines()[1:] == ["Error: 1 of 1 due users not consolidated"]
+    assert cli_layer.consolidated_through("ann") == 0
+
+
+@pytest.mark.parametrize(
+    ("scripted", "said"),
+    [
+        ({"broken_after": 0}, "Error: upstream closed the connection\n"),
+        (
+            {"status": 502, "body": {"error": {"message": "bad gateway"}}},
+            'Error: upstream returned 502: {"error":{"message":"bad gateway"}}\n',
+        ),
+    ],
+)
+def test_cli_with_user_says_what_failed_moims_502_or_the_providers(
+    tmp_path, upstream, cli_layer, scripted, said
+):
+    """moim's own 502 (the provider broke off, or was unreachable) was "upstream returned
+    502", as if the provider had answered it."""
+    chat(cli_layer, "ann", "I moved to Lisbon.")
+    upstream.json_script.append(scripted)
+
+    result = run_cli(tmp_path, upstream, "", "--user", "ann", "--model", MODEL)
+
+    assert result.exit_code == 1
+    assert result.stderr.splitlines(keepends=True)[1:] == [said]
     assert cli_layer.consolidated_through("ann") == 0
 
 

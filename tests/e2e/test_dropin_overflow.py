@@ -252,3 +252,56 @@ def test_a_model_that_takes_no_system_message_there_gets_the_request_without_the
     assert raw.headers["x-memory-facts-injected"] == "0"
     assert "refused the memory block" in raw.headers["x-memory-error"]
     assert injected_at(proxy) == [None]
+
+
+# -- a provider that takes a request only when its last message is the user's or a tool's ---
+
+LAST_ROLE_ERROR = (
+    "Expected last role User or Tool (or Assistant with prefix True) for serving but got system"
+)
+
+
+async def _last_role(request):
+    """Mistral's API: a 400 unless the last message is a user or tool message (its words)."""
+    messages = json.loads(await request.body())["messages"]
+    last = messages[-1]["role"]
+    if last not in ("user", "tool"):
+        error = {
+            "message": LAST_ROLE_ERROR.replace("system", last),
+            "type": "invalid_request_error",
+        }
+        body = {"object": "error", **error, "param": None, "code": None}
+        return Response(json.dumps(body), 400, media_type="application/json")
+    roles = [m["role"] for m in messages]
+    reply = dict(QUICK, choices=[dict(QUICK["choices"][0], message=said(f"read {roles}"))])
+    return Response(json.dumps(reply), media_type="application/json")
+
+
+@pytest.mark.parametrize("route", ["byte path", "litellm"])
+def test_a_provider_refusing_the_block_as_the_last_message_gets_the_request_without_it(
+    make_proxy, route
+):
+    """An agent loop's request with no user message (only tool results after the assistant's
+    call): the block goes at the end, after them, which OpenAI takes; Mistral's API takes a
+    request only when a user or tool message ends it, and its refusal failed the request."""
+    app = Starlette(routes=[Route("/v1/chat/completions", _last_role, methods=["POST"])])
+    call = {"id": "call_1", "type": "function", "function": {"name": "where", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "You are a travel agent."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Lisbon"},
+    ]
+    with serve_app(app) as root:
+        if route == "litellm":
+            mistral = ModelRoute(model="openai/mistral-small", api_base=root + "/v1", api_key="k")
+            proxy = with_fact(make_proxy(routes={"mistral-small": mistral}))
+        else:
+            proxy = with_fact(make_proxy(upstream_base_url=root + "/v1"))
+        with proxy.client() as client:
+            raw = client.chat.completions.with_raw_response.create(
+                model="mistral-small", messages=messages, extra_headers=ALICE
+            )
+
+    assert raw.parse().choices[0].message.content == "read ['system', 'assistant', 'tool']"
+    assert "refused the memory block" in raw.headers["x-memory-error"]
+    assert injected_at(proxy) == [None]

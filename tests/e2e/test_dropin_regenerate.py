@@ -5,6 +5,7 @@ replaced is not recalled into the conversation, neither while it asks again nor 
 turn its window dropped would be.
 """
 
+import httpx
 import pytest
 
 from tests.e2e.test_recall import block_in
@@ -42,3 +43,26 @@ def test_a_replaced_reply_is_stored_but_not_recalled(proxy, upstream):
     assert stored == [SYSTEM["content"], ASK["content"], FIRST, SECOND, FOLLOW["content"], "Noted."]
     assert FIRST not in asked_again and FIRST not in again and SECOND not in again
     assert FIRST not in after
+
+
+def test_why_this_block_says_a_replaced_reply_was_left_out_as_replaced(proxy, upstream):
+    """The inspector said it was left out for lack of room in the tier's excerpts."""
+    upstream.script[:] = [{"content": text} for text in (FIRST, SECOND, "Noted.")]
+    with proxy.client() as client:
+        chat(client, [SYSTEM, ASK])
+        proxy.flush()
+        chat(client, [SYSTEM, ASK])  # regenerate
+        proxy.flush()
+        second = {"role": "assistant", "content": SECOND}
+        client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[SYSTEM, ASK, second, FOLLOW],
+            extra_headers={"x-request-id": "req-after"},
+        )
+
+    page = httpx.get(proxy.root + "/ui/users/default/why", params={"request": "req-after"})
+
+    assert page.status_code == 200
+    left_out = page.text[page.text.index("Left out") :]
+    row = left_out[: left_out.index(FIRST)].rsplit("<tr", 1)[1]
+    assert "<strong>replaced</strong>" in row and "a reply the client regenerated" in row

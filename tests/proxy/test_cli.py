@@ -61,6 +61,12 @@ def moim(tmp_path, yaml_text, env=None, verb="serve"):
             "Error: db: cannot create no/such/directory/moim.db: "
             "no such directory no/such/directory",
         ),
+        (
+            "",
+            {"MOIM_JOURNAL": "no/such/directory/moim.db.journal"},
+            "Error: journal: cannot create no/such/directory/moim.db.journal: "
+            "no such directory no/such/directory",
+        ),
     ],
 )
 def test_a_config_error_is_one_clear_line_and_a_non_zero_exit(tmp_path, yaml_text, env, error):
@@ -74,7 +80,8 @@ def test_a_config_error_is_one_clear_line_and_a_non_zero_exit(tmp_path, yaml_tex
 def test_a_store_that_cannot_be_opened_is_one_clear_line(tmp_path):
     result = moim(tmp_path, "db: no/such/directory/moim.db\n", verb="migrate")
     assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith("Error: cannot open no/such/directory/moim.db"), result.stderr
+    db = tmp_path.resolve() / "no/such/directory/moim.db"  # absolute: what finds it
+    assert result.stderr.startswith(f"Error: cannot open {db}: "), result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -103,7 +110,8 @@ def test_serve_on_a_file_that_is_not_a_database_is_one_clear_line(tmp_path):
     result = moim(tmp_path, f"server: {{port: {port}}}\n")
 
     assert result.returncode == 1, result.stderr
-    assert result.stderr == "Error: cannot open moim.db: file is not a database\n"
+    db = tmp_path.resolve() / "moim.db"
+    assert result.stderr == f"Error: cannot open {db}: file is not a database\n"
 
 
 def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(tmp_path):

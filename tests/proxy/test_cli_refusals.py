@@ -19,14 +19,16 @@ NEWER = (
 )
 
 
-def serve(cwd, db=None):
+def serve(cwd, db=None, journal=None):
     """`moim serve` started in `cwd` (memory off: no model to load; the store and the journal
-    are opened all the same), on `db` when given, else `./moim.db`."""
+    are opened all the same), on `db` when given, else `./moim.db`; `journal`: MOIM_JOURNAL."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["MOIM_MEMORY"] = "off"
     if db is not None:
         env["MOIM_DB"] = str(db)
+    if journal is not None:
+        env["MOIM_JOURNAL"] = str(journal)
     return subprocess.Popen(
         [sys.executable, "-m", "proxy.cli", "serve", "--port", str(free_port())],
         cwd=cwd,
@@ -111,3 +113,27 @@ def test_a_second_serve_in_the_same_directory_refuses_to_share_the_journal(tmp_p
         finally:
             after.terminate()
             after.wait(timeout=60)
+
+
+def test_with_postgres_the_journal_is_where_moim_journal_names_it(tmp_path, pg_database):
+    """It was `./moim.db.journal` whatever was set: in the Docker image, `/app`'s, lost with
+    the container, the turns waiting there for an unreachable database with it. A second
+    replica given the same journal refuses it, from any directory."""
+    app, data, other = tmp_path / "app", tmp_path / "data", tmp_path / "other"
+    for directory in (app, data, other):
+        directory.mkdir()
+    url, journal = pg_database(), data / "moim.db.journal"
+    with serve(app, url, journal) as first:
+        try:
+            assert "Application startup complete" in said_until_started(first)
+            assert journal.exists() and not (app / "moim.db.journal").exists()
+            with serve(other, url, journal) as second:
+                try:
+                    refused = said_until_started(second)
+                finally:
+                    second.kill()
+                    second.wait(timeout=60)
+            assert refused.startswith(f"Error: another moim is using {journal}: ")
+        finally:
+            first.terminate()
+            first.wait(timeout=60)

@@ -166,6 +166,18 @@ def test_environment_beats_yaml(in_empty_dir):
     assert config.memory.placement == "system"  # untouched by the environment
 
 
+def test_the_journal_is_beside_the_database_unless_journal_names_it(in_empty_dir):
+    """With Postgres the journal was always `./moim.db.journal`, in the working directory (in
+    the Docker image `/app`, lost with the container): `journal:` / MOIM_JOURNAL name it."""
+    postgres = {"MOIM_DB": "postgresql://moim@db/moim"}
+    assert load_config(None, {"MOIM_DB": "/d/x.db"}).journal_path == Path("/d/x.db.journal")
+    assert load_config(None, postgres).journal_path == Path("moim.db.journal")
+    yaml_file = write(in_empty_dir / "moim.yaml", "journal: /data/yaml.journal\n")
+    assert load_config(yaml_file, postgres).journal_path == Path("/data/yaml.journal")
+    env = {**postgres, "MOIM_JOURNAL": "/data/env.journal"}
+    assert load_config(yaml_file, env).journal_path == Path("/data/env.journal")
+
+
 def test_moim_memory_off_turns_memory_off(in_empty_dir):
     assert load_config(None, {"MOIM_MEMORY": "off"}).memory_enabled is False
     assert load_config(None, {"MOIM_MEMORY": " OFF "}).memory_enabled is False
@@ -566,7 +578,7 @@ def test_consistent_key_entries_load(in_empty_dir):
         (
             "wibble: 1",
             "wibble: unknown key; the top level takes: auth, consolidation, context_windows, db, "
-            "inspector, memory, models, server, upstream",
+            "inspector, journal, memory, models, server, upstream",
         ),
         (
             "server: {1: 2}",

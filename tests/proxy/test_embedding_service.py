@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from memory import EmbeddingFailed
+from memory import EmbeddingFailed, Settings
 from proxy import embedding_service
-from proxy.config import EmbedderConfig
-from proxy.embedding_service import through_http
+from proxy.config import Config, EmbedderConfig
+from proxy.embedding_service import embedder_factory, through_http
 from tests.embedding_server import DIMENSIONS, bag_of_words, serve_embeddings
 
 KEY = "sk-embed-secret-123"
@@ -169,6 +169,29 @@ def test_a_refusal_in_another_shape_than_openais_is_embedding_failed(
         embedder.embed_documents(["bees"])
 
     assert str(failed.value).endswith(said)  # the flat shape (vLLM's): its message
+
+
+@pytest.mark.parametrize("failing", [False, True])
+def test_an_answer_over_max_body_bytes_is_not_held_and_fails_at_once(server, failing):
+    """It was read whole into RAM (an endless one: until memory ran out); the limit is
+    `server.max_body_bytes`, as for a provider's bodies."""
+    chosen = config(server, dimensions=DIMENSIONS)
+    embedder = embedder_factory(Config(max_body_bytes=64 * 1024, embedder=chosen))(Settings())
+    if failing:
+        server.status, server.error_body = 503, "x" * 200_000
+    else:
+        server.padding = 200_000
+    try:
+        with pytest.raises(EmbeddingFailed) as failed:
+            embedder.embed_documents(["bees"])
+    finally:
+        embedder.close()
+
+    status = 503 if failing else 200
+    assert str(failed.value).endswith(
+        f"embeddings: status {status}, over 65536 bytes (server.max_body_bytes)"
+    )
+    assert len(server.calls) == 1  # not tried again: a service gone wrong
 
 
 def test_a_service_that_is_not_listening_fails_with_embedding_failed(server, service_embedder):
