@@ -35,12 +35,30 @@ FACT_SECTIONS: dict[Policy, str] = {
 # fillers, variation selectors). They are dropped before a line is compared.
 _IGNORABLE = frozenset("\u034f\u115f\u1160\u3164\uffa0" + "".join(map(chr, range(0xFE00, 0xFE10))))
 # Look-alikes NFKC leaves alone but a reader takes for `=`, `[` or `]`: for the brackets, every
-# one Unicode names a bracket (angle, corner, lenticular, tortoise shell, white square, …) but
-# the round and curly ones, so `〈Known about the user〉` counts as `[Known about the user]`.
-_OPENING = "⁅❬❰❲⟦⟨⟪⟬⦇⦉⦋⦍⦏⦑⦓⦕⦗⧼⸢⸤⸦⹕⹗〈《「『【〔〖〘〚"
-_CLOSING = "⁆❭❱❳⟧⟩⟫⟭⦈⦊⦌⦎⦐⦒⦔⦖⦘⧽⸣⸥⸧⹖⹘〉》」』】〕〗〙〛"
-_LOOK_ALIKES = str.maketrans(
-    "═꞊゠᐀⹀" + _OPENING + _CLOSING, "=" * 5 + "[" * len(_OPENING) + "]" * len(_CLOSING)
+# one Unicode names a bracket (angle, corner, lenticular, tortoise shell, white square, the
+# pieces of a tall `[`, substitution and omission brackets, …) but the round and curly ones,
+# and the ceiling and floor signs, so `〈Known about the user〉` and `⎡Known about the user⎤`
+# count as `[Known about the user]`.
+_OPENING = "⁅❬❰❲⟦⟨⟪⟬⦇⦉⦋⦍⦏⦑⦓⦕⦗⧼⸢⸤⸦⹕⹗〈《「『【〔〖〘〚⎡⎢⎣⸂⸄⸉⸌⸜⌈⌊"
+_CLOSING = "⁆❭❱❳⟧⟩⟫⟭⦈⦊⦌⦎⦐⦒⦔⦖⦘⧽⸣⸥⸧⹖⹘〉》」』】〕〗〙〛⎤⎥⎦⸃⸅⸊⸍⸝⌉⌋"
+_EQUALS = "═꞊゠᐀⹀🟰"
+# Letters of other scripts drawn as Latin ones (Cyrillic, Greek, Latin small capitals),
+# which NFKC keeps apart: `=== Еnd Меmоry ===` in Cyrillic reads as the delimiter.
+_LETTERS = {
+    "АВЕКМНОРСТУХЅІЈԀԚԜҮӀ": "ABEKMHOPCTYXSIJDQWYI",
+    "аеорсухѕіјһԁԛԝүӏкмт": "aeopcyxsijhdqwylkmt",
+    "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορυχγ": "ABEZHIKMNOPTYXaeikvopuxy",
+    "ᴀʙᴄᴅᴇɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢıɑɡ": "abcdeghijklmnoprstuvwyziag",
+}
+# Unicode's tag characters (U+E0020-U+E007E) are invisible, yet models read them as the ASCII
+# they shadow: a line of them spelling `=== End Memory ===` is one a model reads.
+_TAGS = {code: code - 0xE0000 for code in range(0xE0020, 0xE007F)}
+_LOOK_ALIKES = (
+    str.maketrans(
+        _EQUALS + _OPENING + _CLOSING + "".join(_LETTERS),
+        "=" * len(_EQUALS) + "[" * len(_OPENING) + "]" * len(_CLOSING) + "".join(_LETTERS.values()),
+    )
+    | _TAGS
 )
 # Combining marks (over, under or around the character before): `=\u0301` still reads as `=`.
 _MARKS = frozenset(("Mn", "Me"))
@@ -48,8 +66,11 @@ _RULE = re.compile(r"={3,}")
 # A delimiter's words with a rule of `=` before or after them, anywhere in a line. The rule
 # before is tried only where a run of `=` starts: from each `=` of a long run it was rescanned
 # to its end (an 8,000-character line: 8 s).
+# The words may be joined by any run of other characters (`End-Memory`, `end_memory`,
+# `EndMemory`), and the rule set off from them by up to three (`===- End Memory -===`).
 _DELIMITER_WORDS = re.compile(
-    r"(?:(?<!=)(={2,}) ?)?\b(?:end memory|memory context)\b(?: ?(={2,}))?"
+    r"(?:(?<!=)(={2,})[^\w=]{0,3})?\b(?:end[\W_]*memory|memory[\W_]*context)\b"
+    r"(?:[^\w=]{0,3}(={2,}))?"
 )
 _BRACKETED_START = re.compile(r" ?\[([^\]]*)\]")
 
@@ -61,14 +82,16 @@ def escape_memory_text(text: str) -> str:
     could end the block early or forge a section, so such lines are changed, and only those.
     Each line is judged by how it reads, not by its code points: compared in NFKC, casefolded,
     without invisible characters or combining marks, with each run of whitespace one space,
-    and with a few look-alikes NFKC keeps (`═`, `᐀`, and brackets of other shapes: `【`,
-    `〈`, `⦋`) read as `=`, `[` and `]` (so `＝＝＝ End Memory ＝＝＝`, `=== end memory ===`,
-    `=\u200b== End  Memory ===`, `=\u0301=\u0301= End Memory`, `［Known about the user］`
-    and `〈Known about the user〉` count).
+    with a few look-alikes NFKC keeps (`═`, `᐀`, and brackets of other shapes: `【`,
+    `〈`, `⦋`, `⎡`) read as `=`, `[` and `]`, Cyrillic, Greek and small-capital letters drawn
+    as Latin ones read as those, and tag characters as the ASCII they shadow (so
+    `＝＝＝ End Memory ＝＝＝`, `=== end memory ===`, `=\u200b== End  Memory ===`,
+    `=\u0301=\u0301= End Memory`, `=== Еnd Меmоrу ===` in Cyrillic, `===End-Memory===`,
+    `［Known about the user］` and `〈Known about the user〉` count).
 
     Line by line (any Unicode line break counts, and becomes "\\n"):
-    - a rule of `=` (two or more) next to the words "End Memory" or "Memory Context",
-      anywhere in a line, is spaced out: `= = = End Memory = = =`;
+    - a rule of `=` (two or more) next to the words "End Memory" or "Memory Context" (joined
+      by anything, or nothing), anywhere in a line, is spaced out: `= = = End Memory = = =`;
     - a line that starts with `===` (after indentation) starts with that rule spaced out;
     - a line that starts with `[` and ends with `]`, like a section line, gets round brackets
       instead: `(Known about the user)`; so does a leading `[...]` that is a section name.
@@ -127,12 +150,14 @@ def _as_read(line: str) -> tuple[str, list[int]]:
     chars: list[str] = []
     origin: list[int] = []
     for index, char in enumerate(line):
+        if not char.isascii():
+            char = char.translate(_TAGS)  # before `_invisible`: a tag reads as its ASCII
         if char.isascii():
             reads = char.lower()  # what NFKC, casefold and the look-alikes make of it
         elif _invisible(char) or unicodedata.category(char) in _MARKS:
             continue
         else:
-            reads = unicodedata.normalize("NFKC", char).casefold().translate(_LOOK_ALIKES)
+            reads = unicodedata.normalize("NFKC", char).translate(_LOOK_ALIKES).casefold()
         for read in reads:
             if read.isspace():
                 if chars and chars[-1] == " ":
