@@ -30,6 +30,7 @@ from proxy import litellm_params
 from proxy.config import Config
 from proxy.errors import BadRequest, UpstreamError
 from proxy.header_lines import NOT_FORWARDED_WITH_MEMORY, client_lines
+from proxy.litellm_redirects import follow_no_redirects, redirect_refused
 from proxy.upstream_client import send
 
 logger = logging.getLogger(__name__)
@@ -204,6 +205,7 @@ def load_litellm() -> Any:
     for name in _LITELLM_LOGGERS:
         quiet = logging.getLogger(name)
         quiet.setLevel(max(quiet.getEffectiveLevel(), logging.WARNING))
+    follow_no_redirects()  # a provider's 307 elsewhere would take its key there
     return litellm
 
 
@@ -286,6 +288,8 @@ def _failure(exc: Exception, litellm: Any) -> UpstreamError:
         logger.warning("litellm call failed: %s", type(transport).__name__)
         return unreachable(transport)
     status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and 300 <= status < 400:  # `follow_no_redirects`
+        return _logged(exc, 502, _error_object(redirect_refused(status), None, None, "redirect"))
     status = status if isinstance(status, int) and 400 <= status < 600 else 502
     if isinstance(exc, litellm.APIConnectionError):  # litellm itself failed: no answer
         status = 502
