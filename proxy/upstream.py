@@ -308,7 +308,9 @@ def _failure(exc: Exception, litellm: Any) -> UpstreamError:
 
 
 def _logged(exc: Exception, status: int, error: dict[str, str | None]) -> UpstreamError:
-    logger.warning("litellm call failed: %s %s: %s", status, type(exc).__name__, error["message"])
+    """Logged without its message: the provider's words may quote the request and its key."""
+    kind, code = error["type"], error["code"]
+    logger.warning("litellm call failed: %s %s (%s, %s)", status, type(exc).__name__, kind, code)
     return UpstreamError(status, json.dumps({"error": error}).encode())
 
 
