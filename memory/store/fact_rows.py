@@ -26,6 +26,7 @@ from typing import Any, cast
 from memory.records import Fact, FactStatus, Policy
 from memory.store.backend import StoreBackend as Store
 from memory.store.database import Connection
+from memory.store.fact_limit import check_room
 
 _COLUMNS = (
     "id, user_id, key, value, category, policy, pinned, status, confidence, source, "
@@ -36,26 +37,6 @@ _EXPORTED = (
     "id key value category policy pinned status confidence source source_message_id rule "
     "expires_at superseded_by created_at updated_at last_injected_at"
 ).split()
-
-
-# The most current facts a user may hold: each request reads them all for its block (100,000,
-# one import's worth, took 1.5 s a request under the GIL every user needs; 1,000 ~30 ms).
-MAX_CURRENT_FACTS = 1_000
-
-
-class TooManyFacts(ValueError):
-    """A new current fact for a user who holds `MAX_CURRENT_FACTS` already."""
-
-
-def check_room(db: Connection, user_id: str, adding: int = 0) -> None:
-    """TooManyFacts when `user_id` would hold over `MAX_CURRENT_FACTS` with `adding` more."""
-    sql = "SELECT count(*) FROM facts WHERE user_id = ? AND status = 'active'"
-    held = int(db.execute(sql, (user_id,)).fetchone()[0])
-    if held + adding > MAX_CURRENT_FACTS:
-        raise TooManyFacts(
-            f"a user holds at most {MAX_CURRENT_FACTS} current facts (this one would hold "
-            f"{held + adding}): forget some first"
-        )
 
 
 def _fact(row: Sequence[Any]) -> Fact:

@@ -10,7 +10,7 @@ import json
 
 import httpx
 
-from memory.store.fact_rows import MAX_CURRENT_FACTS
+from memory.store.fact_limit import MAX_CURRENT_FACTS
 
 
 def api(proxy, user):
