@@ -150,8 +150,8 @@ def _as_read(line: str) -> tuple[str, list[int]]:
     chars: list[str] = []
     origin: list[int] = []
     for index, char in enumerate(line):
-        if not char.isascii():
-            char = char.translate(_TAGS)  # before `_invisible`: a tag reads as its ASCII
+        if "\U000e0020" <= char <= "\U000e007e":  # a tag reads as its ASCII (invisible too)
+            char = chr(ord(char) - 0xE0000)
         if char.isascii():
             reads = char.lower()  # what NFKC, casefold and the look-alikes make of it
         elif _invisible(char) or unicodedata.category(char) in _MARKS:
