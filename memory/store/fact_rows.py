@@ -297,7 +297,9 @@ def export_facts(store: Store, user_id: str) -> Iterator[dict[str, Any]]:
         yield item
 
 
-def import_facts(store: Store, user_id: str, items: Sequence[Mapping[str, Any]]) -> int:
+def import_facts(
+    store: Store, user_id: str, items: Sequence[Mapping[str, Any]], capped: bool = True
+) -> int:
     """Restore exported rows (as `export_facts` writes them) for `user_id`; return rows added.
 
     Rows get new ids and their `superseded_by` links are remapped, so an export moves between
@@ -354,7 +356,8 @@ def import_facts(store: Store, user_id: str, items: Sequence[Mapping[str, Any]])
                 "UPDATE facts SET superseded_by = ? WHERE id = ? AND user_id = ?",
                 (stored.get(old), fact_id, user_id),
             )
-        check_room(db, user_id)  # past it: the transaction rolls back, nothing is restored
+        if capped:  # past it: the transaction rolls back, nothing is restored
+            check_room(db, user_id)
     return added
 
 

@@ -9,8 +9,10 @@ changed value of a key already held, and chat, go on as before.
 import json
 
 import httpx
+from click.testing import CliRunner
 
 from memory.store.fact_limit import MAX_CURRENT_FACTS
+from proxy.cli import main
 
 
 def api(proxy, user):
@@ -88,3 +90,20 @@ def test_chat_goes_on_for_a_user_at_the_limit(proxy, upstream):
     with api(proxy, "cal") as cal:
         assert cal.get("/facts/name/history").status_code == 404  # not captured: no room
         assert cal.get("/stats").json()["messages"] == 2
+
+
+def test_an_operators_import_is_not_capped(proxy, tmp_path):
+    """`moim memory import` (and `moim copy`) move a database whole, whatever its users hold."""
+    path = tmp_path / "past-the-limit.jsonl"
+    path.write_bytes(import_file(exported_fact(proxy), MAX_CURRENT_FACTS + 1))
+    env = {"MOIM_DB": str(tmp_path / "cli.db"), "MOIM_CONFIG": str(tmp_path / "none.yaml")}
+    (tmp_path / "none.yaml").write_text("")
+    assert CliRunner().invoke(main, ["migrate"], env=env).exit_code == 0
+
+    result = CliRunner().invoke(main, ["memory", "import", "--user", "dee", str(path)], env=env)
+    listed = CliRunner().invoke(main, ["facts", "list", "--user", "dee"], env=env)
+
+    assert result.exit_code == 0, result.output
+    assert len([line for line in listed.output.splitlines() if line.startswith("k")]) == (
+        MAX_CURRENT_FACTS + 1
+    )
