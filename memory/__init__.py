@@ -27,6 +27,7 @@ from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Mess
 from memory.service_embedder import EmbeddingService, ServiceEmbedder
 from memory.settings import Placement, Settings
 from memory.store.backend import redact_url
+from memory.store.fact_limit import TooManyFacts
 from memory.store.journal import Journal
 from memory.store.journal_lock import JournalLock
 from memory.store.marks import DueUser
@@ -74,6 +75,7 @@ __all__ = [
     "StoreUnavailable",
     "Tier",
     "TierRule",
+    "TooManyFacts",
     "Turn",
     "UserSummary",
     "VectorRebuild",

@@ -116,6 +116,7 @@ class AdminSide(WriteSide):
         user_id: str,
         items: Iterable[Mapping[str, Any]],
         progress: Callable[[int, int], None] | None = None,
+        capped: bool = True,
     ) -> int:
         """Store exported items for `user_id`, then index them; return messages added.
 
@@ -123,21 +124,23 @@ class AdminSide(WriteSide):
         or fact is a ValueError naming it, and nothing is stored.
         Fact rows (`"type": "fact"`) are restored with their history (`restore_facts`).
         `progress(done, todo)` hears the indexing, a pass at a time (todo: every message
-        waiting to be indexed, this import's and any other).
+        waiting to be indexed, this import's and any other). `capped`: past the user's limit
+        of current facts the import is refused whole (TooManyFacts); an operator's import or
+        copy (the CLI) is not capped, so a database moves whole.
         """
         items = list(items)
         _ = self.embedder  # a change of layout or model applies before, not amid, the import
         for number, item in enumerate(items, start=1):  # all or nothing: check before storing
             if (problem := item_problem(item)) is not None:
                 raise ValueError(f"item {number}: {problem}")
+        # Facts first, in one transaction: one past the user's limit refuses the file whole
+        # (TooManyFacts) before any message is stored.
+        facts = [i for i in items if i.get("type") == "fact"]
+        restore_facts(self.store, user_id, facts, capped)
         added = 0
-        fact_rows = []
         for item in items:
             if item.get("type", "message") == "message":
                 added += import_message(self.store, user_id, dict(item))
-            elif item.get("type") == "fact":
-                fact_rows.append(item)
-        restore_facts(self.store, user_id, fact_rows)
         self.index.drop(user_id)
         self.catch_up(progress)
         return added

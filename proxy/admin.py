@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memory import Hit, item_problem
+from memory import Hit, TooManyFacts, item_problem
 from proxy import request_json
 from proxy.auth import authenticate
 from proxy.errors import BadRequest
@@ -158,7 +158,10 @@ async def import_(request: Request) -> Response:
                 f"line {number} is not an exported memory item: {problem}", code="invalid_jsonl"
             )
         items.append(item)
-    added = await _run(state.layer.import_, user_id, items)
+    try:
+        added = await _run(state.layer.import_, user_id, items)
+    except TooManyFacts as exc:  # nothing was stored
+        raise BadRequest(str(exc), code="too_many_facts") from None
     return JSONResponse({"user_id": user_id, "imported": added})
 
 

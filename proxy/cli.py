@@ -209,7 +209,7 @@ def import_(config_path: Path | None, user_id: str, create: bool, source: Any) -
     items = _json_lines(source)
     layer = open_layer(config_from(config_path), create)
     with progress_bar("indexing imported messages") as progress:
-        added = layer.import_(user_id, items, progress)
+        added = layer.import_(user_id, items, progress, capped=False)  # the operator's
     click.echo(f"imported {added} messages for {user_id}")
 
 

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from memory import Fact
+from memory import Fact, TooManyFacts
 from proxy import admin, request_json
 from proxy.errors import BadRequest, NotFound
 from proxy.limits import read_body
@@ -79,7 +79,8 @@ async def _call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))
     except ValueError as exc:
         field = _FIELD.match(str(exc))
-        raise BadRequest(str(exc), param=field.group(1) if field else None) from None
+        code = "too_many_facts" if isinstance(exc, TooManyFacts) else None
+        raise BadRequest(str(exc), param=field.group(1) if field else None, code=code) from None
 
 
 def _found(fact: Fact | None, key: str) -> Fact:

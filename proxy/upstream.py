@@ -30,6 +30,7 @@ from proxy import litellm_params
 from proxy.config import Config
 from proxy.errors import BadRequest, UpstreamError
 from proxy.header_lines import NOT_FORWARDED_WITH_MEMORY, client_lines
+from proxy.litellm_redirects import follow_no_redirects, redirect_refused
 from proxy.upstream_client import send
 
 logger = logging.getLogger(__name__)
@@ -208,6 +209,7 @@ def load_litellm() -> Any:
     for name in _LITELLM_LOGGERS:
         quiet = logging.getLogger(name)
         quiet.setLevel(max(quiet.getEffectiveLevel(), logging.WARNING))
+    follow_no_redirects()  # a provider's 307 elsewhere would take its key there
     return litellm
 
 
@@ -290,6 +292,8 @@ def _failure(exc: Exception, litellm: Any) -> UpstreamError:
         logger.warning("litellm call failed: %s", type(transport).__name__)
         return unreachable(transport)
     status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and 300 <= status < 400:  # `follow_no_redirects`
+        return _logged(exc, 502, _error_object(redirect_refused(status), None, None, "redirect"))
     status = status if isinstance(status, int) and 400 <= status < 600 else 502
     if isinstance(exc, litellm.APIConnectionError):  # litellm itself failed: no answer
         status = 502
@@ -308,7 +312,9 @@ def _failure(exc: Exception, litellm: Any) -> UpstreamError:
 
 
 def _logged(exc: Exception, status: int, error: dict[str, str | None]) -> UpstreamError:
-    logger.warning("litellm call failed: %s %s: %s", status, type(exc).__name__, error["message"])
+    """Logged without its message: the provider's words may quote the request and its key."""
+    kind, code = error["type"], error["code"]
+    logger.warning("litellm call failed: %s %s (%s, %s)", status, type(exc).__name__, kind, code)
     return UpstreamError(status, json.dumps({"error": error}).encode())
 
 

@@ -11,7 +11,7 @@ one turns out to be stale.
 
 httpx logs each request's URL at INFO; credentials a base URL carries (`user:password@`) are
 taken out of that line (`_NoUrlCredentials`), as the banner takes them out of the upstream it
-names.
+names. httpcore's DEBUG lines, which hold every response's headers, are not logged.
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ class _NoUrlCredentials(logging.Filter):
 
 
 logging.getLogger("httpx").addFilter(_NoUrlCredentials())
+# httpcore (httpx's own transport: a proxy in the environment, the embedding service) logs each
+# response's header lines at DEBUG, a provider's Set-Cookie among them: it logs from WARNING up
+# whatever `--log-level` says, as litellm's loggers do (proxy/upstream.py).
+_HEADER_LINES = logging.getLogger("httpcore")
+_HEADER_LINES.setLevel(max(_HEADER_LINES.getEffectiveLevel(), logging.WARNING))
 
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 MAX_CONNECTIONS = 1000

@@ -144,8 +144,9 @@ def _place(
 
 
 def _line(speaker: str, text: str, room: int, terms: Sequence[str], cut: bool) -> str | None:
-    """`speaker: text` on one line; when it does not fit, cut to `room` if `cut`, else None."""
-    label = f"{speaker}: "
+    """`speaker: text` on one line; when it does not fit, cut to `room` if `cut`, else None.
+    The speaker is a role when a turn has no name: an imported one may be any string."""
+    label = f"{_flat(speaker)}: "
     flat = _flat(text)
     if len(label) + len(flat) <= room:
         return label + flat

@@ -322,7 +322,9 @@ def _capture(
 # -- export / import ---------------------------------------------------------------------------
 
 
-def restore_facts(store: Store, user_id: str, items: Iterable[Mapping[str, Any]]) -> int:
+def restore_facts(
+    store: Store, user_id: str, items: Iterable[Mapping[str, Any]], capped: bool = True
+) -> int:
     """Import exported fact rows (`{"type": "fact", ...}`); invalid rows are skipped and logged.
 
     Returns how many rows were added (see `fact_rows.import_facts`).
@@ -333,7 +335,7 @@ def restore_facts(store: Store, user_id: str, items: Iterable[Mapping[str, Any]]
             valid.append(checked_fact_row(item))
         except (KeyError, ValueError, TypeError) as exc:
             logger.warning("fact %r not imported: %s", item.get("key"), exc)
-    return fact_rows.import_facts(store, user_id, valid)
+    return fact_rows.import_facts(store, user_id, valid, capped)
 
 
 def checked_fact_row(item: Mapping[str, Any]) -> dict[str, Any]:

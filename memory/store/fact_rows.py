@@ -26,6 +26,7 @@ from typing import Any, cast
 from memory.records import Fact, FactStatus, Policy
 from memory.store.backend import StoreBackend as Store
 from memory.store.database import Connection
+from memory.store.fact_limit import check_room
 
 _COLUMNS = (
     "id, user_id, key, value, category, policy, pinned, status, confidence, source, "
@@ -118,6 +119,8 @@ def upsert_fact(
             fact_id = current.id
         else:  # a new value: the old row stays, as superseded history
             inherited = current or Fact(0, user_id, key, value, "profile")
+            if current is None:
+                check_room(db, user_id, adding=1)
             if current is not None:  # free the one-active-per-key index before inserting
                 db.execute(
                     "UPDATE facts SET status = 'superseded', updated_at = ? "
@@ -294,7 +297,9 @@ def export_facts(store: Store, user_id: str) -> Iterator[dict[str, Any]]:
         yield item
 
 
-def import_facts(store: Store, user_id: str, items: Sequence[Mapping[str, Any]]) -> int:
+def import_facts(
+    store: Store, user_id: str, items: Sequence[Mapping[str, Any]], capped: bool = True
+) -> int:
     """Restore exported rows (as `export_facts` writes them) for `user_id`; return rows added.
 
     Rows get new ids and their `superseded_by` links are remapped, so an export moves between
@@ -351,6 +356,8 @@ def import_facts(store: Store, user_id: str, items: Sequence[Mapping[str, Any]])
                 "UPDATE facts SET superseded_by = ? WHERE id = ? AND user_id = ?",
                 (stored.get(old), fact_id, user_id),
             )
+        if capped:  # past it: the transaction rolls back, nothing is restored
+            check_room(db, user_id)
     return added
 
 

@@ -274,3 +274,22 @@ def test_no_message_text_reaches_the_logs_even_at_debug(routed, upstream, caplog
     assert "zebra4711" in upstream.last_json["messages"][-1]["content"]
     logged = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
     assert "zebra4711" not in logged
+
+
+def test_a_provider_error_quoting_the_request_reaches_the_client_not_the_logs(
+    routed, upstream, caplog
+):
+    # Providers' validation errors quote what they were sent (pydantic's `input`, a key
+    # "sk-up" named as invalid): the client gets the words, the log only the status and code.
+    caplog.set_level(logging.DEBUG)
+    quoted = "Invalid message 'my locker code is zebra4711' for key sk-up"
+    error = {"message": quoted, "type": "invalid_request_error", "param": None, "code": "bad"}
+    upstream.script.extend([{"status": 400, "body": {"error": error}}] * 3)
+    body = {"model": "via-litellm", "messages": [{"role": "user", "content": "zebra4711"}]}
+
+    answer = httpx.post(routed.url + "/chat/completions", json=body, timeout=60)
+
+    assert answer.status_code == 400 and "zebra4711" in answer.json()["error"]["message"]
+    logged = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
+    assert "litellm call failed: 400" in logged and "bad" in logged
+    assert "zebra4711" not in logged and "sk-up" not in logged

@@ -62,6 +62,7 @@ def test_memory_exports_exactly_these_names():
         "StoreUnavailable",
         "Tier",
         "TierRule",
+        "TooManyFacts",
         "Turn",
         "UserSummary",
         "VectorRebuild",
