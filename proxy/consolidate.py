@@ -35,6 +35,7 @@ from memory import (
     MemoryLayer,
     Message,
     Rejection,
+    TooManyFacts,
     gate,
     parse_operations,
 )
@@ -181,6 +182,8 @@ async def consolidate_user(
         )
     except ConsolidationRejected as exc:
         return _refused(report, exc.reason, proposed=len(operations))
+    except TooManyFacts as exc:  # facts added since the gate counted them
+        return _refused(report, str(exc), proposed=len(operations))
     applied = Counter[str](o.op for o in result.accepted)
     logger.info(
         "consolidation user_id=%s model=%s turns=%d proposed=%d applied=%d rejected=%d",

@@ -34,6 +34,7 @@ from memory.facts.rules import check_category, check_value, normalise_key
 from memory.records import Fact
 from memory.store import fact_rows
 from memory.store.backend import StoreBackend as Store
+from memory.store.fact_limit import MAX_CURRENT_FACTS
 
 Op = Literal["add", "update", "reinforce", "contradict", "close_open_loop"]
 OPS: tuple[Op, ...] = get_args(Op)
@@ -169,9 +170,12 @@ def gate(operations: Sequence[Operation], existing: Sequence[Fact], embed: Embed
 
     `existing` are the user's active facts; `embed` maps texts to L2-normalised rows (an
     `Embedder.embed_documents`), called once, and only when there is an add or update to check.
-    Duplicates are looked for among the other keys' facts and the adds accepted before.
+    Duplicates are looked for among the other keys' facts and the adds accepted before. A
+    new key past the user's `MAX_CURRENT_FACTS` is rejected alone, so that the rest of the
+    batch still applies (the store would refuse the whole transaction).
     """
     active = {f.key: f for f in existing}
+    room = MAX_CURRENT_FACTS - len(active)
     checked = [(o, _rule_check(o, active.get(o.key))) for o in operations]
     candidates = [o for o, why in checked if why is None and o.op in ("add", "update")]
     vectors = _vectors(existing, candidates, embed)
@@ -183,6 +187,11 @@ def gate(operations: Sequence[Operation], existing: Sequence[Fact], embed: Embed
     for op, why in checked:
         if why is None and op.op in ("add", "update"):
             why = _duplicate(op, vectors.get(id(op)), seen)
+            if why is None and op.key not in active:
+                if room > 0:
+                    room -= 1
+                else:
+                    why = f"the user holds {MAX_CURRENT_FACTS} current facts, the most"
             if why is None:
                 seen.append((op.key, _normal(op.value or ""), vectors.get(id(op))))
         if why is None:

@@ -245,6 +245,25 @@ def test_two_adds_of_one_fact_in_a_batch_keep_only_the_first(embedder):
     assert result.rejected == (Rejection(operations[1], "duplicate of 'employer' (same text)"),)
 
 
+def test_a_new_key_past_the_fact_limit_is_rejected_alone_and_the_rest_applies(
+    embedder, monkeypatch
+):
+    monkeypatch.setattr("memory.facts.consolidation.MAX_CURRENT_FACTS", 3)
+    existing = [fact("dog_name", "Max", fact_id=1), fact("home_city", "Berlin", fact_id=2)]
+    operations = [
+        Operation("update", "home_city", "Lisbon", None, 0.9, 0.9),
+        Operation("add", "employer", "Acme Corp", None, 0.9, 0.9),
+        Operation("add", "sister_name", "Ines", None, 0.9, 0.9),
+    ]
+
+    result = gate(operations, existing, embedder.embed_documents)
+
+    assert result.accepted == tuple(operations[:2])
+    assert result.rejected == (
+        Rejection(operations[2], "the user holds 3 current facts, the most"),
+    )
+
+
 # -- apply -------------------------------------------------------------------------------------
 
 
