@@ -11,7 +11,7 @@ chooses (`proxy.upstream.provider_key`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 import httpx
 from starlette.responses import Response
@@ -33,6 +33,11 @@ NOT_FORWARDED_WITH_MEMORY = NOT_FORWARDED | {
     b"authorization",
     b"x-api-key",
 }
+# The client's pick of the provider account's organisation and project. With proxy keys the
+# provider key is the operator's: a client does not choose which of its organisations or
+# projects pays, and an OPENAI_ORG_ID the SDK reads from a developer's own environment would
+# fail the call on a key outside that organisation.
+CLIENT_ACCOUNT = frozenset({b"openai-organization", b"openai-project"})
 # The provider's own request id, as moim relays it (`relayed_name`).
 UPSTREAM_REQUEST_ID = b"x-upstream-request-id"
 # Response headers never relayed: hop-by-hop, or recomputed by our server.
@@ -87,3 +92,12 @@ def with_provider_headers(answer: Response, upstream: httpx.Response) -> Respons
     own = {name for name, _ in answer.raw_headers}
     answer.raw_headers.extend(line for line in relayed_lines(upstream) if line[0] not in own)
     return answer
+
+
+def without_account(
+    lines: Sequence[tuple[bytes, bytes]], proxy_keys: bool
+) -> Sequence[tuple[bytes, bytes]]:
+    """`lines` without the client's `CLIENT_ACCOUNT` headers when proxy keys are set."""
+    if not proxy_keys:
+        return lines
+    return [(name, value) for name, value in lines if name not in CLIENT_ACCOUNT]

@@ -45,7 +45,13 @@ from proxy.errors import (
     ProxyError,
     RequestTimeout,
 )
-from proxy.header_lines import HOP_BY_HOP, NOT_FORWARDED, client_lines, relayed_name
+from proxy.header_lines import (
+    CLIENT_ACCOUNT,
+    HOP_BY_HOP,
+    NOT_FORWARDED,
+    client_lines,
+    relayed_name,
+)
 from proxy.held_history import owns_reply
 from proxy.identity import identify
 from proxy.limits import decoded, read_body
@@ -318,7 +324,7 @@ def _outbound_headers(
         dropped.add(b"content-encoding")
     dropped.add(b"authorization")
     if proxy_keys:  # the client's x-api-key may be a proxy key (proxy/auth.py)
-        dropped.add(b"x-api-key")
+        dropped |= {b"x-api-key", *CLIENT_ACCOUNT}
     headers = client_lines(request.scope["headers"], dropped)
     headers.append((b"accept-encoding", b"identity"))
     if authorization:

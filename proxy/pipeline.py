@@ -35,7 +35,7 @@ from proxy.auth import authenticate, sees_account_state
 from proxy.client_gone import CLIENT_CLOSED, ClientLeft, until_client_leaves
 from proxy.errors import BadRequest, ProxyError, error_response
 from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliased
-from proxy.header_lines import with_provider_headers
+from proxy.header_lines import with_provider_headers, without_account
 from proxy.held_history import check_held_history
 from proxy.identity import Identity, Mode, identify
 from proxy.limits import read_body
@@ -101,7 +101,7 @@ async def handle(
     try:
         exchange = Exchange(
             state,
-            request.scope["headers"],
+            without_account(request.scope["headers"], bool(state.config.keys)),
             target,
             body,
             raw,

@@ -251,6 +251,25 @@ def test_the_provider_gets_the_configured_key_never_the_proxy_key(keyed, upstrea
         assert not any(key.key.encode() in recorded.body for key in KEYS)
 
 
+def test_with_keys_the_client_does_not_pick_the_providers_organisation_or_project(
+    keyed, upstream, proxy
+):
+    account = {"organization": "org-client", "project": "proj-client"}
+    for route in (keyed, proxy):  # with keys, then without (the client's own provider key)
+        with route.client(api_key="sk-alice", **account) as client:
+            client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}]
+            )
+            chat = upstream.requests[-1].headers
+            client.models.list()
+            passed = upstream.requests[-1].headers
+        sent = [chat.get(name) for name in ("openai-organization", "openai-project")] + [
+            passed.get(name) for name in ("openai-organization", "openai-project")
+        ]
+        expected = [None] * 4 if route is keyed else ["org-client", "proj-client"] * 2
+        assert sent == expected
+
+
 def test_without_a_provider_key_the_proxy_key_is_not_passed_on(make_proxy, upstream):
     proxy = make_proxy(keys=KEYS)
     assert chat_as(proxy, "sk-alice", "Hello").status_code == 200
