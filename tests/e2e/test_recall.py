@@ -675,3 +675,25 @@ def test_a_cut_reply_to_a_turn_shown_leaves_its_excerpt_to_the_newer_turn(make_p
     block = block_in(sent_messages(upstream))
     assert new in block and old in block
     assert block.index(new) < block.index(old)
+
+
+def test_a_later_turn_found_by_the_questions_word_is_recalled_before_the_old_one(proxy, upstream):
+    # The newer turn says the change among other news: its cosine with the question is under
+    # the keyword floor, and it is not close enough to the old turn to be its later turn. The
+    # question's word ("team") in both ties them, once the gate let the question through.
+    old = "I'm a children's social worker in Stoke, in a child protection team, six years in."
+    new = (
+        "Update, I've moved from child protection to the fostering team, assessing new "
+        "foster carers, it started in September. Also my old Fiesta finally died, so I've "
+        "bought a second-hand Jazz, and my daughter has started swimming lessons on Fridays. "
+        "We finally repainted the kitchen a pale sage green, and the dog has learned to open "
+        "the back gate, so we've had to put a bolt on it."
+    )
+    say(proxy, [{"role": "user", "content": old}], "rhian", X_Memory_Timestamp="2024-02-11")
+    say(proxy, [{"role": "user", "content": new}], "rhian", X_Memory_Timestamp="2024-10-02")
+    proxy.flush()
+    question = [{"role": "user", "content": "Which team am I in at work now?"}]
+    say(proxy, question, "rhian", X_Memory_Mode="read")
+    block = block_in(sent_messages(upstream))
+    assert new in block
+    assert old not in block or block.index(new) < block.index(old)
