@@ -124,6 +124,12 @@ class Settings:
     later_similarity: float = 0.45
     later_hits: int = 3
     later_query_similarity: float = 0.2
+    # Once the gate let a question through, the best dropped user turn among the lexical
+    # search's first `later_keyword_hits` that was said after the oldest kept user turn among
+    # them is kept too, whatever its cosine (memory/recall/later.py: later_by_keyword; 0
+    # turns it off). fresh5 update 0.85 → 0.88; LoCoMo unchanged (docs/recall-quality.md,
+    # ninth pass).
+    later_keyword_hits: int = 10
     # A keyword match whose meaning is this far from the query is not recalled either.
     min_lexical_similarity: float = 0.15
     # Once the gate let a question through (a turn stands out, or the question asks for the

@@ -23,10 +23,11 @@ stays one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
+from memory.recall.scoring import Ranked
 from memory.records import Chunk, Hit
 
 # Who says what changed: the user. An assistant's later reply on the subject echoes the old
@@ -88,3 +89,31 @@ def may_come_later(chunk: Chunk, similarity: float | None, min_query_similarity:
     with the question (`later_on_same_subject`'s test before the vectors): recall reads the
     vectors of, and builds records for, only the candidates that pass."""
     return chunk.role in LATER_ROLES and (similarity is None or similarity >= min_query_similarity)
+
+
+def later_by_keyword(kept: list[Hit], ranked: Ranked, keyword: Collection[int]) -> list[Hit]:
+    """`kept`, then the best dropped user turn found by the question's words (`keyword`: the
+    lexical search's first hits) and said after the oldest kept user turn found by them.
+
+    For a question the gate let through: the turn that changed something often says it in
+    other words, so its cosine with the question is under the floor a keyword match needs
+    (fresh5: "Which team am I in at work now?" has cosine 0.15 with "Update, I've moved from
+    child protection to the fostering team, …", 0.36 with the kept turn "… in a child
+    protection team …": not close enough for `later_on_same_subject` either). The question's
+    word in both turns ties them, and the later is what holds now. One turn at most, after
+    the kept hits; the gate read the floors as before, so an abstention stays one.
+    """
+    said = [h.chunk.created_at for h in kept if h.chunk.id in keyword and _later_role(h.chunk)]
+    if not said:
+        return kept
+    oldest, kept_ids = min(said), {h.chunk.id for h in kept}
+    found = ranked.hits_where(
+        lambda c, s: (
+            c.id in keyword and c.id not in kept_ids and _later_role(c) and c.created_at > oldest
+        )
+    )
+    return [*kept, *found[:1]]
+
+
+def _later_role(chunk: Chunk) -> bool:
+    return chunk.role in LATER_ROLES

@@ -27,7 +27,7 @@ from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import names_identifiers, nothing_stands_out
 from memory.recall.candidate_rows import CandidateRows
-from memory.recall.later import later_on_same_subject, may_come_later
+from memory.recall.later import later_by_keyword, later_on_same_subject, may_come_later
 from memory.recall.query import QUERY_CHARS
 from memory.recall.scoring import Ranked, Weights, rank
 from memory.recall.user_matrix import Read
@@ -183,6 +183,9 @@ def retrieve(
         kept = _past_the_gate(settings, ranked, kept)
     if vector is not None:  # the later turns on the kept hits' subjects
         kept = _with_later(store, index, settings, user_id, ranked, kept, read)
+    if gate and settings.later_keyword_hits > 0:  # and the later turn found by the same words
+        keyword = {i for i, _ in lexical[: settings.later_keyword_hits]}
+        kept = later_by_keyword(kept, ranked, keyword)
     kept = rows.whole(kept)
     return Retrieval(kept, not kept, query, present, degraded, hits, "weak")
 

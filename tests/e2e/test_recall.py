@@ -5,11 +5,13 @@ The official openai SDK talks to moim, moim to the fake upstream; the embedder i
 
 import re
 import unicodedata
+from fractions import Fraction
 
 import httpx
 import pytest
 
 from memory import BLOCK_END, BLOCK_START, count_message_tokens, count_tokens
+from memory.block.budget import TierRule
 from memory.block.render import PREAMBLE
 
 pytestmark = pytest.mark.both_backends
@@ -642,3 +644,56 @@ def test_a_code_said_inside_a_long_message_is_recalled_when_asked_for_by_its_kin
         X_Memory_Mode="read",
     )
     assert "QX-7741-ZZ" in block_in(sent_messages(upstream))
+
+
+def test_a_cut_reply_to_a_turn_shown_leaves_its_excerpt_to_the_newer_turn(make_proxy, upstream):
+    # Two excerpts: the old plan's turn takes one; its long reply, cut to fit, would have
+    # taken the other from the later session's turn that changed the plan.
+    proxy = make_proxy(settings={"tier_rules": (TierRule(Fraction("0.5"), 2, 250),)})
+    old = "For my birthday trip in September we're doing three weeks in Peru, Machu Picchu."
+    reply = (
+        "Peru is a wonderful choice for a birthday trip, and September is the dry season "
+        "there, so where you are going will be at its best. For Machu Picchu, book the "
+        "entry tickets and the train from Cusco early, and give yourself two days in "
+        "Cusco first to get used to the altitude before any hiking. "
+    ) * 2
+    say(
+        proxy,
+        [
+            {"role": "user", "content": old},
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": "Thanks, that helps."},
+        ],
+        "maja",
+        X_Memory_Timestamp="2024-01-10",
+    )
+    new = "Change of plan: we've swapped it for ten days in Japan."
+    say(proxy, [{"role": "user", "content": new}], "maja", X_Memory_Timestamp="2024-06-01")
+    proxy.flush()
+    question = [{"role": "user", "content": "Where are we going for my birthday trip?"}]
+    say(proxy, question, "maja", X_Memory_Mode="read")
+    block = block_in(sent_messages(upstream))
+    assert new in block and old in block
+    assert block.index(new) < block.index(old)
+
+
+def test_a_later_turn_found_by_the_questions_word_is_recalled_before_the_old_one(proxy, upstream):
+    # The newer turn says the change among other news: its cosine with the question is under
+    # the keyword floor, and it is not close enough to the old turn to be its later turn. The
+    # question's word ("team") in both ties them, once the gate let the question through.
+    old = "I'm a children's social worker in Stoke, in a child protection team, six years in."
+    new = (
+        "Update, I've moved from child protection to the fostering team, assessing new "
+        "foster carers, it started in September. Also my old Fiesta finally died, so I've "
+        "bought a second-hand Jazz, and my daughter has started swimming lessons on Fridays. "
+        "We finally repainted the kitchen a pale sage green, and the dog has learned to open "
+        "the back gate, so we've had to put a bolt on it."
+    )
+    say(proxy, [{"role": "user", "content": old}], "rhian", X_Memory_Timestamp="2024-02-11")
+    say(proxy, [{"role": "user", "content": new}], "rhian", X_Memory_Timestamp="2024-10-02")
+    proxy.flush()
+    question = [{"role": "user", "content": "Which team am I in at work now?"}]
+    say(proxy, question, "rhian", X_Memory_Mode="read")
+    block = block_in(sent_messages(upstream))
+    assert new in block
+    assert old not in block or block.index(new) < block.index(old)

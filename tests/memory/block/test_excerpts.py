@@ -191,3 +191,65 @@ def test_a_speaker_is_on_its_turns_line_whatever_breaks_it_holds():
     assert texts(excerpts) == [
         ("s-1", "narrator assistant: I will wire the money user: ok"),
     ]
+
+
+def turn_hit(message_id, role, text, session_id, turn):
+    chunk = Chunk(
+        message_id,
+        message_id,
+        "alice",
+        session_id,
+        role,
+        None,
+        text,
+        NOW + message_id,
+        f"h{message_id}",
+        turn,
+    )
+    return Hit(chunk, 1.0 / message_id, 0.5, message_id, None)
+
+
+TIPS = "Keep a sleep diary for a few trips and see what works on each route. " * 3
+OLD = "We're going to Peru for my birthday, three weeks."  # one session's user turn
+NEW = "We've swapped Peru for ten days in Japan."  # a later session's
+
+
+def test_a_cut_reply_to_a_turn_shown_gives_its_excerpt_to_another_sessions_turn():
+    hits = [
+        turn_hit(1, "user", OLD, "s-1", 1),
+        turn_hit(2, "assistant", TIPS, "s-1", 2),  # answers turn 1, does not fit beside it
+        turn_hit(3, "user", NEW, "s-2", 1),
+    ]
+    excerpts = build_excerpts(hits, Tier(0, 2, 120), [], "now")
+    assert texts(excerpts) == [("s-1", f"user: {OLD}"), ("s-2", f"user: {NEW}")]
+
+
+def test_the_waiting_reply_takes_the_room_the_other_hits_leave():
+    hits = [
+        turn_hit(1, "user", OLD, "s-1", 1),
+        turn_hit(2, "assistant", TIPS, "s-1", 2),
+        turn_hit(3, "user", NEW, "s-2", 1),
+    ]
+    excerpts = build_excerpts(hits, Tier(0, 3, 120), [], "now")
+    assert [e.session_id for e in excerpts] == ["s-1", "s-2", "s-1"]
+    assert excerpts[2].text.startswith("assistant: ") and excerpts[2].chunk_ids == (2,)
+
+
+def test_a_cut_reply_to_a_turn_not_shown_keeps_its_place():
+    hits = [
+        turn_hit(1, "user", OLD, "s-1", 1),
+        turn_hit(4, "assistant", TIPS, "s-1", 4),  # answers turn 3, which no excerpt holds
+        turn_hit(5, "user", NEW, "s-2", 1),
+    ]
+    excerpts = build_excerpts(hits, Tier(0, 2, 120), [], "now")
+    assert [e.session_id for e in excerpts] == ["s-1", "s-1"]
+
+
+def test_a_reply_that_fits_whole_keeps_its_place():
+    hits = [
+        turn_hit(1, "user", OLD, "s-1", 1),
+        turn_hit(2, "assistant", "Peru in September is lovely: the dry season.", "s-1", 2),
+        turn_hit(3, "user", NEW, "s-2", 1),
+    ]
+    excerpts = build_excerpts(hits, Tier(0, 2, 60), [], "now")
+    assert [e.session_id for e in excerpts] == ["s-1", "s-1"]

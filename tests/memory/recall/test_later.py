@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from memory.recall.later import later_on_same_subject
+from memory.recall.later import later_by_keyword, later_on_same_subject
+from memory.recall.scoring import Ranked
 from memory.records import Chunk, Hit
 
 DAY = 86_400.0
@@ -112,3 +113,37 @@ def test_the_kept_later_turn_keeps_its_own_scores():
     home, new_home = hit(1, day=0), hit(3, day=30, similarity=0.27)
     out = later_on_same_subject([home], [home, new_home], {1: HOME, 3: NEAR_HOME}, 0.5, 3)
     assert out == [home, new_home]
+
+
+# -- a later turn found by the question's words (later_by_keyword) ----------------------------
+
+
+def by_keyword(kept, dropped, keyword):
+    ranked = Ranked([*kept, *dropped], list(kept), False)
+    return [h.chunk.id for h in later_by_keyword(list(kept), ranked, keyword)]
+
+
+def test_a_dropped_keyword_turn_said_after_a_kept_one_is_kept_after_the_kept_hits():
+    kept = [hit(1, 0), hit(2, 5)]
+    dropped = [hit(3, 30, similarity=0.05), hit(4, 40, similarity=0.3)]
+    assert by_keyword(kept, dropped, {1, 3}) == [1, 2, 3]  # 4: not found by the words
+
+
+def test_it_is_later_than_the_oldest_kept_user_turn_the_words_found():
+    kept = [hit(1, 10), hit(2, 0)]
+    assert by_keyword(kept, [hit(3, 5, similarity=0.05)], {1, 2, 3}) == [1, 2, 3]
+    assert by_keyword(kept, [hit(3, 5, similarity=0.05)], {1, 3}) == [1, 2]
+
+
+def test_only_the_best_such_turn_is_kept():
+    dropped = [hit(3, 30, similarity=0.05), hit(4, 40, similarity=0.1)]
+    assert by_keyword([hit(1, 0)], dropped, {1, 3, 4}) == [1, 3]
+
+
+def test_an_assistant_turn_neither_anchors_nor_is_kept():
+    assert by_keyword([hit(1, 0)], [hit(3, 30, role="assistant")], {1, 3}) == [1]
+    assert by_keyword([hit(1, 0, role="assistant")], [hit(3, 30)], {1, 3}) == [1]
+
+
+def test_with_no_kept_turn_found_by_the_words_nothing_is_added():
+    assert by_keyword([hit(1, 0)], [hit(3, 30, similarity=0.05)], {3}) == [1]
