@@ -173,17 +173,23 @@ class ReplyCollector(EventCollector):
             self._refusal.append(refusal)
 
     def _merge_call(self, delta: dict[str, Any]) -> None:
+        """Join a tool call's pieces: a function's name and arguments, or a custom tool's
+        (GPT-5's free-form tools: `type: "custom"`, `custom: {name, input}`) name and input,
+        as the client's SDK joins them and then resends the call."""
         index = delta.get("index", 0)
-        call = self._calls.setdefault(
-            index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
-        )
+        call = self._calls.get(index)
+        if call is None:
+            kind = "custom" if delta.get("type") == "custom" or "custom" in delta else "function"
+            said = ("name", "input") if kind == "custom" else ("name", "arguments")
+            call = self._calls[index] = {"id": None, "type": kind, kind: dict.fromkeys(said, "")}
         if delta.get("id"):
             call["id"] = delta["id"]
-        function = delta.get("function") or {}
-        if function.get("name"):
-            call["function"]["name"] += function["name"]
-        if function.get("arguments"):
-            call["function"]["arguments"] += function["arguments"]
+        kind = call["type"]
+        pieces = delta.get(kind)
+        for field, joined in call[kind].items():
+            piece = pieces.get(field) if isinstance(pieces, dict) else None
+            if isinstance(piece, str):
+                call[kind][field] = joined + piece
 
     def reply(self) -> dict[str, Any] | None:
         """The assistant message, or None when nothing was produced; its text valid Unicode."""

@@ -4,12 +4,15 @@ A spoken reply (`modalities: ["text", "audio"]`) has `content` null and its word
 `message.audio.transcript` (streamed: `delta.audio.transcript` pieces beside the audio data);
 a structured-output refusal has `content` null and its words in `refusal`. Each is stored as
 the reply's text, streamed or not. A spoken reply resent by its audio id (no content, as
-OpenAI's docs show) is the reply stored, not a new turn. The provider here answers as OpenAI
+OpenAI's docs show) is the reply stored, not a new turn. A call of a custom tool (GPT-5's
+free-form tools: `type: "custom"`, its `custom.input` streamed in pieces) is stored as the
+call made, and resent in the history it is that message. The provider here answers as OpenAI
 does; the model name picks the reply.
 """
 
 import json
 
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -21,10 +24,21 @@ from tests.conftest import serve_app
 USER = {"x-memory-user-id": "speaker"}
 TRANSCRIPT = ["Your dog ", "is called ", "Biscuit."]
 REFUSAL = ["I'm sorry, ", "I can't help ", "with that."]
+SHELL = ["ls -la ", "~/photos"]  # a custom tool's input, as streamed
+SHELL_CALL = {
+    "id": "call_shell",
+    "type": "custom",
+    "custom": {"name": "shell", "input": "".join(SHELL)},
+}
 
 
 def _deltas(model, audio_id):
     """The streamed message's deltas: the text in pieces, as OpenAI sends it."""
+    if model == "custom-tool":
+        opening = {**SHELL_CALL, "custom": {"name": "shell", "input": ""}}
+        calls = [opening] + [{"custom": {"input": piece}} for piece in SHELL]
+        first = {"role": "assistant", "content": None}
+        return [first] + [{"tool_calls": [{"index": 0, **call}]} for call in calls]
     if model == "audio-reply":
         first = {"role": "assistant", "content": None, "refusal": None}
         audio = [{"id": audio_id, "data": "UklGRg==", "expires_at": 1, "transcript": ""}]
@@ -35,6 +49,8 @@ def _deltas(model, audio_id):
 
 
 def _message(model, audio_id):
+    if model == "custom-tool":
+        return {"role": "assistant", "content": None, "tool_calls": [SHELL_CALL]}
     if model == "audio-reply":
         audio = {"id": audio_id, "data": "UklGRg==", "expires_at": 1}
         return {
@@ -218,3 +234,30 @@ def test_a_spoken_reply_resent_by_its_audio_id_is_the_message_stored_not_a_new_o
         ("user", "And how old is he?", False),
         ("assistant", "".join(TRANSCRIPT), False),
     ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_custom_tool_call_is_stored_as_made_and_resent_is_the_message_stored(
+    make_proxy, speaking, stream
+):
+    """A streamed custom tool call was stored as a function call with no name and no
+    arguments, and the call the client resent in its history was stored again."""
+    proxy = make_proxy(upstream_base_url=speaking)
+    question = {"role": "user", "content": "Which photos do I have?"}
+    with proxy.client(default_headers=USER) as client:
+        reply = client.chat.completions.create(
+            model="custom-tool", messages=[question], stream=stream
+        )
+        if stream:
+            list(reply)  # read to its end, or the reply is stored partial
+        result = {"role": "tool", "tool_call_id": "call_shell", "content": "kayak.jpg"}
+        history = [question, {"role": "assistant", "tool_calls": [SHELL_CALL]}, result]
+        again = client.chat.completions.create(model="custom-tool", messages=history, stream=stream)
+        if stream:
+            list(again)
+    proxy.flush()
+    exported = httpx.get(proxy.url + "/memory/export", headers=USER).text
+    stored_messages = [json.loads(line)["payload"] for line in exported.splitlines()]
+    calls = [m for m in stored_messages if m.get("tool_calls")]
+    assert [m["tool_calls"] for m in calls] == [[SHELL_CALL], [SHELL_CALL]]  # both replies
+    assert [m["role"] for m in stored_messages] == ["user", "assistant", "tool", "assistant"]
