@@ -21,6 +21,7 @@ from memory.facts.consolidation import (
 )
 from memory.heap import fix_mmap_threshold, limit_arenas
 from memory.ingest.identity import content_hash
+from memory.ingest.media import without_inline_data
 from memory.ingest.turns import Turn
 from memory.layer import MemoryLayer, PendingRecall, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
@@ -95,4 +96,5 @@ __all__ = [
     "select_tier",
     "strip_block",
     "tier_rules_from_config",
+    "without_inline_data",
 ]

@@ -29,7 +29,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from memory import ResponseLink, Turn
+from memory import ResponseLink, Turn, without_inline_data
 from proxy import request_json
 from proxy.auth import authenticate, sees_account_state
 from proxy.client_gone import CLIENT_CLOSED, ClientLeft, until_client_leaves
@@ -333,7 +333,8 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
                 user_id=who.user_id,
                 session_id=who.session_id,
                 model=conversation.model,
-                messages=(*conversation.messages, *replies[:-1]),
+                # an image's, a sound's or a file's bytes are not memory's (memory/ingest/media.py)
+                messages=without_inline_data((*conversation.messages, *replies[:-1])),
                 reply=replies[-1] if replies else None,
                 created_at=who.timestamp if who.timestamp is not None else time.time(),
                 partial=partial,

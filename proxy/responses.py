@@ -112,12 +112,13 @@ async def forward_responses(exchange: Exchange) -> Response:
     return await forward_bytes(exchange, "/responses", exchange.outbound, collector, on_end)
 
 
-# The events whose `delta` is a piece of an output item's text or call arguments.
+# The events whose `delta` is a piece of an output item's text, call arguments or tool input.
 _PIECES = frozenset(
     {
         "response.output_text.delta",
         "response.refusal.delta",
         "response.function_call_arguments.delta",
+        "response.custom_tool_call_input.delta",
     }
 )
 
@@ -202,6 +203,8 @@ class ResponseCollector(EventCollector):
                 heard.append({**item, "content": [{"type": "output_text", "text": said}]})
             elif item.get("type") == "function_call":
                 heard.append({**item, "arguments": said})
+            elif item.get("type") == "custom_tool_call":
+                heard.append({**item, "input": said})
         return heard
 
 

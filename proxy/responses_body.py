@@ -13,6 +13,8 @@ so `conversation_messages` turns the request into them:
   it when that is the assistant's, else of a new assistant message, so a reply of text and
   calls is one message, whether it comes from the provider's output or is sent back as input;
 - a `function_call_output` item → a `tool` message for that `call_id`;
+- a `custom_tool_call` item (GPT-5's free-form tools) and its `custom_tool_call_output` the
+  same way, the call as chat has it (`type: "custom"`, `custom: {name, input}`);
 - other items (reasoning, built-in tools' calls, item references) are forwarded but not read.
 
 `place_block` writes the MOIM block back as a system message item (CONTRACT.md: the block is
@@ -127,23 +129,38 @@ def item_messages(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     joinable = False  # the last message is the assistant's, which a function call may join
     for item in items:
         kind = _kind(item)
+        if not isinstance(kind, str):  # a provider's output is not checked as input is
+            continue
         if kind == "message" and item.get("role") in ROLES:
             messages.append({"role": item["role"], "content": item.get("content")})
             joinable = item["role"] == "assistant"
-        elif kind == "function_call" and isinstance(item.get("call_id"), str):
-            function = {"name": item.get("name"), "arguments": item.get("arguments")}
-            call = {"id": item["call_id"], "type": "function", "function": function}
+        elif kind in _CALLS and isinstance(item.get("call_id"), str):
+            call = _call(kind, item)
             if joinable:
                 last = messages[-1]
                 messages[-1] = {**last, "tool_calls": [*last.get("tool_calls", []), call]}
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
                 joinable = True
-        elif kind == "function_call_output" and isinstance(item.get("call_id"), str):
+        elif kind in _OUTPUTS and isinstance(item.get("call_id"), str):
             output = item.get("output")
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": output})
             joinable = False
     return messages
+
+
+# A call item's type → the chat tool call's type and the item's fields it holds.
+_CALLS = {
+    "function_call": ("function", ("name", "arguments")),
+    "custom_tool_call": ("custom", ("name", "input")),
+}
+_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
+
+
+def _call(kind: str, item: Mapping[str, Any]) -> dict[str, Any]:
+    """A call item as a chat tool call (id = its `call_id`)."""
+    chat_type, fields = _CALLS[kind]
+    return {"id": item["call_id"], "type": chat_type, chat_type: {f: item.get(f) for f in fields}}
 
 
 def place_block(body: Mapping[str, Any], block: str, placement: Placement) -> dict[str, Any]:

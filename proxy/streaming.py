@@ -121,7 +121,8 @@ class ReplyCollector(EventCollector):
         self._transcript: list[str] = []
         self._refusal: list[str] = []
         self._audio_id: str | None = None
-        self._calls: dict[int, dict[str, Any]] = {}
+        self._calls: list[dict[str, Any]] = []  # in the order the calls began
+        self._slots: dict[Any, int] = {}  # a delta's `index` -> its call in `_calls`
         self._role_seen = False
         self._finished = False
 
@@ -138,9 +139,9 @@ class ReplyCollector(EventCollector):
             return
         if isinstance(message, dict):
             self._text(message)
-            for index, call in enumerate(message.get("tool_calls") or []):
+            for call in message.get("tool_calls") or []:
                 if isinstance(call, dict):
-                    self._calls[index] = call
+                    self._calls.append(call)
             self._role_seen = True
             self.done = True
 
@@ -173,17 +174,41 @@ class ReplyCollector(EventCollector):
             self._refusal.append(refusal)
 
     def _merge_call(self, delta: dict[str, Any]) -> None:
-        index = delta.get("index", 0)
-        call = self._calls.setdefault(
-            index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
-        )
-        if delta.get("id"):
-            call["id"] = delta["id"]
-        function = delta.get("function") or {}
-        if function.get("name"):
-            call["function"]["name"] += function["name"]
-        if function.get("arguments"):
-            call["function"]["arguments"] += function["arguments"]
+        """Join a tool call's pieces: a function's name and arguments, or a custom tool's
+        (GPT-5's free-form tools: `type: "custom"`, `custom: {name, input}`) name and input,
+        as the client's SDK joins them and then resends the call.
+
+        A call's pieces share its `index`. Some OpenAI-compatible servers give every call of
+        a reply index 0 (Ollama) or none (Gemini): a piece bearing an id other than its
+        index's call's begins a new call, and a piece without an index goes on the last."""
+        index = delta.get("index") if isinstance(delta.get("index"), int) else None
+        new_id = delta.get("id") or None
+        if index is not None:
+            slot = self._slots.get(index)
+        else:
+            slot = len(self._calls) - 1 if self._calls else None
+        if (
+            slot is not None
+            and new_id is not None
+            and self._calls[slot]["id"] not in (None, new_id)
+        ):
+            slot = None  # another call under the same index (or none)
+        if slot is None:
+            kind = "custom" if delta.get("type") == "custom" or "custom" in delta else "function"
+            said = ("name", "input") if kind == "custom" else ("name", "arguments")
+            self._calls.append({"id": None, "type": kind, kind: dict.fromkeys(said, "")})
+            slot = len(self._calls) - 1
+        if index is not None:
+            self._slots[index] = slot
+        call = self._calls[slot]
+        if new_id is not None:
+            call["id"] = new_id
+        kind = call["type"]
+        pieces = delta.get(kind)
+        for field, joined in call[kind].items():
+            piece = pieces.get(field) if isinstance(pieces, dict) else None
+            if isinstance(piece, str):
+                call[kind][field] = joined + piece
 
     def reply(self) -> dict[str, Any] | None:
         """The assistant message, or None when nothing was produced; its text valid Unicode."""
@@ -192,7 +217,7 @@ class ReplyCollector(EventCollector):
             return None
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if self._calls:
-            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+            message["tool_calls"] = list(self._calls)
         if self._audio_id is not None:
             message["audio"] = {"id": self._audio_id}
         valid: dict[str, Any] = valid_unicode(message)

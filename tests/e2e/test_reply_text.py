@@ -4,12 +4,16 @@ A spoken reply (`modalities: ["text", "audio"]`) has `content` null and its word
 `message.audio.transcript` (streamed: `delta.audio.transcript` pieces beside the audio data);
 a structured-output refusal has `content` null and its words in `refusal`. Each is stored as
 the reply's text, streamed or not. A spoken reply resent by its audio id (no content, as
-OpenAI's docs show) is the reply stored, not a new turn. The provider here answers as OpenAI
+OpenAI's docs show) is the reply stored, not a new turn. A call of a custom tool (GPT-5's
+free-form tools: `type: "custom"`, its `custom.input` streamed in pieces; in the Responses
+API a `custom_tool_call` item, and its `custom_tool_call_output`) is stored as the call made,
+and resent in the history it is that message. The provider here answers as OpenAI
 does; the model name picks the reply.
 """
 
 import json
 
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -21,10 +25,21 @@ from tests.conftest import serve_app
 USER = {"x-memory-user-id": "speaker"}
 TRANSCRIPT = ["Your dog ", "is called ", "Biscuit."]
 REFUSAL = ["I'm sorry, ", "I can't help ", "with that."]
+SHELL = ["ls -la ", "~/photos"]  # a custom tool's input, as streamed
+SHELL_CALL = {
+    "id": "call_shell",
+    "type": "custom",
+    "custom": {"name": "shell", "input": "".join(SHELL)},
+}
 
 
 def _deltas(model, audio_id):
     """The streamed message's deltas: the text in pieces, as OpenAI sends it."""
+    if model == "custom-tool":
+        opening = {**SHELL_CALL, "custom": {"name": "shell", "input": ""}}
+        calls = [opening] + [{"custom": {"input": piece}} for piece in SHELL]
+        first = {"role": "assistant", "content": None}
+        return [first] + [{"tool_calls": [{"index": 0, **call}]} for call in calls]
     if model == "audio-reply":
         first = {"role": "assistant", "content": None, "refusal": None}
         audio = [{"id": audio_id, "data": "UklGRg==", "expires_at": 1, "transcript": ""}]
@@ -35,6 +50,8 @@ def _deltas(model, audio_id):
 
 
 def _message(model, audio_id):
+    if model == "custom-tool":
+        return {"role": "assistant", "content": None, "tool_calls": [SHELL_CALL]}
     if model == "audio-reply":
         audio = {"id": audio_id, "data": "UklGRg==", "expires_at": 1}
         return {
@@ -76,20 +93,31 @@ def _refused_response(status="completed"):
     }
 
 
-async def _responses(request: Request) -> Response:
-    """The Responses API's refusal, as OpenAI sends it: a `refusal` content part."""
-    body = json.loads(await request.body())
+def _custom_call_response():
+    item = {"id": "ctc_1", "type": "custom_tool_call", "status": "completed"}
+    item |= {"call_id": SHELL_CALL["id"], "name": "shell", "input": "".join(SHELL)}
     done = _refused_response()
+    return {**done, "id": "resp_called", "model": "custom-tool", "output": [item]}
+
+
+async def _responses(request: Request) -> Response:
+    """The Responses API's refusal, as OpenAI sends it: a `refusal` content part; for the
+    model `custom-tool`, a custom tool's call, its input streamed in pieces."""
+    body = json.loads(await request.body())
+    custom = body["model"] == "custom-tool"
+    done = _custom_call_response() if custom else _refused_response()
     if not body.get("stream"):
         return Response(json.dumps(done), media_type="application/json")
     begun = {**done, "status": "in_progress", "output": []}
-    item = {**done["output"][0], "status": "in_progress", "content": []}
+    item = {**done["output"][0], "status": "in_progress"}
+    item |= {"input": ""} if custom else {"content": []}
+    kind, pieces = ("custom_tool_call_input", SHELL) if custom else ("refusal", REFUSAL)
     events = [
         {"type": "response.created", "response": begun},
         {"type": "response.output_item.added", "output_index": 0, "item": item},
         *(
-            {"type": "response.refusal.delta", "output_index": 0, "content_index": 0, "delta": d}
-            for d in REFUSAL
+            {"type": f"response.{kind}.delta", "output_index": 0, "content_index": 0, "delta": d}
+            for d in pieces
         ),
         {"type": "response.output_item.done", "output_index": 0, "item": done["output"][0]},
         {"type": "response.completed", "response": done},
@@ -218,3 +246,56 @@ def test_a_spoken_reply_resent_by_its_audio_id_is_the_message_stored_not_a_new_o
         ("user", "And how old is he?", False),
         ("assistant", "".join(TRANSCRIPT), False),
     ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_custom_tool_call_is_stored_as_made_and_resent_is_the_message_stored(
+    make_proxy, speaking, stream
+):
+    """A streamed custom tool call was stored as a function call with no name and no
+    arguments, and the call the client resent in its history was stored again."""
+    proxy = make_proxy(upstream_base_url=speaking)
+    question = {"role": "user", "content": "Which photos do I have?"}
+    with proxy.client(default_headers=USER) as client:
+        reply = client.chat.completions.create(
+            model="custom-tool", messages=[question], stream=stream
+        )
+        if stream:
+            list(reply)  # read to its end, or the reply is stored partial
+        result = {"role": "tool", "tool_call_id": "call_shell", "content": "kayak.jpg"}
+        history = [question, {"role": "assistant", "tool_calls": [SHELL_CALL]}, result]
+        again = client.chat.completions.create(model="custom-tool", messages=history, stream=stream)
+        if stream:
+            list(again)
+    proxy.flush()
+    exported = httpx.get(proxy.url + "/memory/export", headers=USER).text
+    stored_messages = [json.loads(line)["payload"] for line in exported.splitlines()]
+    calls = [m for m in stored_messages if m.get("tool_calls")]
+    assert [m["tool_calls"] for m in calls] == [[SHELL_CALL], [SHELL_CALL]]  # both replies
+    assert [m["role"] for m in stored_messages] == ["user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_responses_custom_tool_call_and_its_output_are_stored_as_chats(
+    make_proxy, speaking, stream
+):
+    """Custom tool calls and their outputs were left out of memory (function calls are kept)."""
+    proxy = make_proxy(upstream_base_url=speaking)
+    ask = [{"role": "user", "content": "Which photos do I have?"}]
+    tools = [{"type": "custom", "name": "shell"}]
+    with proxy.client(default_headers=USER) as client:
+        reply = client.responses.create(model="custom-tool", input=ask, tools=tools, stream=stream)
+        if stream:
+            reply = [event for event in reply][-1].response
+        output = [item.model_dump(exclude_none=True) for item in reply.output]
+        result = {"type": "custom_tool_call_output", "call_id": "call_shell", "output": "kayak.jpg"}
+        client.responses.create(model="refusal", input=[*ask, *output, result], tools=tools)
+    assert stored(proxy) == [
+        ("user", "Which photos do I have?", False),
+        ("assistant", "", False),
+        ("tool", "kayak.jpg", False),
+        ("assistant", "".join(REFUSAL), False),
+    ]
+    exported = httpx.get(proxy.url + "/memory/export", headers=USER).text
+    payloads = [json.loads(line)["payload"] for line in exported.splitlines()]
+    assert payloads[1]["tool_calls"] == [SHELL_CALL]

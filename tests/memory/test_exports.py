@@ -82,6 +82,7 @@ def test_memory_exports_exactly_these_names():
         "select_tier",
         "strip_block",
         "tier_rules_from_config",
+        "without_inline_data",
     ]
 
 
