@@ -109,14 +109,17 @@ def derive_session_id(user_id: str, body: Mapping[str, Any]) -> str:
     """A stable id from the user and the conversation's opening system and user messages.
 
     A client that resends its history every turn keeps the same opening, so it stays in one
-    session. This form is a contract: changing it splits stored conversations.
+    session. This form is a contract: changing it splits stored conversations. With no system
+    message the first `developer` one stands for it (the role OpenAI's newer models take
+    instead): two agents' prompts that open with the same user words are two conversations.
     """
-    messages = body.get("messages") or []
+    messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
     opening = []
-    for role in ("system", "user"):
-        for message in messages:
-            if isinstance(message, Mapping) and message.get("role") == role:
-                opening.append(strip_block(message_text(message)))
+    for roles in (("system", "developer"), ("user",)):
+        for role in roles:
+            first = next((m for m in messages if m.get("role") == role), None)
+            if first is not None:
+                opening.append(strip_block(message_text(first)))
                 break
     canonical = _CANONICAL.encode([user_id, *opening])
     return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()

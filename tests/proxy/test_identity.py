@@ -204,6 +204,25 @@ def test_derived_session_differs_by_user_and_by_opening():
     assert len(ids) == 3
 
 
+def test_a_developer_prompt_opens_a_session_as_a_system_prompt_does():
+    def session(*opening):
+        messages = [{"role": role, "content": text} for role, text in opening]
+        return derive_session_id("ana", {"messages": messages})
+
+    ask = ("user", "Summarise the ticket")
+    assert session(("developer", "You triage bugs."), ask) != session(
+        ("developer", "You write release notes."), ask
+    )
+    assert session(("developer", "You triage bugs."), ask) == session(
+        ("system", "You triage bugs."), ask
+    )
+    # with a system message the developer one changes nothing: stored sessions keep their ids
+    assert session(("system", "Be brief."), ("developer", "You triage bugs."), ask) == session(
+        ("system", "Be brief."), ask
+    )
+    assert session(ask) != session(("developer", "You triage bugs."), ask)
+
+
 # -- mode, budget, timestamp -----------------------------------------------------------------
 
 
