@@ -85,8 +85,11 @@ def failure(exc: Exception, litellm: Any) -> UpstreamError:
         return unreachable(transport)
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) and 400 <= status < 600 else 502
+    said = None  # the provider's status, unless no status came back
     if isinstance(exc, litellm.APIConnectionError):  # litellm itself failed: no answer
         status = 502
+        under = next((type(e).__name__ for e in _causes(exc) if e is not exc), type(exc).__name__)
+        said = f"litellm could not complete the call ({under})"
     provider = getattr(exc, "body", None)  # the OpenAI SDK's copy of the provider's "error"
     if isinstance(provider, dict) and isinstance(provider.get("message"), str):
         message = _CLASS_PREFIX.sub("", provider["message"]).strip() or provider["message"]
@@ -98,12 +101,14 @@ def failure(exc: Exception, litellm: Any) -> UpstreamError:
     if isinstance(exc, litellm.ContextWindowExceededError) and error["code"] in (None, str(status)):
         # litellm reads every provider's words for it: say it in OpenAI's code (overflow.py)
         error["code"] = "context_length_exceeded"
-    return _logged(exc, status, error)
+    return _logged(exc, status, error, said)
 
 
-def _logged(exc: Exception, status: int, error: dict[str, str | None]) -> UpstreamError:
+def _logged(
+    exc: Exception, status: int, error: dict[str, str | None], said: str | None = None
+) -> UpstreamError:
     logger.warning("litellm call failed: %s %s: %s", status, type(exc).__name__, error["message"])
-    return UpstreamError(status, json.dumps({"error": error}).encode())
+    return UpstreamError(status, json.dumps({"error": error}).encode(), message=said)
 
 
 # The OpenAI error type for a status, when the provider's own is not known.
