@@ -81,9 +81,10 @@ class Writer:
     def __init__(self, layer: MemoryLayer, journal: Journal, maxsize: int = 10_000) -> None:
         self._layer = layer
         self._wakeup = asyncio.Event()
-        self._progress = Progress(left_in(journal))
+        left = left_in(journal)
+        self._progress = Progress(left)
         self._health = WriterHealth()
-        self._turns = TurnQueue(layer, journal, maxsize, self._progress, self._health)
+        self._turns = TurnQueue(layer, journal, maxsize, self._progress, self._health, left)
         self._task: asyncio.Task[None] | None = None
         self._indexer: ThreadPoolExecutor | None = None
         self._stopping = False

@@ -1,0 +1,45 @@
+"""An operator's stop and start of `moim serve`, as a real subprocess in front of the fake
+upstream: `docker stop` (SIGTERM) or Ctrl-C ends it with exit status 0 once every finished turn
+is stored, and a start after a crash says in its log that it stored what the journal held.
+"""
+
+import sqlite3
+import time
+
+from memory import Journal, Turn
+from tests.e2e.test_crash import Server
+
+
+def turn(k):
+    return Turn(
+        user_id="ops",
+        session_id=f"s{k}",
+        model="gpt-4o-mini",
+        messages=({"role": "user", "content": f"parcel {k} went to Porto"},),
+        reply={"role": "assistant", "content": f"noted {k}"},
+        created_at=time.time(),
+    )
+
+
+def stored_user_texts(db):
+    with sqlite3.connect(db) as conn:
+        return sorted(
+            row[0] for row in conn.execute("SELECT content FROM messages WHERE role = 'user'")
+        )
+
+
+def test_a_start_after_a_crash_says_it_stored_what_the_journal_held(tmp_path, upstream):
+    """What `kill -9` left in the journal was stored at the next start without a word."""
+    db = tmp_path / "moim.db"
+    journal = Journal(tmp_path / "moim.db.journal")  # as a process killed before storing left it
+    for k in range(3):
+        journal.append(turn(k))
+
+    with Server(db, upstream.url, tmp_path / "log") as server:
+        server.wait("/health/readiness")
+        server.stop()
+
+    log = (tmp_path / "log").read_text()
+    path = (tmp_path / "moim.db.journal").resolve()
+    assert f"journal replayed: 3 turns a previous run left in {path} are stored" in log, log
+    assert stored_user_texts(db) == [f"parcel {k} went to Porto" for k in range(3)]
