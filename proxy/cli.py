@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -103,6 +105,10 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     click.echo(banner(config), err=True)
+    # uvicorn stops gracefully on SIGTERM, puts back the handler it found and sends the signal
+    # again: by default that killed moim once stopped (status 143 for `docker stop`, as if
+    # killed mid-work). A stop asked for is a clean exit.
+    signal.signal(signal.SIGTERM, _stop_asked)
     uvicorn.run(
         build_app(config, layer),
         host=config.host,
@@ -111,6 +117,11 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
         access_log=False,
         **uvicorn_options(config),
     )
+
+
+def _stop_asked(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM outside uvicorn's own handling (before it serves, or once it has stopped)."""
+    raise SystemExit(0)
 
 
 @main.command()

@@ -3,8 +3,11 @@ upstream: `docker stop` (SIGTERM) or Ctrl-C ends it with exit status 0 once ever
 is stored, and a start after a crash says in its log that it stored what the journal held.
 """
 
+import signal
 import sqlite3
 import time
+
+import httpx
 
 from memory import Journal, Turn
 from tests.e2e.test_crash import Server
@@ -43,3 +46,20 @@ def test_a_start_after_a_crash_says_it_stored_what_the_journal_held(tmp_path, up
     path = (tmp_path / "moim.db.journal").resolve()
     assert f"journal replayed: 3 turns a previous run left in {path} are stored" in log, log
     assert stored_user_texts(db) == [f"parcel {k} went to Porto" for k in range(3)]
+
+
+def test_sigterm_stops_with_exit_status_zero_once_the_turns_are_stored(tmp_path, upstream):
+    """uvicorn re-raised SIGTERM after its clean shutdown, so moim died of it: exit status
+    143 for `docker stop` (-15 here), as if it had been killed mid-work."""
+    db = tmp_path / "moim.db"
+    with Server(db, upstream.url, tmp_path / "log") as server:
+        server.wait("/health/readiness")
+        said = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "my bike is red"}]}
+        reply = httpx.post(server.root + "/v1/chat/completions", json=said, timeout=30)
+        assert reply.status_code == 200
+        server.process.send_signal(signal.SIGTERM)
+        status = server.process.wait(timeout=30)
+        server.log.close()
+
+    assert status == 0, (tmp_path / "log").read_text()
+    assert stored_user_texts(db) == ["my bike is red"]
