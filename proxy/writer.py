@@ -185,7 +185,14 @@ class Writer:
     async def stop(self) -> None:
         self._stopping = True
         if self._task is not None:
-            await self.flush(timeout=10.0)
+            if await self.flush(timeout=10.0):  # what a stop leaves, in the log's last lines
+                logger.info("memory writer stopped: every finished turn is stored and indexed")
+            else:
+                logger.warning(
+                    "memory writer stopped with %d turns not yet stored or indexed: the "
+                    "journal and the store keep them for the next start",
+                    self.pending,
+                )
             self._task.cancel()
             try:
                 await self._task

@@ -63,3 +63,17 @@ def test_sigterm_stops_with_exit_status_zero_once_the_turns_are_stored(tmp_path,
 
     assert status == 0, (tmp_path / "log").read_text()
     assert stored_user_texts(db) == ["my bike is red"]
+
+
+def test_a_stop_says_in_the_log_what_the_writer_left(tmp_path, upstream):
+    """The log ended with uvicorn's and the MCP manager's lines: nothing said whether the
+    finished turns were stored."""
+    db = tmp_path / "moim.db"
+    with Server(db, upstream.url, tmp_path / "log") as server:
+        server.wait("/health/readiness")
+        said = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "my bike is red"}]}
+        assert httpx.post(server.root + "/v1/chat/completions", json=said, timeout=30).is_success
+        server.stop()
+
+    log = (tmp_path / "log").read_text()
+    assert "memory writer stopped: every finished turn is stored and indexed" in log, log
