@@ -48,7 +48,24 @@ from proxy.config import Config
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
-@click.group()
+class _Moim(click.Group):
+    """The `moim` group: a store failing during a command (its write lock held by `moim serve`
+    past `memory.busy_timeout`, Postgres unreachable) is one line and exit status 1, not a
+    traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from memory import MemoryLayerError
+
+        try:
+            return super().invoke(ctx)
+        except MemoryLayerError as exc:
+            hint = (
+                " (another process held its write lock; try again)" if "locked" in str(exc) else ""
+            )
+            raise click.ClickException(f"{exc}{hint}") from exc
+
+
+@click.group(cls=_Moim)
 @click.version_option(package_name="moim")
 def main() -> None:
     """moim: long-term memory for any OpenAI-compatible LLM application."""

@@ -387,3 +387,45 @@ def test_what_a_command_imports_for_a_user_the_server_holds_is_found_by_meaning(
     )
 
     assert alpacas in search("llama ranching relatives")  # no word in common: the vectors'
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["facts", "set", "--user", "ann", "home", "Porto"],
+        ["facts", "delete", "--user", "ann", "home"],
+        ["memory", "search", "--user", "ann", "Porto"],
+    ],
+    ids=" ".join,
+)
+def test_a_store_locked_past_the_busy_timeout_is_one_line_not_a_traceback(tmp_path, args):
+    """`moim serve`'s writer holds SQLite's write lock while it stores; a command that could not
+    have it within memory.busy_timeout ended in a traceback of StoreUnavailable."""
+    db = tmp_path / "moim.db"
+    assert (
+        moim("facts", "set", "--user", "ann", "home", "Lisbon", "--create", cwd=tmp_path).exit_code
+        == 0
+    )
+    (tmp_path / "moim.yaml").write_text("memory: {busy_timeout: 0.1}\n")
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # as a writer in the middle of storing
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "proxy.cli", *args, "--config", "moim.yaml"],
+            cwd=tmp_path,
+            env={
+                **{k: v for k, v in os.environ.items() if not k.startswith("MOIM_")},
+                "PYTHONPATH": str(REPO),
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        writer.close()
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[1:] == [
+        "Error: OperationalError: database is locked "
+        "(another process held its write lock; try again)"
+    ]
