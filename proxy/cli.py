@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -46,7 +48,24 @@ from proxy.config import Config
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
-@click.group()
+class _Moim(click.Group):
+    """The `moim` group: a store failing during a command (its write lock held by `moim serve`
+    past `memory.busy_timeout`, Postgres unreachable) is one line and exit status 1, not a
+    traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from memory import MemoryLayerError
+
+        try:
+            return super().invoke(ctx)
+        except MemoryLayerError as exc:
+            hint = (
+                " (another process held its write lock; try again)" if "locked" in str(exc) else ""
+            )
+            raise click.ClickException(f"{exc}{hint}") from exc
+
+
+@click.group(cls=_Moim)
 @click.version_option(package_name="moim")
 def main() -> None:
     """moim: long-term memory for any OpenAI-compatible LLM application."""
@@ -103,6 +122,10 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     click.echo(banner(config), err=True)
+    # uvicorn stops gracefully on SIGTERM, puts back the handler it found and sends the signal
+    # again: by default that killed moim once stopped (status 143 for `docker stop`, as if
+    # killed mid-work). A stop asked for is a clean exit.
+    signal.signal(signal.SIGTERM, _stop_asked)
     uvicorn.run(
         build_app(config, layer),
         host=config.host,
@@ -111,6 +134,11 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
         access_log=False,
         **uvicorn_options(config),
     )
+
+
+def _stop_asked(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM outside uvicorn's own handling (before it serves, or once it has stopped)."""
+    raise SystemExit(0)
 
 
 @main.command()

@@ -192,6 +192,7 @@ def check_db_directory(config: Config) -> None:
 
 
 def _check_directory(name: str, path: Path, why: str) -> None:
+    path = Path(os.path.abspath(path))  # absolute, as "cannot open" names it: what finds it
     directory = path.parent
     if not directory.is_dir():
         raise click.ClickException(f"{name}: cannot create {path}: no such directory {directory}")

@@ -49,8 +49,8 @@ from proxy.upstream import (
     open_openai,
     provider_key,
     resolve,
-    unreachable,
 )
+from proxy.upstream_errors import unreachable
 
 logger = logging.getLogger(__name__)
 

@@ -111,8 +111,9 @@ class ServiceUnavailable(ProxyError):
 
 class UpstreamError(ProxyError):
     """The provider failed; carries its status and raw body to pass on unchanged. `message`
-    says what happened for moim's own (unreachable, timed out, broken off: `proxy.upstream`),
-    else it is the provider's status (`from_provider`)."""
+    says what happened for moim's own (unreachable, timed out, broken off, litellm failing with
+    no status from the provider: `proxy.upstream_errors`), else it is the provider's status
+    (`from_provider`)."""
 
     type = "upstream_error"
 

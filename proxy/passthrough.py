@@ -63,9 +63,9 @@ from proxy.upstream import (
     model_object,
     provider_key,
     resolve,
-    unreachable,
 )
 from proxy.upstream_client import send
+from proxy.upstream_errors import unreachable
 
 if TYPE_CHECKING:
     from proxy.state import AppState

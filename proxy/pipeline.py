@@ -48,8 +48,8 @@ from proxy.upstream import (
     open_openai,
     provider_key,
     resolve,
-    unreachable,
 )
+from proxy.upstream_errors import unreachable
 
 if TYPE_CHECKING:
     from proxy.state import AppState

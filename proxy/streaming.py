@@ -26,7 +26,8 @@ from typing import Any
 import anyio
 import httpx
 
-from proxy.upstream import body_chunks, broken_off
+from proxy.upstream import body_chunks
+from proxy.upstream_errors import broken_off
 
 logger = logging.getLogger(__name__)
 

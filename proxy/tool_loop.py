@@ -55,10 +55,9 @@ from proxy.tools import MAX_ROUNDS, execute, is_memory_call, offered, with_memor
 from proxy.upstream import (
     Target,
     body_chunks,
-    broken_off,
     open_openai,
-    unreachable,
 )
+from proxy.upstream_errors import broken_off, unreachable
 
 if TYPE_CHECKING:
     from proxy.exchange import Exchange, Report

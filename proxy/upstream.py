@@ -16,9 +16,8 @@ import functools
 import json
 import logging
 import os
-import re
 import sys
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,10 +27,11 @@ import numpy as np
 
 from proxy import litellm_params
 from proxy.config import Config
-from proxy.errors import BadRequest, UpstreamError
+from proxy.errors import BadRequest
 from proxy.header_lines import NOT_FORWARDED_WITH_MEMORY, client_lines
-from proxy.litellm_redirects import follow_no_redirects, redirect_refused
+from proxy.litellm_redirects import follow_no_redirects
 from proxy.upstream_client import send
+from proxy.upstream_errors import failure
 
 logger = logging.getLogger(__name__)
 # litellm's loggers (litellm/_logging.py), and the openai SDK's, which it calls for OpenAI's
@@ -143,55 +143,6 @@ def model_object(name: str, config: Config) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": 0, "owned_by": owner}
 
 
-def unreachable(exc: httpx.HTTPError) -> UpstreamError:
-    """The error a client gets when the provider could not be reached or answer in time.
-
-    The client's error names only the kind; the log says where and why (refused, no such
-    host, TLS spoken to a plain port, …), so an operator finds a wrong base URL from the log.
-    """
-    if isinstance(exc, httpx.TimeoutException):
-        logger.warning("upstream timed out: %s", _failed_call(exc))
-        return own_error(504, "upstream timed out", "upstream_timeout")
-    logger.warning("upstream unreachable: %s", _failed_call(exc))
-    return own_error(502, f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable")
-
-
-def _failed_call(exc: httpx.HTTPError) -> str:
-    """`POST http://host:port/path: ConnectError: …`, without the URL's credentials or query
-    (a gateway's password, an `api-key` parameter), in the URL and in the error's text."""
-    reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
-    try:
-        request = exc.request
-    except RuntimeError:  # an error made for a call that had no request (litellm's timeout)
-        return reason
-    url = request.url
-    for secret in (url.userinfo.decode("latin-1"), url.password, url.query.decode("latin-1")):
-        if secret:
-            reason = reason.replace(secret, "***")
-    shown = url.copy_with(username=None, password=None, query=None, fragment=None)
-    return f"{request.method} {shown}: {reason}"
-
-
-def broken_off() -> UpstreamError:
-    """The error a client gets when the provider broke off a body moim reads before it answers
-    (a non-streamed reply, an error, a memory-tool round held back): a clean 502, nothing
-    stored. Once moim relays a body, the relay breaks the client's connection off instead
-    (`proxy.streaming.BrokeOff`)."""
-    return own_error(502, "upstream closed the connection", "upstream_broken")
-
-
-def own_error(status: int, message: str, code: str) -> UpstreamError:
-    """moim's error for a provider it could not talk to, saying so (not "upstream returned")."""
-    return UpstreamError(status, upstream_error(message, code), message=message)
-
-
-def upstream_error(message: str, code: str) -> bytes:
-    """An OpenAI-shaped error body for a provider moim could not talk to."""
-    return json.dumps(
-        {"error": {"message": message, "type": "upstream_error", "param": None, "code": code}}
-    ).encode()
-
-
 # -- litellm ---------------------------------------------------------------------------------
 
 
@@ -237,7 +188,7 @@ async def call_litellm(
     try:
         return await litellm.acompletion(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes
-        raise _failure(exc, litellm) from exc
+        raise failure(exc, litellm) from exc
 
 
 async def embed_litellm(
@@ -267,117 +218,13 @@ async def embed_litellm(
     try:
         response = await litellm.aembedding(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes
-        raise _failure(exc, litellm) from exc
+        raise failure(exc, litellm) from exc
     payload = response.model_dump(exclude_none=True)
     if encoding == "base64":
         for item in payload.get("data") or []:
             vector = np.asarray(item["embedding"], dtype="<f4")
             item["embedding"] = base64.b64encode(vector.tobytes()).decode()
     return json.dumps(payload, ensure_ascii=False).encode()
-
-
-def _failure(exc: Exception, litellm: Any) -> UpstreamError:
-    """litellm's exception as an OpenAI error for the client.
-
-    The provider's status and error object when it answered; a 502 or 504 as on the byte path
-    when it could not be reached; otherwise litellm's status and one clean line. litellm's
-    messages may carry a traceback, file paths and a bug-report notice: never the client's.
-    """
-    if _missing_key(exc):
-        return _logged(exc, 401, _error_object(_summary(exc), "authentication_error", None, "401"))
-    transport = next((e for e in _causes(exc) if isinstance(e, httpx.TransportError)), None)
-    if isinstance(exc, litellm.Timeout) and not isinstance(transport, httpx.TimeoutException):
-        transport = httpx.TimeoutException("litellm timed out")
-    if transport is not None:
-        logger.warning("litellm call failed: %s", type(transport).__name__)
-        return unreachable(transport)
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and 300 <= status < 400:  # `follow_no_redirects`
-        return _logged(exc, 502, _error_object(redirect_refused(status), None, None, "redirect"))
-    status = status if isinstance(status, int) and 400 <= status < 600 else 502
-    if isinstance(exc, litellm.APIConnectionError):  # litellm itself failed: no answer
-        status = 502
-    provider = getattr(exc, "body", None)  # the OpenAI SDK's copy of the provider's "error"
-    if isinstance(provider, dict) and isinstance(provider.get("message"), str):
-        message = _CLASS_PREFIX.sub("", provider["message"]).strip() or provider["message"]
-        error = _error_object(
-            message, provider.get("type"), provider.get("param"), provider.get("code")
-        )
-    else:
-        error = _error_object(_summary(exc), _ERROR_TYPES.get(status), None, str(status))
-    if isinstance(exc, litellm.ContextWindowExceededError) and error["code"] in (None, str(status)):
-        # litellm reads every provider's words for it: say it in OpenAI's code (overflow.py)
-        error["code"] = "context_length_exceeded"
-    return _logged(exc, status, error)
-
-
-def _logged(exc: Exception, status: int, error: dict[str, str | None]) -> UpstreamError:
-    """Logged without its message: the provider's words may quote the request and its key."""
-    kind, code = error["type"], error["code"]
-    logger.warning("litellm call failed: %s %s (%s, %s)", status, type(exc).__name__, kind, code)
-    return UpstreamError(status, json.dumps({"error": error}).encode())
-
-
-# The OpenAI error type for a status, when the provider's own is not known.
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    422: "invalid_request_error",
-    429: "rate_limit_error",
-}
-# "litellm.BadRequestError: OpenAIException - …": the class names litellm puts first.
-# litellm's class names before a message: "litellm.BadRequestError: ContextWindowExceededError:
-# OpenAIException - This model's maximum context length is …".
-_CLASS_PREFIX = re.compile(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?::| -) )+")
-# An absolute path to a file ("/srv/app/x.py"), not one after a host name or "//".
-_FILE_PATH = re.compile(r"(?<![\w:/.])/(?:[\w.\-]+/)+[\w\-]+\.\w+")
-_MAX_MESSAGE = 500
-
-
-def _summary(exc: Exception) -> str:
-    """litellm's message cut to its first line, without class names or file paths."""
-    text = str(getattr(exc, "message", None) or exc).strip()
-    line = _CLASS_PREFIX.sub("", text.split("\n", 1)[0]).strip()
-    line = _FILE_PATH.sub("…", line)[:_MAX_MESSAGE]
-    return line or f"the provider call failed ({type(exc).__name__})"
-
-
-def _error_object(message: str, kind: Any, param: Any, code: Any) -> dict[str, str | None]:
-    """OpenAI's error object; a provider's type, param and code are kept when they are text."""
-    return {
-        "message": message,
-        "type": kind if isinstance(kind, str) and kind else "upstream_error",
-        "param": param if isinstance(param, str) else None,
-        "code": str(code) if isinstance(code, (str, int)) else None,
-    }
-
-
-def _missing_key(exc: BaseException) -> bool:
-    """True when the error is the OpenAI SDK refusing to start without an API key.
-
-    litellm reports that as a 500 (other providers' missing keys are already 401s): its
-    cause is the SDK's bare `OpenAIError`, raised before anything was sent.
-    """
-    for seen in _causes(exc):
-        kind = type(seen)
-        if kind.__module__ == "openai" and kind.__name__ == "OpenAIError":
-            return "api_key" in str(seen)
-    return False
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """The exception, then its causes (explicit or implicit), at most eight.
-
-    Bounded: a chain of causes may loop back on itself.
-    """
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            return
-        yield seen
-        seen = seen.__cause__ or seen.__context__
 
 
 async def close_litellm() -> None:

@@ -81,9 +81,10 @@ class Writer:
     def __init__(self, layer: MemoryLayer, journal: Journal, maxsize: int = 10_000) -> None:
         self._layer = layer
         self._wakeup = asyncio.Event()
-        self._progress = Progress(left_in(journal))
+        left = left_in(journal)
+        self._progress = Progress(left)
         self._health = WriterHealth()
-        self._turns = TurnQueue(layer, journal, maxsize, self._progress, self._health)
+        self._turns = TurnQueue(layer, journal, maxsize, self._progress, self._health, left)
         self._task: asyncio.Task[None] | None = None
         self._indexer: ThreadPoolExecutor | None = None
         self._stopping = False
@@ -184,7 +185,14 @@ class Writer:
     async def stop(self) -> None:
         self._stopping = True
         if self._task is not None:
-            await self.flush(timeout=10.0)
+            if await self.flush(timeout=10.0):  # what a stop leaves, in the log's last lines
+                logger.info("memory writer stopped: every finished turn is stored and indexed")
+            else:
+                logger.warning(
+                    "memory writer stopped with %d turns not yet stored or indexed: the "
+                    "journal and the store keep them for the next start",
+                    self.pending,
+                )
             self._task.cancel()
             try:
                 await self._task

@@ -76,8 +76,10 @@ class TurnQueue:
         maxsize: int,
         progress: Progress,
         health: WriterHealth,
+        left: int = 0,
     ) -> None:
         self._layer = layer
+        self._left = left  # turns a previous process left in the journal (`left_in`)
         self._journal = journal
         self._queue: deque[_Held] = deque()
         self._maxsize = maxsize
@@ -197,6 +199,12 @@ class TurnQueue:
         except TRANSIENT:  # the store is failing: these turns wait for everything indexed
             newest = UNKNOWN
         self._progress.stored_all(submitted - len(kept), newest)
+        if not self.replayed and self._left:  # what a crash left: the operator is told
+            logger.info(
+                "journal replayed: %d turns a previous run left in %s are stored",
+                self._left,
+                self._journal.path,
+            )
         self.replayed = True
         return None
 

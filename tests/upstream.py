@@ -24,7 +24,7 @@ Replies to ``POST /v1/chat/completions``:
   ``{"content": ..., "tool_calls": [{"id", "name", "arguments"}], "delay": seconds,
   "broken_after": chunks}`` (any subset; ``broken_after``: the stream drops after that many
   chunks past the first, as ``broken``'s), or ``{"status": int, "body": dict, "headers": dict}``
-  for a raw error;
+  for a raw error (the Anthropic endpoint answers such an item too);
 - a non-empty ``Upstream.json_script`` (same items) answers, before ``script``, the requests that
   ask for a JSON object (``response_format``, as moim's consolidation does), so a test can
   script them while chats go on beside them.
@@ -277,6 +277,9 @@ class Upstream:
         return _EventStream(events, reply.delay, self._count_disconnect)
 
     def _anthropic(self, body: Any) -> Response:
+        if self.script and "status" in self.script[0]:  # a scripted raw answer, as for chats
+            item = self.script.pop(0)
+            return JSONResponse(item.get("body", {}), status_code=item["status"])
         self._chats += 1
         said = f"Noted, turn {self._chats}."
         prompt = _tokens(json.dumps(body))

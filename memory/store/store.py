@@ -219,6 +219,10 @@ class Store(PortableQueries, SqliteReads):
         current = dict(self.read("SELECT key, value FROM meta"))
         same = all(current.get(k) == v for k, v in wanted.items())
         rebuild = same and vector_rebuild.KEY in current
+        table = self.read("SELECT 1 FROM sqlite_master WHERE name = ?", (vector_table.TABLE,))
+        if same and table:  # nothing to change: no write lock, which `moim serve` may hold
+            self.dim = dim
+            return rebuild
         with self.held():
             with self.write() as db:
                 generation = None

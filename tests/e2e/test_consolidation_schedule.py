@@ -379,6 +379,26 @@ def test_cli_with_user_says_what_failed_moims_502_or_the_providers(
     assert cli_layer.consolidated_through("ann") == 0
 
 
+def test_cli_says_litellm_failed_when_no_provider_status_came_back(tmp_path, upstream, cli_layer):
+    """litellm's APIConnectionError with no network error under it (here litellm could not
+    read the provider's 200 `{}` as an Anthropic message) was "upstream returned 502", as if
+    the provider had answered 502."""
+    chat(cli_layer, "ann", "I moved to Lisbon.")
+    upstream.script.append({"status": 200, "body": {}})
+    root = upstream.url.removesuffix("/v1")
+    route = f"{{model: anthropic/claude-sonnet-4-5, api_base: '{root}', api_key: sk-up}}"
+
+    result = run_cli(
+        tmp_path, upstream, f"models: {{claude: {route}}}\n", "--user", "ann", "--model", "claude"
+    )
+
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[1:] == [
+        "Error: litellm could not complete the call (KeyError)"
+    ]
+    assert cli_layer.consolidated_through("ann") == 0
+
+
 def test_cli_with_user_marks_that_user(tmp_path, upstream, cli_layer):
     ann = chat(cli_layer, "ann", "I moved to Lisbon.")
     upstream.json_script.append(add("home_city", "Lisbon"))

@@ -387,3 +387,75 @@ def test_what_a_command_imports_for_a_user_the_server_holds_is_found_by_meaning(
     )
 
     assert alpacas in search("llama ranching relatives")  # no word in common: the vectors'
+
+
+def moim_process(*args, cwd):
+    """`moim ARGS --config moim.yaml` as a process of its own: SQLite's locks are the OS's, per
+    process, so a lock this test's process holds is seen only by another."""
+    return subprocess.run(
+        [sys.executable, "-m", "proxy.cli", *args, "--config", "moim.yaml"],
+        cwd=cwd,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("MOIM_")},
+            "PYTHONPATH": str(REPO),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_memory_search_answers_while_another_process_holds_the_write_lock(tmp_path):
+    """A search only reads, yet it took SQLite's write lock to check the vector table: beside
+    `moim serve` storing a backlog it waited memory.busy_timeout, then failed."""
+    db = tmp_path / "moim.db"
+    said = {"role": "user", "content": "I moved to Porto"}
+    exported = {
+        "type": "message", "session_id": "s1", "message_key": "k1", "content_hash": "h1",
+        "name": None, "payload": said, "model": "gpt-4o-mini", "tokens": 5, "partial": False,
+        "created_at": 1795716614.0, **said,
+    }  # fmt: skip
+    line = json.dumps(exported) + "\n"
+    imported = moim("memory", "import", "--user", "ann", "--create", cwd=tmp_path, stdin=line)
+    assert imported.exit_code == 0, imported.output
+    (tmp_path / "moim.yaml").write_text("memory: {busy_timeout: 0.1}\n")
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # as moim serve's writer in the middle of storing
+    try:
+        result = moim_process("memory", "search", "--user", "ann", "Porto", cwd=tmp_path)
+    finally:
+        writer.close()
+
+    assert result.returncode == 0, result.stderr
+    assert "I moved to Porto" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["facts", "set", "--user", "ann", "home", "Porto"],
+        ["facts", "delete", "--user", "ann", "home"],
+    ],
+    ids=" ".join,
+)
+def test_a_store_locked_past_the_busy_timeout_is_one_line_not_a_traceback(tmp_path, args):
+    """`moim serve`'s writer holds SQLite's write lock while it stores; a command that could not
+    have it within memory.busy_timeout ended in a traceback of StoreUnavailable."""
+    db = tmp_path / "moim.db"
+    assert (
+        moim("facts", "set", "--user", "ann", "home", "Lisbon", "--create", cwd=tmp_path).exit_code
+        == 0
+    )
+    (tmp_path / "moim.yaml").write_text("memory: {busy_timeout: 0.1}\n")
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # as a writer in the middle of storing
+    try:
+        result = moim_process(*args, cwd=tmp_path)
+    finally:
+        writer.close()
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[1:] == [
+        "Error: OperationalError: database is locked "
+        "(another process held its write lock; try again)"
+    ]

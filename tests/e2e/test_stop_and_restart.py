@@ -1,0 +1,79 @@
+"""An operator's stop and start of `moim serve`, as a real subprocess in front of the fake
+upstream: `docker stop` (SIGTERM) or Ctrl-C ends it with exit status 0 once every finished turn
+is stored, and a start after a crash says in its log that it stored what the journal held.
+"""
+
+import signal
+import sqlite3
+import time
+
+import httpx
+
+from memory import Journal, Turn
+from tests.e2e.test_crash import Server
+
+
+def turn(k):
+    return Turn(
+        user_id="ops",
+        session_id=f"s{k}",
+        model="gpt-4o-mini",
+        messages=({"role": "user", "content": f"parcel {k} went to Porto"},),
+        reply={"role": "assistant", "content": f"noted {k}"},
+        created_at=time.time(),
+    )
+
+
+def stored_user_texts(db):
+    with sqlite3.connect(db) as conn:
+        return sorted(
+            row[0] for row in conn.execute("SELECT content FROM messages WHERE role = 'user'")
+        )
+
+
+def test_a_start_after_a_crash_says_it_stored_what_the_journal_held(tmp_path, upstream):
+    """What `kill -9` left in the journal was stored at the next start without a word."""
+    db = tmp_path / "moim.db"
+    journal = Journal(tmp_path / "moim.db.journal")  # as a process killed before storing left it
+    for k in range(3):
+        journal.append(turn(k))
+
+    with Server(db, upstream.url, tmp_path / "log") as server:
+        server.wait("/health/readiness")
+        server.stop()
+
+    log = (tmp_path / "log").read_text()
+    path = (tmp_path / "moim.db.journal").resolve()
+    assert f"journal replayed: 3 turns a previous run left in {path} are stored" in log, log
+    assert stored_user_texts(db) == [f"parcel {k} went to Porto" for k in range(3)]
+
+
+def test_sigterm_stops_with_exit_status_zero_once_the_turns_are_stored(tmp_path, upstream):
+    """uvicorn re-raised SIGTERM after its clean shutdown, so moim died of it: exit status
+    143 for `docker stop` (-15 here), as if it had been killed mid-work."""
+    db = tmp_path / "moim.db"
+    with Server(db, upstream.url, tmp_path / "log") as server:
+        server.wait("/health/readiness")
+        said = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "my bike is red"}]}
+        reply = httpx.post(server.root + "/v1/chat/completions", json=said, timeout=30)
+        assert reply.status_code == 200
+        server.process.send_signal(signal.SIGTERM)
+        status = server.process.wait(timeout=30)
+        server.log.close()
+
+    assert status == 0, (tmp_path / "log").read_text()
+    assert stored_user_texts(db) == ["my bike is red"]
+
+
+def test_a_stop_says_in_the_log_what_the_writer_left(tmp_path, upstream):
+    """The log ended with uvicorn's and the MCP manager's lines: nothing said whether the
+    finished turns were stored."""
+    db = tmp_path / "moim.db"
+    with Server(db, upstream.url, tmp_path / "log") as server:
+        server.wait("/health/readiness")
+        said = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "my bike is red"}]}
+        assert httpx.post(server.root + "/v1/chat/completions", json=said, timeout=30).is_success
+        server.stop()
+
+    log = (tmp_path / "log").read_text()
+    assert "memory writer stopped: every finished turn is stored and indexed" in log, log
