@@ -3,7 +3,7 @@
 moim serve [--config PATH] [--host H] [--port P]
 moim migrate | reindex | stats --user U | users          (users: proxy/cli_browse.py)
 moim memory stats|export|import|delete|search --user U   (search: proxy/cli_browse.py)
-moim memory copy --from sqlite:///moim.db --to postgresql://…
+moim memory copy --from sqlite:///srv/moim/moim.db --to postgresql://…
 moim facts list|set|delete|history|pin|unpin --user U   (proxy/cli_facts.py)
 moim consolidate [--user U] [--model M] [--turns N]   (proxy/cli_consolidate.py)
 moim mcp [--user U]                       (MCP on stdio: proxy/mcp_server.py)
