@@ -700,8 +700,10 @@ def test_a_later_turn_found_by_the_questions_word_is_recalled_before_the_old_one
 
 
 def test_the_turn_a_better_ranked_reply_answers_is_shown_before_it(make_proxy, upstream):
-    # The reply restates the detail in other words and ranks above the turn that says it,
-    # which other turns' words push down: placed after them it found no room left.
+    # The reply ("Group walks are great …") restates the detail in other words and ranks above
+    # the turn that says it, which the running club's turns (the question's words) push down.
+    # The reply filled the first turn's excerpt, the club took the other: the turn found no
+    # room. Packed just before its reply, it takes the room the reply would have.
     proxy = make_proxy(settings={"tier_rules": (TierRule(Fraction("0.5"), 2, 600),)})
     photo = [
         "I got into street photography, so I bought a used Fujifilm X-T3 for the club.",
