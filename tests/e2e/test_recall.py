@@ -697,3 +697,42 @@ def test_a_later_turn_found_by_the_questions_word_is_recalled_before_the_old_one
     block = block_in(sent_messages(upstream))
     assert new in block
     assert old not in block or block.index(new) < block.index(old)
+
+
+def test_the_turn_a_better_ranked_reply_answers_is_shown_before_it(make_proxy, upstream):
+    # The reply ("Group walks are great …") restates the detail in other words and ranks above
+    # the turn that says it, which the running club's turns (the question's words) push down.
+    # The reply filled the first turn's excerpt, the club took the other: the turn found no
+    # room. Packed just before its reply, it takes the room the reply would have.
+    proxy = make_proxy(settings={"tier_rules": (TierRule(Fraction("0.5"), 2, 600),)})
+    photo = [
+        "I got into street photography, so I bought a used Fujifilm X-T3 for the club.",
+        "That's a great kit for street work: the X-T3 has physical dials that make it quick "
+        "to change settings without looking at a screen, and the 35mm lens gives a natural, "
+        "unobtrusive field of view. Start with aperture priority at f/8, auto ISO with a "
+        "minimum shutter speed of 1/250, and zone focusing when autofocus is too slow.",
+        "At night the autofocus hunts a lot and I miss shots.",
+        "Low light is hard for that generation: use a small focus area, find a contrasty "
+        "edge to focus on, and update the firmware. Prefocusing on three metres at f/4 and "
+        "waiting for people to walk into the zone is the classic street technique.",
+        "I joined a photo walk group that meets once a month on Saturday mornings.",
+        "Group walks are great for learning: you see how others interpret the same street, "
+        "and it's easier to photograph people when you aren't the only one with a camera. "
+        "Bring a spare battery and a fast card, and afterwards share a few frames and ask "
+        "for feedback on composition or timing. Some groups run themed walks together, such "
+        "as reflections, shadows or markets, which is a good way to break a rut. Keep your "
+        "settings simple and watch the light, which changes quickly in the morning.",
+    ]
+    roles = ("user", "assistant") * 3
+    turns = [{"role": r, "content": t} for r, t in zip(roles, photo, strict=True)]
+    say(proxy, [*turns, {"role": "user", "content": "Thanks."}], "pia")
+    club = [
+        {"role": "user", "content": "I'm also trying to find a new running club in the city."},
+        {"role": "assistant", "content": "Lisbon has several clubs that run along the river."},
+        {"role": "user", "content": "Good, I'll go along to one together with my neighbour."},
+    ]
+    say(proxy, club, "pia")
+    proxy.flush()
+    question = [{"role": "user", "content": "How often does my photography club go out together?"}]
+    say(proxy, question, "pia", X_Memory_Mode="read")
+    assert "once a month on Saturday mornings" in block_in(sent_messages(upstream))

@@ -253,3 +253,34 @@ def test_a_reply_that_fits_whole_keeps_its_place():
     ]
     excerpts = build_excerpts(hits, Tier(0, 2, 60), [], "now")
     assert [e.session_id for e in excerpts] == ["s-1", "s-1"]
+
+
+STREET = "I got into street photography with a used X-T3."
+GROUP = "I joined a photo walk group that meets monthly."
+WALKS = "Group walks are great for learning how others frame a street."
+
+
+def test_a_user_turn_a_better_ranked_reply_answers_is_placed_before_it():
+    hits = [
+        turn_hit(1, "user", STREET, "s-1", 1),
+        turn_hit(4, "assistant", WALKS, "s-1", 4),  # answers turn 3, ranked far below it
+        turn_hit(5, "user", NEW, "s-2", 1),
+        turn_hit(3, "user", GROUP, "s-1", 3),
+    ]
+    excerpts = build_excerpts(hits, Tier(0, 2, 140), [], "now")
+    assert excerpts[0].text == f"user: {STREET}\nuser: {GROUP}"
+    assert GROUP not in "".join(e.text for e in excerpts[1:])
+
+
+def test_a_user_turn_no_kept_reply_answers_keeps_its_place():
+    hits = [
+        turn_hit(1, "user", STREET, "s-1", 1),
+        turn_hit(5, "assistant", WALKS, "s-1", 5),  # answers turn 4, not turn 3
+        turn_hit(6, "user", NEW, "s-2", 1),
+        turn_hit(3, "user", GROUP, "s-1", 3),
+    ]
+    excerpts = build_excerpts(hits, Tier(0, 2, 140), [], "now")
+    assert texts(excerpts) == [
+        ("s-1", f"user: {STREET}\nassistant: {WALKS}"),
+        ("s-2", f"user: {NEW}"),
+    ]
