@@ -129,7 +129,8 @@ def test_a_responses_requests_inline_media_reach_the_provider_but_are_not_kept(
     }
 
 
-def test_one_shot_questions_about_two_images_are_two_conversations_each_stored(proxy):
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_one_shot_questions_about_two_images_are_two_conversations_each_stored(proxy, api):
     """The same words with another image are another message, in another derived session:
     read as text only, the second question was taken as stored already, and its reply filed
     under the first question."""
@@ -137,20 +138,30 @@ def test_one_shot_questions_about_two_images_are_two_conversations_each_stored(p
     sessions = []
     with proxy.client() as client:
         for image in (IMAGE, other):
-            messages = [{"role": "user", "content": ask_about(image)}]
-            raw = client.chat.completions.with_raw_response.create(
-                model=MODEL, messages=messages, extra_headers=ALICE
-            )
+            if api == "chat":
+                raw = client.chat.completions.with_raw_response.create(
+                    model=MODEL,
+                    messages=[{"role": "user", "content": ask_about(image)}],
+                    extra_headers=ALICE,
+                )
+            else:
+                parts = [
+                    {"type": "input_text", "text": "Describe this image."},
+                    {"type": "input_image", "image_url": image, "detail": "auto"},
+                ]
+                raw = client.responses.with_raw_response.create(
+                    model=MODEL, input=[{"role": "user", "content": parts}], extra_headers=ALICE
+                )
             sessions.append(raw.headers["x-memory-session-id"])
     assert sessions[0] != sessions[1]
 
     stored = stored_messages(proxy)
     users = [item for item in stored if item["role"] == "user"]
     assert [item["session_id"] for item in users] == sessions
-    assert [item["payload"]["content"][1]["image_url"]["url"] for item in users] == [
-        noted(IMAGE, "image/png"),
-        noted(other, "image/png"),
-    ]
+    notes = [item["payload"]["content"][1]["image_url"] for item in users]
+    if api == "chat":
+        notes = [note["url"] for note in notes]
+    assert notes == [noted(IMAGE, "image/png"), noted(other, "image/png")]
     assert sorted(item["session_id"] for item in stored if item["role"] == "assistant") == sorted(
         sessions
     )
