@@ -90,6 +90,7 @@ __all__ = [
     "inject_block",
     "item_problem",
     "limit_arenas",
+    "media_fingerprints",
     "message_text",
     "parse_operations",
     "redact_url",
@@ -97,5 +98,4 @@ __all__ = [
     "strip_block",
     "tier_rules_from_config",
     "without_inline_data",
-    "media_fingerprints",
 ]
