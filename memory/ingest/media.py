@@ -89,15 +89,15 @@ def _inline(part: Any) -> str | None:
 
 
 def _part(part: Any) -> Any:
-    if not isinstance(part, Mapping) or part.get("type") not in _INLINE:
+    """The part with its inline data replaced by a note (a note already in place, as in a
+    stored message resent, is kept as it is); a part with neither is the same object."""
+    data = _inline(part)
+    if data is None or _NOTE.fullmatch(data):
         return part
     field, key = _INLINE[part["type"]]
-    holder = part.get(field)
     if key is None:
-        return {**part, field: _note(holder)} if _is_data(holder, field) else part
-    if isinstance(holder, Mapping) and _is_data(holder.get(key), key):
-        return {**part, field: {**holder, key: _note(holder[key])}}
-    return part
+        return {**part, field: _note(data)}
+    return {**part, field: {**part[field], key: _note(data)}}
 
 
 def _is_data(value: Any, name: str) -> TypeGuard[str]:
@@ -110,9 +110,7 @@ def _is_data(value: Any, name: str) -> TypeGuard[str]:
 
 def _note(data: str) -> str:
     """What stands in for inline data: its media type (a data URL's), its size and its
-    fingerprint. A note already in place (a stored message resent) is kept as it is."""
-    if _NOTE.fullmatch(data):
-        return data
+    fingerprint."""
     kind = data[5:].split(",", 1)[0].split(";", 1)[0] if data.startswith("data:") else ""
     size = f"{len(data)} characters, sha256 {fingerprint(data)}"
     return f"[{kind or 'inline data'}, {size}, not kept by moim]"
