@@ -21,7 +21,7 @@ from memory.facts.consolidation import (
 )
 from memory.heap import fix_mmap_threshold, limit_arenas
 from memory.ingest.identity import content_hash
-from memory.ingest.media import without_inline_data
+from memory.ingest.media import media_fingerprints, without_inline_data
 from memory.ingest.turns import Turn
 from memory.layer import MemoryLayer, PendingRecall, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
@@ -90,6 +90,7 @@ __all__ = [
     "inject_block",
     "item_problem",
     "limit_arenas",
+    "media_fingerprints",
     "message_text",
     "parse_operations",
     "redact_url",

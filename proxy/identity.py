@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import unquote
 
-from memory import message_text, strip_block
+from memory import media_fingerprints, message_text, strip_block
 from proxy.errors import BadRequest
 
 # As CONTRACT.md spells them (each is matched case-insensitively), in order of precedence.
@@ -112,16 +112,21 @@ def derive_session_id(user_id: str, body: Mapping[str, Any]) -> str:
     session. This form is a contract: changing it splits stored conversations. With no system
     message the first `developer` one stands for it (the role OpenAI's newer models take
     instead): two agents' prompts that open with the same user words are two conversations.
+    When the first user message carries inline images, sounds or files, their fingerprints
+    (`media_fingerprints`) end the form: "Describe this image." asked of two images is two
+    conversations. An opening without inline media keeps the form it always had.
     """
     messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
-    opening = []
+    opening: list[Any] = []
+    media: list[str] = []
     for roles in (("system", "developer"), ("user",)):
         for role in roles:
             first = next((m for m in messages if m.get("role") == role), None)
             if first is not None:
                 opening.append(strip_block(message_text(first)))
+                media = media_fingerprints(first) if role == "user" else media
                 break
-    canonical = _CANONICAL.encode([user_id, *opening])
+    canonical = _CANONICAL.encode([user_id, *opening] + ([media] if media else []))
     return "s-" + hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 

@@ -2,7 +2,9 @@
 
 `sse_events` cuts the provider's bytes into whole server-sent events; `RoundFilter` reads each
 one, gathers moim's tool calls (their deltas merged) and hides them from the client, renumbering
-the client's own calls from index 0; `is_done` tells the stream's `[DONE]`.
+the client's own calls from index 0; `is_done` tells the stream's `[DONE]`. Which call a
+piece is of is read as the reply's collector reads it (`CallPieces`): with Ollama's numbering
+(every call index 0) or Gemini's (none), a client's call and moim's stay apart.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from proxy.call_pieces import CallPieces
 from proxy.tools import NAMES
 
 
@@ -49,8 +52,9 @@ class RoundFilter:
 
     def __init__(self) -> None:
         self.spoke = False
-        self._mine: dict[int, dict[str, Any]] = {}  # upstream index -> merged call
-        self._theirs: dict[int, int] = {}  # upstream index -> index shown to the client
+        self._pieces = CallPieces()  # which call of the round a piece is of
+        self._mine: dict[int, dict[str, Any]] = {}  # call -> merged call
+        self._theirs: dict[int, int] = {}  # call -> index shown to the client
         self._taken = False
 
     def calls(self) -> list[dict[str, Any]]:
@@ -106,22 +110,22 @@ class RoundFilter:
 
     def _call(self, delta: dict[str, Any]) -> dict[str, Any] | None:
         """One tool-call delta: merged into moim's call, or renumbered for the client."""
-        index = delta.get("index", 0)
+        number, begins = self._pieces.call_of(delta)
         function: dict[str, Any] = delta.get("function") or {}
         if not isinstance(function, dict):
             function = {}
-        if index not in self._mine and index not in self._theirs:
+        if begins:
             if function.get("name") in NAMES:
-                self._mine[index] = {
+                self._mine[number] = {
                     "id": None,
                     "function": {"name": function["name"], "arguments": ""},
                 }
             else:
-                self._theirs[index] = len(self._theirs)
+                self._theirs[number] = len(self._theirs)
                 self.spoke = True
-        if index in self._theirs:
-            return {**delta, "index": self._theirs[index]}
-        call = self._mine[index]
+        if number in self._theirs:
+            return {**delta, "index": self._theirs[number]}
+        call = self._mine[number]
         call["id"] = delta.get("id") or call["id"]
         call["function"]["arguments"] += function.get("arguments") or ""
         return None

@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import httpx
 
+from proxy.call_pieces import CallPieces
 from proxy.upstream import body_chunks
 from proxy.upstream_errors import broken_off
 
@@ -123,7 +124,7 @@ class ReplyCollector(EventCollector):
         self._refusal: list[str] = []
         self._audio_id: str | None = None
         self._calls: list[dict[str, Any]] = []  # in the order the calls began
-        self._slots: dict[Any, int] = {}  # a delta's `index` -> its call in `_calls`
+        self._pieces = CallPieces()  # which of `_calls` a streamed piece is of
         self._role_seen = False
         self._finished = False
 
@@ -177,33 +178,16 @@ class ReplyCollector(EventCollector):
     def _merge_call(self, delta: dict[str, Any]) -> None:
         """Join a tool call's pieces: a function's name and arguments, or a custom tool's
         (GPT-5's free-form tools: `type: "custom"`, `custom: {name, input}`) name and input,
-        as the client's SDK joins them and then resends the call.
-
-        A call's pieces share its `index`. Some OpenAI-compatible servers give every call of
-        a reply index 0 (Ollama) or none (Gemini): a piece bearing an id other than its
-        index's call's begins a new call, and a piece without an index goes on the last."""
-        index = delta.get("index") if isinstance(delta.get("index"), int) else None
-        new_id = delta.get("id") or None
-        if index is not None:
-            slot = self._slots.get(index)
-        else:
-            slot = len(self._calls) - 1 if self._calls else None
-        if (
-            slot is not None
-            and new_id is not None
-            and self._calls[slot]["id"] not in (None, new_id)
-        ):
-            slot = None  # another call under the same index (or none)
-        if slot is None:
+        as the client's SDK joins them and then resends the call. Which call a piece is of:
+        `CallPieces` (servers that number calls otherwise: Ollama, Gemini)."""
+        slot, begins = self._pieces.call_of(delta)
+        if begins:
             kind = "custom" if delta.get("type") == "custom" or "custom" in delta else "function"
             said = ("name", "input") if kind == "custom" else ("name", "arguments")
             self._calls.append({"id": None, "type": kind, kind: dict.fromkeys(said, "")})
-            slot = len(self._calls) - 1
-        if index is not None:
-            self._slots[index] = slot
         call = self._calls[slot]
-        if new_id is not None:
-            call["id"] = new_id
+        if delta.get("id"):
+            call["id"] = delta["id"]
         kind = call["type"]
         pieces = delta.get(kind)
         for field, joined in call[kind].items():

@@ -16,6 +16,7 @@ from typing import Any
 
 from memory.block.render import strip_block
 from memory.block.tokens import message_text
+from memory.ingest.media import media_fingerprints
 
 
 def content_hash(message: Mapping[str, Any]) -> str:
@@ -24,6 +25,10 @@ def content_hash(message: Mapping[str, Any]) -> str:
     A spoken reply (`modalities: ["audio"]`) is identified by its audio id instead of its
     text: the proxy stores it with its transcript and `audio: {"id"}`, and a client resends it
     as `audio: {"id"}` with no content (OpenAI's multi-turn audio), the same message.
+
+    A message with inline images, sounds or files is identified by their fingerprints too
+    (`media_fingerprints`: of the bytes sent, or read from the note stored in their place), so
+    the same words sent with another image are another message.
 
     This canonical form is a contract: changing it makes stored messages look new again.
     """
@@ -41,6 +46,9 @@ def content_hash(message: Mapping[str, Any]) -> str:
     if audio_id is not None:
         return _hash(role, name, "", calls, call_id, audio_id)
     text = message_text(message)
+    media = media_fingerprints(message)
+    if media:
+        return _hash(role, name, text, calls, call_id, media=media)
     if not calls and len(text) <= _HASHED_LIMIT and _plain(role, name, call_id):
         return _recent_hash(role, name, text, call_id)  # a history resent every turn
     return _hash(role, name, text, calls, call_id)
@@ -76,12 +84,20 @@ def _audio_id(message: Mapping[str, Any]) -> str | None:
 
 
 def _hash(
-    role: Any, name: Any, text: str, calls: list[Any], call_id: Any, audio_id: str | None = None
+    role: Any,
+    name: Any,
+    text: str,
+    calls: list[Any],
+    call_id: Any,
+    audio_id: str | None = None,
+    media: list[str] | None = None,
 ) -> str:
     if role in ("system", "developer"):
         text = strip_block(text)
-    # A sixth element only for spoken replies: every other message's form is as it was.
+    # A sixth element only for spoken replies (a string) and messages with inline media (a
+    # list of fingerprints): every other message's form is as it was.
     fields = [role, name, text, calls, call_id] + ([audio_id] if audio_id is not None else [])
+    fields += [media] if media else []
     canonical = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     return hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
 

@@ -6,6 +6,7 @@ became 3 MB of memory (memory/ingest/media.py).
 """
 
 import base64
+import hashlib
 import json
 import os
 
@@ -35,15 +36,33 @@ RESPONSES_PARTS = [
 ]
 
 
-def stored_user_message(proxy):
-    """The user's one stored user message, as `GET /v1/memory/export` gives it."""
+def stored_messages(proxy):
+    """The user's stored messages, as `GET /v1/memory/export` gives them."""
     proxy.flush()
     exported = httpx.get(proxy.url + "/memory/export", headers=ALICE, timeout=60)
-    items = [json.loads(line) for line in exported.text.splitlines()]
-    users = [item for item in items if item.get("role") == "user"]
-    assert len(users) == 1
     assert len(exported.content) < 10_000  # none of the megabytes sent
+    items = [json.loads(line) for line in exported.text.splitlines()]
+    return [item for item in items if item.get("role") in ("user", "assistant")]
+
+
+def stored_user_message(proxy):
+    """The user's one stored user message."""
+    users = [item for item in stored_messages(proxy) if item["role"] == "user"]
+    assert len(users) == 1
     return users[0]
+
+
+def noted(data, kind):
+    """The note moim stores in place of inline data (memory/ingest/media.py)."""
+    digest = hashlib.sha256(data.encode()).hexdigest()[:16]
+    return f"[{kind}, {len(data)} characters, sha256 {digest}, not kept by moim]"
+
+
+def ask_about(image):
+    return [
+        {"type": "text", "text": "Describe this image."},
+        {"type": "image_url", "image_url": {"url": image}},
+    ]
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -64,18 +83,18 @@ def test_a_chat_messages_inline_media_reach_the_provider_but_are_not_kept(proxy,
     assert parts[1] == {
         "type": "image_url",
         "image_url": {
-            "url": f"[image/png, {len(IMAGE)} characters, not kept by moim]",
+            "url": noted(IMAGE, "image/png"),
             "detail": "high",
         },
     }
     assert parts[2] == CHAT_PARTS[2]  # a link is no data
     assert parts[3]["input_audio"] == {
-        "data": f"[inline data, {len(AUDIO)} characters, not kept by moim]",
+        "data": noted(AUDIO, "inline data"),
         "format": "wav",
     }
     assert parts[4]["file"] == {
         "filename": "kayak.pdf",
-        "file_data": f"[application/pdf, {len(PDF)} characters, not kept by moim]",
+        "file_data": noted(PDF, "application/pdf"),
     }
     assert parts[5] == CHAT_PARTS[5]
 
@@ -99,12 +118,72 @@ def test_a_responses_requests_inline_media_reach_the_provider_but_are_not_kept(
     assert parts[0] == RESPONSES_PARTS[0]
     assert parts[1] == {
         "type": "input_image",
-        "image_url": f"[image/png, {len(IMAGE)} characters, not kept by moim]",
+        "image_url": noted(IMAGE, "image/png"),
         "detail": "auto",
     }
     assert parts[2] == RESPONSES_PARTS[2]
     assert parts[3] == {
         "type": "input_file",
         "filename": "kayak.pdf",
-        "file_data": f"[application/pdf, {len(PDF)} characters, not kept by moim]",
+        "file_data": noted(PDF, "application/pdf"),
     }
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_one_shot_questions_about_two_images_are_two_conversations_each_stored(proxy, api):
+    """The same words with another image are another message, in another derived session:
+    read as text only, the second question was taken as stored already, and its reply filed
+    under the first question."""
+    other = "data:image/png;base64," + base64.b64encode(os.urandom(3_000)).decode()
+    sessions = []
+    with proxy.client() as client:
+        for image in (IMAGE, other):
+            if api == "chat":
+                raw = client.chat.completions.with_raw_response.create(
+                    model=MODEL,
+                    messages=[{"role": "user", "content": ask_about(image)}],
+                    extra_headers=ALICE,
+                )
+            else:
+                parts = [
+                    {"type": "input_text", "text": "Describe this image."},
+                    {"type": "input_image", "image_url": image, "detail": "auto"},
+                ]
+                raw = client.responses.with_raw_response.create(
+                    model=MODEL, input=[{"role": "user", "content": parts}], extra_headers=ALICE
+                )
+            sessions.append(raw.headers["x-memory-session-id"])
+    assert sessions[0] != sessions[1]
+
+    stored = stored_messages(proxy)
+    users = [item for item in stored if item["role"] == "user"]
+    assert [item["session_id"] for item in users] == sessions
+    notes = [item["payload"]["content"][1]["image_url"] for item in users]
+    if api == "chat":
+        notes = [note["url"] for note in notes]
+    assert notes == [noted(IMAGE, "image/png"), noted(other, "image/png")]
+    assert sorted(item["session_id"] for item in stored if item["role"] == "assistant") == sorted(
+        sessions
+    )
+
+
+def test_a_conversation_resending_its_image_stores_each_message_once(proxy):
+    """The stored note's fingerprint is the resent image's: the history sent again on every
+    turn, image and all, is the conversation stored, not a new one."""
+    history = [{"role": "user", "content": ask_about(IMAGE)}]
+    sessions = set()
+    with proxy.client() as client:
+        for follow_up in ("What colour is it?", "Thanks!", None):
+            raw = client.chat.completions.with_raw_response.create(
+                model=MODEL, messages=history, extra_headers=ALICE
+            )
+            sessions.add(raw.headers["x-memory-session-id"])
+            history.append({"role": "assistant", "content": raw.parse().choices[0].message.content})
+            if follow_up is not None:
+                history.append({"role": "user", "content": follow_up})
+            proxy.flush()  # each turn stored before the next resends it
+    assert len(sessions) == 1
+
+    stored = stored_messages(proxy)
+    assert [item["role"] for item in stored] == ["user", "assistant"] * 3
+    assert stored[0]["payload"]["content"][1]["image_url"]["url"] == noted(IMAGE, "image/png")

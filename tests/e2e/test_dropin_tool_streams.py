@@ -5,6 +5,9 @@ servers do not: Ollama gives every call index 0, Gemini's OpenAI endpoint gives 
 collector joined such calls into one (`get_weatherget_time`, `{...}{...}`), stored that, and
 stored again, as a new message, the two calls the client then sent back in its history. The
 provider here streams as those servers do; the model name picks which.
+
+With moim's memory tools on, the loop's filter read pieces by their index alone: a client's call
+and moim's call under one index became one call, hidden from the client or shown to it.
 """
 
 import json
@@ -34,13 +37,22 @@ CALLS = [
 ANSWER = "Sunny, and it is noon."
 
 
+# moim's memory tool and the client's, in the order the model named in the request's tail says.
+REMEMBER = {
+    "id": "call_remember",
+    "type": "function",
+    "function": {"name": "moim_remember_fact", "arguments": '{"key":"city","value":"Paris"}'},
+}
+MIXED = {"moim-first": [REMEMBER, CALLS[0]], "client-first": [CALLS[0], REMEMBER]}
+
+
 def _pieces(model):
     """Each call in two pieces: its id and name, then its arguments."""
     pieces = []
-    for call in CALLS:
+    for call in MIXED.get(model.partition("/")[2], CALLS):
         opening = {**call, "function": {"name": call["function"]["name"], "arguments": ""}}
         pieces += [opening, {"function": {"arguments": call["function"]["arguments"]}}]
-    if model == "index-zero":
+    if model.startswith("index-zero"):
         return [{"index": 0, **piece} for piece in pieces]
     return pieces  # no index
 
@@ -91,3 +103,24 @@ def test_parallel_calls_numbered_otherwise_are_stored_as_the_calls_made(make_pro
     assert [m["role"] for m in payloads] == ["user", "assistant", "tool", "tool", "assistant"]
     assert payloads[1]["tool_calls"] == CALLS
     assert payloads[4]["content"] == ANSWER
+
+
+@pytest.mark.parametrize("order", ["moim-first", "client-first"])
+@pytest.mark.parametrize("numbering", ["index-zero", "no-index"])
+def test_memory_tools_keep_a_clients_call_apart_from_moims(make_proxy, calling, numbering, order):
+    proxy = make_proxy(upstream_base_url=calling)
+    headers = {**USER, "X-Memory-Tools": "on"}
+    question = {"role": "user", "content": "Weather in Paris? Remember I live there."}
+    with proxy.client(default_headers=headers) as client:
+        stream = client.chat.completions.create(
+            model=f"{numbering}/{order}", messages=[question], stream=True
+        )
+        chunks = [chunk.model_dump() for chunk in stream]
+    pieces = [call for c in chunks for call in c["choices"][0]["delta"]["tool_calls"] or []]
+    assert {piece["index"] for piece in pieces} == {0}  # the client's one call, renumbered
+    assert [piece["id"] for piece in pieces if piece["id"]] == ["call_weather"]
+    assert "".join(piece["function"]["name"] or "" for piece in pieces) == "get_weather"
+    assert "".join(piece["function"]["arguments"] or "" for piece in pieces) == '{"city":"Paris"}'
+    assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "tool_calls"
+    facts = httpx.get(proxy.url + "/memory/facts", headers=USER).json()["facts"]
+    assert [(fact["key"], fact["value"]) for fact in facts] == [("city", "Paris")]

@@ -76,6 +76,7 @@ def test_memory_exports_exactly_these_names():
         "inject_block",
         "item_problem",
         "limit_arenas",
+        "media_fingerprints",
         "message_text",
         "parse_operations",
         "redact_url",

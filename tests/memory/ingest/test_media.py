@@ -1,8 +1,15 @@
 """Inline media's bytes are left out of what memory keeps; everything else of a message stays."""
 
-from memory import without_inline_data
+import hashlib
+
+from memory import content_hash, media_fingerprints, without_inline_data
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
+
+
+def note(data, kind):
+    digest = hashlib.sha256(data.encode()).hexdigest()[:16]
+    return f"[{kind}, {len(data)} characters, sha256 {digest}, not kept by moim]"
 
 
 def test_a_message_without_parts_is_the_same_object():
@@ -40,12 +47,12 @@ def test_each_kind_of_inline_data_becomes_a_note_and_the_sent_message_is_unchang
     assert kept["content"] == [
         {
             "type": "image_url",
-            "image_url": {"url": "[image/png, 34 characters, not kept by moim]", "detail": "low"},
+            "image_url": {"url": note(PNG, "image/png"), "detail": "low"},
         },
         {
             "type": "input_audio",
             "input_audio": {
-                "data": "[inline data, 8 characters, not kept by moim]",
+                "data": note("UklGRg==", "inline data"),
                 "format": "wav",
             },
         },
@@ -53,13 +60,38 @@ def test_each_kind_of_inline_data_becomes_a_note_and_the_sent_message_is_unchang
             "type": "file",
             "file": {
                 "filename": "a.pdf",
-                "file_data": "[inline data, 8 characters, not kept by moim]",
+                "file_data": note("JVBERi0=", "inline data"),
             },
         },
-        {"type": "input_image", "image_url": "[image/png, 34 characters, not kept by moim]"},
+        {"type": "input_image", "image_url": note(PNG, "image/png")},
         {
             "type": "input_file",
             "filename": "b.pdf",
-            "file_data": "[application/pdf, 30 characters, not kept by moim]",
+            "file_data": note("data:application/pdf;base64,JV", "application/pdf"),
         },
     ]
+
+
+def test_a_stored_note_has_the_fingerprint_and_identity_of_the_bytes_it_replaced():
+    parts = [
+        {"type": "text", "text": "Describe this image."},
+        {"type": "image_url", "image_url": {"url": PNG}},
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+    ]
+    sent = {"role": "user", "content": parts}
+    (stored,) = without_inline_data([sent])
+    assert media_fingerprints(stored) == media_fingerprints(sent) != []
+    assert content_hash(stored) == content_hash(sent)
+    assert without_inline_data([stored])[0] == stored  # a note is not noted again
+    other = {
+        "role": "user",
+        "content": [parts[0], {"type": "image_url", "image_url": {"url": PNG + "A"}}],
+    }
+    assert content_hash(other) != content_hash(sent)
+    # a message without inline media keeps the identity it had
+    linked = {
+        "role": "user",
+        "content": [parts[0], {"type": "image_url", "image_url": {"url": "https://a.b/c.png"}}],
+    }
+    assert media_fingerprints(linked) == []
+    assert content_hash(linked) == content_hash({"role": "user", "content": "Describe this image."})
