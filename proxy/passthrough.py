@@ -46,11 +46,11 @@ from proxy.errors import (
     RequestTimeout,
 )
 from proxy.header_lines import (
-    CLIENT_ACCOUNT,
     HOP_BY_HOP,
     NOT_FORWARDED,
     client_lines,
     relayed_name,
+    without_account,
 )
 from proxy.held_history import owns_reply
 from proxy.identity import identify
@@ -324,8 +324,8 @@ def _outbound_headers(
         dropped.add(b"content-encoding")
     dropped.add(b"authorization")
     if proxy_keys:  # the client's x-api-key may be a proxy key (proxy/auth.py)
-        dropped |= {b"x-api-key", *CLIENT_ACCOUNT}
-    headers = client_lines(request.scope["headers"], dropped)
+        dropped.add(b"x-api-key")
+    headers = client_lines(without_account(request.scope["headers"], proxy_keys), dropped)
     headers.append((b"accept-encoding", b"identity"))
     if authorization:
         headers.append((b"authorization", authorization.encode("latin-1")))
