@@ -83,7 +83,7 @@ class TimedEmbedder:
             self.texts += len(texts)
             self.calls += 1
 
-    def embed_query(self, text: str) -> np.ndarray:
+    def embed_query(self, text: str, owner: str = "") -> np.ndarray:
         return self.inner.embed_query(text)
 
 

@@ -75,7 +75,7 @@ class CachedEmbedder:
     def embed_documents_words(self, texts: Any) -> Any:
         raise RuntimeError("the tuning database must be fully indexed")
 
-    def embed_query_words(self, text: str) -> Any:
+    def embed_query_words(self, text: str, owner: str = "") -> Any:
         """The query's vector and word vectors (memory/recall/vocabulary.py): the model runs
         for each question (its words are not cached on disk); the vector is the cached one."""
         model = self._loaded()
@@ -95,7 +95,7 @@ class CachedEmbedder:
             )
         return self._model
 
-    def embed_query(self, text: str) -> np.ndarray:
+    def embed_query(self, text: str, owner: str = "") -> np.ndarray:
         if text not in self.cache:
             self.cache[text] = self._loaded().embed_query(text)
             self.misses += 1

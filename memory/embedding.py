@@ -43,8 +43,10 @@ class Embedder(Protocol):
         """One normalised float32 row per text."""
         ...
 
-    def embed_query(self, text: str) -> np.ndarray:
-        """One normalised float32 vector."""
+    def embed_query(self, text: str, owner: str = "") -> np.ndarray:
+        """One normalised float32 vector. `owner`: the user asking; a cached vector answers
+        only the same owner's question again (one cache for all users would tell a user, by
+        how long a request took, that another had just asked the same words)."""
         ...
 
 
@@ -68,7 +70,7 @@ Words = tuple[WordVector, ...]
 class WordEmbedder(Embedder, Protocol):
     """An embedder that also gives each text's word vectors, from the same model run."""
 
-    def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
+    def embed_query_words(self, text: str, owner: str = "") -> tuple[np.ndarray, Words]:
         """The query's vector (as `embed_query`) and its words' vectors."""
         ...
 
@@ -140,11 +142,11 @@ class FastEmbedder:
         self.cpu_seconds = {"query": 0.0, "document": 0.0}
         self.texts = {"query": 0, "document": 0}
 
-    def embed_query(self, text: str) -> np.ndarray:
-        vector = self._queries.get(text)
+    def embed_query(self, text: str, owner: str = "") -> np.ndarray:
+        vector = self._queries.get(owner, text)
         if vector is None:
             vector = self._embed_query(text)
-            self._queries.put(text, vector)
+            self._queries.put(owner, text, vector)
         return vector
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -157,16 +159,16 @@ class FastEmbedder:
         self._queries.clear()
         self._query_words.clear()
 
-    def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
+    def embed_query_words(self, text: str, owner: str = "") -> tuple[np.ndarray, Words]:
         """The query's vector and its words' vectors, from one model run (both cached)."""
-        vector, words = self._queries.get(text), self._query_words.get(text)
+        vector, words = self._queries.get(owner, text), self._query_words.get(owner, text)
         if vector is None or words is None:
             started = time.thread_time()
             vector, words = self._run_with_words(text)
             self.cpu_seconds["query"] += time.thread_time() - started
             self.texts["query"] += 1
-            self._queries.put(text, vector)
-            self._query_words.put(text, words)
+            self._queries.put(owner, text, vector)
+            self._query_words.put(owner, text, words)
         return vector, words
 
     def embed_documents_words(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Words]]:
@@ -242,33 +244,38 @@ class FastEmbedder:
 
 
 class RecentVectors(Generic[T]):
-    """A small thread-safe LRU of text → vector (the query cache).
+    """A small thread-safe LRU of (owner, text) → vector (the query cache).
 
-    Texts over `MAX_HELD_CHARS` are not held: the key is the text, and a question may be a
-    pasted document of megabytes, which 511 others then had to push out. Such a text is
-    embedded again when asked again (the model reads only its first 256 tokens).
+    Keyed by the owner too: a vector cached for one user's question does not answer
+    another's, whose request would otherwise be ~4 ms quicker (and say so in
+    `x-memory-overhead-ms`) when someone else had just asked the same words. Texts over
+    `MAX_HELD_CHARS` are not held: the key is the text, and a question may be a pasted
+    document of megabytes, which 511 others then had to push out. Such a text is embedded
+    again when asked again (the model reads only its first 256 tokens).
     """
 
     MAX_HELD_CHARS = 4_000
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._items: OrderedDict[str, T] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], T] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, text: str) -> T | None:
+    def get(self, owner: str, text: str) -> T | None:
+        key = (owner, text)
         with self._lock:
-            vector = self._items.get(text)
+            vector = self._items.get(key)
             if vector is not None:
-                self._items.move_to_end(text)
+                self._items.move_to_end(key)
             return vector
 
-    def put(self, text: str, vector: T) -> None:
+    def put(self, owner: str, text: str, vector: T) -> None:
         if len(text) > self.MAX_HELD_CHARS:
             return
+        key = (owner, text)
         with self._lock:
-            self._items[text] = vector
-            self._items.move_to_end(text)
+            self._items[key] = vector
+            self._items.move_to_end(key)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
 

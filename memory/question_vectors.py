@@ -148,8 +148,8 @@ class _Noting:
         self._embedder, self._user_id, self._questions = embedder, user_id, questions
         self._only = only
 
-    def embed_query(self, text: str) -> np.ndarray:
-        vector = self._embedder.embed_query(text)
+    def embed_query(self, text: str, owner: str = "") -> np.ndarray:
+        vector = self._embedder.embed_query(text, owner=self._user_id)
         if self._only is None or text == self._only:
             self._questions.put(self._user_id, text, vector)
         return vector
@@ -167,8 +167,8 @@ class _NotingWords(_Noting):
         super().__init__(embedder, user_id, questions, only)
         self._words_of = embedder
 
-    def embed_query_words(self, text: str) -> tuple[np.ndarray, Words]:
-        vector, words = self._words_of.embed_query_words(text)
+    def embed_query_words(self, text: str, owner: str = "") -> tuple[np.ndarray, Words]:
+        vector, words = self._words_of.embed_query_words(text, owner=self._user_id)
         if self._only is None or text == self._only:
             self._questions.put(self._user_id, text, vector, words)
         return vector, words

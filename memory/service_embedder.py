@@ -85,8 +85,8 @@ class ServiceEmbedder:
         """Let go of every cached query (a user forgotten: their questions go too)."""
         self._queries.clear()
 
-    def embed_query(self, text: str) -> np.ndarray:
-        known = self._queries.get(text)
+    def embed_query(self, text: str, owner: str = "") -> np.ndarray:
+        known = self._queries.get(owner, text)
         if known is not None:
             return known
         if time.monotonic() < self._down_until:
@@ -98,12 +98,13 @@ class ServiceEmbedder:
             raise
         vector: np.ndarray = _normalise(row)[0]
         vector.setflags(write=False)
-        self._queries.put(text, vector)
+        self._queries.put(owner, text, vector)
         return vector
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """Rows for `texts`; with equal prefixes, a text just embedded as a query is reused."""
-        known = [self._queries.get(text) if self.symmetric else None for text in texts]
+        """Rows for `texts`; with equal prefixes, a text just embedded as a query with no owner
+        is reused (a user's question reaches the writer through `QuestionVectors`)."""
+        known = [self._queries.get("", text) if self.symmetric else None for text in texts]
         todo = [self._document_prefix + t for t, v in zip(texts, known, strict=True) if v is None]
         fresh = iter(self._batches(todo))
         rows = [next(fresh) if vector is None else vector for vector in known]

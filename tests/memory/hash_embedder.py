@@ -18,7 +18,7 @@ class HashEmbedder:
     def embed_documents(self, texts):
         return np.array([self.embed_query(t) for t in texts], dtype=np.float32).reshape(-1, 8)
 
-    def embed_query(self, text):
+    def embed_query(self, text, owner=""):
         vector = np.full(8, 0.01, dtype=np.float32)
         for word in re.findall(r"\w+", text.lower()):
             vector[hashlib.blake2b(word.encode(), digest_size=1).digest()[0] % 8] += 1.0

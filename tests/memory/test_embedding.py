@@ -169,12 +169,12 @@ class PlainEmbedder:
     def embed_documents(self, texts):
         return np.ones((len(texts), 2), dtype=np.float32)
 
-    def embed_query(self, text):
+    def embed_query(self, text, owner=""):
         return np.ones(2, dtype=np.float32)
 
 
 class WordsEmbedder(PlainEmbedder):
-    def embed_query_words(self, text):
+    def embed_query_words(self, text, owner=""):
         return self.embed_query(text), ()
 
     def embed_documents_words(self, texts):
@@ -225,3 +225,22 @@ def test_a_long_query_is_embedded_again_rather_than_held_as_a_cache_key(embedder
         embed(short)
         assert embedder.texts["query"] - before == 3
         embedder.forget_queries()
+
+
+def test_a_cached_question_answers_only_the_user_who_asked_it(embedder):
+    """One cache for all users told a user, by how long a request took (and its
+    `x-memory-overhead-ms`), that someone else had just asked the same words."""
+    text = "what did the oncologist say about my scan?"
+    before = embedder.texts["query"]
+    ana = QuestionVectors().noting(embedder, "ana")
+    bob = QuestionVectors().noting(embedder, "bob")
+    for embed in (ana.embed_query, ana.embed_query_words):
+        embed(text)
+    assert embedder.texts["query"] - before <= 2  # ana's second asking is cached
+    asked = embedder.texts["query"]
+    first = bob.embed_query_words(text)[0]
+    assert embedder.texts["query"] - asked == 1  # bob's is embedded: not ana's cache
+    bob.embed_query(text)
+    assert embedder.texts["query"] - asked == 1  # bob's own asking is cached for bob
+    assert np.array_equal(first, ana.embed_query(text))  # the same vector either way
+    embedder.forget_queries()

@@ -28,7 +28,7 @@ class WideHashEmbedder:
     def embed_documents(self, texts):
         return np.array([self.embed_query(t) for t in texts], dtype=np.float32).reshape(-1, 16)
 
-    def embed_query(self, text):
+    def embed_query(self, text, owner=""):
         vector = np.full(16, 0.01, dtype=np.float32)
         for word in re.findall(r"\w+", text.lower()):
             vector[hashlib.blake2b(word.encode(), digest_size=1).digest()[0] % 16] += 1.0
@@ -175,7 +175,7 @@ class OpenAISizedEmbedder(WideHashEmbedder):
     def embed_documents(self, texts):
         return np.array([self.embed_query(t) for t in texts], dtype=np.float32).reshape(-1, 1536)
 
-    def embed_query(self, text):
+    def embed_query(self, text, owner=""):
         vector = np.full(1536, 0.01, dtype=np.float32)
         for word in re.findall(r"\w+", text.lower()):
             digest = hashlib.blake2b(word.encode(), digest_size=2).digest()
