@@ -40,13 +40,13 @@ from memory.facts.lexicon import (
     QUESTION,
     QUESTION_TAIL,
     QUOTES,
-    REPORTED,
     RETRACTED,
     SENTENCE,
     SPEAKER,
     TAG,
     TAINT,
     cue,
+    own_words,
     word_set,
 )
 from memory.facts.replaced import replaced_plan
@@ -264,8 +264,12 @@ def _sentence(sentence: str) -> list[Capture]:
     if body.endswith("?") and not asks:
         tail = QUESTION_TAIL.search(body)
         body = body[: tail.start()] if tail else ""
-    if not body or QUESTION.match(body) and not asks or REPORTED.search(body):
+    if not body or QUESTION.match(body) and not asks:
         return []
+    if (own := own_words(body)) != body:
+        body = whole = own
+        if not body:
+            return []
     if RETRACTED.search(body):
         return []
     out: list[Capture] = []
