@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 from memory.facts.changes import _JOB_NOUN, _ROLE_NOUN, _job, job_and_employer
-from memory.facts.lexicon import STAY, cue
+from memory.facts.lexicon import KIN, PRONOUN, STAY, cue, word_set
 from memory.facts.statements import _ADV, Capture, _place, _proper, cap, slug
 
 _ROLE = rf"(?P<role>(?:[a-z-]+\s+){{0,2}}?(?:{_JOB_NOUN}|{_ROLE_NOUN}))"
@@ -68,6 +68,18 @@ _TAKES_ME_ON = cue(
     rf"\s+me\s+on\s+as\s+(?:my\s+)?(?:new\s+)?{_ROLE}\b.*"
 )
 _HIRES = (_HIRED, _HIRED_AS, _TAKES_ME_ON)
+# 'Dev from the assessment team is our acting manager', 'Mark, our Year 5 teacher, is acting
+# deputy until she's back', 'So Lina is going to be head chef at Clifton instead': a name in a
+# role it newly holds (acting, interim, new; or said with 'now' or 'instead').
+_NAMED_ROLE = cue(
+    r"(?:.*?(?:[,;:]|\bso)\s+)?(?P<v>(?-i:[A-Z])[\w'-]+(?:\s+(?-i:[A-Z])[\w'-]+)?)(?:\s+from\s+"
+    r"(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*){0,2}|,\s+[^,]{3,40},)?\s+(?:is|'s)\s+(?P<now>now\s+)?"
+    r"(?:going\s+to\s+be\s+)?(?:(?:our|my|the)\s+)?(?:(?P<marker>acting|interim|new|temporary)\s+)?"
+    rf"(?!(?:an?|his|her|their)\s)(?P<role>(?:[a-z-]+\s+)??(?:{_JOB_NOUN}|{_ROLE_NOUN}|deputy|head|chair|treasurer|secretary"
+    r"|principal|headteacher))(?P<rest>\s+(?:until|at|for|while|from|since|now|instead|and|but"
+    r"|so)\b.*|[,;.!].*)?"
+)
+_NOT_NAME = word_set("the it this that there here he she they we our my so and but what who")
 # Where a place name ends and a time or purpose begins: 'in Hockley over the summer'.
 _TIME_TAIL = cue(r"\s+(?:over|during|for|since|from|last|this|next|until|by|with)\b")
 _PREMISES = r"(?P<what>office|workshop|unit|premises|shop|warehouse|kitchen|clinic|surgery)"
@@ -148,9 +160,32 @@ def _rule_will_be(clause: str) -> list[Capture]:
     return [cap("job_title", job, "profile", "will_be")] if job else []
 
 
+def _rule_named_role(clause: str) -> list[Capture]:
+    """'Dev … is our acting manager' -> person:manager = Dev; without 'acting', 'interim' or
+    'new', only said with 'now' or 'instead' ('Lina is going to be head chef … instead'), as
+    `_rule_new_role` reads 'my coach is Marta now' (a first mention is no change)."""
+    if not (match := _NAMED_ROLE.fullmatch(clause)) or _HYPOTHETICAL.search(clause):
+        return []
+    said_now = re.search(r"\b(?:now|instead)\b", re.split(r"[,;.!]", match["rest"] or "")[0])
+    if not (match["marker"] or match["now"] or said_now):
+        return []
+    name = match["v"]
+    if name.split()[0].lower() in _NOT_NAME | PRONOUN | KIN:
+        return []
+    return [cap(f"person:{slug(match['role'], 3)}", name, "profile", "named_role")]
+
+
 def shift(clause: str) -> list[Capture]:
     """The first standing-state rule that fires on `clause`."""
-    for rule in (_rule_hired, _rule_job_as, _rule_home_in, _rule_premises, _rule_will_be):
+    rules = (
+        _rule_hired,
+        _rule_job_as,
+        _rule_home_in,
+        _rule_premises,
+        _rule_will_be,
+        _rule_named_role,
+    )
+    for rule in rules:
         if found := rule(clause):
             return found
     return []

@@ -53,3 +53,20 @@ def test_a_new_dose_said_before_a_report_or_as_advised_leads_the_block(proxy, up
     } <= set(known)
     assert block.index("melatonin 1 mg") < block.index("3 mg")
     assert block.index("8 mg a day") < block.index("16 mg")
+
+
+def test_a_name_in_a_role_it_newly_holds_leads_the_block(proxy, upstream):
+    say(proxy, "Our manager is Bev, she has run the fostering team for years.")
+    proxy.flush()
+    say(
+        proxy,
+        "Bev has gone on a year's secondment to the regional adoption agency, so Dev from the"
+        " assessment team is our acting manager. He's fine, just very process-driven.",
+    )
+    proxy.flush()
+
+    say(proxy, "Who's my manager right now?", extra_headers={"X-Memory-Mode": "read"})
+
+    block = block_sent(upstream)
+    assert "- person (manager): Dev" in section(block, KNOWN)
+    assert block.index("Dev") < block.index("Bev")

@@ -1,7 +1,8 @@
 """Changes said in passing that capture used to lose (docs/recall-quality.md, "Eleventh pass"):
 a change before a report that goes on with what was said ("…, Dr Okafor said halve it"), a
 value said before "now" ("the deadline is March 2027 now"), an amount with a thousands comma,
-and a new dose a prescriber advised. Each was lost on a memsuite tuning split (the update's
+a new dose a prescriber advised, and a name in a role it newly holds ("Dev … is our acting
+manager"). Each was lost on a memsuite tuning split (the update's
 current value missing from the block's facts); a report, a question or a person is still no
 fact."""
 
@@ -47,6 +48,19 @@ def facts(text: str) -> list[tuple[str, str, str]]:
             "medication:sertraline",
             "sertraline 100 mg",
         ),
+        (
+            "Bev has gone on a year's secondment, so Dev from the assessment team is our acting"
+            " manager.",
+            "person:manager",
+            "Dev",
+        ),
+        (
+            "So Lina is going to be head chef at Clifton instead, she's thrilled.",
+            "person:head_chef",
+            "Lina",
+        ),
+        ("Ana is our new drummer.", "person:drummer", "Ana"),
+        ("Tom is now our coach.", "person:coach", "Tom"),
     ],
 )
 def test_a_change_said_in_passing_captures_the_current_value(text, key, value):
@@ -68,6 +82,13 @@ def test_a_change_said_in_passing_captures_the_current_value(text, key, value):
         "The plan is to go now.",
         "Should I drop the melatonin to 1 mg?",
         "The GP suggested I drop the dose to 1 mg.",
+        "Ana is our drummer.",  # a first mention, no change
+        "Sam is the new guy.",
+        "Lisbon is our new home.",
+        "Kevin is new here.",
+        "Ana is a teacher instead.",
+        "If Ana is our new drummer we'd be fine.",
+        "Tom is the manager at Tesco, now he's moving.",
     ],
 )
 def test_a_report_a_question_or_a_person_still_captures_nothing(text):
