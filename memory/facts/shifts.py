@@ -59,7 +59,12 @@ _BEEN_IN_NEW = cue(
 )
 _FOUND_HOME = cue(
     rf"(?:i|we)(?:'ve|\s+have){_ADV}\s+(?:found|rented|taken|got)\s+an?\s+(?:[\w-]+\s+){{0,2}}?"
-    rf"{_HOME}(?:\s+in\s+an?\s+(?:[\w-]+\s+){{0,2}}?(?:{_HOME}|share))?\s+in\s+(?P<v>.+)"
+    rf"{_HOME}(?:\s+in\s+an?\s+(?:[\w-]+\s+){{0,2}}?(?:{_HOME}|share))?\s+(?:in|on)\s+(?P<v>.+)"
+)
+# 'Since we got the keys to the house in Drumcondra the boys have their own room'
+_KEYS_TO = cue(
+    rf"(?:(?:since|now\s+that|once|after)\s+)?(?:i|we)(?:'ve|\s+have)?{_ADV}\s+got\s+the\s+keys?"
+    rf"\s+(?:to|for)\s+(?:the|our|my|an?)\s+(?:[\w-]+\s+){{0,2}}?{_HOME}\s+(?:in|on)\s+(?P<v>.+)"
 )
 # 'Prof. Lindqvist has agreed to take me on as main supervisor' (a name, then the role).
 _TAKES_ME_ON = cue(
@@ -100,7 +105,7 @@ _NOT_STANDING = cue(
 _HYPOTHETICAL = cue(r"\b(?:if|unless|would|could|might|maybe|hopefully|perhaps)\b")
 
 
-_HOMES = (_HOME_IN, _BEEN_IN_NEW, _FOUND_HOME)
+_HOMES = (_HOME_IN, _BEEN_IN_NEW, _FOUND_HOME, _KEYS_TO)
 
 
 def _rule_hired(clause: str) -> list[Capture]:

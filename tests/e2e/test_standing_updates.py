@@ -70,3 +70,20 @@ def test_a_name_in_a_role_it_newly_holds_leads_the_block(proxy, upstream):
     block = block_sent(upstream)
     assert "- person (manager): Dev" in section(block, KNOWN)
     assert block.index("Dev") < block.index("Bev")
+
+
+def test_the_keys_to_a_new_home_lead_a_withheld_block_with_the_new_place(proxy, upstream):
+    say(proxy, "We rent a flat in Phibsborough, it's small but the twins are only babies.")
+    proxy.flush()
+    say(
+        proxy,
+        "Since we got the keys to the house in Drumcondra the boys have their own room and we"
+        " finally have a garden, mortgage is terrifying but worth it.",
+    )
+    proxy.flush()
+
+    say(proxy, "Where do we live now?", extra_headers={"X-Memory-Mode": "read"})
+
+    block = block_sent(upstream)
+    assert "- home city: Drumcondra" in section(block, KNOWN)
+    assert "Phibsborough" not in block.split("Drumcondra")[0]

@@ -1,10 +1,10 @@
 """Changes said in passing that capture used to lose (docs/recall-quality.md, "Eleventh pass"):
 a change before a report that goes on with what was said ("…, Dr Okafor said halve it"), a
 value said before "now" ("the deadline is March 2027 now"), an amount with a thousands comma,
-a new dose a prescriber advised, and a name in a role it newly holds ("Dev … is our acting
-manager"). Each was lost on a memsuite tuning split (the update's
-current value missing from the block's facts); a report, a question or a person is still no
-fact."""
+a new dose a prescriber advised, a name in a role it newly holds ("Dev … is our acting
+manager"), and a home said as its keys or "a studio on the Barbican". Each was lost on a
+memsuite tuning split (the update's current value missing from the block's facts); a report,
+a question, a first mention or a stay is still no fact."""
 
 import pytest
 
@@ -60,6 +60,16 @@ def facts(text: str) -> list[tuple[str, str, str]]:
             "Lina",
         ),
         ("Ana is our new drummer.", "person:drummer", "Ana"),
+        (
+            "Since we got the keys to the house in Drumcondra the boys have their own room.",
+            "home_city",
+            "Drumcondra",
+        ),
+        (
+            "I was in the Mutley flat but I've got a studio on the Barbican now.",
+            "home_city",
+            "the Barbican",
+        ),
         ("Tom is now our coach.", "person:coach", "Tom"),
     ],
 )
@@ -89,6 +99,8 @@ def test_a_change_said_in_passing_captures_the_current_value(text, key, value):
         "Ana is a teacher instead.",
         "If Ana is our new drummer we'd be fine.",
         "Tom is the manager at Tesco, now he's moving.",
+        "I've got a room on the top floor.",
+        "We got the keys to the cottage in Cornwall for the week.",  # a stay
     ],
 )
 def test_a_report_a_question_or_a_person_still_captures_nothing(text):
