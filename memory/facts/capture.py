@@ -50,7 +50,7 @@ from memory.facts.lexicon import (
     word_set,
 )
 from memory.facts.replaced import replaced_plan
-from memory.facts.shifts import shift
+from memory.facts.shifts import named_role, shift
 from memory.facts.spans import AND_CHANGE, DROPPED_AND, NO_SUBJECT, sentence_change
 from memory.facts.statements import Capture, Op, cap, phrase, slug, statement
 from memory.facts.updates import in_place_now, now_at, update
@@ -289,7 +289,7 @@ def _sentence(sentence: str) -> list[Capture]:
             break
     if TAINT.search(body):
         return out
-    out += [c for c in replaced_plan(body) if all(o.key != c.key for o in out)]
+    out += [c for c in replaced_plan(body) + named_role(body) if all(o.key != c.key for o in out)]
     return out or sentence_change(whole)
 
 

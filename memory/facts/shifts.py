@@ -165,10 +165,12 @@ def _rule_will_be(clause: str) -> list[Capture]:
     return [cap("job_title", job, "profile", "will_be")] if job else []
 
 
-def _rule_named_role(clause: str) -> list[Capture]:
+def named_role(clause: str) -> list[Capture]:
     """'Dev … is our acting manager' -> person:manager = Dev; without 'acting', 'interim' or
     'new', only said with 'now' or 'instead' ('Lina is going to be head chef … instead'), as
-    `_rule_new_role` reads 'my coach is Marta now' (a first mention is no change)."""
+    `_rule_new_role` reads 'my coach is Marta now' (a first mention is no change). Also read
+    over a whole sentence: a clause split at 'our' cuts 'Mark, our Year 5 teacher, is acting
+    deputy' from its name."""
     if not (match := _NAMED_ROLE.fullmatch(clause)) or _HYPOTHETICAL.search(clause):
         return []
     said_now = re.search(r"\b(?:now|instead)\b", re.split(r"[,;.!]", match["rest"] or "")[0])
@@ -188,7 +190,7 @@ def shift(clause: str) -> list[Capture]:
         _rule_home_in,
         _rule_premises,
         _rule_will_be,
-        _rule_named_role,
+        named_role,
     )
     for rule in rules:
         if found := rule(clause):

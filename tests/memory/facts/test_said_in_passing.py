@@ -61,6 +61,12 @@ def facts(text: str) -> list[tuple[str, str, str]]:
         ),
         ("Ana is our new drummer.", "person:drummer", "Ana"),
         (
+            "Claire had a little boy last week. Mark, our Year 5 teacher, is acting deputy until"
+            " she's back next April.",
+            "person:deputy",
+            "Mark",
+        ),
+        (
             "Since we got the keys to the house in Drumcondra the boys have their own room.",
             "home_city",
             "Drumcondra",
@@ -93,6 +99,7 @@ def test_a_change_said_in_passing_captures_the_current_value(text, key, value):
         "Should I drop the melatonin to 1 mg?",
         "The GP suggested I drop the dose to 1 mg.",
         "Ana is our drummer.",  # a first mention, no change
+        "Sam, my old friend, is our drummer.",
         "Sam is the new guy.",
         "Lisbon is our new home.",
         "Kevin is new here.",
