@@ -78,11 +78,12 @@ _HIRES = (_HIRED, _HIRED_AS, _TAKES_ME_ON)
 # role it newly holds (acting, interim, new; or said with 'now' or 'instead').
 _NAMED_ROLE = cue(
     r"(?:.*?(?:[,;:]|\bso)\s+)?(?P<v>(?-i:[A-Z])[\w'-]+(?:\s+(?-i:[A-Z])[\w'-]+)?)(?:\s+from\s+"
-    r"(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*){0,2}|,\s+[^,]{3,40},)?\s+(?:is|'s)\s+(?P<now>now\s+)?"
-    r"(?:going\s+to\s+be\s+)?(?:(?:our|my|the)\s+)?(?:(?P<marker>acting|interim|new|temporary)\s+)?"
-    rf"(?!(?:an?|his|her|their)\s)(?P<role>(?:[a-z-]+\s+)??(?:{_JOB_NOUN}|{_ROLE_NOUN}|deputy|head|chair|treasurer|secretary"
-    r"|principal|headteacher))(?P<rest>\s+(?:until|at|for|while|from|since|now|instead|and|but"
-    r"|so)\b.*|[,;.!].*)?"
+    r"(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*){0,2}|,\s+[^,]{3,40},)?\s+(?:is|'s)\s+"
+    r"(?P<now>now\s+)?(?:going\s+to\s+be\s+)?(?:(?:our|my|the)\s+)?"
+    r"(?:(?P<marker>acting|interim|new|temporary)\s+)?(?!(?:an?|his|her|their)\s)"
+    rf"(?P<role>(?:[a-z-]+\s+)??(?:{_JOB_NOUN}|{_ROLE_NOUN}|deputy|head|chair|treasurer"
+    r"|secretary|principal|headteacher))(?P<rest>\s+(?:until|at|for|while|from|since|now"
+    r"|instead|and|but|so)\b.*|[,;.!].*)?"
 )
 _NOT_NAME = word_set("the it this that there here he she they we our my so and but what who")
 # Where a place name ends and a time or purpose begins: 'in Hockley over the summer'.
