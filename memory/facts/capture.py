@@ -40,17 +40,17 @@ from memory.facts.lexicon import (
     QUESTION,
     QUESTION_TAIL,
     QUOTES,
-    REPORTED,
     RETRACTED,
     SENTENCE,
     SPEAKER,
     TAG,
     TAINT,
     cue,
+    own_words,
     word_set,
 )
 from memory.facts.replaced import replaced_plan
-from memory.facts.shifts import shift
+from memory.facts.shifts import named_role, shift
 from memory.facts.spans import AND_CHANGE, DROPPED_AND, NO_SUBJECT, sentence_change
 from memory.facts.statements import Capture, Op, cap, phrase, slug, statement
 from memory.facts.updates import in_place_now, now_at, update
@@ -264,8 +264,12 @@ def _sentence(sentence: str) -> list[Capture]:
     if body.endswith("?") and not asks:
         tail = QUESTION_TAIL.search(body)
         body = body[: tail.start()] if tail else ""
-    if not body or QUESTION.match(body) and not asks or REPORTED.search(body):
+    if not body or QUESTION.match(body) and not asks:
         return []
+    if (own := own_words(body)) != body:
+        body = whole = own
+        if not body:
+            return []
     if RETRACTED.search(body):
         return []
     out: list[Capture] = []
@@ -285,7 +289,7 @@ def _sentence(sentence: str) -> list[Capture]:
             break
     if TAINT.search(body):
         return out
-    out += [c for c in replaced_plan(body) if all(o.key != c.key for o in out)]
+    out += [c for c in replaced_plan(body) + named_role(body) if all(o.key != c.key for o in out)]
     return out or sentence_change(whole)
 
 

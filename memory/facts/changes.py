@@ -134,10 +134,11 @@ _NOT_DRUG = word_set(
 # A 'dose' that is no medication's ('the dose of patience went up to 11', 'my daily dose of
 # news'): never a value of its own; a medication's dose is the dose rules'.
 _FIGURATIVE_DOSE = cue(r"\b(?:dose|doses|dosage)\b")
-_DOSE_CHANGED = cue(
-    rf".*?\b(?:raised|increased|upped|lowered|reduced|decreased|dropped|doubled|halved|changed"
-    rf"|adjusted|bumped|cut|moved)\s+my\s+(?P<drug>{_DRUG})(?:\s+dose)?\s+(?:up\s+|down\s+)?to\s+"
-    rf"(?P<dose>{_DOSE}).*"
+_DOSE_CHANGED = cue(  # also advised: 'The GP suggested I drop the melatonin to 1 mg'
+    rf".*?\b(?:(?:raised|increased|upped|lowered|reduced|decreased|dropped|doubled|halved|changed"
+    rf"|adjusted|bumped|cut|moved)\s+my|(?:suggested|advised|recommended)\s+(?:that\s+)?i\s+"
+    rf"(?:raise|increase|up|lower|reduce|decrease|drop|cut|halve|double)\s+(?:my|the))\s+"
+    rf"(?P<drug>{_DRUG})(?:\s+dose)?\s+(?:up\s+|down\s+)?to\s+(?P<dose>{_DOSE}).*"
 )
 _PUT_ON = cue(
     rf".*?\b(?:put|started|switched|moved|has|have|keeps|kept)\s+me\s+(?:from\s+\S+\s+)?(?:on|onto|to)\s+(?:(?P<d1>"
@@ -371,7 +372,7 @@ def _dose_capture(drug: str, dose: str, rule: str) -> list[Capture]:
 
 def _rule_dose(clause: str) -> list[Capture]:
     """'the doctor raised my lisinopril to 20 mg', 'she switched me to topiramate 25 mg',
-    'my sertraline dose is now 100 mg'."""
+    'my sertraline dose is now 100 mg', 'the GP suggested I drop the melatonin to 1 mg'."""
     if (match := _DOSE_CHANGED.fullmatch(clause)) and match["drug"].lower() not in _NOT_DRUG:
         return _dose_capture(match["drug"], match["dose"], "dose_changed")
     if match := _PUT_ON.fullmatch(clause):

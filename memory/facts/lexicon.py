@@ -44,11 +44,39 @@ TAINT = cue(
     r"|thought|believes?|jk|kidding|joking|wish(?:ed)?|dream\w*|example|e\.g|character|story"
     r"|novel|game|script|sentence)\b"
 )
-# ... and reported speech, which voids the whole sentence ('…, as they say').
+# ... and reported speech, which voids its sentence ('…, as they say'), but for a clause the
+# user said before a report that goes on with what was said (`own_words`).
 REPORTED = cue(
     r"\b(?:said|says|told|tells|asked|asks|wrote|writes|claim(?:s|ed)?|according|replied|texted"
     r"|emailed|(?:they|people|everyone|you) say)\b"
 )
+# After a report's verb: the words reported ('said halve it', 'told me to rest'), not an end
+# ('…, she told me', '…, he said so', '…, she said jokingly').
+_REPORT_ENDS = word_set("so too again once before that's")
+_OBJECT = word_set("me us him her them")
+
+
+def own_words(sentence: str) -> str:
+    """`sentence` as the user's own statement: "" when it reports what someone said, else the
+    clauses before the report when the report comes after a comma and goes on with what was
+    said: in "Pip's Apoquel went from 16 mg to 8 mg a day, Dr Okafor said halve it since the
+    itching settled" the change is the user's (fresh2's dog, whose new dose was lost with the
+    whole sentence). A report at the end ("I moved to Paris, she said") still voids all of it:
+    what came before is what was reported."""
+    found = REPORTED.search(sentence)
+    if found is None:
+        return sentence
+    comma = max(sentence.rfind(",", 0, found.start()), sentence.rfind(";", 0, found.start()))
+    verb = found[0].lower()
+    if comma < 0 or verb == "according" or verb.endswith(" say"):  # 'as they say' ends it
+        return ""
+    words = [w.strip(".,;:!?'\"").lower() for w in sentence[found.end() :].split()]
+    words = words[1:] if words[:1] and words[0] in _OBJECT else words
+    if not words or not words[0].isalpha() or words[0] in _REPORT_ENDS or words[0].endswith("ly"):
+        return ""
+    return sentence[:comma]
+
+
 # A joke or a hedge takes back the whole sentence, also what came before it ('I moved to
 # Lisbon, jk', 'I'm allergic to cats, I think'); 'I'm not kidding' takes back nothing.
 RETRACTED = cue(

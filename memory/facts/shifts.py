@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 from memory.facts.changes import _JOB_NOUN, _ROLE_NOUN, _job, job_and_employer
-from memory.facts.lexicon import STAY, cue
+from memory.facts.lexicon import KIN, PRONOUN, STAY, cue, word_set
 from memory.facts.statements import _ADV, Capture, _place, _proper, cap, slug
 
 _ROLE = rf"(?P<role>(?:[a-z-]+\s+){{0,2}}?(?:{_JOB_NOUN}|{_ROLE_NOUN}))"
@@ -59,7 +59,12 @@ _BEEN_IN_NEW = cue(
 )
 _FOUND_HOME = cue(
     rf"(?:i|we)(?:'ve|\s+have){_ADV}\s+(?:found|rented|taken|got)\s+an?\s+(?:[\w-]+\s+){{0,2}}?"
-    rf"{_HOME}(?:\s+in\s+an?\s+(?:[\w-]+\s+){{0,2}}?(?:{_HOME}|share))?\s+in\s+(?P<v>.+)"
+    rf"{_HOME}(?:\s+in\s+an?\s+(?:[\w-]+\s+){{0,2}}?(?:{_HOME}|share))?\s+(?:in|on)\s+(?P<v>.+)"
+)
+# 'Since we got the keys to the house in Drumcondra the boys have their own room'
+_KEYS_TO = cue(
+    rf"(?:(?:since|now\s+that|once|after)\s+)?(?:i|we)(?:'ve|\s+have)?{_ADV}\s+got\s+the\s+keys?"
+    rf"\s+(?:to|for)\s+(?:the|our|my|an?)\s+(?:[\w-]+\s+){{0,2}}?{_HOME}\s+(?:in|on)\s+(?P<v>.+)"
 )
 # 'Prof. Lindqvist has agreed to take me on as main supervisor' (a name, then the role).
 _TAKES_ME_ON = cue(
@@ -68,6 +73,19 @@ _TAKES_ME_ON = cue(
     rf"\s+me\s+on\s+as\s+(?:my\s+)?(?:new\s+)?{_ROLE}\b.*"
 )
 _HIRES = (_HIRED, _HIRED_AS, _TAKES_ME_ON)
+# 'Dev from the assessment team is our acting manager', 'Mark, our Year 5 teacher, is acting
+# deputy until she's back', 'So Lina is going to be head chef at Clifton instead': a name in a
+# role it newly holds (acting, interim, new; or said with 'now' or 'instead').
+_NAMED_ROLE = cue(
+    r"(?:.*?(?:[,;:]|\bso)\s+)?(?P<v>(?-i:[A-Z])[\w'-]+(?:\s+(?-i:[A-Z])[\w'-]+)?)(?:\s+from\s+"
+    r"(?:the\s+)?[a-z][\w-]*(?:\s+[a-z][\w-]*){0,2}|,\s+[^,]{3,40},)?\s+(?:is|'s)\s+"
+    r"(?P<now>now\s+)?(?:going\s+to\s+be\s+)?(?:(?:our|my|the)\s+)?"
+    r"(?:(?P<marker>acting|interim|new|temporary)\s+)?(?!(?:an?|his|her|their)\s)"
+    rf"(?P<role>(?:[a-z-]+\s+)??(?:{_JOB_NOUN}|{_ROLE_NOUN}|deputy|head|chair|treasurer"
+    r"|secretary|principal|headteacher))(?P<rest>\s+(?:until|at|for|while|from|since|now"
+    r"|instead|and|but|so)\b.*|[,;.!].*)?"
+)
+_NOT_NAME = word_set("the it this that there here he she they we our my so and but what who")
 # Where a place name ends and a time or purpose begins: 'in Hockley over the summer'.
 _TIME_TAIL = cue(r"\s+(?:over|during|for|since|from|last|this|next|until|by|with)\b")
 _PREMISES = r"(?P<what>office|workshop|unit|premises|shop|warehouse|kitchen|clinic|surgery)"
@@ -88,7 +106,7 @@ _NOT_STANDING = cue(
 _HYPOTHETICAL = cue(r"\b(?:if|unless|would|could|might|maybe|hopefully|perhaps)\b")
 
 
-_HOMES = (_HOME_IN, _BEEN_IN_NEW, _FOUND_HOME)
+_HOMES = (_HOME_IN, _BEEN_IN_NEW, _FOUND_HOME, _KEYS_TO)
 
 
 def _rule_hired(clause: str) -> list[Capture]:
@@ -148,9 +166,34 @@ def _rule_will_be(clause: str) -> list[Capture]:
     return [cap("job_title", job, "profile", "will_be")] if job else []
 
 
+def named_role(clause: str) -> list[Capture]:
+    """'Dev … is our acting manager' -> person:manager = Dev; without 'acting', 'interim' or
+    'new', only said with 'now' or 'instead' ('Lina is going to be head chef … instead'), as
+    `_rule_new_role` reads 'my coach is Marta now' (a first mention is no change). Also read
+    over a whole sentence: a clause split at 'our' cuts 'Mark, our Year 5 teacher, is acting
+    deputy' from its name."""
+    if not (match := _NAMED_ROLE.fullmatch(clause)) or _HYPOTHETICAL.search(clause):
+        return []
+    said_now = re.search(r"\b(?:now|instead)\b", re.split(r"[,;.!]", match["rest"] or "")[0])
+    if not (match["marker"] or match["now"] or said_now):
+        return []
+    name = match["v"]
+    if name.split()[0].lower() in _NOT_NAME | PRONOUN | KIN:
+        return []
+    return [cap(f"person:{slug(match['role'], 3)}", name, "profile", "named_role")]
+
+
 def shift(clause: str) -> list[Capture]:
     """The first standing-state rule that fires on `clause`."""
-    for rule in (_rule_hired, _rule_job_as, _rule_home_in, _rule_premises, _rule_will_be):
+    rules = (
+        _rule_hired,
+        _rule_job_as,
+        _rule_home_in,
+        _rule_premises,
+        _rule_will_be,
+        named_role,
+    )
+    for rule in rules:
         if found := rule(clause):
             return found
     return []

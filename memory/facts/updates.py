@@ -72,6 +72,12 @@ _IS_NOW = cue(
     r"\s+been|have\s+been)|'s(?:\s+been)?)\s+now\s+(?:(?:set|booked|scheduled|planned|fixed)\s+(?:for"
     r"|on)\s+|(?P<prep>on|at|in|for)\s+)?(?P<v>.+)"
 )
+# '… so the submission deadline is March 2027 now': the same, 'now' after the value (a date
+# or an amount only), also after 'so', 'and' or 'but'.
+_IS_THEN_NOW = cue(
+    r"(?:.*?(?:[,;:]|\s(?:so|and|but))\s+)?(?:the|my|our)\s+(?P<thing>[\w-]+(?:\s+[\w-]+){0,2}?)"
+    r"(?:\s+(?:is|are)|'s)\s+(?P<v>(?!now\b)(?:[^,;]|,\d)+?)\s+now\b(?:\W.*)?"
+)
 _SWITCHED_FOR = cue(
     r"(?:i|we)(?:'ve|\s+have)?(?:\s+(?:just|finally|now))*\s+(?:switched|moved|changed|gone)"
     r"\s+(?:over\s+)?to\s+(?P<v>.+?)\s+for\s+(?:(?P<det>our|my|the)\s+)?(?P<thing>[\w-]+(?:\s+[\w-]+)?)"
@@ -197,7 +203,9 @@ def _rule_step_down(clause: str) -> list[Capture]:
 
 def when(text: str) -> str | None:
     """A date, a weekday or an amount with a digit at the start of `text`, up to a clause end."""
-    head = re.split(r"\s*[,;!?]\s*|\.\s|\.$|\s+(?:because|since|so|but|and|as|instead)\s", text)[0]
+    head = re.split(
+        r"\s*(?:[;!?]|,(?!\d{3}\b))\s*|\.\s|\.$|\s+(?:because|since|so|but|and|as|instead)\s", text
+    )[0]
     head = head.strip()
     dated = _DATE.match(head) or re.match(rf"{_WEEKDAY}|{_MONTH_ALONE}", head, re.I)
     if dated or re.match(r"(?:the\s+)?[£$€]?\d", head):
@@ -208,8 +216,9 @@ def when(text: str) -> str | None:
 
 def _rule_is_now(clause: str) -> list[Capture]:
     """'the wedding is now on the 3rd of October' -> current:wedding; 'our office is now in
-    Leeds' -> current:office_place (a place and a date of one thing are two facts)."""
-    if not (match := _IS_NOW.fullmatch(clause)):
+    Leeds' -> current:office_place (a place and a date of one thing are two facts); 'the
+    deadline is March 2027 now' -> current:deadline (a date or an amount only)."""
+    if not (match := _IS_NOW.fullmatch(clause) or _IS_THEN_NOW.fullmatch(clause)):
         return []
     thing = match["thing"].lower()
     words = thing.split()
@@ -217,6 +226,8 @@ def _rule_is_now(clause: str) -> list[Capture]:
         return []
     value = match["v"].rstrip(".! ")
     date = when(value)
+    if match.re is _IS_THEN_NOW:
+        return [cap(f"current:{slug(thing, 4)}", date, "profile", "is_now")] if date else []
     if match["prep"] in ("at", "in") and not date:
         place = _proper(value, 4, lower_ok=False, the_ok=True)
         if place and place.split()[-1].lower() not in JUNK:
