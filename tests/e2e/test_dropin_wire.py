@@ -10,6 +10,12 @@ import socket
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.conftest import serve_app
 
 USER = {"x-memory-user-id": "alice", "content-type": "application/json"}
 FACT = {"key": "home", "value": "a flat above the bakery on Rua das Flores", "category": "home"}
@@ -89,3 +95,80 @@ def test_a_stream_to_an_http10_client_is_not_sent_in_chunks(make_proxy, upstream
     proxy.flush()
     stored = [m.content for m in proxy.layer.store.messages("alice")]
     assert stored == ["Hi", "echo: Hi"]
+
+
+# -- legacy function calling (`functions`, `function_call`) ---------------------------------
+
+CALL = {"name": "get_weather", "arguments": '{"city":"Paris"}'}
+SAID = "Sunny in Paris."
+
+
+async def _calling(request: Request) -> Response:
+    """A provider answering a `functions` request with a function call, and its result with
+    words, streamed (the call's name, then its arguments in two pieces) or not."""
+    body = json.loads(await request.body())
+    head = {"id": "chatcmpl-legacy", "created": 1, "model": body["model"]}
+    answered = body["messages"][-1]["role"] == "function"
+    if not body.get("stream"):
+        message = {"role": "assistant", "content": SAID if answered else None}
+        if not answered:
+            message["function_call"] = CALL
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        completion = {**head, "object": "chat.completion", "choices": [choice]}
+        return Response(json.dumps(completion), media_type="application/json")
+    deltas = [{"role": "assistant", "content": SAID if answered else None}]
+    if not answered:
+        arguments = CALL["arguments"]
+        deltas += [
+            {"function_call": {"name": CALL["name"], "arguments": ""}},
+            {"function_call": {"arguments": arguments[:6]}},
+            {"function_call": {"arguments": arguments[6:]}},
+        ]
+    choices = [{"index": 0, "delta": delta, "finish_reason": None} for delta in deltas]
+    choices.append(
+        {"index": 0, "delta": {}, "finish_reason": "stop" if answered else "function_call"}
+    )
+    chunk = {**head, "object": "chat.completion.chunk"}
+    events = [f"data: {json.dumps({**chunk, 'choices': [c]})}\n\n" for c in choices]
+    return StreamingResponse(iter([*events, "data: [DONE]\n\n"]), media_type="text/event-stream")
+
+
+@pytest.fixture(scope="module")
+def calling():
+    app = Starlette(routes=[Route("/v1/chat/completions", _calling, methods=["POST"])])
+    with serve_app(app) as root:
+        yield root + "/v1"
+
+
+def exported(proxy):
+    proxy.flush()
+    lines = httpx.get(proxy.url + "/memory/export", headers=USER).text.splitlines()
+    return [json.loads(line)["payload"] for line in lines]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_legacy_function_call_reply_is_stored_as_made(make_proxy, calling, stream):
+    """A reply that was only a `function_call` (the `functions` API) had no text and no tool
+    calls, so moim took it for no reply and stored none; the client's resent history stored
+    it later, if the conversation went on."""
+    proxy = make_proxy(upstream_base_url=calling)
+    question = {"role": "user", "content": "Weather in Paris?"}
+    functions = [{"name": "get_weather", "parameters": {"type": "object", "properties": {}}}]
+    with proxy.client(default_headers=USER) as client:
+
+        def ask(messages):
+            answer = client.chat.completions.create(
+                model="gpt-3.5-turbo", messages=messages, functions=functions, stream=stream
+            )
+            return list(answer) if stream else answer
+
+        ask([question])
+        assert [m["role"] for m in exported(proxy)] == ["user", "assistant"]
+        assert exported(proxy)[1]["function_call"] == CALL
+
+        result = {"role": "function", "name": "get_weather", "content": "sunny"}
+        ask([question, {"role": "assistant", "content": None, "function_call": CALL}, result])
+
+    payloads = exported(proxy)
+    assert [m["role"] for m in payloads] == ["user", "assistant", "function", "assistant"]
+    assert payloads[3]["content"] == SAID
