@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from memory import count_tokens
 from tests.conftest import serve_app
 
 USER = {"x-memory-user-id": "alice", "content-type": "application/json"}
@@ -172,3 +173,27 @@ def test_a_legacy_function_call_reply_is_stored_as_made(make_proxy, calling, str
     payloads = exported(proxy)
     assert [m["role"] for m in payloads] == ["user", "assistant", "function", "assistant"]
     assert payloads[3]["content"] == SAID
+
+
+def test_a_legacy_function_call_in_the_history_counts_against_the_window(make_proxy, upstream):
+    """The room the block may take was measured without a `function_call`'s arguments (a
+    tool call's were counted): a request that fits was pushed over its window by the block."""
+    window, model = 400, "gpt-4o-mini"
+    proxy = make_proxy(settings={"context_windows": {model: window}})
+    with_a_fact(proxy)
+    call = {"name": "save_notes", "arguments": json.dumps({"text": "word" + " word" * 349})}
+    history = [
+        {"role": "user", "content": "Save my notes."},
+        {"role": "assistant", "content": None, "function_call": call},
+        {"role": "function", "name": "save_notes", "content": "saved"},
+        {"role": "user", "content": "Thanks!"},
+    ]
+    assert count_tokens(json.dumps(call), model) + 30 < window  # the request fits
+
+    with proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, messages=history, extra_headers=USER
+        )
+
+    assert raw.headers["x-memory-facts-injected"] == "0"
+    assert upstream.last_json["messages"] == history
