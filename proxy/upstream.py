@@ -125,9 +125,13 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     """The provider's body as it arrives: its bytes as sent, or decompressed when it was
     compressed after all (moim asks for `identity`, a provider may not listen), since the
     `Content-Encoding` is not relayed (moim's collector reads the events, too)."""
-    if response.headers.get("content-encoding", "identity").lower() == "identity":
-        return response.aiter_raw()
-    return response.aiter_bytes()
+    return response.aiter_bytes() if compressed(response) else response.aiter_raw()
+
+
+def compressed(response: httpx.Response) -> bool:
+    """Whether the provider compressed its body (moim asks it for `identity`)."""
+    encoding: str = response.headers.get("content-encoding", "identity")
+    return encoding.lower() != "identity"
 
 
 def list_models(config: Config) -> bytes:

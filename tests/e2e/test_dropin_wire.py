@@ -5,6 +5,7 @@ provider called directly: bytes that are not what the client sent, or a turn not
 said.
 """
 
+import gzip
 import json
 import socket
 
@@ -17,6 +18,7 @@ from starlette.routing import Route
 
 from memory import count_tokens
 from tests.conftest import serve_app
+from tests.upstream_responses import output_items, response_object
 
 USER = {"x-memory-user-id": "alice", "content-type": "application/json"}
 FACT = {"key": "home", "value": "a flat above the bakery on Rua das Flores", "category": "home"}
@@ -197,3 +199,45 @@ def test_a_legacy_function_call_in_the_history_counts_against_the_window(make_pr
 
     assert raw.headers["x-memory-facts-injected"] == "0"
     assert upstream.last_json["messages"] == history
+
+
+# -- a provider that compresses what moim asked for uncompressed ------------------------------
+
+BACKGROUND_BODY = {"model": "gpt-4o-mini", "input": "Write me a haiku.", "background": True}
+HAIKU = "Old pond, a frog jumps."
+
+
+async def _written_in_the_background(request: Request) -> Response:
+    """Queued when asked; a poll finds it completed, its JSON gzip-compressed although moim
+    asked for `identity` (as some providers and gateways answer)."""
+    if request.method == "POST":
+        body = json.loads(await request.body())
+        queued = response_object(1, body, [], status="queued")
+        return Response(json.dumps({**queued, "background": True}), media_type="application/json")
+    done = response_object(1, BACKGROUND_BODY, output_items(1, HAIKU, ()))
+    squeezed = gzip.compress(json.dumps({**done, "background": True}).encode())
+    return Response(squeezed, media_type="application/json", headers={"content-encoding": "gzip"})
+
+
+@pytest.fixture(scope="module")
+def squeezing():
+    routes = [
+        Route("/v1/responses", _written_in_the_background, methods=["POST"]),
+        Route("/v1/responses/{id}", _written_in_the_background, methods=["GET"]),
+    ]
+    with serve_app(Starlette(routes=routes)) as root:
+        yield root + "/v1"
+
+
+def test_a_background_reply_polled_compressed_is_read_and_stored(make_proxy, squeezing):
+    """The poll is a pass-through, relayed as its bytes; moim read those bytes for the reply,
+    gzip and all, and stored nothing. The client gets the body it can read either way."""
+    proxy = make_proxy(upstream_base_url=squeezing)
+    with proxy.client(default_headers=USER) as client:
+        queued = client.responses.create(**BACKGROUND_BODY)
+        polled = client.responses.retrieve(queued.id)
+
+    assert (queued.status, polled.status, polled.output_text) == ("queued", "completed", HAIKU)
+    proxy.flush()
+    stored = [(m.role, m.content) for m in proxy.layer.store.messages("alice")]
+    assert stored == [("user", BACKGROUND_BODY["input"]), ("assistant", HAIKU)]
