@@ -26,6 +26,7 @@ import httpx
 import numpy as np
 
 from proxy import litellm_params
+from proxy.auth import bearer_token
 from proxy.config import Config
 from proxy.errors import BadRequest
 from proxy.header_lines import NOT_FORWARDED_WITH_MEMORY, client_lines
@@ -182,7 +183,7 @@ async def call_litellm(
     params["model"] = target.model
     if target.base_url:
         params["api_base"] = target.base_url
-    key = authorization.removeprefix("Bearer ").strip() if authorization else None
+    key = bearer_token(authorization) or (authorization or "").strip()
     if key:
         params["api_key"] = key
     params["timeout"] = timeout
@@ -216,7 +217,7 @@ async def embed_litellm(
     params.update(model=target.model, timeout=timeout)
     if target.base_url:
         params["api_base"] = target.base_url
-    key = authorization.removeprefix("Bearer ").strip() if authorization else None
+    key = bearer_token(authorization) or (authorization or "").strip()
     if key:
         params["api_key"] = key
     try:

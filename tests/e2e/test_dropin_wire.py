@@ -17,6 +17,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from memory import count_tokens
+from proxy.config import ModelRoute
 from tests.conftest import serve_app
 from tests.upstream_responses import output_items, response_object
 
@@ -241,3 +242,25 @@ def test_a_background_reply_polled_compressed_is_read_and_stored(make_proxy, squ
     proxy.flush()
     stored = [(m.role, m.content) for m in proxy.layer.store.messages("alice")]
     assert stored == [("user", BACKGROUND_BODY["input"]), ("assistant", HAIKU)]
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+def test_a_client_key_reaches_a_litellm_provider_whatever_the_case_of_its_scheme(
+    make_proxy, upstream, scheme
+):
+    """HTTP's auth scheme names are case-insensitive (RFC 9110 §11.1); on a litellm route moim
+    took the key out of `Bearer <key>` alone, and a client sending `bearer <key>` had the
+    provider asked with the key `bearer <key>` (a 401 the client's key did not deserve)."""
+    keyless = ModelRoute(model="openai/gpt-4o-mini", api_base=upstream.url)
+    proxy = make_proxy(routes={"keyless": keyless})
+    body = {"model": "keyless", "messages": [{"role": "user", "content": "Hello"}]}
+
+    response = httpx.post(
+        proxy.url + "/chat/completions",
+        json=body,
+        headers={**USER, "authorization": f"{scheme} sk-client"},
+        timeout=30,
+    )
+
+    assert response.status_code == 200, response.text
+    assert upstream.requests[-1].headers["authorization"] == "Bearer sk-client"
