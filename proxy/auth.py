@@ -93,12 +93,17 @@ def authorize_metrics(headers: Mapping[str, str], config: Config) -> None:
         )
 
 
+def bearer_token(authorization: str | None) -> str:
+    """The token of an `Authorization: Bearer <token>` value, "" for another value or none.
+    The scheme's name is case-insensitive (RFC 9110 §11.1): some clients send `bearer`."""
+    if authorization and authorization[:7].lower() == "bearer ":
+        return authorization[7:].strip()
+    return ""
+
+
 def _matching_key(headers: Mapping[str, str], config: Config) -> ProxyKey:
     """The configured key the request presents, or Unauthorized."""
-    authorization = headers.get("authorization")
-    presented = ""
-    if authorization and authorization[:7].lower() == "bearer ":
-        presented = authorization[7:].strip()
+    presented = bearer_token(headers.get("authorization"))
     if not presented:
         presented = (headers.get("x-api-key") or "").strip()
     if not presented:  # before comparing: no configured key, however empty, matches nothing

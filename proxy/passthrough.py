@@ -59,6 +59,7 @@ from proxy.responses import watch_poll
 from proxy.streaming import EndCallback, EventCollector, not_stored, relay
 from proxy.upstream import (
     Target,
+    compressed,
     embed_litellm,
     model_object,
     provider_key,
@@ -75,6 +76,8 @@ logger = logging.getLogger(__name__)
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Response headers our server sets itself (uvicorn adds its own `date` and `server`).
 NOT_RELAYED = HOP_BY_HOP | {b"date", b"server"}
+# A stored poll compressed anyway is relayed as read, decompressed (gzip bytes stored nothing).
+RECODED = frozenset({b"content-encoding", b"content-length"})
 # Endpoints that keep nothing on the provider account (besides /models, /audio/*, /images/*).
 STATELESS_ENDPOINTS = frozenset(
     ("POST", path) for path in ("/embeddings", "/completions", "/moderations", "/responses")
@@ -298,12 +301,15 @@ async def _send(
     except httpx.HTTPError as exc:
         raise unreachable(exc) from exc
     collector, on_end = poll if poll is not None and upstream.status_code == 200 else _NOTHING
+    source, dropped = upstream.aiter_raw(), NOT_RELAYED
+    if collector is not None and compressed(upstream):  # relayed as read, as chat relays it
+        source, dropped = upstream.aiter_bytes(), NOT_RELAYED | RECODED
     response = StreamingResponse(
-        relay(upstream.aiter_raw(), collector, on_end, upstream.aclose, limit),
+        relay(source, collector, on_end, upstream.aclose, limit),
         status_code=upstream.status_code,
     )
     lines = ((relayed_name(name), value) for name, value in upstream.headers.raw)
-    response.raw_headers = [(name, value) for name, value in lines if name not in NOT_RELAYED]
+    response.raw_headers = [(name, value) for name, value in lines if name not in dropped]
     return response
 
 

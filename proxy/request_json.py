@@ -1,7 +1,7 @@
 """Client JSON at moim's edge: parsed with the standard library, refused if moim cannot use it.
 
-Two kinds of valid JSON are refused where they are parsed, as malformed JSON is: a
-`ValueError`, which each caller turns into its 400 with the reason.
+What `json.loads` reads but moim cannot use is refused where it is parsed, as malformed JSON
+is: a `ValueError`, which each caller turns into its 400 with the reason.
 
 - A lone UTF-16 surrogate (`"\\ud800"`, half of a pair). `json.loads` returns a str that no
   UTF-8 encoder accepts, and every later step that hashes, journals or stores the text would
@@ -11,11 +11,17 @@ Two kinds of valid JSON are refused where they are parsed, as malformed JSON is:
   (`json.dumps` of the body sent on, of the journal line, litellm's copies) recurses once or
   more per level, and fails the same way further on. No OpenAI request nests anywhere near
   100 levels (structured outputs allow 10 in a schema).
+- A number with no finite value: `NaN`, `Infinity`, `-Infinity` (not JSON at all, RFC 8259
+  §6, though `json.loads` reads them) and a number too large for a double (`1e400`, read as
+  inf). moim writes the body again when it adds the memory block, and `json.dumps` writes
+  them as `NaN` / `Infinity`: the provider was sent a body that is not JSON, a `1e400` the
+  client sent became one.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -27,10 +33,22 @@ _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return value
+
+
 def loads(raw: bytes | str) -> Any:
-    """`json.loads`, raising ValueError also for a lone surrogate or too deep a nesting."""
+    """`json.loads`, raising ValueError also for a lone surrogate, too deep a nesting or a
+    number with no finite value."""
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise ValueError(_TOO_DEEP) from None
     # Fewer brackets than the limit cannot nest past it (a C count, no walk, for most bodies).

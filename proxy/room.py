@@ -1,11 +1,11 @@
 """The room a request leaves in its model's context window, and the cap it sets on the block.
 
 The fill ratio counts a request's messages (`memory.count_message_tokens`: their text, tool
-calls and names). A provider counts more against the window: the tool and function definitions
-the request offers (and moim's own memory tools, when `X-Memory-Tools` is on), a response
-schema, and each image, audio clip or file among the messages. An agent with many tools near
-its window was pushed over it by a block sized for its messages alone. `room_left` takes them
-out of the room too:
+calls, a legacy function call, and names). A provider counts more against the window: the
+tool and function definitions the request offers (and moim's own memory tools, when
+`X-Memory-Tools` is on), a response schema, and each image, audio clip or file among the
+messages. An agent with many tools near its window was pushed over it by a block sized for its
+messages alone. `room_left` takes them out of the room too:
 
 - definitions (chat's `tools`, `functions`, `response_format`; the Responses API's `tools`,
   `text`) are counted with tiktoken over their compact JSON. Providers render them otherwise

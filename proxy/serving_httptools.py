@@ -13,6 +13,14 @@ both, as `HeadTimeoutH11` and h11's `max_incomplete_event_size` give the h11 pat
   below that size reaches the app, whose `HeaderLimit` answers 431 past
   `server.max_header_bytes`.
 
+And one thing more, h11's too: a response to an HTTP/1.0 request is never sent in chunks.
+uvicorn's httptools cycle frames every body of unknown length (a stream, a pass-through
+without a length) as `Transfer-Encoding: chunked`, whatever the request's version; HTTP/1.0
+knows no chunks (RFC 9112 §6.1: a server must not send them), and an HTTP/1.0 client
+(`curl -0`, ApacheBench, a proxy speaking 1.0 upstream) read the chunk sizes as the body's
+text: a stream's events came with "2fa" lines between them. Such a body runs, as h11 sends
+it, to the connection's close (the connection closes after an HTTP/1.0 response anyway).
+
 Imported only when httptools is installed.
 """
 
@@ -20,7 +28,8 @@ from __future__ import annotations
 
 import asyncio
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn._types import ASGISendEvent
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from proxy.head_timer import HeadTimer
 
@@ -62,6 +71,9 @@ class HeadLimitedHttpTools(HeadTimer, HttpToolsProtocol):
         self._head_bytes = 0
         self._stop_timer()
         super().on_headers_complete()
+        cycle = self.cycle  # this request's, unless it was an upgrade (no cycle made)
+        if cycle is not None and cycle.scope is self.scope and self.scope["http_version"] == "1.0":
+            cycle.__class__ = Http10Cycle  # before its task first runs: it sends nothing yet
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -86,3 +98,21 @@ class HeadLimitedHttpTools(HeadTimer, HttpToolsProtocol):
 
     def _head_begun(self) -> bool:
         return self._head_bytes > 0
+
+
+class Http10Cycle(RequestResponseCycle):
+    """The response to an HTTP/1.0 request: a body of unknown length is sent as it comes, to
+    the connection's close, never in chunks (uvicorn's cycle chunks it)."""
+
+    _to_close = False  # the body is delimited by the connection's close
+
+    async def send(self, message: ASGISendEvent) -> None:
+        if message["type"] == "http.response.start" and not self.response_started:
+            names = {name.lower() for name, _ in message.get("headers", [])}
+            if not names & {b"content-length", b"transfer-encoding"}:
+                self._to_close, self.keep_alive = True, False
+                self.chunked_encoding = False  # uvicorn's cycle adds no chunked header then
+        elif message["type"] == "http.response.body" and self._to_close:
+            # each piece is, as far as uvicorn's length check knows, all that is left
+            self.expected_content_length = len(message.get("body", b""))
+        await super().send(message)

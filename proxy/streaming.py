@@ -115,6 +115,7 @@ class ReplyCollector(EventCollector):
     content null) the audio's `transcript`; for a structured-output refusal (content null)
     the `refusal`. The first of these that holds text is the reply's text. A spoken reply
     keeps its audio's id (`audio: {"id"}`, never the audio): the client resends the reply by it.
+    A legacy `functions` request's reply is its `function_call` (content null): kept as made.
     """
 
     def __init__(self) -> None:
@@ -124,6 +125,7 @@ class ReplyCollector(EventCollector):
         self._refusal: list[str] = []
         self._audio_id: str | None = None
         self._calls: list[dict[str, Any]] = []  # in the order the calls began
+        self._function_call: dict[str, str] | None = None  # a legacy `functions` reply's call
         self._pieces = CallPieces()  # which of `_calls` a streamed piece is of
         self._role_seen = False
         self._finished = False
@@ -144,6 +146,7 @@ class ReplyCollector(EventCollector):
             for call in message.get("tool_calls") or []:
                 if isinstance(call, dict):
                     self._calls.append(call)
+            self._merge_function_call(message.get("function_call"))
             self._role_seen = True
             self.done = True
 
@@ -161,6 +164,7 @@ class ReplyCollector(EventCollector):
             for call in delta.get("tool_calls") or []:
                 if isinstance(call, dict):
                     self._merge_call(call)
+            self._merge_function_call(delta.get("function_call"))
 
     def _text(self, message: dict[str, Any]) -> None:
         """The text of a message, or of a delta of one: content, transcript, refusal."""
@@ -195,14 +199,27 @@ class ReplyCollector(EventCollector):
             if isinstance(piece, str):
                 call[kind][field] = joined + piece
 
+    def _merge_function_call(self, piece: Any) -> None:
+        """Join a legacy function call's pieces (its name, then its arguments in pieces): a
+        reply that is only a call was no reply at all, and was never stored."""
+        if not isinstance(piece, dict):
+            return
+        call = self._function_call or {"name": "", "arguments": ""}
+        for field, joined in call.items():
+            if isinstance(piece.get(field), str):
+                call[field] = joined + piece[field]
+        self._function_call = call
+
     def reply(self) -> dict[str, Any] | None:
         """The assistant message, or None when nothing was produced; its text valid Unicode."""
         content = "".join(self._content) or "".join(self._transcript) or "".join(self._refusal)
-        if not content and not self._calls:
+        if not content and not self._calls and self._function_call is None:
             return None
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if self._calls:
             message["tool_calls"] = list(self._calls)
+        if self._function_call is not None:
+            message["function_call"] = dict(self._function_call)
         if self._audio_id is not None:
             message["audio"] = {"id": self._audio_id}
         valid: dict[str, Any] = valid_unicode(message)

@@ -26,6 +26,7 @@ import httpx
 import numpy as np
 
 from proxy import litellm_params
+from proxy.auth import bearer_token
 from proxy.config import Config
 from proxy.errors import BadRequest
 from proxy.header_lines import NOT_FORWARDED_WITH_MEMORY, client_lines
@@ -125,9 +126,13 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     """The provider's body as it arrives: its bytes as sent, or decompressed when it was
     compressed after all (moim asks for `identity`, a provider may not listen), since the
     `Content-Encoding` is not relayed (moim's collector reads the events, too)."""
-    if response.headers.get("content-encoding", "identity").lower() == "identity":
-        return response.aiter_raw()
-    return response.aiter_bytes()
+    return response.aiter_bytes() if compressed(response) else response.aiter_raw()
+
+
+def compressed(response: httpx.Response) -> bool:
+    """Whether the provider compressed its body (moim asks it for `identity`)."""
+    encoding: str = response.headers.get("content-encoding", "identity")
+    return encoding.lower() != "identity"
 
 
 def list_models(config: Config) -> bytes:
@@ -178,7 +183,7 @@ async def call_litellm(
     params["model"] = target.model
     if target.base_url:
         params["api_base"] = target.base_url
-    key = authorization.removeprefix("Bearer ").strip() if authorization else None
+    key = bearer_token(authorization) or (authorization or "").strip()
     if key:
         params["api_key"] = key
     params["timeout"] = timeout
@@ -212,7 +217,7 @@ async def embed_litellm(
     params.update(model=target.model, timeout=timeout)
     if target.base_url:
         params["api_base"] = target.base_url
-    key = authorization.removeprefix("Bearer ").strip() if authorization else None
+    key = bearer_token(authorization) or (authorization or "").strip()
     if key:
         params["api_key"] = key
     try:

@@ -155,9 +155,9 @@ def count_message_tokens(messages: Sequence[Mapping[str, Any]], model: str) -> i
     total = _TOKENS_PER_REPLY
     for message in messages:
         total += _TOKENS_PER_MESSAGE + _count_text(message_text(message), encoding)
-        calls = message.get("tool_calls")
-        if calls:
-            total += _count_text(json.dumps(calls, ensure_ascii=False), encoding)
+        for calls in (message.get("tool_calls"), message.get("function_call")):  # legacy: one
+            if calls:
+                total += _count_text(json.dumps(calls, ensure_ascii=False), encoding)
         name = message.get("name")
         if isinstance(name, str):
             total += 1 + _count_text(name, encoding)

@@ -57,3 +57,24 @@ def test_100_levels_parse_and_brackets_in_strings_do_not_count():
     assert request_json.loads(nested(100)) == json.loads(nested(100))
     brackets = json.dumps({"text": "[" * 500 + "{" * 500, "list": [[1]] * 200})
     assert request_json.loads(brackets.encode()) == json.loads(brackets)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b'{"temperature": NaN}', "NaN is not a JSON number"),
+        (b'{"temperature": Infinity}', "Infinity is not a JSON number"),
+        (b'{"logit_bias": {"50256": -Infinity}}', "-Infinity is not a JSON number"),
+        (b'{"temperature": 1e400}', "the number 1e400 is too large"),
+        (b'{"seed": -' + b"9" * 400 + b".0}", "is too large"),
+    ],
+)
+def test_a_number_with_no_finite_value_is_a_value_error(raw, reason):
+    """`json.dumps` writes them back as `NaN` / `Infinity`, which no JSON parser reads."""
+    with pytest.raises(ValueError, match=reason):
+        request_json.loads(raw)
+
+
+def test_finite_numbers_parse_as_json_loads_does():
+    raw = b'{"temperature": 0.7, "top_p": 1e-300, "seed": 123456789012345678901234567890}'
+    assert request_json.loads(raw) == json.loads(raw)
