@@ -46,6 +46,7 @@ class StoreBackend(Protocol):
     """Messages, chunks, both search indexes, and raw SQL access for the shared modules."""
 
     dim: int | None
+    migrations_applied: list[str]  # by this process on opening, oldest first (none: current)
 
     def write(self) -> AbstractContextManager[Any]:
         """One write transaction; yields a connection whose `execute` takes SQLite's `?`."""

@@ -48,7 +48,7 @@ class PgStore(PortableQueries, PgReads):
         self._claim_terms: list[pg_chunks.TermRow] = []  # its words, written as it ends
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
-                migrate(conn, redact_url(url))
+                self.migrations_applied = migrate(conn, redact_url(url))
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot open {redact_url(url)}: {failure_reason(exc)}") from exc
         super().__init__(url, max_connections, read_timeout)

@@ -80,7 +80,7 @@ class Store(PortableQueries, SqliteReads):
         self.rebuilding: threading.Thread | None = None  # the lexical index's, if under way
         self._held_passes = 0  # writer passes mirrored to the lexical index, not committed
         with self._errors():
-            migrate(self.connection(), on_migration, self.path)
+            self.migrations_applied = migrate(self.connection(), on_migration, self.path)
         if lexical_index and self.path != ":memory:":
             try:
                 self.lexical = LexicalIndex(Path(self.target + "-lexical"))
