@@ -102,7 +102,7 @@ def config_from(config_path: Path | None) -> Config:
     try:
         return load_config(config_path, os.environ)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(exc.shown()) from exc
 
 
 def database_path(config: Config, create: bool | None = None) -> tuple[Path | str, bool]:
