@@ -150,10 +150,8 @@ def open_layer(config: Config, create: bool | None = None) -> Any:
     except MemoryLayerError as exc:
         raise click.ClickException(str(exc)) from exc
     announce_database(path, existed)
-    if existed and layer.store.migrations_applied:  # else unsaid without a terminal's bar
-        click.echo(
-            f"moim: migrated the schema: {', '.join(layer.store.migrations_applied)}", err=True
-        )
+    if existed and layer.migrations_applied:  # else unsaid without a terminal's bar
+        click.echo(f"moim: migrated the schema: {', '.join(layer.migrations_applied)}", err=True)
     context = click.get_current_context(silent=True)
     if context is not None:  # Postgres: the pool's threads end with the command
         context.call_on_close(layer.close)
