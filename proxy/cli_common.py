@@ -166,7 +166,10 @@ def hold_journal(config: Config) -> Any:
     from memory import JournalLock, MemoryLayerError
 
     try:
-        return JournalLock(config.journal_path)
+        if config.journal is None:  # beside the database: another directory is another journal
+            return JournalLock(config.journal_path)
+        # Named (MOIM_JOURNAL, journal:): the same path from any directory is the same file.
+        return JournalLock(config.journal_path, "give each moim a journal of its own")
     except (MemoryLayerError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
 
