@@ -53,6 +53,18 @@ def moim(tmp_path, yaml_text, env=None, verb="serve"):
             "Error: {file}: server.port: must be from 1 to 65535, got 70000",
         ),
         ("", {"MOIM_PORT": "99999"}, "Error: MOIM_PORT: must be from 1 to 65535, got 99999"),
+        # The embedding service's address without its scheme was taken, and every turn's
+        # indexing then waited on a service never reached (a model's api_base was refused).
+        (
+            "memory: {embedder: {model: e5, api_base: 'localhost:8081/v1'}}\n",
+            {},
+            "Error: {file}: memory.embedder.api_base: must be an http:// or https:// URL",
+        ),
+        (
+            "",
+            {"MOIM_EMBEDDER_MODEL": "e5", "MOIM_EMBEDDER_API_BASE": "localhost:8081/v1"},
+            "Error: MOIM_EMBEDDER_API_BASE: must be an http:// or https:// URL with a host",
+        ),
         (
             "",
             {"MOIM_DB": "mysql://moim:sk-moim-s3cret@db-host/moim"},
