@@ -95,7 +95,8 @@ async def _consolidate_and_mark(
     try:
         return await _batches(config, layer, client, due, model, turns)
     finally:
-        await anyio.to_thread.run_sync(release)
+        with anyio.CancelScope(shield=True):  # a stop mid-call still gives the claim back
+            await anyio.to_thread.run_sync(release)
 
 
 async def _batches(
