@@ -178,6 +178,11 @@ class LayerCore:
         fact_rows.expire_facts(self.store, time.time(), user_id=user_id, max_silence=MAX_SILENCE)
 
     @property
+    def migrations_applied(self) -> list[str]:
+        """The migrations this process applied on opening the store (none: it was current)."""
+        return self.store.migrations_applied
+
+    @property
     def shared(self) -> bool:
         """True when the store is Postgres, shared with other replicas."""
         return self.settings.db_url is not None

@@ -9,7 +9,7 @@ reads the turns no run has read yet and applies gated operations here
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from memory.facts.consolidation import Operation, apply_operations
 from memory.facts.rules import (
@@ -104,6 +104,11 @@ class FactsSide(LayerCore):
     def mark_consolidated(self, user_id: str, message_id: int) -> bool:
         """The user's turns up to `message_id` are consolidated (see `consolidation_marks`)."""
         return marks.mark_consolidated(self.store, user_id, message_id)
+
+    def claim_consolidation(self, user_id: str) -> Callable[[], None] | None:
+        """Hold the user's consolidation against other replicas (call the release returned
+        when done); None while another replica holds it."""
+        return self.store.claim_consolidation(user_id)
 
     def consolidated_through(self, user_id: str) -> int:
         return marks.consolidated_through(self.store, user_id)

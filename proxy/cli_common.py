@@ -102,7 +102,7 @@ def config_from(config_path: Path | None) -> Config:
     try:
         return load_config(config_path, os.environ)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(exc.shown()) from exc
 
 
 def database_path(config: Config, create: bool | None = None) -> tuple[Path | str, bool]:
@@ -150,6 +150,8 @@ def open_layer(config: Config, create: bool | None = None) -> Any:
     except MemoryLayerError as exc:
         raise click.ClickException(str(exc)) from exc
     announce_database(path, existed)
+    if existed and layer.migrations_applied:  # else unsaid without a terminal's bar
+        click.echo(f"moim: migrated the schema: {', '.join(layer.migrations_applied)}", err=True)
     context = click.get_current_context(silent=True)
     if context is not None:  # Postgres: the pool's threads end with the command
         context.call_on_close(layer.close)
@@ -164,7 +166,10 @@ def hold_journal(config: Config) -> Any:
     from memory import JournalLock, MemoryLayerError
 
     try:
-        return JournalLock(config.journal_path)
+        if config.journal is None:  # beside the database: another directory is another journal
+            return JournalLock(config.journal_path)
+        # Named (MOIM_JOURNAL, journal:): the same path from any directory is the same file.
+        return JournalLock(config.journal_path, "give each moim a journal of its own")
     except (MemoryLayerError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -130,7 +130,11 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         data = loaded or {}
-    config = from_mapping(data)
+    try:
+        config = from_mapping(data)
+    except ConfigError as exc:  # which file was read is not always plain (MOIM_CONFIG, ./)
+        exc.file = Path(path).resolve() if path is not None else None
+        raise
     return apply_env(config, env)
 
 

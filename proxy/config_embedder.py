@@ -7,7 +7,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from proxy.config_reader import ConfigError, Section, above_zero, at_least, typed, within
+from proxy.config_reader import (
+    ConfigError,
+    Section,
+    above_zero,
+    at_least,
+    http_url,
+    typed,
+    within,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +55,9 @@ def embedder_config(mem: Section) -> EmbedderConfig | None:
         within(dimensions, prefix + "dimensions", 1, 65536)
     return EmbedderConfig(
         model=model.strip(),
-        api_base=typed(section, "api_base", str, None, prefix) or None,
+        api_base=http_url(
+            typed(section, "api_base", str, None, prefix) or None, prefix + "api_base"
+        ),
         api_key=typed(section, "api_key", str, None, prefix) or None,
         dimensions=dimensions,
         batch_size=at_least(section, prefix, "batch_size", 64, 1, 2048),
@@ -73,6 +83,7 @@ def embedder_env(embedder: EmbedderConfig | None, env: Mapping[str, str]) -> Emb
     }
     if not changes:
         return embedder
+    http_url(changes.get("api_base"), "MOIM_EMBEDDER_API_BASE")
     if embedder is None:
         if "model" not in changes:
             raise ConfigError(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -91,7 +92,15 @@ def _join(path: str, name: str) -> str:
 
 
 class ConfigError(ValueError):
-    """The configuration is invalid; the message names the key."""
+    """The configuration is invalid; the message names the key, `file` the file it is in."""
+
+    file: Path | None = None  # set by load_config for what the YAML file said
+
+    def shown(self) -> str:
+        """The message, each line led by the file's path when the error is the file's."""
+        if self.file is None:
+            return str(self)
+        return "\n".join(f"{self.file}: {line}" for line in str(self).splitlines())
 
 
 # Settings whose value is a secret: a value of the wrong type is not echoed in the error.

@@ -82,7 +82,31 @@ async def _consolidate_and_mark(
     model: str,
     turns: int,
 ) -> list[Outcome]:
-    """Batches of the user's unread turns until they are read up to `due`'s newest."""
+    """Batches of the user's unread turns until they are read up to `due`'s newest; none
+    while another replica consolidates the user (both would send the model the same turns)."""
+    try:
+        release = await anyio.to_thread.run_sync(layer.claim_consolidation, due.user_id)
+    except Exception as exc:  # the store unavailable: this user waits for the next cycle
+        logger.error("consolidation user_id=%s not claimed: %s", due.user_id, type(exc).__name__)
+        return [Outcome(due.user_id, error=type(exc).__name__)]
+    if release is None:
+        logger.info("consolidation user_id=%s: another replica is at it", due.user_id)
+        return []
+    try:
+        return await _batches(config, layer, client, due, model, turns)
+    finally:
+        with anyio.CancelScope(shield=True):  # a stop mid-call still gives the claim back
+            await anyio.to_thread.run_sync(release)
+
+
+async def _batches(
+    config: Config,
+    layer: MemoryLayer,
+    client: httpx.AsyncClient,
+    due: DueUser,
+    model: str,
+    turns: int,
+) -> list[Outcome]:
     outcomes: list[Outcome] = []
     while len(outcomes) < MAX_BATCHES:
         outcome = await _one_batch(config, layer, client, due.user_id, model, turns)

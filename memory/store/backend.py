@@ -12,7 +12,7 @@ uses (`memory/store/pg_sql.py`). `open_store` picks the backend from the setting
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -46,6 +46,7 @@ class StoreBackend(Protocol):
     """Messages, chunks, both search indexes, and raw SQL access for the shared modules."""
 
     dim: int | None
+    migrations_applied: list[str]  # by this process on opening, oldest first (none: current)
 
     def write(self) -> AbstractContextManager[Any]:
         """One write transaction; yields a connection whose `execute` takes SQLite's `?`."""
@@ -54,6 +55,11 @@ class StoreBackend(Protocol):
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
     def ensure_vectors(self, model: str, dim: int) -> bool: ...
+
+    def claim_consolidation(self, user_id: str) -> Callable[[], None] | None:
+        """Hold the user's consolidation until the release returned is called; None while
+        another process holds it."""
+        ...
 
     def write_vectors(
         self, db: Any, rows: Sequence[tuple[int, str]], vectors: np.ndarray

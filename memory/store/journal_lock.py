@@ -20,9 +20,12 @@ from memory.errors import JournalInUse
 
 
 class JournalLock:
-    """The lock of the journal at `journal`, taken at once or JournalInUse."""
+    """The lock of the journal at `journal`, taken at once or JournalInUse, whose message
+    ends with `remedy` (the caller knows whether the journal's path was named or implied)."""
 
-    def __init__(self, journal: Path) -> None:
+    def __init__(
+        self, journal: Path, remedy: str = "run each moim in a directory of its own"
+    ) -> None:
         self.journal = journal
         self.path = journal.with_name(journal.name + ".lock")
         self._fd: int | None = None
@@ -38,7 +41,7 @@ class JournalLock:
             os.close(fd)
             raise JournalInUse(
                 f"another moim is using {journal.absolute()}: process {holder} holds its lock; "
-                "stop it, or run each moim in a directory of its own"
+                f"stop it, or {remedy}"
             ) from None
         except OSError:
             os.close(fd)

@@ -72,7 +72,9 @@ def mark_consolidated(
             "SELECT ?, ?, ? WHERE EXISTS "
             "(SELECT 1 FROM messages WHERE user_id = ? AND id = ?) "
             "ON CONFLICT (user_id) DO UPDATE SET "
-            "message_id = max(message_id, excluded.message_id), marked_at = excluded.marked_at",
+            # Qualified: Postgres finds a bare message_id ambiguous here (no mark was written).
+            "message_id = max(consolidation_marks.message_id, excluded.message_id), "
+            "marked_at = excluded.marked_at",
             (user_id, message_id, time.time() if now is None else now, user_id, message_id),
         )
         return bool(cursor.rowcount)

@@ -17,7 +17,7 @@ and exports keep the first pool, with no limit: forgetting a large user may take
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -92,6 +92,35 @@ class PgConnections:
         """Rows of a statement written as the shared modules write it (SQLite's `?`)."""
         with self._conn() as conn:
             return PgConnection(conn).execute(sql, params).fetchall()
+
+    def try_lock(self, space: int, name: str) -> Callable[[], None] | None:
+        """A session advisory lock on (`space`, hashtext(`name`)) held on a pooled connection
+        until the returned release is called; None when another session holds it. A replica
+        that dies lets go with its connection."""
+        if time.monotonic() < self._down_until:
+            raise StoreUnavailable(f"{redact_url(self.url)}: unreachable, retrying shortly")
+        key = [space, name]
+        with self._errors():
+            conn = self._pool.getconn(timeout=DOWN_FOR)
+            try:
+                taken = conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", key)
+                held = bool((taken.fetchone() or [False])[0])
+            except BaseException:
+                self._pool.putconn(conn)
+                raise
+        if not held:
+            self._pool.putconn(conn)
+            return None
+
+        def release() -> None:
+            try:
+                conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+            except psycopg.Error:
+                pass  # the connection is lost, and the lock with it
+            finally:
+                self._pool.putconn(conn)
+
+        return release
 
     def _rows(
         self, sql: str, params: Sequence[Any] = (), binary: bool = False, recall: bool = False

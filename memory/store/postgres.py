@@ -18,7 +18,7 @@ as in SQLite. What differs:
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,9 @@ from memory.store.pg_schema import migrate
 from memory.store.pg_sql import PgConnection
 from memory.store.portable_queries import PortableQueries
 
+# The advisory-lock space of a user's consolidation (the second key is the user's hash).
+CONSOLIDATION_LOCK = 0x6D6F6963  # "moic"
+
 
 class PgStore(PortableQueries, PgReads):
     """moim's migrated Postgres database, opened once per process (one pool)."""
@@ -48,10 +51,15 @@ class PgStore(PortableQueries, PgReads):
         self._claim_terms: list[pg_chunks.TermRow] = []  # its words, written as it ends
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
-                migrate(conn, redact_url(url))
+                self.migrations_applied = migrate(conn, redact_url(url))
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot open {redact_url(url)}: {failure_reason(exc)}") from exc
         super().__init__(url, max_connections, read_timeout)
+
+    def claim_consolidation(self, user_id: str) -> Callable[[], None] | None:
+        """The user's consolidation, held against other replicas until the release is called;
+        None while another holds it (two would send the model the same turns)."""
+        return self.try_lock(CONSOLIDATION_LOCK, user_id)
 
     def commit_lexical(self, backlog: bool = False) -> None:
         """Nothing to commit: Postgres's full-text index is part of its transactions."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +80,7 @@ class Store(PortableQueries, SqliteReads):
         self.rebuilding: threading.Thread | None = None  # the lexical index's, if under way
         self._held_passes = 0  # writer passes mirrored to the lexical index, not committed
         with self._errors():
-            migrate(self.connection(), on_migration, self.path)
+            self.migrations_applied = migrate(self.connection(), on_migration, self.path)
         if lexical_index and self.path != ":memory:":
             try:
                 self.lexical = LexicalIndex(Path(self.target + "-lexical"))
@@ -93,6 +93,10 @@ class Store(PortableQueries, SqliteReads):
                 )
             else:
                 self.rebuilding = lexical_sync.check(self)
+
+    def claim_consolidation(self, user_id: str) -> Callable[[], None] | None:
+        """Granted: one `moim serve` uses a SQLite file (it holds the journal's lock)."""
+        return _nothing
 
     def close(self) -> None:
         """Let go of the lexical index (its writer's lock): uncommitted changes are dropped,
@@ -374,3 +378,7 @@ _MESSAGE_JSON = (
     "json_array(id, user_id, session_id, role, name, content, "
     "printf('%!.17g', created_at), partial)"
 )
+
+
+def _nothing() -> None:
+    """The release of a claim that holds nothing."""

@@ -40,15 +40,31 @@ def moim(tmp_path, yaml_text, env=None, verb="serve"):
         (
             "memory: {placment: system}\n",
             {},
-            "Error: memory.placment: unknown key; did you mean memory.placement?",
+            "Error: {file}: memory.placment: unknown key; did you mean memory.placement?",
         ),
         (
             "auth: {keys: [{key: sk-moim-s3cret, users: []}]}\n",
             {},
-            "Error: auth.keys[0].users: the list is empty;",
+            "Error: {file}: auth.keys[0].users: the list is empty;",
         ),
-        ("server: {port: 70000}\n", {}, "Error: server.port: must be from 1 to 65535, got 70000"),
+        (
+            "server: {port: 70000}\n",
+            {},
+            "Error: {file}: server.port: must be from 1 to 65535, got 70000",
+        ),
         ("", {"MOIM_PORT": "99999"}, "Error: MOIM_PORT: must be from 1 to 65535, got 99999"),
+        # The embedding service's address without its scheme was taken, and every turn's
+        # indexing then waited on a service never reached (a model's api_base was refused).
+        (
+            "memory: {embedder: {model: e5, api_base: 'localhost:8081/v1'}}\n",
+            {},
+            "Error: {file}: memory.embedder.api_base: must be an http:// or https:// URL",
+        ),
+        (
+            "",
+            {"MOIM_EMBEDDER_MODEL": "e5", "MOIM_EMBEDDER_API_BASE": "localhost:8081/v1"},
+            "Error: MOIM_EMBEDDER_API_BASE: must be an http:// or https:// URL with a host",
+        ),
         (
             "",
             {"MOIM_DB": "mysql://moim:sk-moim-s3cret@db-host/moim"},
@@ -60,9 +76,34 @@ def moim(tmp_path, yaml_text, env=None, verb="serve"):
 def test_a_config_error_is_one_clear_line_and_a_non_zero_exit(tmp_path, yaml_text, env, error):
     result = moim(tmp_path, yaml_text, env)
     assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith(error), result.stderr
+    # The file is named when the error is in it (env vars name themselves).
+    assert result.stderr.startswith(error.format(file=tmp_path / "moim.yaml")), result.stderr
     assert "Traceback" not in result.stderr
     assert "sk-moim-s3cret" not in result.stderr
+
+
+@pytest.mark.parametrize("given", ["./config.yaml", "MOIM_CONFIG"])
+def test_a_config_error_names_the_file_however_it_was_found(tmp_path, given):
+    """With no --config the file read is ./config.yaml or MOIM_CONFIG's: say which."""
+    config = tmp_path / ("config.yaml" if given == "./config.yaml" else "elsewhere.yaml")
+    config.write_text("memroy: {placement: system}\nserver: {max_body_byte: 10}\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
+    if given == "MOIM_CONFIG":
+        clean["MOIM_CONFIG"] = str(config)
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "serve"],
+        cwd=tmp_path,
+        env={**clean, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"Error: {config}: memroy: unknown key; did you mean memory?\n"
+        f"{config}: server.max_body_byte: unknown key; did you mean server.max_body_bytes?\n"
+    )
 
 
 @pytest.mark.parametrize(

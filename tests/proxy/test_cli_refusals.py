@@ -133,7 +133,10 @@ def test_with_postgres_the_journal_is_where_moim_journal_names_it(tmp_path, pg_d
                 finally:
                     second.kill()
                     second.wait(timeout=60)
-            assert refused.startswith(f"Error: another moim is using {journal}: ")
+            assert refused == (  # another directory would not help: the path is named
+                f"Error: another moim is using {journal}: process {first.pid} holds its lock; "
+                "stop it, or give each moim a journal of its own\n"
+            )
         finally:
             first.terminate()
             first.wait(timeout=60)

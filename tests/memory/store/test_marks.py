@@ -1,7 +1,10 @@
-"""memory/store/marks.py on a real SQLite file: who is due for consolidation.
+"""memory/store/marks.py on a real SQLite file and a real PostgreSQL: who is due for
+consolidation.
 
 A user is due once `min_new_turns` user or assistant messages arrived above their mark; the
-mark is per user, never moves back, and goes with the user when the user is deleted.
+mark is per user, never moves back, and goes with the user when the user is deleted. On
+PostgreSQL no mark could be written (`message_id` was ambiguous in the upsert), so the
+consolidation schedule asked the model about a user's same first turns every cycle.
 """
 
 import pytest
@@ -9,9 +12,12 @@ import pytest
 from memory import DueUser, MemoryLayer, Settings, Turn
 
 
-@pytest.fixture
-def layer(tmp_path, embedder):
-    settings = Settings(db_path=tmp_path / "moim.db", capture_facts=False)
+@pytest.fixture(params=["sqlite", "postgres"])
+def layer(request, tmp_path, embedder):
+    if request.param == "postgres":
+        settings = Settings(db_url=request.getfixturevalue("pg_database")(), capture_facts=False)
+    else:
+        settings = Settings(db_path=tmp_path / "moim.db", capture_facts=False)
     layer = MemoryLayer(settings, embedder_factory=lambda _: embedder)
     _ = layer.embedder  # creates the vector table, as a running proxy has
     return layer
