@@ -16,6 +16,8 @@ from proxy.config_reader import ConfigError, Section, typed
 
 # Proxy keys shorter than this are refused: guessable, and "" would match a request with none.
 MIN_KEY_LENGTH = 8
+# A source of keys that holds none is refused: read as no keys, moim would answer anyone.
+_NO_KEY = "without keys moim answers anyone; unset it to run without keys"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +38,14 @@ class ProxyKey:
 def env_keys(keys: tuple[ProxyKey, ...], env: Mapping[str, str]) -> tuple[ProxyKey, ...]:
     """`keys` with the environment's unbound keys added (MOIM_PROXY_KEYS, comma-separated,
     and MOIM_PROXY_KEYS_FILE)."""
+    listed = env.get("MOIM_PROXY_KEYS", "")
     extra = [
         ProxyKey(_key(key.strip(), f"MOIM_PROXY_KEYS item {number}"))
-        for number, key in enumerate(env.get("MOIM_PROXY_KEYS", "").split(","), start=1)
+        for number, key in enumerate(listed.split(","), start=1)
         if key.strip()
     ]
+    if listed and not extra:  # ',' from a template's empty list: set to hold keys, it holds none
+        raise ConfigError(f"MOIM_PROXY_KEYS holds no key: {_NO_KEY}")
     if env.get("MOIM_PROXY_KEYS_FILE"):
         extra += _keys_file(env["MOIM_PROXY_KEYS_FILE"], "MOIM_PROXY_KEYS_FILE")
     return _unique([*keys, *extra])
@@ -148,11 +153,14 @@ def _keys_file(path: str, name: str) -> list[ProxyKey]:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{name}: cannot read {path}: {exc}") from exc
-    return [
+    keys = [
         ProxyKey(_key(line.strip(), f"{name} line {number}"))
         for number, line in enumerate(text.splitlines(), start=1)
         if line.strip() and not line.lstrip().startswith("#")
     ]
+    if not keys:  # named to hold the keys: with none, moim would answer anyone
+        raise ConfigError(f"{name}: {path} holds no key: {_NO_KEY}")
+    return keys
 
 
 def _unique(keys: list[ProxyKey]) -> tuple[ProxyKey, ...]:

@@ -408,6 +408,26 @@ def test_missing_keys_file_is_a_config_error(in_empty_dir, source):
     assert str(raised.value).startswith(f"{name}: cannot read {missing}")
 
 
+@pytest.mark.parametrize("listed", [",", " , ,", ",\n"])
+def test_moim_proxy_keys_that_holds_no_key_is_refused_not_read_as_no_keys(in_empty_dir, listed):
+    # ',' is what a template's empty list renders: read as no keys, moim answered anyone.
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, {"MOIM_PROXY_KEYS": listed})
+    assert str(raised.value).startswith("MOIM_PROXY_KEYS holds no key")
+
+
+@pytest.mark.parametrize("source", ["yaml", "env"])
+def test_a_keys_file_that_holds_no_key_is_refused(in_empty_dir, source):
+    path = write(in_empty_dir / "keys.txt", "# moim proxy keys, one a line\n\n")
+    with pytest.raises(ConfigError) as raised:
+        if source == "yaml":
+            load_config(write(in_empty_dir / "moim.yaml", f"auth: {{keys_file: {path}}}\n"), {})
+        else:
+            load_config(None, {"MOIM_PROXY_KEYS_FILE": str(path)})
+    name = "auth.keys_file" if source == "yaml" else "MOIM_PROXY_KEYS_FILE"
+    assert str(raised.value).startswith(f"{name}: {path} holds no key")
+
+
 def test_bad_key_in_a_keys_file_names_its_line_never_its_value(in_empty_dir):
     path = write(in_empty_dir / "keys.txt", f"{SECRET}\n# comment\nsk-shrt\n")
     with pytest.raises(ConfigError) as raised:
