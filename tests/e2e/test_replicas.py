@@ -4,7 +4,7 @@ Real subprocesses, a real PostgreSQL (the session's `pg_server`), the fake upstr
 
 - turns sent through one replica are recalled through another (no replica caches vectors);
 - a fact set through one is in the block of a request through another;
-- `DELETE /v1/memory` through one is honoured by all;
+- `DELETE /v1/memory` through one is honoured by all, the others' inspectors too;
 - `kill -9` of a replica under load loses no completed turn: the survivors store what it had
   received (its rows in `pending_turns`) and index what it left unindexed.
 """
@@ -153,3 +153,27 @@ def test_a_second_replica_in_the_same_directory_refuses_to_share_its_journal(
         assert httpx.get(first.root + "/health/readiness").status_code == 200
     finally:
         first.__exit__(None, None, None)
+
+
+# A replica keeps its users' last blocks for the inspector's "why this block" (each quotes
+# their memory as sent); a `DELETE /v1/memory` reaches only the replica that answers it.
+SAID = "My sailboat is called Gaivota and is moored in Lagos"
+
+
+def test_a_user_forgotten_through_one_replica_is_not_shown_by_anothers_inspector(
+    replicas, upstream
+):
+    a, b = replicas(2)
+    chat(a, "ana", SAID)
+    flush(a)
+    chat(b, "ana", "What is the name of my sailboat?")
+    assert "Gaivota" in upstream.last_json["messages"][0]["content"]
+    why = httpx.get(b.root + "/ui/users/ana/why", timeout=30)
+    assert why.status_code == 200 and "What is the name of my sailboat" in why.text
+
+    assert httpx.delete(a.root + "/v1/memory", headers={"x-memory-user-id": "ana"}).is_success
+
+    for page in ("/ui/users/ana/why", "/ui"):
+        shown = httpx.get(b.root + page, timeout=30)
+        assert shown.status_code == 200, shown.text
+        assert "Gaivota" not in shown.text and "my sailboat" not in shown.text
