@@ -15,6 +15,7 @@ import sys
 import time
 
 import httpx
+import openai
 import pytest
 
 from memory import MemoryLayer, Settings
@@ -177,3 +178,32 @@ def test_a_user_forgotten_through_one_replica_is_not_shown_by_anothers_inspector
         shown = httpx.get(b.root + page, timeout=30)
         assert shown.status_code == 200, shown.text
         assert "Gaivota" not in shown.text and "my sailboat" not in shown.text
+
+
+def test_a_reply_streaming_through_one_replica_while_its_user_is_forgotten_through_another_stores_nothing(  # noqa: E501
+    replicas, upstream
+):
+    """The replica the stream goes through learns of the forget only from the database: it
+    stored the turn when the reply ended, and with it the history the request resent."""
+    a, b = replicas(2)
+    chat(a, "ana", SAID)
+    flush(a)
+    asked = [
+        {"role": "user", "content": SAID},
+        {"role": "assistant", "content": "A fine name."},
+        {"role": "user", "content": "Tell me a long story about my boat"},
+    ]
+    client = openai.OpenAI(base_url=b.root + "/v1", api_key="sk-client", max_retries=0)
+    stream = client.chat.completions.create(
+        model="slow",  # 40 chunks 50 ms apart
+        messages=asked,
+        stream=True,
+        extra_headers={"x-memory-user-id": "ana"},
+    )
+    first = next(iter(stream))  # under way
+    assert httpx.delete(a.root + "/v1/memory", headers={"x-memory-user-id": "ana"}).is_success
+    assert first.choices and "".join(c.choices[0].delta.content or "" for c in stream)
+    flush(b)
+
+    export = httpx.get(a.root + "/v1/memory/export", headers={"x-memory-user-id": "ana"})
+    assert export.status_code == 200 and export.text == ""
