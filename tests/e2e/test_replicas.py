@@ -207,3 +207,26 @@ def test_a_reply_streaming_through_one_replica_while_its_user_is_forgotten_throu
 
     export = httpx.get(a.root + "/v1/memory/export", headers={"x-memory-user-id": "ana"})
     assert export.status_code == 200 and export.text == ""
+
+
+def test_a_background_reply_polled_through_one_replica_after_a_forget_through_another_is_not_stored(  # noqa: E501
+    replicas, upstream
+):
+    """A reply written in the background is stored at the poll that finds it completed: a
+    poll after its user was forgotten through another replica stored the reply, which quotes
+    what was forgotten."""
+    a, b = replicas(2)
+    client = openai.OpenAI(base_url=b.root + "/v1", api_key="sk-client", max_retries=0)
+    ana = {"x-memory-user-id": "ana"}
+    queued = client.responses.create(
+        model="gpt-4o-mini", input=SAID, background=True, extra_headers=ana
+    )
+    assert client.responses.retrieve(queued.id).status == "in_progress"
+    flush(b)
+    assert httpx.delete(a.root + "/v1/memory", headers=ana).is_success
+
+    assert client.responses.retrieve(queued.id).status == "completed"
+    flush(b)
+
+    export = httpx.get(a.root + "/v1/memory/export", headers=ana)
+    assert export.status_code == 200 and export.text == ""
