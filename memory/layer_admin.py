@@ -88,6 +88,18 @@ class AdminSide(WriteSide):
         """Every stored message of one of the user's sessions, in the order stored."""
         return self.store.messages(user_id, session_id)
 
+    def holds(self, user_id: str, session_id: str, chunk_ids: Sequence[int]) -> bool:
+        """Whether the store still holds what a request kept in RAM quotes of the user (the
+        inspector's "why this block"): a message of its session, one of these chunks, or, when
+        it names none, anything of the user's. A forget through another replica, or by
+        `moim memory delete` beside this process, is told to no other process's RAM."""
+        if self.store.has_session(user_id, session_id):
+            return True
+        if chunk_ids:
+            return bool(self.store.chunks(user_id, chunk_ids))
+        stats = self.store.stats(user_id)
+        return stats.messages > 0 or stats.facts > 0
+
     def forget(self, user_id: str) -> int:
         """Delete every message, chunk, vector and fact of one user, and every cache of them."""
         removed = self.store.delete_user(user_id)

@@ -40,6 +40,10 @@ class WriteSide(LayerCore):
         """
         if turn.response_id is not None and self.response_link(turn.user_id, turn.response_id):
             return 0  # stored before: a journal replayed after a crash
+        if turn.arrived_at is not None and self.store.forgotten_since(
+            turn.user_id, turn.arrived_at
+        ):
+            return 0  # its user was forgotten while it was under way, through another replica
         stored = store_new_messages(self.store, turn)
         if turn.response_id is not None:
             link = ResponseLink(turn.session_id, turn.context_tokens)

@@ -28,6 +28,7 @@ class Awaited:
     user_id: str
     session_id: str
     model: str
+    arrived_at: float | None = None  # the request's (`Turn.arrived_at`)
 
 
 class BackgroundReplies:

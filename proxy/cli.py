@@ -12,7 +12,6 @@ moim mcp [--user U]                       (MCP on stdio: proxy/mcp_server.py)
 from __future__ import annotations
 
 import json
-import logging
 import signal
 import sys
 from dataclasses import replace
@@ -42,6 +41,7 @@ from proxy.cli_consolidate import consolidate
 from proxy.cli_copy import copy
 from proxy.cli_facts import facts
 from proxy.config import Config
+from proxy.log_lines import log_to_stderr
 
 # The levels both logging and uvicorn know; anything else would end in a traceback from
 # logging.basicConfig once the config is read.
@@ -118,9 +118,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
             err=True,
             bold=True,
         )
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    log_to_stderr(log_level)
     click.echo(banner(config), err=True)
     # uvicorn stops gracefully on SIGTERM, puts back the handler it found and sends the signal
     # again: by default that killed moim once stopped (status 143 for `docker stop`, as if
@@ -328,7 +326,7 @@ def mcp_(config_path: Path | None, user_id: str, create: bool) -> None:
             f"moim mcp needs the mcp package ({exc.name}): pip install 'moim[mcp]'"
         ) from exc
     layer = open_layer(config_from(config_path), create)
-    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_to_stderr("warning")
     anyio.run(serve_stdio, layer, user_id)
 
 

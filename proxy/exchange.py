@@ -136,6 +136,7 @@ class Exchange:
     receive: Receive
     query: str = ""  # the client's query string, raw, passed on as it came (`?api-version=…`)
     forget_mark: int = 0  # the writer's as the request arrived (`Writer.forgotten_since`)
+    arrived_at: float | None = None  # the clock's then (`Turn.arrived_at`: other replicas')
 
     @property
     def outbound(self) -> bytes:

@@ -62,7 +62,7 @@ async def handle(
 ) -> Response:
     """Answer one request of `api`, with memory."""
     started = time.perf_counter()
-    forget_mark = state.writer.forget_mark()
+    forget_mark, arrived_at = state.writer.forget_mark(), time.time()
     headers = header_values(request.scope["headers"])
     report = Report(request_id=headers.get("x-request-id") or new_request_id())
     try:
@@ -112,6 +112,7 @@ async def handle(
             request.receive,
             request.scope["query_string"].decode("latin-1"),
             forget_mark,
+            arrived_at,
         )
         response = await api.forward(exchange)
     except ProxyError as exc:
@@ -343,6 +344,7 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
                 response_id=collector.response_id,
                 context_tokens=collector.context_tokens,
                 continues=conversation.held,
+                arrived_at=exchange.arrived_at,
             )
         )
         if error is not None:

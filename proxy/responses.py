@@ -106,7 +106,8 @@ async def forward_responses(exchange: Exchange) -> Response:
         stored(partial)
         writes = who.mode.writes and not state.writer.forgotten_since(who.user_id, mark)
         if awaited is not None and writes:
-            later = Awaited(who.user_id, who.session_id, exchange.conversation.model)
+            model = exchange.conversation.model
+            later = Awaited(who.user_id, who.session_id, model, exchange.arrived_at)
             state.background.note(awaited, later)
 
     return await forward_bytes(exchange, "/responses", exchange.outbound, collector, on_end)
@@ -258,6 +259,7 @@ def watch_poll(
                 reply=replies[-1],
                 created_at=time.time(),
                 continues=True,  # the request's messages are stored: every one is new
+                arrived_at=awaited.arrived_at,
             )
         )
         if error is not None:  # no response to carry it: the log says so, as `remember`'s

@@ -107,6 +107,10 @@ _NOTE_VERB = cue(
     r"|should|must|need|needs|want|wants|use|uses|live|lives|work|works|like|likes|prefer|go|run"
     r"|runs|get|gets|start|starts)\b|^(?:i|we|my|our)\b"
 )
+# What capture reads of a message: facts are told in a few sentences, and beyond this is a
+# pasted document. Each sentence goes through every rule (~0.1 ms), so 200 kB of one-letter
+# lines held the writer 12 s, and a 32 MB body (`server.max_body_bytes`) most of an hour.
+MAX_CAPTURED_CHARS = 8_000
 _NOTE_START = word_set("time day night one guy thing when how what where why who to it this that")
 
 
@@ -329,13 +333,23 @@ def _sentences(text: str) -> list[str]:
     return parts
 
 
+def _head(text: str) -> str:
+    """The whole lines or sentences of `text` within its first `MAX_CAPTURED_CHARS` (a cut
+    sentence could read as another fact: 'I moved to Lis')."""
+    if len(text) <= MAX_CAPTURED_CHARS:
+        return text
+    head = text[:MAX_CAPTURED_CHARS]
+    return head[: max(head.rfind("\n"), *(head.rfind(end) for end in (". ", "! ", "? "))) + 1]
+
+
 def capture_facts(text: str) -> list[Capture]:
-    """Facts stated in one user message; [] when none. Conservative: precision over recall.
+    """Facts stated in one user message's first `MAX_CAPTURED_CHARS`; [] when none.
+    Conservative: precision over recall.
 
     Deterministic and in text order, so applying the captures in order lets a later value of a
     key supersede an earlier one. Quoted text, code, blockquotes and transcripts are ignored.
     """
-    clean = QUOTES.sub(" ", text).replace("’", "'").replace("`", "")
+    clean = QUOTES.sub(" ", _head(text)).replace("’", "'").replace("`", "")
     lines = clean.splitlines()
     clean = "\n".join(s for s in lines if not CODE_LINE.search(s) and not SPEAKER.match(s))
     if PROCESSING.search(clean):

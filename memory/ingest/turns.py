@@ -73,6 +73,9 @@ class Turn:
     response_id: str | None = None
     context_tokens: int = 0
     continues: bool = False
+    # When the request arrived: a turn of a user forgotten since (through another replica) is
+    # not stored (`Store.forgotten_since`). None: not known (stored).
+    arrived_at: float | None = None
 
 
 def store_turn(store: Store, turn: Turn) -> int:

@@ -28,7 +28,7 @@ import stat
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from memory.ingest.turns import Turn
 
@@ -158,6 +158,7 @@ def turn_line(turn: Turn) -> str:
         "response_id": turn.response_id,
         "context_tokens": turn.context_tokens,
         "continues": turn.continues,
+        "arrived_at": turn.arrived_at,
     }
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
@@ -188,7 +189,12 @@ def _turn(line: str) -> Turn | None:
             response_id=item.get("response_id"),
             context_tokens=int(item.get("context_tokens") or 0),
             continues=bool(item.get("continues")),
+            arrived_at=_time(item.get("arrived_at")),
         )
     except (ValueError, KeyError, TypeError):
         logger.warning("skipping a torn journal line")
         return None
+
+
+def _time(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -204,11 +204,20 @@ CREATE INDEX vocabulary_by_user ON vocabulary (user_id, id);
 CREATE INDEX vocabulary_by_chunk ON vocabulary (chunk_id);
 """
 
+# When each user was last forgotten, by their owner token (a hash, not the id), for a day: a
+# replica stores no turn of a request that arrived before its user was forgotten through
+# another one (`PgStore.forgotten_since`).
+M005_FORGETS = """
+CREATE TABLE forgets (owner TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL);
+CREATE INDEX forgets_by_time ON forgets (at);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("m001_initial", _script(M001_INITIAL)),
     ("m002_response_links", _script(M002_RESPONSE_LINKS)),
     ("m003_bm25_postings", _script(M003_BM25_POSTINGS)),
     ("m004_vocabulary", _script(M004_VOCABULARY)),
+    ("m005_forgets", _script(M005_FORGETS)),
 )
 
 

@@ -18,6 +18,7 @@ as in SQLite. What differs:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from memory.errors import StoreUnavailable
 from memory.records import Message, Term
 from memory.store import pg_chunks, vector_rebuild
 from memory.store.backend import ChunkSlice, redact_url
+from memory.store.fts import owner_token
 from memory.store.message_rows import MESSAGE_COLUMNS, NewMessage, message_from_row, message_values
 from memory.store.pg_chunks import vector_text
 from memory.store.pg_connections import CONNECT_TIMEOUT, failure_reason
@@ -38,6 +40,8 @@ from memory.store.portable_queries import PortableQueries
 
 # The advisory-lock space of a user's consolidation (the second key is the user's hash).
 CONSOLIDATION_LOCK = 0x6D6F6963  # "moic"
+# How long a forget is kept (seconds): longer than any request is under way.
+FORGETS_KEPT = 86_400
 
 
 class PgStore(PortableQueries, PgReads):
@@ -239,7 +243,22 @@ class PgStore(PortableQueries, PgReads):
             conn.execute("DELETE FROM consolidation_marks WHERE user_id = %s", [user_id])
             conn.execute("DELETE FROM response_links WHERE user_id = %s", [user_id])
             cur = conn.execute("DELETE FROM messages WHERE user_id = %s", [user_id])
+            now = time.time()
+            conn.execute(
+                "INSERT INTO forgets (owner, at) VALUES (%s, %s) "
+                "ON CONFLICT (owner) DO UPDATE SET at = EXCLUDED.at",
+                [owner_token(user_id), now],
+            )
+            conn.execute("DELETE FROM forgets WHERE at < %s", [now - FORGETS_KEPT])
             return int(cur.rowcount)
+
+    def forgotten_since(self, user_id: str, at: float) -> bool:
+        """Whether the user was forgotten (through any replica) at or after `at`: a request
+        that arrived before then brings back, when its turn is stored, the history it resent."""
+        rows = self._rows(
+            "SELECT 1 FROM forgets WHERE owner = %s AND at >= %s", [owner_token(user_id), at]
+        )
+        return bool(rows)
 
     def integrity_ok(self) -> bool:
         try:

@@ -356,6 +356,11 @@ class Store(PortableQueries, SqliteReads):
             self._mirror(generation, user_id=user_id, forgotten=True)
             return int(cur.rowcount)
 
+    def forgotten_since(self, user_id: str, at: float) -> bool:
+        """False: one server serves a SQLite file, and its writer knows its own forgets
+        (`proxy/writer_forgotten.py`); replicas share PostgreSQL (`PgStore.forgotten_since`)."""
+        return False
+
     def integrity_ok(self) -> bool:
         """PRAGMA integrity_check plus FTS5's own check, on a fresh connection.
 

@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from memory import Fact, Hit, UserSummary
 from proxy.inspector.access import Refused
+from proxy.inspector.ring import BlockRecord
 from proxy.inspector.visit import Visit, redirect
 
 MAX_QUERY_CHARS = 2000
@@ -87,18 +88,42 @@ async def why(visit: Visit) -> Response:
     user_id = visit.user()
     history = visit.state.inspector.history
     wanted = visit.request.query_params.get("request")
+    records = await _still_held(visit, history.recent(user_id))
     if wanted is None:
-        records = history.recent(user_id)
         return visit.page(
             "why.html", user_id=user_id, tab="why", records=records, size=history.size
         )
-    record = history.find(user_id, wanted)
+    record = next((r for r in records if r.request_id == wanted), None)
     if record is None:
         raise Refused(404, "that request is no longer kept (or never was)")
     scores = {hit.chunk.id: hit for hit in record.hits}
     return visit.page(
         "why_one.html", user_id=user_id, tab="why", r=record, scores=scores, reasons=REASONS
     )
+
+
+async def _still_held(visit: Visit, records: list[BlockRecord]) -> list[BlockRecord]:
+    """The kept requests whose user the store still holds what they quote of
+    (`MemoryLayer.holds`); the others go from the ring: their user was forgotten through
+    another replica, or by `moim memory delete`, and their blocks and queries quote what was
+    forgotten. A request of this process whose turn the writer has not stored yet is asked
+    about again once it has."""
+    held = {r.request_id: await _holds(visit, r) for r in records}
+    if any(not held[r.request_id] and r.mode != "read" for r in records):
+        await visit.state.writer.flush(timeout=10.0)
+        for record in records:
+            if not held[record.request_id]:
+                held[record.request_id] = await _holds(visit, record)
+    if gone := {request_id for request_id, ok in held.items() if not ok}:
+        visit.state.inspector.history.discard(records[0].user_id, gone)
+    return [r for r in records if held[r.request_id]]
+
+
+async def _holds(visit: Visit, record: BlockRecord) -> bool:
+    shown = [hit.chunk for hit in record.hits]
+    left_out = [item.hit.chunk if item.hit else item.chunk for item in record.left_out]
+    ids = [chunk.id for chunk in (*shown, *left_out) if chunk is not None]
+    return bool(await visit.run(visit.layer.holds, record.user_id, record.session_id, ids))
 
 
 async def login_page(visit: Visit) -> Response:

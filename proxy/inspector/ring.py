@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -96,6 +96,16 @@ class History:
         """Let a forgotten user's requests go: their blocks quote what was forgotten."""
         with self._lock:
             self._users.pop(user_id, None)
+
+    def discard(self, user_id: str, request_ids: Collection[str]) -> None:
+        """Let these requests of the user go (their user was forgotten elsewhere)."""
+        with self._lock:
+            ring = list(self._users.get(user_id, ()))
+        gone = {id(k) for k in ring if k.record().request_id in request_ids}
+        with self._lock:
+            if (now := self._users.get(user_id)) is not None:
+                kept = [k for k in now if id(k) not in gone]
+                self._users[user_id] = deque(kept, maxlen=self.size)
 
     def find(self, user_id: str, request_id: str) -> BlockRecord | None:
         """The user's kept request with this id (the newest, if a client reused one)."""

@@ -11,8 +11,9 @@ import re
 
 import httpx
 
+from memory import MemoryLayer
 from proxy.inspector.ring import QUERY_CHARS, TEXT_CHARS
-from tests.e2e.test_inspector import browser  # noqa: F401 (a fixture)
+from tests.e2e.test_inspector import browser, chat  # noqa: F401 (a fixture)
 
 PASTED = "the kayak log line " * 10_000  # 190,000 characters
 MODEL = "gpt-4o-mini-" + "x" * 50_000
@@ -38,3 +39,24 @@ def test_why_this_block_keeps_a_long_question_and_model_name_cut(proxy, browser)
     assert len(query) <= QUERY_CHARS + 1
     assert model.startswith("gpt-4o-mini-xxx") and model.endswith("…")
     assert len(model) <= TEXT_CHARS + 1
+
+
+def test_a_user_forgotten_by_another_process_is_not_shown(proxy, browser):  # noqa: F811
+    """`moim memory delete` beside a running server forgets the user in the database; the
+    server's ring still held their last blocks, which quote what was forgotten."""
+    said = "My sailboat is called Gaivota and is moored in Lagos"
+    chat(proxy, "ana", said)
+    proxy.flush()
+    chat(proxy, "ana", "What is the name of my sailboat?", x_request_id="req-boat")
+    inspector = browser(proxy)
+    assert "Gaivota" in inspector.get("/ui/users/ana/why", params={"request": "req-boat"}).text
+
+    other = MemoryLayer(proxy.config.memory)  # as `moim memory delete` opens it
+    try:
+        assert other.forget("ana") > 0
+    finally:
+        other.close()
+
+    assert inspector.get("/ui/users/ana/why", params={"request": "req-boat"}).status_code == 404
+    page = inspector.get("/ui/users/ana/why")
+    assert "Gaivota" not in page.text and "my sailboat" not in page.text

@@ -4,7 +4,7 @@ Real subprocesses, a real PostgreSQL (the session's `pg_server`), the fake upstr
 
 - turns sent through one replica are recalled through another (no replica caches vectors);
 - a fact set through one is in the block of a request through another;
-- `DELETE /v1/memory` through one is honoured by all;
+- `DELETE /v1/memory` through one is honoured by all, the others' inspectors too;
 - `kill -9` of a replica under load loses no completed turn: the survivors store what it had
   received (its rows in `pending_turns`) and index what it left unindexed.
 """
@@ -15,6 +15,7 @@ import sys
 import time
 
 import httpx
+import openai
 import pytest
 
 from memory import MemoryLayer, Settings
@@ -153,3 +154,79 @@ def test_a_second_replica_in_the_same_directory_refuses_to_share_its_journal(
         assert httpx.get(first.root + "/health/readiness").status_code == 200
     finally:
         first.__exit__(None, None, None)
+
+
+# A replica keeps its users' last blocks for the inspector's "why this block" (each quotes
+# their memory as sent); a `DELETE /v1/memory` reaches only the replica that answers it.
+SAID = "My sailboat is called Gaivota and is moored in Lagos"
+
+
+def test_a_user_forgotten_through_one_replica_is_not_shown_by_anothers_inspector(
+    replicas, upstream
+):
+    a, b = replicas(2)
+    chat(a, "ana", SAID)
+    flush(a)
+    chat(b, "ana", "What is the name of my sailboat?")
+    assert "Gaivota" in upstream.last_json["messages"][0]["content"]
+    why = httpx.get(b.root + "/ui/users/ana/why", timeout=30)
+    assert why.status_code == 200 and "What is the name of my sailboat" in why.text
+
+    assert httpx.delete(a.root + "/v1/memory", headers={"x-memory-user-id": "ana"}).is_success
+
+    for page in ("/ui/users/ana/why", "/ui"):
+        shown = httpx.get(b.root + page, timeout=30)
+        assert shown.status_code == 200, shown.text
+        assert "Gaivota" not in shown.text and "my sailboat" not in shown.text
+
+
+def test_a_reply_streaming_through_one_replica_while_its_user_is_forgotten_through_another_stores_nothing(  # noqa: E501
+    replicas, upstream
+):
+    """The replica the stream goes through learns of the forget only from the database: it
+    stored the turn when the reply ended, and with it the history the request resent."""
+    a, b = replicas(2)
+    chat(a, "ana", SAID)
+    flush(a)
+    asked = [
+        {"role": "user", "content": SAID},
+        {"role": "assistant", "content": "A fine name."},
+        {"role": "user", "content": "Tell me a long story about my boat"},
+    ]
+    client = openai.OpenAI(base_url=b.root + "/v1", api_key="sk-client", max_retries=0)
+    stream = client.chat.completions.create(
+        model="slow",  # 40 chunks 50 ms apart
+        messages=asked,
+        stream=True,
+        extra_headers={"x-memory-user-id": "ana"},
+    )
+    first = next(iter(stream))  # under way
+    assert httpx.delete(a.root + "/v1/memory", headers={"x-memory-user-id": "ana"}).is_success
+    assert first.choices and "".join(c.choices[0].delta.content or "" for c in stream)
+    flush(b)
+
+    export = httpx.get(a.root + "/v1/memory/export", headers={"x-memory-user-id": "ana"})
+    assert export.status_code == 200 and export.text == ""
+
+
+def test_a_background_reply_polled_through_one_replica_after_a_forget_through_another_is_not_stored(  # noqa: E501
+    replicas, upstream
+):
+    """A reply written in the background is stored at the poll that finds it completed: a
+    poll after its user was forgotten through another replica stored the reply, which quotes
+    what was forgotten."""
+    a, b = replicas(2)
+    client = openai.OpenAI(base_url=b.root + "/v1", api_key="sk-client", max_retries=0)
+    ana = {"x-memory-user-id": "ana"}
+    queued = client.responses.create(
+        model="gpt-4o-mini", input=SAID, background=True, extra_headers=ana
+    )
+    assert client.responses.retrieve(queued.id).status == "in_progress"
+    flush(b)
+    assert httpx.delete(a.root + "/v1/memory", headers=ana).is_success
+
+    assert client.responses.retrieve(queued.id).status == "completed"
+    flush(b)
+
+    export = httpx.get(a.root + "/v1/memory/export", headers=ana)
+    assert export.status_code == 200 and export.text == ""

@@ -539,6 +539,8 @@ ADVERSARIAL = {
     "abbreviations": "Mr. " * 50_000,  # 200 KB: 9 minutes before
     "open double quotes": "“" * 200_000,  # 30 s before
     "open single quotes": "‘a " * 70_000,  # a minute before
+    "an open straight quote before words": '"' + "a " * 100_000,  # minutes before
+    "one-letter lines": "a\n" * 500_000,  # 1 MB: a minute before, each line a sentence
 }
 
 
@@ -554,6 +556,29 @@ def test_an_adversarial_message_is_captured_in_linear_time(name):
         subprocess.run([sys.executable, "-c", code], check=True, timeout=15)
     except subprocess.TimeoutExpired:
         pytest.fail(f"capturing {name!r} took more than 15 s: quadratic again")
+
+
+def test_quotes_are_found_in_linear_time_past_capture_s_bound_too():
+    """The quote pattern is linear itself, not only because capture reads 8,000 characters."""
+    code = 'from memory.facts.lexicon import QUOTES\nQUOTES.sub(" ", \'"\' + "a " * 100_000)\n'
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("an open straight quote before 200 kB of words took more than 15 s")
+
+
+def test_a_fact_past_the_first_8000_characters_is_not_captured():
+    pasted = "The log rotated again. " * 400  # 9,200 characters
+    assert facts("I live in Lisbon. " + pasted) == [("set", "home_city", "Lisbon")]
+    assert facts(pasted + "I live in Lisbon.") == []
+
+
+def test_a_sentence_cut_at_the_bound_is_not_read():
+    """'I moved to Lis' is not a home city: the cut sentence is left out whole."""
+    said = "x" * 7_980 + "\nI moved to Lisbon last spring."
+    assert len(said) > 8_000
+    assert facts(said) == []
+    assert facts(said[-40:]) == [("set", "home_city", "Lisbon")]
 
 
 def test_a_sentence_after_many_abbreviations_is_still_one_sentence():
