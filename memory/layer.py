@@ -313,19 +313,26 @@ class MemoryLayer(AdminSide, FactsSide):
                 return None
 
     def continue_session(
-        self, user_id: str, derived: str, messages: Sequence[Mapping[str, Any]]
+        self,
+        user_id: str,
+        derived: str,
+        messages: Sequence[Mapping[str, Any]],
+        queued: Callable[[str, Sequence[str]], str | None] | None = None,
     ) -> str:
         """The session a request without a session id belongs to.
 
         The id derived from the opening messages holds while the client keeps them; a client
         that slides its window drops the opening, so the request's earlier user and assistant
-        turns are looked up instead, and the conversation stays one session.
+        turns are looked up instead, and the conversation stays one session. `queued` looks
+        them up among turns not yet stored first: a client that sends its next turn at once
+        continues a turn the writer may still hold.
         """
         earlier = [m for m in messages[:-1] if m.get("role") in ("user", "assistant")]
         if not earlier or self.store.has_session(user_id, derived):
             return derived
-        found = self.store.session_with(user_id, [content_hash(m) for m in earlier])
-        return found or derived
+        hashes = [content_hash(m) for m in earlier]
+        found = queued(user_id, hashes) if queued is not None else None
+        return found or self.store.session_with(user_id, hashes) or derived
 
     def search(self, user_id: str, query: str, k: int = 10) -> list[Hit]:
         """The user's chunks for a free-text query, ranked, without abstention or budget."""

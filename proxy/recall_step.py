@@ -113,4 +113,6 @@ def _session(
         return held_session_id(who.user_id, "conversation", conversation.thread)
     if conversation.continues is not None:  # a reply moim never saw: its chain from here on
         return held_session_id(who.user_id, "previous_response_id", conversation.continues)
-    return state.layer.continue_session(who.user_id, who.session_id, conversation.messages)
+    return state.layer.continue_session(
+        who.user_id, who.session_id, conversation.messages, state.writer.session_with
+    )

@@ -37,6 +37,7 @@ import asyncio
 import logging
 import os
 import threading
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 
 import anyio.to_thread
@@ -216,6 +217,11 @@ class Writer:
         error = self._turns.add(turn)
         self._wakeup.set()
         return error
+
+    def session_with(self, user_id: str, hashes: Collection[str]) -> str | None:
+        """The session of a turn not yet stored that holds one of these messages
+        (`TurnQueue.session_with`)."""
+        return self._turns.session_with(user_id, hashes)
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every turn submitted so far is stored and indexed, and found by its words

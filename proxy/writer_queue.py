@@ -30,12 +30,13 @@ import itertools
 import logging
 import time
 from collections import deque
+from collections.abc import Collection
 from contextlib import closing
 from dataclasses import dataclass, replace
 
 import anyio.to_thread
 
-from memory import Journal, MemoryLayer, Turn
+from memory import Journal, MemoryLayer, Turn, content_hash
 from proxy.storing import TRANSIENT, Stored, store_run
 from proxy.writer_health import WriterHealth
 from proxy.writer_progress import UNKNOWN, Progress
@@ -117,6 +118,20 @@ class TurnQueue:
         if self._journal_only_since is not None:
             times.append(self._journal_only_since)
         return time.monotonic() - min(times) if times else 0.0
+
+    def session_with(self, user_id: str, hashes: Collection[str]) -> str | None:
+        """The session of `user_id`'s newest queued turn holding a message with one of these
+        content hashes: the conversation a request continues may not be stored yet
+        (`MemoryLayer.continue_session`). Called from worker threads, so it reads a copy."""
+        wanted = set(hashes)
+        for held in reversed(self._queue.copy()):
+            turn = held.turn
+            if turn.user_id != user_id:
+                continue
+            said = [*turn.messages, *([turn.reply] if turn.reply is not None else [])]
+            if any(content_hash(message) in wanted for message in said):
+                return turn.session_id
+        return None
 
     # -- taking turns in -----------------------------------------------------------------------
 

@@ -92,7 +92,9 @@ RETRACTED = cue(
 LEAD = cue(
     r"(?:(?:[-*•]+|(?:hi|hello|hey|hiya|there|ok|okay|oh|so|well|also|and|but|btw|fyi|by the way"
     r"|just so you know|for the record|for context|quick (?:note|update)|actually|oops|sorry"
-    r"|correction|update|ps|anyway|anyways|yeah|yes|no|nope|alright|right|um|uh|hmm|again"
+    r"|(?:a\s+)?(?:small\s+|quick\s+|slight\s+|minor\s+)?correction\s+(?:to|on)\s+(?:what"
+    r"|something)\s+i\s+(?:said|told\s+you|mentioned|wrote)(?:\s+(?:before|earlier))?"
+    r"|i\s+meant(?:\s+to\s+say)?|correction|update|ps|anyway|anyways|yeah|yes|no|nope|alright|right|um|uh|hmm|again"
     r"|heads up|one more thing|ah|wait|just|fwiw|to be clear|in fact|plus|honestly|frankly|tbh"
     r"|personally|now)\b)[\s,:;!.\-—]*)*"
 )

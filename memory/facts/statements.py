@@ -211,7 +211,9 @@ def _date(match: re.Match[str]) -> str | None:
 
 
 _ADV = r"(?:\s+(?:just|recently|finally|actually|currently|now|still|also|really|officially))*"
-_NAME = cue(r"(?:my\s+name(?:\s+is|'s)|(?P<bare>name's))(?P<n>\s+not|n't)?\s+(?P<v>.+)")
+_NAME = cue(
+    r"(?:my\s+name(?:\s+is|'s)|(?P<bare>name's))(?P<n>\s+not|n't)?(?:\s+actually)?\s+(?P<v>.+)"
+)
 _CALL_ME = cue(r"(?:(?:you\s+can|please|just)\s+)*(?:call\s+me|i\s+go\s+by)\s+(?P<v>.+)")
 _LIVE = cue(rf"(?:i|we)(?:'?m|\s+am|'re|\s+are)?{_ADV}\s+(?:live|reside|living|based)\s+(?P<v>.+)")
 _MOVED = cue(
@@ -240,7 +242,7 @@ _WORK_PART = cue(
 )
 _NOT_A_JOB = cue(r"\b(?:as|well|much|hard|long|fast|usual|team)\b|(?:^|\s)I\b|[^\w\s/-]")
 _ALLERGY = cue(
-    r"(?:i'?m|i\s+am)(?:\s+(?:also|very|really|severely|extremely|mildly|deathly|super))*\s+"
+    r"(?:i'?m|i\s+am)(?:\s+(?:also|actually|very|really|severely|extremely|mildly|deathly|super))*\s+"
     r"allergic\s+to\s+(?P<v>.+)|i\s+have\s+an?\s+(?:severe\s+)?allergy\s+to\s+(?P<w>.+)"
 )
 _ANIMAL = (

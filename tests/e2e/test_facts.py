@@ -94,6 +94,19 @@ def test_moving_supersedes_the_old_city_which_stays_in_the_history(make_proxy, u
     assert [(f["key"], f["value"]) for f in current] == [("home_city", "Lisbon")]
 
 
+def test_a_correction_of_what_was_said_before_supersedes_the_city(proxy, upstream):
+    say(proxy, "I live in Manchester.")
+    proxy.flush()
+    say(
+        proxy, "Small correction to what I said before: I actually live in Salford, not Manchester."
+    )
+    proxy.flush()
+
+    say(proxy, "Which city do I live in?")
+
+    assert section(block_sent(upstream), KNOWN) == ["- home city: Salford"]
+
+
 def test_an_avoid_fact_appears_only_under_the_do_not_bring_up_heading(proxy, upstream):
     with api(proxy) as client:
         client.post(

@@ -120,6 +120,29 @@ def test_name_correction_with_not_but_takes_the_new_value():
     assert facts("actually, my name is Daniela, not Dana") == [("set", "name", "Daniela")]
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Small correction to what I said before: I actually live in Salford, not Manchester.",
+            ("set", "home_city", "Salford"),
+        ),
+        ("Sorry, I meant I live in Salford.", ("set", "home_city", "Salford")),
+        ("Correction to what I told you earlier: my name is Jon.", ("set", "name", "Jon")),
+        ("My name is actually Jon, not John.", ("set", "name", "Jon")),
+        ("I'm actually allergic to peanuts.", ("set", "allergy:peanuts", "allergic to peanuts")),
+    ],
+)
+def test_a_correction_of_something_said_before_takes_the_new_value(text, expected):
+    """'what I said before' is the user's own earlier words, not someone's reported speech."""
+    assert facts(text) == [expected]
+
+
+def test_a_correction_lead_does_not_make_others_news_the_users():
+    assert facts("Small correction to what I said before: she lives in Salford.") == []
+    assert facts("My name is actually pretty common.") == []
+
+
 def test_call_me_sets_preferred_name_only_when_capitalised():
     assert facts("you can call me Sam, everyone does") == [("set", "preferred_name", "Sam")]
     assert facts("Please call me Dr. Okafor from now on") == [

@@ -54,6 +54,17 @@ def test_preceding_context_is_the_last_300_characters():
     assert build_query(messages) == previous[-300:] + "\nyes"
 
 
+def test_a_long_last_message_is_searched_from_its_tail_first():
+    pasted = "Minutes of the planning meeting. " * 40  # past what the embedder reads
+    text = pasted + "\n\nUnrelated, but what's my router serial?"
+    query = build_query([{"role": "user", "content": text}])
+    tail = text[-200:]
+    assert query.startswith(tail[tail.index(" ") + 1 :] + "\n")  # from a word's start
+    assert query.endswith(text.strip())
+    short = "What's my router serial? " + "x" * 900
+    assert build_query([{"role": "user", "content": short}]) == short.strip()
+
+
 def test_last_user_message_is_found_before_trailing_tool_turns():
     messages = [
         {"role": "user", "content": "What is the weather like in Porto today?"},
