@@ -265,16 +265,19 @@ async def _health(request: Request) -> Response:
 
 async def _readiness(request: Request) -> Response:
     """200 once the model is loaded and the journal replayed, while the writer works; 503
-    with the reason otherwise (`writer` says what is failing: proxy/writer_health.py).
+    with the reason otherwise (`writer` says what is failing: proxy/writer_health.py). A
+    Postgres store every replica shares being unreachable is 200, "degraded", with the reason:
+    503 would drain every replica at once, and chat goes on without memory meanwhile.
 
     While chunks are re-embedded for a new embedding model, `vector_rebuild` says how far
     that is; it does not make the process unready (recall goes on by keywords meanwhile)."""
     state = state_of(request)
     loaded, recovered = state.layer.ready, state.writer.recovered
-    problem = state.writer.problem
-    ready = loaded and recovered and problem is None
+    problem, local = state.writer.problem, state.writer.local_problem
+    ready = loaded and recovered and local is None
+    status = "failing" if local else "starting"
     body: dict[str, object] = {
-        "status": "ok" if ready else "failing" if problem else "starting",
+        "status": ("degraded" if problem else "ok") if ready else status,
         "embedder": loaded,
         "recovered": recovered,
     }

@@ -22,7 +22,8 @@ queue's module says what storing and the journal do with theirs):
 - The loop runs under `supervise`: should it raise anyway, the crash is logged with its
   traceback, and the loop restarts, reading the journal again first.
 
-While any of these fails, `problem` says what: `/health/readiness` answers 503 and
+While any of these fails, `problem` says what: `/health/readiness` answers 503 (200,
+"degraded", when it is only a shared store being unreachable: `local_problem`) and
 `moim_writer_up` is 0. `flush` returns once every turn submitted before the call is stored
 and indexed; while storing fails it waits (the memory API's flush times out with a 504).
 
@@ -150,10 +151,18 @@ class Writer:
 
     @property
     def problem(self) -> str | None:
-        """What is failing now (None when nothing is): readiness says 503 while it is set."""
+        """What is failing now (None when nothing is): readiness says it, `moim_writer_up` 0."""
         if self._task is not None and self._task.done() and not self._stopping:
             return "the writer task has ended"
         return self._health.problem
+
+    @property
+    def local_problem(self) -> str | None:
+        """What is failing of this process's own: readiness says 503 while it is set. The
+        same as `problem`, but for a shared (Postgres) store being unreachable."""
+        if self._task is not None and self._task.done() and not self._stopping:
+            return "the writer task has ended"
+        return self._health.local_problem(self._layer.shared)
 
     @property
     def up(self) -> bool:

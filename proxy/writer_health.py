@@ -12,9 +12,14 @@ part of the write path it hit, and each recovery:
               it is dropped and the writer goes on
 
 While any part is failing the writer is not healthy: `/health/readiness` answers 503 with
-the reason and `moim_writer_up` is 0. A part recovers when the operation that failed
-succeeds again (the journal: when a write to it does). The first failure of a part is
-logged at ERROR, repeats at most once a minute, the recovery at WARNING.
+the reason and `moim_writer_up` is 0. One exception: on a store shared by replicas
+(PostgreSQL), the database being unreachable (`StoreUnavailable` while storing or indexing)
+is every replica's failure, not this one's, and readiness stays 200 ("degraded"): a balancer
+that drained every replica at once would stop chat, which goes on without memory meanwhile.
+
+A part recovers when the operation that failed succeeds again (the journal: when a write to
+it does). The first failure of a part is logged at ERROR, repeats at most once a minute, the
+recovery at WARNING.
 """
 
 from __future__ import annotations
@@ -23,14 +28,18 @@ import errno
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from memory import MemoryLayerError
+from memory import MemoryLayerError, StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
 # While a part keeps failing, its failures are logged at most this often (seconds).
 _LOG_EVERY = 60.0
+# The parts of the write path that reach the store, and what its being unreachable is called.
+_STORE_PARTS = ("store", "index")
+_UNREACHABLE = StoreUnavailable.__name__
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +110,23 @@ class WriterHealth:
     @property
     def problem(self) -> str | None:
         """What is failing, for `/health/readiness` (None when nothing is)."""
-        if not self._failing:
-            return None
-        now = time.monotonic()
-        return "; ".join(
-            f"{f.part} failing for {now - f.since:.0f} s ({f.error})"
-            for f in sorted(self._failing.values(), key=lambda f: f.since)
+        return _described(self._failing.values())
+
+    def local_problem(self, store_shared: bool) -> str | None:
+        """What is failing that makes this process unready: all of `problem`, but for the
+        store being unreachable when it is `store_shared` by replicas (None when nothing is)."""
+        return _described(
+            f
+            for f in self._failing.values()
+            if not (store_shared and f.part in _STORE_PARTS and f.error == _UNREACHABLE)
         )
+
+
+def _described(failing: Iterable[Failing]) -> str | None:
+    """The failing parts in one line, the oldest failure first (None when there is none)."""
+    now = time.monotonic()
+    lines = [
+        f"{f.part} failing for {now - f.since:.0f} s ({f.error})"
+        for f in sorted(failing, key=lambda f: f.since)
+    ]
+    return "; ".join(lines) or None

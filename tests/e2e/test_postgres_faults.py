@@ -1,6 +1,8 @@
 """Postgres unreachable: at start a clear error without the password; later, chat fails open,
 the memory API answers 503 in OpenAI's shape, and no completed turn is lost (it waits in the
-replica's local journal file and is stored once the server is back)."""
+replica's local journal file and is stored once the server is back). Every replica stays
+ready meanwhile ("degraded"): draining them all would stop chat too; a replica whose own
+journal fails is unready."""
 
 import shutil
 import tempfile
@@ -13,6 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from proxy.cli import main
+from tests.e2e.test_replicas import Replica, chat
+from tests.e2e.test_writer_faults import eventually, fill_disk
 
 
 @pytest.fixture
@@ -84,3 +88,34 @@ def test_a_server_down_mid_use_loses_no_completed_turn(own_server, make_proxy, u
         except Exception:
             continue
     assert {"My bicycle is a green Brompton", "My scooter is a red Vespa"} <= texts
+
+
+def test_replicas_stay_ready_while_the_database_is_down_but_not_with_their_journal_failing(
+    own_server, upstream, tmp_path
+):
+    home, server = own_server
+    url = server.get_uri("moim")
+    a, b = (Replica(url, upstream.url, tmp_path / name) for name in ("a", "b"))
+    try:
+        for replica in (a, b):
+            replica.wait("/health/readiness")
+        server.cleanup()  # the database every replica shares goes away
+        fill_disk(tmp_path / "a" / "moim.db.journal")  # and a's own journal fails too
+
+        def readiness(replica):
+            response = httpx.get(replica.root + "/health/readiness", timeout=30)
+            return response.status_code, response.json()
+
+        for replica in (a, b):
+            answered = chat(replica, "rui", "My scooter is a red Vespa")  # asserts a 200
+            assert "x-memory-error" in answered.headers
+        eventually(lambda: "store failing" in readiness(b)[1].get("writer", ""), 60)
+        status, body = readiness(b)
+        assert (status, body["status"]) == (200, "degraded")
+        assert "(StoreUnavailable)" in body["writer"]
+        eventually(lambda: "journal failing" in readiness(a)[1].get("writer", ""), 60)
+        status, body = readiness(a)
+        assert (status, body["status"]) == (503, "failing")
+    finally:
+        for replica in (a, b):
+            replica.__exit__(None, None, None)

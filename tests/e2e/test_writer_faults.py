@@ -151,10 +151,13 @@ def test_a_write_failure_is_reported_to_its_own_request_only(impatient, upstream
         lock.execute("BEGIN IMMEDIATE")
         alice = asyncio.run(ask(proxy, 0, ALICE))
         eventually(lambda: metrics(proxy)["moim_memory_write_failures_total"] >= 1)
+        status, body = readiness(proxy)  # one process's own file: unready (unlike Postgres)
         lock.execute("ROLLBACK")
     bob = asyncio.run(ask(proxy, 2, BOB))
     proxy.flush()
 
+    assert (status, body["status"]) == (503, "failing")
+    assert "store failing" in body["writer"] and "(StoreUnavailable)" in body["writer"]
     assert alice == (200, f"echo: {text_of(0)}", None)  # journaled: stored once the lock is gone
     assert bob == (200, f"echo: {text_of(2)}", None)
     assert [m.content for m in proxy.layer.store.messages("alice")] == [
