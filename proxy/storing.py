@@ -41,7 +41,9 @@ class Stored:
 
 def store_run(layer: MemoryLayer, turns: Iterable[Turn]) -> Stored:
     """Store `turns` in order until one fails for a reason that may pass. `turns` may be a
-    journal being read (`Journal.turns`): an OSError reading it stops the run too."""
+    journal being read (`Journal.turns`): an OSError reading it stops the run too, and so does
+    the store failing under it (a replica's journal rows in an unreachable PostgreSQL: the
+    writer's loop crashed on it, and readiness said its task failed, not the store)."""
     marks: list[int] = []
     source = iter(turns)
     while True:
@@ -49,6 +51,8 @@ def store_run(layer: MemoryLayer, turns: Iterable[Turn]) -> Stored:
             turn = next(source, None)
         except OSError as exc:
             return Stored(marks, exc, "journal")
+        except MemoryLayerError as exc:  # a replica's journal rows in PostgreSQL, unreachable
+            return Stored(marks, exc, "store")
         if turn is None:
             return Stored(marks)
         try:
