@@ -268,7 +268,7 @@ async def forward_bytes(
         # nothing to gather for a turn not stored, but a Responses reply's id (held_history.py)
         kept = collector if prepared.who.mode.writes or collector.keeps_reply_ids else None
         limit = exchange.state.config.max_body_bytes
-        if upstream.status_code >= 400:  # an error past the bound: no turn, as below
+        if not upstream.is_success:  # an error (or a redirect) past the bound: no turn
             kept, on_end = None, not_stored
         streamed = StreamingResponse(
             relay(data, kept, on_end, upstream.aclose, limit),
@@ -276,7 +276,7 @@ async def forward_bytes(
             headers=report.headers(),
         )
         return with_provider_headers(streamed, upstream)
-    if upstream.status_code < 400:
+    if upstream.is_success:  # a redirect is answered wherever the client follows it to
         collector.feed_json(data)
         on_end(False)  # before the headers: they say if this turn's journal write failed
     whole = Response(data, status_code=upstream.status_code, headers=report.headers())

@@ -123,10 +123,10 @@ class _Loop:
         if data is None:
             data = await read_reply(upstream, self.state.config.max_body_bytes)
         if not isinstance(data, bytes):
-            if upstream.status_code >= 400:
+            if not upstream.is_success:
                 return self.relayed(upstream, data, None, not_stored)
             return self.relayed(upstream, data, self.collector, self.on_end)
-        if upstream.status_code < 400:
+        if upstream.is_success:  # not an error, nor a redirect (answered elsewhere)
             self.collector.feed_json(data)
             self.on_end(False)
         whole = Response(data, status_code=upstream.status_code, headers=self.report.headers())

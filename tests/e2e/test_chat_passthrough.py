@@ -579,6 +579,10 @@ def test_a_provider_s_redirect_goes_back_to_the_client_and_is_not_followed(make_
             assert answer.status_code == 307
             assert answer.headers["location"] == there + "/v1/chat/completions"
         assert httpx.get(proxy.url + "/models").status_code == 307  # the pass-through
+        proxy.flush()
+        # the answer is wherever the client follows to, never through moim: no turn, as for
+        # an error (a message stored with no reply was left behind by each redirect)
+        assert proxy.layer.store.messages("default") == []
 
     assert elsewhere == []
 
