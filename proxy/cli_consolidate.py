@@ -61,11 +61,15 @@ def consolidate(
 
 
 def _consolidate_user(config: Config, user_id: str, model: str, turns: int) -> None:
-    from proxy.consolidate import run_once
+    from proxy.consolidate import ConsolidationHeld, run_once
     from proxy.errors import UpstreamError
 
     try:
         report = asyncio.run(run_once(config, open_layer(config), user_id, model, turns))
+    except ConsolidationHeld as exc:
+        raise click.ClickException(
+            f"a running moim is consolidating user {exc.user_id!r} now; run again when it is done"
+        ) from exc
     except UpstreamError as exc:
         if not exc.from_provider:  # moim's own: its message says it all
             raise click.ClickException(exc.message) from exc

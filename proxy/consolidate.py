@@ -282,14 +282,31 @@ async def run_once(
 ) -> Report:
     """`consolidate_user` with its own httpx client, for the CLI; then the user's mark.
 
-    The mark spares the schedule a second look at the same turns.
+    The mark spares the schedule a second look at the same turns. Raises `ConsolidationHeld`
+    while a replica's schedule consolidates the user (both would send the model its turns).
     """
-    due = await anyio.to_thread.run_sync(layer.users_due_for_consolidation, 1, user_id)
-    async with own_client(config) as client:
-        report = await consolidate_user(config, layer, client, user_id, model, turns)
-    if due:
-        await anyio.to_thread.run_sync(layer.mark_consolidated, user_id, due[0].newest_message_id)
-    return report
+    release = await anyio.to_thread.run_sync(layer.claim_consolidation, user_id)
+    if release is None:
+        raise ConsolidationHeld(user_id)
+    try:
+        due = await anyio.to_thread.run_sync(layer.users_due_for_consolidation, 1, user_id)
+        async with own_client(config) as client:
+            report = await consolidate_user(config, layer, client, user_id, model, turns)
+        if due:
+            newest = due[0].newest_message_id
+            await anyio.to_thread.run_sync(layer.mark_consolidated, user_id, newest)
+        return report
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(release)
+
+
+class ConsolidationHeld(Exception):
+    """Another process holds the user's consolidation (PostgreSQL's advisory lock)."""
+
+    def __init__(self, user_id: str) -> None:
+        super().__init__(user_id)
+        self.user_id = user_id
 
 
 @asynccontextmanager

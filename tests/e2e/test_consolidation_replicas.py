@@ -50,3 +50,27 @@ async def test_a_user_another_replica_is_consolidating_is_left_to_it(replicas, u
     assert len(consolidation_requests(upstream)) == 1
     assert other.consolidated_through("ann") == newest
     assert await cycle(config, other) == []  # marked: nothing left for the other either
+
+
+@pytest.mark.anyio
+async def test_moim_consolidate_leaves_a_user_a_replica_is_consolidating(replicas, upstream):
+    """`moim consolidate --user` (run_once) claims the user as the schedule does: while a
+    replica holds it, it asks the model nothing and says so; after, it runs and releases."""
+    from proxy.consolidate import ConsolidationHeld, run_once
+
+    one, other = replicas
+    config = Config(upstream_base_url=upstream.url, upstream_api_key="sk-up")
+    chat(one, "ann", "I moved to Lisbon.", "I love it here.")
+    upstream.json_script.append(add("home_city", "Lisbon"))
+
+    release = other.claim_consolidation("ann")
+    assert release is not None
+    with pytest.raises(ConsolidationHeld):
+        await run_once(config, one, "ann", "gpt-4o-mini")
+    assert consolidation_requests(upstream) == []
+    release()
+
+    report = await run_once(config, one, "ann", "gpt-4o-mini")
+    assert report.summary()["user_id"] == "ann"
+    assert len(consolidation_requests(upstream)) == 1
+    assert other.claim_consolidation("ann") is not None  # run_once gave its claim back
