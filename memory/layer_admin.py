@@ -8,7 +8,7 @@ the embedder's work, and the per-user operations: `forget` (every row and cache 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from memory.block.excerpts import forget_flat_lines
 from memory.block.tokens import forget_counted_texts
@@ -23,6 +23,13 @@ from memory.store.message_rows import Stats
 from memory.store.overview import SessionSummary, UserSummary
 from memory.store.sizes import StoreSizes, store_sizes
 from memory.store.transfer import export_messages, import_message
+
+
+class Imported(NamedTuple):
+    """What an import added: messages not stored before, fact rows (history included)."""
+
+    messages: int
+    facts: int
 
 
 class AdminSide(WriteSide):
@@ -129,8 +136,8 @@ class AdminSide(WriteSide):
         items: Iterable[Mapping[str, Any]],
         progress: Callable[[int, int], None] | None = None,
         capped: bool = True,
-    ) -> int:
-        """Store exported items for `user_id`, then index them; return messages added.
+    ) -> Imported:
+        """Store exported items for `user_id`, then index them; return what was added.
 
         Every item is checked first (`memory.export_items`): one that is not an exported message
         or fact is a ValueError naming it, and nothing is stored.
@@ -148,14 +155,14 @@ class AdminSide(WriteSide):
         # Facts first, in one transaction: one past the user's limit refuses the file whole
         # (TooManyFacts) before any message is stored.
         facts = [i for i in items if i.get("type") == "fact"]
-        restore_facts(self.store, user_id, facts, capped)
+        facts_added = restore_facts(self.store, user_id, facts, capped)
         added = 0
         for item in items:
             if item.get("type", "message") == "message":
                 added += import_message(self.store, user_id, dict(item))
         self.index.drop(user_id)
         self.catch_up(progress)
-        return added
+        return Imported(added, facts_added)
 
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Index every message waiting for it and finish re-embedding after a change of model,

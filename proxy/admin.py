@@ -159,10 +159,12 @@ async def import_(request: Request) -> Response:
             )
         items.append(item)
     try:
-        added = await _run(state.layer.import_, user_id, items)
+        imported = await _run(state.layer.import_, user_id, items)
     except TooManyFacts as exc:  # nothing was stored
         raise BadRequest(str(exc), code="too_many_facts") from None
-    return JSONResponse({"user_id": user_id, "imported": added})
+    return JSONResponse(
+        {"user_id": user_id, "imported": imported.messages, "facts": imported.facts}
+    )
 
 
 def _positive_int(value: str, name: str, maximum: int) -> int:

@@ -236,7 +236,8 @@ def import_(config_path: Path | None, user_id: str, create: bool, source: Any) -
     layer = open_layer(config_from(config_path), create)
     with progress_bar("indexing imported messages") as progress:
         added = layer.import_(user_id, items, progress, capped=False)  # the operator's
-    click.echo(f"imported {added} messages for {user_id}")
+    rows = "fact row" if added.facts == 1 else "fact rows"
+    click.echo(f"imported {added.messages} messages and {added.facts} {rows} for {user_id}")
 
 
 def _json_lines(source: Any) -> list[Any]:

@@ -54,7 +54,7 @@ def copy(config_path: Path | None, source: str, target: str) -> None:
     users = src.user_ids()
     for user_id in users:
         items = list(src.export(user_id))
-        added += dst.import_(user_id, items, capped=False)
+        added += dst.import_(user_id, items, capped=False).messages
         sent = (
             [i for i in items if i["type"] == "message"],
             [i for i in items if i["type"] == "fact"],

@@ -353,7 +353,7 @@ def test_reads_writes_deletes_and_reimports_at_once_never_cross_users(proxy, ups
     def reimport(user):
         delete(user)
         imported = api.post("/import", content=snapshot[user], headers=headers(user))
-        assert imported.json() == {"user_id": user, "imported": 2}
+        assert imported.json() == {"user_id": user, "imported": 2, "facts": 1}
 
     tasks = [(read, user) for user in USERS * 2]
     tasks += [(write, user, n) for user in WRITERS for n in range(NOTES)]

@@ -263,7 +263,7 @@ def test_import_accepts_null_optional_fields(proxy):
         timeout=60,
     )
     assert response.status_code == 200, response.text
-    assert response.json() == {"user_id": "nulls", "imported": 1}
+    assert response.json() == {"user_id": "nulls", "imported": 1, "facts": 0}
 
 
 def test_metrics_count_the_embedding_models_work_by_kind(api_proxy):

@@ -200,7 +200,7 @@ def test_import_draws_a_bar_while_it_indexes(db, tmp_path):
     )
 
     assert status == 0, err
-    assert out == "imported 2 messages for carol\n"
+    assert out == "imported 2 messages and 1 fact row for carol\n"
     assert "indexing imported messages" in err and "2/2" in err
 
 

@@ -145,7 +145,7 @@ def test_create_starts_an_empty_database_for_import(tmp_path):
 
     assert imported.exit_code == 0, imported.output
     assert imported.stderr == f"moim: creating {tmp_path.resolve() / 'moim.db'}\n"
-    assert imported.stdout == "imported 0 messages for bo\n"
+    assert imported.stdout == "imported 0 messages and 1 fact row for bo\n"
     assert [json.loads(row)["value"] for row in listed.stdout.splitlines()] == ["Lisbon"]
 
 
