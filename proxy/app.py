@@ -56,6 +56,7 @@ from proxy.request_metrics import RequestMetrics
 from proxy.responses import responses
 from proxy.runtime import freeze_startup_objects, tune_process
 from proxy.state import AppState, state_of
+from proxy.unserved_paths import outside_v1
 from proxy.upstream import close_litellm, list_models
 from proxy.upstream_client import upstream_client
 from proxy.writer import Writer
@@ -136,6 +137,8 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
         # Last: whatever moim does not handle above goes to the provider as it came.
         Route("/v1/{path:path}", _passthrough, methods=METHODS),
         Route("/u/{user_id}/v1/{path:path}", _passthrough, methods=METHODS),
+        Route("/openai/{path:path}", _azure_paths, methods=METHODS),
+        Route("/u/{user_id}/openai/{path:path}", _azure_paths, methods=METHODS),
         WebSocketRoute("/{path:path}", _no_websockets),
     ]
     return Starlette(
@@ -257,6 +260,10 @@ async def _model(request: Request) -> Response:
 
 async def _passthrough(request: Request) -> Response:
     return await passthrough(request, state_of(request))
+
+
+async def _azure_paths(request: Request) -> Response:
+    raise outside_v1(request.method, request.url.path)
 
 
 async def _health(request: Request) -> Response:

@@ -93,7 +93,7 @@ def identify(
     user_id = _user(headers, body, path_user, bound_user)
     header, session = _first_header(headers, SESSION_HEADERS)
     session_id = _session(session, header) if session else derive_session_id(user_id, body)
-    mode = _mode(headers.get("x-memory-mode"), memory_enabled)
+    mode = memory_mode(headers.get("x-memory-mode"), memory_enabled)
     return Identity(
         user_id=user_id,
         session_id=session_id,
@@ -245,7 +245,8 @@ def _session(value: str, header: str | None) -> str:
     return value
 
 
-def _mode(value: str | None, memory_enabled: bool) -> Mode:
+def memory_mode(value: str | None, memory_enabled: bool) -> Mode:
+    """The mode an `X-Memory-Mode` value asks for (off when memory is off in config)."""
     if not memory_enabled:
         return Mode.OFF
     if value is None or not value.strip():

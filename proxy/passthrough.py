@@ -57,6 +57,7 @@ from proxy.identity import identify
 from proxy.limits import decoded, read_body
 from proxy.responses import watch_poll
 from proxy.streaming import EndCallback, EventCollector, not_stored, relay
+from proxy.unserved_paths import refuse_chat_without_memory
 from proxy.upstream import (
     Target,
     compressed,
@@ -96,6 +97,7 @@ async def passthrough(request: Request, state: AppState) -> Response:
             caller = authenticate(request.headers, state.config)
         suffix = upstream_path(request)
         _refuse_memory_paths(request, suffix)
+        refuse_chat_without_memory(request, suffix, state.config.memory_enabled)
         await _refuse_account_endpoints(request, suffix, caller, state)
         route, response = await _route(request, state, caller.authorization, suffix)
     except ProxyError as exc:

@@ -20,7 +20,8 @@ from memory.ingest.media import media_fingerprints
 
 
 def content_hash(message: Mapping[str, Any]) -> str:
-    """Hash of what a message says: role, name, text, tool calls, tool_call_id.
+    """Hash of what a message says: role, name, text, tool calls (their arguments as compact
+    JSON), tool_call_id.
 
     A spoken reply (`modalities: ["audio"]`) is identified by its audio id instead of its
     text: the proxy stores it with its transcript and `audio: {"id"}`, and a client resends it
@@ -36,7 +37,7 @@ def content_hash(message: Mapping[str, Any]) -> str:
         (
             c.get("id"),
             (c.get("function") or {}).get("name"),
-            (c.get("function") or {}).get("arguments"),
+            _arguments((c.get("function") or {}).get("arguments")),
         )
         for c in (message.get("tool_calls") or [])
         if isinstance(c, Mapping)
@@ -72,6 +73,21 @@ def _recent_hash(role: str | None, name: str | None, text: str, call_id: str | N
 def forget_recent_hashes() -> None:
     """Let go of every message text held with its hash (a user forgotten: theirs go too)."""
     _recent_hash.cache_clear()
+
+
+def _arguments(arguments: Any) -> Any:
+    """A call's arguments as compact JSON, key order kept: clients that parse them and write
+    them again when they send the history back (LangChain, pydantic-ai) send the provider's
+    `{"city":"Paris"}` as `{"city": "Paris"}`, the same call. Compact arguments, as OpenAI's
+    models write them, are unchanged; arguments that are not JSON are kept as they are."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        compact = json.dumps(json.loads(arguments), ensure_ascii=False, separators=(",", ":"))
+        compact.encode()  # a lone surrogate escape is no text to hash
+    except (ValueError, RecursionError):
+        return arguments
+    return compact
 
 
 def _audio_id(message: Mapping[str, Any]) -> str | None:

@@ -1,38 +1,19 @@
 """openai-node (the `openai` npm package), run for real against moim under Node.
 
-The package is pinned in `tests/clients/node/package.json` and `package-lock.json`; this
-module runs `npm ci` there when `node_modules` is missing (the npm registry must be reachable
-then). `round_trip.mjs` says the fact (chat, not streamed), flushes, asks in a new
-conversation (chat, streamed) and embeds a text; the fake upstream shows what moim sent.
+The package is pinned in `tests/clients/node/package.json` (the `node` fixture installs it:
+tests/clients/conftest.py). `round_trip.mjs` says the fact (chat, not streamed), flushes,
+asks in a new conversation (chat, streamed) and embeds a text; the fake upstream shows what
+moim sent.
 """
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from tests.clients.round_trip import FACT, QUESTION, USER, assert_recalled
 from tests.upstream_api import embedding_of
 
 NODE_DIR = Path(__file__).parent / "node"
-
-
-@pytest.fixture(scope="module")
-def node():
-    """The `node` executable, with the pinned `openai` package installed beside the script."""
-    executable = shutil.which("node")
-    if executable is None or shutil.which("npm") is None:
-        pytest.fail("Node.js and npm are needed to run openai-node (README: Tests)")
-    if not (NODE_DIR / "node_modules" / "openai").is_dir():
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=NODE_DIR,
-            check=True,
-            timeout=600,
-        )
-    return executable
 
 
 def test_openai_node_round_trip_and_embeddings(node, proxy, upstream):

@@ -4,7 +4,7 @@ Each case is a history as a client resends it after earlier turns were stored (`
 the order stored); the assertion names which of its messages are new.
 """
 
-from memory.ingest.identity import message_keys, resent_keys
+from memory.ingest.identity import content_hash, message_keys, resent_keys
 
 SYSTEM = {"role": "system", "content": "Be terse."}
 
@@ -65,3 +65,24 @@ def test_a_history_of_one_word_over_and_over_is_numbered_as_sent_past_the_work_b
     distinct = said(*(f"u:message {i}" for i in range(4000)))
     slid = distinct[-1000:] + said("u:yes")
     assert resent_keys(slid, message_keys(distinct))[:1000] == message_keys(distinct)[-1000:]
+
+
+def call(arguments):
+    function = {"name": "get_weather", "arguments": arguments}
+    return {"role": "assistant", "tool_calls": [{"id": "call_1", "function": function}]}
+
+
+def test_a_calls_arguments_written_anew_are_the_same_call_and_other_arguments_another():
+    assert content_hash(call('{"city": "Paris", "days": [1, 2]}')) == content_hash(
+        call('{"city":"Paris","days":[1,2]}')
+    )
+    assert content_hash(call('{"city":"Paris"}')) != content_hash(call('{"city":"Lyon"}'))
+    assert content_hash(call('{"days":1,"city":"Paris"}')) != content_hash(
+        call('{"city":"Paris","days":1}')
+    )  # key order kept: what the provider wrote is hashed as it wrote it
+
+
+def test_arguments_that_are_not_json_text_are_hashed_as_they_are():
+    for arguments in ("city=Paris", '"\\ud800"', "[" * 100_000, None):
+        assert content_hash(call(arguments)) == content_hash(call(arguments))
+    assert content_hash(call("city=Paris")) != content_hash(call("city = Paris"))
