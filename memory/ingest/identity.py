@@ -33,26 +33,30 @@ def content_hash(message: Mapping[str, Any]) -> str:
 
     This canonical form is a contract: changing it makes stored messages look new again.
     """
-    calls = [
+    sent = tuple(
         (
             c.get("id"),
             (c.get("function") or {}).get("name"),
-            _arguments((c.get("function") or {}).get("arguments")),
+            (c.get("function") or {}).get("arguments"),
         )
         for c in (message.get("tool_calls") or [])
         if isinstance(c, Mapping)
-    ]
+    )
     role, name, call_id = message.get("role"), message.get("name"), message.get("tool_call_id")
     audio_id = _audio_id(message)
     if audio_id is not None:
-        return _hash(role, name, "", calls, call_id, audio_id)
+        return _hash(role, name, "", _compact(sent), call_id, audio_id)
     text = message_text(message)
     media = media_fingerprints(message)
     if media:
-        return _hash(role, name, text, calls, call_id, media=media)
-    if not calls and len(text) <= _HASHED_LIMIT and _plain(role, name, call_id):
+        return _hash(role, name, text, _compact(sent), call_id, media=media)
+    if not _plain(role, name, call_id):
+        return _hash(role, name, text, _compact(sent), call_id)
+    if sent:
+        return _hash_with_calls(role, name, text, sent, call_id)
+    if len(text) <= _HASHED_LIMIT:
         return _recent_hash(role, name, text, call_id)  # a history resent every turn
-    return _hash(role, name, text, calls, call_id)
+    return _hash(role, name, text, [], call_id)
 
 
 # Clients resend the whole history with every request, and recall, session resolution and
@@ -73,6 +77,37 @@ def _recent_hash(role: str | None, name: str | None, text: str, call_id: str | N
 def forget_recent_hashes() -> None:
     """Let go of every message text held with its hash (a user forgotten: theirs go too)."""
     _recent_hash.cache_clear()
+    _CALL_HASHES.clear()
+
+
+# A tool call's hash reads its arguments as JSON (`_arguments`), ~0.1 ms for 6 kB, and an
+# agent's history resends hundreds of calls with every request, each hashed a few times. The
+# hashes of recent messages with calls are remembered under Python's own (keyed, per process)
+# hash of what was sent, so no text is held; at most this many.
+_CALL_HASHES: dict[int, str] = {}
+_CALL_HASHES_HELD = 4096
+
+
+def _hash_with_calls(
+    role: str | None, name: str | None, text: str, sent: tuple[Any, ...], call_id: str | None
+) -> str:
+    """`_hash` of a message with tool calls (`sent`: each call's id, name, arguments as sent)."""
+    try:
+        key = hash((role, name, text, sent, call_id))
+    except TypeError:  # arguments sent as a JSON object, not a string
+        return _hash(role, name, text, _compact(sent), call_id)
+    digest = _CALL_HASHES.get(key)
+    if digest is None:
+        digest = _hash(role, name, text, _compact(sent), call_id)
+        if len(_CALL_HASHES) >= _CALL_HASHES_HELD:
+            _CALL_HASHES.pop(next(iter(_CALL_HASHES), key), None)  # the oldest
+        _CALL_HASHES[key] = digest
+    return digest
+
+
+def _compact(sent: tuple[Any, ...]) -> list[Any]:
+    """Each call as its canonical form hashes it: id, name, arguments as compact JSON."""
+    return [(call, name, _arguments(arguments)) for call, name, arguments in sent]
 
 
 def _arguments(arguments: Any) -> Any:

@@ -4,6 +4,7 @@ Each case is a history as a client resends it after earlier turns were stored (`
 the order stored); the assertion names which of its messages are new.
 """
 
+from memory.ingest import identity
 from memory.ingest.identity import content_hash, message_keys, resent_keys
 
 SYSTEM = {"role": "system", "content": "Be terse."}
@@ -86,3 +87,38 @@ def test_arguments_that_are_not_json_text_are_hashed_as_they_are():
     for arguments in ("city=Paris", '"\\ud800"', "[" * 100_000, None):
         assert content_hash(call(arguments)) == content_hash(call(arguments))
     assert content_hash(call("city=Paris")) != content_hash(call("city = Paris"))
+
+
+def test_a_calls_hash_is_remembered_without_its_text_and_as_it_was_first_made(monkeypatch):
+    """An agent's history resends its calls with every request: a call's hash is looked up,
+    not its arguments parsed again, held under Python's hash of what was sent (no text), at
+    most `_CALL_HASHES_HELD`, and let go when a user is forgotten."""
+    identity.forget_recent_hashes()
+    monkeypatch.setattr(identity, "_CALL_HASHES_HELD", 3)
+    first = content_hash(call('{"city": "Paris"}'))
+    parsed = []
+    monkeypatch.setattr(identity, "_arguments", lambda a: parsed.append(a) or a)
+
+    assert content_hash(call('{"city": "Paris"}')) == first  # remembered: not parsed again
+    assert parsed == []
+    assert all(isinstance(digest, str) for digest in identity._CALL_HASHES.values())
+    for city in ("Lyon", "Nice", "Metz", "Caen"):
+        content_hash(call(f'{{"city":"{city}"}}'))
+    assert len(identity._CALL_HASHES) == 3
+    content_hash(call('{"city": "Paris"}'))  # the oldest went first: made again
+    assert parsed == [
+        '{"city":"Lyon"}',
+        '{"city":"Nice"}',
+        '{"city":"Metz"}',
+        '{"city":"Caen"}',
+        '{"city": "Paris"}',
+    ]
+    identity.forget_recent_hashes()
+    assert identity._CALL_HASHES == {}
+
+
+def test_arguments_sent_as_an_object_are_hashed_as_before():
+    """Not a string (a client's mistake the provider may refuse): hashed, never cached."""
+    as_object = call({"city": "Paris"})
+    assert content_hash(as_object) == content_hash(call({"city": "Paris"}))
+    assert content_hash(as_object) != content_hash(call({"city": "Lyon"}))
