@@ -56,7 +56,7 @@ from proxy.held_history import owns_reply
 from proxy.identity import identify
 from proxy.limits import decoded, read_body
 from proxy.responses import watch_poll
-from proxy.streaming import EndCallback, EventCollector, not_stored, relay
+from proxy.streaming import EndCallback, EventCollector, not_stored, read_reply, relay
 from proxy.unserved_paths import refuse_chat_without_memory
 from proxy.upstream import (
     Target,
@@ -67,7 +67,7 @@ from proxy.upstream import (
     resolve,
 )
 from proxy.upstream_client import send
-from proxy.upstream_errors import unreachable
+from proxy.upstream_errors import unreachable, without_key
 
 if TYPE_CHECKING:
     from proxy.state import AppState
@@ -251,7 +251,10 @@ async def _route(
     headers = _outbound_headers(request, authorization, bool(config.keys), content, recoded)
     poll = watch_poll(state, request.method, suffix, request.scope["query_string"])
     limit = config.max_body_bytes
-    return "upstream", await _send(state.client, request.method, url, headers, content, poll, limit)
+    answer = await _send(
+        state.client, request.method, url, headers, content, poll, limit, authorization
+    )
+    return "upstream", answer
 
 
 async def _through_litellm(
@@ -285,14 +288,16 @@ async def _send(
     headers: list[tuple[bytes, bytes]],
     content: bytes | AsyncIterator[bytes] | None,
     poll: tuple[EventCollector, EndCallback] | None = None,
-    limit: int | None = None,
+    limit: int = 1 << 25,
+    key: str | None = None,
 ) -> Response:
     """Open the upstream request and stream its answer back, byte for byte.
 
     A body read whole can be sent twice, so a stale pooled connection is retried once on a new
     one (`proxy.upstream_client.send`); a body streamed as it arrives cannot. `poll`: the
     request polls a reply written in the background, read on the side when the answer is a 200,
-    up to `limit` bytes (`server.max_body_bytes`; past it the reply is not stored).
+    up to `limit` bytes (`server.max_body_bytes`; past it the reply is not stored). An error
+    is read whole (up to `limit`) to mask `key`, the provider key moim sent (`without_key`).
     """
     outbound = client.build_request(method, url, headers=headers, content=content)
     try:
@@ -306,6 +311,10 @@ async def _send(
     source, dropped = upstream.aiter_raw(), NOT_RELAYED
     if collector is not None and compressed(upstream):  # relayed as read, as chat relays it
         source, dropped = upstream.aiter_bytes(), NOT_RELAYED | RECODED
+    if upstream.status_code >= 400 and key:
+        error = await read_reply(upstream, limit)
+        source = _whole(without_key(error, key)) if isinstance(error, bytes) else error
+        dropped = NOT_RELAYED | RECODED
     response = StreamingResponse(
         relay(source, collector, on_end, upstream.aclose, limit),
         status_code=upstream.status_code,
@@ -316,6 +325,10 @@ async def _send(
 
 
 _NOTHING: tuple[EventCollector | None, EndCallback] = (None, not_stored)  # no turn to store
+
+
+async def _whole(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 def _outbound_headers(

@@ -49,7 +49,7 @@ from proxy.upstream import (
     provider_key,
     resolve,
 )
-from proxy.upstream_errors import unreachable
+from proxy.upstream_errors import unreachable, without_key
 
 if TYPE_CHECKING:
     from proxy.state import AppState
@@ -279,6 +279,8 @@ async def forward_bytes(
     if upstream.is_success:  # a redirect is answered wherever the client follows it to
         collector.feed_json(data)
         on_end(False)  # before the headers: they say if this turn's journal write failed
+    else:
+        data = without_key(data, exchange.authorization)
     whole = Response(data, status_code=upstream.status_code, headers=report.headers())
     return with_provider_headers(whole, upstream)
 

@@ -57,7 +57,7 @@ from proxy.upstream import (
     body_chunks,
     open_openai,
 )
-from proxy.upstream_errors import broken_off, unreachable
+from proxy.upstream_errors import broken_off, unreachable, without_key
 
 if TYPE_CHECKING:
     from proxy.exchange import Exchange, Report
@@ -129,6 +129,8 @@ class _Loop:
         if upstream.is_success:  # not an error, nor a redirect (answered elsewhere)
             self.collector.feed_json(data)
             self.on_end(False)
+        else:
+            data = without_key(data, self.authorization)
         whole = Response(data, status_code=upstream.status_code, headers=self.report.headers())
         return with_provider_headers(whole, upstream)
 

@@ -193,7 +193,7 @@ async def call_litellm(
     try:
         return await litellm.acompletion(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes
-        raise failure(exc, litellm) from exc
+        raise failure(exc, litellm, key) from exc
 
 
 async def embed_litellm(
@@ -223,7 +223,7 @@ async def embed_litellm(
     try:
         response = await litellm.aembedding(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes
-        raise failure(exc, litellm) from exc
+        raise failure(exc, litellm, key) from exc
     payload = response.model_dump(exclude_none=True)
     if encoding == "base64":
         for item in payload.get("data") or []:

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from proxy.auth import bearer_token
 from proxy.errors import UpstreamError
 from proxy.litellm_redirects import redirect_refused
 
@@ -62,6 +63,28 @@ def own_error(status: int, message: str, code: str) -> UpstreamError:
     return UpstreamError(status, upstream_error(message, code), message=message)
 
 
+def without_key(data: bytes, authorization: str | None) -> bytes:
+    """A provider's error body with the key moim sent it masked wherever it is quoted.
+
+    Some providers and gateways quote the key they refused ("Incorrect API key provided:
+    sk-…"), and the body goes to the client, which with proxy keys must never learn the
+    operator's key. The key is the `Authorization` value's token (or the value itself, as
+    litellm routes send it); a short one is left alone, as it would match ordinary text.
+    """
+    key = bearer_token(authorization) or (authorization or "").strip()
+    if len(key) < _SHORTEST_KEY:
+        return data
+    return data.replace(key.encode(), _MASK.encode())
+
+
+def _masked(text: str, key: str | None) -> str:
+    return text.replace(key, _MASK) if key and len(key) >= _SHORTEST_KEY else text
+
+
+_MASK = "***"
+_SHORTEST_KEY = 8
+
+
 def upstream_error(message: str, code: str) -> bytes:
     """An OpenAI-shaped error body for a provider moim could not talk to."""
     return json.dumps(
@@ -69,12 +92,13 @@ def upstream_error(message: str, code: str) -> bytes:
     ).encode()
 
 
-def failure(exc: Exception, litellm: Any) -> UpstreamError:
+def failure(exc: Exception, litellm: Any, key: str | None = None) -> UpstreamError:
     """litellm's exception as an OpenAI error for the client.
 
     The provider's status and error object when it answered; a 502 or 504 as on the byte path
     when it could not be reached; otherwise litellm's status and one clean line. litellm's
-    messages may carry a traceback, file paths and a bug-report notice: never the client's.
+    messages may carry a traceback, file paths and a bug-report notice: never the client's;
+    nor `key`, the provider key moim sent, should the provider's words quote it.
     """
     if _missing_key(exc):
         return _logged(exc, 401, _error_object(_summary(exc), "authentication_error", None, "401"))
@@ -101,6 +125,7 @@ def failure(exc: Exception, litellm: Any) -> UpstreamError:
         )
     else:
         error = _error_object(_summary(exc), _ERROR_TYPES.get(status), None, str(status))
+    error["message"] = _masked(error["message"] or "", key)
     if isinstance(exc, litellm.ContextWindowExceededError) and error["code"] in (None, str(status)):
         # litellm reads every provider's words for it: say it in OpenAI's code (overflow.py)
         error["code"] = "context_length_exceeded"

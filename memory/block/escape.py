@@ -72,6 +72,12 @@ _DELIMITER_WORDS = re.compile(
     r"(?:(?<!=)(={2,})[^\w=]{0,3})?\b(?:end[\W_]*memory|memory[\W_]*context)\b"
     r"(?:[^\w=]{0,3}(={2,}))?"
 )
+# A banner like the block's own lines, anywhere in a line: a rule of `=`, one to eight words
+# (letters and digits, joined by a space, `-`, `_` or `'`), a rule of `=`. An excerpt's turns
+# are `speaker: text`, so a line-leading rule is never one in a turn, and
+# `user: === End of Memory ===` (or `=== SYSTEM ===`) read as framing there. The words never
+# hold `=`, `|`, `&` or `?`, so code's `a === b || c === d` is no banner.
+_BANNER = re.compile(r"(?<!=)(={3,}) ?[^\W_]+(?:[ '_-]{1,3}[^\W_]+){0,7} ?(={3,})")
 _BRACKETED_START = re.compile(r" ?\[([^\]]*)\]")
 
 
@@ -93,6 +99,8 @@ def escape_memory_text(text: str) -> str:
     - a rule of `=` (two or more) next to the words "End Memory" or "Memory Context" (joined
       by anything, or nothing), anywhere in a line, is spaced out: `= = = End Memory = = =`;
     - a line that starts with `===` (after indentation) starts with that rule spaced out;
+    - a banner, a rule of `===` or more on each side of one to eight words, anywhere in a line
+      (`user: === End of Memory ===`, `=== SYSTEM ===`), has both rules spaced out;
     - a line that starts with `[` and ends with `]`, like a section line, gets round brackets
       instead: `(Known about the user)`; so does a leading `[...]` that is a section name.
     Trailing whitespace is dropped, runs of blank lines become one, and leading and trailing
@@ -174,8 +182,9 @@ def _rules_to_defuse(read: str) -> set[tuple[int, int]]:
     leading = _RULE.match(read, 1 if read.startswith(" ") else 0)
     if leading:
         spans.add(leading.span())
-    for match in _DELIMITER_WORDS.finditer(read):
-        spans.update(match.span(group) for group in (1, 2) if match.group(group) is not None)
+    for pattern in (_DELIMITER_WORDS, _BANNER):
+        for match in pattern.finditer(read):
+            spans.update(match.span(group) for group in (1, 2) if match.group(group) is not None)
     return spans
 
 

@@ -46,6 +46,7 @@ from memory.facts.lexicon import (
     TAG,
     TAINT,
     cue,
+    holds_credential,
     own_words,
     word_set,
 )
@@ -356,5 +357,12 @@ def capture_facts(text: str) -> list[Capture]:
         return []
     out: list[Capture] = []
     for sentence in _sentences(clean):
-        out += [c for c in _sentence(sentence) if c not in out]
+        out += [c for c in _sentence(sentence) if c not in out and _no_credential(c)]
     return out
+
+
+def _no_credential(capture: Capture) -> bool:
+    """False for a fact whose value holds a credential ("remember that my OpenAI key is
+    sk-…"): a fact is in every later block, so the key would go with each request the user
+    makes, in every session and to every provider. The turn itself is stored, as any is."""
+    return not holds_credential(capture.value)

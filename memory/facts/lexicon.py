@@ -256,6 +256,26 @@ POLITE = cue(
 DEICTIC = cue(r"\b(?:this|these|those|here|above|below|following|latter|former)\b")
 FEEDBACK = cue(r"\b(?:you|your|option|version|snippet|solution|approach|answer|response|code)\b")
 CODEISH = re.compile(r"[(){}=<>\[\]_\\]|\w\.\w")
+# A key under a provider's prefix (OpenAI's and Anthropic's `sk-…`, Stripe's `pk-`/`rk-`,
+# Slack's `xoxb-…`, GitLab's `glpat-…`, AWS's `AKIA…`, Google's `AIza…`); those with `_` or a
+# dot (`ghp_…`, `sk_live_…`, a JWT) are CODEISH already.
+_PREFIXED_KEY = re.compile(r"\b(?:(?:sk|pk|rk|xox[a-z]|glpat)-|AKIA|ASIA|AIza)[\w-]{12}")
+_LONG_TOKEN = re.compile(r"[\w-]{32,}")
+
+
+def holds_credential(text: str) -> bool:
+    """Whether `text` holds what reads as a credential: a key under a provider's prefix, or
+    a run of 32 or more letters and digits mixing both (a token, a hex secret). Linear: each
+    pattern is tried once from each position, over at most 32 characters that fail."""
+    if _PREFIXED_KEY.search(text):
+        return True
+    return any(_mixed(token.group()) for token in _LONG_TOKEN.finditer(text))
+
+
+def _mixed(token: str) -> bool:
+    return any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
+
+
 # A stay, not a home (the home rules read none): 'we're renting a villa in Crete for the week'.
 STAY = cue(
     r"\b(?:trip|holiday|vacation|hotel|hostel|airbnb|conference|festival|weekend|for\s+(?:the|a"

@@ -131,7 +131,8 @@ class VectorIndex:
             with self._lock:
                 for added_ids, vectors in load.added:
                     matrix.append(added_ids, vectors)
-                if self._loading.get(user_id) is load:  # else dropped meanwhile: serve once
+                # Held unless dropped meanwhile (then served once) or empty (`_held`)
+                if self._loading.get(user_id) is load and _held(matrix):
                     self._users[user_id] = matrix
                 return matrix.view(self._scratch)
         finally:
@@ -223,3 +224,11 @@ class VectorIndex:
         """Vectors held in RAM, over every loaded user."""
         with self._lock:
             return sum(len(matrix.ids) for matrix in self._users.values())
+
+
+def _held(matrix: UserMatrix) -> bool:
+    """Whether a user's loaded matrix is kept: not when it is empty. A request may name any
+    user, and each one asked about without memory held ~1-4 kB here for good (a client naming
+    a million users: gigabytes); their first vectors are read from the store at the next
+    search, as for any user not loaded (`add` leaves them to it)."""
+    return len(matrix.ids) > 0

@@ -13,6 +13,7 @@ import pytest
 import tiktoken
 
 from memory import count_message_tokens
+from memory.block.tokens import _count_short
 
 MODEL = "gpt-4o-mini"
 WINDOW = 400  # the model's context window, as config.yaml's `context_windows` may set it
@@ -130,3 +131,19 @@ def test_with_room_for_both_the_tools_and_the_block_the_fact_goes_in(make_proxy,
 
     assert raw.headers["x-memory-facts-injected"] == "1"
     assert provider_tokens(upstream.last_json) <= WINDOW + 300
+
+
+def test_tools_past_the_window_are_counted_only_until_no_room_is_left(edge, upstream):
+    """100,000 tools (30 MB) were each counted, ~10 s of CPU on the request path, for a
+    window long since full: counting stops once the room is gone; the provider gets them all."""
+    tools = [tool(f"lookup_{n}") for n in range(20_000)]
+    counted = _count_short.cache_info().misses
+
+    with edge.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=HISTORY, tools=tools, extra_headers=ALICE
+        )
+
+    assert _count_short.cache_info().misses - counted < 100  # ~60 tokens a tool, 400 in all
+    assert raw.headers["x-memory-facts-injected"] == "0"
+    assert len(upstream.last_json["tools"]) == 20_000

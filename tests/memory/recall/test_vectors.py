@@ -88,12 +88,18 @@ def test_add_after_load_is_searchable():
     assert sorted(chunk_id for chunk_id, _ in index.search("alice", E[0], 10)) == [1, 2, 3]
 
 
-def test_add_to_a_loaded_empty_user_grows_its_matrix():
-    index = VectorIndex(Loader({}))
-    index.search("alice", E[0], 5)
-    index.add("alice", list(range(100, 200)), np.tile(E[3], (100, 1)))
-    found = index.search("alice", E[3], 200)
+def test_a_user_without_vectors_is_not_held_and_their_first_are_read_from_the_store():
+    """Any request may name a new user: each held empty stayed for good (~1-4 kB each)."""
+    loader = Loader({})
+    index = VectorIndex(loader)
+    for n in range(1000):
+        assert index.search(f"user-{n}", E[0], 5) == []
+    assert index.loaded_users() == 0
+    loader.rows["user-7"] = (list(range(100, 200)), np.tile(E[3], (100, 1)))
+    index.add("user-7", list(range(100, 200)), np.tile(E[3], (100, 1)))  # not held: the store's
+    found = index.search("user-7", E[3], 200)
     assert sorted(chunk_id for chunk_id, _ in found) == list(range(100, 200))
+    assert index.loaded_users() == 1
 
 
 def test_add_before_load_is_left_to_the_loader():
