@@ -15,8 +15,9 @@ answer. A JSON body naming a `model` is routed as chat routes it: a config alias
 own base URL, the model renamed; a name litellm must translate goes through
 `litellm.aembedding` for `POST /v1/embeddings`, and anything else for it is refused with a 400
 naming the path. Other bodies (multipart uploads, audio, none) go to the upstream URL; with
-none configured the answer is a 404 that says so. The memory API's paths (`/v1/memory...`)
-are moim's and never forwarded.
+none configured the answer is a 404 that says so. What is refused before relaying (the memory
+API's paths, the account's shared state without an admin key, chat at a path without memory)
+is in `proxy/passthrough_refusals.py` and `proxy/unserved_paths.py`.
 """
 
 from __future__ import annotations
@@ -32,14 +33,11 @@ import anyio
 import httpx
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Match
 
 from proxy import request_json
-from proxy.auth import Caller, authenticate, is_preflight, sees_account_state
+from proxy.auth import Caller, authenticate, is_preflight
 from proxy.errors import (
     BadRequest,
-    Forbidden,
-    MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
     ProxyError,
@@ -52,9 +50,8 @@ from proxy.header_lines import (
     relayed_name,
     without_account,
 )
-from proxy.held_history import owns_reply
-from proxy.identity import identify
 from proxy.limits import decoded, read_body
+from proxy.passthrough_refusals import refuse_account_endpoints, refuse_memory_paths
 from proxy.responses import watch_poll
 from proxy.streaming import EndCallback, EventCollector, not_stored, read_reply, relay
 from proxy.unserved_paths import refuse_chat_without_memory
@@ -79,12 +76,9 @@ METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 NOT_RELAYED = HOP_BY_HOP | {b"date", b"server"}
 # A stored poll compressed anyway is relayed as read, decompressed (gzip bytes stored nothing).
 RECODED = frozenset({b"content-encoding", b"content-length"})
+
+
 # Endpoints that keep nothing on the provider account (besides /models, /audio/*, /images/*).
-STATELESS_ENDPOINTS = frozenset(
-    ("POST", path) for path in ("/embeddings", "/completions", "/moderations", "/responses")
-)
-
-
 async def passthrough(request: Request, state: AppState) -> Response:
     """Relay one request that moim does not handle; errors carry `x-request-id` too."""
     request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
@@ -96,9 +90,9 @@ async def passthrough(request: Request, state: AppState) -> Response:
         else:
             caller = authenticate(request.headers, state.config)
         suffix = upstream_path(request)
-        _refuse_memory_paths(request, suffix)
+        refuse_memory_paths(request, suffix)
         refuse_chat_without_memory(request, suffix, state.config.memory_enabled)
-        await _refuse_account_endpoints(request, suffix, caller, state)
+        await refuse_account_endpoints(request, suffix, caller, state)
         route, response = await _route(request, state, caller.authorization, suffix)
     except ProxyError as exc:
         exc.headers["x-request-id"] = request_id
@@ -144,66 +138,6 @@ def upstream_path(request: Request) -> str:
             code="invalid_path",
         )
     return suffix
-
-
-def _refuse_memory_paths(request: Request, suffix: str) -> None:
-    """`/v1/memory...` is moim's API: a wrong method is a 405, an unknown path a 404."""
-    if suffix != "/memory" and not suffix.startswith("/memory/"):
-        return
-    allowed: set[str] = set()
-    for route in request.app.routes:
-        match, _ = route.matches(request.scope)
-        if match is Match.PARTIAL:
-            allowed.update(getattr(route, "methods", None) or ())
-    where = f"{request.method} {request.url.path}"
-    if allowed:
-        raise MethodNotAllowed(
-            f"{where}: the memory API allows {', '.join(sorted(allowed))} here",
-            code="method_not_allowed",
-            headers={"allow": ", ".join(sorted(allowed))},
-        )
-    raise NotFound(f"{where}: no such memory API endpoint", code="unknown_url")
-
-
-async def _refuse_account_endpoints(
-    request: Request, suffix: str, caller: Caller, state: AppState
-) -> None:
-    """With proxy keys, only an admin key reaches the provider account's shared state.
-
-    Files, batches, fine-tuning jobs, vector stores, stored responses and the like belong to
-    the provider account, not to one moim user: any key holder could list, read or delete
-    another user's. Stateless endpoints stay open to every key (`STATELESS_ENDPOINTS`), and a
-    Responses reply moim relayed for the request's user is theirs to poll, cancel or delete
-    (`/responses/{id}` and below it): a `background: true` reply reaches its user no other way.
-    """
-    method, config = request.method, state.config
-    if sees_account_state(caller, config):
-        return
-    path = unquote(suffix.split("?", 1)[0]).rstrip("/")
-    if (method, path) in STATELESS_ENDPOINTS or (method == "GET" and path.startswith("/models")):
-        return
-    if method == "POST" and path.startswith(("/audio/", "/images/")):
-        return
-    reply = _reply_id(path)
-    if reply is not None:
-        who = identify(request.headers, {}, request.path_params.get("user_id"), caller.bound_user)
-        caller.check_user(who.user_id)
-        if await owns_reply(state, who.user_id, reply):
-            return
-    raise Forbidden(
-        f"{method} /v1{path} reaches the provider account's shared state (files, batches, "
-        "stored responses, …): with proxy keys it needs an admin key, or set "
-        "auth.account_endpoints_for_all_keys: true",
-        code="account_endpoint_needs_admin",
-    )
-
-
-def _reply_id(path: str) -> str | None:
-    """The reply id of `/responses/{id}`, `/responses/{id}/cancel`, …; else None."""
-    parts = path.split("/")
-    if len(parts) in (3, 4) and parts[:2] == ["", "responses"] and parts[2]:
-        return parts[2]
-    return None
 
 
 async def _route(
