@@ -45,3 +45,20 @@ def test_a_question_asking_when_a_past_thing_happened_is_answered(proxy, upstrea
     never = "What is the name of my physio?"
     say(proxy, [{"role": "user", "content": never}], "nadia", X_Memory_Mode="read")
     assert "[Relevant past context]" not in (block_in(sent_messages(upstream)) or "")
+
+
+ALLOTMENT = (
+    "We finally got an allotment plot behind the railway line, it's about ten metres long.",
+    "I refuse to use chemical pesticides on anything I grow, it all has to be organic.",
+    "My neighbour on the next plot gave me a load of rhubarb crowns.",
+)
+
+
+def test_a_request_reaches_a_preference_no_word_of_it_shares(proxy, upstream):
+    """The request shares no word with the stored turns and no turn comes close in meaning
+    (every cosine under 0.35): a question is then dropped whole; a request keeps the turns
+    past the excerpt floor, and the one that bears on it is among them."""
+    remember_apart(proxy, "ola", *ALLOTMENT)
+    asked = "What should I do about slugs on my lettuces?"
+    say(proxy, [{"role": "user", "content": asked}], "ola", X_Memory_Mode="read")
+    assert "I refuse to use chemical pesticides" in (block_in(sent_messages(upstream)) or "")
