@@ -14,8 +14,11 @@ over the hits that pass the similarity floors, and abstains when `standout` is u
 With fewer than ten candidates the gate stays open (a new user's few turns are all recalled),
 and so it does for a question that names a stored identifier, asks for the present state
 ("… now?", "… these days?", "Am I still …?", "… this year?") or is dated ("… in July?", "…
-last winter?", "… in 2024?"): such a question presumes the thing was said, and its time words,
-which the turn that answers it seldom repeats, pull its cosines down.
+last winter?", "… in 2024?"), or asks when a past thing happened ("When did I start …?", "What
+year did I …?"): such a question presumes the thing was said, and its time words, which the turn
+that answers it seldom repeats, pull its cosines down. A request for advice or a suggestion
+("Can you suggest …?", "Which … should I …?") asks for no stored detail, so there is nothing to
+abstain on; what bears on it (a diet, a fear) seldom stands out of its topic.
 
 Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4
 (docs/recall-quality.md has the trade-off curve): margin weight 3 and threshold 0.5 silence
@@ -65,6 +68,8 @@ def nothing_stands_out(
     if threshold <= 0 or measured < TOPIC_SIZE:
         return False
     if names_a_stored_identifier(query, kept) or asks_for_the_present(query) or is_dated(query):
+        return False
+    if asks_when_it_happened(query) or is_a_request(query):
         return False
     if gives_the_kind_asked_for(query, kept):
         return False
@@ -162,3 +167,39 @@ def is_dated(query: str) -> bool:
     """Whether the question is dated to a month, a past period or a year (the gate stays open
     for it)."""
     return _DATED.search(query) is not None
+
+
+# A question asking when a past thing happened ('When did I start the business?', 'What year
+# did I qualify?'): the turn that answers it tells the thing and its date, and the question's
+# date words pull its cosine down, as a dated question's do. No never-discussed question of the
+# tuning splits asks that way; 'When is my next hearing?' (the future) stays gated.
+_WHEN_PAST = re.compile(
+    r"\bwhen\s+(?:did|was|were|had)\b|\b(?:what|which)\s+year\b|\bhow\s+long\s+ago\b"
+    r"|\bsince\s+when\b",
+    re.IGNORECASE,
+)
+
+# A request for advice or a suggestion ('Can you suggest a dinner for Friday?', 'Any ideas for
+# snacks?', 'Which frames should I order?'): it asks for no stored detail, so there is nothing
+# to abstain on, and what bears on it (a diet, a fear, a dislike said long ago) shares few
+# words or little meaning with it, so nothing stands out. No never-discussed question of the
+# tuning splits is worded as one (docs/recall-quality.md, "Twelfth pass").
+_REQUEST = re.compile(
+    r"\b(?:should|shall)\s+(?:i|we)\b"
+    r"|\b(?:can|could|would)\s+you\s+(?:please\s+)?(?:suggest|recommend|plan|give\s+me|draft"
+    r"|help\s+me|pick|think\s+of|come\s+up\s+with)\b"
+    r"|^\s*(?:please\s+)?(?:suggest|recommend|plan|pick|help\s+me|give\s+me|draft)\b"
+    r"|\bany\s+(?:ideas|tips|advice|suggestions|recommendations)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def asks_when_it_happened(query: str) -> bool:
+    """Whether the question asks when a past thing happened (the gate stays open for it)."""
+    return _WHEN_PAST.search(query) is not None
+
+
+def is_a_request(query: str) -> bool:
+    """Whether the message asks for advice or a suggestion rather than a stored detail (the
+    gate stays open for it)."""
+    return _REQUEST.search(query) is not None

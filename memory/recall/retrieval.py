@@ -25,7 +25,7 @@ import numpy as np
 from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
-from memory.recall.abstention import names_identifiers, nothing_stands_out
+from memory.recall.abstention import is_a_request, names_identifiers, nothing_stands_out
 from memory.recall.candidate_rows import CandidateRows
 from memory.recall.later import later_by_keyword, later_on_same_subject, may_come_later
 from memory.recall.query import QUERY_CHARS
@@ -175,7 +175,10 @@ def retrieve(
     if rows.partial and names_identifiers(query):  # the gate reads the kept hits' text
         kept = rows.whole(kept)
     threshold = settings.min_standout if gate else 0.0
-    if ranked.abstained or nothing_stands_out(
+    # A request is not dropped whole for a weak best cosine: what bears on it ('I refuse to
+    # use pesticides' for 'What should I do about slugs?') is often a turn of 0.2-0.3.
+    dropped = ranked.abstained and not (gate and is_a_request(query))
+    if dropped or nothing_stands_out(
         query, ranked.measured, kept, settings.standout_margin_weight, threshold
     ):
         return Retrieval([], True, query, present, degraded, hits, "abstained")

@@ -4,7 +4,9 @@ from memory.recall.abstention import (
     TOPIC_SIZE,
     _identifiers,
     asks_for_the_present,
+    asks_when_it_happened,
     gives_the_kind_asked_for,
+    is_a_request,
     is_dated,
     nothing_stands_out,
     standout,
@@ -142,3 +144,49 @@ def test_words_that_only_look_like_a_date_or_the_present_do_not_open_the_gate():
     ):
         assert not is_dated(asked), asked
         assert not asks_for_the_present(asked), asked
+
+
+def test_a_question_asking_when_a_past_thing_happened_keeps_the_gate_open():
+    """fresh4's 'When did I start the business?' and 'What year did I join the hotel?': the
+    answer ('set up on my own in 2017') stood out of nothing, and the gate withheld it."""
+    alike = hits(0.42, *[0.40] * 11)
+    for asked in (
+        "When did I start the business?",
+        "What year did I join the hotel?",
+        "In what year did photography become my only job?",
+        "When were my boys born?",
+        "When was my last check-up?",
+        "How long ago did we move?",
+    ):
+        assert asks_when_it_happened(asked), asked
+        assert not nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
+    # the future, or 'when' as a conjunction, asks for no date of the past
+    for asked in ("When is my next court hearing?", "What bait do I use when I go out?"):
+        assert not asks_when_it_happened(asked), asked
+        assert nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
+
+
+def test_a_request_for_advice_or_a_suggestion_keeps_the_gate_open():
+    """A request asks for no stored detail: what bears on it ('I don't drink', said months
+    before 'Can you plan a night out for my birthday?') stands out of nothing."""
+    alike = hits(0.42, *[0.40] * 11)
+    for asked in (
+        "Can you plan a night out for my birthday with the lads from work?",
+        "Any ideas for snacks to take on a long field day?",
+        "Suggest a quick lunch I can eat one-handed.",
+        "Could you recommend a tool to speed up grading essays?",
+        "When should I block time to work on the discussion section?",
+        "Which frames should we order for the new colonies?",
+        "please draft an agenda for the meeting",
+    ):
+        assert is_a_request(asked), asked
+        assert not nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
+    # a question for a detail, even one naming a suggestion, is gated as before
+    for asked in (
+        "Which restaurant did Sam suggest?",
+        "What did the plumber recommend?",
+        "Who planned the trip?",
+        "Can you remind me which gym I joined?",
+    ):
+        assert not is_a_request(asked), asked
+        assert nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked

@@ -158,6 +158,21 @@ def test_retrieve_with_an_empty_query_abstains(store, settings):
     assert (found.hits, found.abstained) == ([], True)
 
 
+def test_a_request_is_not_dropped_whole_for_a_weak_best_cosine(store, tmp_path):
+    """No word of these is stored (no lexical hit) and every cosine is under `min_similarity`:
+    a question is dropped whole, a request keeps the turns past the excerpt floor (what bears
+    on a request, 'I refuse to use pesticides' for 'What should I do about slugs?', is often
+    such a turn)."""
+    settings = Settings(db_path=tmp_path / "moim.db", min_similarity=0.99)
+    asked = recall(store, settings, "alice", "Which boat did my uncle sell last week?")
+    assert (asked.hits, asked.abstained) == ([], True)
+    request = recall(store, settings, "alice", "Can you suggest something fun for tonight?")
+    assert request.abstained is False
+    assert request.hits
+    assert {h.chunk.user_id for h in request.hits} == {"alice"}
+    assert all(h.similarity is not None and h.similarity >= 0.15 for h in request.hits)
+
+
 def test_retrieve_for_an_unknown_user_finds_nothing(store, settings):
     found = recall(store, settings, "carol", "kayak marina Porto")
     assert (found.hits, found.abstained) == ([], True)
