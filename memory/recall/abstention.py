@@ -14,11 +14,10 @@ over the hits that pass the similarity floors, and abstains when `standout` is u
 With fewer than ten candidates the gate stays open (a new user's few turns are all recalled),
 and so it does for a question that names a stored identifier, asks for the present state
 ("… now?", "… these days?", "Am I still …?", "… this year?") or is dated ("… in July?", "…
-last winter?", "… in 2024?"), or asks when a past thing happened ("When did I start …?", "What
-year did I …?"): such a question presumes the thing was said, and its time words, which the turn
-that answers it seldom repeats, pull its cosines down. A request for advice or a suggestion
-("Can you suggest …?", "Which … should I …?") asks for no stored detail, so there is nothing to
-abstain on; what bears on it (a diet, a fear) seldom stands out of its topic.
+last winter?", "… in 2024?"): such a question presumes the thing was said, and its time words,
+which the turn that answers it seldom repeats, pull its cosines down. A request for advice or a
+suggestion ("Can you suggest …?", "Which … should I …?") asks for no stored detail, so there is
+nothing to abstain on; what bears on it (a diet, a fear) seldom stands out of its topic.
 
 Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4
 (docs/recall-quality.md has the trade-off curve): margin weight 3 and threshold 0.5 silence
@@ -69,7 +68,7 @@ def nothing_stands_out(
         return False
     if names_a_stored_identifier(query, kept) or asks_for_the_present(query) or is_dated(query):
         return False
-    if asks_when_it_happened(query) or is_a_request(query):
+    if is_a_request(query):
         return False
     if gives_the_kind_asked_for(query, kept):
         return False
@@ -169,16 +168,6 @@ def is_dated(query: str) -> bool:
     return _DATED.search(query) is not None
 
 
-# A question asking when a past thing happened ('When did I start the business?', 'What year
-# did I qualify?'): the turn that answers it tells the thing and its date, and the question's
-# date words pull its cosine down, as a dated question's do. No never-discussed question of the
-# tuning splits asks that way; 'When is my next hearing?' (the future) stays gated.
-_WHEN_PAST = re.compile(
-    r"\bwhen\s+(?:did|was|were|had)\b|\b(?:what|which)\s+year\b|\bhow\s+long\s+ago\b"
-    r"|\bsince\s+when\b",
-    re.IGNORECASE,
-)
-
 # A request for advice or a suggestion ('Can you suggest a dinner for Friday?', 'Any ideas for
 # snacks?', 'Which frames should I order?'): it asks for no stored detail, so there is nothing
 # to abstain on, and what bears on it (a diet, a fear, a dislike said long ago) shares few
@@ -192,11 +181,6 @@ _REQUEST = re.compile(
     r"|\bany\s+(?:ideas|tips|advice|suggestions|recommendations)\b",
     re.IGNORECASE | re.MULTILINE,
 )
-
-
-def asks_when_it_happened(query: str) -> bool:
-    """Whether the question asks when a past thing happened (the gate stays open for it)."""
-    return _WHEN_PAST.search(query) is not None
 
 
 def is_a_request(query: str) -> bool:

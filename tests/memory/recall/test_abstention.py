@@ -4,7 +4,6 @@ from memory.recall.abstention import (
     TOPIC_SIZE,
     _identifiers,
     asks_for_the_present,
-    asks_when_it_happened,
     gives_the_kind_asked_for,
     is_a_request,
     is_dated,
@@ -144,26 +143,6 @@ def test_words_that_only_look_like_a_date_or_the_present_do_not_open_the_gate():
     ):
         assert not is_dated(asked), asked
         assert not asks_for_the_present(asked), asked
-
-
-def test_a_question_asking_when_a_past_thing_happened_keeps_the_gate_open():
-    """fresh4's 'When did I start the business?' and 'What year did I join the hotel?': the
-    answer ('set up on my own in 2017') stood out of nothing, and the gate withheld it."""
-    alike = hits(0.42, *[0.40] * 11)
-    for asked in (
-        "When did I start the business?",
-        "What year did I join the hotel?",
-        "In what year did photography become my only job?",
-        "When were my boys born?",
-        "When was my last check-up?",
-        "How long ago did we move?",
-    ):
-        assert asks_when_it_happened(asked), asked
-        assert not nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
-    # the future, or 'when' as a conjunction, asks for no date of the past
-    for asked in ("When is my next court hearing?", "What bait do I use when I go out?"):
-        assert not asks_when_it_happened(asked), asked
-        assert nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
 
 
 def test_a_request_for_advice_or_a_suggestion_keeps_the_gate_open():

@@ -1,9 +1,9 @@
-"""A request for a suggestion, and a question asking when a past thing happened, past the gate.
+"""A request for a suggestion, past the gate.
 
-Neither shares its words with the turn that bears on it ('I don't drink' for a night out,
-'joined … in 2019' for 'When did I join …?'), so among a dozen turns on the same topic
-nothing stands out and the gate withheld every excerpt (docs/recall-quality.md, "Twelfth
-pass"). Through the real proxy, the official SDK and the real embedder.
+It shares no words with the turn that bears on it ('I don't drink' for a night out), so among
+a dozen turns on the same topic nothing stands out and the gate withheld every excerpt
+(docs/recall-quality.md, "Twelfth pass"). Through the real proxy, the official SDK and the real
+embedder.
 """
 
 import pytest
@@ -25,7 +25,6 @@ DEPOT = (
     "Our union rep says pay talks start in the spring, we want five percent.",
     "I park my car at the depot and cycle home when the weather is good.",
 )
-CAREER = "I got my licence and started at First Manchester in 2011, straight out of the army."
 TEAM = "I joined the depot's five-a-side team in 2019, we play on Monday nights."
 
 
@@ -34,17 +33,6 @@ def test_a_request_reaches_a_preference_said_among_its_topic(proxy, upstream):
     asked = "Can you plan a night out for my birthday with the lads from work?"
     say(proxy, [{"role": "user", "content": asked}], "nadia", X_Memory_Mode="read")
     assert "I don't drink, haven't touched" in (block_in(sent_messages(upstream)) or "")
-
-
-def test_a_question_asking_when_a_past_thing_happened_is_answered(proxy, upstream):
-    remember_apart(proxy, "nadia", *DEPOT, CAREER)
-    asked = "What year did I begin my career?"
-    say(proxy, [{"role": "user", "content": asked}], "nadia", X_Memory_Mode="read")
-    assert "in 2011" in (block_in(sent_messages(upstream)) or "")
-    # a detail never said, asked on the same topic, is still withheld
-    never = "What is the name of my physio?"
-    say(proxy, [{"role": "user", "content": never}], "nadia", X_Memory_Mode="read")
-    assert "[Relevant past context]" not in (block_in(sent_messages(upstream)) or "")
 
 
 ALLOTMENT = (
