@@ -176,3 +176,25 @@ def test_a_failed_journal_write_is_reported_on_that_users_response_and_not_the_n
 
     assert alice == (200, f"echo: {text_of(0)}", ENOSPC_HELD)
     assert bob == (200, f"echo: {text_of(2)}", None)
+
+
+def test_stats_pending_counts_every_users_unstored_turns_until_flush(proxy):
+    """CONTRACT.md: `pending` is the turns received, for any user, not yet indexed; a flush
+    returns once they are. The store is held by another connection meanwhile."""
+
+    def pending(headers):
+        response = httpx.get(proxy.root + "/v1/memory/stats", headers=headers)
+        return response.json()["pending"]
+
+    lock = sqlean.connect(str(proxy.config.db_path), isolation_level=None, timeout=10)
+    with closing(lock):
+        lock.execute("BEGIN IMMEDIATE")
+        answers = [asyncio.run(ask(proxy, n)) for n in (0, 2)]
+        eventually(lambda: pending(BOB) == 2)  # Alice's turns, counted on Bob's stats too
+        lock.execute("ROLLBACK")
+    proxy.flush()
+
+    assert [status for status, _, _ in answers] == [200, 200]
+    assert (pending(ALICE), pending(BOB)) == (0, 0)
+    for n in (0, 2):
+        assert text_of(n) in search(proxy, f"pelican{n}z")
