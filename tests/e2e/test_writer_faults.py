@@ -12,6 +12,7 @@ stop root). The locked store is a second SQLite connection holding the write loc
 
 import asyncio
 import os
+import shutil
 import time
 from contextlib import closing
 
@@ -198,3 +199,27 @@ def test_stats_pending_counts_every_users_unstored_turns_until_flush(proxy):
     assert (pending(ALICE), pending(BOB)) == (0, 0)
     for n in (0, 2):
         assert text_of(n) in search(proxy, f"pelican{n}z")
+
+
+def test_a_store_whose_directory_is_removed_answers_with_x_memory_error_and_stops(
+    make_proxy, tmp_path
+):
+    """The database's directory removed under a running moim: every chat still answers and
+    says its memory failed, and the store still lets go at the stop (the lexical index's
+    writer raised there, at last a tantivy panic: a traceback at every stop)."""
+    (tmp_path / "data").mkdir()
+    proxy = make_proxy(settings={"db_path": tmp_path / "data" / "moim.db"})
+    assert asyncio.run(ask(proxy, 0))[0] == 200
+    proxy.flush()
+    # Moved away in one step (tantivy may be writing in it), then removed.
+    (tmp_path / "data").rename(tmp_path / "gone")
+    shutil.rmtree(tmp_path / "gone", ignore_errors=True)
+
+    answers = [asyncio.run(ask(proxy, n)) for n in (1, 2, 3, 4)]
+    eventually(lambda: readiness(proxy)[0] == 503)
+    proxy.layer.close()
+
+    assert [(status, reply) for status, reply, _ in answers] == [
+        (200, f"echo: {text_of(n)}") for n in (1, 2, 3, 4)
+    ]
+    assert all(error for _, _, error in answers)
