@@ -4,9 +4,21 @@ The proxy uses only the names below (pinned by tests/memory/test_exports.py). Im
 changes nothing about the process: the server's tuning is in `proxy/runtime.py`.
 """
 
-from memory.block.budget import TierRule, fill_ratio, select_tier, tier_rules_from_config
+from memory.block.budget import (
+    TierRule,
+    fill_ratio,
+    near_threshold,
+    select_tier,
+    tier_rules_from_config,
+)
 from memory.block.render import BLOCK_END, BLOCK_START, inject_block, strip_block
-from memory.block.tokens import context_window, count_message_tokens, count_tokens, message_text
+from memory.block.tokens import (
+    context_window,
+    count_message_tokens,
+    count_tokens,
+    message_text,
+    sampled,
+)
 from memory.embedding import Embedder, FastEmbedder
 from memory.errors import EmbeddingFailed, MemoryLayerError, MigrationFailed, StoreUnavailable
 from memory.export_items import item_problem
@@ -92,8 +104,10 @@ __all__ = [
     "limit_arenas",
     "media_fingerprints",
     "message_text",
+    "near_threshold",
     "parse_operations",
     "redact_url",
+    "sampled",
     "select_tier",
     "strip_block",
     "tier_rules_from_config",

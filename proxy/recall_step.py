@@ -20,6 +20,8 @@ from memory import (
     context_window,
     count_message_tokens,
     fill_ratio,
+    near_threshold,
+    sampled,
 )
 from proxy.exchange import Conversation, Prepared, Report
 from proxy.identity import Identity, held_session_id
@@ -42,8 +44,12 @@ def measure_and_recall(
     settings = state.layer.settings
     model, messages = conversation.model, conversation.messages
     link = _continued(state, who, conversation.continues)
-    tokens = count_message_tokens(messages, model) + (link.tokens if link else 0)
+    held = link.tokens if link else 0
+    tokens = count_message_tokens(messages, model) + held
     window = context_window(model, settings.context_windows, settings.default_context_window)
+    if near_threshold(tokens, window, settings.tier_rules) and sampled(messages):
+        # An estimate a few tokens off would pick the tier on the other side of the threshold.
+        tokens = count_message_tokens(messages, model, exact=True) + held
     report.fill_ratio = fill_ratio(tokens, window)
     if not who.explicit_session:
         who = replace(who, session_id=_session(state, who, conversation, link))

@@ -27,6 +27,7 @@ __all__ = [
     "TierRule",
     "cut_excerpt",
     "fill_ratio",
+    "near_threshold",
     "select_tier",
     "tier_rules_from_config",
 ]
@@ -117,6 +118,24 @@ def select_tier(
             if ratio < rule.below:
                 return Tier(level, rule.max_excerpts, rule.max_chars)
     return Tier(len(rules), 0, 0)
+
+
+# How far from a threshold an estimated count may still pick the wrong tier: sampled counts
+# come within ~2.5% of tiktoken's (`memory/block/tokens.py`, `_count_long`).
+ESTIMATE_MARGIN = Fraction(1, 20)
+
+
+def near_threshold(
+    request_tokens: int,
+    context_window: int,
+    rules: Sequence[TierRule] = DEFAULT_TIER_RULES,
+) -> bool:
+    """Whether ρ is within `ESTIMATE_MARGIN` (relative) of a rule's threshold: there an
+    estimated count must be made exact before `select_tier` compares it."""
+    if context_window <= 0:
+        return False
+    ratio = Fraction(request_tokens, context_window)
+    return any(abs(ratio - rule.below) <= rule.below * ESTIMATE_MARGIN for rule in rules)
 
 
 def fill_ratio(request_tokens: int, context_window: int) -> float:

@@ -149,25 +149,43 @@ _LINEWISE = frozenset({"o200k_base", "cl100k_base"})
 _LINE_BREAK = re.compile(r"(?<=\n)(?=[^\s/])")
 
 
-def count_message_tokens(messages: Sequence[Mapping[str, Any]], model: str) -> int:
-    """Tokens of a chat request's messages, with OpenAI's per-message framing."""
+def count_message_tokens(
+    messages: Sequence[Mapping[str, Any]], model: str, exact: bool = False
+) -> int:
+    """Tokens of a chat request's messages, with OpenAI's per-message framing; a text past
+    `_EXACT_LIMIT` characters is estimated (`_count_long`) unless `exact`."""
     encoding = encoding_for(model)
     total = _TOKENS_PER_REPLY
     for message in messages:
-        total += _TOKENS_PER_MESSAGE + _count_text(message_text(message), encoding)
+        total += _TOKENS_PER_MESSAGE + _count_text(message_text(message), encoding, exact)
         for calls in (message.get("tool_calls"), message.get("function_call")):  # legacy: one
             if calls:
-                total += _count_text(json.dumps(calls, ensure_ascii=False), encoding)
+                total += _count_text(json.dumps(calls, ensure_ascii=False), encoding, exact)
         name = message.get("name")
         if isinstance(name, str):
-            total += 1 + _count_text(name, encoding)
+            total += 1 + _count_text(name, encoding, exact)
     return total
 
 
-def _count_text(text: str, encoding: tiktoken.Encoding) -> int:
+def sampled(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether `count_message_tokens` estimates the messages' count: one of the texts it
+    counts (content, tool calls as JSON; a name is at most 64 characters) is too long to
+    encode whole on every request."""
+    for message in messages:
+        if len(message_text(message)) > _EXACT_LIMIT:
+            return True
+        for calls in (message.get("tool_calls"), message.get("function_call")):
+            if calls and len(json.dumps(calls, ensure_ascii=False)) > _EXACT_LIMIT:
+                return True
+    return False
+
+
+def _count_text(text: str, encoding: tiktoken.Encoding, exact: bool = False) -> int:
     """Tokens of a text; short texts are remembered, as clients resend them every turn."""
     if len(text) <= _CACHED_LIMIT:
         return _count_short(text, encoding)
+    if exact:
+        return len(encoding.encode(text, disallowed_special=()))
     return _count_long(text, encoding)
 
 

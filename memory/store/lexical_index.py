@@ -71,6 +71,7 @@ class LexicalIndex:
         self.building = False
         self.closed = False  # after `close`, writes are ignored (a rebuild under way stops)
         self._dirty = False
+        self._rollback_failed = False  # see `_rollback`
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # users' words: owner only
         self._schema = _schema()
         try:
@@ -154,7 +155,7 @@ class LexicalIndex:
                 return
             # Pending adds survive delete_all_documents (still in the indexing thread):
             # they are dropped first, or a rebuild would hold them twice.
-            self._writer.rollback()
+            self._rollback()
             self._writer.delete_all_documents()
             self._dirty = True
 
@@ -225,5 +226,20 @@ class LexicalIndex:
             if self.closed:
                 return
             self.closed, self.ready = True, False
-            self._writer.rollback()  # uncommitted writes are lost, as after a crash
-            self._writer.wait_merging_threads()  # and the writer's lock is released
+            try:
+                self._rollback()  # uncommitted writes are lost, as after a crash
+                self._writer.wait_merging_threads()  # and the writer's lock is released
+            except ValueError as exc:  # its files gone: the next start rebuilds it anyway
+                logger.warning("lexical index at %s not rolled back: %s", self.directory, exc)
+
+    def _rollback(self) -> None:
+        """Drop the writes not committed. A rollback that failed (the index's files removed
+        under moim) leaves the writer without its lock, and tantivy panics on the next one,
+        an exception no handler expects: that one raises a ValueError instead."""
+        if self._rollback_failed:
+            raise ValueError("the lexical index's writer failed to roll back before")
+        try:
+            self._writer.rollback()
+        except ValueError:
+            self._rollback_failed = True
+            raise

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from memory.errors import MemoryLayerError
 from memory.store.fts import fts_document, owner_token, turn_tail
 
 if TYPE_CHECKING:
@@ -60,10 +61,19 @@ def check(store: Store) -> threading.Thread | None:
 
 def start_rebuild(store: Store) -> threading.Thread:
     """Rebuild the index on a thread of its own; FTS5 answers until it is done."""
-    thread = threading.Thread(target=rebuild, args=(store,), name="moim-lexical-rebuild")
+    thread = threading.Thread(target=_rebuild_or_log, args=(store,), name="moim-lexical-rebuild")
     thread.daemon = True
     thread.start()
     return thread
+
+
+def _rebuild_or_log(store: Store) -> None:
+    """`rebuild`, on its thread: a failure (the store unreachable, the index's files removed
+    under moim) is logged; the index stays unready, so FTS5 answers until the next start."""
+    try:
+        rebuild(store)
+    except (MemoryLayerError, ValueError, OSError) as exc:
+        logger.warning("lexical index not rebuilt (%s): FTS5 answers until moim restarts", exc)
 
 
 def rebuild(store: Store) -> int:

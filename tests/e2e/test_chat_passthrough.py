@@ -517,6 +517,23 @@ def test_memory_headers_on_an_upstream_error(proxy, upstream):
     _assert_memory_headers(response.headers, "auto")
 
 
+@pytest.mark.parametrize("mode", ["auto", "read", "write", "off"])
+@pytest.mark.parametrize(("model", "status"), [("gpt-4o-mini", 200), ("error-400", 400)])
+@pytest.mark.parametrize("stream", [False, True])
+def test_memory_headers_in_every_mode_streamed_or_not_and_on_provider_errors(
+    proxy, upstream, mode, model, status, stream
+):
+    body = {"model": model, "stream": stream, "messages": [{"role": "user", "content": "Hi"}]}
+
+    with httpx.stream(
+        "POST", proxy.url + "/chat/completions", json=body, headers={"x-memory-mode": mode}
+    ) as response:
+        response.read()
+
+    assert response.status_code == status
+    _assert_memory_headers(response.headers, mode)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_providers_headers_reach_the_client_as_its_bytes(proxy, upstream, stream):
     """A header value that is not ASCII (UTF-8 from the provider) is relayed as it was sent:

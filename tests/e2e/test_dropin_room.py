@@ -65,6 +65,34 @@ def test_the_history_alone_leaves_room_for_the_fact(edge, upstream):
     assert provider_tokens(upstream.last_json) <= WINDOW
 
 
+# A history that leaves less room than the fact's block (44 tokens) needs
+TIGHT = [{"role": "user", "content": "word" + " word" * (WINDOW - 50)}]
+NO_CAP = "1000000000"
+
+
+@pytest.mark.parametrize(
+    ("history", "budget", "facts"),
+    [(HISTORY, "0", "0"), (HISTORY, "5", "0"), (HISTORY, NO_CAP, "1"), (TIGHT, NO_CAP, "0")],
+    ids=["zero", "tiny", "past-the-room", "past-a-tight-room"],
+)
+def test_a_context_budget_caps_the_block_and_never_widens_the_room(
+    edge, upstream, history, budget, facts
+):
+    # CONTRACT.md's X-Memory-Context-Budget: 0 injects nothing, nor does a budget too small
+    # for the smallest block; one past the room the window leaves is held to that room.
+    headers = {**ALICE, "X-Memory-Context-Budget": budget}
+    with edge.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=history, extra_headers=headers
+        )
+
+    assert raw.headers["x-memory-facts-injected"] == facts
+    assert provider_tokens(upstream.last_json) <= WINDOW
+    if facts == "0":
+        assert raw.headers["x-memory-tokens-injected"] == "0"
+        assert upstream.last_json["messages"] == history
+
+
 @pytest.mark.parametrize(
     "fields",
     [{"tools": TOOLS}, {"functions": [t["function"] for t in TOOLS]}],

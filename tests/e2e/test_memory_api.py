@@ -203,6 +203,31 @@ def test_export_delete_import_restores_the_same_recall(proxy, upstream):
     assert api(proxy, "GET", "/v1/memory/export", "alice").text == exported.text
 
 
+def test_an_export_imported_by_another_user_is_theirs_once(api_proxy, upstream):
+    chat(api_proxy, "alice", KAYAK)
+    chat(api_proxy, "alice", PASTA)
+    fact = {"key": "boat", "value": "a red kayak", "category": "hobby"}
+    assert api(api_proxy, "POST", "/v1/memory/facts", "alice", json=fact).status_code == 200
+    api_proxy.flush()
+    exported = api(api_proxy, "GET", "/v1/memory/export", "alice")
+
+    imported = api(api_proxy, "POST", "/v1/memory/import", "bob", content=exported.content)
+    again = api(api_proxy, "POST", "/v1/memory/import", "bob", content=exported.content)
+    api_proxy.flush()
+
+    assert (imported.status_code, imported.json()["user_id"]) == (200, "bob")
+    assert again.json()["imported"] == 0  # nothing twice
+    counts = {k: v for k, v in stats(api_proxy, "alice").items() if k != "user_id"}
+    assert {k: v for k, v in stats(api_proxy, "bob").items() if k != "user_id"} == counts
+    assert counts["messages"] == 4 and counts["facts"] == 1
+    facts = api(api_proxy, "GET", "/v1/memory/facts", "bob").json()["facts"]
+    assert [(f["key"], f["value"], f["category"]) for f in facts] == [tuple(fact.values())]
+    assert KAYAK in recalled_block(api_proxy, upstream, "bob", KAYAK_QUESTION)
+    assert [hit["text"] for hit in search(api_proxy, "bob", "kayak berth")] == [
+        hit["text"] for hit in search(api_proxy, "alice", "kayak berth")
+    ]
+
+
 def test_export_then_import_keeps_text_with_unicode_line_separators(api_proxy):
     said = "Line one\u2028line two\u2029para\x85next, all one message"
     chat(api_proxy, "alice", said)

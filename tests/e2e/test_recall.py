@@ -221,6 +221,36 @@ def test_tier_headers_and_excerpt_caps_at_each_boundary(make_proxy):
     ]
 
 
+def excerpts_in(block):
+    """Each excerpt of the block: its lines under its `• ` heading, without their indent."""
+    recalled = block.split("[Relevant past context]\n", 1)[1].removesuffix("\n" + BLOCK_END)
+    found = []
+    for line in recalled.split("\n"):
+        if line.startswith("• "):
+            found.append([])
+        else:
+            found[-1].append(line.removeprefix("  "))
+    return ["\n".join(lines) for lines in found]
+
+
+def test_excerpts_are_cut_to_each_tiers_length(make_proxy, upstream):
+    # Turns far longer than any tier's excerpt: at each tier, as many excerpts as it allows,
+    # each at most its characters, speakers' labels included (CONTRACT.md: 5 × 600,
+    # 3 × 400, 2 × 250).
+    question = padded_question(21, prompt_sentences=500)
+    tokens = count_message_tokens(question, MODEL)
+    windows = {"tier-0": 3 * tokens, "tier-1": 5 * tokens // 3 + 1, "tier-2": 10 * tokens // 7 + 1}
+    proxy = make_proxy(settings={"context_windows": windows})
+    remember_apart(proxy, "erin", *[" ".join([text] * 25) for text in SOURDOUGH])
+    seen = []
+    for model, chars in zip(windows, (600, 400, 250), strict=True):
+        say(proxy, question, "erin", model=model, X_Memory_Mode="read")
+        lengths = [len(excerpt) for excerpt in excerpts_in(block_in(sent_messages(upstream)))]
+        # at most the tier's length, and cut near it, not far short
+        seen.append((len(lengths), 0.8 * chars < max(lengths) <= chars))
+    assert seen == [(5, True), (3, True), (2, True)]
+
+
 def test_an_off_topic_question_injects_no_block(make_proxy, upstream):
     proxy = make_proxy(settings={"capture_facts": False})
     remember(

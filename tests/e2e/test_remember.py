@@ -106,6 +106,22 @@ def test_system_prompt_is_stored_once_per_session(proxy, upstream):
     assert [role for role, _ in stored(proxy)].count("system") == 1
 
 
+def test_a_system_prompt_is_stored_but_never_recalled(proxy, upstream):
+    # CONTRACT.md: system prompts are stored but are not recalled as excerpts.
+    prompt = "You are Captain Bluebeard, a pirate who loves parrots and buried treasure maps."
+    chat(proxy, [{"role": "system", "content": prompt}, {"role": "user", "content": "Ahoy"}])
+    proxy.flush()
+    question = "Tell me about Captain Bluebeard the pirate, his parrots and treasure maps"
+
+    response = chat(proxy, [{"role": "user", "content": question}])
+    found = httpx.get(proxy.root + "/v1/memory/search", params={"q": question}).json()
+
+    assert ("system", prompt) in stored(proxy)
+    assert upstream.last_json["messages"] == [{"role": "user", "content": question}]
+    assert response.headers["x-memory-chunks-injected"] == "0"
+    assert prompt not in [hit["text"] for hit in found["results"]]
+
+
 def test_identical_user_turns_are_both_stored(proxy, upstream):
     history = [
         {"role": "user", "content": "Shall we book the table for eight?"},

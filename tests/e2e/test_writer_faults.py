@@ -12,6 +12,7 @@ stop root). The locked store is a second SQLite connection holding the write loc
 
 import asyncio
 import os
+import shutil
 import time
 from contextlib import closing
 
@@ -176,3 +177,49 @@ def test_a_failed_journal_write_is_reported_on_that_users_response_and_not_the_n
 
     assert alice == (200, f"echo: {text_of(0)}", ENOSPC_HELD)
     assert bob == (200, f"echo: {text_of(2)}", None)
+
+
+def test_stats_pending_counts_every_users_unstored_turns_until_flush(proxy):
+    """CONTRACT.md: `pending` is the turns received, for any user, not yet indexed; a flush
+    returns once they are. The store is held by another connection meanwhile."""
+
+    def pending(headers):
+        response = httpx.get(proxy.root + "/v1/memory/stats", headers=headers)
+        return response.json()["pending"]
+
+    lock = sqlean.connect(str(proxy.config.db_path), isolation_level=None, timeout=10)
+    with closing(lock):
+        lock.execute("BEGIN IMMEDIATE")
+        answers = [asyncio.run(ask(proxy, n)) for n in (0, 2)]
+        eventually(lambda: pending(BOB) == 2)  # Alice's turns, counted on Bob's stats too
+        lock.execute("ROLLBACK")
+    proxy.flush()
+
+    assert [status for status, _, _ in answers] == [200, 200]
+    assert (pending(ALICE), pending(BOB)) == (0, 0)
+    for n in (0, 2):
+        assert text_of(n) in search(proxy, f"pelican{n}z")
+
+
+def test_a_store_whose_directory_is_removed_answers_with_x_memory_error_and_stops(
+    make_proxy, tmp_path
+):
+    """The database's directory removed under a running moim: every chat still answers and
+    says its memory failed, and the store still lets go at the stop (the lexical index's
+    writer raised there, at last a tantivy panic: a traceback at every stop)."""
+    (tmp_path / "data").mkdir()
+    proxy = make_proxy(settings={"db_path": tmp_path / "data" / "moim.db"})
+    assert asyncio.run(ask(proxy, 0))[0] == 200
+    proxy.flush()
+    # Moved away in one step (tantivy may be writing in it), then removed.
+    (tmp_path / "data").rename(tmp_path / "gone")
+    shutil.rmtree(tmp_path / "gone", ignore_errors=True)
+
+    answers = [asyncio.run(ask(proxy, n)) for n in (1, 2, 3, 4)]
+    eventually(lambda: readiness(proxy)[0] == 503)
+    proxy.layer.close()
+
+    assert [(status, reply) for status, reply, _ in answers] == [
+        (200, f"echo: {text_of(n)}") for n in (1, 2, 3, 4)
+    ]
+    assert all(error for _, _, error in answers)

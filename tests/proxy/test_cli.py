@@ -293,3 +293,53 @@ def test_moim_serve_logs_no_credentials_of_the_upstream_url(tmp_path, upstream):
     assert upstream.requests[-1].headers["authorization"].startswith("Basic ")  # still sent
     assert "/v1/chat/completions" in said[-1]
     assert "s3cret" not in "".join(said)
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_moim_serve_takes_the_environment_over_config_yaml(tmp_path, upstream):
+    """CONTRACT.md: each MOIM_* variable beats config.yaml (the file named by MOIM_CONFIG
+    here), as `moim serve` reads them: where it listens, the database, the upstream and its
+    key, and memory on."""
+    port = free_port()
+    config = tmp_path / "moim.yaml"
+    config.write_text(
+        f"server: {{host: 127.0.0.2, port: {free_port()}}}\n"
+        f"db: {tmp_path / 'yaml.db'}\n"
+        "upstream: {base_url: 'http://127.0.0.1:9/v1', api_key: sk-yaml}\n"
+        "memory: {enabled: false}\n"
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MOIM_")},
+        "PYTHONPATH": str(REPO),
+        "MOIM_CONFIG": str(config),
+        "MOIM_HOST": "127.0.0.1",
+        "MOIM_PORT": str(port),
+        "MOIM_DB": str(tmp_path / "env.db"),
+        "MOIM_UPSTREAM_BASE_URL": upstream.url,
+        "MOIM_UPSTREAM_API_KEY": "sk-env",
+        "MOIM_MEMORY": "on",
+    }
+    command = [sys.executable, "-m", "proxy.cli", "serve"]
+    with subprocess.Popen(
+        command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    ) as server:
+        try:
+            said = [""]
+            while "Application startup complete" not in said[-1]:
+                said.append(server.stderr.readline())
+                assert said[-1], "moim stopped: " + "".join(said)
+            body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
+            url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            response = httpx.post(url, json=body, timeout=30)
+        finally:
+            server.terminate()
+            server.communicate(timeout=30)
+
+    assert (response.status_code, response.headers["x-memory-mode"]) == (200, "auto")
+    assert upstream.requests[-1].headers["authorization"] == "Bearer sk-env"
+    assert (tmp_path / "env.db").is_file() and not (tmp_path / "yaml.db").exists()

@@ -7,6 +7,7 @@ from memory.block.budget import (
     TierRule,
     cut_excerpt,
     fill_ratio,
+    near_threshold,
     select_tier,
     tier_rules_from_config,
 )
@@ -45,6 +46,15 @@ def test_a_ratio_of_exactly_three_fifths_is_tier_2_for_any_window():
     assert select_tier(3, 5) == Tier(2, 2, 250)
     assert select_tier(128_000 * 3 // 5, 128_000) == Tier(2, 2, 250)
     assert select_tier(128_000 * 3 // 5 - 1, 128_000) == Tier(1, 3, 400)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "near"),
+    [(0, False), (47_499, False), (47_500, True), (52_500, True), (52_501, False), (57_000, True)],
+)
+def test_near_threshold_is_within_five_percent_of_one(tokens, near):
+    assert near_threshold(tokens, 100_000) is near
+    assert near_threshold(tokens, 0) is False
 
 
 @pytest.mark.parametrize("window", [0, -1])

@@ -14,6 +14,7 @@ from memory.block.tokens import (
     count_tokens,
     encoding_for,
     message_text,
+    sampled,
 )
 
 
@@ -114,6 +115,15 @@ def test_long_natural_text_is_counted_within_three_percent():
     exact = len(o200k().encode(reference, disallowed_special=()))
     estimate = count_tokens(reference, "gpt-4o-mini")
     assert estimate == pytest.approx(exact, rel=0.03)
+
+
+def test_a_long_text_is_sampled_unless_counted_exactly():
+    reference = "\n\n".join(topics[name] for name in sorted(topics))[:100_000]
+    messages = [{"role": "user", "content": reference}, {"role": "user", "content": "Hi"}]
+    exact = 9 + len(o200k().encode(reference)) + len(o200k().encode("Hi"))
+    assert sampled(messages) and not sampled(messages[1:])
+    assert count_message_tokens(messages, "gpt-4o-mini") != exact
+    assert count_message_tokens(messages, "gpt-4o-mini", exact=True) == exact
 
 
 def test_text_at_the_exact_limit_is_counted_exactly():

@@ -4,7 +4,12 @@ Real SQLite, real tantivy on temporary files. A "restart" is a new `Store` on th
 after the old index's uncommitted writes were thrown away, as a crash throws them away.
 """
 
+import shutil
+
+import pytest
+
 from memory.records import Message
+from memory.store import lexical_sync
 from memory.store.store import NewMessage, Store
 
 NOW = 1_700_000_000.0
@@ -130,3 +135,37 @@ def restart_closed(tmp_path):
     if again.rebuilding is not None:
         again.rebuilding.join(timeout=60)
     return again, rebuilt
+
+
+def test_an_index_whose_files_were_removed_closes_without_raising(tmp_path, caplog):
+    # Its directory removed under a running moim: a rebuild's clear fails (the writer's
+    # rollback), and the close at the stop raised too; after a failed rollback, a tantivy
+    # panic, which no handler expects (a traceback at every stop).
+    store = new_store(tmp_path)
+    add_turn(store, "ana", "kayak")
+    store.commit_lexical()
+    shutil.rmtree(store.lexical.directory)
+    add_turn(store, "ana", "marina")
+    with pytest.raises(ValueError):
+        store.lexical.clear()
+
+    store.lexical.close()
+
+    assert store.lexical.closed
+    assert "not rolled back" in caplog.text
+
+
+def test_a_rebuild_that_fails_is_logged_and_leaves_keyword_search_to_fts5(tmp_path, caplog):
+    # The index's directory removed under a running moim: the rebuild the next commit starts
+    # fails; it raised out of its thread (a traceback, an unhandled thread exception).
+    store = new_store(tmp_path)
+    add_turn(store, "ana", "kayak")
+    store.commit_lexical()
+    shutil.rmtree(store.lexical.directory)
+
+    lexical_sync.start_rebuild(store).join(timeout=60)
+
+    assert "lexical index not rebuilt" in caplog.text
+    assert not store.lexical.ready
+    assert [hit for hit, _ in store.lexical_search("ana", ["kayak"], 10, 0.7)] != []
+    store.lexical.close()
