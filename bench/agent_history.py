@@ -2,7 +2,8 @@
 
 Run from the repository root:
 
-    /work/venv/bin/python bench/agent_history.py [--sessions 3] [--tokens 130000] [--seed 5]
+    /work/venv/bin/python bench/agent_history.py [--sessions 4] [--tokens 130000] [--seed 5]
+        [--steps]
 
 A coding agent resends its whole history every few seconds: a system prompt of 5-10 kB, a
 `tools` list of 20-40 definitions, then turn after turn an assistant tool call (arguments of
@@ -16,7 +17,9 @@ history's next assistant tool call, so what moim stores is what the agent resend
 stand-in (tests/upstream.py, TCP_NODELAY) and the client in this one. Requests are grouped by
 history size around 20k, 60k and 120k tokens; moim's added time is its TTFB minus the direct
 call's in the same group, with its own `x-memory-overhead-ms`. At the end: the writer's
-backlog (bench/harness.py's `writer_gauges`) and the seconds it takes to drain.
+backlog (bench/harness.py's `writer_gauges`) and the seconds it takes to drain. `--steps`
+only times, in this process, the steps that read the whole history of the largest request,
+the first time its texts are seen and resent (moim's counts and hashes remembered).
 Prints markdown; asserts nothing (STYLE.md 18).
 """
 
@@ -38,7 +41,12 @@ import httpx  # noqa: E402
 
 from bench.harness import machine, serve_proxy, writer_gauges  # noqa: E402
 from bench.overhead import MODEL, WORDS, pct, request  # noqa: E402
-from memory import count_message_tokens  # noqa: E402
+from memory import Turn, count_message_tokens  # noqa: E402
+from memory.block.tokens import forget_counted_texts  # noqa: E402
+from memory.ingest.identity import forget_recent_hashes, message_keys  # noqa: E402
+from memory.recall.query import build_query  # noqa: E402
+from memory.store.journal import turn_line  # noqa: E402
+from proxy import request_json  # noqa: E402
 from tests.upstream import serve_upstream  # noqa: E402
 
 SIZES = (20_000, 60_000, 120_000)  # each group: requests within ±20% of these many tokens
@@ -193,10 +201,14 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=130_000, help="each session up to")
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--steps", action="store_true", help="only time steps in-process")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/agent_history.json")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     built = [session(rng, args.tokens) for _ in range(args.sessions)]
+    if args.steps:
+        steps(*built[0][0:1], built[0][1][-1])
+        return
     command = " ".join([Path(sys.executable).as_posix(), *sys.argv])
     print(f"# an agent's history through moim\n\ncommand: {command}\nmachine: {machine()}")
     paths = ("direct (upstream)", "moim, memory off", "moim, memory on")
@@ -268,6 +280,38 @@ def history_reply(requests: list[list[dict[str, Any]]], at: int) -> dict:
         ],
         "delay": 0.0005,
     }
+
+
+def steps(fixed: dict[str, Any], history: list[dict[str, Any]]) -> None:
+    """Median ms, in this process, of the request path's steps that read the whole history,
+    on a session's last request: the first time a text is seen (its count and hash not yet
+    remembered) and when the history is resent."""
+    body = {"model": MODEL, "stream": True, "messages": history, **fixed}
+    raw = json.dumps(body).encode()
+    turn = Turn("agent", "s", MODEL, tuple(history), None, time.time())
+    timed = {
+        "parse the body (request_json.loads)": lambda: request_json.loads(raw),
+        "count its tokens (count_message_tokens)": lambda: count_message_tokens(history, MODEL),
+        "hash its messages (message_keys)": lambda: message_keys(history),
+        "recall's query (build_query)": lambda: build_query(history),
+        "write the body with a block (json.dumps)": lambda: json.dumps(body, ensure_ascii=False),
+        "the journal's line (turn_line)": lambda: turn_line(turn),
+    }
+    print(
+        f"\nlast request: {len(history)} messages, {count_message_tokens(history, MODEL)} "
+        f"tokens, {len(raw) / 1000:.0f} kB\n\n| step | first time | resent |\n|---|---|---|"
+    )
+    for name, step in timed.items():
+        cold, warm = [], []
+        for _ in range(5):
+            forget_counted_texts(), forget_recent_hashes()
+            started = time.perf_counter()
+            step()
+            cold.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            step()
+            warm.append((time.perf_counter() - started) * 1000)
+        print(f"| {name} | {sorted(cold)[2]:.2f} | {sorted(warm)[2]:.2f} |")
 
 
 def report(rows: list[dict[str, Any]], backlog: dict, drain_s: float, elapsed: float) -> None:
