@@ -3,7 +3,7 @@
 Run from the repository root:
 
     /work/venv/bin/python bench/agent_history.py [--sessions 4] [--tokens 130000] [--seed 5]
-        [--steps]
+        [--model gpt-4.1] [--steps]
 
 A coding agent resends its whole history every few seconds: a system prompt of 5-10 kB, a
 `tools` list of 20-40 definitions, then turn after turn an assistant tool call (arguments of
@@ -201,6 +201,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=130_000, help="each session up to")
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument(
+        "--model",
+        default="gpt-4.1",
+        help="the model asked for: its window sets the tier (gpt-4.1's 1M: excerpts at every "
+        "size; gpt-4o-mini's 128k has none past 70%%, ~90k tokens)",
+    )
     parser.add_argument("--steps", action="store_true", help="only time steps in-process")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/agent_history.json")
     args = parser.parse_args()
@@ -210,7 +216,10 @@ def main() -> None:
         steps(*built[0][0:1], built[0][1][-1])
         return
     command = " ".join([Path(sys.executable).as_posix(), *sys.argv])
-    print(f"# an agent's history through moim\n\ncommand: {command}\nmachine: {machine()}")
+    print(
+        f"# an agent's history through moim\n\ncommand: {command}\nmodel: {args.model}\n"
+        f"machine: {machine()}"
+    )
     paths = ("direct (upstream)", "moim, memory off", "moim, memory on")
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
@@ -228,7 +237,7 @@ def main() -> None:
                     tokens = count_message_tokens(history, MODEL)
                     reply = history_reply(requests, at)
                     body = json.dumps(
-                        {"model": MODEL, "stream": True, "messages": history, **fixed}
+                        {"model": args.model, "stream": True, "messages": history, **fixed}
                     ).encode()
                     for name in rng.sample(paths, len(paths)):
                         headers = {"content-type": "application/json"}
