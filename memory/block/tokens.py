@@ -181,12 +181,21 @@ def sampled(messages: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def _count_text(text: str, encoding: tiktoken.Encoding, exact: bool = False) -> int:
-    """Tokens of a text; short texts are remembered, as clients resend them every turn."""
+    """Tokens of a text; short texts are remembered, as clients resend them every turn, and
+    longer ones by their hash (`_LONG_COUNTS`), the estimate and the exact count apart."""
     if len(text) <= _CACHED_LIMIT:
         return _count_short(text, encoding)
-    if exact:
-        return len(encoding.encode(text, disallowed_special=()))
-    return _count_long(text, encoding)
+    key = hash((text, encoding.name, exact))
+    count = _LONG_COUNTS.get(key)
+    if count is None:
+        if exact:
+            count = len(encoding.encode(text, disallowed_special=()))
+        else:
+            count = _count_long(text, encoding)
+        if len(_LONG_COUNTS) >= _LONG_COUNTS_HELD:
+            _LONG_COUNTS.pop(next(iter(_LONG_COUNTS), key), None)  # the oldest
+        _LONG_COUNTS[key] = count
+    return count
 
 
 # A 40-turn history of ~19k characters costs ~1.4 ms to encode on every request; the turns
@@ -200,9 +209,18 @@ def _count_short(text: str, encoding: tiktoken.Encoding) -> int:
     return len(encoding.encode(text, disallowed_special=()))
 
 
+# An agent resends every tool result (2-20 kB of code, JSON, logs) with every request: a
+# history of 120k tokens took ~60 ms to encode again each time. The counts of longer texts
+# are remembered under Python's own (keyed, per process) hash of the text, so no text is
+# held; at most this many.
+_LONG_COUNTS: dict[int, int] = {}
+_LONG_COUNTS_HELD = 4096
+
+
 def forget_counted_texts() -> None:
     """Let go of every text held with its count (a user forgotten: their texts go too)."""
     _count_short.cache_clear()
+    _LONG_COUNTS.clear()
 
 
 def _count_long(text: str, encoding: tiktoken.Encoding) -> int:

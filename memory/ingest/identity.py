@@ -52,11 +52,9 @@ def content_hash(message: Mapping[str, Any]) -> str:
         return _hash(role, name, text, _compact(sent), call_id, media=media)
     if not _plain(role, name, call_id):
         return _hash(role, name, text, _compact(sent), call_id)
-    if sent:
-        return _hash_with_calls(role, name, text, sent, call_id)
-    if len(text) <= _HASHED_LIMIT:
-        return _recent_hash(role, name, text, call_id)  # a history resent every turn
-    return _hash(role, name, text, [], call_id)
+    if sent or len(text) > _HASHED_LIMIT:
+        return _remembered_hash(role, name, text, sent, call_id)
+    return _recent_hash(role, name, text, call_id)  # a history resent every turn
 
 
 # Clients resend the whole history with every request, and recall, session resolution and
@@ -81,17 +79,19 @@ def forget_recent_hashes() -> None:
 
 
 # A tool call's hash reads its arguments as JSON (`_arguments`), ~0.1 ms for 6 kB, and an
-# agent's history resends hundreds of calls with every request, each hashed a few times. The
-# hashes of recent messages with calls are remembered under Python's own (keyed, per process)
-# hash of what was sent, so no text is held; at most this many.
+# agent's history resends hundreds of calls with every request, each hashed a few times, and
+# its tool results (2-20 kB each, ~0.1 ms a hash). The hashes of recent messages with calls
+# or longer texts are remembered under Python's own (keyed, per process) hash of what was
+# sent, so no text is held; at most this many.
 _CALL_HASHES: dict[int, str] = {}
 _CALL_HASHES_HELD = 4096
 
 
-def _hash_with_calls(
+def _remembered_hash(
     role: str | None, name: str | None, text: str, sent: tuple[Any, ...], call_id: str | None
 ) -> str:
-    """`_hash` of a message with tool calls (`sent`: each call's id, name, arguments as sent)."""
+    """`_hash` of a message with tool calls (`sent`: each call's id, name, arguments as sent,
+    maybe none) or a text too long to hold (`_HASHED_LIMIT`)."""
     try:
         key = hash((role, name, text, sent, call_id))
     except TypeError:  # arguments sent as a JSON object, not a string

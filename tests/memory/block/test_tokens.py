@@ -7,6 +7,7 @@ from pydoc_data.topics import topics
 import pytest
 import tiktoken
 
+from memory.block import tokens
 from memory.block.tokens import (
     context_window,
     count_block_tokens,
@@ -166,3 +167,43 @@ def test_a_block_counted_line_by_line_counts_as_a_whole(model):
     texts.append("=== Memory Context ===\nRecalled.\n\n[Relevant past context]\n  user: hi\n/x")
     for text in texts:
         assert count_block_tokens(text, model) == len(encoding.encode(text, disallowed_special=()))
+
+
+def test_a_long_texts_count_is_remembered_without_its_text(monkeypatch):
+    """An agent resends its tool results (2-20 kB each) with every request: a long text's
+    count is looked up, not encoded again, held under Python's hash of the text (no text), at
+    most `_LONG_COUNTS_HELD`, the same count as encoding it, and let go at a forget."""
+    tokens.forget_counted_texts()
+    monkeypatch.setattr(tokens, "_LONG_COUNTS_HELD", 3)
+    results = [f"line {i}: " + "ok " * (3000 + i) for i in range(5)]
+    history = [{"role": "tool", "tool_call_id": "call_1", "content": results[0]}]
+    first = tokens.count_message_tokens(history, "gpt-4o-mini")
+    encoded = []
+    monkeypatch.setattr(tokens, "_count_long", lambda text, enc: encoded.append(text) or 0)
+
+    assert tokens.count_message_tokens(history, "gpt-4o-mini") == first  # not encoded again
+    assert encoded == []
+    assert all(isinstance(count, int) for count in tokens._LONG_COUNTS.values())
+    for text in results[1:]:
+        tokens.count_tokens(text, "gpt-4o-mini")
+    assert len(tokens._LONG_COUNTS) == 3
+    tokens.count_message_tokens(history, "gpt-4o-mini")  # the oldest went first: encoded again
+    assert encoded == [*results[1:], results[0]]
+    tokens.forget_counted_texts()
+    assert tokens._LONG_COUNTS == {}
+
+
+def test_a_long_texts_estimate_and_exact_count_are_remembered_apart():
+    """Near a tier threshold the request is counted again exactly: a remembered estimate of
+    a text past `_EXACT_LIMIT` must not answer for its exact count, nor the other way."""
+    tokens.forget_counted_texts()
+    rng = random.Random(3)
+    pieces = ["alpha", "beta,", "gamma\n", "δelta", "x=1;", '{"k": 2}']
+    text = " ".join(rng.choice(pieces) for _ in range(9000))
+    exact = len(o200k().encode(text))
+    estimate = count_tokens(text, "gpt-4o-mini")
+    assert estimate != exact  # sampled: a few tokens off
+    history = [{"role": "tool", "tool_call_id": "call_1", "content": text}]
+    framing = count_message_tokens(history, "gpt-4o-mini") - estimate
+    assert count_message_tokens(history, "gpt-4o-mini", exact=True) == exact + framing
+    assert count_message_tokens(history, "gpt-4o-mini") == estimate + framing

@@ -122,3 +122,22 @@ def test_arguments_sent_as_an_object_are_hashed_as_before():
     as_object = call({"city": "Paris"})
     assert content_hash(as_object) == content_hash(call({"city": "Paris"}))
     assert content_hash(as_object) != content_hash(call({"city": "Lyon"}))
+
+
+def test_a_long_tool_results_hash_is_remembered_without_its_text(monkeypatch):
+    """An agent resends its tool results (2-20 kB each) with every request: a long result's
+    hash is looked up, not made again, held under Python's hash of the text (no text); the
+    digest is the one it always was (`_hash` of it), and a forget lets it go."""
+    identity.forget_recent_hashes()
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "line: ok\n" * 1000}
+    first = content_hash(result)
+    assert first == identity._hash("tool", None, result["content"], [], "call_1")
+    made = []
+    monkeypatch.setattr(identity, "_hash", lambda *fields, **media: made.append(fields) or "")
+
+    assert content_hash(dict(result)) == first  # remembered: not hashed again
+    assert made == []
+    assert all(isinstance(digest, str) for digest in identity._CALL_HASHES.values())
+    identity.forget_recent_hashes()
+    content_hash(result)
+    assert len(made) == 1
