@@ -114,6 +114,14 @@ def embedder() -> Embedder:
     return FastEmbedder()
 
 
+# The SDK's pool keeps an idle connection 5 s, as long as uvicorn keeps it open: a request
+# sent on one just as the server closed it was reset (with no retry in tests, a failure;
+# once in CI under load). The tests' clients let go of idle connections first.
+CLIENT_LIMITS = httpx.Limits(
+    max_connections=1000, max_keepalive_connections=100, keepalive_expiry=2.0
+)
+
+
 @dataclass
 class Proxy:
     """A running moim: its base URL (`…/v1`), root URL, config, and memory layer."""
@@ -124,11 +132,13 @@ class Proxy:
     layer: MemoryLayer
 
     def client(self, **kwargs: Any) -> openai.OpenAI:
+        kwargs.setdefault("http_client", openai.DefaultHttpxClient(limits=CLIENT_LIMITS))
         return openai.OpenAI(
             base_url=self.url, api_key=kwargs.pop("api_key", "sk-client"), max_retries=0, **kwargs
         )
 
     def async_client(self, **kwargs: Any) -> openai.AsyncOpenAI:
+        kwargs.setdefault("http_client", openai.DefaultAsyncHttpxClient(limits=CLIENT_LIMITS))
         return openai.AsyncOpenAI(
             base_url=self.url, api_key=kwargs.pop("api_key", "sk-client"), max_retries=0, **kwargs
         )
