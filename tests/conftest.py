@@ -116,7 +116,9 @@ def embedder() -> Embedder:
 
 # The SDK's pool keeps an idle connection 5 s, as long as uvicorn keeps it open: a request
 # sent on one just as the server closed it was reset (with no retry in tests, a failure;
-# once in CI under load). The tests' clients let go of idle connections first.
+# once in CI under load). A test that keeps its clients busy for long lets go of idle
+# connections first (pass `http_client=openai.DefaultHttpxClient(limits=CLIENT_LIMITS)`, and
+# close the client: unlike the SDK's own, it is not closed when collected).
 CLIENT_LIMITS = httpx.Limits(
     max_connections=1000, max_keepalive_connections=100, keepalive_expiry=2.0
 )
@@ -132,13 +134,11 @@ class Proxy:
     layer: MemoryLayer
 
     def client(self, **kwargs: Any) -> openai.OpenAI:
-        kwargs.setdefault("http_client", openai.DefaultHttpxClient(limits=CLIENT_LIMITS))
         return openai.OpenAI(
             base_url=self.url, api_key=kwargs.pop("api_key", "sk-client"), max_retries=0, **kwargs
         )
 
     def async_client(self, **kwargs: Any) -> openai.AsyncOpenAI:
-        kwargs.setdefault("http_client", openai.DefaultAsyncHttpxClient(limits=CLIENT_LIMITS))
         return openai.AsyncOpenAI(
             base_url=self.url, api_key=kwargs.pop("api_key", "sk-client"), max_retries=0, **kwargs
         )

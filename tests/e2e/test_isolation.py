@@ -24,6 +24,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import openai
 import pytest
 
 from memory import BLOCK_START
@@ -291,7 +292,7 @@ def test_reads_writes_deletes_and_reimports_at_once_never_cross_users(proxy, ups
     """Every user reads (recall through the SDK, streamed for some, by the path form for
     some; search; facts; export) twice while twenty users keep chatting, five are deleted
     and five deleted and re-imported; every answer holds only its own user's words."""
-    client = proxy.client()
+    client = proxy.client(http_client=openai.DefaultHttpxClient(limits=CLIENT_LIMITS))
     api = httpx.Client(base_url=proxy.root + "/v1/memory", timeout=60, limits=CLIENT_LIMITS)
     by_path = {
         user: client.with_options(base_url=f"{proxy.root}/u/{user}/v1") for user in PATH_FORM
