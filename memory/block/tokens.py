@@ -19,6 +19,8 @@ from typing import Any
 
 import tiktoken
 
+from memory.remembered import Remembered
+
 # OpenAI's cookbook accounting: every message costs a few tokens of framing.
 _TOKENS_PER_MESSAGE = 3
 _TOKENS_PER_REPLY = 3
@@ -185,17 +187,13 @@ def _count_text(text: str, encoding: tiktoken.Encoding, exact: bool = False) -> 
     longer ones by their hash (`_LONG_COUNTS`), the estimate and the exact count apart."""
     if len(text) <= _CACHED_LIMIT:
         return _count_short(text, encoding)
-    key = hash((text, encoding.name, exact))
-    count = _LONG_COUNTS.get(key)
-    if count is None:
+
+    def make() -> int:
         if exact:
-            count = len(encoding.encode(text, disallowed_special=()))
-        else:
-            count = _count_long(text, encoding)
-        if len(_LONG_COUNTS) >= _LONG_COUNTS_HELD:
-            _LONG_COUNTS.pop(next(iter(_LONG_COUNTS), key), None)  # the oldest
-        _LONG_COUNTS[key] = count
-    return count
+            return len(encoding.encode(text, disallowed_special=()))
+        return _count_long(text, encoding)
+
+    return _LONG_COUNTS.get((text, encoding.name, exact), make)
 
 
 # A 40-turn history of ~19k characters costs ~1.4 ms to encode on every request; the turns
@@ -212,9 +210,8 @@ def _count_short(text: str, encoding: tiktoken.Encoding) -> int:
 # An agent resends every tool result (2-20 kB of code, JSON, logs) with every request: a
 # history of 120k tokens took ~60 ms to encode again each time. The counts of longer texts
 # are remembered under Python's own (keyed, per process) hash of the text, so no text is
-# held; at most this many.
-_LONG_COUNTS: dict[int, int] = {}
-_LONG_COUNTS_HELD = 4096
+# held (`memory/remembered.py`); at most 4,096.
+_LONG_COUNTS: Remembered[int] = Remembered(4096)
 
 
 def forget_counted_texts() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from memory.block.render import strip_block
 from memory.block.tokens import message_text
 from memory.ingest.media import media_fingerprints
+from memory.remembered import Remembered
 
 
 def content_hash(message: Mapping[str, Any]) -> str:
@@ -82,9 +83,8 @@ def forget_recent_hashes() -> None:
 # agent's history resends hundreds of calls with every request, each hashed a few times, and
 # its tool results (2-20 kB each, ~0.1 ms a hash). The hashes of recent messages with calls
 # or longer texts are remembered under Python's own (keyed, per process) hash of what was
-# sent, so no text is held; at most this many.
-_CALL_HASHES: dict[int, str] = {}
-_CALL_HASHES_HELD = 4096
+# sent (`memory/remembered.py`), so no text is held; at most 4,096.
+_CALL_HASHES: Remembered[str] = Remembered(4096)
 
 
 def _remembered_hash(
@@ -92,17 +92,14 @@ def _remembered_hash(
 ) -> str:
     """`_hash` of a message with tool calls (`sent`: each call's id, name, arguments as sent,
     maybe none) or a text too long to hold (`_HASHED_LIMIT`)."""
-    try:
-        key = hash((role, name, text, sent, call_id))
-    except TypeError:  # arguments sent as a JSON object, not a string
+
+    def make() -> str:
         return _hash(role, name, text, _compact(sent), call_id)
-    digest = _CALL_HASHES.get(key)
-    if digest is None:
-        digest = _hash(role, name, text, _compact(sent), call_id)
-        if len(_CALL_HASHES) >= _CALL_HASHES_HELD:
-            _CALL_HASHES.pop(next(iter(_CALL_HASHES), key), None)  # the oldest
-        _CALL_HASHES[key] = digest
-    return digest
+
+    try:
+        return _CALL_HASHES.get((role, name, text, sent, call_id), make)
+    except TypeError:  # arguments sent as a JSON object, not a string
+        return make()
 
 
 def _compact(sent: tuple[Any, ...]) -> list[Any]:

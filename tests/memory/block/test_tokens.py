@@ -17,6 +17,7 @@ from memory.block.tokens import (
     message_text,
     sampled,
 )
+from memory.remembered import Remembered
 
 
 def o200k():
@@ -172,9 +173,9 @@ def test_a_block_counted_line_by_line_counts_as_a_whole(model):
 def test_a_long_texts_count_is_remembered_without_its_text(monkeypatch):
     """An agent resends its tool results (2-20 kB each) with every request: a long text's
     count is looked up, not encoded again, held under Python's hash of the text (no text), at
-    most `_LONG_COUNTS_HELD`, the same count as encoding it, and let go at a forget."""
+    most as many as `_LONG_COUNTS` holds, the same count as encoding it, and let go at a forget."""
     tokens.forget_counted_texts()
-    monkeypatch.setattr(tokens, "_LONG_COUNTS_HELD", 3)
+    monkeypatch.setattr(tokens, "_LONG_COUNTS", Remembered(3))
     results = [f"line {i}: " + "ok " * (3000 + i) for i in range(5)]
     history = [{"role": "tool", "tool_call_id": "call_1", "content": results[0]}]
     first = tokens.count_message_tokens(history, "gpt-4o-mini")
@@ -183,14 +184,13 @@ def test_a_long_texts_count_is_remembered_without_its_text(monkeypatch):
 
     assert tokens.count_message_tokens(history, "gpt-4o-mini") == first  # not encoded again
     assert encoded == []
-    assert all(isinstance(count, int) for count in tokens._LONG_COUNTS.values())
     for text in results[1:]:
         tokens.count_tokens(text, "gpt-4o-mini")
     assert len(tokens._LONG_COUNTS) == 3
     tokens.count_message_tokens(history, "gpt-4o-mini")  # the oldest went first: encoded again
     assert encoded == [*results[1:], results[0]]
     tokens.forget_counted_texts()
-    assert tokens._LONG_COUNTS == {}
+    assert len(tokens._LONG_COUNTS) == 0
 
 
 def test_a_long_texts_estimate_and_exact_count_are_remembered_apart():

@@ -6,6 +6,7 @@ the order stored); the assertion names which of its messages are new.
 
 from memory.ingest import identity
 from memory.ingest.identity import content_hash, message_keys, resent_keys
+from memory.remembered import Remembered
 
 SYSTEM = {"role": "system", "content": "Be terse."}
 
@@ -92,16 +93,15 @@ def test_arguments_that_are_not_json_text_are_hashed_as_they_are():
 def test_a_calls_hash_is_remembered_without_its_text_and_as_it_was_first_made(monkeypatch):
     """An agent's history resends its calls with every request: a call's hash is looked up,
     not its arguments parsed again, held under Python's hash of what was sent (no text), at
-    most `_CALL_HASHES_HELD`, and let go when a user is forgotten."""
+    most as many as `_CALL_HASHES` holds, and let go when a user is forgotten."""
     identity.forget_recent_hashes()
-    monkeypatch.setattr(identity, "_CALL_HASHES_HELD", 3)
+    monkeypatch.setattr(identity, "_CALL_HASHES", Remembered(3))
     first = content_hash(call('{"city": "Paris"}'))
     parsed = []
     monkeypatch.setattr(identity, "_arguments", lambda a: parsed.append(a) or a)
 
     assert content_hash(call('{"city": "Paris"}')) == first  # remembered: not parsed again
     assert parsed == []
-    assert all(isinstance(digest, str) for digest in identity._CALL_HASHES.values())
     for city in ("Lyon", "Nice", "Metz", "Caen"):
         content_hash(call(f'{{"city":"{city}"}}'))
     assert len(identity._CALL_HASHES) == 3
@@ -114,7 +114,7 @@ def test_a_calls_hash_is_remembered_without_its_text_and_as_it_was_first_made(mo
         '{"city": "Paris"}',
     ]
     identity.forget_recent_hashes()
-    assert identity._CALL_HASHES == {}
+    assert len(identity._CALL_HASHES) == 0
 
 
 def test_arguments_sent_as_an_object_are_hashed_as_before():
@@ -137,7 +137,6 @@ def test_a_long_tool_results_hash_is_remembered_without_its_text(monkeypatch):
 
     assert content_hash(dict(result)) == first  # remembered: not hashed again
     assert made == []
-    assert all(isinstance(digest, str) for digest in identity._CALL_HASHES.values())
     identity.forget_recent_hashes()
     content_hash(result)
     assert len(made) == 1
