@@ -47,7 +47,7 @@ from proxy.header_lines import (
     HOP_BY_HOP,
     NOT_FORWARDED,
     client_lines,
-    relayed_name,
+    provider_lines,
     without_account,
 )
 from proxy.limits import decoded, read_body
@@ -250,7 +250,7 @@ async def _send(
         relay(source, collector, on_end, upstream.aclose, limit, key=key),
         status_code=upstream.status_code,
     )
-    lines = ((relayed_name(name), value) for name, value in upstream.headers.raw)
+    lines = provider_lines(upstream)
     response.raw_headers = [(name, value) for name, value in lines if name not in dropped]
     return response
 

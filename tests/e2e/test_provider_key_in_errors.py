@@ -28,9 +28,9 @@ LIMIT = 4096  # server.max_body_bytes: a `large` model's error is past it
 
 
 async def _quote_the_key(request: Request) -> Response:
-    """A 401 whose message quotes the bearer token the request carried; past `LIMIT` for a
-    `large` model (or `/models?large`), quoting it again at its end; for a `stream-error`
-    model, a 200 stream whose last event is that error."""
+    """A 401 whose message (and `WWW-Authenticate`) quotes the bearer token the request
+    carried; past `LIMIT` for a `large` model (or `/models?large`), quoting it again at its
+    end; for a `stream-error` model, a 200 stream whose last event is that error."""
     token = request.headers.get("authorization", "").removeprefix("Bearer ")
     error = {"message": f"Incorrect API key provided: {token}.", "type": "invalid_request_error"}
     body = json.loads(await request.body() or b"{}")
@@ -39,7 +39,9 @@ async def _quote_the_key(request: Request) -> Response:
         return _stream_ending_in(error, responses=request.url.path.endswith("/responses"))
     if model == "large" or "large" in request.query_params:
         error |= {"padding": "x" * (LIMIT * 4), "again": error["message"]}
-    return JSONResponse({"error": {**error, "param": None, "code": "invalid_api_key"}}, 401)
+    refused = f'Bearer error="invalid_token", error_description="{error["message"]}"'
+    answer = {"error": {**error, "param": None, "code": "invalid_api_key"}}
+    return JSONResponse(answer, 401, headers={"www-authenticate": refused})
 
 
 def _stream_ending_in(error: dict[str, str], responses: bool) -> Response:
@@ -105,6 +107,7 @@ def test_a_provider_error_quoting_the_operators_key_reaches_the_client_without_i
     body = refused.value.response.text
     assert body.count("Incorrect API key provided") == (2 if "past the bound" in call else 1)
     assert SECRET not in body and SECRET[-12:] not in body
+    assert SECRET not in str(refused.value.response.headers.raw)  # WWW-Authenticate quotes it
 
 
 STREAMS = {
