@@ -26,6 +26,7 @@ from proxy.pipeline import forward_bytes, handle, model_body, remember
 from proxy.room import media_parts
 from proxy.streaming import EndCallback, ReplyCollector, relay
 from proxy.upstream import Target, call_litellm, litellm_json, litellm_sse
+from proxy.upstream_errors import without_key
 
 if TYPE_CHECKING:
     from proxy.state import AppState
@@ -122,12 +123,16 @@ async def _forward_litellm(
     if body.get("stream") is True:
         return StreamingResponse(
             relay(
-                litellm_sse(result), collector, on_end, limit=exchange.state.config.max_body_bytes
+                litellm_sse(result),
+                collector,
+                on_end,
+                limit=exchange.state.config.max_body_bytes,
+                key=exchange.authorization,
             ),
             media_type="text/event-stream",
             headers=report.headers(),
         )
-    data = litellm_json(result)
+    data = without_key(litellm_json(result), exchange.authorization)
     if len(data) > exchange.state.config.max_body_bytes:
         on_end(True)  # as on the byte path: a reply past the bound is relayed, not stored
     else:

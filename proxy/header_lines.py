@@ -11,10 +11,12 @@ chooses (`proxy.upstream.provider_key`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 import httpx
 from starlette.responses import Response
+
+from proxy.upstream_errors import without_key
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one.
 HOP_BY_HOP = frozenset(
@@ -74,8 +76,17 @@ def relayed_lines(response: httpx.Response) -> list[tuple[bytes, bytes]]:
     sent it: its value's bytes (a UTF-8 value stays UTF-8; httpx would decode it, and "✓"
     could then not be sent at all), and a name sent twice as two lines (two `Set-Cookie`
     joined into one line are one broken cookie: an `Expires` date holds a comma)."""
-    lines = ((relayed_name(name), value) for name, value in response.headers.raw)
+    lines = provider_lines(response)
     return [(name, value) for name, value in lines if name not in DROPPED_RESPONSE_HEADERS]
+
+
+def provider_lines(response: httpx.Response) -> Iterator[tuple[bytes, bytes]]:
+    """Every header line of the provider's response, named as the client gets it, and the
+    provider key moim sent masked in its value, should the provider quote it there (a
+    `WWW-Authenticate` naming the token it refused)."""
+    sent = response.request.headers.get("authorization")
+    for name, value in response.headers.raw:
+        yield relayed_name(name), without_key(value, sent)
 
 
 def relayed_name(name: bytes) -> bytes:

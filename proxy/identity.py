@@ -221,10 +221,17 @@ def _first_header(
     """(the first of `names` that has a value, its value), or (None, None); looked up in
     lower case, as ASGI names headers (the request's are a dict of them: `header_values`)."""
     for name in names:
-        value = headers.get(name.lower())
-        if value and value.strip():
-            return name, _utf8(value.strip())
+        value = _utf8(headers.get(name.lower()) or "").strip(_HTTP_SPACE)
+        if value:
+            return name, value
     return None, None
+
+
+# What HTTP strips around a header's value (RFC 9110 §5.5), and nothing more: Python's own
+# `strip()` also takes Latin-1's 0x85 and 0xA0, the last byte of `à` or `々` read as Latin-1
+# (`voilà` became `voilÃ`, another user's id), and, after UTF-8, a no-break space (`alice\xa0`
+# became `alice`).
+_HTTP_SPACE = " \t"
 
 
 def _utf8(value: str) -> str:

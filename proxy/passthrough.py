@@ -47,13 +47,13 @@ from proxy.header_lines import (
     HOP_BY_HOP,
     NOT_FORWARDED,
     client_lines,
-    relayed_name,
+    provider_lines,
     without_account,
 )
 from proxy.limits import decoded, read_body
 from proxy.passthrough_refusals import refuse_account_endpoints, refuse_memory_paths
 from proxy.responses import watch_poll
-from proxy.streaming import EndCallback, EventCollector, not_stored, read_reply, relay
+from proxy.streaming import EndCallback, EventCollector, not_stored, relay
 from proxy.unserved_paths import refuse_chat_without_memory
 from proxy.upstream import (
     Target,
@@ -64,7 +64,7 @@ from proxy.upstream import (
     resolve,
 )
 from proxy.upstream_client import send
-from proxy.upstream_errors import unreachable, without_key
+from proxy.upstream_errors import unreachable
 
 if TYPE_CHECKING:
     from proxy.state import AppState
@@ -230,8 +230,9 @@ async def _send(
     A body read whole can be sent twice, so a stale pooled connection is retried once on a new
     one (`proxy.upstream_client.send`); a body streamed as it arrives cannot. `poll`: the
     request polls a reply written in the background, read on the side when the answer is a 200,
-    up to `limit` bytes (`server.max_body_bytes`; past it the reply is not stored). An error
-    is read whole (up to `limit`) to mask `key`, the provider key moim sent (`without_key`).
+    up to `limit` bytes (`server.max_body_bytes`; past it the reply is not stored). The relay
+    masks `key`, the provider key moim sent, wherever the answer quotes it (an error's message,
+    an error event mid-stream), in the body decompressed should the provider compress it.
     """
     outbound = client.build_request(method, url, headers=headers, content=content)
     try:
@@ -243,26 +244,18 @@ async def _send(
         raise unreachable(exc) from exc
     collector, on_end = poll if poll is not None and upstream.status_code == 200 else _NOTHING
     source, dropped = upstream.aiter_raw(), NOT_RELAYED
-    if collector is not None and compressed(upstream):  # relayed as read, as chat relays it
+    if (collector is not None or key) and compressed(upstream):  # read as chat reads it
         source, dropped = upstream.aiter_bytes(), NOT_RELAYED | RECODED
-    if upstream.status_code >= 400 and key:
-        error = await read_reply(upstream, limit)
-        source = _whole(without_key(error, key)) if isinstance(error, bytes) else error
-        dropped = NOT_RELAYED | RECODED
     response = StreamingResponse(
-        relay(source, collector, on_end, upstream.aclose, limit),
+        relay(source, collector, on_end, upstream.aclose, limit, key=key),
         status_code=upstream.status_code,
     )
-    lines = ((relayed_name(name), value) for name, value in upstream.headers.raw)
+    lines = provider_lines(upstream)
     response.raw_headers = [(name, value) for name, value in lines if name not in dropped]
     return response
 
 
 _NOTHING: tuple[EventCollector | None, EndCallback] = (None, not_stored)  # no turn to store
-
-
-async def _whole(data: bytes) -> AsyncIterator[bytes]:
-    yield data
 
 
 def _outbound_headers(

@@ -271,16 +271,15 @@ async def forward_bytes(
         if not upstream.is_success:  # an error (or a redirect) past the bound: no turn
             kept, on_end = None, not_stored
         streamed = StreamingResponse(
-            relay(data, kept, on_end, upstream.aclose, limit),
+            relay(data, kept, on_end, upstream.aclose, limit, key=exchange.authorization),
             status_code=upstream.status_code,
             headers=report.headers(),
         )
         return with_provider_headers(streamed, upstream)
+    data = without_key(data, exchange.authorization)
     if upstream.is_success:  # a redirect is answered wherever the client follows it to
         collector.feed_json(data)
         on_end(False)  # before the headers: they say if this turn's journal write failed
-    else:
-        data = without_key(data, exchange.authorization)
     whole = Response(data, status_code=upstream.status_code, headers=report.headers())
     return with_provider_headers(whole, upstream)
 

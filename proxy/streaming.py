@@ -28,7 +28,7 @@ import httpx
 
 from proxy.call_pieces import CallPieces
 from proxy.upstream import body_chunks
-from proxy.upstream_errors import broken_off
+from proxy.upstream_errors import broken_off, chunks_without_key
 
 logger = logging.getLogger(__name__)
 
@@ -256,8 +256,12 @@ async def relay(
     on_end: EndCallback,
     close: Callable[[], Awaitable[None]] | None = None,
     limit: int | None = None,
+    *,
+    key: str | None,
 ) -> AsyncIterator[bytes]:
-    """Yield the source's bytes unchanged; call `on_end` exactly once, then `close`.
+    """Yield the source's bytes unchanged but for `key`, the provider key moim sent (its
+    `Authorization` value), masked wherever the provider quotes it (`chunks_without_key`);
+    call `on_end` exactly once, then `close`.
 
     `source` is an httpx response's `aiter_raw()` (OpenAI-compatible upstreams) or the SSE
     bytes made from a litellm stream. Without a collector (a turn that is not stored) the
@@ -270,7 +274,7 @@ async def relay(
     read = 0
     broken: tuple[type[BaseException], ...] = (httpx.HTTPError, *_litellm_errors())
     try:
-        async for data in source:
+        async for data in chunks_without_key(source, key):
             if collector is not None and not ended:
                 read += len(data)
                 if collector.feed(data):

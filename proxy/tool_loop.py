@@ -126,11 +126,10 @@ class _Loop:
             if not upstream.is_success:
                 return self.relayed(upstream, data, None, not_stored)
             return self.relayed(upstream, data, self.collector, self.on_end)
+        data = without_key(data, self.authorization)
         if upstream.is_success:  # not an error, nor a redirect (answered elsewhere)
             self.collector.feed_json(data)
             self.on_end(False)
-        else:
-            data = without_key(data, self.authorization)
         whole = Response(data, status_code=upstream.status_code, headers=self.report.headers())
         return with_provider_headers(whole, upstream)
 
@@ -145,7 +144,7 @@ class _Loop:
         the upstream."""
         limit = self.state.config.max_body_bytes
         streamed = StreamingResponse(
-            relay(pieces, collector, on_end, upstream.aclose, limit),
+            relay(pieces, collector, on_end, upstream.aclose, limit, key=self.authorization),
             status_code=upstream.status_code,
             headers=self.report.headers(),
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -64,24 +64,62 @@ def own_error(status: int, message: str, code: str) -> UpstreamError:
 
 
 def without_key(data: bytes, authorization: str | None) -> bytes:
-    """A provider's error body with the key moim sent it masked wherever it is quoted.
+    """A provider's body with the key moim sent it masked wherever it is quoted.
 
     Some providers and gateways quote the key they refused ("Incorrect API key provided:
     sk-…"), and the body goes to the client, which with proxy keys must never learn the
     operator's key. The key is the `Authorization` value's token (or the value itself, as
-    litellm routes send it); a short one is left alone, as it would match ordinary text.
+    litellm routes send it); a short one is left alone, as it would match ordinary text. Each
+    of its characters becomes a `*`, so a body keeps its length (and its `Content-Length`).
     """
+    key = _key_of(authorization)
+    return data.replace(key, b"*" * len(key)) if key else data
+
+
+async def chunks_without_key(
+    chunks: AsyncIterator[bytes], authorization: str | None
+) -> AsyncIterator[bytes]:
+    """A body relayed as it comes (a stream, whose error event may quote the key mid-way; a
+    body past `server.max_body_bytes`) with the key masked, even when split across chunks.
+
+    A chunk's end that could begin the key waits for the next chunk; nothing else is held, so
+    an event ending in its blank line goes out at once (a key holds no line break).
+    """
+    key = _key_of(authorization)
+    held = b""
+    async for chunk in chunks:
+        if not key:
+            yield chunk
+            continue
+        data = (held + chunk).replace(key, b"*" * len(key))
+        keep = _key_start_at_end(data, key)
+        held = data[len(data) - keep :] if keep else b""
+        if len(data) > keep:
+            yield data[: len(data) - keep]
+    if held:
+        yield held
+
+
+def _key_of(authorization: str | None) -> bytes:
+    """The key an `Authorization` value carries, as bytes; empty when too short to mask."""
     key = bearer_token(authorization) or (authorization or "").strip()
-    if len(key) < _SHORTEST_KEY:
-        return data
-    return data.replace(key.encode(), _MASK.encode())
+    return key.encode() if len(key) >= _SHORTEST_KEY else b""
+
+
+def _key_start_at_end(data: bytes, key: bytes) -> int:
+    """The length of the longest end of `data` that is the start of `key` (0: none)."""
+    at = data.find(key[:1], max(0, len(data) - len(key) + 1))
+    while at != -1:
+        if key.startswith(data[at:]):
+            return len(data) - at
+        at = data.find(key[:1], at + 1)
+    return 0
 
 
 def _masked(text: str, key: str | None) -> str:
-    return text.replace(key, _MASK) if key and len(key) >= _SHORTEST_KEY else text
+    return text.replace(key, "*" * len(key)) if key and len(key) >= _SHORTEST_KEY else text
 
 
-_MASK = "***"
 _SHORTEST_KEY = 8
 
 

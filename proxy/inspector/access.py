@@ -14,7 +14,8 @@ host name too (a page elsewhere that rebinds its DNS name to 127.0.0.1 sends its
 unless `inspector.allow_remote`; the browser still gets a signed cookie with no key in it.
 
 Every form carries a CSRF token, an HMAC of the cookie's browser-session id, and every POST
-is refused (403) unless the token matches the cookie's; logging in starts a new id.
+is refused (403) unless the token matches the cookie's; logging in starts a new id, and
+logging out ends the old one on the server too (`Signer.end`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from proxy.identity import user_namespace
 
 COOKIE = "moim_ui"
 LIFETIME = 12 * 3600  # seconds a login lasts
+MAX_ENDED = 100_000  # logged-out browser sessions remembered until their cookies expire
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +76,13 @@ class Viewer:
 
 
 class Signer:
-    """Signs and opens cookie values; makes and checks CSRF tokens."""
+    """Signs and opens cookie values; makes and checks CSRF tokens; remembers the browser
+    sessions logged out (`end`) until their cookies would have expired, so a copy of a cookie
+    kept from before a logout opens nothing."""
 
     def __init__(self, secret: str | None) -> None:
         self._key = secret.encode() if secret is not None else os.urandom(32)
+        self._ended: dict[str, float] = {}  # browser-session id -> when its cookie expires
 
     def _mac(self, purpose: str, data: str) -> str:
         digest = hmac.new(self._key, f"{purpose}\n{data}".encode(), hashlib.sha256).digest()
@@ -104,7 +109,19 @@ class Signer:
             return None
         if not isinstance(payload, dict) or not isinstance(payload.get("e"), int):
             return None
+        if payload.get("s") in self._ended:
+            return None
         return payload if payload["e"] > time.time() else None
+
+    def end(self, session: str) -> None:
+        """Log a browser session out: its cookie opens nothing from now on (in this process:
+        another replica sharing `inspector.secret` does not hear of it). At most `MAX_ENDED`
+        are remembered, those whose cookies expire last."""
+        now = time.time()
+        self._ended = {s: until for s, until in self._ended.items() if until > now}
+        self._ended[session] = now + LIFETIME
+        if len(self._ended) > MAX_ENDED:
+            del self._ended[min(self._ended, key=self._ended.__getitem__)]
 
     def csrf(self, session: str) -> str:
         return self._mac("csrf", session)

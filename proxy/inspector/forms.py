@@ -43,6 +43,9 @@ async def log_in(visit: Visit) -> Response:
 
 
 async def log_out(visit: Visit) -> Response:
+    """End the browser session on the server (a copy of its cookie opens nothing), and have
+    the browser drop its cookie."""
+    visit.state.inspector.signer.end(visit.viewer.session)
     response = redirect("/ui/login")
     response.headers.append("set-cookie", cookie_header("", visit.request, max_age=0))
     return response

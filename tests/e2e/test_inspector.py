@@ -455,6 +455,22 @@ def test_logging_out_clears_the_cookie(keyed, browser):
     assert client.get("/ui").status_code == 303
 
 
+def test_a_cookie_copied_before_a_logout_no_longer_logs_in(keyed, browser):
+    """Logging out ends the login on the server: a copy of the cookie (another tab's, one read
+    off the machine) is refused as the browser's own is, its forms too."""
+    client = log_in(browser, keyed, "sk-admin-key")
+    copied, token = client.cookies["moim_ui"], csrf_of(client.get("/ui"))
+    assert client.post("/ui/logout", data={"csrf": token}).status_code == 303
+
+    replayed = browser(keyed)
+    replayed.cookies.set("moim_ui", copied)
+    assert replayed.get("/ui").status_code == 303
+    assert replayed.get("/ui/users/alice").headers.get("location") == "/ui/login"
+    form = {"csrf": token, "key": "pet", "value": "a cat"}
+    assert replayed.post("/ui/users/alice/facts", data=form).status_code in (303, 403)
+    assert keyed.layer.list_facts("alice") == []
+
+
 # -- stored text is shown, never run -----------------------------------------------------------
 
 SCRIPT = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"

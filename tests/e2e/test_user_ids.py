@@ -136,3 +136,25 @@ def test_a_key_for_listed_users_acts_for_those_ids_only(make_proxy, upstream):
         refused = stats("sk-johns-team", lookalike)
         assert refused.status_code == 403, refused.text
     assert stats("sk-bound-to-john", "john_smith").json()["user_id"] == "~john%20smith"
+
+
+# Ids whose last character's UTF-8 ends in a byte Python counts as whitespace in Latin-1
+# (0x85, 0xA0: `à` is C3 A0, `々` E3 80 85): a header's value was stripped before it was read as
+# UTF-8, so `voilà` lost its last byte and was read as `voilÃ`, another user's id.
+ENDING_IN_A0 = [("voilà", "voilÃ"), ("Ġ", "Ä"), ("佐々", "ä½\x90ã\x80")]
+
+
+@pytest.mark.parametrize(("user", "other"), ENDING_IN_A0)
+def test_an_id_sent_in_a_header_as_utf8_is_that_id_and_no_other(proxy, upstream, user, other):
+    as_header = {"x-memory-user-id": user.encode()}  # as a client sends a UTF-8 id: its bytes
+    with proxy.client() as client:
+        said = [{"role": "user", "content": COLOUR}]
+        client.chat.completions.create(model="gpt-4o-mini", messages=said, extra_headers=as_header)
+    proxy.flush()
+
+    stats = httpx.get(proxy.root + "/v1/memory/stats", headers=as_header, timeout=30).json()
+    assert (stats["user_id"], stats["messages"]) == (user, 2)
+    ask(proxy, user)  # the same id in the body's `user`: the same user
+    assert "ultramarine" in str(upstream.last_json["messages"])
+    ask(proxy, other)
+    assert "ultramarine" not in str(upstream.last_json["messages"])

@@ -128,6 +128,13 @@ def test_ids_that_differ_only_in_characters_once_replaced_never_share_a_namespac
     assert len(namespaces) == len(ids)
 
 
+def test_ids_that_read_alike_are_neither_folded_nor_normalised_into_one():
+    """README (Headers): case, fullwidth forms, invisible characters and NFC against NFD."""
+    ids = ["alice", "Alice", "ａｌｉｃｅ", "ali\u200bce", "alice\xa0", "caf\u00e9", "cafe\u0301"]
+    namespaces = {who({}, {**BODY, "user": given}).user_id for given in ids}
+    assert len(namespaces) == len(ids)
+
+
 @pytest.mark.parametrize(
     ("source", "param"),
     [
