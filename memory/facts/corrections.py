@@ -45,11 +45,14 @@ _FRAME = (
     r"\s+(?:is|are|was|were|'s|'re))(?:\s+(?:actually|really))?(?:\s+(?:on|at|in|for|from|to|with"
     r"|by))?\s+"
 )
+# What may follow a correction after a comma or a dash: 'Actually it's Salford, not Manchester,
+# I always mix them up'.
+_TAIL = r"(?:\s*(?:,(?!\d{3})|[;:—–])\s*.*|\s+-+\s+.*)?"
 _VALUE = r"\w(?:[\w'.&/ -]|,(?=\d{3}))" + "{0,40}?"  # '1,200 pounds'; no other comma
 # 'Actually it's Salford, not Manchester', 'Sorry, the wedding is on Thursday, not Tuesday'.
 _NEW_NOT_OLD = cue(
     rf"(?P<mark>{_MARKS})?(?P<frame>{_FRAME})?(?P<new>{_VALUE}),?\s+not\s+(?:on\s+|at\s+|in\s+)?"
-    rf"(?P<old>{_VALUE})(?:,?\s+(?:as|like)\s+i\s+(?:said|wrote|told\s+you)(?:\s+before)?)?"
+    rf"(?P<old>{_VALUE})(?:,?\s+(?:as|like)\s+i\s+(?:said|wrote|told\s+you)(?:\s+before)?)?{_TAIL}"
 )
 # 'not Manchester — Salford', 'not Tuesday, Thursday'.
 _NOT_OLD_NEW = cue(
@@ -61,16 +64,18 @@ _SAID_OLD = cue(
     rf"(?P<mark>{_MARKS})?(?:when\s+)?i\s+(?:said|wrote|told\s+you|put)\s+(?P<old>{_VALUE})"
     r"(?:\s+(?:earlier|before|above|yesterday|last\s+time))?,?\s*(?:but\s+|[-—–]+\s*)?"
     rf"(?:i\s+meant|it'?s(?:\s+actually)?|it\s+is|it\s+should\s+(?:be|have\s+been)"
-    rf"|that\s+should\s+be)\s+(?P<new>{_VALUE})"
+    rf"|that\s+should\s+be)\s+(?P<new>{_VALUE}){_TAIL}"
 )
 # A correction word and a new value only: 'Correction: the dose is 20 mg', 'No wait, it's the 14th'.
-_MARKED = cue(rf"(?P<mark>{_MARKS})?(?P<frame>{_FRAME})(?P<new>{_VALUE})")
+_MARKED = cue(rf"(?P<mark>{_MARKS})?(?P<frame>{_FRAME})(?P<new>{_VALUE}){_TAIL}")
 _SOMEONE_ELSE = cue(rf"\b(?:he|she|they|his|her|their|him|them|{'|'.join(sorted(KIN))})\b")
 _NOT_VALUES = cue(
     r"(?:the\s+|a\s+|an\s+)?(?:it|that|this|one|me|you|him|her|them|us|really|sure|yet|now|just"
     r"|so|too|quite|exactly|only|even|always|never|much|many|bad|good|great|fine|ok|okay|true"
     r"|right|wrong|here|there|again|anymore|at\s+all|for\s+long|a\s+problem|a\s+big\s+deal)"
 )
+# A value is a name, a place, a date or an amount, never a clause: 'Not Manchester, I said'.
+_CLAUSE = cue(r"(?:i|we|you|he|she|they|it|there|this|that)(?:'\w+)?\b.*")
 _WORDS = 5
 _BARE_WORDS = 3  # a new value with no frame before it: 'Actually Salford, not Manchester'
 
@@ -129,7 +134,9 @@ def _captured(new: str, old: str, before: str) -> list[Capture]:
 
 
 def _a_value(value: str) -> bool:
-    return 0 < len(value.split()) <= _WORDS and not _NOT_VALUES.fullmatch(value)
+    if _NOT_VALUES.fullmatch(value) or _CLAUSE.fullmatch(value):
+        return False
+    return 0 < len(value.split()) <= _WORDS
 
 
 def _kind(value: str) -> re.Match[str] | None:
