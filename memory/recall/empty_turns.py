@@ -21,16 +21,18 @@ _NOTHING = frozenset(
     mm that's thats you're it's sweet fab fantastic indeed true love makes sense noted gotcha fine
     glad appreciate appreciated really anytime happy help hear to""".split()
 )
+_DIGIT = re.compile(r"\d")
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 _MOST_WORDS = 8
+_MOST_CHARS = 120  # an acknowledgement is short; a longer turn is content
 _NO_MATTER = re.compile(r"\bno\s+(?:problem|problemo|worries)\b")  # 'no' alone may answer
 
 
 def says_nothing(text: str) -> bool:
     """True when `text` is only acknowledgement words (at most eight), emoji or punctuation:
     'thanks!', 'ok great', 'haha yes', '👍', ';)'. A digit or any other word is content."""
-    if any(ch.isdigit() for ch in text):
-        return False
+    if len(text) > _MOST_CHARS or len(text.split()) > _MOST_WORDS + 2 or _DIGIT.search(text):
+        return False  # read no further: recall asks this of every hit it keeps
     said = _NO_MATTER.sub(" ", text.casefold().replace("’", "'"))
     words = _WORD.findall(said)
     return len(words) <= _MOST_WORDS and all(word in _NOTHING for word in words)
