@@ -45,7 +45,10 @@ blind once the first three had been read for misses. `--suite fresh5` is persona
 (bench/memsuite/fresh5.txt, split `fresh5`): a fifth, written blind once fresh4 had been read for
 misses too; for measuring only. `--suite fresh6` is personas 71-80 (bench/memsuite/fresh6.txt,
 split `fresh6`): a sixth, written blind the same way (by someone who had read neither moim's memory
-code nor the other splits); for measuring only.
+code nor the other splits); for measuring only. `--suite fresh7` is personas 81-88
+(bench/memsuite/fresh7.txt): corrections ("Actually it's Salford, not Manchester") among ordinary
+updates, written by the session that built the correction cues (not blind); split `fresh7`
+(f81-f84) is its tuning half, `fresh7h` (f85-f88) its held-out half.
 """
 
 from __future__ import annotations
@@ -82,8 +85,9 @@ RESULTS = ROOT / "bench" / "results"
 MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
-SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
-SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
+SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
+SPLITS += ("fresh7h",)
+SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
 
 
 @dataclass
@@ -191,7 +195,7 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 def personas_of(suite: str) -> list[Persona]:
     """The personas `suite` replays: 01-20 (short, long), 21-30, ... 61-70 (fresh, 2, ... 5)."""
-    if suite in ("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6"):
+    if suite.startswith("fresh"):
         return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))
     if suite == "long":

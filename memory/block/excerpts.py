@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from memory.block.budget import cut_excerpt
+from memory.facts.corrections import replaced_by
 from memory.ingest.speakers import split_speaker
 from memory.records import Chunk, Excerpt, Hit, Message, Tier
 
@@ -291,15 +292,35 @@ def _widen(passage: _Passage, neighbours: Mapping[int, Sequence[Message]], taken
 
 
 def _excerpt(passage: _Passage, session_id: str, rank: int) -> Excerpt:
-    lines = sorted(passage.lines)
+    said = sorted(passage.lines)
+    lines = corrections_first(said)
     return Excerpt(
         text="\n".join(line[3] for line in lines),
         session_id=passage.session_id,
-        created_at=lines[0][0],
+        created_at=said[0][0],
         similarity=passage.similarity,
         this_session=passage.session_id == session_id,
         speaker=None,
-        latest_at=lines[-1][0],
+        latest_at=said[-1][0],
         rank=rank,
         chunk_ids=tuple(line[2] for line in lines if line[2]),
     )
+
+
+_Line = tuple[float, int, int, str]
+
+
+def corrections_first(lines: Sequence[_Line]) -> list[_Line]:
+    """`lines` in the order said, but a turn that corrects a value an earlier line of the
+    passage holds ("Sorry, I meant Thursday, not Tuesday" after "… on Tuesday afternoons")
+    moved before the first such line: the block names the corrected value before the one it
+    replaced, as it does a newer excerpt (`newest_first`) and a fact."""
+    out = list(lines)
+    for line in lines[1:]:
+        if not (held := replaced_by(line[3].split(": ", 1)[-1])):
+            continue
+        at = out.index(line)
+        first = next((i for i in range(at) if any(h.search(out[i][3]) for h in held)), None)
+        if first is not None:
+            out.insert(first, out.pop(at))
+    return out

@@ -21,6 +21,7 @@ import re
 from dataclasses import replace
 
 from memory.facts.changes import change, employer_now, i_am_a, joined_at_work
+from memory.facts.corrections import correction
 from memory.facts.general import general
 from memory.facts.lexicon import (
     ABBREV,
@@ -258,9 +259,15 @@ def _general(clause: str, sentence: str) -> list[Capture]:
 
 
 def _sentence(sentence: str) -> list[Capture]:
-    """Captures of one sentence: a question tail is dropped, a tainting word ends the sentence."""
+    """Captures of one sentence, or else the correction it says ('I said Lisbon earlier but
+    it's Porto': read also where the rules below see reported speech or a question)."""
     if len(sentence) > MAX_SENTENCE:
         return []
+    return _stated(sentence) or correction(sentence)
+
+
+def _stated(sentence: str) -> list[Capture]:
+    """Captures of one sentence: a question tail is dropped, a tainting word ends the sentence."""
     body = COLON_CMD.sub(r"\1 that ", TAG.sub("", FROM_NOW.sub(r"\1 ", sentence.strip())))
     whole = body  # 'No more X, it's Y now' keeps its 'no' for `sentence_change`
     lead = LEAD.match(body)

@@ -22,6 +22,7 @@ from typing import Any
 from memory.block.tokens import count_tokens
 from memory.facts.capture import Capture
 from memory.facts.changes import UNNAMED_DRUG
+from memory.facts.corrections import CORRECTED, corrected
 from memory.records import Fact, FactStatus, LeftOut, Policy
 from memory.store import fact_rows
 from memory.store.backend import StoreBackend as Store
@@ -243,6 +244,11 @@ def apply_captures(
         try:
             if capture.key == UNNAMED_DRUG and (named := _one_medication(store, user_id, now)):
                 capture = replace(capture, key=named.key, value=_with_drug(named, capture.value))
+            if capture.key == CORRECTED:
+                active = fact_rows.active_facts(store, user_id, now)
+                if (fixed := corrected(capture, active)) is None:
+                    continue  # 'it's Salford, not Manchester' with no Manchester on file
+                capture = fixed
             key = normalise_key(capture.key)
             if key == UNNAMED_DRUG:
                 continue  # 'they upped my dose' with no one medication on file: whose dose?

@@ -57,6 +57,7 @@ class Capture:
     category: str
     rule: str
     policy: Literal["speak", "adapt", "avoid"] = "speak"
+    replaces: str = ""  # a correction's old value (`memory/facts/corrections.py`)
 
 
 def _ends(rest: str) -> bool:

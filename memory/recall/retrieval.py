@@ -27,6 +27,7 @@ from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import is_a_request, names_identifiers, nothing_stands_out
 from memory.recall.candidate_rows import CandidateRows
+from memory.recall.empty_turns import says_nothing
 from memory.recall.later import later_by_keyword, later_on_same_subject, may_come_later
 from memory.recall.query import QUERY_CHARS
 from memory.recall.scoring import Ranked, Weights, rank
@@ -189,7 +190,7 @@ def retrieve(
     if gate and settings.later_keyword_hits > 0:  # and the later turn found by the same words
         keyword = {i for i, _ in lexical[: settings.later_keyword_hits]}
         kept = later_by_keyword(kept, ranked, keyword)
-    kept = rows.whole(kept)
+    kept = [h for h in rows.whole(kept) if not says_nothing(h.chunk.text)]  # 'thanks!'
     return Retrieval(kept, not kept, query, present, degraded, hits, "weak")
 
 

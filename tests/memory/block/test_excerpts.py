@@ -284,3 +284,38 @@ def test_a_user_turn_no_kept_reply_answers_keeps_its_place():
         ("s-1", f"user: {STREET}\nassistant: {WALKS}"),
         ("s-2", f"user: {NEW}"),
     ]
+
+
+def test_a_turn_that_corrects_an_earlier_line_of_its_excerpt_comes_before_it():
+    hits = [
+        hit(1, "The course runs on Tuesday afternoons."),
+        hit(2, "It's in the big hall."),
+        hit(3, "Sorry, I meant Thursday, not Tuesday."),
+        hit(4, "Dose 400 mg, my physio knows.", session_id="s-2"),
+        hit(5, "Correction: the dose is 200 mg.", session_id="s-2"),
+    ]
+    excerpts = build_excerpts(hits, Tier(0, 5, 200), [], "now")
+    assert texts(excerpts) == [
+        (
+            "s-1",
+            "Ana: Sorry, I meant Thursday, not Tuesday.\nAna: The course runs on Tuesday "
+            "afternoons.\nAna: It's in the big hall.",
+        ),
+        ("s-2", "Ana: Correction: the dose is 200 mg.\nAna: Dose 400 mg, my physio knows."),
+    ]
+    assert (excerpts[0].created_at, excerpts[0].latest_at) == (NOW + 1, NOW + 3)
+
+
+def test_a_contrast_that_corrects_no_earlier_line_keeps_the_order_said():
+    hits = [
+        hit(1, "The course runs on Tuesday afternoons."),
+        hit(2, "Sorry, I meant Thursday, not Monday."),  # no Monday before it
+        hit(3, "It's a marathon, not a sprint."),
+    ]
+    assert texts(build_excerpts(hits, Tier(0, 5, 200), [], "now")) == [
+        (
+            "s-1",
+            "Ana: The course runs on Tuesday afternoons.\nAna: Sorry, I meant Thursday, not "
+            "Monday.\nAna: It's a marathon, not a sprint.",
+        )
+    ]

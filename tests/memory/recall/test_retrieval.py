@@ -268,3 +268,21 @@ def test_an_excerpt_floor_at_the_similarity_floor_keeps_what_the_floor_kept(sett
     off = replace(settings, excerpt_min_similarity=settings.min_similarity)
     kept, floored = past_the_gate(off, [(1, 0.6), (2, 0.3)], [(5, 0.4)])
     assert kept == floored == {1, 5}
+
+
+def test_a_turn_that_says_nothing_is_stored_but_never_a_hit(settings):
+    """'Thanks, sounds good!' is stored and indexed like any turn, and matches a question that
+    shares its words, but as an excerpt it tells nothing: recall keeps it out of its hits."""
+    store = Store(settings.db_path)
+    store.ensure_vectors(HashEmbedder.name, HashEmbedder.dim)
+    said = [
+        {"role": "user", "content": "Thanks, sounds good!"},
+        {"role": "user", "content": "The good news is the kayak club sounds keen on Porto"},
+    ]
+    for n, message in enumerate(said):
+        store_turn(store, Turn("alice", f"s{n}", "gpt-4o-mini", (message,), None, NOW - 60 + n))
+    index_pending(store, HashEmbedder(), VectorIndex(store.user_vectors), settings)
+    assert [m.content for m in store.messages("alice")] == [m["content"] for m in said]
+    found = recall(store, settings, "alice", "thanks, sounds good: what news of the kayak club?")
+    assert [h.chunk.text for h in found.hits] == [said[1]["content"]]
+    assert said[0]["content"] in [h.chunk.text for h in found.ranked]

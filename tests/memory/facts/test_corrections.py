@@ -1,0 +1,125 @@
+"""A correction (memory/facts/corrections.py): "Actually it's Salford, not Manchester" writes
+Salford on the user's fact that held Manchester, under that fact's key, and the old value is
+kept as superseded. Phrasings written for this test, not taken from the suites; near misses
+(a contrast that corrects nothing, someone else's place, a question, a hypothetical, a value no
+fact holds) write nothing."""
+
+import pytest
+
+from memory.facts.capture import capture_facts
+from memory.facts.rules import apply_captures
+from memory.store import fact_rows
+from memory.store.store import Store
+
+NOW = 1_715_558_400.0
+
+CORRECTIONS = [
+    # (what was said first, the correction, the key, the value now)
+    ("I live in Manchester.", "Actually it's Salford, not Manchester.", "home_city", "Salford"),
+    ("I live in Manchester.", "not Manchester — Salford.", "home_city", "Salford"),
+    ("I live in Manchester.", "Sorry, Salford, not Manchester!", "home_city", "Salford"),
+    (
+        "We moved the wedding to Tuesday the 12th of May.",
+        "Sorry, I meant Thursday, not Tuesday.",
+        "current:wedding",
+        "Thursday the 12th of May",
+    ),
+    (
+        "We moved the wedding to Tuesday the 12th of May.",
+        "No wait, it's the 14th.",
+        "current:wedding",
+        "Tuesday the 14th of May",
+    ),
+    (
+        "We're flying to Lisbon instead.",
+        "I said Lisbon earlier but it's Porto.",
+        "current:destination",
+        "Porto",
+    ),
+    (
+        "We're flying to Lisbon instead.",
+        "When I said Lisbon I meant Porto.",
+        "current:destination",
+        "Porto",
+    ),
+    (
+        "I'm on 10 mg of amlodipine.",
+        "Correction: the dose is 20 mg.",
+        "medication:amlodipine",
+        "amlodipine 20 mg",
+    ),
+    (
+        "I'm on 10 mg of amlodipine.",
+        "Oops, make that 5 mg.",
+        "medication:amlodipine",
+        "amlodipine 5 mg",
+    ),
+    ("I work at Deloitte.", "My mistake, it's KPMG, not Deloitte.", "employer", "KPMG"),
+    (
+        "The physio is now on Tuesdays.",
+        "Sorry, the physio is on Wednesdays, not Tuesdays.",
+        "current:physio",
+        "Wednesdays",
+    ),
+]
+
+
+@pytest.mark.parametrize(("first", "fix", "key", "value"), CORRECTIONS)
+def test_a_correction_supersedes_the_fact_that_held_the_old_value(tmp_path, first, fix, key, value):
+    store = Store(tmp_path / "moim.db")
+    apply_captures(store, "ann", capture_facts(first), None, NOW)
+    apply_captures(store, "ann", capture_facts(fix), None, NOW + 60)
+    history = fact_rows.fact_history(store, "ann", key)
+    assert [f.status for f in history] == ["superseded", "active"]
+    assert history[-1].value == value
+    assert [f.key for f in fact_rows.active_facts(store, "ann", NOW + 60)] == [key]
+
+
+def test_a_correction_in_the_same_message_wins(tmp_path):
+    store = Store(tmp_path / "moim.db")
+    said = "I live in Manchester. Sorry, I meant Salford, not Manchester."
+    apply_captures(store, "ann", capture_facts(said), None, NOW)
+    assert fact_rows.get_fact(store, "ann", "home_city").value == "Salford"
+
+
+def test_a_correction_rewrites_the_fact_said_last_that_holds_the_old_value(tmp_path):
+    store = Store(tmp_path / "moim.db")
+    apply_captures(store, "ann", capture_facts("I work at Deloitte."), None, NOW)
+    apply_captures(store, "ann", capture_facts("I live in Leeds."), None, NOW + 1)
+    apply_captures(store, "ann", capture_facts("Actually it's York, not Leeds."), None, NOW + 2)
+    active = {f.key: f.value for f in fact_rows.active_facts(store, "ann", NOW + 2)}
+    assert active == {"employer": "Deloitte", "home_city": "York"}
+
+
+NOT_CORRECTIONS = [
+    # a contrast that corrects nothing said
+    "It's a marathon, not a sprint.",
+    "I want tea, not coffee.",
+    "Not bad, thanks!",
+    "Not yet, maybe next week.",
+    "Actually it's 5 pm already.",
+    "Sorry, it's the 14th today and I'm still behind.",
+    # someone else's place, a question, a hypothetical
+    "My brother lives in Salford, not Manchester.",
+    "Actually she's in Salford now, not Manchester.",
+    "Did I say Salford, not Manchester?",
+    "If it's Salford, not Manchester, we'd need a new route.",
+]
+
+
+@pytest.mark.parametrize("text", NOT_CORRECTIONS)
+def test_a_sentence_that_corrects_nothing_leaves_the_facts(tmp_path, text):
+    store = Store(tmp_path / "moim.db")
+    apply_captures(store, "ann", capture_facts("I live in Manchester."), None, NOW)
+    apply_captures(store, "ann", capture_facts("We moved the wedding to the 12th."), None, NOW)
+    before = {f.key: f.value for f in fact_rows.active_facts(store, "ann", NOW)}
+    apply_captures(store, "ann", capture_facts(text), None, NOW + 60)
+    assert {f.key: f.value for f in fact_rows.active_facts(store, "ann", NOW + 60)} == before
+
+
+def test_a_correction_of_a_value_no_fact_holds_writes_nothing(tmp_path):
+    store = Store(tmp_path / "moim.db")
+    apply_captures(store, "ann", capture_facts("I live in Manchester."), None, NOW)
+    apply_captures(store, "ann", capture_facts("Actually it's Porto, not Lisbon."), None, NOW + 1)
+    active = fact_rows.active_facts(store, "ann", NOW + 1)
+    assert [(f.key, f.value) for f in active] == [("home_city", "Manchester")]
