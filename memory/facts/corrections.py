@@ -150,11 +150,18 @@ def _kind(value: str) -> re.Match[str] | None:
 def corrected(capture: Capture, facts: Sequence[Fact]) -> Capture | None:
     """`capture` (a `CORRECTED` one) written on the user's fact it corrects: that fact's key,
     its value with the old value (or, with none, the value of the new one's kind) replaced by
-    the new. Of the active `facts` holding it, the one updated last; None when none does."""
+    the new. Of the active `facts` holding it, one whose whole value it is first ("not
+    Manchester" is the home city's "Manchester" before a later employer's "Manchester
+    Metropolitan University"), else the one updated last; None when none does."""
     new, held = _bare(capture.value), _held(capture)
     if held is None:
         return None
-    for fact in sorted(facts, key=lambda f: f.updated_at, reverse=True):
+    old = _bare(capture.replaces).casefold()
+
+    def order(fact: Fact) -> tuple[bool, float]:
+        return bool(old) and _bare(fact.value).casefold() == old, fact.updated_at
+
+    for fact in sorted(facts, key=order, reverse=True):
         if not (match := held.search(fact.value)):
             continue
         value = fact.value[: match.start()] + new + fact.value[match.end() :]

@@ -91,6 +91,20 @@ def test_a_correction_rewrites_the_fact_said_last_that_holds_the_old_value(tmp_p
     assert active == {"employer": "Deloitte", "home_city": "York"}
 
 
+def test_a_correction_rewrites_the_fact_whose_whole_value_it_names_first(tmp_path):
+    """'not Manchester' is the city said as the whole value, not a later fact that merely
+    holds the word ('Manchester Metropolitan University')."""
+    store = Store(tmp_path / "moim.db")
+    apply_captures(store, "ann", capture_facts("I live in Manchester."), None, NOW)
+    said = "I work at Manchester Metropolitan University."
+    apply_captures(store, "ann", capture_facts(said), None, NOW + 1)
+    apply_captures(
+        store, "ann", capture_facts("Actually it's Salford, not Manchester."), None, NOW + 2
+    )
+    active = {f.key: f.value for f in fact_rows.active_facts(store, "ann", NOW + 2)}
+    assert active == {"employer": "Manchester Metropolitan University", "home_city": "Salford"}
+
+
 NOT_CORRECTIONS = [
     # a contrast that corrects nothing said
     "It's a marathon, not a sprint.",

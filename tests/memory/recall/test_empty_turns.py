@@ -11,10 +11,9 @@ from memory.recall.empty_turns import says_nothing
         "thanks!",
         "ok great",
         "sounds good",
-        "haha yes",
+        "haha",
         "👍",
         ";)",
-        "Agreed!",
         "No problem!",
         "Thank you so much, really appreciate it!",
         "You're welcome!",
@@ -28,6 +27,10 @@ def test_an_acknowledgement_says_nothing(text):
     "text",
     [
         "No.",
+        "Yes!",  # the answer to the turn before it, which it was found by
+        "haha yes",
+        "Agreed!",
+        "Sure, exactly right.",
         "Bye Joanna!",
         "ok 3pm",
         "yes, vegan",
