@@ -151,11 +151,10 @@ Forward = Callable[[Exchange], Awaitable[Response]]
 
 @dataclass(frozen=True, slots=True)
 class Api:
-    """One endpoint with memory: how its body is checked (raising BadRequest), what the memory
-    steps read from it, and how it goes to the provider."""
+    """One endpoint with memory: how its body is read and checked (raising BadRequest), with
+    what the memory steps read from it, and how it goes to the provider."""
 
-    parse: Callable[[bytes, int], dict[str, Any]]
-    conversation: Callable[[dict[str, Any]], Conversation]
+    read: Callable[[bytes, int], tuple[dict[str, Any], Conversation]]
     forward: Forward
     # Refuses (BadRequest) a body its route may not take, e.g. chat's litellm allow-list.
     check: Callable[[dict[str, Any], Target, Config], None] | None = None

@@ -38,6 +38,7 @@ from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliase
 from proxy.header_lines import with_provider_headers, without_account
 from proxy.held_history import check_held_history
 from proxy.identity import Identity, Mode, identify
+from proxy.json_items import Items
 from proxy.limits import read_body
 from proxy.overflow import refusal_of_block
 from proxy.recall_step import measure_and_recall
@@ -68,8 +69,7 @@ async def handle(
     try:
         caller = authenticate(headers, state.config)
         raw = await read_body(request, state.config.max_body_bytes, state.config.body_timeout)
-        body = api.parse(raw, state.config.max_messages)
-        conversation = api.conversation(body)
+        body, conversation = api.read(raw, state.config.max_messages)
         who = identify(
             headers,
             {"user": body.get("user"), "messages": conversation.messages},
@@ -149,11 +149,14 @@ _UUID_VERSION_MASK = (0xC000 << 48) | (0xF000 << 64)
 _UUID4_BITS = (0x8000 << 48) | (4 << 76)
 
 
-def model_body(raw: bytes) -> dict[str, Any]:
+def model_body(raw: bytes, key: str | None = None) -> tuple[dict[str, Any], Items | None]:
     """The request JSON: an object with a `model` string and a `stream` that is a boolean or
-    null (not streamed, as OpenAI takes it), as every API with memory takes."""
+    null (not streamed, as OpenAI takes it), as every API with memory takes; with `key`, also
+    where the items of its array `key` lie in the text (`request_json.loads_locating`)."""
     try:
-        body = request_json.loads(raw)
+        body, items = (
+            request_json.loads_locating(raw, key) if key else (request_json.loads(raw), None)
+        )
     except ValueError as exc:  # UnicodeDecodeError too
         raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(body, dict):
@@ -164,7 +167,7 @@ def model_body(raw: bytes) -> dict[str, Any]:
         )
     if body.get("stream") is not None and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be a boolean or null", param="stream")
-    return body
+    return body, items
 
 
 async def prepare(
