@@ -63,6 +63,7 @@ def chat_conversation(body: dict[str, Any], items: Items | None = None) -> Conve
         reply_tokens=reply_reserve(body, "max_completion_tokens", "max_tokens"),
         definitions=tuple(body[name] for name in _DEFINITIONS if body.get(name)),
         media_parts=media_parts(messages),
+        message_items=items,
     )
 
 

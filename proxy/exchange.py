@@ -19,6 +19,7 @@ from starlette.types import Receive
 from memory import MemoryBlock, Placement
 from proxy.config import Config
 from proxy.identity import Identity
+from proxy.json_items import Items
 from proxy.upstream import Target
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class Conversation:
     reply_tokens: int = 0
     definitions: tuple[Any, ...] = ()
     media_parts: int = 0
+    # Where the messages lie in the body's text (chat): the journal's line copies them.
+    message_items: Items | None = None
 
     @property
     def held(self) -> bool:

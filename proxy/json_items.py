@@ -24,12 +24,18 @@ Scan = Callable[[str, int], tuple[Any, int]]
 
 @dataclass(frozen=True, slots=True)
 class Items:
-    """A JSON object's text, and where each item of one of its top-level arrays lies in it:
-    `spans` (start, end) in `text`, `close` the array's closing bracket."""
+    """A JSON object's text, and where one of its top-level arrays lies in it: `start` its
+    opening bracket, `spans` each item's (start, end), `close` its closing bracket."""
 
     text: str
+    start: int
     spans: tuple[tuple[int, int], ...]
     close: int
+
+    def array(self) -> str:
+        """The array's JSON text on one line: its line breaks, which JSON has only between
+        tokens (a string holds its own escaped), made spaces (`memory.Turn.messages_json`)."""
+        return self.text[self.start : self.close + 1].replace("\n", " ")
 
     def with_item(self, index: int, item: str, replaces: bool) -> bytes:
         """The text as UTF-8 with `item` (JSON) in the array at `index`: in place of the item
@@ -68,8 +74,9 @@ def locate(raw: bytes, key: str, scan: Scan) -> tuple[dict[str, Any], Items | No
             return None
         at = _space(text, at + 1)
         if name == key and text[at : at + 1] == "[":
+            start = at
             value[name], at, spans, close = _array(text, at, scan)
-            items = Items(text, spans, close)
+            items = Items(text, start, spans, close)
         else:
             value[name], at = scan(text, at)
             if name == key:  # a later `key` that is not an array wins, as in json.loads

@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -334,13 +334,14 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
         if not who.mode.writes or state.writer.forgotten_since(who.user_id, exchange.forget_mark):
             return
         replies = collector.replies()
+        # an image's, a sound's or a file's bytes are not memory's (memory/ingest/media.py)
+        messages = without_inline_data((*conversation.messages, *replies[:-1]))
         error = state.writer.submit(
             Turn(
                 user_id=who.user_id,
                 session_id=who.session_id,
                 model=conversation.model,
-                # an image's, a sound's or a file's bytes are not memory's (memory/ingest/media.py)
-                messages=without_inline_data((*conversation.messages, *replies[:-1])),
+                messages=messages,
                 reply=replies[-1] if replies else None,
                 created_at=who.timestamp if who.timestamp is not None else time.time(),
                 partial=partial,
@@ -350,6 +351,7 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
                 context_tokens=collector.context_tokens,
                 continues=conversation.held,
                 arrived_at=exchange.arrived_at,
+                messages_json=_as_sent(conversation, messages),
             )
         )
         if error is not None:
@@ -357,6 +359,16 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
             logger.warning("request_id=%s user_id=%s %s", report.request_id, who.user_id, error)
 
     return on_end
+
+
+def _as_sent(conversation: Conversation, messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The JSON text of `messages` as the client sent it, when they are the messages it sent
+    (none lost inline data, no reply of the provider's came before the last), for the
+    journal's line (`Turn.messages_json`); else None."""
+    items, sent = conversation.message_items, conversation.messages
+    if items is None or len(messages) != len(sent):
+        return None
+    return items.array() if all(a is b for a, b in zip(messages, sent, strict=True)) else None
 
 
 def _error(exc: ProxyError, report: Report) -> Response:

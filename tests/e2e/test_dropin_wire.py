@@ -19,6 +19,7 @@ from starlette.routing import Route
 from memory import count_tokens, inject_block
 from proxy.config import ModelRoute
 from tests.conftest import serve_app
+from tests.e2e.test_store_locked import locked
 from tests.upstream_responses import output_items, response_object
 
 USER = {"x-memory-user-id": "alice", "content-type": "application/json"}
@@ -309,3 +310,28 @@ def test_the_block_goes_into_the_clients_bytes_which_are_otherwise_kept(
 
 def _message(message):
     return json.dumps(message, ensure_ascii=False).encode()
+
+
+def test_the_journal_copies_the_clients_text_of_the_messages_and_the_same_turn_is_stored(
+    make_proxy, upstream
+):
+    """A turn's journal line wrote the whole history again (`json.dumps`: ~4 ms for an agent's
+    487 kB, on the event loop as the reply ends); it now copies the client's text of the
+    messages, its line breaks made spaces (JSON has them only between tokens). The line is
+    read while the store is locked, so the writer cannot store the turn and empty it."""
+    proxy = make_proxy(settings={"busy_timeout": 0.2})
+    journal = proxy.config.db_path.with_name(proxy.config.db_path.name + ".journal")
+
+    with locked(proxy.config.db_path):
+        response = httpx.post(proxy.url + "/chat/completions", content=CLIENTS_BODY, headers=USER)
+        assert response.status_code == 200, response.text
+        [line] = journal.read_bytes().splitlines()
+
+    client = json.loads(CLIENTS_BODY)
+    assert json.loads(line)["messages"] == client["messages"]
+    assert b'{"role":"system","content":"You are terse."}' in line  # the client's own bytes
+    assert b'"content": "Caf\\u00e9 \\/ \\u2028 na\xc3\xafve"}' in line
+    proxy.flush()
+    stored = [(m.role, m.content) for m in proxy.layer.store.messages("alice")]
+    said = [(m["role"], m["content"]) for m in client["messages"]]
+    assert stored == [*said, ("assistant", stored[-1][1])]
