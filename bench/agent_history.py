@@ -31,6 +31,7 @@ import random
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -298,13 +299,26 @@ def steps(fixed: dict[str, Any], history: list[dict[str, Any]]) -> None:
     body = {"model": MODEL, "stream": True, "messages": history, **fixed}
     raw = json.dumps(body).encode()
     turn = Turn("agent", "s", MODEL, tuple(history), None, time.time())
+    _, items = request_json.loads_locating(raw, "messages")
+    assert items is not None
+    block = json.dumps({"role": "system", "content": words(random.Random(1), 400)})
+    sent = replace(turn, messages_json=items.array())
     timed = {
         "parse the body (request_json.loads)": lambda: request_json.loads(raw),
+        "parse it, locating its messages (loads_locating)": lambda: request_json.loads_locating(
+            raw, "messages"
+        ),
         "count its tokens (count_message_tokens)": lambda: count_message_tokens(history, MODEL),
         "hash its messages (message_keys)": lambda: message_keys(history),
         "recall's query (build_query)": lambda: build_query(history),
         "write the body with a block (json.dumps)": lambda: json.dumps(body, ensure_ascii=False),
+        "write a block into its text (Items.with_item)": lambda: items.with_item(
+            len(history) - 1, block, False
+        ),
         "the journal's line (turn_line)": lambda: turn_line(turn),
+        "the journal's line, the messages' text copied (messages_json)": lambda: turn_line(
+            replace(sent, messages_json=items.array())
+        ),
     }
     print(
         f"\nlast request: {len(history)} messages, {count_message_tokens(history, MODEL)} "
