@@ -94,22 +94,33 @@ def _array(
     text: str, at: int, scan: Scan
 ) -> tuple[list[Any], int, tuple[tuple[int, int], ...], int]:
     """The array starting at `at` (its `[`): its items, the index after it, each item's
-    span and its `]`'s index. Raises StopIteration or ValueError where it is not JSON."""
+    span and its `]`'s index. Raises StopIteration or ValueError where it is not JSON. (A
+    loop of few calls an item: a chat of 2,000 short messages costs ~0.5 µs each over
+    `json.loads`.)"""
     items: list[Any] = []
     spans: list[tuple[int, int]] = []
-    at = _space(text, at + 1)
+    add_item, add_span, space = items.append, spans.append, WHITESPACE.match
+    at = space(text, at + 1).end()
     if text[at : at + 1] == "]":
         return items, at + 1, (), at
     while True:
         item, end = scan(text, at)
-        items.append(item)
-        spans.append((at, end))
-        at = _space(text, end)
-        if text[at : at + 1] == "]":
-            return items, at + 1, tuple(spans), at
-        if text[at : at + 1] != ",":
+        add_item(item)
+        add_span((at, end))
+        after = text[end : end + 1]
+        if after in _SPACE:  # at the end of the text too ("" is in any str): not JSON below
+            end = space(text, end).end()
+            after = text[end : end + 1]
+        if after == "]":
+            return items, end + 1, tuple(spans), end
+        if after != ",":
             raise ValueError("expected ',' or ']'")
-        at = _space(text, at + 1)
+        at = end + 1
+        if text[at : at + 1] in _SPACE:
+            at = space(text, at).end()
+
+
+_SPACE = " \t\n\r"
 
 
 def _space(text: str, at: int) -> int:
