@@ -155,9 +155,10 @@ Forward = Callable[[Exchange], Awaitable[Response]]
 @dataclass(frozen=True, slots=True)
 class Api:
     """One endpoint with memory: how its body is read and checked (raising BadRequest), with
-    what the memory steps read from it, and how it goes to the provider."""
+    what the memory steps read from it (the bool: whether they may place a block or journal
+    the turn), and how it goes to the provider."""
 
-    read: Callable[[bytes, int], tuple[dict[str, Any], Conversation]]
+    read: Callable[[bytes, int, bool], tuple[dict[str, Any], Conversation]]
     forward: Forward
     # Refuses (BadRequest) a body its route may not take, e.g. chat's litellm allow-list.
     check: Callable[[dict[str, Any], Target, Config], None] | None = None

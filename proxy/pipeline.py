@@ -37,7 +37,7 @@ from proxy.errors import BadRequest, ProxyError, error_response
 from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliased
 from proxy.header_lines import with_provider_headers, without_account
 from proxy.held_history import check_held_history
-from proxy.identity import Identity, Mode, identify
+from proxy.identity import Identity, Mode, identify, memory_mode
 from proxy.json_items import Items
 from proxy.limits import read_body
 from proxy.overflow import refusal_of_block
@@ -69,7 +69,9 @@ async def handle(
     try:
         caller = authenticate(headers, state.config)
         raw = await read_body(request, state.config.max_body_bytes, state.config.body_timeout)
-        body, conversation = api.read(raw, state.config.max_messages)
+        # with memory off nothing is placed nor journaled: no need to note where messages lie
+        mode = memory_mode(headers.get("x-memory-mode"), state.config.memory_enabled)
+        body, conversation = api.read(raw, state.config.max_messages, mode is not Mode.OFF)
         who = identify(
             headers,
             {"user": body.get("user"), "messages": conversation.messages},

@@ -270,7 +270,9 @@ def watch_poll(
     return collector, on_end
 
 
-def read_responses_body(raw: bytes, max_items: int) -> tuple[dict[str, Any], Conversation]:
+def read_responses_body(
+    raw: bytes, max_items: int, _memory: bool = True
+) -> tuple[dict[str, Any], Conversation]:
     """The request JSON checked (`parse_responses_body`), and what memory reads from it."""
     body = parse_responses_body(raw, max_items)
     return body, responses_conversation(body)
