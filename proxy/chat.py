@@ -42,7 +42,7 @@ def read_chat_body(
 ) -> tuple[dict[str, Any], Conversation]:
     """The request JSON checked (`parse_chat_body`), and what memory reads from it; with
     `memory`, where its messages lie in its text too (memory off needs it not: noting it
-    costs ~1 µs a message, 2 ms for a chat of 2,000)."""
+    costs ~2 µs a message, ~5 ms for a chat of 2,000)."""
     body, items = parse_chat_body(raw, max_messages, memory)
     return body, chat_conversation(body, items)
 

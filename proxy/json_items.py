@@ -90,13 +90,15 @@ def locate(raw: bytes, key: str, scan: Scan) -> tuple[dict[str, Any], Items | No
     return (value, items) if _space(text, at + 1) == len(text) else None
 
 
+_SPACE = " \t\n\r"  # JSON's whitespace (RFC 8259 §2)
+
+
 def _array(
     text: str, at: int, scan: Scan
 ) -> tuple[list[Any], int, tuple[tuple[int, int], ...], int]:
     """The array starting at `at` (its `[`): its items, the index after it, each item's
-    span and its `]`'s index. Raises StopIteration or ValueError where it is not JSON. (A
-    loop of few calls an item: a chat of 2,000 short messages costs ~0.5 µs each over
-    `json.loads`.)"""
+    span and its `]`'s index. Raises StopIteration or ValueError where it is not JSON. (One
+    call of the C scanner an item and few others: ~2 µs a message over `json.loads`.)"""
     items: list[Any] = []
     spans: list[tuple[int, int]] = []
     add_item, add_span, space = items.append, spans.append, WHITESPACE.match
@@ -118,9 +120,6 @@ def _array(
         at = end + 1
         if text[at : at + 1] in _SPACE:
             at = space(text, at).end()
-
-
-_SPACE = " \t\n\r"
 
 
 def _space(text: str, at: int) -> int:
