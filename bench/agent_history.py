@@ -3,7 +3,7 @@
 Run from the repository root:
 
     /work/venv/bin/python bench/agent_history.py [--sessions 4] [--tokens 130000] [--seed 5]
-        [--model gpt-4.1] [--steps]
+        [--model gpt-4.1] [--steps] [--against DIR]
 
 A coding agent resends its whole history every few seconds: a system prompt of 5-10 kB, a
 `tools` list of 20-40 definitions, then turn after turn an assistant tool call (arguments of
@@ -20,6 +20,9 @@ call's in the same group, with its own `x-memory-overhead-ms`. At the end: the w
 backlog (bench/harness.py's `writer_gauges`) and the seconds it takes to drain. `--steps`
 only times, in this process, the steps that read the whole history of the largest request,
 the first time its texts are seen and resent (moim's counts and hashes remembered).
+`--against DIR` runs a second moim from another build's source tree (`git archive main |
+tar -x -C DIR`) on a database of its own, and sends it every request too, in the same random
+order ("other, memory off/on"): two builds compared under the same load, request by request.
 Prints markdown; asserts nothing (STYLE.md 18).
 """
 
@@ -31,6 +34,8 @@ import random
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +54,12 @@ from memory.store.journal import turn_line  # noqa: E402
 from proxy import request_json  # noqa: E402
 from tests.upstream import serve_upstream  # noqa: E402
 
-SIZES = (20_000, 60_000, 120_000)  # each group: requests within ±20% of these many tokens
+SIZES = (20_000, 60_000, 120_000)
+PATHS = ("direct (upstream)", "moim, memory off", "moim, memory on")
+OTHER = (
+    "other, memory off",
+    "other, memory on",
+)  # --against  # each group: requests within ±20% of these many tokens
 TOOL_NAMES = (
     "read_file write_file edit_file list_dir glob grep run_shell run_tests git_diff git_log "
     "git_status search_code open_url fetch_docs create_dir delete_file move_file lint format "
@@ -208,6 +218,12 @@ def main() -> None:
         "size; gpt-4o-mini's 128k has none past 70%%, ~90k tokens)",
     )
     parser.add_argument("--steps", action="store_true", help="only time steps in-process")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another build's source tree (git archive main | tar -x -C DIR): its moim gets "
+        "every request too, in the same random order, as 'other, memory off/on'",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/agent_history.json")
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -220,46 +236,48 @@ def main() -> None:
         f"# an agent's history through moim\n\ncommand: {command}\nmodel: {args.model}\n"
         f"machine: {machine()}"
     )
-    paths = ("direct (upstream)", "moim, memory off", "moim, memory on")
+    paths = PATHS + (OTHER if args.against else ())
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
-    with serve_upstream() as upstream, tempfile.TemporaryDirectory() as tmp:
-        with serve_proxy(upstream.url, Path(tmp) / "moim.db") as proxy:
-            urls = {
-                paths[0]: upstream.url + "/chat/completions",
-                paths[1]: proxy.root + "/v1/chat/completions",
-                paths[2]: proxy.root + "/v1/chat/completions",
-            }
-            modes = {paths[1]: "off", paths[2]: "auto"}
-            clients = {name: httpx.Client(timeout=120) for name in paths}
-            for number, (fixed, requests) in enumerate(built):
-                for at, history in enumerate(requests):
-                    tokens = count_message_tokens(history, MODEL)
-                    reply = history_reply(requests, at)
-                    body = json.dumps(
-                        {"model": args.model, "stream": True, "messages": history, **fixed}
-                    ).encode()
-                    for name in rng.sample(paths, len(paths)):
-                        headers = {"content-type": "application/json"}
-                        if name in modes:
-                            headers |= {"x-memory-mode": modes[name], "x-memory-user-id": "agent"}
-                        upstream.script[:] = [reply]
-                        got = request(clients[name], urls[name], body, headers)
-                        rows.append(
-                            {
-                                "path": name,
-                                "session": number,
-                                "tokens": tokens,
-                                "bytes": len(body),
-                                **got,
-                            }
-                        )
-                print(f"session {number}: {len(requests)} requests", flush=True)
-            metrics = httpx.get(proxy.root + "/metrics").text
-            backlog, drained = writer_gauges(metrics), time.perf_counter()
-            while writer_gauges(httpx.get(proxy.root + "/metrics").text)["pending"] > 0:
-                time.sleep(0.2)
-            drain_s = time.perf_counter() - drained
+    with serve_upstream() as upstream, tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        proxy = stack.enter_context(serve_proxy(upstream.url, Path(tmp) / "moim.db"))
+        urls = {paths[0]: upstream.url + "/chat/completions"}
+        urls |= dict.fromkeys(paths[1:3], proxy.root + "/v1/chat/completions")
+        modes = {paths[1]: "off", paths[2]: "auto"}
+        if args.against:
+            (Path(tmp) / "other").mkdir()
+            other = serve_proxy(upstream.url, Path(tmp) / "other/moim.db", source=args.against)
+            urls |= dict.fromkeys(OTHER, stack.enter_context(other).root + "/v1/chat/completions")
+            modes |= {OTHER[0]: "off", OTHER[1]: "auto"}
+        clients = {name: httpx.Client(timeout=120) for name in paths}
+        for number, (fixed, requests) in enumerate(built):
+            for at, history in enumerate(requests):
+                tokens = count_message_tokens(history, MODEL)
+                reply = history_reply(requests, at)
+                body = json.dumps(
+                    {"model": args.model, "stream": True, "messages": history, **fixed}
+                ).encode()
+                for name in rng.sample(paths, len(paths)):
+                    headers = {"content-type": "application/json"}
+                    if name in modes:
+                        headers |= {"x-memory-mode": modes[name], "x-memory-user-id": "agent"}
+                    upstream.script[:] = [reply]
+                    got = request(clients[name], urls[name], body, headers)
+                    rows.append(
+                        {
+                            "path": name,
+                            "session": number,
+                            "tokens": tokens,
+                            "bytes": len(body),
+                            **got,
+                        }
+                    )
+            print(f"session {number}: {len(requests)} requests", flush=True)
+        metrics = httpx.get(proxy.root + "/metrics").text
+        backlog, drained = writer_gauges(metrics), time.perf_counter()
+        while writer_gauges(httpx.get(proxy.root + "/metrics").text)["pending"] > 0:
+            time.sleep(0.2)
+        drain_s = time.perf_counter() - drained
     report(rows, backlog, drain_s, time.perf_counter() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"command": command, "rows": rows}, indent=1))
@@ -298,13 +316,26 @@ def steps(fixed: dict[str, Any], history: list[dict[str, Any]]) -> None:
     body = {"model": MODEL, "stream": True, "messages": history, **fixed}
     raw = json.dumps(body).encode()
     turn = Turn("agent", "s", MODEL, tuple(history), None, time.time())
+    _, items = request_json.loads_locating(raw, "messages")
+    assert items is not None
+    block = json.dumps({"role": "system", "content": words(random.Random(1), 400)})
+    sent = replace(turn, messages_json=items.array())
     timed = {
         "parse the body (request_json.loads)": lambda: request_json.loads(raw),
+        "parse it, locating its messages (loads_locating)": lambda: request_json.loads_locating(
+            raw, "messages"
+        ),
         "count its tokens (count_message_tokens)": lambda: count_message_tokens(history, MODEL),
         "hash its messages (message_keys)": lambda: message_keys(history),
         "recall's query (build_query)": lambda: build_query(history),
         "write the body with a block (json.dumps)": lambda: json.dumps(body, ensure_ascii=False),
+        "write a block into its text (Items.with_item)": lambda: items.with_item(
+            len(history) - 1, block, False
+        ),
         "the journal's line (turn_line)": lambda: turn_line(turn),
+        "the journal's line, the messages' text copied (messages_json)": lambda: turn_line(
+            replace(sent, messages_json=items.array())
+        ),
     }
     print(
         f"\nlast request: {len(history)} messages, {count_message_tokens(history, MODEL)} "
@@ -335,7 +366,7 @@ def report(rows: list[dict[str, Any]], backlog: dict, drain_s: float, elapsed: f
         direct = pct(
             [r["ttfb"] for r in group if r["path"] == "direct (upstream)"] or [float("nan")]
         )
-        for name in ("direct (upstream)", "moim, memory off", "moim, memory on"):
+        for name in PATHS + OTHER:
             mine = [r for r in group if r["path"] == name]
             if not mine:
                 continue

@@ -287,12 +287,18 @@ def _wait_ready(root: str, alive: Any, timeout: float = 120) -> None:
 
 @contextmanager
 def serve_proxy(
-    upstream_url: str, db: Path, as_subprocess: bool = True, layer: MemoryLayer | None = None
+    upstream_url: str,
+    db: Path,
+    as_subprocess: bool = True,
+    layer: MemoryLayer | None = None,
+    source: Path = ROOT,
 ) -> Iterator[ProxyHandle]:
     """The real moim in front of `upstream_url`, storing in `db`, ready (model loaded).
 
     As a subprocess it is `python -m proxy.cli serve` with a written config and log level
-    warning (the default `info` logs a line per request); else uvicorn in a thread here.
+    warning (the default `info` logs a line per request), run from the source tree `source`
+    (another build to compare: `git archive main | tar -x -C DIR`); else uvicorn in a thread
+    here.
     """
     if not as_subprocess:
         config = Config(upstream_base_url=upstream_url, memory=Settings(db_path=db))
@@ -300,7 +306,8 @@ def serve_proxy(
             _wait_ready(root, lambda: True)
             yield ProxyHandle(root, os.getpid(), "threads in the benchmark process", layer)
         return
-    with _moim_serve(upstream_url, str(db.resolve()), db.resolve().with_suffix("")) as handle:
+    files = db.resolve().with_suffix("")
+    with _moim_serve(upstream_url, str(db.resolve()), files, source) as handle:
         yield handle
 
 
@@ -319,14 +326,20 @@ def serve_replicas(upstream_url: str, db_url: str, count: int, home: Path) -> It
 
 
 @contextmanager
-def _moim_serve(upstream_url: str, db: str, files: Path) -> Iterator[ProxyHandle]:
-    """`python -m proxy.cli serve` storing in `db` (a path or a Postgres URL), its config at
-    `files`.yaml and its log at `files`.log, working in `files`' directory."""
+def _moim_serve(
+    upstream_url: str, db: str, files: Path, source: Path = ROOT
+) -> Iterator[ProxyHandle]:
+    """`python -m proxy.cli serve` of the source tree `source`, storing in `db` (a path or a
+    Postgres URL), its config at `files`.yaml and its log at `files`.log, working in `files`'
+    directory."""
     port, config = _free_port(), files.with_suffix(".yaml")
     config.write_text(json.dumps({"db": db, "upstream": {"base_url": upstream_url}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
-    # ROOT first; the caller's own entries after it (e.g. a private directory of packages to try)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    # the source first; the caller's own entries after it (e.g. a private directory of packages
+    # to try)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(source), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
     log = files.with_suffix(".log").open("w")
     proc = subprocess.Popen(
         [

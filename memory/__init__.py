@@ -11,7 +11,7 @@ from memory.block.budget import (
     select_tier,
     tier_rules_from_config,
 )
-from memory.block.render import BLOCK_END, BLOCK_START, inject_block, strip_block
+from memory.block.render import BLOCK_END, BLOCK_START, block_place, inject_block, strip_block
 from memory.block.tokens import (
     context_window,
     count_message_tokens,
@@ -92,6 +92,7 @@ __all__ = [
     "Turn",
     "UserSummary",
     "VectorRebuild",
+    "block_place",
     "content_hash",
     "context_window",
     "count_message_tokens",

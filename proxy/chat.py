@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from memory import Placement, inject_block
+from memory import Placement, block_place, inject_block
 from proxy import litellm_params, tool_loop, tools
 from proxy.client_gone import ClientLeft, until_client_leaves
 from proxy.config import Config
 from proxy.errors import BadRequest, UpstreamError
 from proxy.exchange import Api, Conversation, Exchange, reply_reserve
+from proxy.json_items import Items
 from proxy.overflow import refusal_of_block
 from proxy.pipeline import forward_bytes, handle, model_body, remember
 from proxy.room import media_parts
@@ -37,10 +38,25 @@ async def chat(request: Request, state: AppState, path_user: str | None = None) 
     return await handle(request, state, CHAT, path_user)
 
 
-def chat_conversation(body: dict[str, Any]) -> Conversation:
-    """A chat request as memory reads it: its messages, and the block placed among them."""
+def read_chat_body(
+    raw: bytes, max_messages: int, memory: bool = True
+) -> tuple[dict[str, Any], Conversation]:
+    """The request JSON checked (`parse_chat_body`), and what memory reads from it; with
+    `memory`, where its messages lie in its text too (memory off needs it not: noting it
+    costs ~2 µs a message, ~5 ms for a chat of 2,000)."""
+    body, items = parse_chat_body(raw, max_messages, memory)
+    return body, chat_conversation(body, items)
+
+
+def chat_conversation(body: dict[str, Any], items: Items | None = None) -> Conversation:
+    """A chat request as memory reads it: its messages, and the block placed among them: as
+    one message written into the body's text where `items` says its messages lie (the
+    client's bytes otherwise kept), else in the whole body written again."""
 
     def place(block: str, placement: Placement) -> bytes:
+        if items is not None:
+            index, message, replaces = block_place(body["messages"], block, placement)
+            return items.with_item(index, json.dumps(message, ensure_ascii=False), replaces)
         messages = inject_block(body["messages"], block, placement)
         return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode()
 
@@ -52,6 +68,7 @@ def chat_conversation(body: dict[str, Any]) -> Conversation:
         reply_tokens=reply_reserve(body, "max_completion_tokens", "max_tokens"),
         definitions=tuple(body[name] for name in _DEFINITIONS if body.get(name)),
         media_parts=media_parts(messages),
+        message_items=items,
     )
 
 
@@ -59,9 +76,12 @@ def chat_conversation(body: dict[str, Any]) -> Conversation:
 _DEFINITIONS = ("tools", "functions", "response_format")
 
 
-def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
-    """The request JSON, checked just enough to route and remember it."""
-    body = model_body(raw)
+def parse_chat_body(
+    raw: bytes, max_messages: int, locate: bool = True
+) -> tuple[dict[str, Any], Items | None]:
+    """The request JSON, checked just enough to route and remember it, and (`locate`) where
+    its messages lie in its text."""
+    body, items = model_body(raw, "messages" if locate else None)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest(
@@ -85,7 +105,7 @@ def parse_chat_body(raw: bytes, max_messages: int) -> dict[str, Any]:
                 param=f"messages[{index}].content",
                 code="invalid_message",
             )
-    return body
+    return body, items
 
 
 async def forward(exchange: Exchange) -> Response:
@@ -153,4 +173,4 @@ def check_litellm_params(body: dict[str, Any], target: Target, config: Config) -
         litellm_params.refuse_unsafe(body, alias=body["model"] in config.routes)
 
 
-CHAT = Api(parse_chat_body, chat_conversation, forward, check_litellm_params)
+CHAT = Api(read_chat_body, forward, check_litellm_params)

@@ -19,6 +19,7 @@ from starlette.types import Receive
 from memory import MemoryBlock, Placement
 from proxy.config import Config
 from proxy.identity import Identity
+from proxy.json_items import Items
 from proxy.upstream import Target
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class Conversation:
     reply_tokens: int = 0
     definitions: tuple[Any, ...] = ()
     media_parts: int = 0
+    # Where the messages lie in the body's text (chat): the journal's line copies them.
+    message_items: Items | None = None
 
     @property
     def held(self) -> bool:
@@ -151,11 +154,11 @@ Forward = Callable[[Exchange], Awaitable[Response]]
 
 @dataclass(frozen=True, slots=True)
 class Api:
-    """One endpoint with memory: how its body is checked (raising BadRequest), what the memory
-    steps read from it, and how it goes to the provider."""
+    """One endpoint with memory: how its body is read and checked (raising BadRequest), with
+    what the memory steps read from it (the bool: whether they may place a block or journal
+    the turn), and how it goes to the provider."""
 
-    parse: Callable[[bytes, int], dict[str, Any]]
-    conversation: Callable[[dict[str, Any]], Conversation]
+    read: Callable[[bytes, int, bool], tuple[dict[str, Any], Conversation]]
     forward: Forward
     # Refuses (BadRequest) a body its route may not take, e.g. chat's litellm allow-list.
     check: Callable[[dict[str, Any], Target, Config], None] | None = None

@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,8 @@ from proxy.errors import BadRequest, ProxyError, error_response
 from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliased
 from proxy.header_lines import with_provider_headers, without_account
 from proxy.held_history import check_held_history
-from proxy.identity import Identity, Mode, identify
+from proxy.identity import Identity, Mode, identify, memory_mode
+from proxy.json_items import Items
 from proxy.limits import read_body
 from proxy.overflow import refusal_of_block
 from proxy.recall_step import measure_and_recall
@@ -68,8 +69,9 @@ async def handle(
     try:
         caller = authenticate(headers, state.config)
         raw = await read_body(request, state.config.max_body_bytes, state.config.body_timeout)
-        body = api.parse(raw, state.config.max_messages)
-        conversation = api.conversation(body)
+        # with memory off nothing is placed nor journaled: no need to note where messages lie
+        mode = memory_mode(headers.get("x-memory-mode"), state.config.memory_enabled)
+        body, conversation = api.read(raw, state.config.max_messages, mode is not Mode.OFF)
         who = identify(
             headers,
             {"user": body.get("user"), "messages": conversation.messages},
@@ -149,11 +151,14 @@ _UUID_VERSION_MASK = (0xC000 << 48) | (0xF000 << 64)
 _UUID4_BITS = (0x8000 << 48) | (4 << 76)
 
 
-def model_body(raw: bytes) -> dict[str, Any]:
+def model_body(raw: bytes, key: str | None = None) -> tuple[dict[str, Any], Items | None]:
     """The request JSON: an object with a `model` string and a `stream` that is a boolean or
-    null (not streamed, as OpenAI takes it), as every API with memory takes."""
+    null (not streamed, as OpenAI takes it), as every API with memory takes; with `key`, also
+    where the items of its array `key` lie in the text (`request_json.loads_locating`)."""
     try:
-        body = request_json.loads(raw)
+        body, items = (
+            request_json.loads_locating(raw, key) if key else (request_json.loads(raw), None)
+        )
     except ValueError as exc:  # UnicodeDecodeError too
         raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(body, dict):
@@ -164,7 +169,7 @@ def model_body(raw: bytes) -> dict[str, Any]:
         )
     if body.get("stream") is not None and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be a boolean or null", param="stream")
-    return body
+    return body, items
 
 
 async def prepare(
@@ -330,13 +335,14 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
         if not who.mode.writes or state.writer.forgotten_since(who.user_id, exchange.forget_mark):
             return
         replies = collector.replies()
+        # an image's, a sound's or a file's bytes are not memory's (memory/ingest/media.py)
+        messages = without_inline_data((*conversation.messages, *replies[:-1]))
         error = state.writer.submit(
             Turn(
                 user_id=who.user_id,
                 session_id=who.session_id,
                 model=conversation.model,
-                # an image's, a sound's or a file's bytes are not memory's (memory/ingest/media.py)
-                messages=without_inline_data((*conversation.messages, *replies[:-1])),
+                messages=messages,
                 reply=replies[-1] if replies else None,
                 created_at=who.timestamp if who.timestamp is not None else time.time(),
                 partial=partial,
@@ -346,6 +352,7 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
                 context_tokens=collector.context_tokens,
                 continues=conversation.held,
                 arrived_at=exchange.arrived_at,
+                messages_json=_as_sent(conversation, messages),
             )
         )
         if error is not None:
@@ -353,6 +360,16 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
             logger.warning("request_id=%s user_id=%s %s", report.request_id, who.user_id, error)
 
     return on_end
+
+
+def _as_sent(conversation: Conversation, messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The JSON text of `messages` as the client sent it, when they are the messages it sent
+    (none lost inline data, no reply of the provider's came before the last), for the
+    journal's line (`Turn.messages_json`); else None."""
+    items, sent = conversation.message_items, conversation.messages
+    if items is None or len(messages) != len(sent):
+        return None
+    return items.array() if all(a is b for a, b in zip(messages, sent, strict=True)) else None
 
 
 def _error(exc: ProxyError, report: Report) -> Response:

@@ -25,6 +25,8 @@ import math
 import re
 from typing import Any
 
+from proxy.json_items import Items, Scan, locate
+
 MAX_DEPTH = 100
 # An escaped surrogate, high (D800-DBFF) or low (DC00-DFFF); valid pairs match too, so a match
 # only means the parsed value must be checked.
@@ -44,6 +46,11 @@ def _finite(text: str) -> float:
     return value
 
 
+# What `loads` parses with, reading one value at a time (`loads_locating`).
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
+_SCAN: Scan = _DECODER.scan_once  # type: ignore[attr-defined]  # set by __init__, untyped
+
+
 def loads(raw: bytes | str) -> Any:
     """`json.loads`, raising ValueError also for a lone surrogate, too deep a nesting or a
     number with no finite value."""
@@ -51,6 +58,24 @@ def loads(raw: bytes | str) -> Any:
         value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise ValueError(_TOO_DEEP) from None
+    return _checked(raw, value)
+
+
+def loads_locating(raw: bytes, key: str) -> tuple[Any, Items | None]:
+    """`loads`, with where each item of the array `key` of the object lies in its text
+    (`proxy/json_items.py`: the body's text with one item written in), from the same parse."""
+    try:
+        found = locate(raw, key, _SCAN)
+    except (ValueError, StopIteration, RecursionError):  # not JSON: `loads` says why
+        found = None
+    if found is None:
+        return loads(raw), None
+    value, items = found
+    return _checked(raw, value), items
+
+
+def _checked(raw: bytes | str, value: Any) -> Any:
+    """`value` parsed from `raw`, unless it nests too deep or holds a lone surrogate."""
     # Fewer brackets than the limit cannot nest past it (a C count, no walk, for most bodies).
     if (
         _brackets(raw) > MAX_DEPTH

@@ -270,4 +270,12 @@ def watch_poll(
     return collector, on_end
 
 
-RESPONSES = Api(parse_responses_body, responses_conversation, forward_responses)
+def read_responses_body(
+    raw: bytes, max_items: int, _memory: bool = True
+) -> tuple[dict[str, Any], Conversation]:
+    """The request JSON checked (`parse_responses_body`), and what memory reads from it."""
+    body = parse_responses_body(raw, max_items)
+    return body, responses_conversation(body)
+
+
+RESPONSES = Api(read_responses_body, forward_responses)

@@ -37,7 +37,7 @@ ROLES = ("user", "assistant", "system", "developer")
 
 def parse_responses_body(raw: bytes, max_items: int) -> dict[str, Any]:
     """The request JSON, checked as far as memory reads it; other fields are the provider's."""
-    body = model_body(raw)
+    body, _ = model_body(raw)
     for name in ("instructions", "previous_response_id"):
         if body.get(name) is not None and not isinstance(body[name], str):
             raise BadRequest(f"'{name}' must be a string", param=name, code="invalid_" + name)

@@ -150,6 +150,8 @@ class TurnQueue:
             self.spilled += 1
             self._journal_only_since = self._journal_only_since or time.monotonic()
         else:
+            if error is None and turn.messages_json is not None:  # journaled: not held twice
+                turn = replace(turn, messages_json=None)
             self._queue.append(_Held(turn, error is None, time.monotonic()))
             self.queue_peak = max(self.queue_peak, len(self._queue))
         return error

@@ -39,6 +39,7 @@ __all__ = [
     "PAST_CONTEXT",
     "PREAMBLE",
     "escape_memory_text",
+    "block_place",
     "inject_block",
     "render_block",
     "strip_block",
@@ -158,21 +159,32 @@ def inject_block(
     to each breakpoint, so the block then goes in a new system message right after the last
     message carrying one.
     """
+    index, message, replaces = block_place(messages, block, placement)
     placed = list(messages)
+    if replaces:
+        placed[index] = message
+    else:
+        placed.insert(index, message)
+    return placed
+
+
+def block_place(
+    messages: Sequence[dict[str, Any]], block: str, placement: Placement = "before_last_user"
+) -> tuple[int, dict[str, Any], bool]:
+    """Where `inject_block` places `block`: the index, the message that goes there, and
+    whether it replaces the message at that index (True) or goes in before it. A caller that
+    holds the messages' JSON text writes that one message into it (`proxy/json_items.py`)."""
     after = _after_last_breakpoint(messages)
     if placement == "before_last_user":
         users = [i for i, message in enumerate(messages) if message.get("role") == "user"]
-        where = max(users[-1] if users else len(placed), after)
-        placed.insert(where, {"role": "system", "content": block})
-        return placed
+        where = max(users[-1] if users else len(messages), after)
+        return where, {"role": "system", "content": block}, False
     for index, message in enumerate(messages):
         if message.get("role") in ("system", "developer"):
             if index < after:
                 break
-            placed[index] = {**message, "content": _prepend(block, message.get("content"))}
-            return placed
-    placed.insert(after, {"role": "system", "content": block})
-    return placed
+            return index, {**message, "content": _prepend(block, message.get("content"))}, True
+    return after, {"role": "system", "content": block}, False
 
 
 def _after_last_breakpoint(messages: Sequence[dict[str, Any]]) -> int:

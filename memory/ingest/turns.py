@@ -76,6 +76,11 @@ class Turn:
     # When the request arrived: a turn of a user forgotten since (through another replica) is
     # not stored (`Store.forgotten_since`). None: not known (stored).
     arrived_at: float | None = None
+    # `messages` as JSON text on one line, when the proxy has it (the client's own text of
+    # them): the journal's line copies it rather than writing them again (~4 ms for an
+    # agent's 487 kB history, on the event loop as the reply ends). Not compared: the same
+    # turn either way.
+    messages_json: str | None = field(default=None, compare=False, repr=False)
 
 
 def store_turn(store: Store, turn: Turn) -> int:

@@ -146,12 +146,12 @@ class Journal:
 
 
 def turn_line(turn: Turn) -> str:
-    """A turn as one line of JSON, the form every journal (file or `pending_turns`) keeps."""
-    record = {
+    """A turn as one line of JSON, the form every journal (file or `pending_turns`) keeps:
+    its messages as `Turn.messages_json` has them, when it has."""
+    record: dict[str, Any] = {
         "user_id": turn.user_id,
         "session_id": turn.session_id,
         "model": turn.model,
-        "messages": list(turn.messages),
         "reply": turn.reply,
         "created_at": turn.created_at,
         "partial": turn.partial,
@@ -160,7 +160,12 @@ def turn_line(turn: Turn) -> str:
         "continues": turn.continues,
         "arrived_at": turn.arrived_at,
     }
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    if turn.messages_json is None:
+        record["messages"] = list(turn.messages)
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    if turn.messages_json is None:
+        return line
+    return f'{line[:-1]},"messages":{turn.messages_json}}}'
 
 
 def _of_user(raw: bytes, user_id: str) -> bool:

@@ -16,9 +16,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from memory import count_tokens
+from memory import count_tokens, inject_block
 from proxy.config import ModelRoute
 from tests.conftest import serve_app
+from tests.e2e.test_store_locked import locked
 from tests.upstream_responses import output_items, response_object
 
 USER = {"x-memory-user-id": "alice", "content-type": "application/json"}
@@ -264,3 +265,73 @@ def test_a_client_key_reaches_a_litellm_provider_whatever_the_case_of_its_scheme
 
     assert response.status_code == 200, response.text
     assert upstream.requests[-1].headers["authorization"] == "Bearer sk-client"
+
+
+# A client's body as it wrote it: its own spacing, escapes, numbers and field order, a field
+# OpenAI does not know, a system prompt written without spaces.
+CLIENTS_BODY = (
+    b'{\n  "x_trace": {"b": 1, "a": [1.50, 2e3, -0.0]},\n  "model": "gpt-4o-mini",\n'
+    b'  "messages": [\n    {"role":"system","content":"You are terse."},\n'
+    b'    {"role": "user", "content": "Caf\\u00e9 \\/ \\u2028 na\xc3\xafve"},\n'
+    b'    {"content": "Noted.", "role": "assistant"},\n'
+    b'    {"role": "user", "content": "Where do I live?"}\n  ],\n  "temperature": 0.50\n}\n'
+)
+
+
+@pytest.mark.parametrize("placement", ["before_last_user", "system"])
+def test_the_block_goes_into_the_clients_bytes_which_are_otherwise_kept(
+    make_proxy, upstream, placement
+):
+    """moim wrote the whole body again to add its block (`json.dumps`: its own spacing,
+    escapes and numbers; ~4.7 ms for an agent's 487 kB history); now the block's message is
+    written into the client's text, and the provider gets the same JSON as before: the
+    client's bytes with that one message added (or, placed in the system prompt, changed)."""
+    proxy = make_proxy(settings={"placement": placement})
+    with_a_fact(proxy)
+
+    response = httpx.post(proxy.url + "/chat/completions", content=CLIENTS_BODY, headers=USER)
+
+    assert response.status_code == 200, response.text
+    assert int(response.headers["x-memory-facts-injected"]) == 1
+    sent = upstream.requests[-1]
+    client = json.loads(CLIENTS_BODY)
+    block = next(m["content"] for m in sent.json["messages"] if "Rua das Flores" in m["content"])
+    block = block.split("\n\nYou are terse.")[0]
+    assert sent.json == {**client, "messages": inject_block(client["messages"], block, placement)}
+    if placement == "system":
+        system = {"role": "system", "content": block + "\n\nYou are terse."}
+        was, now = b'{"role":"system","content":"You are terse."}', _message(system)
+    else:
+        was = b'{"role": "user", "content": "Where do I live?"}'
+        now = _message({"role": "system", "content": block}) + b"," + was
+    assert CLIENTS_BODY.count(was) == 1
+    assert sent.body == CLIENTS_BODY.replace(was, now)
+
+
+def _message(message):
+    return json.dumps(message, ensure_ascii=False).encode()
+
+
+def test_the_journal_copies_the_clients_text_of_the_messages_and_the_same_turn_is_stored(
+    make_proxy, upstream
+):
+    """A turn's journal line wrote the whole history again (`json.dumps`: ~4 ms for an agent's
+    487 kB, on the event loop as the reply ends); it now copies the client's text of the
+    messages, its line breaks made spaces (JSON has them only between tokens). The line is
+    read while the store is locked, so the writer cannot store the turn and empty it."""
+    proxy = make_proxy(settings={"busy_timeout": 0.2})
+    journal = proxy.config.db_path.with_name(proxy.config.db_path.name + ".journal")
+
+    with locked(proxy.config.db_path):
+        response = httpx.post(proxy.url + "/chat/completions", content=CLIENTS_BODY, headers=USER)
+        assert response.status_code == 200, response.text
+        [line] = journal.read_bytes().splitlines()
+
+    client = json.loads(CLIENTS_BODY)
+    assert json.loads(line)["messages"] == client["messages"]
+    assert b'{"role":"system","content":"You are terse."}' in line  # the client's own bytes
+    assert b'"content": "Caf\\u00e9 \\/ \\u2028 na\xc3\xafve"}' in line
+    proxy.flush()
+    stored = [(m.role, m.content) for m in proxy.layer.store.messages("alice")]
+    said = [(m["role"], m["content"]) for m in client["messages"]]
+    assert stored == [*said, ("assistant", stored[-1][1])]

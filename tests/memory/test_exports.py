@@ -66,6 +66,7 @@ def test_memory_exports_exactly_these_names():
         "Turn",
         "UserSummary",
         "VectorRebuild",
+        "block_place",
         "content_hash",
         "context_window",
         "count_message_tokens",

@@ -4,6 +4,7 @@ A full disk is /dev/full behind the journal's path: writes to it fail with ENOSP
 root, which a read-only file or directory would not do.
 """
 
+import dataclasses
 import errno
 import os
 
@@ -215,3 +216,16 @@ def test_count_is_the_lines_that_may_hold_a_turn_not_empty_ones(tmp_path):
     assert journal.count() == 3
     (tmp_path / "j").unlink()
     assert journal.count() == 0
+
+
+def test_a_turn_with_its_messages_as_text_is_journaled_with_that_text_and_replays_the_same(
+    tmp_path,
+):
+    journal = Journal(tmp_path / "j")
+    text = '[ {"role":"user",  "content":"Caf\\u00e9 \\/"} ]'
+    written = dataclasses.replace(turn(1), messages=({"role": "user", "content": "Café /"},))
+    journal.append(dataclasses.replace(written, messages_json=text))
+    line = (tmp_path / "j").read_text()
+    assert line.count("\n") == 1 and line.endswith("\n")
+    assert f'"messages":{text}' in line
+    assert journal.replay() == [written]
