@@ -6,10 +6,14 @@ descriptors) forever; 1,500 slow clients held theirs 40 s each, as long as they 
 protocols here are uvicorn's with one timer more: a request's head must be whole within
 `server.header_timeout` seconds of its first byte (of the connection's start, for a new
 connection), else moim answers 408 in OpenAI's shape and closes the connection; a new
-connection that sent nothing is closed without a word, as uvicorn closes an idle keep-alive
-one (a client's speculative connection must not read a stray 408 later). Bodies have their
-own limit, `server.body_timeout`, in `read_body` (proxy/limits.py). `moim serve` and the
-tests' servers run with these options, so both serve alike.
+connection that sent nothing is closed without a word (a client's speculative connection must
+not read a stray 408 later). A kept-alive connection idle after a response is not timed by
+it: uvicorn closes that one after `server.keep_alive_timeout` seconds (75 by default, above
+the 60 s a load balancer keeps its idle connections to moim: closed first by moim, a
+connection the balancer reuses at that moment is a 502; uvicorn's own default, 5 s, is also
+the openai SDK's pool expiry, and a request sent as the two ran out together was reset).
+Bodies have their own limit, `server.body_timeout`, in `read_body` (proxy/limits.py).
+`moim serve` and the tests' servers run with these options, so both serve alike.
 
 Two parsers: httptools (llhttp, in C) when it is installed, else h11 (pure Python, ~3x the
 CPU a request). h11 refuses a head buffered past `h11_max_incomplete_event_size` with a
@@ -47,7 +51,11 @@ def uvicorn_options(config: Config, parser: Parser = "auto") -> dict[str, Any]:
         protocol: type[asyncio.Protocol] = head_limited_httptools(config.header_timeout, limit)
     else:
         protocol = head_timeout_protocol(config.header_timeout)
-    return {"http": protocol, "h11_max_incomplete_event_size": limit}
+    return {
+        "http": protocol,
+        "h11_max_incomplete_event_size": limit,
+        "timeout_keep_alive": config.keep_alive_timeout,
+    }
 
 
 def bind_problem(host: str, port: int) -> str | None:

@@ -454,6 +454,7 @@ def test_bad_key_in_a_keys_file_names_its_line_never_its_value(in_empty_dir):
         ("memory: {busy_timeout: 0}", "memory.busy_timeout: must be above 0, got 0.0"),
         ("server: {header_timeout: 0}", "server.header_timeout: must be above 0, got 0.0"),
         ("server: {body_timeout: -1}", "server.body_timeout: must be above 0, got -1.0"),
+        ("server: {keep_alive_timeout: 0}", "server.keep_alive_timeout: must be above 0, got 0.0"),
     ],
 )
 def test_limits_below_one_are_refused_naming_the_key(in_empty_dir, yaml_text, message):
@@ -483,6 +484,19 @@ def test_limits_from_yaml(in_empty_dir):
 
 def test_slow_client_limits_default_to_10_and_20_seconds():
     assert (Config().header_timeout, Config().body_timeout) == (10.0, 20.0)
+
+
+def test_idle_connections_are_kept_longer_than_a_load_balancer_keeps_them(in_empty_dir):
+    """75 s by default: above AWS ALB's and nginx's 60 s, so the balancer closes first."""
+    assert Config().keep_alive_timeout == 75.0
+    path = write(in_empty_dir / "moim.yaml", "server: {keep_alive_timeout: 120}\n")
+    assert load_config(path, {}).keep_alive_timeout == 120.0
+    env = {"MOIM_KEEP_ALIVE_TIMEOUT": "650.5"}
+    assert load_config(path, env).keep_alive_timeout == 650.5
+    for bad in ("soon", "0", "-1", "inf"):
+        with pytest.raises(ConfigError) as raised:
+            load_config(None, {"MOIM_KEEP_ALIVE_TIMEOUT": bad})
+        assert str(raised.value).startswith("MOIM_KEEP_ALIVE_TIMEOUT: ")
 
 
 # -- what a key entry may say ------------------------------------------------------------------
@@ -593,7 +607,8 @@ def test_consistent_key_entries_load(in_empty_dir):
         (
             "server: {colour: blue}",
             "server.colour: unknown key; server takes: body_timeout, header_timeout, host, "
-            "max_body_bytes, max_header_bytes, max_messages, metrics_public, port",
+            "keep_alive_timeout, max_body_bytes, max_header_bytes, max_messages, metrics_public, "
+            "port",
         ),
         (
             "wibble: 1",
@@ -603,7 +618,8 @@ def test_consistent_key_entries_load(in_empty_dir):
         (
             "server: {1: 2}",
             "server.1: unknown key; server takes: body_timeout, header_timeout, host, "
-            "max_body_bytes, max_header_bytes, max_messages, metrics_public, port",
+            "keep_alive_timeout, max_body_bytes, max_header_bytes, max_messages, metrics_public, "
+            "port",
         ),
     ],
 )
