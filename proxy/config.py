@@ -96,6 +96,10 @@ class Config:
     # balancer keeps its own idle connections to moim (AWS ALB 60 s, nginx 60 s), else the
     # balancer reuses one just as moim closes it and answers 502 (proxy/serving.py).
     keep_alive_timeout: float = 75.0
+    # A stop (SIGTERM) ends within this many seconds of the signal: replies under way are
+    # cut at it, and turns not yet stored stay in the journal for the next start. Below
+    # Kubernetes' 30 s grace period, so a pod is not killed while storing.
+    shutdown_timeout: float = 25.0
     ingest_queue_size: int = 10_000
     # The optional consolidation schedule (proxy/consolidate.py): no model, no schedule.
     consolidation_model: str | None = None
@@ -213,6 +217,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         header_timeout=above_zero(server, "server.", "header_timeout", 10.0),
         body_timeout=above_zero(server, "server.", "body_timeout", 20.0),
         keep_alive_timeout=above_zero(server, "server.", "keep_alive_timeout", 75.0),
+        shutdown_timeout=above_zero(server, "server.", "shutdown_timeout", 25.0),
         ingest_queue_size=at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
         **_consolidation(schedule),
         inspector=_inspector(_section(data, "inspector")),
@@ -233,6 +238,10 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
     if env.get("MOIM_KEEP_ALIVE_TIMEOUT"):
         changes["keep_alive_timeout"] = seconds_from_env(
             env["MOIM_KEEP_ALIVE_TIMEOUT"], "MOIM_KEEP_ALIVE_TIMEOUT"
+        )
+    if env.get("MOIM_SHUTDOWN_TIMEOUT"):
+        changes["shutdown_timeout"] = seconds_from_env(
+            env["MOIM_SHUTDOWN_TIMEOUT"], "MOIM_SHUTDOWN_TIMEOUT"
         )
     if env.get("MOIM_UPSTREAM_BASE_URL"):
         changes["upstream_base_url"] = http_url(

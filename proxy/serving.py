@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
+from types import FrameType
 from typing import Any, Literal
 
 import h11
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from proxy.config import Config
@@ -55,7 +58,40 @@ def uvicorn_options(config: Config, parser: Parser = "auto") -> dict[str, Any]:
         "http": protocol,
         "h11_max_incomplete_event_size": limit,
         "timeout_keep_alive": config.keep_alive_timeout,
+        # replies under way when a stop is asked for are cut after this (the writer then has
+        # what is left of it, none: the journal keeps the turns; `StopClock`)
+        "timeout_graceful_shutdown": config.shutdown_timeout,
     }
+
+
+class StopClock:
+    """When a stop was asked for (SIGTERM, Ctrl-C), so that the app's shutdown spends what is
+    left of `server.shutdown_timeout` from then, after the replies under way took their part.
+    Never asked (the tests' servers): the whole of it."""
+
+    def __init__(self) -> None:
+        self.asked: float | None = None  # time.monotonic() of the first signal
+
+    def ask(self) -> None:
+        if self.asked is None:
+            self.asked = time.monotonic()
+
+    def left(self, seconds: float) -> float:
+        if self.asked is None:
+            return seconds
+        return max(0.0, seconds - (time.monotonic() - self.asked))
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn's server, telling `clock` when a signal asks it to stop."""
+
+    def __init__(self, config: uvicorn.Config, clock: StopClock) -> None:
+        super().__init__(config)
+        self.clock = clock
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.clock.ask()
+        super().handle_exit(sig, frame)
 
 
 def bind_problem(host: str, port: int) -> str | None:

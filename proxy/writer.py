@@ -192,15 +192,28 @@ class Writer:
         self._task = asyncio.create_task(running, name="moim-writer")
         self._wakeup.set()
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Store and index what was submitted, for at most `timeout` seconds (what is left of
+        `server.shutdown_timeout`); past it, store no more turns (the one being stored is
+        finished, as is an indexing pass under way): the journal keeps the rest for the next
+        start. The log's last lines say which it was."""
         self._stopping = True
+        if self._task is None and self.pending:  # stopped while the model was loading
+            logger.warning(
+                "memory writer stopped before it started (the embedding model was loading) "
+                "with %d turns not yet stored or indexed: the journal keeps those not stored, "
+                "and the next start stores and indexes them",
+                self.pending,
+            )
         if self._task is not None:
-            if await self.flush(timeout=10.0):  # what a stop leaves, in the log's last lines
+            if await self.flush(timeout=timeout):
                 logger.info("memory writer stopped: every finished turn is stored and indexed")
             else:
+                self._turns.halted = True
                 logger.warning(
-                    "memory writer stopped with %d turns not yet stored or indexed: the "
-                    "journal and the store keep them for the next start",
+                    "memory writer stopped at the shutdown timeout (server.shutdown_timeout) "
+                    "with %d turns not yet stored or indexed: the journal keeps those not "
+                    "stored, and the next start stores and indexes them",
                     self.pending,
                 )
             self._task.cancel()

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import anyio.to_thread
 
 from memory import Journal, MemoryLayer, Turn, content_hash
-from proxy.storing import TRANSIENT, Stored, store_run
+from proxy.storing import HALTED, TRANSIENT, Stored, store_run
 from proxy.writer_health import WriterHealth
 from proxy.writer_progress import UNKNOWN, Progress
 
@@ -92,6 +92,7 @@ class TurnQueue:
         self.spilled = 0  # turns that went to the journal only, the queue being full
         self.queue_peak = 0  # the most turns the queue has held at once
         self.dropped = 0  # turns SQLite refused for their content
+        self.halted = False  # a stop ran out of time: store no more turns (see `store_run`)
 
     # -- what it holds -----------------------------------------------------------------------
 
@@ -186,7 +187,7 @@ class TurnQueue:
         turns = [held.turn for held in itertools.islice(self._queue, len(self._queue))]
         if not turns:
             return None
-        outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns)
+        outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns, self._halted)
         for mark in outcome.marks:
             self._queue.popleft()
             self._progress.stored(mark)
@@ -200,7 +201,7 @@ class TurnQueue:
         since, self._journal_only_since = self._journal_only_since, None
         submitted, queued = self._progress.submitted, len(self._queue)
         with closing(self._journal.turns()) as turns:  # read as stored: one turn in RAM
-            outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns)
+            outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns, self._halted)
         failed = self._account(outcome)
         if failed is not None:
             self._journal_only_since = since
@@ -223,9 +224,14 @@ class TurnQueue:
         self.replayed = True
         return None
 
+    def _halted(self) -> bool:
+        return self.halted
+
     def _account(self, outcome: Stored) -> str | None:
         self.dropped += outcome.dropped
         self._health.count("content", outcome.dropped)
+        if outcome.part == HALTED:
+            return HALTED  # not stored, not failing: the journal keeps the rest
         if outcome.error is None:
             return None
         self._health.failed(outcome.part, outcome.error)
