@@ -110,7 +110,8 @@ def build_app(
             if schedule is not None:  # before the client it uses is closed
                 schedule.cancel()
                 await asyncio.wait([schedule])
-            await writer.stop((stop_clock or StopClock()).left(config.shutdown_timeout))
+            clock = stop_clock or StopClock()
+            clock.turns_lost = await writer.stop(clock.left(config.shutdown_timeout))
             await client.aclose()
             await close_litellm()
 

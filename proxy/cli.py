@@ -137,10 +137,15 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     server = StoppingServer(options, clock)
     try:
         server.run()
-    except KeyboardInterrupt:  # as uvicorn.run: a second Ctrl-C while stopping
+    except KeyboardInterrupt:  # the Ctrl-C uvicorn raises again once stopped
         pass
+    except SystemExit as exc:  # the SIGTERM it sends again (`_stop_asked`)
+        if exc.code not in (0, None):
+            raise
     if not server.started:  # as uvicorn.run: the app's startup failed
         sys.exit(STARTUP_FAILURE)
+    if clock.turns_lost:  # the log's last line says how many; a supervisor sees a failure
+        sys.exit(1)
 
 
 def _stop_asked(signum: int, frame: FrameType | None) -> None:

@@ -67,10 +67,12 @@ def uvicorn_options(config: Config, parser: Parser = "auto") -> dict[str, Any]:
 class StopClock:
     """When a stop was asked for (SIGTERM, Ctrl-C), so that the app's shutdown spends what is
     left of `server.shutdown_timeout` from then, after the replies under way took their part.
-    Never asked (the tests' servers): the whole of it."""
+    Never asked (the tests' servers): the whole of it. The shutdown notes here how many turns
+    it lost, for `moim serve`'s exit status."""
 
     def __init__(self) -> None:
         self.asked: float | None = None  # time.monotonic() of the first signal
+        self.turns_lost = 0  # neither stored nor journaled when the writer stopped
 
     def ask(self) -> None:
         if self.asked is None:

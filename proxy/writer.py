@@ -192,42 +192,61 @@ class Writer:
         self._task = asyncio.create_task(running, name="moim-writer")
         self._wakeup.set()
 
-    async def stop(self, timeout: float = 10.0) -> None:
+    async def stop(self, timeout: float = 10.0) -> int:
         """Store and index what was submitted, for at most `timeout` seconds (what is left of
         `server.shutdown_timeout`); past it, store no more turns (the one being stored is
         finished, as is an indexing pass under way): the journal keeps the rest for the next
-        start. The log's last lines say which it was."""
+        start. The log's last line says which it was. Returns how many turns are lost:
+        neither stored nor journaled (the journal could not be written)."""
         self._stopping = True
-        if self._task is None and self.pending:  # stopped while the model was loading
-            logger.warning(
-                "memory writer stopped before it started (the embedding model was loading) "
-                "with %d turns not yet stored or indexed: the journal keeps those not stored, "
-                "and the next start stores and indexes them",
-                self.pending,
-            )
+        done = False
         if self._task is not None:
-            if await self.flush(timeout=timeout):
-                logger.info("memory writer stopped: every finished turn is stored and indexed")
-            else:
-                self._turns.halted = True
-                logger.warning(
-                    "memory writer stopped at the shutdown timeout (server.shutdown_timeout) "
-                    "with %d turns not yet stored or indexed: the journal keeps those not "
-                    "stored, and the next start stores and indexes them",
-                    self.pending,
-                )
+            done = await self.flush(timeout=timeout)
+            self._turns.halted = True
             self._task.cancel()
             try:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        lost = 0
         if self.unjournaled:
             try:
                 self._turns.journal_held()
             except OSError:
-                logger.error("%d turns neither stored nor journaled are lost", self.unjournaled)
+                lost = self.unjournaled
         if self._indexer is not None:
             self._indexer.shutdown(wait=True)
+        self._say_stopped(done or self.pending == 0, lost)
+        return lost
+
+    def _say_stopped(self, done: bool, lost: int) -> None:
+        """The log's last line: what a stop left, and where it is."""
+        if done and not lost:
+            logger.info("memory writer stopped: every finished turn is stored and indexed")
+            return
+        when = (
+            "before it started (the embedding model was loading)"
+            if self._task is None
+            else "at the shutdown timeout (server.shutdown_timeout)"
+        )
+        failing = f" ({self.problem})" if self.problem else ""
+        if lost:
+            logger.error(
+                "memory writer stopped %s with %d turns not yet stored or indexed%s, %d of "
+                "them lost: neither stored nor journaled",
+                when,
+                self.pending,
+                failing,
+                lost,
+            )
+            return
+        logger.warning(
+            "memory writer stopped %s with %d turns not yet stored or indexed%s: the journal "
+            "keeps those not stored, and the next start stores and indexes them",
+            when,
+            self.pending,
+            failing,
+        )
 
     def submit(self, turn: Turn) -> str | None:
         """Make a finished turn durable in the journal and queue it. Never raises.
