@@ -216,13 +216,20 @@ class Writer:
                 lost = self.unjournaled
         if self._indexer is not None:
             self._indexer.shutdown(wait=True)
-        self._say_stopped(done or self.pending == 0, lost)
+        self._say_stopped(done or (self.pending == 0 and self.problem is None), lost)
         return lost
 
     def _say_stopped(self, done: bool, lost: int) -> None:
         """The log's last line: what a stop left, and where it is."""
         if done and not lost:
             logger.info("memory writer stopped: every finished turn is stored and indexed")
+            return
+        if not lost and self.pending == 0:  # stored, but the indexing failed
+            logger.warning(
+                "memory writer stopped: every finished turn is stored, not all indexed (%s): "
+                "the next start indexes the rest",
+                self.problem,
+            )
             return
         when = (
             "before it started (the embedding model was loading)"
@@ -267,16 +274,19 @@ class Writer:
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every turn submitted so far is stored and indexed, and found by its words
         too (a pass under a backlog may hold the lexical commit back while later turns wait);
-        False on timeout."""
+        False on timeout, and while indexing fails (a failed pass counts its turns as done, so
+        that a flush cannot hang on a failing model or index; stored, they are not all found:
+        `problem` says why)."""
         target = self._progress.submitted
         self._wakeup.set()
         if not await self._progress.reached(target, timeout):
             return False
         try:
             await anyio.to_thread.run_sync(self._layer.make_searchable)
-        except Exception as exc:  # the store: the turns are stored and indexed all the same
+        except Exception as exc:  # the lexical index: stored, but not found by their words
             self._health.failed("index", exc, traceback=True)
-        return True
+            return False
+        return self._health.failing("index") is None
 
     def forget(self, user_id: str) -> None:
         """Remove a forgotten user's turns from the journal, which may still hold them once
