@@ -58,8 +58,8 @@ def uvicorn_options(config: Config, parser: Parser = "auto") -> dict[str, Any]:
         "http": protocol,
         "h11_max_incomplete_event_size": limit,
         "timeout_keep_alive": config.keep_alive_timeout,
-        # replies under way when a stop is asked for are cut after this (the writer then has
-        # what is left of it, none: the journal keeps the turns; `StopClock`)
+        # replies still under way this long after a stop was asked for are cut; the writer
+        # has what is left of it (`StopClock`), and the journal keeps what it cannot store
         "timeout_graceful_shutdown": config.shutdown_timeout,
     }
 

@@ -3,11 +3,11 @@
 `store_run` runs in a worker thread and stores turns one by one, one transaction each
 (`MemoryLayer.store_only`), until one fails for a reason that can pass: the store's own
 errors (`MemoryLayerError`: a lock held past `busy_timeout`, a full disk) and `OSError`.
-The writer keeps that turn and the ones after it and tries again later. A stop past
-`server.shutdown_timeout` cuts a run short between two turns (`HALTED`): the rest stay in
-the journal for the next start. Anything else a
+The writer keeps that turn and the ones after it and tries again later. Anything else a
 store raises comes from the turn's content (text that is not valid Unicode): no retry could
-store it, so the turn is dropped, logged with its traceback, and counted.
+store it, so the turn is dropped, logged with its traceback, and counted. A stop past
+`server.shutdown_timeout` cuts a run short between two turns (`HALTED`): the rest stay in
+the journal for the next start.
 """
 
 from __future__ import annotations
