@@ -9,6 +9,7 @@ import sqlite3
 import time
 
 import httpx
+import pytest
 
 from memory import Journal, Turn
 from tests.e2e.test_crash import Server
@@ -132,3 +133,34 @@ def test_a_stop_with_a_backlog_ends_at_the_shutdown_timeout(tmp_path, upstream):
         server.stop()
     assert flushed.json() == {"flushed": True, "pending": 0}
     assert stored_user_texts(db) == sorted(f"parcel {k} went to Porto" for k in range(backlog))
+
+
+def test_a_reply_streaming_past_the_shutdown_timeout_is_cut_and_its_turn_kept(tmp_path, upstream):
+    """A stop waited for a reply as long as the provider streamed it (here a chunk every
+    10 s: minutes), past any supervisor's patience; now it is cut at `shutdown_timeout`, and
+    what the user said is stored at the next start."""
+    db = tmp_path / "moim.db"
+    upstream.script.append({"content": "The tide turns at noon. " * 8, "delay": 10.0})
+    said = {
+        "model": "gpt-4o-mini",
+        "stream": True,
+        "messages": [{"role": "user", "content": "when does the tide turn"}],
+    }
+    with Server(db, upstream.url, tmp_path / "log", MOIM_SHUTDOWN_TIMEOUT="1") as server:
+        server.wait("/health/readiness")
+        with httpx.stream("POST", server.root + "/v1/chat/completions", json=said) as reply:
+            lines = reply.iter_lines()
+            assert next(lines).startswith("data: ")  # under way
+            server.process.send_signal(signal.SIGTERM)
+            with pytest.raises(httpx.RemoteProtocolError):  # cut, with no [DONE]
+                list(lines)
+        status = server.process.wait(timeout=30)
+        server.log.close()
+    assert status == 0
+    log = (tmp_path / "log").read_text()
+    assert "memory writer stopped at the shutdown timeout" in log, log
+
+    with Server(db, upstream.url, tmp_path / "log2", MOIM_SHUTDOWN_TIMEOUT="1") as server:
+        server.wait("/health/readiness")
+        server.stop()
+    assert stored_user_texts(db) == ["when does the tide turn"]
