@@ -71,9 +71,13 @@ async def flush(request: Request) -> Response:
     state = state_of(request)
     authenticate(request.headers, state.config)
     done = await state.writer.flush(timeout=120.0)
-    return JSONResponse(
-        {"flushed": done, "pending": state.writer.pending}, status_code=200 if done else 504
-    )
+    body: dict[str, object] = {"flushed": done, "pending": state.writer.pending}
+    if done:
+        return JSONResponse(body)
+    problem = state.writer.problem  # failing: 503 and why (not all is searchable); else late
+    if problem is not None:
+        body["writer"] = problem
+    return JSONResponse(body, status_code=504 if problem is None else 503)
 
 
 async def search(request: Request) -> Response:

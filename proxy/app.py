@@ -55,6 +55,7 @@ from proxy.replicas import recover_replicas
 from proxy.request_metrics import RequestMetrics
 from proxy.responses import responses
 from proxy.runtime import freeze_startup_objects, tune_process
+from proxy.serving import StopClock
 from proxy.state import AppState, state_of
 from proxy.unserved_paths import outside_v1
 from proxy.upstream import close_litellm, list_models
@@ -67,8 +68,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
-    """The moim ASGI app for `config` (a prepared `layer` may be passed in, e.g. by tests)."""
+def build_app(
+    config: Config, layer: MemoryLayer | None = None, stop_clock: StopClock | None = None
+) -> Starlette:
+    """The moim ASGI app for `config` (a prepared `layer` may be passed in, e.g. by tests);
+    `stop_clock` says when `moim serve` was asked to stop (its shutdown has what is left of
+    `server.shutdown_timeout`)."""
     metrics = Metrics()  # before the lifespan: RequestMetrics counts into it
 
     @asynccontextmanager
@@ -105,7 +110,8 @@ def build_app(config: Config, layer: MemoryLayer | None = None) -> Starlette:
             if schedule is not None:  # before the client it uses is closed
                 schedule.cancel()
                 await asyncio.wait([schedule])
-            await writer.stop()
+            clock = stop_clock or StopClock()
+            clock.turns_lost = await writer.stop(clock.left(config.shutdown_timeout))
             await client.aclose()
             await close_litellm()
 

@@ -92,9 +92,10 @@ main.add_command(consolidate)
 def serve(config_path: Path | None, host: str | None, port: int | None, log_level: str) -> None:
     """Start the proxy."""
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
 
     from proxy.app import build_app
-    from proxy.serving import bind_problem, uvicorn_options
+    from proxy.serving import StopClock, StoppingServer, bind_problem, uvicorn_options
 
     config = config_from(config_path)
     config = replace(config, host=host or config.host, port=port or config.port)
@@ -124,14 +125,27 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
     # again: by default that killed moim once stopped (status 143 for `docker stop`, as if
     # killed mid-work). A stop asked for is a clean exit.
     signal.signal(signal.SIGTERM, _stop_asked)
-    uvicorn.run(
-        build_app(config, layer),
+    clock = StopClock()
+    options = uvicorn.Config(
+        build_app(config, layer, clock),
         host=config.host,
         port=config.port,
         log_level=log_level,
         access_log=False,
         **uvicorn_options(config),
     )
+    server = StoppingServer(options, clock)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # the Ctrl-C uvicorn raises again once stopped
+        pass
+    except SystemExit as exc:  # the SIGTERM it sends again (`_stop_asked`)
+        if exc.code not in (0, None):
+            raise
+    if not server.started:  # as uvicorn.run: the app's startup failed
+        sys.exit(STARTUP_FAILURE)
+    if clock.turns_lost:  # the log's last line says how many; a supervisor sees a failure
+        sys.exit(1)
 
 
 def _stop_asked(signum: int, frame: FrameType | None) -> None:

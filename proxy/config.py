@@ -29,6 +29,7 @@ from proxy.config_reader import (
     at_least,
     http_url,
     integer,
+    seconds_from_env,
     typed,
     unknown_keys,
     within,
@@ -91,6 +92,14 @@ class Config:
     # for body_timeout seconds nor fall behind 1 KiB/s (proxy/serving.py, proxy/limits.py).
     header_timeout: float = 10.0
     body_timeout: float = 20.0
+    # An idle kept-alive connection is closed after this many seconds: longer than a load
+    # balancer keeps its own idle connections to moim (AWS ALB 60 s, nginx 60 s), else the
+    # balancer reuses one just as moim closes it and answers 502 (proxy/serving.py).
+    keep_alive_timeout: float = 75.0
+    # A stop (SIGTERM) ends within this many seconds of the signal: replies under way are
+    # cut at it, and turns not yet stored stay in the journal for the next start. Below
+    # Kubernetes' 30 s grace period, so a pod is not killed while storing.
+    shutdown_timeout: float = 25.0
     ingest_queue_size: int = 10_000
     # The optional consolidation schedule (proxy/consolidate.py): no model, no schedule.
     consolidation_model: str | None = None
@@ -207,6 +216,8 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         max_header_bytes=at_least(server, "server.", "max_header_bytes", 16 * 1024, 1),
         header_timeout=above_zero(server, "server.", "header_timeout", 10.0),
         body_timeout=above_zero(server, "server.", "body_timeout", 20.0),
+        keep_alive_timeout=above_zero(server, "server.", "keep_alive_timeout", 75.0),
+        shutdown_timeout=above_zero(server, "server.", "shutdown_timeout", 25.0),
         ingest_queue_size=at_least(mem, "memory.", "ingest_queue_size", 10_000, 1),
         **_consolidation(schedule),
         inspector=_inspector(_section(data, "inspector")),
@@ -224,6 +235,14 @@ def apply_env(config: Config, env: Mapping[str, str]) -> Config:
         changes["host"] = env["MOIM_HOST"]
     if env.get("MOIM_PORT"):
         changes["port"] = within(integer(env["MOIM_PORT"], "MOIM_PORT"), "MOIM_PORT", 1, 65535)
+    if env.get("MOIM_KEEP_ALIVE_TIMEOUT"):
+        changes["keep_alive_timeout"] = seconds_from_env(
+            env["MOIM_KEEP_ALIVE_TIMEOUT"], "MOIM_KEEP_ALIVE_TIMEOUT"
+        )
+    if env.get("MOIM_SHUTDOWN_TIMEOUT"):
+        changes["shutdown_timeout"] = seconds_from_env(
+            env["MOIM_SHUTDOWN_TIMEOUT"], "MOIM_SHUTDOWN_TIMEOUT"
+        )
     if env.get("MOIM_UPSTREAM_BASE_URL"):
         changes["upstream_base_url"] = http_url(
             env["MOIM_UPSTREAM_BASE_URL"], "MOIM_UPSTREAM_BASE_URL"

@@ -165,7 +165,19 @@ def within(value: int, name: str, low: int, high: int | None = None) -> int:
 
 def above_zero(data: Mapping[str, Any], prefix: str, key: str, default: float) -> float:
     """A finite number of seconds (or minutes) above 0; anything else names its key."""
-    value: float = typed(data, key, float, default, prefix)
+    return positive(typed(data, key, float, default, prefix), prefix + key)
+
+
+def seconds_from_env(text: str, name: str) -> float:
+    """An environment variable's number of seconds, above 0; anything else names it."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a number of seconds, got {text!r}") from None
+    return positive(value, name)
+
+
+def positive(value: float, name: str) -> float:
     if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{prefix}{key}: must be above 0, got {value!r}")
+        raise ConfigError(f"{name}: must be above 0, got {value!r}")
     return value

@@ -6,10 +6,14 @@ descriptors) forever; 1,500 slow clients held theirs 40 s each, as long as they 
 protocols here are uvicorn's with one timer more: a request's head must be whole within
 `server.header_timeout` seconds of its first byte (of the connection's start, for a new
 connection), else moim answers 408 in OpenAI's shape and closes the connection; a new
-connection that sent nothing is closed without a word, as uvicorn closes an idle keep-alive
-one (a client's speculative connection must not read a stray 408 later). Bodies have their
-own limit, `server.body_timeout`, in `read_body` (proxy/limits.py). `moim serve` and the
-tests' servers run with these options, so both serve alike.
+connection that sent nothing is closed without a word (a client's speculative connection must
+not read a stray 408 later). A kept-alive connection idle after a response is not timed by
+it: uvicorn closes that one after `server.keep_alive_timeout` seconds (75 by default, above
+the 60 s a load balancer keeps its idle connections to moim: closed first by moim, a
+connection the balancer reuses at that moment is a 502; uvicorn's own default, 5 s, is also
+the openai SDK's pool expiry, and a request sent as the two ran out together was reset).
+Bodies have their own limit, `server.body_timeout`, in `read_body` (proxy/limits.py).
+`moim serve` and the tests' servers run with these options, so both serve alike.
 
 Two parsers: httptools (llhttp, in C) when it is installed, else h11 (pure Python, ~3x the
 CPU a request). h11 refuses a head buffered past `h11_max_incomplete_event_size` with a
@@ -22,9 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
+from types import FrameType
 from typing import Any, Literal
 
 import h11
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from proxy.config import Config
@@ -47,7 +54,46 @@ def uvicorn_options(config: Config, parser: Parser = "auto") -> dict[str, Any]:
         protocol: type[asyncio.Protocol] = head_limited_httptools(config.header_timeout, limit)
     else:
         protocol = head_timeout_protocol(config.header_timeout)
-    return {"http": protocol, "h11_max_incomplete_event_size": limit}
+    return {
+        "http": protocol,
+        "h11_max_incomplete_event_size": limit,
+        "timeout_keep_alive": config.keep_alive_timeout,
+        # replies still under way this long after a stop was asked for are cut; the writer
+        # has what is left of it (`StopClock`), and the journal keeps what it cannot store
+        "timeout_graceful_shutdown": config.shutdown_timeout,
+    }
+
+
+class StopClock:
+    """When a stop was asked for (SIGTERM, Ctrl-C), so that the app's shutdown spends what is
+    left of `server.shutdown_timeout` from then, after the replies under way took their part.
+    Never asked (the tests' servers): the whole of it. The shutdown notes here how many turns
+    it lost, for `moim serve`'s exit status."""
+
+    def __init__(self) -> None:
+        self.asked: float | None = None  # time.monotonic() of the first signal
+        self.turns_lost = 0  # neither stored nor journaled when the writer stopped
+
+    def ask(self) -> None:
+        if self.asked is None:
+            self.asked = time.monotonic()
+
+    def left(self, seconds: float) -> float:
+        if self.asked is None:
+            return seconds
+        return max(0.0, seconds - (time.monotonic() - self.asked))
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn's server, telling `clock` when a signal asks it to stop."""
+
+    def __init__(self, config: uvicorn.Config, clock: StopClock) -> None:
+        super().__init__(config)
+        self.clock = clock
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.clock.ask()
+        super().handle_exit(sig, frame)
 
 
 def bind_problem(host: str, port: int) -> str | None:

@@ -5,13 +5,15 @@
 errors (`MemoryLayerError`: a lock held past `busy_timeout`, a full disk) and `OSError`.
 The writer keeps that turn and the ones after it and tries again later. Anything else a
 store raises comes from the turn's content (text that is not valid Unicode): no retry could
-store it, so the turn is dropped, logged with its traceback, and counted.
+store it, so the turn is dropped, logged with its traceback, and counted. A stop past
+`server.shutdown_timeout` cuts a run short between two turns (`HALTED`): the rest stay in
+the journal for the next start.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from memory import MemoryLayer, MemoryLayerError, Turn
@@ -22,6 +24,8 @@ logger = logging.getLogger(__name__)
 TRANSIENT = (MemoryLayerError, OSError)
 # The progress mark of a dropped turn: nothing of it waits to be indexed.
 DROPPED = 0
+# The part a run reports when a stop cut it short: not a failure, nothing to retry now.
+HALTED = "halted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +43,19 @@ class Stored:
         return self.marks.count(DROPPED)
 
 
-def store_run(layer: MemoryLayer, turns: Iterable[Turn]) -> Stored:
-    """Store `turns` in order until one fails for a reason that may pass. `turns` may be a
-    journal being read (`Journal.turns`): an OSError reading it stops the run too, and so does
-    the store failing under it (a replica's journal rows in an unreachable PostgreSQL: the
-    writer's loop crashed on it, and readiness said its task failed, not the store)."""
+def store_run(
+    layer: MemoryLayer, turns: Iterable[Turn], halted: Callable[[], bool] = lambda: False
+) -> Stored:
+    """Store `turns` in order until one fails for a reason that may pass, or `halted()` says
+    a stop ran out of time (part `HALTED`, no error). `turns` may be a journal being read
+    (`Journal.turns`): an OSError reading it stops the run too, and so does the store failing
+    under it (a replica's journal rows in an unreachable PostgreSQL: the writer's loop
+    crashed on it, and readiness said its task failed, not the store)."""
     marks: list[int] = []
     source = iter(turns)
     while True:
+        if halted():
+            return Stored(marks, None, HALTED)
         try:
             turn = next(source, None)
         except OSError as exc:

@@ -192,29 +192,68 @@ class Writer:
         self._task = asyncio.create_task(running, name="moim-writer")
         self._wakeup.set()
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 10.0) -> int:
+        """Store and index what was submitted, for at most `timeout` seconds (what is left of
+        `server.shutdown_timeout`); past it, store no more turns (the one being stored is
+        finished, as is an indexing pass under way): the journal keeps the rest for the next
+        start. The log's last line says which it was. Returns how many turns are lost:
+        neither stored nor journaled (the journal could not be written)."""
         self._stopping = True
+        done = False
         if self._task is not None:
-            if await self.flush(timeout=10.0):  # what a stop leaves, in the log's last lines
-                logger.info("memory writer stopped: every finished turn is stored and indexed")
-            else:
-                logger.warning(
-                    "memory writer stopped with %d turns not yet stored or indexed: the "
-                    "journal and the store keep them for the next start",
-                    self.pending,
-                )
+            done = await self.flush(timeout=timeout)
+            self._turns.halted = True
             self._task.cancel()
             try:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        lost = 0
         if self.unjournaled:
             try:
                 self._turns.journal_held()
             except OSError:
-                logger.error("%d turns neither stored nor journaled are lost", self.unjournaled)
+                lost = self.unjournaled
         if self._indexer is not None:
             self._indexer.shutdown(wait=True)
+        self._say_stopped(done or (self.pending == 0 and self.problem is None), lost)
+        return lost
+
+    def _say_stopped(self, done: bool, lost: int) -> None:
+        """The log's last line: what a stop left, and where it is."""
+        if done and not lost:
+            logger.info("memory writer stopped: every finished turn is stored and indexed")
+            return
+        if not lost and self.pending == 0:  # stored, but the indexing failed
+            logger.warning(
+                "memory writer stopped: every finished turn is stored, not all indexed (%s): "
+                "the next start indexes the rest",
+                self.problem,
+            )
+            return
+        when = (
+            "before it started (the embedding model was loading)"
+            if self._task is None
+            else "at the shutdown timeout (server.shutdown_timeout)"
+        )
+        failing = f" ({self.problem})" if self.problem else ""
+        if lost:
+            logger.error(
+                "memory writer stopped %s with %d turns not yet stored or indexed%s, %d of "
+                "them lost: neither stored nor journaled",
+                when,
+                self.pending,
+                failing,
+                lost,
+            )
+            return
+        logger.warning(
+            "memory writer stopped %s with %d turns not yet stored or indexed%s: the journal "
+            "keeps those not stored, and the next start stores and indexes them",
+            when,
+            self.pending,
+            failing,
+        )
 
     def submit(self, turn: Turn) -> str | None:
         """Make a finished turn durable in the journal and queue it. Never raises.
@@ -235,16 +274,19 @@ class Writer:
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every turn submitted so far is stored and indexed, and found by its words
         too (a pass under a backlog may hold the lexical commit back while later turns wait);
-        False on timeout."""
+        False on timeout, and while indexing fails (a failed pass counts its turns as done, so
+        that a flush cannot hang on a failing model or index; stored, they are not all found:
+        `problem` says why)."""
         target = self._progress.submitted
         self._wakeup.set()
         if not await self._progress.reached(target, timeout):
             return False
         try:
             await anyio.to_thread.run_sync(self._layer.make_searchable)
-        except Exception as exc:  # the store: the turns are stored and indexed all the same
+        except Exception as exc:  # the lexical index: stored, but not found by their words
             self._health.failed("index", exc, traceback=True)
-        return True
+            return False
+        return self._health.failing("index") is None
 
     def forget(self, user_id: str) -> None:
         """Remove a forgotten user's turns from the journal, which may still hold them once

@@ -30,14 +30,15 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from contextlib import closing
 from dataclasses import dataclass, replace
 
 import anyio.to_thread
 
 from memory import Journal, MemoryLayer, Turn, content_hash
-from proxy.storing import TRANSIENT, Stored, store_run
+from proxy.store_file import StoreFile
+from proxy.storing import HALTED, TRANSIENT, Stored, store_run
 from proxy.writer_health import WriterHealth
 from proxy.writer_progress import UNKNOWN, Progress
 
@@ -92,6 +93,8 @@ class TurnQueue:
         self.spilled = 0  # turns that went to the journal only, the queue being full
         self.queue_peak = 0  # the most turns the queue has held at once
         self.dropped = 0  # turns SQLite refused for their content
+        self.halted = False  # a stop ran out of time: store no more turns (see `store_run`)
+        self._file = StoreFile(layer)  # stores into a removed database file are lost
 
     # -- what it holds -----------------------------------------------------------------------
 
@@ -188,7 +191,7 @@ class TurnQueue:
         turns = [held.turn for held in itertools.islice(self._queue, len(self._queue))]
         if not turns:
             return None
-        outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns)
+        outcome = await self._store(turns)
         for mark in outcome.marks:
             self._queue.popleft()
             self._progress.stored(mark)
@@ -202,7 +205,7 @@ class TurnQueue:
         since, self._journal_only_since = self._journal_only_since, None
         submitted, queued = self._progress.submitted, len(self._queue)
         with closing(self._journal.turns()) as turns:  # read as stored: one turn in RAM
-            outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns)
+            outcome = await self._store(turns)
         failed = self._account(outcome)
         if failed is not None:
             self._journal_only_since = since
@@ -225,9 +228,21 @@ class TurnQueue:
         self.replayed = True
         return None
 
+    async def _store(self, turns: Iterable[Turn]) -> Stored:
+        """`store_run` in a worker thread; a run into a database file no longer at its path
+        (proxy/store_file.py) stored nothing that will last: it failed, whole."""
+        outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns, self._halted)
+        lost = self._file.problem() if outcome.marks else None
+        return outcome if lost is None else Stored([], lost, "store")
+
+    def _halted(self) -> bool:
+        return self.halted
+
     def _account(self, outcome: Stored) -> str | None:
         self.dropped += outcome.dropped
         self._health.count("content", outcome.dropped)
+        if outcome.part == HALTED:
+            return HALTED  # not stored, not failing: the journal keeps the rest
         if outcome.error is None:
             return None
         self._health.failed(outcome.part, outcome.error)

@@ -227,6 +227,9 @@ def make_proxy(
             settings["db_url"] = databases[path]
         memory = Settings(**settings)
         fields.setdefault("upstream_base_url", upstream.url)
+        # a test's server stops within 10 s, as before server.shutdown_timeout (25 s): a test
+        # that leaves its store failing waits no longer at its teardown
+        fields.setdefault("shutdown_timeout", 10.0)
         config = Config(memory=memory, **fields)
         # The session's bundled model, unless the config names a remote embedder (its own).
         factory = embedder_factory(config) if config.embedder else lambda _: embedder

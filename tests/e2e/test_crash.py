@@ -51,7 +51,7 @@ def free_port():
 class Server:
     """One `moim serve` process on a free port, with its output in a log file."""
 
-    def __init__(self, db, upstream_url, log):
+    def __init__(self, db, upstream_url, log, **environment):
         self.port = free_port()
         self.root = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
@@ -59,6 +59,7 @@ class Server:
             MOIM_DB=str(db),
             MOIM_UPSTREAM_BASE_URL=upstream_url,
             PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+            **environment,
         )
         self.log = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(

@@ -454,6 +454,8 @@ def test_bad_key_in_a_keys_file_names_its_line_never_its_value(in_empty_dir):
         ("memory: {busy_timeout: 0}", "memory.busy_timeout: must be above 0, got 0.0"),
         ("server: {header_timeout: 0}", "server.header_timeout: must be above 0, got 0.0"),
         ("server: {body_timeout: -1}", "server.body_timeout: must be above 0, got -1.0"),
+        ("server: {keep_alive_timeout: 0}", "server.keep_alive_timeout: must be above 0, got 0.0"),
+        ("server: {shutdown_timeout: -1}", "server.shutdown_timeout: must be above 0, got -1.0"),
     ],
 )
 def test_limits_below_one_are_refused_naming_the_key(in_empty_dir, yaml_text, message):
@@ -483,6 +485,26 @@ def test_limits_from_yaml(in_empty_dir):
 
 def test_slow_client_limits_default_to_10_and_20_seconds():
     assert (Config().header_timeout, Config().body_timeout) == (10.0, 20.0)
+
+
+@pytest.mark.parametrize(
+    ("key", "variable", "default"),
+    [
+        # above AWS ALB's and nginx's 60 s idle timeout, so the balancer closes first
+        ("keep_alive_timeout", "MOIM_KEEP_ALIVE_TIMEOUT", 75.0),
+        # below Kubernetes' 30 s grace period, so a stop ends before its SIGKILL
+        ("shutdown_timeout", "MOIM_SHUTDOWN_TIMEOUT", 25.0),
+    ],
+)
+def test_server_times_from_yaml_and_the_environment(in_empty_dir, key, variable, default):
+    assert getattr(Config(), key) == default
+    path = write(in_empty_dir / "moim.yaml", f"server: {{{key}: 120}}\n")
+    assert getattr(load_config(path, {}), key) == 120.0
+    assert getattr(load_config(path, {variable: "650.5"}), key) == 650.5
+    for bad in ("soon", "0", "-1", "inf"):
+        with pytest.raises(ConfigError) as raised:
+            load_config(None, {variable: bad})
+        assert str(raised.value).startswith(f"{variable}: ")
 
 
 # -- what a key entry may say ------------------------------------------------------------------
@@ -593,7 +615,8 @@ def test_consistent_key_entries_load(in_empty_dir):
         (
             "server: {colour: blue}",
             "server.colour: unknown key; server takes: body_timeout, header_timeout, host, "
-            "max_body_bytes, max_header_bytes, max_messages, metrics_public, port",
+            "keep_alive_timeout, max_body_bytes, max_header_bytes, max_messages, metrics_public, "
+            "port, shutdown_timeout",
         ),
         (
             "wibble: 1",
@@ -603,7 +626,8 @@ def test_consistent_key_entries_load(in_empty_dir):
         (
             "server: {1: 2}",
             "server.1: unknown key; server takes: body_timeout, header_timeout, host, "
-            "max_body_bytes, max_header_bytes, max_messages, metrics_public, port",
+            "keep_alive_timeout, max_body_bytes, max_header_bytes, max_messages, metrics_public, "
+            "port, shutdown_timeout",
         ),
     ],
 )

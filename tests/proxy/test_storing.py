@@ -3,7 +3,7 @@
 from collections.abc import Iterator
 
 from memory import MemoryLayer, Settings, StoreUnavailable, Turn
-from proxy.storing import store_run
+from proxy.storing import HALTED, store_run
 
 
 def turn(text: str) -> Turn:
@@ -46,3 +46,23 @@ def test_an_os_error_reading_the_journal_is_the_journal_s():
 
     stored = store_run(None, journal())  # type: ignore[arg-type]
     assert stored.marks == [] and stored.part == "journal"
+
+
+def test_a_stop_out_of_time_cuts_a_run_between_two_turns(tmp_path, embedder):
+    """A stop past `server.shutdown_timeout` waited for the whole run (a backlog's replay:
+    thousands of turns); now for the turn being stored, and the run says it was cut short."""
+    layer = MemoryLayer(Settings(db_path=tmp_path / "moim.db"), embedder_factory=lambda _: embedder)
+    turns = [turn(f"Parcel {k} went to Porto.") for k in range(5)]
+    taken: list[Turn] = []
+
+    def journal() -> Iterator[Turn]:
+        for item in turns:
+            taken.append(item)
+            yield item
+
+    stored = store_run(layer, journal(), halted=lambda: len(taken) == 2)
+    assert len(stored.marks) == 2 and stored.error is None
+    assert stored.part == HALTED
+    said = [m.content for m in layer.turns("ana", "s1") if m.role == "user"]
+    assert said == ["Parcel 0 went to Porto.", "Parcel 1 went to Porto."]
+    layer.close()
