@@ -107,6 +107,11 @@ class VectorIndex:
         else:
             raise TypeError("VectorIndex needs a loader or batches")
         self._users: dict[str, UserMatrix] = {}
+        # Users found with no vectors, by id only (`_held`), the oldest let go first: reading
+        # that a user has none costs ~2 ms of SQLite (sqlite-vec looks for the partition) on
+        # every request of a new user; one empty matrix serves them all.
+        self._empty: dict[str, None] = {}
+        self._no_rows: UserMatrix | None = None
         self._lock = threading.Lock()
         self._loading: dict[str, _Load] = {}
         self._scratch = Scratch()  # each searching thread's buffers
@@ -115,6 +120,8 @@ class VectorIndex:
         while True:
             with self._lock:
                 matrix = self._users.get(user_id)
+                if matrix is None and user_id in self._empty:
+                    matrix = self._no_rows
                 if matrix is not None:
                     return matrix.view(self._scratch)
                 load = self._loading.get(user_id)
@@ -131,15 +138,26 @@ class VectorIndex:
             with self._lock:
                 for added_ids, vectors in load.added:
                     matrix.append(added_ids, vectors)
-                # Held unless dropped meanwhile (then served once) or empty (`_held`)
-                if self._loading.get(user_id) is load and _held(matrix):
-                    self._users[user_id] = matrix
+                # Held unless dropped meanwhile (then served once); empty, by id only (`_held`)
+                if self._loading.get(user_id) is load:
+                    if _held(matrix):
+                        self._users[user_id] = matrix
+                    else:
+                        self._note_empty(user_id, matrix)
                 return matrix.view(self._scratch)
         finally:
             with self._lock:
                 if self._loading.get(user_id) is load:
                     del self._loading[user_id]
             load.lock.release()
+
+    def _note_empty(self, user_id: str, matrix: UserMatrix) -> None:
+        """Remember (under the lock) that `user_id` has no vectors, at most `EMPTY_HELD`."""
+        if self._no_rows is None:
+            self._no_rows = matrix
+        if len(self._empty) >= EMPTY_HELD:
+            del self._empty[next(iter(self._empty))]  # the oldest
+        self._empty[user_id] = None
 
     def similarities(
         self, user_id: str, query: np.ndarray, ids: list[int], read: Read | None = None
@@ -197,6 +215,7 @@ class VectorIndex:
             return
         pair = (np.asarray(ids, dtype=np.int64), np.asarray(vectors, dtype=np.float32))
         with self._lock:
+            self._empty.pop(user_id, None)  # their first vectors: read from the store
             matrix = self._users.get(user_id)
             if matrix is not None:
                 try:
@@ -213,9 +232,11 @@ class VectorIndex:
             if user_id is None:
                 self._users.clear()
                 self._loading.clear()
+                self._empty.clear()
             else:
                 self._users.pop(user_id, None)
                 self._loading.pop(user_id, None)
+                self._empty.pop(user_id, None)
 
     def loaded_users(self) -> int:
         return len(self._users)
@@ -224,6 +245,10 @@ class VectorIndex:
         """Vectors held in RAM, over every loaded user."""
         with self._lock:
             return sum(len(matrix.ids) for matrix in self._users.values())
+
+
+# Users with no vectors remembered by id (~100 bytes each: ~1 MB at most).
+EMPTY_HELD = 10_000
 
 
 def _held(matrix: UserMatrix) -> bool:

@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 
+from memory.recall import vectors
 from memory.recall.int8_rows import is_int8
 from memory.recall.user_matrix import BLOCK_ROWS
 from memory.recall.vectors import EXACT_BELOW, VectorIndex
@@ -100,6 +101,28 @@ def test_a_user_without_vectors_is_not_held_and_their_first_are_read_from_the_st
     found = index.search("user-7", E[3], 200)
     assert sorted(chunk_id for chunk_id, _ in found) == list(range(100, 200))
     assert index.loaded_users() == 1
+
+
+def test_a_user_without_vectors_is_read_from_the_store_once(monkeypatch):
+    """Reading that a user has no vectors costs ~2 ms of SQLite: a new user's requests read it
+    once, by id only (at most `EMPTY_HELD` ids, the oldest let go first), until their first
+    vectors are added or they are dropped."""
+    monkeypatch.setattr(vectors, "EMPTY_HELD", 3)
+    loader = Loader({})
+    index = VectorIndex(loader)
+    for _ in range(3):
+        assert index.search("new", E[0], 5) == []
+    assert (loader.calls, index.loaded_users()) == (["new"], 0)
+    for n in range(3):
+        index.search(f"other-{n}", E[0], 5)
+    index.search("new", E[0], 5)  # the oldest went first: read again
+    assert loader.calls.count("new") == 2
+    loader.rows["other-2"] = ([5], E[2:3])
+    index.add("other-2", [5], E[2:3])  # their first vectors: read from the store
+    assert [chunk_id for chunk_id, _ in index.search("other-2", E[2], 5)] == [5]
+    index.drop("new")
+    index.search("new", E[0], 5)
+    assert loader.calls.count("new") == 3
 
 
 def test_add_before_load_is_left_to_the_loader():
