@@ -48,7 +48,10 @@ split `fresh6`): a sixth, written blind the same way (by someone who had read ne
 code nor the other splits); for measuring only. `--suite fresh7` is personas 81-88
 (bench/memsuite/fresh7.txt): corrections ("Actually it's Salford, not Manchester") among ordinary
 updates, written by the session that built the correction cues (not blind); split `fresh7`
-(f81-f84) is its tuning half, `fresh7h` (f85-f88) its held-out half.
+(f81-f84) is its tuning half, `fresh7h` (f85-f88) its held-out half. `--suite fresh8` is
+personas 91-100 (bench/memsuite/fresh8.txt, split `fresh8`): an eighth, written blind the same
+way (by someone who had read neither moim's memory code nor the other splits' misses); for
+measuring only.
 """
 
 from __future__ import annotations
@@ -86,8 +89,9 @@ MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
 SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
-SPLITS += ("fresh7h",)
+SPLITS += ("fresh7h", "fresh8")
 SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
+SUITES += ("fresh8",)
 
 
 @dataclass
@@ -194,7 +198,7 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 
 def personas_of(suite: str) -> list[Persona]:
-    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 61-70 (fresh, 2, ... 5)."""
+    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 91-100 (fresh, 2, ... 8)."""
     if suite.startswith("fresh"):
         return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))
