@@ -142,6 +142,15 @@ class Exchange:
     arrived_at: float | None = None  # the clock's then (`Turn.arrived_at`: other replicas')
 
     @property
+    def forces_a_function(self) -> bool:
+        """Whether the request names the function the model must call (`tool_choice`: chat's
+        `{"type": "function", "function": {"name"}}`, the Responses API's `{"type":
+        "function", "name"}`): structured output through a tool, its call arguments the
+        answer (`Turn.answer_in_call`)."""
+        choice = self.body.get("tool_choice")
+        return isinstance(choice, Mapping) and choice.get("type") == "function"
+
+    @property
     def outbound(self) -> bytes:
         """The body as it goes upstream: the block placed (if any) and a config alias's
         model name."""

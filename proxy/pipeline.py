@@ -353,6 +353,7 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
                 continues=conversation.held,
                 arrived_at=exchange.arrived_at,
                 messages_json=_as_sent(conversation, messages),
+                answer_in_call=exchange.forces_a_function,
             )
         )
         if error is not None:

@@ -16,7 +16,7 @@ room and may lose the part that mattered.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -52,6 +52,14 @@ class _Passage:
         self.lines.append((created_at, message_id, chunk_id, line))
         self.messages.add(message_id)
 
+    def drop(self, message_ids: Collection[int]) -> None:
+        """Take out the lines of these messages (`_answered_again`)."""
+        kept = [line for line in self.lines if line[1] not in message_ids]
+        if len(kept) < len(self.lines):
+            self.lines = kept
+            self.messages.difference_update(message_ids)
+            self.used = sum(len(line[3]) for line in kept) + max(len(kept) - 1, 0)
+
 
 def build_excerpts(
     hits: Sequence[Hit],
@@ -82,9 +90,27 @@ def build_excerpts(
     passages = packing.passages
     if neighbours is not None and passages:
         around = neighbours([p.best for p in passages if p.best is not None])
+        again = _answered_again(around.values())
         for passage in passages:
+            passage.drop(again)
+            packing.taken[passage.session_id].update(again)  # never shown, as if taken
             _widen(passage, around, packing.taken[passage.session_id])
+        passages = [p for p in passages if p.lines]
     return [_excerpt(p, session_id, rank) for rank, p in enumerate(passages)]
+
+
+def _answered_again(runs: Iterable[Sequence[Message]]) -> set[int]:
+    """Ids of the replies broken off (stored partial: the client left, or the provider broke
+    off) that the next turn of their session answers again: the request was retried (by the
+    app, or the user asking again) and answered whole. The whole answer is the one recalled;
+    the part before it would be a second, cut-off answer to the same question. `runs`: turns
+    of a session in the order said, each next to the one after it (`Neighbours`)."""
+    return {
+        turn.id
+        for run in runs
+        for turn, after in zip(run, run[1:], strict=False)
+        if turn.partial and turn.role == "assistant" and after.role == "assistant"
+    }
 
 
 @dataclass(slots=True)

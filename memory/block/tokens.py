@@ -122,6 +122,18 @@ def message_text(message: Mapping[str, Any]) -> str:
     return refusal if content is None and isinstance(refusal, str) else ""
 
 
+def call_arguments(message: Mapping[str, Any]) -> str:
+    """The arguments of a message's function calls, one call a line: the answer of a reply
+    made to a forced function (`Turn.answer_in_call`)."""
+    said = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        arguments = function.get("arguments") if isinstance(function, Mapping) else None
+        if isinstance(arguments, str) and arguments.strip():
+            said.append(arguments)
+    return "\n".join(said)
+
+
 def count_tokens(text: str, model: str) -> int:
     """Tokens of one text in the model's encoding."""
     return _count_text(text, encoding_for(model))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from memory.block.render import strip_block
-from memory.block.tokens import count_tokens, message_text
+from memory.block.tokens import call_arguments, count_tokens, message_text
 from memory.embedding import Embedder, Words, gives_words
 from memory.ingest.chunking import chunk_text
 from memory.ingest.identity import continued_keys, resent_keys
@@ -81,6 +81,9 @@ class Turn:
     # agent's 487 kB history, on the event loop as the reply ends). Not compared: the same
     # turn either way.
     messages_json: str | None = field(default=None, compare=False, repr=False)
+    # The request forced a function (`tool_choice` naming one, structured output through a
+    # tool): the reply's call arguments are its answer, stored as its text to be recalled.
+    answer_in_call: bool = False
 
 
 def store_turn(store: Store, turn: Turn) -> int:
@@ -103,6 +106,8 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
             continue
         is_reply = turn.reply is not None and index == len(conversation) - 1
         text = message_text(message)
+        if is_reply and turn.answer_in_call and not text:
+            text = call_arguments(message)
         payload = dict(message)
         if message.get("role") in ("system", "developer"):
             stripped = strip_block(text)

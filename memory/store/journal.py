@@ -159,6 +159,7 @@ def turn_line(turn: Turn) -> str:
         "context_tokens": turn.context_tokens,
         "continues": turn.continues,
         "arrived_at": turn.arrived_at,
+        "answer_in_call": turn.answer_in_call,
     }
     if turn.messages_json is None:
         record["messages"] = list(turn.messages)
@@ -195,6 +196,7 @@ def _turn(line: str) -> Turn | None:
             context_tokens=int(item.get("context_tokens") or 0),
             continues=bool(item.get("continues")),
             arrived_at=_time(item.get("arrived_at")),
+            answer_in_call=bool(item.get("answer_in_call")),
         )
     except (ValueError, KeyError, TypeError):
         logger.warning("skipping a torn journal line")

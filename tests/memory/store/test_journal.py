@@ -229,3 +229,13 @@ def test_a_turn_with_its_messages_as_text_is_journaled_with_that_text_and_replay
     assert line.count("\n") == 1 and line.endswith("\n")
     assert f'"messages":{text}' in line
     assert journal.replay() == [written]
+
+
+def test_a_reply_to_a_forced_function_replays_with_its_answer_in_the_call(tmp_path):
+    """After a crash the turn is stored from the journal: its call's arguments are still
+    its text (`Turn.answer_in_call`)."""
+    journal = Journal(tmp_path / "j")
+    forced = dataclasses.replace(turn(1), answer_in_call=True)
+    journal.append(forced)
+    journal.append(turn(2))
+    assert journal.replay() == [forced, turn(2)]
