@@ -9,8 +9,12 @@ user's fact that holds the old value and writes the new one in its place, under 
 key: the old value stays in its history, and the block leads with the new one.
 
 With a correction word and no old value ("Correction: the dose is 20 mg", "No wait, it's the
-14th") the new value's kind stands for it: an amount in a unit, a day of the month, a weekday,
-a month or a clock time replaces the one of the same kind in the fact said last that holds one.
+14th") the new value's kind stands for it: an amount in the same unit, a day of the month, a
+weekday, a month or a clock time replaces the one of the same kind in the fact whose subject
+(its key's words: 'medication:ibuprofen' is ibuprofen's) the correcting message names, or else
+the user's message before it ("I take ibuprofen 400 mg" then "Correction: the dose is 200
+mg"); nothing when neither names one, when it names several, or when it holds another value of
+the kind ("Rex is on carprofen 75 mg. Oops, make that 50 mg" leaves sertraline's 50 mg alone).
 
 Nothing is written when no fact holds the old value (a correction of the assistant's words, or of
 something never captured), nor for a sentence about someone else ("my brother lives in Leeds,
@@ -81,8 +85,10 @@ _BARE_WORDS = 3  # a new value with no frame before it: 'Actually Salford, not M
 
 # The kinds a value without an old one is matched by: its pattern, found in an old fact's value.
 _UNIT = r"(?:mg|mcg|µg|g|kg|ml|l|iu|units?|%|percent|pounds?|euros?|dollars?|k|km|miles?)"
+_AMOUNT = cue(rf"\d+(?:[.,]\d+)?\s*(?P<unit>{_UNIT})(?!\w)")
+_A_UNIT = cue(_UNIT)
 _KINDS = (
-    cue(rf"\d+(?:[.,]\d+)?\s*{_UNIT}(?!\w)"),
+    _AMOUNT,
     cue(r"\d{1,2}(?:st|nd|rd|th)(?!\w)"),
     cue(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"),
     cue(
@@ -147,12 +153,16 @@ def _kind(value: str) -> re.Match[str] | None:
     return None
 
 
-def corrected(capture: Capture, facts: Sequence[Fact]) -> Capture | None:
+def corrected(
+    capture: Capture, facts: Sequence[Fact], message: str = "", before: str = ""
+) -> Capture | None:
     """`capture` (a `CORRECTED` one) written on the user's fact it corrects: that fact's key,
     its value with the old value (or, with none, the value of the new one's kind) replaced by
-    the new. Of the active `facts` holding it, one whose whole value it is first ("not
-    Manchester" is the home city's "Manchester" before a later employer's "Manchester
-    Metropolitan University"), else the one updated last; None when none does."""
+    the new. With an old value, of the active `facts` holding it, one whose whole value it is
+    first ("not Manchester" is the home city's "Manchester" before a later employer's
+    "Manchester Metropolitan University"), else the one updated last. With none, the one
+    `message` (the correcting one) or else `before` (the user's message before it) names
+    (`_named`). None when no fact is found."""
     new, held = _bare(capture.value), _held(capture)
     if held is None:
         return None
@@ -161,19 +171,54 @@ def corrected(capture: Capture, facts: Sequence[Fact]) -> Capture | None:
     def order(fact: Fact) -> tuple[bool, float]:
         return bool(old) and _bare(fact.value).casefold() == old, fact.updated_at
 
-    for fact in sorted(facts, key=order, reverse=True):
-        if not (match := held.search(fact.value)):
-            continue
-        value = fact.value[: match.start()] + new + fact.value[match.end() :]
-        return replace(capture, key=fact.key, value=value, category=fact.category, replaces="")
+    holding = [
+        (f, m) for f in sorted(facts, key=order, reverse=True) if (m := held.search(f.value))
+    ]
+    if not old:
+        named = _named([f for f, _ in holding], held, message, before)
+        holding = [(f, m) for f, m in holding if f is named]
+    if not holding:
+        return None
+    fact, match = holding[0]
+    value = fact.value[: match.start()] + new + fact.value[match.end() :]
+    return replace(capture, key=fact.key, value=value, category=fact.category, replaces="")
+
+
+def by_kind(captures: Sequence[Capture]) -> bool:
+    """Whether one of `captures` corrects a value by its kind alone ('make that 5 mg'), so the
+    user's message before it is needed to tell which fact it is about."""
+    return any(c.key == CORRECTED and not c.replaces for c in captures)
+
+
+def _named(facts: Sequence[Fact], held: re.Pattern[str], message: str, before: str) -> Fact | None:
+    """Of `facts` (each holding a value of the corrected kind), the one whose subject the
+    correcting `message` names, or, when it names none and holds no other value of the kind,
+    the one `before` names; None when the first of them to name a subject or hold a value
+    names several, or holds more than one value of the kind (which one was corrected?)."""
+    for text, own in ((message, 1), (before, 0)):  # the message holds the new value itself
+        words = set(re.findall(r"[a-z0-9]+", text.lower()))
+        named = [f for f in facts if _subject(f) & words]
+        others = len(held.findall(text)) - own
+        if named or others > 0:
+            return named[0] if len(named) == 1 and others <= 1 else None
     return None
+
+
+def _subject(fact: Fact) -> set[str]:
+    """What names a fact's subject: its key's words ('medication:ibuprofen' -> ibuprofen,
+    'current:pip_s_apoquel' -> pip, apoquel), not the key's own 'current' nor a unit."""
+    words = re.findall(r"[a-z0-9]+", fact.key.lower())
+    return {w for w in words if len(w) > 2 and w != "current" and not _A_UNIT.fullmatch(w)}
 
 
 def _held(capture: Capture) -> re.Pattern[str] | None:
     """What a correction's old value is found by: the old value said, or the new one's kind."""
     if capture.replaces:
         return re.compile(rf"(?<!\w){re.escape(_bare(capture.replaces))}(?!\w)", re.I)
-    return next((k for k in _KINDS if k.search(_bare(capture.value))), None)
+    value = _bare(capture.value)
+    if unit := _AMOUNT.search(value):  # '200 mg' stands for an amount in mg, not one in km
+        return cue(rf"\d+(?:[.,]\d+)?\s*{re.escape(unit['unit'].rstrip('sS'))}s?(?!\w)")
+    return next((k for k in _KINDS if k.search(value)), None)
 
 
 def _bare(value: str) -> str:

@@ -45,3 +45,34 @@ def test_a_correction_later_in_the_same_conversation_comes_before_what_it_correc
     block = block_in(sent_messages(upstream))
     assert first in block and fix in block
     assert block.index("Thursday") < block.index("Tuesday")
+
+
+def _conversation(proxy, user, first, fix):
+    """`user` says `first`, then `fix` in the same conversation."""
+    said = {"role": "user", "content": first}
+    say_in(proxy, [said], user)
+    reply = {"role": "assistant", "content": f"echo: {first}"}
+    say_in(proxy, [said, reply, {"role": "user", "content": fix}], user)
+
+
+def test_a_correction_by_kind_alone_rewrites_only_the_dose_the_conversation_is_about(
+    proxy, upstream
+):
+    say(proxy, "I'm on 50 mg of sertraline.", user="ruth")
+    say(proxy, "I'm on 10 mg of amlodipine as well.", user="ruth")
+    _conversation(
+        proxy, "ruth", "The sertraline makes me sleepy in the mornings.", "Correction: it's 100 mg."
+    )
+    # Another thing's dose: 'make that' corrects the carprofen, of which no fact is held.
+    _conversation(
+        proxy, "ruth", "My dog Rex is on carprofen, 75 mg a day.", "Oops, make that 60 mg."
+    )
+    proxy.flush()
+
+    say(proxy, "What doses am I on?", user="ruth", extra_headers={"X-Memory-Mode": "read"})
+
+    known = section(block_sent(upstream), KNOWN)
+    assert {
+        "- medication (sertraline): sertraline 100 mg",
+        "- medication (amlodipine): amlodipine 10 mg",
+    } == set(known)
