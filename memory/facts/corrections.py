@@ -27,8 +27,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from memory.facts.general import ok_thing
 from memory.facts.lexicon import KIN, TAINT, cue
-from memory.facts.statements import Capture, cap
+from memory.facts.statements import Capture, cap, slug
 from memory.records import Fact
 
 CORRECTED = "correction:said"
@@ -45,9 +46,9 @@ _STRONG = cue(
 # The frame before a new value: 'it's', 'I meant', 'the wedding is on', 'make that'.
 _MEANT = r"i\s+meant|i\s+mean|make\s+that|it\s+should\s+(?:be|have\s+been)|that\s+should\s+be"
 _FRAME = (
-    rf"(?:(?P<meant>{_MEANT})|it'?s|it\s+is|that'?s|that\s+is|(?:the|my|our)\s+[\w' -]{{1,30}}?"
-    r"\s+(?:is|are|was|were|'s|'re))(?:\s+(?:actually|really))?(?:\s+(?:on|at|in|for|from|to|with"
-    r"|by))?\s+"
+    rf"(?:(?P<meant>{_MEANT})|it'?s|it\s+is|that'?s|that\s+is"
+    r"|(?:the|my|our)\s+(?P<thing>[\w' -]{1,30}?)\s+(?:is|are|was|were|'s|'re))"
+    r"(?:\s+(?:actually|really))?(?:\s+(?:on|at|in|for|from|to|with|by))?\s+"
 )
 # What may follow a correction after a comma or a dash: 'Actually it's Salford, not Manchester,
 # I always mix them up'.
@@ -63,9 +64,10 @@ _NOT_OLD_NEW = cue(
     rf"(?P<mark>{_MARKS})?not\s+(?P<old>{_VALUE})\s*(?:[—–]+|-{{1,2}}|,)\s*"
     rf"(?:it'?s\s+|i\s+meant\s+)?(?P<new>{_VALUE})"
 )
-# 'I said Lisbon earlier but it's Porto', 'when I said Lisbon I meant Porto'.
+# 'I said Lisbon earlier but it's Porto', 'when I said Lisbon I meant Porto', also after a
+# clause ('Oh, one correction, I said Wednesday earlier but it's Thursday').
 _SAID_OLD = cue(
-    rf"(?P<mark>{_MARKS})?(?:when\s+)?i\s+(?:said|wrote|told\s+you|put)\s+(?P<old>{_VALUE})"
+    rf"(?:.*?[,;]\s+)?(?P<mark>{_MARKS})?(?:when\s+)?i\s+(?:said|wrote|told\s+you|put)\s+(?P<old>{_VALUE})"
     r"(?:\s+(?:earlier|before|above|yesterday|last\s+time))?,?\s*(?:but\s+|[-—–]+\s*)?"
     rf"(?:i\s+meant|it'?s(?:\s+actually)?|it\s+is|it\s+should\s+(?:be|have\s+been)"
     rf"|that\s+should\s+be)\s+(?P<new>{_VALUE}){_TAIL}"
@@ -74,13 +76,16 @@ _SAID_OLD = cue(
 _MARKED = cue(rf"(?P<mark>{_MARKS})?(?P<frame>{_FRAME})(?P<new>{_VALUE}){_TAIL}")
 _SOMEONE_ELSE = cue(rf"\b(?:he|she|they|his|her|their|him|them|{'|'.join(sorted(KIN))})\b")
 _NOT_VALUES = cue(
-    r"(?:the\s+|a\s+|an\s+)?(?:it|that|this|one|me|you|him|her|them|us|really|sure|yet|now|just"
+    r"(?:the\s+|a\s+|an\s+)?(?:it|that|this|one|me|you|him|her|them|us|really|sure|yet|now|just|yes|no"
     r"|so|too|quite|exactly|only|even|always|never|much|many|bad|good|great|fine|ok|okay|true"
     r"|right|wrong|here|there|again|anymore|at\s+all|for\s+long|a\s+problem|a\s+big\s+deal)"
 )
 # A value is a name, a place, a date or an amount, never a clause: 'Not Manchester, I said'.
 _CLAUSE = cue(r"(?:i|we|you|he|she|they|it|there|this|that)(?:'\w+)?\b.*")
 _WORDS = 5
+_VAGUE = frozenset("thing things one ones stuff bit part".split())  # 'the thing is on …'
+# The thing a correction names after its value: 'it's Thursday evenings for the classes'.
+_FOR_THING = cue(r"(?P<v>.+?)\s+for\s+(?:the|my|our)\s+(?P<thing>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)")
 _BARE_WORDS = 3  # a new value with no frame before it: 'Actually Salford, not Manchester'
 
 # The kinds a value without an old one is matched by: its pattern, found in an old fact's value.
@@ -112,7 +117,8 @@ def correction(sentence: str) -> list[Capture]:
             continue
         if shape is _NEW_NOT_OLD and not _said_as_correction(match):
             continue  # 'I want tea, not coffee', 'It's a marathon, not a sprint'
-        return _captured(match["new"], match["old"], text[: match.start("new")])
+        thing = match.groupdict().get("thing") or ""
+        return _captured(match["new"], match["old"], text[: match.start("new")], thing)
     match = _MARKED.fullmatch(text)
     if match is None or not (match["meant"] or match["mark"] and _STRONG.fullmatch(match["mark"])):
         return []
@@ -130,13 +136,32 @@ def _said_as_correction(match: re.Match[str]) -> bool:
     return bool(match["mark"]) and (bool(frame) or len(match["new"].split()) <= _BARE_WORDS)
 
 
-def _captured(new: str, old: str, before: str) -> list[Capture]:
+def _captured(new: str, old: str, before: str, thing: str = "") -> list[Capture]:
     new, old = new.strip(), old.strip()
+    if for_thing := _FOR_THING.fullmatch(new):  # 'it's Thursday evenings for the classes'
+        new, thing = for_thing["v"], thing or for_thing["thing"]
     if _SOMEONE_ELSE.search(before) or not _a_value(new) or old and not _a_value(old):
         return []
     if new.casefold() == old.casefold():
         return []
-    return [replace(cap(CORRECTED, new, "profile", "correction"), replaces=old)]
+    about = _about(thing) if old and _named_value(new) and _named_value(old) else ""
+    return [replace(cap(CORRECTED, new, "profile", "correction"), replaces=old, about=about)]
+
+
+def _about(thing: str) -> str:
+    """The key of the thing a correction names ('the physio is on …' -> current:physio), or ""
+    for no thing a user keeps the state of (a pronoun, a person, an event …)."""
+    words = thing.lower().split()
+    if not words or len(words) > 3 or not all(re.fullmatch(r"[a-z][\w-]*", w) for w in words):
+        return ""
+    if words[-1] in _VAGUE or not ok_thing(words):
+        return ""
+    return f"current:{slug(' '.join(words), 3)}"
+
+
+def _named_value(value: str) -> bool:
+    """A name, a date, a day or an amount ('Porto', 'Thursday evenings'), not 'too late'."""
+    return value[:1].isupper() or _kind(value) is not None
 
 
 def _a_value(value: str) -> bool:
@@ -177,8 +202,9 @@ def corrected(
     if not old:
         named = _named([f for f, _ in holding], held, message, before)
         holding = [(f, m) for f, m in holding if f is named]
-    if not holding:
-        return None
+    if not holding:  # no fact held it: the thing it names holds the new value now, if any
+        key = capture.about
+        return replace(capture, key=key, replaces="", about="") if key else None
     fact, match = holding[0]
     value = fact.value[: match.start()] + new + fact.value[match.end() :]
     return replace(capture, key=fact.key, value=value, category=fact.category, replaces="")

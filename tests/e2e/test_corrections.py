@@ -76,3 +76,22 @@ def test_a_correction_by_kind_alone_rewrites_only_the_dose_the_conversation_is_a
         "- medication (sertraline): sertraline 100 mg",
         "- medication (amlodipine): amlodipine 10 mg",
     } == set(known)
+
+
+def test_a_correction_naming_its_thing_leads_the_block_when_no_fact_held_the_old_value(
+    proxy, upstream
+):
+    # No rule captures a class's evening: the correction in a later conversation is the fact.
+    first = "The pottery classes run on Wednesday evenings at the studio on Mill Lane."
+    say(proxy, first, user="ruth")
+    proxy.flush()
+    fix = "Oh, one correction, I said Wednesday earlier but it's Thursday evenings for the classes."
+    say(proxy, fix, user="ruth")
+    proxy.flush()
+
+    question = "Which evening are my pottery classes?"
+    say(proxy, question, user="ruth", extra_headers={"X-Memory-Mode": "read"})
+
+    block = block_sent(upstream)
+    assert section(block, KNOWN) == ["- current (classes): Thursday evenings"]
+    assert block.index("Thursday") < block.index("Wednesday")

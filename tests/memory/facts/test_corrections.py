@@ -198,3 +198,48 @@ HELD = {"medication:sertraline": "sertraline 50 mg"}
 def test_a_correction_by_kind_leaves_a_fact_it_does_not_name(tmp_path, said):
     store = _doses(tmp_path, "I'm on 50 mg of sertraline.", *said)
     assert _active(store) == HELD
+
+
+NAMED_THINGS = [
+    # (what was said first and captured nothing, the correction, the key, the value now)
+    (
+        "The pottery classes run on Wednesday evenings at the studio.",
+        "Oh, one correction, I said Wednesday earlier but it's Thursday evenings for the classes.",
+        "current:classes",
+        "Thursday evenings",
+    ),
+    (
+        "I'll see the physio every week.",
+        "Sorry, the physio is on Fridays, not Mondays.",
+        "current:physio",
+        "Fridays",
+    ),
+    ("We're off in June!", "Sorry, the trip is in May, not June.", "current:trip", "May"),
+]
+
+
+@pytest.mark.parametrize(("first", "fix", "key", "value"), NAMED_THINGS)
+def test_a_correction_naming_its_thing_holds_the_new_value_when_no_fact_held_the_old(
+    tmp_path, first, fix, key, value
+):
+    """The old value is in an earlier turn no rule captured: the thing the correction names
+    holds the new value, so the block can lead with it."""
+    store = _doses(tmp_path, first, fix)
+    assert _active(store) == {key: value}
+
+
+@pytest.mark.parametrize(
+    "fix",
+    [
+        "I said yes earlier but it's too late for the tickets.",  # not a name, a date, an amount
+        "Sorry, the thing is on Friday, not Monday.",  # no thing a user keeps the state of
+        "My sister asked, I said Monday but it's Tuesday for the party.",  # someone else's
+        "Actually it's Friday, not Monday.",  # no thing named, no fact held Monday
+        "Correction: the party is on the 14th.",  # no old value: which of its dates?
+    ],
+)
+def test_a_correction_that_names_no_kept_thing_writes_nothing_when_no_fact_held_the_old(
+    tmp_path, fix
+):
+    store = _doses(tmp_path, "We'll talk about it on Monday.", fix)
+    assert _active(store) == {}
