@@ -200,7 +200,7 @@ def corrected(
         (f, m) for f in sorted(facts, key=order, reverse=True) if (m := held.search(f.value))
     ]
     if not old:
-        named = _named([f for f, _ in holding], held, message, before)
+        named = _named([f for f, _ in holding], held, new, message, before)
         holding = [(f, m) for f, m in holding if f is named]
     if not holding:  # no fact held it: the thing it names holds the new value now, if any
         key = capture.about
@@ -216,18 +216,33 @@ def by_kind(captures: Sequence[Capture]) -> bool:
     return any(c.key == CORRECTED and not c.replaces for c in captures)
 
 
-def _named(facts: Sequence[Fact], held: re.Pattern[str], message: str, before: str) -> Fact | None:
-    """Of `facts` (each holding a value of the corrected kind), the one whose subject the
-    correcting `message` names, or, when it names none and holds no other value of the kind,
-    the one `before` names; None when the first of them to name a subject or hold a value
-    names several, or holds more than one value of the kind (which one was corrected?)."""
-    for text, own in ((message, 1), (before, 0)):  # the message holds the new value itself
+def _named(
+    facts: Sequence[Fact], held: re.Pattern[str], new: str, message: str, before: str
+) -> Fact | None:
+    """Of `facts` (each holding a value of the corrected kind), the one the correcting
+    `message` names (its subject, or the value it holds: 'no wait, it's the 19th, the 12th is
+    the christening'), or, when the message names none and holds no other value of the kind,
+    the one `before` names; None when the first of them to name one or hold such a value names
+    several, or holds more than one value of the kind (which one was corrected?)."""
+    for text, own in ((message, new), (before, "")):  # the message holds the new value itself
         words = set(re.findall(r"[a-z0-9]+", text.lower()))
-        named = [f for f in facts if _subject(f) & words]
-        others = len(held.findall(text)) - own
-        if named or others > 0:
-            return named[0] if len(named) == 1 and others <= 1 else None
+        said = [_squeezed(m[0]) for m in held.finditer(text)]
+        if own and _squeezed(own) in said:
+            said.remove(_squeezed(own))
+        named = [f for f in facts if _subject(f) & words or _holds_one_of(f, held, said)]
+        if named or said:
+            return named[0] if len(named) == 1 and len(said) <= 1 else None
     return None
+
+
+def _holds_one_of(fact: Fact, held: re.Pattern[str], said: list[str]) -> bool:
+    value = held.search(fact.value)
+    return value is not None and _squeezed(value[0]) in said
+
+
+def _squeezed(value: str) -> str:
+    """'100 mg' and '100mg' are one value."""
+    return re.sub(r"\s+", "", value).casefold()
 
 
 def _subject(fact: Fact) -> set[str]:

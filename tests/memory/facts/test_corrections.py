@@ -166,6 +166,15 @@ def test_a_correction_by_kind_rewrites_the_fact_the_message_before_names(tmp_pat
     }
 
 
+def test_a_correction_by_kind_rewrites_the_fact_whose_old_value_its_message_names(tmp_path):
+    store = _doses(
+        tmp_path,
+        "We moved the wedding to Tuesday the 12th of May.",
+        "No wait, it's the 14th, the 12th is my cousin's christening.",
+    )
+    assert _active(store) == {"current:wedding": "Tuesday the 14th of May"}
+
+
 def test_a_correction_by_kind_rewrites_the_fact_its_own_message_names(tmp_path):
     store = _doses(
         tmp_path,
