@@ -28,3 +28,16 @@ def test_a_change_said_old_value_first_leads_the_block_with_the_new_value(proxy,
         ("Skoda Octavia", "superseded"),
         ("Kia Sportage", "active"),
     ]
+
+
+def test_a_new_value_with_a_clause_after_its_name_leads_the_block(proxy, upstream):
+    say(proxy, "My home lab is a little Intel NUC under the desk.")
+    proxy.flush()
+    say(proxy, "The NUC died. I replaced the old server with a Synology NAS running Docker.")
+    proxy.flush()
+
+    say(proxy, "What runs my home lab these days?", extra_headers={"X-Memory-Mode": "read"})
+
+    block = block_sent(upstream)
+    assert "- current (server): Synology NAS" in section(block, KNOWN)
+    assert block.index("Synology") < block.index("NUC")
