@@ -41,3 +41,16 @@ def test_a_new_value_with_a_clause_after_its_name_leads_the_block(proxy, upstrea
     block = block_sent(upstream)
     assert "- current (server): Synology NAS" in section(block, KNOWN)
     assert block.index("Synology") < block.index("NUC")
+
+
+def test_a_new_car_said_after_the_old_one_leads_the_block(proxy, upstream):
+    say(proxy, "I drive an old Vauxhall Astra to work, it's got 150,000 miles on it.")
+    proxy.flush()
+    say(proxy, "Bad week: the old Astra finally died, so we've bought a second-hand Skoda Fabia.")
+    proxy.flush()
+
+    say(proxy, "What car do I drive now?", extra_headers={"X-Memory-Mode": "read"})
+
+    block = block_sent(upstream)
+    assert "- current (car): Skoda Fabia" in section(block, KNOWN)
+    assert block.index("Skoda Fabia") < block.index("Astra")
