@@ -11,14 +11,16 @@ key: the old value stays in its history, and the block leads with the new one.
 With a correction word and no old value ("Correction: the dose is 20 mg", "No wait, it's the
 14th") the new value's kind stands for it: an amount in the same unit, a day of the month, a
 weekday, a month or a clock time replaces the one of the same kind in the fact whose subject
-(its key's words: 'medication:ibuprofen' is ibuprofen's) the correcting message names, or else
-the user's message before it ("I take ibuprofen 400 mg" then "Correction: the dose is 200
-mg"); nothing when neither names one, when it names several, or when it holds another value of
-the kind ("Rex is on carprofen 75 mg. Oops, make that 50 mg" leaves sertraline's 50 mg alone).
+(its key's words: 'medication:ibuprofen' is ibuprofen's) or whose value the correcting message
+names, or else the user's message before it ("I take ibuprofen 400 mg" then "Correction: the
+dose is 200 mg"); nothing when neither names one, when it names several, or when it holds another
+value of the kind ("Rex is on carprofen 75 mg. Oops, make that 50 mg" leaves sertraline's alone).
 
-Nothing is written when no fact holds the old value (a correction of the assistant's words, or of
-something never captured), nor for a sentence about someone else ("my brother lives in Leeds,
-not Manchester"), a question, or a hypothetical.
+When no fact holds the old value (a correction of the assistant's words, or of something never
+captured), a correction that names its thing ("the physio is on Fridays, not Mondays", "it's
+Thursday evenings for the classes") writes the new value under `current:<thing>` (`about`);
+any other writes nothing. Nothing either for a sentence about someone else ("my brother lives
+in Leeds, not Manchester"), a question, or a hypothetical.
 """
 
 from __future__ import annotations
