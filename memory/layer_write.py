@@ -12,7 +12,9 @@ import time
 from collections.abc import Callable
 
 from memory import heap
+from memory.block.tokens import message_text
 from memory.facts.capture import capture_facts
+from memory.facts.corrections import by_kind
 from memory.facts.rules import apply_captures, retire_facts
 from memory.ingest.turns import Turn, index_pending, store_new_messages
 from memory.layer_core import LayerCore
@@ -52,7 +54,13 @@ class WriteSide(LayerCore):
             for message in stored:
                 if message.role == "user":
                     captures = capture_facts(message.content)
-                    apply_captures(self.store, turn.user_id, captures, message.id, turn.created_at)
+                    before = (
+                        _user_message_before(turn, message.content) if by_kind(captures) else ""
+                    )
+                    said = (message.content, before)
+                    apply_captures(
+                        self.store, turn.user_id, captures, message.id, turn.created_at, said
+                    )
         retire_facts(self.store, turn.user_id, turn.extra.get("injected_facts", ()), time.time())
         return len(stored)
 
@@ -165,3 +173,11 @@ class WriteSide(LayerCore):
         True when it answers searches. False on Postgres or with `lexical_index: fts5`."""
         wait = getattr(self.store, "wait_for_lexical_index", None)
         return bool(wait(timeout)) if wait is not None else False
+
+
+def _user_message_before(turn: Turn, text: str) -> str:
+    """The text of the user's message before the latest user message `text` of the turn's
+    conversation, or "" (none, or a request carrying only its new messages)."""
+    said = [message_text(m) for m in turn.messages if m.get("role") == "user"]
+    latest = max((i for i, t in enumerate(said) if t == text), default=0)
+    return said[latest - 1] if latest else ""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from memory.facts.cars import car_now
 from memory.facts.changes import change, employer_now, i_am_a, joined_at_work
 from memory.facts.corrections import correction
 from memory.facts.general import general
@@ -301,7 +302,8 @@ def _stated(sentence: str) -> list[Capture]:
             break
     if TAINT.search(body):
         return out
-    out += [c for c in replaced_plan(body) + named_role(body) if all(o.key != c.key for o in out)]
+    whole_rules = replaced_plan(body) + named_role(body) + car_now(body)
+    out += [c for c in whole_rules if all(o.key != c.key for o in out)]
     return out or sentence_change(whole)
 
 

@@ -93,10 +93,12 @@ def value_of(text: str, nouns: int = 2) -> tuple[str, str] | None:
         words = words[1:]
     named: list[str] = []
     head: list[str] = []
-    for raw in words:
+    for at, raw in enumerate(words):
         word = _unit(raw)
         if not word or word.lower() in BOUNDARY - {"a", "an", "the"} and not _named(word):
             break
+        if named and not head and re.fullmatch(r"[a-z]+ing", word) and _naming(words[at + 1 :]):
+            break  # 'a Synology NAS running Docker' ('a Yamaha recording interface' goes on)
         if head or not (_named(word) or (named and word in JOIN | {"&"})):
             if not re.fullmatch(r"[a-z][a-z-]*", word) or len(head) == nouns:
                 return None
@@ -108,6 +110,10 @@ def value_of(text: str, nouns: int = 2) -> tuple[str, str] | None:
     if not named or named[-1] in JOIN | {"&"} or named[-1].endswith("'s") or len(named) > 5:
         return None
     return " ".join(named + head), " ".join(head)
+
+
+def _naming(words: list[str]) -> bool:
+    return bool(words) and (_named(words[0]) or words[0] in ("a", "an", "the", "my", "our"))
 
 
 def thing_of(text: str) -> str | None:

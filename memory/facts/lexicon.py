@@ -195,6 +195,12 @@ ORG_SUFFIX = word_set(
     "airlines airways motors pharmaceuticals pharma foods brands media networks success support "
     "services relations resources"
 )
+# Car makes: a car said by its make is a car ('we've got a Kia Sorento'; memory/facts/cars.py).
+CAR_MAKES = word_set(
+    "audi bmw byd chevrolet chevy citroen citroën cupra dacia fiat ford honda hyundai jaguar jeep "
+    "kia lexus mazda mercedes mg mini mitsubishi nissan peugeot polestar porsche renault seat "
+    "skoda škoda subaru suzuki tesla toyota vauxhall volkswagen vw volvo opel"
+)
 DIRECTIONS = word_set("north south east west left right upper lower")
 # Well-known employers whose names are no city: 'I've moved to Accenture' is a new job.
 # Names that are also places (Santander, Nokia, Orange, Virgin) are left out on purpose.

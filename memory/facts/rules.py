@@ -229,9 +229,17 @@ def resolve_key(store: Store, user_id: str, key_or_id: str) -> str:
 
 
 def apply_captures(
-    store: Store, user_id: str, captures: Sequence[Capture], message_id: int | None, now: float
+    store: Store,
+    user_id: str,
+    captures: Sequence[Capture],
+    message_id: int | None,
+    now: float,
+    said: tuple[str, str] = ("", ""),
 ) -> list[Fact]:
     """Store what the user stated in one message; return the rows written, in order.
+
+    `said`: that message's text and the user's message before it in the conversation, which
+    tell which fact a correction by kind alone ('make that 5 mg') is about (`corrected`).
 
     `set` upserts with source "user_stated", confidence 0.9 and the cue's rule recorded;
     `forget` archives the key, unless it names another value than the one on file
@@ -246,7 +254,7 @@ def apply_captures(
                 capture = replace(capture, key=named.key, value=_with_drug(named, capture.value))
             if capture.key == CORRECTED:
                 active = fact_rows.active_facts(store, user_id, now)
-                if (fixed := corrected(capture, active)) is None:
+                if (fixed := corrected(capture, active, *said)) is None:
                     continue  # 'it's Salford, not Manchester' with no Manchester on file
                 capture = fixed
             key = normalise_key(capture.key)

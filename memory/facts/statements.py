@@ -58,6 +58,7 @@ class Capture:
     rule: str
     policy: Literal["speak", "adapt", "avoid"] = "speak"
     replaces: str = ""  # a correction's old value (`memory/facts/corrections.py`)
+    about: str = ""  # the key of the thing a correction names, for when no fact held the old value
 
 
 def _ends(rest: str) -> bool:

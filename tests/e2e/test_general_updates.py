@@ -2,6 +2,8 @@
 Y", "no more X, it's Y now") becomes a fact under the thing's key, so the block names the
 current value before the old one, and the next change supersedes it in the fact's history."""
 
+import pytest
+
 from tests.e2e.test_facts import KNOWN, api, block_sent, say, section
 
 
@@ -28,3 +30,40 @@ def test_a_change_said_old_value_first_leads_the_block_with_the_new_value(proxy,
         ("Skoda Octavia", "superseded"),
         ("Kia Sportage", "active"),
     ]
+
+
+NAMED_OLD_FIRST = [
+    # (the old value said, the newer turn naming it first, the question, the fact, new, old)
+    (
+        "My home lab is a little Intel NUC under the desk.",
+        "The NUC died. I replaced the old server with a Synology NAS running Docker.",
+        "What runs my home lab these days?",
+        "- current (server): Synology NAS",  # a clause after the name ends the value
+        "Synology",
+        "NUC",
+    ),
+    (
+        "I drive an old Vauxhall Astra to work, it's got 150,000 miles on it.",
+        "Bad week: the old Astra finally died, so we've bought a second-hand Skoda Fabia.",
+        "What car do I drive now?",
+        "- current (car): Skoda Fabia",  # a car said by its make
+        "Skoda Fabia",
+        "Astra",
+    ),
+]
+
+
+@pytest.mark.parametrize(("first", "later", "question", "fact", "new", "old"), NAMED_OLD_FIRST)
+def test_a_newer_turn_naming_the_old_value_first_still_leads_the_block_with_the_new(
+    proxy, upstream, first, later, question, fact, new, old
+):
+    say(proxy, first)
+    proxy.flush()
+    say(proxy, later)
+    proxy.flush()
+
+    say(proxy, question, extra_headers={"X-Memory-Mode": "read"})
+
+    block = block_sent(upstream)
+    assert fact in section(block, KNOWN)
+    assert block.index(new) < block.index(old)

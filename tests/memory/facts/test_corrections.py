@@ -68,7 +68,7 @@ CORRECTIONS = [
 def test_a_correction_supersedes_the_fact_that_held_the_old_value(tmp_path, first, fix, key, value):
     store = Store(tmp_path / "moim.db")
     apply_captures(store, "ann", capture_facts(first), None, NOW)
-    apply_captures(store, "ann", capture_facts(fix), None, NOW + 60)
+    apply_captures(store, "ann", capture_facts(fix), None, NOW + 60, (fix, first))
     history = fact_rows.fact_history(store, "ann", key)
     assert [f.status for f in history] == ["superseded", "active"]
     assert history[-1].value == value
@@ -137,3 +137,118 @@ def test_a_correction_of_a_value_no_fact_holds_writes_nothing(tmp_path):
     apply_captures(store, "ann", capture_facts("Actually it's Porto, not Lisbon."), None, NOW + 1)
     active = fact_rows.active_facts(store, "ann", NOW + 1)
     assert [(f.key, f.value) for f in active] == [("home_city", "Manchester")]
+
+
+def _doses(tmp_path, *said: str) -> Store:
+    """A store where ann said each of `said`, in order (each with the one before it)."""
+    store = Store(tmp_path / "moim.db")
+    for at, (before, text) in enumerate(zip(("", *said), said, strict=False)):
+        apply_captures(store, "ann", capture_facts(text), None, NOW + at, (text, before))
+    return store
+
+
+def _active(store: Store) -> dict[str, str]:
+    return {f.key: f.value for f in fact_rows.active_facts(store, "ann", NOW + 60)}
+
+
+def test_a_correction_by_kind_rewrites_the_fact_the_message_before_names(tmp_path):
+    """Not the fact said last: the one the turn it follows is about."""
+    store = _doses(
+        tmp_path,
+        "I'm on 50 mg of sertraline.",
+        "I'm on 10 mg of amlodipine.",
+        "The sertraline makes me sleepy, I take 50 mg in the morning.",
+        "Correction: the dose is 100 mg.",
+    )
+    assert _active(store) == {
+        "medication:sertraline": "sertraline 100 mg",
+        "medication:amlodipine": "amlodipine 10 mg",
+    }
+
+
+def test_a_correction_by_kind_rewrites_the_fact_whose_old_value_its_message_names(tmp_path):
+    store = _doses(
+        tmp_path,
+        "We moved the wedding to Tuesday the 12th of May.",
+        "No wait, it's the 14th, the 12th is my cousin's christening.",
+    )
+    assert _active(store) == {"current:wedding": "Tuesday the 14th of May"}
+
+
+def test_a_correction_by_kind_rewrites_the_fact_its_own_message_names(tmp_path):
+    store = _doses(
+        tmp_path,
+        "I'm on 50 mg of sertraline.",
+        "I'm on 10 mg of amlodipine.",
+        "Oops, make that 100 mg of sertraline, I always forget they put it up.",
+    )
+    assert _active(store)["medication:sertraline"] == "sertraline 100 mg"
+    assert _active(store)["medication:amlodipine"] == "amlodipine 10 mg"
+
+
+HELD = {"medication:sertraline": "sertraline 50 mg"}
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        # another thing's amount in the same message: that is what 'make that' corrects
+        ("Rex is on carprofen now, 75 mg twice a day. Oops, make that 60 mg.",),
+        # the message before names another thing only
+        ("My dog Rex is on carprofen, 75 mg twice a day.", "Correction: the dose is 60 mg."),
+        # it names the fact's subject and another amount: which one was corrected?
+        ("My sertraline is 50 mg and Rex gets 75 mg of carprofen.", "Oops, make that 60 mg."),
+        # it names nothing: a correction of the assistant's words, or of something not captured
+        ("How much is too much?", "Correction: the dose is 60 mg."),
+        # an amount in another unit
+        ("I run 40 km a week on sertraline.", "Correction: it's 60 km."),
+    ],
+)
+def test_a_correction_by_kind_leaves_a_fact_it_does_not_name(tmp_path, said):
+    store = _doses(tmp_path, "I'm on 50 mg of sertraline.", *said)
+    assert _active(store) == HELD
+
+
+NAMED_THINGS = [
+    # (what was said first and captured nothing, the correction, the key, the value now)
+    (
+        "The pottery classes run on Wednesday evenings at the studio.",
+        "Oh, one correction, I said Wednesday earlier but it's Thursday evenings for the classes.",
+        "current:classes",
+        "Thursday evenings",
+    ),
+    (
+        "I'll see the physio every week.",
+        "Sorry, the physio is on Fridays, not Mondays.",
+        "current:physio",
+        "Fridays",
+    ),
+    ("We're off in June!", "Sorry, the trip is in May, not June.", "current:trip", "May"),
+]
+
+
+@pytest.mark.parametrize(("first", "fix", "key", "value"), NAMED_THINGS)
+def test_a_correction_naming_its_thing_holds_the_new_value_when_no_fact_held_the_old(
+    tmp_path, first, fix, key, value
+):
+    """The old value is in an earlier turn no rule captured: the thing the correction names
+    holds the new value, so the block can lead with it."""
+    store = _doses(tmp_path, first, fix)
+    assert _active(store) == {key: value}
+
+
+@pytest.mark.parametrize(
+    "fix",
+    [
+        "I said yes earlier but it's too late for the tickets.",  # not a name, a date, an amount
+        "Sorry, the thing is on Friday, not Monday.",  # no thing a user keeps the state of
+        "My sister asked, I said Monday but it's Tuesday for the party.",  # someone else's
+        "Actually it's Friday, not Monday.",  # no thing named, no fact held Monday
+        "Correction: the party is on the 14th.",  # no old value: which of its dates?
+    ],
+)
+def test_a_correction_that_names_no_kept_thing_writes_nothing_when_no_fact_held_the_old(
+    tmp_path, fix
+):
+    store = _doses(tmp_path, "We'll talk about it on Monday.", fix)
+    assert _active(store) == {}

@@ -123,6 +123,13 @@ CURRENT = [
         "current:boiler",
         "Worcester Bosch combi",
     ),
+    # a clause after the name ('running Docker') is not the name's noun
+    (
+        "I replaced the old server with a Synology NAS running Docker, it's quieter.",
+        "current:server",
+        "Synology NAS",
+    ),
+    ("My new laptop is a ThinkPad running Linux.", "current:laptop", "ThinkPad"),
     (
         "I've swapped my old Yamaha for a Roland digital piano.",
         "current:digital_piano",
