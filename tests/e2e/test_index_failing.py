@@ -2,8 +2,8 @@
 under a running moim): flush said `{"flushed": true}` and the stop `every finished turn is
 stored and indexed`, while the turn it flushed was not found by its words.
 
-A failed indexing pass counts its turns as done (so that a flush cannot hang on a failing
-index or model); flush now also asks whether indexing is failing, and says so with a 503.
+Flush now also asks whether indexing is failing, and says so with a 503 (a failed indexing
+pass leaves its turns pending: tests/e2e/test_embedder.py).
 """
 
 import httpx
