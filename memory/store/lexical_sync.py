@@ -80,11 +80,13 @@ def start_rebuild(store: Store) -> threading.Thread:
 
 def _rebuild_or_log(store: Store) -> None:
     """`rebuild`, on its thread: a failure (the store unreachable, the index's files removed
-    under moim) is logged; the index stays unready, so FTS5 answers until the next start."""
+    under moim) is logged and said (`Store.lexical_problem`); the index stays unready, so
+    FTS5 answers, and is reopened and rebuilt again once `REOPEN_EVERY` seconds passed."""
     try:
         rebuild(store)
     except (MemoryLayerError, ValueError, OSError) as exc:
-        logger.warning("lexical index not rebuilt (%s): FTS5 answers until moim restarts", exc)
+        store.lexical_problem = _unavailable(exc)
+        logger.warning("lexical index not rebuilt (%s): FTS5 answers", exc)
 
 
 def failed(store: Store, exc: BaseException) -> None:
@@ -147,14 +149,17 @@ def _reopen(store: Store) -> None:
             store.lexical = LexicalIndex(directory)
         rebuild(store)
     except Exception as exc:  # on a thread of its own: said, and tried again
-        store.lexical_problem = (
-            f"lexical index unavailable ({describe(exc)}): FTS5 answers, "
-            f"retried every {REOPEN_EVERY:g} s"
-        )
+        store.lexical_problem = _unavailable(exc)
         logger.warning("lexical index not reopened (%s): FTS5 answers", exc)
     else:
         store.lexical_problem = None
         logger.warning("lexical index reopened and rebuilt: it answers again")
+
+
+def _unavailable(exc: BaseException) -> str:
+    """What `Store.lexical_problem` says while the index cannot be reopened or rebuilt."""
+    every = f"retried every {REOPEN_EVERY:g} s"
+    return f"lexical index unavailable ({describe(exc)}): FTS5 answers, {every}"
 
 
 def rebuild(store: Store) -> int:
