@@ -12,6 +12,15 @@ The proxy catches `MemoryLayerError` (and, in one place, anything else) around t
 steps, and forwards the request without memory: memory never fails a chat request.
 """
 
+import errno
+
+
+def describe(exc: BaseException) -> str:
+    """A short, path-free name for an error: the errno's name for OS errors (ENOSPC)."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return errno.errorcode.get(exc.errno, type(exc).__name__)
+    return type(exc).__name__
+
 
 class MemoryLayerError(Exception):
     """Base class of every error the memory layer raises on purpose."""

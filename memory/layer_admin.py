@@ -67,6 +67,12 @@ class AdminSide(WriteSide):
         """(newest stored message id, oldest message id not yet indexed, or None)."""
         return self.store.index_frontier()
 
+    def lexical_problem(self) -> str | None:
+        """What is wrong with the lexical index beside a SQLite store, while FTS5 answers in
+        its place and it is rebuilt (None: nothing, or no such index)."""
+        health = getattr(self.store, "lexical_health", None)
+        return health() if health is not None else None
+
     def vector_users_loaded(self) -> int:
         """Users whose vectors are held in RAM right now."""
         return self.index.loaded_users()

@@ -185,6 +185,7 @@ class Counted:
 #   present   its message is in the request: the model already sees it
 #   abstained nothing matched the query's words and the best meaning match was weak
 #   weak      one weak signal only (memory/recall/ranking.py, `drop_weak`)
+#   empty     it says nothing ("thanks!", "ok great": memory/recall/empty_turns.py)
 #   pool      ranked below the best `Settings.hit_pool` hits that excerpts are cut from
 #   excerpts  no room left in the tier's excerpts (how many, how long: the fill ratio's tier)
 #   context_budget  the request's token cap (X-Memory-Context-Budget) did not leave room
@@ -195,6 +196,7 @@ LeftOutReason = Literal[
     "replaced",
     "abstained",
     "weak",
+    "empty",
     "pool",
     "excerpts",
     "context_budget",

@@ -273,7 +273,12 @@ async def _azure_paths(request: Request) -> Response:
 
 
 async def _health(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
+    """200 while the server is up; "degraded", with the reason, while the lexical index beside
+    the database is rebuilt after it failed under moim (FTS5 answers meanwhile)."""
+    lexical = await anyio.to_thread.run_sync(state_of(request).layer.lexical_problem)
+    if lexical is None:
+        return JSONResponse({"status": "ok"})
+    return JSONResponse({"status": "degraded", "lexical_index": lexical})
 
 
 async def _readiness(request: Request) -> Response:
@@ -289,13 +294,16 @@ async def _readiness(request: Request) -> Response:
     problem, local = state.writer.problem, state.writer.local_problem
     ready = loaded and recovered and local is None
     status = "failing" if local else "starting"
+    lexical = await anyio.to_thread.run_sync(state.layer.lexical_problem)
     body: dict[str, object] = {
-        "status": ("degraded" if problem else "ok") if ready else status,
+        "status": ("degraded" if problem or lexical else "ok") if ready else status,
         "embedder": loaded,
         "recovered": recovered,
     }
     if problem is not None:
         body["writer"] = problem
+    if lexical is not None:
+        body["lexical_index"] = lexical
     rebuild = await anyio.to_thread.run_sync(_rebuild_progress, state.layer)
     if rebuild is not None:
         body["vector_rebuild"] = rebuild

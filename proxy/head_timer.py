@@ -5,6 +5,12 @@ owed (`_awaiting_head`) and whether any of it has come (`_head_begun`); this mix
 timer between the two and, past `head_timeout` seconds, answers 408 in OpenAI's shape when some
 of the head came, else closes without a word (a client's speculative connection must not read a
 stray 408 later). The connection closes either way.
+
+After a 408 the connection closes as RFC 9112 §9.6 asks: the write side first (the 408, then
+FIN), then, once the client closes too or `LINGER` seconds pass, the rest, discarding what the
+client still sends meanwhile. Closed at once, a socket with bytes of the head unread (a
+client still sending them) answers with a TCP reset, not FIN: the client's next read raised
+ECONNRESET instead of ending, and a reset can discard the 408 before it is read.
 """
 
 from __future__ import annotations
@@ -13,6 +19,9 @@ import asyncio
 import json
 
 from proxy.errors import RequestTimeout
+
+# Seconds a connection answered 408 waits for the client to close before it is closed.
+LINGER = 2.0
 
 
 def timeout_response(seconds: float) -> bytes:
@@ -35,6 +44,7 @@ class HeadTimer:
 
     head_timeout = 10.0
     _timer: asyncio.TimerHandle | None = None
+    lingering = False  # answered 408: what the client still sends is discarded
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
 
@@ -62,6 +72,11 @@ class HeadTimer:
         self._timer = None
         if not self._awaiting_head():
             return
-        if self._head_begun():
-            self.transport.write(timeout_response(self.head_timeout))
-        self.transport.close()
+        if not self._head_begun():
+            self.transport.close()
+            return
+        self.transport.write(timeout_response(self.head_timeout))
+        self.lingering = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()  # FIN after the 408; the client's EOF closes the rest
+        self.loop.call_later(LINGER, self.transport.close)

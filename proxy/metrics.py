@@ -22,7 +22,7 @@ Names (README, "Health and metrics", lists them with their meaning):
     moim_vector_users_loaded  moim_vectors_loaded  moim_embedder_loaded
     moim_embedding_cpu_seconds_total{kind}          moim_embedding_texts_total{kind}
     moim_embedding_service_seconds_total{kind}      moim_embedding_service_texts_total{kind}
-    moim_vector_rebuild_pending
+    moim_vector_rebuild_pending  moim_lexical_index_degraded
     moim_store_users  moim_store_messages  moim_store_chunks  moim_store_facts  moim_store_bytes
 """
 
@@ -288,6 +288,7 @@ class _StateCollector(Collector):
         try:
             rebuild = self._layer.vector_rebuild()
             sizes = self._layer.sizes()
+            lexical = self._layer.lexical_problem()
         except MemoryLayerError as exc:  # a locked store: the rest of the scrape still counts
             logger.warning("metrics: store sizes unavailable: %s", type(exc).__name__)
             return
@@ -295,6 +296,11 @@ class _StateCollector(Collector):
             "moim_vector_rebuild_pending",
             "Chunks still to re-embed after a change of embedding model (0: none).",
             rebuild.total - rebuild.done if rebuild is not None else 0,
+        )
+        yield _gauge(
+            "moim_lexical_index_degraded",
+            "1 while the lexical index failed under moim and is rebuilt; FTS5 answers.",
+            int(lexical is not None),
         )
         yield _gauge("moim_store_users", "Users with stored messages.", sizes.users)
         yield _gauge("moim_store_messages", "Messages stored, every user.", sizes.messages)

@@ -95,15 +95,21 @@ async def passthrough(request: Request, state: AppState) -> Response:
         await refuse_account_endpoints(request, suffix, caller, state)
         route, response = await _route(request, state, caller.authorization, suffix)
     except ProxyError as exc:
-        exc.headers["x-request-id"] = request_id
+        exc.headers.update(_untouched(request_id))
         _log(request, request_id, route, exc.status)
         raise  # the app's one handler renders it
     except ClientDisconnect:  # the client left while sending its body: nobody to answer
         _log(request, request_id, route, 499)
         return Response(status_code=400)
-    response.headers["x-request-id"] = request_id
+    response.headers.update(_untouched(request_id))
     _log(request, request_id, route, response.status_code)
     return response
+
+
+def _untouched(request_id: str) -> dict[str, str]:
+    """What a pass-through says of memory: nothing recalled, injected or stored, as for a
+    chat request with `X-Memory-Mode: off` (docs/CONTRACT.md's vocabulary, not a new one)."""
+    return {"x-request-id": request_id, "x-memory-mode": "off"}
 
 
 async def retrieve_model(request: Request, state: AppState) -> Response:

@@ -148,6 +148,8 @@ class HeadTimeoutH11(HeadTimer, H11Protocol):
         self._watch_head()
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering:  # answered 408 (proxy/head_timer.py): the rest goes unread
+            return
         super().data_received(data)
         self._started = self._awaiting_head() and (self._started or bool(data))
         self._watch_head()

@@ -58,6 +58,8 @@ class HeadLimitedHttpTools(HeadTimer, HttpToolsProtocol):
         self._watch_head()
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering:  # answered 408 (proxy/head_timer.py): the rest goes unread
+            return
         if self._in_head:
             self._head_bytes += len(data)
         super().data_received(data)

@@ -16,7 +16,8 @@ queue's module says what storing and the journal do with theirs):
 
 - A turn a store refused for a reason that can pass stays queued: the writer tries again
   when the next turn arrives, or after 1 s, 2 s, 4 s … (at most a minute) when none does.
-- A failed indexing pass leaves the messages unindexed in SQLite for the next pass.
+- A failed indexing pass leaves the messages unindexed in SQLite for the next pass, and
+  their turns `pending` (a flush waiting on them returns, saying not all is indexed).
 - When no message waits to be indexed, a pass re-embeds a batch of chunks after a change of
   embedding model (`MemoryLayer.rebuild_vectors`); it fails and is retried as indexing is.
 - The loop runs under `supervise`: should it raise anyway, the crash is logged with its
@@ -224,11 +225,14 @@ class Writer:
         if done and not lost:
             logger.info("memory writer stopped: every finished turn is stored and indexed")
             return
-        if not lost and self.pending == 0:  # stored, but the indexing failed
+        failing = self.problem
+        if not lost and failing is not None and self._progress.unstored == 0:
+            # stored, but the indexing failed
             logger.warning(
-                "memory writer stopped: every finished turn is stored, not all indexed (%s): "
-                "the next start indexes the rest",
-                self.problem,
+                "memory writer stopped: every finished turn is stored, %d not yet indexed "
+                "(%s): the next start indexes the rest",
+                self.pending,
+                failing,
             )
             return
         when = (
@@ -236,7 +240,7 @@ class Writer:
             if self._task is None
             else "at the shutdown timeout (server.shutdown_timeout)"
         )
-        failing = f" ({self.problem})" if self.problem else ""
+        failing = f" ({failing})" if failing else ""
         if lost:
             logger.error(
                 "memory writer stopped %s with %d turns not yet stored or indexed%s, %d of "
@@ -274,9 +278,9 @@ class Writer:
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every turn submitted so far is stored and indexed, and found by its words
         too (a pass under a backlog may hold the lexical commit back while later turns wait);
-        False on timeout, and while indexing fails (a failed pass counts its turns as done, so
-        that a flush cannot hang on a failing model or index; stored, they are not all found:
-        `problem` says why)."""
+        False on timeout, and once an indexing pass fails (its turns stay `pending`, not found
+        by recall yet: `problem` says why; a flush does not hang on a model or an index that
+        keeps failing)."""
         target = self._progress.submitted
         self._wakeup.set()
         if not await self._progress.reached(target, timeout):
@@ -352,14 +356,17 @@ class Writer:
             pass
 
     async def _advance(self, failed: bool) -> None:
-        """Count as indexed every stored turn whose messages all are (see writer_progress)."""
-        oldest: int | None = None
+        """Count as indexed every stored turn whose messages all are (see writer_progress); a
+        failed pass leaves its turns pending, and says so to a flush waiting on them."""
         if not failed:
             try:
                 _, oldest = await anyio.to_thread.run_sync(self._layer.index_frontier)
             except TRANSIENT:
-                pass  # counted as done, as when the pass itself fails
-        await self._progress.indexed_below(oldest)
+                failed = True  # not known to be indexed: still pending
+            else:
+                await self._progress.indexed_below(oldest)
+        if failed:
+            await self._progress.pass_failed()
 
     async def _tidy(self) -> None:
         """Merge the FTS index while no turn waits and the writer is not stopping."""

@@ -24,7 +24,6 @@ recovery at WARNING.
 
 from __future__ import annotations
 
-import errno
 import logging
 import time
 from collections import Counter
@@ -32,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memory import MemoryLayerError, StoreUnavailable
+from memory.errors import describe
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +50,6 @@ class Failing:
     error: str  # the exception's kind, never its text: it may hold a path
     since: float  # time.monotonic() of the first failure
     logged: float  # time.monotonic() it was last logged
-
-
-def describe(exc: BaseException) -> str:
-    """A short, path-free name for an error: the errno's name for OS errors (ENOSPC)."""
-    if isinstance(exc, OSError) and exc.errno is not None:
-        return errno.errorcode.get(exc.errno, type(exc).__name__)
-    return type(exc).__name__
 
 
 class WriterHealth:

@@ -1,7 +1,8 @@
 """How far the writer (proxy/writer.py) has got: turns submitted, stored and indexed.
 
 `pending` in `/v1/memory/stats` and `/metrics` is submitted minus indexed, and `flush` waits
-until indexed reaches what was submitted when it was called. They are counts, not turn
+until indexed reaches what was submitted when it was called, or an indexing pass fails (its
+turns stay pending: indexed is never counted ahead of SQLite). They are counts, not turn
 identities. Each stored turn leaves a mark: how many turns were stored then, and the newest
 message id then. Indexing goes oldest message first (a large message a slice at a time), so
 once the oldest message not yet indexed is past a mark's id, every turn stored by then is
@@ -26,12 +27,18 @@ class Progress:
         self._stored = 0
         self._indexed = 0
         self._marks: deque[tuple[int, int]] = deque()  # (turns stored, newest message id)
+        self._failed_passes = 0  # indexing passes that failed: a flush waits for no more
         self._changed = asyncio.Condition()
 
     @property
     def pending(self) -> int:
         """Turns received but not yet stored and indexed."""
         return self.submitted - self._indexed
+
+    @property
+    def unstored(self) -> int:
+        """Turns received but not yet stored (the rest of `pending` waits to be indexed)."""
+        return self.submitted - self._stored
 
     def submit(self) -> None:
         self.submitted += 1
@@ -48,24 +55,34 @@ class Progress:
         self._marks.append((self._stored, newest))
 
     async def indexed_below(self, oldest: int | None) -> None:
-        """Every message with an id below `oldest` is indexed (None: every message, or the
-        indexing failed and the turns stored so far count as done, so `flush` cannot hang
-        on an embedding model that fails; their messages wait in SQLite for the next pass)."""
+        """Every message with an id below `oldest` is indexed (None: every message)."""
         while self._marks and (oldest is None or self._marks[0][1] < oldest):
             indexed = self._marks.popleft()[0]
             async with self._changed:
                 self._indexed = max(self._indexed, indexed)
                 self._changed.notify_all()
 
+    async def pass_failed(self) -> None:
+        """An indexing pass failed: its turns stay pending (their messages wait in SQLite for
+        the next pass), and a flush waiting on them returns rather than hang on a model or an
+        index that keeps failing."""
+        async with self._changed:
+            self._failed_passes += 1
+            self._changed.notify_all()
+
     async def reached(self, target: int, timeout: float | None) -> bool:
-        """Wait until `target` turns are indexed; False when `timeout` seconds pass first."""
+        """Wait until `target` turns are indexed; False when `timeout` seconds pass first, or
+        when an indexing pass fails first."""
+        failed = self._failed_passes
 
         async def indexed() -> None:
             async with self._changed:
-                await self._changed.wait_for(lambda: self._indexed >= target)
+                await self._changed.wait_for(
+                    lambda: self._indexed >= target or self._failed_passes > failed
+                )
 
         try:
             await asyncio.wait_for(indexed(), timeout)
         except TimeoutError:
             return False
-        return True
+        return self._indexed >= target

@@ -60,11 +60,13 @@ class Retrieval:
     # records are built only when `left_out` is read (the inspector's), not for the forward.
     ranked: Sequence[Hit] = ()
     dropped_for: Literal["abstained", "weak"] = "weak"
+    # The ids of the hits kept but for saying nothing ('thanks!'): left out as "empty".
+    empty: frozenset[int] = frozenset()
 
     @property
     def left_out(self) -> tuple[LeftOut, ...]:
-        """What was found but dropped: present in the request, abstained on, weak."""
-        return self.present + _left_out(self.dropped_for, self.ranked, self.hits)
+        """What was found but dropped: present in the request, abstained on, weak, empty."""
+        return self.present + _left_out(self.dropped_for, self.ranked, self.hits, self.empty)
 
     @property
     def withheld(self) -> bool:
@@ -190,8 +192,10 @@ def retrieve(
     if gate and settings.later_keyword_hits > 0:  # and the later turn found by the same words
         keyword = {i for i, _ in lexical[: settings.later_keyword_hits]}
         kept = later_by_keyword(kept, ranked, keyword)
-    kept = [h for h in rows.whole(kept) if not says_nothing(h.chunk.text)]  # 'thanks!'
-    return Retrieval(kept, not kept, query, present, degraded, hits, "weak")
+    whole = rows.whole(kept)
+    empty = frozenset(h.chunk.id for h in whole if says_nothing(h.chunk.text))  # 'thanks!'
+    kept = [h for h in whole if h.chunk.id not in empty]
+    return Retrieval(kept, not kept, query, present, degraded, hits, "weak", empty)
 
 
 def _past_the_gate(settings: Settings, ranked: Ranked, kept: list[Hit]) -> list[Hit]:
@@ -314,11 +318,18 @@ def _weights(settings: Settings) -> Weights:
 
 
 def _left_out(
-    reason: Literal["abstained", "weak"], hits: Sequence[Hit], kept: Sequence[Hit]
+    reason: Literal["abstained", "weak"],
+    hits: Sequence[Hit],
+    kept: Sequence[Hit],
+    empty: frozenset[int],
 ) -> tuple[LeftOut, ...]:
-    """The hits not in `kept`, as left out for `reason`."""
+    """The hits not in `kept`, as left out for `reason`, or as "empty" when in `empty`."""
     kept_ids = {h.chunk.id for h in kept}
-    return tuple(LeftOut(reason, hit=h) for h in hits if h.chunk.id not in kept_ids)
+    return tuple(
+        LeftOut("empty" if h.chunk.id in empty else reason, hit=h)
+        for h in hits
+        if h.chunk.id not in kept_ids
+    )
 
 
 def _speakers(chunks: Collection[Chunk]) -> set[str]:

@@ -103,6 +103,11 @@ class LexicalIndex:
         generation = state.get("generation")
         return generation if isinstance(generation, int) else None
 
+    def lost(self) -> bool:
+        """Whether its directory was removed or made unreadable under moim (searches would
+        read the segments still open, and the next commit fail)."""
+        return not self.closed and not os.access(self.directory, os.R_OK | os.W_OK | os.X_OK)
+
     def count(self) -> int:
         """Chunks held (as of the last commit)."""
         self._index.reload()

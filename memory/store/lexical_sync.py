@@ -5,18 +5,27 @@
 start: an index whose recorded generation or chunk count differs from SQLite's is rebuilt
 by `rebuild`, in batches of chunk ids, each read from SQLite and written to the index under
 the store's write lock, so a turn indexed meanwhile is never lost nor doubled.
+
+Lost under a running moim (its directory removed or made unreadable: tantivy raises on the
+next write or commit), the index is not searched again until rebuilt: `failed` has FTS5
+answer, never the index's stale segments, and reopens the index (in a new directory if need
+be) and rebuilds it in the background, trying again every `REOPEN_EVERY` seconds while that
+fails. `Store.lexical_problem` says what is wrong meanwhile (`/health`, `/metrics`).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory.errors import MemoryLayerError
+from memory.errors import MemoryLayerError, describe
 from memory.store.fts import fts_document, owner_token, turn_tail
+from memory.store.lexical_index import LexicalIndex
 
 if TYPE_CHECKING:
     from memory.store.store import Store
@@ -28,6 +37,8 @@ Connection = Any
 _KEY = "lexical_generation"
 # Chunks read and indexed per hold of the write lock during a rebuild (~0.2 s each).
 _BATCH = 1000
+# Seconds between attempts to reopen an index whose files failed under moim.
+REOPEN_EVERY = 10.0
 
 
 def bump(db: Connection) -> int:
@@ -69,11 +80,86 @@ def start_rebuild(store: Store) -> threading.Thread:
 
 def _rebuild_or_log(store: Store) -> None:
     """`rebuild`, on its thread: a failure (the store unreachable, the index's files removed
-    under moim) is logged; the index stays unready, so FTS5 answers until the next start."""
+    under moim) is logged and said (`Store.lexical_problem`); the index stays unready, so
+    FTS5 answers, and is reopened and rebuilt again once `REOPEN_EVERY` seconds passed."""
     try:
         rebuild(store)
     except (MemoryLayerError, ValueError, OSError) as exc:
-        logger.warning("lexical index not rebuilt (%s): FTS5 answers until moim restarts", exc)
+        store.lexical_problem = _unavailable(exc)
+        logger.warning("lexical index not rebuilt (%s): FTS5 answers", exc)
+
+
+def failed(store: Store, exc: BaseException) -> None:
+    """The index's files failed under moim (the store's write lock held): FTS5 answers from
+    now on, and the index is reopened and rebuilt in the background."""
+    if store.lexical is not None:
+        store.lexical.ready = False
+    store.lexical_problem = f"lexical index failed ({describe(exc)}): FTS5 answers, rebuilding"
+    logger.warning(
+        "lexical index failed (%s: %s): FTS5 answers while it is rebuilt", type(exc).__name__, exc
+    )
+    reopen_soon(store)
+
+
+def health(store: Store) -> str | None:
+    """What is wrong with the lexical index (None: nothing, or none is used): its files
+    failed, or its directory is gone or unreadable, under moim. Asking notices a lost
+    directory before the next write, and retries a failed reopening when it is due."""
+    lock = store.write_lock()
+    if not lock.acquire(blocking=False):
+        return store.lexical_problem  # a write under way notices a failure itself
+    try:
+        index = store.lexical
+        if store.lexical_problem is None and index is not None and index.lost():
+            failed(store, FileNotFoundError(errno.ENOENT, "its directory is gone"))
+        elif store.lexical_problem is not None:
+            reopen_soon(store)
+        return store.lexical_problem
+    finally:
+        lock.release()
+
+
+def reopen_soon(store: Store) -> None:
+    """Reopen and rebuild a failed index on a thread of its own, unless that is under way or
+    was tried less than `REOPEN_EVERY` seconds ago (the write lock held)."""
+    if store.rebuilding is not None and store.rebuilding.is_alive():
+        return
+    if time.monotonic() - store.lexical_tried < REOPEN_EVERY:
+        return
+    store.lexical_tried = time.monotonic()
+    thread = threading.Thread(target=_reopen, args=(store,), name="moim-lexical-rebuild")
+    thread.daemon = True
+    store.rebuilding = thread
+    thread.start()
+
+
+def _reopen(store: Store) -> None:
+    """Let go of the failed index, open it again (its directory made anew if removed) and
+    rebuild it from SQLite; a failure (the directory unwritable) is said and retried."""
+    directory = Path(store.target + "-lexical")
+    try:
+        if not Path(store.target).is_file():  # the database itself is gone: nothing to make
+            raise FileNotFoundError(errno.ENOENT, "the database file is gone")
+        with store.write_lock():
+            if store.lexical_tried == float("inf"):  # the store was closed meanwhile
+                return
+            if store.lexical is not None:
+                store.lexical.close()
+            store.lexical = None  # FTS5 answers; nothing mirrors into the lost files
+            store.lexical = LexicalIndex(directory)
+        rebuild(store)
+    except Exception as exc:  # on a thread of its own: said, and tried again
+        store.lexical_problem = _unavailable(exc)
+        logger.warning("lexical index not reopened (%s): FTS5 answers", exc)
+    else:
+        store.lexical_problem = None
+        logger.warning("lexical index reopened and rebuilt: it answers again")
+
+
+def _unavailable(exc: BaseException) -> str:
+    """What `Store.lexical_problem` says while the index cannot be reopened or rebuilt."""
+    every = f"retried every {REOPEN_EVERY:g} s"
+    return f"lexical index unavailable ({describe(exc)}): FTS5 answers, {every}"
 
 
 def rebuild(store: Store) -> int:

@@ -79,6 +79,8 @@ class Store(PortableQueries, SqliteReads):
         self._foreign = False  # …and the layer's RAM mirrors have yet to hear of it
         self.rebuilding: threading.Thread | None = None  # the lexical index's, if under way
         self._held_passes = 0  # writer passes mirrored to the lexical index, not committed
+        self.lexical_problem: str | None = None  # its files failed under moim (lexical_sync)
+        self.lexical_tried = float("-inf")  # time.monotonic() it was last reopened
         with self._errors():
             self.migrations_applied = migrate(self.connection(), on_migration, self.path)
         if lexical_index and self.path != ":memory:":
@@ -102,6 +104,7 @@ class Store(PortableQueries, SqliteReads):
         """Let go of the lexical index (its writer's lock): uncommitted changes are dropped,
         so the next process rebuilds or verifies it. SQLite's connections close with their
         threads."""
+        self.lexical_tried = float("inf")  # closed: a failed index is not reopened now
         if self.lexical is not None:
             if self._held_passes:  # a backlog's passes held back: committed, not rebuilt
                 self.commit_lexical()
@@ -169,12 +172,16 @@ class Store(PortableQueries, SqliteReads):
         self.mirrored_generation = generation
         if self.lexical is None:
             return
-        if clear:
-            self.lexical.clear()
-        if forgotten and user_id is not None:
-            self.lexical.delete_owner(owner_token(user_id))
-        self.lexical.delete_ids(deleted)
-        self.lexical.put(added)
+        try:
+            if clear:
+                self.lexical.clear()
+            if forgotten and user_id is not None:
+                self.lexical.delete_owner(owner_token(user_id))
+            self.lexical.delete_ids(deleted)
+            self.lexical.put(added)
+        except (ValueError, OSError) as exc:  # its files failed: FTS5 answers, rebuilt
+            lexical_sync.failed(self, exc)
+            return
         if commit:
             self.commit_lexical()
 
@@ -189,8 +196,8 @@ class Store(PortableQueries, SqliteReads):
         times fewer of them (docs/performance.md, "Load, eighth pass"). The pass that
         empties the backlog commits, so an idle writer leaves nothing held back.
         """
-        if self.lexical is None:
-            return
+        if self.lexical_health() is not None or self.lexical is None:
+            return  # being rebuilt after its files failed (or not used)
         if backlog and self._held_passes < HELD_PASSES - 1:
             self._held_passes += 1
             return
@@ -205,7 +212,15 @@ class Store(PortableQueries, SqliteReads):
         # writers (a recall marking facts injected) must not wait for it. Changes mirrored
         # meanwhile are committed too, under an older generation: after a crash that only
         # asks for a rebuild, never the reverse.
-        self.lexical.commit(generation)
+        try:
+            self.lexical.commit(generation)
+        except (ValueError, OSError) as exc:  # its files failed: FTS5 answers, rebuilt
+            with self.held():
+                lexical_sync.failed(self, exc)
+
+    def lexical_health(self) -> str | None:
+        """What is wrong with the lexical index (`lexical_sync.health`)."""
+        return lexical_sync.health(self)
 
     # -- vectors table ---------------------------------------------------------------------
 

@@ -26,6 +26,8 @@ REASONS = {
     "meaning match (memory.min_similarity), or nothing stood out of the question's topic "
     "(the abstention gate, memory.min_standout)",
     "weak": "low confidence: one weak signal only",
+    "empty": "it says nothing (an acknowledgement such as 'thanks!' or 'ok great'): as an "
+    "excerpt it would tell the model nothing",
     "pool": "ranked below the best hits that excerpts are cut from",
     "excerpts": "budget: no room left in this tier's excerpts",
     "context_budget": "budget: the request's token cap (X-Memory-Context-Budget)",

@@ -121,6 +121,28 @@ def test_turns_wait_while_the_embedder_fails_and_none_is_lost(
     assert BEES in block_in(upstream.last_json["messages"])
 
 
+def test_turns_the_embedder_failed_to_index_stay_pending_until_it_works(
+    make_proxy, upstream, embeddings
+):
+    """A failed indexing pass counted its turns as done: flush, stats and /metrics said 0
+    pending while the turns had no chunk. They stay pending until a pass indexes them."""
+    proxy = make_proxy(embedder=remote(embeddings, dimensions=DIMENSIONS))
+    embeddings.status = 503
+    say(proxy, [{"role": "user", "content": BEES}], "ana")
+
+    flushed = httpx.post(proxy.root + "/v1/memory/flush", timeout=60)
+    assert flushed.status_code == 503, flushed.text
+    assert flushed.json()["flushed"] is False and flushed.json()["pending"] == 1
+    assert flushed.json()["writer"].startswith("index failing for ")
+    assert stats(proxy)["chunks"] == 0 and stats(proxy)["pending"] == 1
+    assert "\nmoim_ingest_pending 1.0\n" in metrics(proxy)
+
+    embeddings.status = None  # the next pass indexes them: flush says all is done
+    flushed = httpx.post(proxy.root + "/v1/memory/flush", timeout=60)
+    assert flushed.json() == {"flushed": True, "pending": 0}
+    assert stats(proxy)["chunks"] == 2 and "\nmoim_ingest_pending 0.0\n" in metrics(proxy)
+
+
 def test_an_embedder_unreachable_at_start_is_one_line_in_the_log(
     tmp_path, upstream, embeddings, caplog
 ):

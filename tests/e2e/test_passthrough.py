@@ -374,6 +374,22 @@ def test_sdk_streams_legacy_completions(proxy, upstream):
     assert text == "echo: Say hi"
 
 
+def test_a_pass_through_says_memory_did_nothing(proxy, upstream):
+    """A legacy completion, an embedding, and moim's own refusal of a pass-through: each says
+    `x-memory-mode: off`, as a chat request with memory off does (CONTRACT's headers), and
+    nothing is stored."""
+    with proxy.client() as client:
+        legacy = client.completions.with_raw_response.create(model="gpt-4o-mini", prompt="hi")
+        embedded = client.embeddings.with_raw_response.create(model="e", input="hi")
+    refused = httpx.post(proxy.url + "/embeddings", content=b"{not json", headers=JSON)
+
+    assert legacy.headers["x-memory-mode"] == "off"
+    assert embedded.headers["x-memory-mode"] == "off"
+    assert_openai_error(refused, 400)
+    assert refused.headers["x-memory-mode"] == "off"
+    assert stored_messages(proxy) == 0
+
+
 # -- limits and bad input -----------------------------------------------------------------------
 
 
@@ -500,8 +516,8 @@ def test_chat_completions_keep_memory_and_other_methods_on_its_path_pass(proxy, 
         "/v1/chat/completions",
         "limit=2",
     )
-    assert listed.status_code == 404  # what the fake says; no memory headers
-    assert "x-memory-mode" not in listed.headers
+    assert listed.status_code == 404  # what the fake says; memory did nothing
+    assert listed.headers["x-memory-mode"] == "off"
 
 
 # -- models ------------------------------------------------------------------------------------

@@ -90,6 +90,18 @@ def test_a_head_dripped_a_byte_at_a_time_is_cut_at_the_limit(proxy):
         assert_timed_out(sock)
 
 
+def test_a_client_still_sending_its_head_after_the_408_reads_it_and_a_clean_close(proxy):
+    """The 408 was written and the socket closed at once: bytes of the head the client sent
+    meanwhile, unread, made the kernel answer with a reset instead of FIN, and the client's
+    next read raised ECONNRESET (the dripped-head test above, once in CI). The server now
+    closes its side after the 408 and reads on, discarding, until the client closes."""
+    with connect(proxy) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nx-pad: ")
+        assert sock.recv(1, socket.MSG_PEEK)  # the 408 is there
+        sock.sendall(b"a" * 1_000_000)  # the rest of a long head, as a slow client sends it
+        assert_timed_out(sock)
+
+
 def test_a_connection_that_sends_nothing_is_closed_without_a_word(proxy):
     with connect(proxy) as sock:
         assert sock.recv(1) == b""

@@ -155,9 +155,12 @@ def test_an_index_whose_files_were_removed_closes_without_raising(tmp_path, capl
     assert "not rolled back" in caplog.text
 
 
-def test_a_rebuild_that_fails_is_logged_and_leaves_keyword_search_to_fts5(tmp_path, caplog):
+def test_a_rebuild_that_fails_is_said_and_leaves_keyword_search_to_fts5_until_retried(
+    tmp_path, caplog, monkeypatch
+):
     # The index's directory removed under a running moim: the rebuild the next commit starts
-    # fails; it raised out of its thread (a traceback, an unhandled thread exception).
+    # fails; it raised out of its thread (a traceback, an unhandled thread exception). Then
+    # FTS5 answered until the next start, and nothing said so (`/health` said ok).
     store = new_store(tmp_path)
     add_turn(store, "ana", "kayak")
     store.commit_lexical()
@@ -168,4 +171,11 @@ def test_a_rebuild_that_fails_is_logged_and_leaves_keyword_search_to_fts5(tmp_pa
     assert "lexical index not rebuilt" in caplog.text
     assert not store.lexical.ready
     assert [hit for hit, _ in store.lexical_search("ana", ["kayak"], 10, 0.7)] != []
-    store.lexical.close()
+    assert store.lexical_problem.startswith("lexical index unavailable (")
+
+    monkeypatch.setattr(lexical_sync, "REOPEN_EVERY", 0.0)
+    assert store.lexical_health() is not None  # asking tries again, in the background
+    assert store.wait_for_lexical_index(timeout=60)
+    assert store.lexical_health() is None
+    assert store.lexical.count() == 1  # rebuilt from SQLite, in a new directory
+    store.close()
