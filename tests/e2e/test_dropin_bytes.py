@@ -13,6 +13,7 @@ import pytest
 
 from proxy.config import ModelRoute
 from proxy.responses_body import place_block
+from proxy.tools import NAMES, SCHEMAS
 from tests.e2e.test_dropin_wire import CLIENTS_BODY, USER, _message, with_a_fact
 
 ALIAS = b'"model": "fast"'
@@ -117,3 +118,37 @@ def test_a_string_input_becomes_items_in_the_clients_bytes(make_proxy, upstream)
     assert "Rua das Flores" in items[0]["content"]
     written = _message(items)
     assert sent.body == raw.replace(b'"Where do I live?"', written)
+
+
+def tools_body(stream):
+    """A chat body with a tool of the client's, as it wrote it."""
+    return (
+        b'{"model": "gpt-4o-mini",\n  "messages": [\n'
+        b'    {"role": "user", "content": "Caf\\u00e9 na\xc3\xafve?"}\n  ],\n'
+        b'  "tools": [ {"type": "function", "function": {"name": "get_weather", '
+        b'"parameters": {}}} ],\n  "stream": ' + (b"true" if stream else b"false") + b"}"
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_tool_loops_rounds_are_the_clients_bytes_with_moims_additions(proxy, upstream, stream):
+    """Each round of the memory-tool loop wrote the whole body again (`json.dumps`); now
+    moim's tools go at the end of the client's `tools` and its rounds' messages at the end of
+    `messages`, in the client's text."""
+    remember = {"id": "c1", "name": "moim_remember_fact", "arguments": '{"key":"k","value":"v"}'}
+    upstream.script = [{"tool_calls": [remember]}, {"content": "Noted."}]
+    raw = tools_body(stream)
+
+    response = httpx.post(
+        proxy.url + "/chat/completions", content=raw, headers={**USER, "x-memory-tools": "on"}
+    )
+
+    assert response.status_code == 200, response.text
+    first, second = [r for r in upstream.requests if r.path == "/v1/chat/completions"]
+    schemas = b",".join(_message(SCHEMAS[name]) for name in NAMES)
+    assert first.body == raw.replace(b"{}}} ]", b"{}}} ," + schemas + b"]")
+    call, result = second.json["messages"][-2:]
+    assert (call["tool_calls"][0]["id"], result["tool_call_id"]) == ("c1", "c1")
+    said = b'na\xc3\xafve?"}'
+    added = b"," + _message(call) + b"," + _message(result)
+    assert second.body == first.body.replace(said, said + added)
