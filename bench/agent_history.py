@@ -26,7 +26,10 @@ order ("other, memory off/on"): two builds compared under the same load, request
 `--api responses` sends the same histories to `/v1/responses` (the system prompt as
 `instructions`, each call and result as `function_call` / `function_call_output` items);
 `--alias` names the model to moim by a config alias (`models: agent: {model: MODEL}`, its
-context window MODEL's), which moim renames in the body it sends.
+context window MODEL's), which moim renames in the body it sends. `--paired FILE...` only
+prints, from earlier `--against` runs' `--out` files pooled, each request's time through this
+build minus the other's (the median of those differences moves less with the machine's swings
+than a difference of p50s).
 Prints markdown; asserts nothing (STYLE.md 18).
 """
 
@@ -234,10 +237,16 @@ def main() -> None:
     )
     parser.add_argument("--api", choices=("chat", "responses"), default="chat")
     parser.add_argument(
+        "--paired", type=Path, nargs="+", help="only report these --against runs, pooled"
+    )
+    parser.add_argument(
         "--alias", action="store_true", help=f"ask moim for {ALIAS!r}, a config alias of --model"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/agent_history.json")
     args = parser.parse_args()
+    if args.paired:
+        paired([json.loads(path.read_text())["rows"] for path in args.paired])
+        return
     rng = random.Random(args.seed)
     built = [session(rng, args.tokens) for _ in range(args.sessions)]
     if args.steps:
@@ -473,6 +482,39 @@ def report(rows: list[dict[str, Any]], backlog: dict, drain_s: float, elapsed: f
         f"\nwriter at the end: {backlog['pending']:.0f} turns pending, RAM queue peak "
         f"{backlog['queue_peak']:.0f}; drained in {drain_s:.1f} s"
     )
+
+
+def paired(runs: list[list[dict[str, Any]]]) -> None:
+    """`--against` runs pooled, request by request: this build's times and the other's for
+    the same request (its session and size, in its run), and the median of the differences."""
+    print(
+        "| history | memory | n | TTFB p50 other → this | paired p50 (this − other) "
+        "| last byte p50 other → this | own p50 other → this |\n|---|---|---|---|---|---|---|"
+    )
+    for size in SIZES:
+        for mode, mine, other in zip(("off", "on"), PATHS[1:], OTHER, strict=True):
+            pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+            direct: list[float] = []
+            for rows in runs:
+                group = [r for r in rows if abs(r["tokens"] - size) <= 0.2 * size]
+                this = {(r["session"], r["tokens"]): r for r in group if r["path"] == mine}
+                that = {(r["session"], r["tokens"]): r for r in group if r["path"] == other}
+                pairs += [(this[k], that[k]) for k in sorted(this.keys() & that.keys())]
+                direct += [r["ttfb"] for r in group if r["path"] == PATHS[0]]
+            if not pairs:
+                continue
+
+            def p50(field: str, side: int, pairs: list[tuple[dict, dict]] = pairs) -> float:
+                return pct([pair[side][field] for pair in pairs])["p50"]
+
+            differences = [a["ttfb"] - b["ttfb"] for a, b in pairs]
+            label = f"~{size // 1000}k" + (f" (direct {pct(direct)['p50']:.1f})" if direct else "")
+            print(
+                f"| {label if mode == 'off' else f'~{size // 1000}k'} | {mode} | {len(pairs)} | "
+                f"{p50('ttfb', 1):.1f} → {p50('ttfb', 0):.1f} | {pct(differences)['p50']:+.1f} | "
+                f"{p50('ttlb', 1):.1f} → {p50('ttlb', 0):.1f} | "
+                f"{p50('overhead', 1):.1f} → {p50('overhead', 0):.1f} |"
+            )
 
 
 if __name__ == "__main__":
