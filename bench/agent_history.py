@@ -3,7 +3,7 @@
 Run from the repository root:
 
     /work/venv/bin/python bench/agent_history.py [--sessions 4] [--tokens 130000] [--seed 5]
-        [--model gpt-4.1] [--steps] [--against DIR]
+        [--model gpt-4.1] [--steps] [--against DIR] [--api responses] [--alias]
 
 A coding agent resends its whole history every few seconds: a system prompt of 5-10 kB, a
 `tools` list of 20-40 definitions, then turn after turn an assistant tool call (arguments of
@@ -23,6 +23,13 @@ the first time its texts are seen and resent (moim's counts and hashes remembere
 `--against DIR` runs a second moim from another build's source tree (`git archive main |
 tar -x -C DIR`) on a database of its own, and sends it every request too, in the same random
 order ("other, memory off/on"): two builds compared under the same load, request by request.
+`--api responses` sends the same histories to `/v1/responses` (the system prompt as
+`instructions`, each call and result as `function_call` / `function_call_output` items);
+`--alias` names the model to moim by a config alias (`models: agent: {model: MODEL}`, its
+context window MODEL's), which moim renames in the body it sends. `--paired FILE...` only
+prints, from earlier `--against` runs' `--out` files pooled, each request's time through this
+build minus the other's (the median of those differences moves less with the machine's swings
+than a difference of p50s).
 Prints markdown; asserts nothing (STYLE.md 18).
 """
 
@@ -46,12 +53,15 @@ import httpx  # noqa: E402
 
 from bench.harness import machine, serve_proxy, writer_gauges  # noqa: E402
 from bench.overhead import MODEL, WORDS, pct, request  # noqa: E402
-from memory import Turn, count_message_tokens  # noqa: E402
+from memory import Turn, context_window, count_message_tokens  # noqa: E402
 from memory.block.tokens import forget_counted_texts  # noqa: E402
 from memory.ingest.identity import forget_recent_hashes, message_keys  # noqa: E402
 from memory.recall.query import build_query  # noqa: E402
 from memory.store.journal import turn_line  # noqa: E402
 from proxy import request_json  # noqa: E402
+from proxy.exchange import renamed  # noqa: E402
+from proxy.responses_body import block_edit, place_block  # noqa: E402
+from proxy.tools import NAMES, SCHEMAS, memory_tools_edit  # noqa: E402
 from tests.upstream import serve_upstream  # noqa: E402
 
 SIZES = (20_000, 60_000, 120_000)
@@ -67,6 +77,7 @@ TOOL_NAMES = (
     "read_notebook edit_notebook find_symbol rename_symbol"
 ).split()
 LEVELS = ("DEBUG", "INFO", "INFO", "INFO", "WARNING", "ERROR")
+ALIAS = "agent"  # --alias: the name moim is asked for, a config alias of --model
 
 
 def words(rng: random.Random, n: int) -> str:
@@ -224,8 +235,18 @@ def main() -> None:
         help="another build's source tree (git archive main | tar -x -C DIR): its moim gets "
         "every request too, in the same random order, as 'other, memory off/on'",
     )
+    parser.add_argument("--api", choices=("chat", "responses"), default="chat")
+    parser.add_argument(
+        "--paired", type=Path, nargs="+", help="only report these --against runs, pooled"
+    )
+    parser.add_argument(
+        "--alias", action="store_true", help=f"ask moim for {ALIAS!r}, a config alias of --model"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/agent_history.json")
     args = parser.parse_args()
+    if args.paired:
+        paired([json.loads(path.read_text())["rows"] for path in args.paired])
+        return
     rng = random.Random(args.seed)
     built = [session(rng, args.tokens) for _ in range(args.sessions)]
     if args.steps:
@@ -234,35 +255,46 @@ def main() -> None:
     command = " ".join([Path(sys.executable).as_posix(), *sys.argv])
     print(
         f"# an agent's history through moim\n\ncommand: {command}\nmodel: {args.model}\n"
+        f"api: {args.api}{', through a config alias' if args.alias else ''}\n"
         f"machine: {machine()}"
     )
+    path = "/chat/completions" if args.api == "chat" else "/responses"
+    asked = ALIAS if args.alias else args.model
     paths = PATHS + (OTHER if args.against else ())
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     with serve_upstream() as upstream, tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        proxy = stack.enter_context(serve_proxy(upstream.url, Path(tmp) / "moim.db"))
-        urls = {paths[0]: upstream.url + "/chat/completions"}
-        urls |= dict.fromkeys(paths[1:3], proxy.root + "/v1/chat/completions")
+        config = alias_config(upstream.url, args.model) if args.alias else None
+        proxy = stack.enter_context(serve_proxy(upstream.url, Path(tmp) / "moim.db", config=config))
+        urls = {paths[0]: upstream.url + path}
+        urls |= dict.fromkeys(paths[1:3], proxy.root + "/v1" + path)
         modes = {paths[1]: "off", paths[2]: "auto"}
         if args.against:
             (Path(tmp) / "other").mkdir()
-            other = serve_proxy(upstream.url, Path(tmp) / "other/moim.db", source=args.against)
-            urls |= dict.fromkeys(OTHER, stack.enter_context(other).root + "/v1/chat/completions")
+            other = serve_proxy(
+                upstream.url, Path(tmp) / "other/moim.db", source=args.against, config=config
+            )
+            urls |= dict.fromkeys(OTHER, stack.enter_context(other).root + "/v1" + path)
             modes |= {OTHER[0]: "off", OTHER[1]: "auto"}
         clients = {name: httpx.Client(timeout=120) for name in paths}
         for number, (fixed, requests) in enumerate(built):
             for at, history in enumerate(requests):
                 tokens = count_message_tokens(history, MODEL)
                 reply = history_reply(requests, at)
-                body = json.dumps(
-                    {"model": args.model, "stream": True, "messages": history, **fixed}
-                ).encode()
+                bodies = {
+                    model: json.dumps(api_body(args.api, model, history, fixed)).encode()
+                    for model in {args.model, asked}
+                }
                 for name in rng.sample(paths, len(paths)):
                     headers = {"content-type": "application/json"}
+                    body = bodies[args.model]
                     if name in modes:
                         headers |= {"x-memory-mode": modes[name], "x-memory-user-id": "agent"}
+                        body = bodies[asked]
                     upstream.script[:] = [reply]
                     got = request(clients[name], urls[name], body, headers)
+                    if args.api == "responses":  # its stream ends with no [DONE]
+                        got["ok"] = got["status"] == 200
                     rows.append(
                         {
                             "path": name,
@@ -282,6 +314,47 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"command": command, "rows": rows}, indent=1))
     print(f"\nwrote {args.out}")
+
+
+def alias_config(upstream_url: str, model: str) -> dict[str, Any]:
+    """moim's config sections naming `model` by the alias ALIAS (with `model`'s window)."""
+    window = context_window(model, {}, 128_000)
+    route = {"model": model, "api_base": upstream_url, "openai_compatible": True}
+    return {"models": {ALIAS: route}, "context_windows": {ALIAS: window}}
+
+
+def api_body(
+    api: str, model: str, history: list[dict[str, Any]], fixed: dict[str, Any]
+) -> dict[str, Any]:
+    """A request of `history`: chat's, or the Responses API's (the system prompt as
+    `instructions`, calls and results as items, the tools in its flat shape)."""
+    if api == "chat":
+        return {"model": model, "stream": True, "messages": history, **fixed}
+    items: list[dict[str, Any]] = []
+    for message in history[1:]:
+        if message["role"] == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message["tool_call_id"],
+                    "output": message["content"],
+                }
+            )
+        elif message.get("tool_calls"):
+            items += [
+                {"type": "function_call", "call_id": c["id"], **c["function"]}
+                for c in message["tool_calls"]
+            ]
+        else:
+            items.append({"role": message["role"], "content": message["content"]})
+    tools = [{"type": "function", **t["function"]} for t in fixed["tools"]]
+    return {
+        "model": model,
+        "stream": True,
+        "instructions": history[0]["content"],
+        "input": items,
+        "tools": tools,
+    }
 
 
 def history_reply(requests: list[list[dict[str, Any]]], at: int) -> dict:
@@ -316,10 +389,16 @@ def steps(fixed: dict[str, Any], history: list[dict[str, Any]]) -> None:
     body = {"model": MODEL, "stream": True, "messages": history, **fixed}
     raw = json.dumps(body).encode()
     turn = Turn("agent", "s", MODEL, tuple(history), None, time.time())
-    _, items = request_json.loads_locating(raw, "messages")
-    assert items is not None
+    _, located = request_json.loads_locating(raw, "messages")
+    assert located is not None and located.items is not None
+    items = located.items
     block = json.dumps({"role": "system", "content": words(random.Random(1), 400)})
     sent = replace(turn, messages_json=items.array())
+    answers = api_body("responses", MODEL, history, fixed)
+    answers_raw = json.dumps(answers).encode()
+    _, answers_located = request_json.loads_locating(answers_raw, "input")
+    assert answers_located is not None
+    said = words(random.Random(1), 400)
     timed = {
         "parse the body (request_json.loads)": lambda: request_json.loads(raw),
         "parse it, locating its messages (loads_locating)": lambda: request_json.loads_locating(
@@ -335,6 +414,25 @@ def steps(fixed: dict[str, Any], history: list[dict[str, Any]]) -> None:
         "the journal's line (turn_line)": lambda: turn_line(turn),
         "the journal's line, the messages' text copied (messages_json)": lambda: turn_line(
             replace(sent, messages_json=items.array())
+        ),
+        "a config alias: the body written again (json.loads + json.dumps)": lambda: json.dumps(
+            {**json.loads(raw), "model": ALIAS}
+        ),
+        "a config alias: the model's value written in (renamed)": lambda: renamed(
+            raw, located, body, ALIAS
+        ),
+        "memory tools: a round's body written again (json.loads + json.dumps)": lambda: json.dumps(
+            {**json.loads(raw), "tools": [*fixed["tools"], *SCHEMAS.values()]},
+            ensure_ascii=False,
+        ),
+        "memory tools: moim's tools written into its text (memory_tools_edit)": lambda: (
+            located.edited(memory_tools_edit(body, located, NAMES))
+        ),
+        "Responses: the body written with the block (json.dumps of place_block)": lambda: (
+            json.dumps(place_block(answers, said, "before_last_user"), ensure_ascii=False)
+        ),
+        "Responses: the block written into its text (block_edit)": lambda: answers_located.edited(
+            block_edit(answers, answers_located, said, "before_last_user")
         ),
     }
     print(
@@ -384,6 +482,39 @@ def report(rows: list[dict[str, Any]], backlog: dict, drain_s: float, elapsed: f
         f"\nwriter at the end: {backlog['pending']:.0f} turns pending, RAM queue peak "
         f"{backlog['queue_peak']:.0f}; drained in {drain_s:.1f} s"
     )
+
+
+def paired(runs: list[list[dict[str, Any]]]) -> None:
+    """`--against` runs pooled, request by request: this build's times and the other's for
+    the same request (its session and size, in its run), and the median of the differences."""
+    print(
+        "| history | memory | n | TTFB p50 other → this | paired p50 (this − other) "
+        "| last byte p50 other → this | own p50 other → this |\n|---|---|---|---|---|---|---|"
+    )
+    for size in SIZES:
+        for mode, mine, other in zip(("off", "on"), PATHS[1:], OTHER, strict=True):
+            pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+            direct: list[float] = []
+            for rows in runs:
+                group = [r for r in rows if abs(r["tokens"] - size) <= 0.2 * size]
+                this = {(r["session"], r["tokens"]): r for r in group if r["path"] == mine}
+                that = {(r["session"], r["tokens"]): r for r in group if r["path"] == other}
+                pairs += [(this[k], that[k]) for k in sorted(this.keys() & that.keys())]
+                direct += [r["ttfb"] for r in group if r["path"] == PATHS[0]]
+            if not pairs:
+                continue
+
+            def p50(field: str, side: int, pairs: list[tuple[dict, dict]] = pairs) -> float:
+                return pct([pair[side][field] for pair in pairs])["p50"]
+
+            differences = [a["ttfb"] - b["ttfb"] for a, b in pairs]
+            label = f"~{size // 1000}k" + (f" (direct {pct(direct)['p50']:.1f})" if direct else "")
+            print(
+                f"| {label if mode == 'off' else f'~{size // 1000}k'} | {mode} | {len(pairs)} | "
+                f"{p50('ttfb', 1):.1f} → {p50('ttfb', 0):.1f} | {pct(differences)['p50']:+.1f} | "
+                f"{p50('ttlb', 1):.1f} → {p50('ttlb', 0):.1f} | "
+                f"{p50('overhead', 1):.1f} → {p50('overhead', 0):.1f} |"
+            )
 
 
 if __name__ == "__main__":

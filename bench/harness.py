@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -292,22 +292,23 @@ def serve_proxy(
     as_subprocess: bool = True,
     layer: MemoryLayer | None = None,
     source: Path = ROOT,
+    config: Mapping[str, Any] | None = None,
 ) -> Iterator[ProxyHandle]:
     """The real moim in front of `upstream_url`, storing in `db`, ready (model loaded).
 
-    As a subprocess it is `python -m proxy.cli serve` with a written config and log level
-    warning (the default `info` logs a line per request), run from the source tree `source`
-    (another build to compare: `git archive main | tar -x -C DIR`); else uvicorn in a thread
-    here.
+    As a subprocess it is `python -m proxy.cli serve` with a written config (`config`'s
+    sections beside `db` and `upstream`) and log level warning (the default `info` logs a
+    line per request), run from the source tree `source` (another build to compare:
+    `git archive main | tar -x -C DIR`); else uvicorn in a thread here.
     """
     if not as_subprocess:
-        config = Config(upstream_base_url=upstream_url, memory=Settings(db_path=db))
-        with serve_app(build_app(config, layer or MemoryLayer(config.memory))) as root:
+        built = Config(upstream_base_url=upstream_url, memory=Settings(db_path=db))
+        with serve_app(build_app(built, layer or MemoryLayer(built.memory))) as root:
             _wait_ready(root, lambda: True)
             yield ProxyHandle(root, os.getpid(), "threads in the benchmark process", layer)
         return
     files = db.resolve().with_suffix("")
-    with _moim_serve(upstream_url, str(db.resolve()), files, source) as handle:
+    with _moim_serve(upstream_url, str(db.resolve()), files, source, config) as handle:
         yield handle
 
 
@@ -327,13 +328,18 @@ def serve_replicas(upstream_url: str, db_url: str, count: int, home: Path) -> It
 
 @contextmanager
 def _moim_serve(
-    upstream_url: str, db: str, files: Path, source: Path = ROOT
+    upstream_url: str,
+    db: str,
+    files: Path,
+    source: Path = ROOT,
+    sections: Mapping[str, Any] | None = None,
 ) -> Iterator[ProxyHandle]:
     """`python -m proxy.cli serve` of the source tree `source`, storing in `db` (a path or a
-    Postgres URL), its config at `files`.yaml and its log at `files`.log, working in `files`'
-    directory."""
+    Postgres URL), its config (with `sections`) at `files`.yaml and its log at `files`.log,
+    working in `files`' directory."""
     port, config = _free_port(), files.with_suffix(".yaml")
-    config.write_text(json.dumps({"db": db, "upstream": {"base_url": upstream_url}}))
+    written = {"db": db, "upstream": {"base_url": upstream_url}, **(sections or {})}
+    config.write_text(json.dumps(written))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
     # the source first; the caller's own entries after it (e.g. a private directory of packages
     # to try)

@@ -279,6 +279,7 @@ def request(client: httpx.Client, url: str, body: bytes, headers: dict[str, str]
         "ttfb": ((first or end) - start) * 1000,
         "ttlb": (end - start) * 1000,
         "ok": response.status_code == 200 and tail.endswith(b"[DONE]\n\n"),
+        "status": response.status_code,
         "overhead": float(response.headers.get("x-memory-overhead-ms", "nan")),
         "chunks": int(response.headers.get("x-memory-chunks-injected", "0")),
         "error": response.headers.get("x-memory-error"),

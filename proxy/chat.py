@@ -20,8 +20,8 @@ from proxy import litellm_params, tool_loop, tools
 from proxy.client_gone import ClientLeft, until_client_leaves
 from proxy.config import Config
 from proxy.errors import BadRequest, UpstreamError
-from proxy.exchange import Api, Conversation, Exchange, reply_reserve
-from proxy.json_items import Items
+from proxy.exchange import Api, Conversation, Exchange, model_edit, reply_reserve
+from proxy.json_items import Located
 from proxy.overflow import refusal_of_block
 from proxy.pipeline import forward_bytes, handle, model_body, remember
 from proxy.room import media_parts
@@ -44,21 +44,26 @@ def read_chat_body(
     """The request JSON checked (`parse_chat_body`), and what memory reads from it; with
     `memory`, where its messages lie in its text too (memory off needs it not: noting it
     costs ~2 µs a message, ~5 ms for a chat of 2,000)."""
-    body, items = parse_chat_body(raw, max_messages, memory)
-    return body, chat_conversation(body, items)
+    body, located = parse_chat_body(raw, max_messages, memory)
+    return body, chat_conversation(body, located)
 
 
-def chat_conversation(body: dict[str, Any], items: Items | None = None) -> Conversation:
+def chat_conversation(body: dict[str, Any], located: Located | None = None) -> Conversation:
     """A chat request as memory reads it: its messages, and the block placed among them: as
-    one message written into the body's text where `items` says its messages lie (the
+    one message written into the body's text where `located` says its messages lie (the
     client's bytes otherwise kept), else in the whole body written again."""
+    items = located.items if located is not None else None
 
-    def place(block: str, placement: Placement) -> bytes:
-        if items is not None:
+    def place(block: str, placement: Placement, model: str) -> bytes:
+        if located is not None and items is not None:
             index, message, replaces = block_place(body["messages"], block, placement)
-            return items.with_item(index, json.dumps(message, ensure_ascii=False), replaces)
+            return located.edited(
+                items.item_edit(index, json.dumps(message, ensure_ascii=False), replaces),
+                model_edit(located, body, model),
+            )
         messages = inject_block(body["messages"], block, placement)
-        return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode()
+        sent = {**body, "messages": messages, "model": model}
+        return json.dumps(sent, ensure_ascii=False).encode()
 
     messages = body["messages"]
     return Conversation(
@@ -69,6 +74,7 @@ def chat_conversation(body: dict[str, Any], items: Items | None = None) -> Conve
         definitions=tuple(body[name] for name in _DEFINITIONS if body.get(name)),
         media_parts=media_parts(messages),
         message_items=items,
+        text=located,
     )
 
 
@@ -78,10 +84,10 @@ _DEFINITIONS = ("tools", "functions", "response_format")
 
 def parse_chat_body(
     raw: bytes, max_messages: int, locate: bool = True
-) -> tuple[dict[str, Any], Items | None]:
-    """The request JSON, checked just enough to route and remember it, and (`locate`) where
-    its messages lie in its text."""
-    body, items = model_body(raw, "messages" if locate else None)
+) -> tuple[dict[str, Any], Located | None]:
+    """The request JSON, checked just enough to route and remember it, and where its values
+    lie in its text, with (`locate`) its messages."""
+    body, located = model_body(raw, "messages" if locate else None)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest(
@@ -105,7 +111,7 @@ def parse_chat_body(
                 param=f"messages[{index}].content",
                 code="invalid_message",
             )
-    return body, items
+    return body, located
 
 
 async def forward(exchange: Exchange) -> Response:

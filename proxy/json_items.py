@@ -1,10 +1,15 @@
-"""Where each item of a request's array lies in its JSON text, so one item can be written in.
+"""Where each value of a request's JSON object lies in its text, so one can be written in.
 
 moim places its memory block in a chat body as one message. Writing the whole body again
 with `json.dumps` took ~4.7 ms at 487 kB (an agent's 127k-token history, docs/performance.md
 "An agent's history"), on the request's path; writing the one message into the body's own
 text takes a copy of it (~0.1 ms). The provider gets the same JSON (parsed, it is equal to
 what `json.dumps` wrote), with the client's field order, unknown fields and spacing kept.
+
+The same holds for the other values moim changes: a config alias's model name
+(`proxy/exchange.py: renamed`), and the Responses API's `input` or `instructions` where its
+block goes (`proxy/responses_body.py: block_edit`). Each change is an `Edit` of the client's
+text; the body sent is that text with its edits, every other byte kept.
 
 The spans come from the one parse of the body (`request_json.loads_locating`): the object's
 top level is walked here, each value read by the standard library's C scanner, as
@@ -20,6 +25,8 @@ from json.decoder import WHITESPACE, scanstring  # type: ignore[attr-defined]
 from typing import Any
 
 Scan = Callable[[str, int], tuple[Any, int]]
+# The text from `start` to `end` becomes `new` (JSON text).
+Edit = tuple[int, int, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,33 +45,73 @@ class Items:
         return self.text[self.start : self.close + 1].replace("\n", " ")
 
     def with_item(self, index: int, item: str, replaces: bool) -> bytes:
-        """The text as UTF-8 with `item` (JSON) in the array at `index`: in place of the item
-        there (`replaces`), or before it (at the end when `index` is the array's length)."""
-        text = self.text
+        """The text as UTF-8 with `item` (JSON) in the array at `index` (`item_edit`)."""
+        return edited(self.text, self.item_edit(index, item, replaces))
+
+    def item_edit(self, index: int, item: str, replaces: bool) -> Edit:
+        """`item` (JSON) in the array at `index`: in place of the item there (`replaces`), or
+        before it (at the end when `index` is the array's length)."""
         if replaces:
             start, end = self.spans[index]
-            return (text[:start] + item + text[end:]).encode()
+            return start, end, item
         if index < len(self.spans):
             start = self.spans[index][0]
-            return (text[:start] + item + "," + text[start:]).encode()
+            return start, start, item + ","
         end = self.spans[-1][1] if self.spans else self.close
-        comma = "," if self.spans else ""
-        return (text[:end] + comma + item + text[end:]).encode()
+        return end, end, ("," if self.spans else "") + item
 
 
-def locate(raw: bytes, key: str, scan: Scan) -> tuple[dict[str, Any], Items | None] | None:
-    """The JSON object in `raw`, and where the items of its array `key` lie (None when `key`
-    is not an array); None when `raw` is anything else, or not JSON (the caller then parses
-    it as usual, which says why). `scan` reads one value, as a `JSONDecoder`'s `scan_once`."""
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A JSON object's text and where its top-level values lie in it: `values` each name's
+    value (start, end), the last of a repeated name (the one `json.loads` keeps); `close` the
+    object's closing brace; `items` where the items of the array asked for lie, if it is one."""
+
+    text: str
+    values: dict[str, tuple[int, int]]
+    close: int
+    items: Items | None = None
+
+    def value_edit(self, name: str, value: str) -> Edit:
+        """`value` (JSON) as the top-level `name`'s: in place of its value, or added last."""
+        if name in self.values:
+            start, end = self.values[name]
+            return start, end, value
+        comma = "," if self.values else ""
+        return self.close, self.close, f"{comma}{json.dumps(name, ensure_ascii=False)}:{value}"
+
+    def edited(self, *edits: Edit | None) -> bytes:
+        """The text as UTF-8 with `edits` (none overlapping; None: no edit)."""
+        return edited(self.text, *edits)
+
+
+def edited(text: str, *edits: Edit | None) -> bytes:
+    """`text` as UTF-8 with `edits` made (none overlapping; None: no edit), in one copy."""
+    pieces: list[str] = []
+    at = 0
+    for start, end, new in sorted(edit for edit in edits if edit is not None):
+        pieces += (text[at:start], new)
+        at = end
+    pieces.append(text[at:])
+    return "".join(pieces).encode()
+
+
+def locate(raw: bytes, key: str | None, scan: Scan) -> tuple[dict[str, Any], Located] | None:
+    """The JSON object in `raw`, and where its values lie in its text, with the items of its
+    array `key` (`Located.items`: None when `key` is not an array); None when `raw` is
+    anything else, or not JSON (the caller then parses it as usual, which says why). `scan`
+    reads one value, as a `JSONDecoder`'s `scan_once`."""
     text = raw.decode(json.detect_encoding(raw), "surrogatepass")  # as json.loads decodes
     at = _space(text, 0)
     if text[at : at + 1] != "{":
         return None
     value: dict[str, Any] = {}
+    values: dict[str, tuple[int, int]] = {}
     items = None
     at = _space(text, at + 1)
     if text[at : at + 1] == "}":
-        return (value, None) if _space(text, at + 1) == len(text) else None
+        whole = _space(text, at + 1) == len(text)
+        return (value, Located(text, values, at)) if whole else None
     while True:
         if text[at : at + 1] != '"':
             return None
@@ -73,21 +120,23 @@ def locate(raw: bytes, key: str, scan: Scan) -> tuple[dict[str, Any], Items | No
         if text[at : at + 1] != ":":
             return None
         at = _space(text, at + 1)
+        start = at
         if name == key and text[at : at + 1] == "[":
-            start = at
             value[name], at, spans, close = _array(text, at, scan)
             items = Items(text, start, spans, close)
         else:
             value[name], at = scan(text, at)
             if name == key:  # a later `key` that is not an array wins, as in json.loads
                 items = None
+        values[name] = (start, at)  # a repeated name: its last value, as json.loads keeps
         at = _space(text, at)
         if text[at : at + 1] == "}":
             break
         if text[at : at + 1] != ",":
             return None
         at = _space(text, at + 1)
-    return (value, items) if _space(text, at + 1) == len(text) else None
+    whole = _space(text, at + 1) == len(text)
+    return (value, Located(text, values, at, items)) if whole else None
 
 
 _SPACE = " \t\n\r"  # JSON's whitespace (RFC 8259 §2)

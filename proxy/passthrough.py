@@ -22,7 +22,6 @@ is in `proxy/passthrough_refusals.py` and `proxy/unserved_paths.py`.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -43,6 +42,7 @@ from proxy.errors import (
     ProxyError,
     RequestTimeout,
 )
+from proxy.exchange import renamed
 from proxy.header_lines import (
     HOP_BY_HOP,
     NOT_FORWARDED,
@@ -50,6 +50,7 @@ from proxy.header_lines import (
     provider_lines,
     without_account,
 )
+from proxy.json_items import Located
 from proxy.limits import decoded, read_body
 from proxy.passthrough_refusals import refuse_account_endpoints, refuse_memory_paths
 from proxy.responses import watch_poll
@@ -158,7 +159,8 @@ async def _route(
         # read as it came (compressed, maybe), decompressed only to be parsed
         content = await read_body(request, config.max_body_bytes, config.body_timeout, False)
         encoding = request.headers.get("content-encoding")
-        body = _parse(decoded(content, encoding, config.max_body_bytes) if encoding else content)
+        sent = decoded(content, encoding, config.max_body_bytes) if encoding else content
+        body, located = _parse(sent)
         model = _model_of(body)
         if model is not None:
             target = resolve(model, config)
@@ -166,7 +168,7 @@ async def _route(
                 answer = await _through_litellm(request, suffix, state, target, body, client_auth)
                 return "litellm", answer
             if target.model != model:  # a config alias names another model upstream
-                content = json.dumps({**body, "model": target.model}).encode()
+                content = renamed(sent, located, body, target.model)
                 recoded = True
     elif _has_body(request):
         declared = request.headers.get("content-length", "")
@@ -299,9 +301,11 @@ def _is_json(request: Request) -> bool:
     return kind == "application/json"
 
 
-def _parse(raw: bytes) -> Any:
+def _parse(raw: bytes) -> tuple[Any, Located | None]:
+    """The body's JSON, and where an object's values lie in its text (a config alias's model
+    name is written there)."""
     try:
-        return request_json.loads(raw)
+        return request_json.loads_locating(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise BadRequest("request body is not valid JSON", code="invalid_json") from None
 

@@ -34,11 +34,11 @@ from proxy import request_json
 from proxy.auth import authenticate, sees_account_state
 from proxy.client_gone import CLIENT_CLOSED, ClientLeft, until_client_leaves
 from proxy.errors import BadRequest, ProxyError, error_response
-from proxy.exchange import Api, Conversation, Exchange, Prepared, Report, aliased
+from proxy.exchange import Api, Conversation, Exchange, Prepared, Report
 from proxy.header_lines import with_provider_headers, without_account
 from proxy.held_history import check_held_history
 from proxy.identity import Identity, Mode, identify, memory_mode
-from proxy.json_items import Items
+from proxy.json_items import Located
 from proxy.limits import read_body
 from proxy.overflow import refusal_of_block
 from proxy.recall_step import measure_and_recall
@@ -92,7 +92,7 @@ async def handle(
     if who.mode is Mode.OFF:  # nothing to measure or recall: no coroutine to make and await
         prepared = Prepared(who)
     else:
-        prepared = await prepare(state, who, conversation, report, len(raw))
+        prepared = await prepare(state, who, conversation, report, len(raw), target.model)
     who = prepared.who
     report.session_id = who.session_id
     if who.mode.writes and body.get("stream") is True:
@@ -151,14 +151,13 @@ _UUID_VERSION_MASK = (0xC000 << 48) | (0xF000 << 64)
 _UUID4_BITS = (0x8000 << 48) | (4 << 76)
 
 
-def model_body(raw: bytes, key: str | None = None) -> tuple[dict[str, Any], Items | None]:
+def model_body(raw: bytes, key: str | None = None) -> tuple[dict[str, Any], Located | None]:
     """The request JSON: an object with a `model` string and a `stream` that is a boolean or
-    null (not streamed, as OpenAI takes it), as every API with memory takes; with `key`, also
-    where the items of its array `key` lie in the text (`request_json.loads_locating`)."""
+    null (not streamed, as OpenAI takes it), as every API with memory takes; and where its
+    values lie in its text, with (`key`) the items of its array `key`
+    (`request_json.loads_locating`)."""
     try:
-        body, items = (
-            request_json.loads_locating(raw, key) if key else (request_json.loads(raw), None)
-        )
+        body, located = request_json.loads_locating(raw, key)
     except ValueError as exc:  # UnicodeDecodeError too
         raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(body, dict):
@@ -169,14 +168,19 @@ def model_body(raw: bytes, key: str | None = None) -> tuple[dict[str, Any], Item
         )
     if body.get("stream") is not None and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be a boolean or null", param="stream")
-    return body, items
+    return body, located
 
 
 async def prepare(
-    state: AppState, who: Identity, conversation: Conversation, report: Report, size: int
+    state: AppState,
+    who: Identity,
+    conversation: Conversation,
+    report: Report,
+    size: int,
+    model: str,
 ) -> Prepared:
     """Measure, recall, budget and inject (for a mode other than off; `size`: the body's
-    bytes).
+    bytes, `model` the provider's name for the model, which the body sent names).
 
     The one broad `except` of the request path: whatever fails in memory, the request still
     goes through, without memory, and the response says so.
@@ -191,7 +195,7 @@ async def prepare(
             pending = state.layer.begin_recall(who.user_id, conversation.messages)
         prepared: Future[Prepared] = Future()
         measure = functools.partial(
-            measure_and_recall, state, who, conversation, report, pending, size
+            measure_and_recall, state, who, conversation, report, pending, size, model
         )
         asyncio.get_running_loop().run_in_executor(None, _settle_into, prepared, measure)
         return await asyncio.wrap_future(prepared)  # one wake, when the block is placed
@@ -262,9 +266,8 @@ async def forward_bytes(
         if refused is not None:
             # refused because of the block (overflow.py): sent again as the client sent it
             report.without_block(refused)
-            plain = aliased(exchange.raw, exchange.body, exchange.target)
             upstream, data = await until_client_leaves(
-                exchange.receive, _answer(exchange, path, plain)
+                exchange.receive, _answer(exchange, path, exchange.plain)
             )
     except ClientLeft:
         on_end(True)  # what the client said is kept, as when it leaves a stream

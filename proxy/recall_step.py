@@ -38,9 +38,11 @@ def measure_and_recall(
     report: Report,
     pending: PendingRecall | None,
     size: int,
+    sent_model: str,
 ) -> Prepared | Future[Prepared]:
     """Measure the request (`size`: its body's bytes) and resolve its session; recall and
-    inject (a future when the search under way will finish them)."""
+    inject (a future when the search under way will finish them) into the body naming
+    `sent_model` (a config alias's name upstream)."""
     settings = state.layer.settings
     model, messages = conversation.model, conversation.messages
     link = _continued(state, who, conversation.continues)
@@ -67,7 +69,7 @@ def measure_and_recall(
         block_budget(who.context_budget, room, largest),
         session_in_context=conversation.held,
     )
-    inject = functools.partial(_inject, state, who, conversation, report)
+    inject = functools.partial(_inject, state, who, conversation, report, sent_model)
     return state.layer.recall_then(request, inject, pending=pending)
 
 
@@ -76,6 +78,7 @@ def _inject(
     who: Identity,
     conversation: Conversation,
     report: Report,
+    sent_model: str,
     recollection: Recollection,
 ) -> Prepared:
     """Report what recall found and place its block in the body to send."""
@@ -96,7 +99,7 @@ def _inject(
     settle = state.inspector.history.record(who, model, report, recollection)  # "why this block"
     if recollection.block is None:
         return Prepared(who, settle=settle)
-    content = conversation.place(recollection.block.text, settings.placement)
+    content = conversation.place(recollection.block.text, settings.placement, sent_model)
     return Prepared(who, content, recollection.block.fact_ids, settle)
 
 

@@ -25,7 +25,7 @@ import math
 import re
 from typing import Any
 
-from proxy.json_items import Items, Scan, locate
+from proxy.json_items import Located, Scan, locate
 
 MAX_DEPTH = 100
 # An escaped surrogate, high (D800-DBFF) or low (DC00-DFFF); valid pairs match too, so a match
@@ -61,17 +61,18 @@ def loads(raw: bytes | str) -> Any:
     return _checked(raw, value)
 
 
-def loads_locating(raw: bytes, key: str) -> tuple[Any, Items | None]:
-    """`loads`, with where each item of the array `key` of the object lies in its text
-    (`proxy/json_items.py`: the body's text with one item written in), from the same parse."""
+def loads_locating(raw: bytes, key: str | None = None) -> tuple[Any, Located | None]:
+    """`loads`, with where each value of the object lies in its text, and each item of its
+    array `key` (`proxy/json_items.py`: the body's text with a value written in), from the
+    same parse; None for a body that is no object."""
     try:
         found = locate(raw, key, _SCAN)
     except (ValueError, StopIteration, RecursionError):  # not JSON: `loads` says why
         found = None
     if found is None:
         return loads(raw), None
-    value, items = found
-    return _checked(raw, value), items
+    value, located = found
+    return _checked(raw, value), located
 
 
 def _checked(raw: bytes | str, value: Any) -> Any:

@@ -38,9 +38,11 @@ from starlette.responses import Response
 from memory import Placement, ResponseLink, Turn
 from proxy.background import Awaited
 from proxy.errors import BadRequest
-from proxy.exchange import Api, Conversation, Exchange, reply_reserve
+from proxy.exchange import Api, Conversation, Exchange, model_edit, reply_reserve
+from proxy.json_items import Located
 from proxy.pipeline import forward_bytes, handle, remember
 from proxy.responses_body import (
+    block_edit,
     conversation_messages,
     item_messages,
     parse_responses_body,
@@ -64,11 +66,17 @@ async def responses(request: Request, state: AppState, path_user: str | None = N
     return await handle(request, state, RESPONSES, path_user)
 
 
-def responses_conversation(body: dict[str, Any]) -> Conversation:
-    """A Responses request as memory reads it, and the block placed in its input."""
+def responses_conversation(body: dict[str, Any], located: Located | None = None) -> Conversation:
+    """A Responses request as memory reads it, and the block placed in its input: written
+    into the body's text where `located` says its values lie (the client's bytes otherwise
+    kept), else in the whole body written again."""
 
-    def place(block: str, placement: Placement) -> bytes:
-        return json.dumps(place_block(body, block, placement), ensure_ascii=False).encode()
+    def place(block: str, placement: Placement, model: str) -> bytes:
+        if located is not None:
+            edit = block_edit(body, located, block, placement)
+            return located.edited(edit, model_edit(located, body, model))
+        sent = {**place_block(body, block, placement), "model": model}
+        return json.dumps(sent, ensure_ascii=False).encode()
 
     messages = conversation_messages(body)
     return Conversation(
@@ -80,6 +88,7 @@ def responses_conversation(body: dict[str, Any]) -> Conversation:
         reply_reserve(body, "max_output_tokens"),
         tuple(body[name] for name in ("tools", "text") if body.get(name)),
         media_parts(messages),
+        text=located,
     )
 
 
@@ -271,11 +280,12 @@ def watch_poll(
 
 
 def read_responses_body(
-    raw: bytes, max_items: int, _memory: bool = True
+    raw: bytes, max_items: int, memory: bool = True
 ) -> tuple[dict[str, Any], Conversation]:
-    """The request JSON checked (`parse_responses_body`), and what memory reads from it."""
-    body = parse_responses_body(raw, max_items)
-    return body, responses_conversation(body)
+    """The request JSON checked (`parse_responses_body`), and what memory reads from it; with
+    `memory`, where its input items lie in its text too (as chat's messages)."""
+    body, located = parse_responses_body(raw, max_items, memory)
+    return body, responses_conversation(body, located)
 
 
 RESPONSES = Api(read_responses_body, forward_responses)

@@ -21,23 +21,30 @@ so `conversation_messages` turns the request into them:
 inside a system message), where the placement says: "before_last_user" just before the last
 user message item (a string input becomes that one item), "system" at the start of
 `instructions` (or as a first item when there are none). Nothing else in the body changes.
+`block_edit` is the same change made in the client's text (`proxy/json_items.py`): the one
+item written into `input`'s array, or `instructions` or a string `input` written again.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from memory import Placement, inject_block
+from memory import Placement, block_place, inject_block
 from proxy.errors import BadRequest
+from proxy.json_items import Edit, Located
 from proxy.pipeline import model_body
 
 ROLES = ("user", "assistant", "system", "developer")
 
 
-def parse_responses_body(raw: bytes, max_items: int) -> dict[str, Any]:
-    """The request JSON, checked as far as memory reads it; other fields are the provider's."""
-    body, _ = model_body(raw)
+def parse_responses_body(
+    raw: bytes, max_items: int, locate: bool = True
+) -> tuple[dict[str, Any], Located | None]:
+    """The request JSON, checked as far as memory reads it (other fields are the
+    provider's), and where its values lie in its text, with (`locate`) its input items."""
+    body, located = model_body(raw, "input" if locate else None)
     for name in ("instructions", "previous_response_id"):
         if body.get(name) is not None and not isinstance(body[name], str):
             raise BadRequest(f"'{name}' must be a string", param=name, code="invalid_" + name)
@@ -49,7 +56,7 @@ def parse_responses_body(raw: bytes, max_items: int) -> dict[str, Any]:
         )
     items = body.get("input")
     if items is None or isinstance(items, str):
-        return body
+        return body, located
     if not isinstance(items, list):
         raise BadRequest(
             "'input' must be a string or an array of items", param="input", code="invalid_input"
@@ -58,7 +65,7 @@ def parse_responses_body(raw: bytes, max_items: int) -> dict[str, Any]:
         raise BadRequest(f"'input' has more than {max_items} items", param="input")
     for index, item in enumerate(items):
         _check_item(item, f"input[{index}]")
-    return body
+    return body, located
 
 
 def _check_item(item: Any, where: str) -> None:
@@ -172,3 +179,22 @@ def place_block(body: Mapping[str, Any], block: str, placement: Placement) -> di
     if placement == "system":
         return {**body, "input": [{"role": "system", "content": block}, *items]}
     return {**body, "input": inject_block(items, block, "before_last_user")}
+
+
+def block_edit(body: Mapping[str, Any], located: Located, block: str, placement: Placement) -> Edit:
+    """`place_block`'s change as an edit of the client's text (`located`: where the body's
+    values and, an array, `input`'s items lie): the one item written into `input`, else
+    `instructions` or `input` (a string, or none) written again."""
+    instructions = body.get("instructions")
+    if placement == "system" and isinstance(instructions, str) and instructions:
+        prefixed = json.dumps(f"{block}\n\n{instructions}", ensure_ascii=False)
+        return located.value_edit("instructions", prefixed)
+    items = located.items
+    if items is None:  # a string input becomes a list: short, written whole
+        written = json.dumps(place_block(body, block, placement)["input"], ensure_ascii=False)
+        return located.value_edit("input", written)
+    if placement == "system":
+        index, item, replaces = 0, {"role": "system", "content": block}, False
+    else:
+        index, item, replaces = block_place(body["input"], block, "before_last_user")
+    return items.item_edit(index, json.dumps(item, ensure_ascii=False), replaces)

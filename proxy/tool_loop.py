@@ -46,12 +46,14 @@ import httpx
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive
 
+from proxy import request_json
 from proxy.client_gone import ClientLeft, until_client_leaves
 from proxy.header_lines import with_provider_headers
 from proxy.identity import Identity
+from proxy.json_items import Items, Located
 from proxy.round_filter import RoundFilter, is_done, sse_events
 from proxy.streaming import EndCallback, ReplyCollector, not_stored, read_reply, relay
-from proxy.tools import MAX_ROUNDS, execute, is_memory_call, offered, with_memory_tools
+from proxy.tools import MAX_ROUNDS, execute, is_memory_call, memory_tools_edit, offered
 from proxy.upstream import (
     Target,
     body_chunks,
@@ -93,8 +95,7 @@ class _Loop:
             self.on_end(True)
             raise
 
-    async def open(self, body: Mapping[str, Any]) -> httpx.Response:
-        content = json.dumps(body, ensure_ascii=False).encode()
+    async def open(self, content: bytes) -> httpx.Response:
         try:
             return await open_openai(
                 self.state.client,
@@ -167,15 +168,33 @@ async def forward_with_tools(
         exchange.receive,
         exchange.query,
     )
-    body = json.loads(content)
+    body, located = request_json.loads_locating(content, "messages")
+    assert located is not None and located.items is not None  # moim's own JSON, with messages
+    rounds = _Rounds(body, located, located.items)
     if body.get("stream") is True:
-        return await _streamed(loop, body)
-    return await _complete(loop, body)
+        return await _streamed(loop, rounds)
+    return await _complete(loop, rounds)
 
 
-def _round_body(body: Mapping[str, Any], messages: list[Any], names: Sequence[str]) -> Any:
-    sent = {**body, "messages": messages}
-    return with_memory_tools(sent, names) if names else sent
+@dataclass(frozen=True, slots=True)
+class _Rounds:
+    """The body as it goes upstream (`body` parsed, `located` where its values and `items`
+    its messages lie in its text): each round's body is its text with moim's additions
+    written in, not the whole body written again (`json.dumps`: ~4.7 ms at 487 kB)."""
+
+    body: dict[str, Any]
+    located: Located
+    items: Items
+
+    def sent(self, added: Sequence[Any], names: Sequence[str]) -> bytes:
+        """The body with the messages of moim's rounds so far (`added`) after its own, and
+        (`names`) moim's tools after the client's."""
+        tools = memory_tools_edit(self.body, self.located, names) if names else None
+        written = ",".join(json.dumps(message, ensure_ascii=False) for message in added)
+        end = len(self.items.spans)
+        return self.located.edited(
+            tools, self.items.item_edit(end, written, False) if added else None
+        )
 
 
 def _followup(
@@ -207,12 +226,12 @@ def _clean(calls: Sequence[Mapping[str, Any]], round_: int) -> list[dict[str, An
     ]
 
 
-async def _complete(loop: _Loop, body: dict[str, Any]) -> Response:
-    messages = list(body["messages"])
+async def _complete(loop: _Loop, rounds: _Rounds) -> Response:
+    added: list[Any] = []
     names = offered(loop.who.mode)
     for round_ in range(MAX_ROUNDS):
         last = round_ == MAX_ROUNDS - 1
-        sent = _round_body(body, messages, () if last else names)
+        sent = rounds.sent(added, () if last else names)
         upstream, data = await loop.listening(_answered(loop, sent))
         if not isinstance(data, bytes):  # past the bound: relayed, no moim call looked for
             return await loop.whole(upstream, data)
@@ -225,15 +244,15 @@ async def _complete(loop: _Loop, body: dict[str, Any]) -> Response:
         if last or any(not is_memory_call(c) for c in calls):
             return await loop.whole(upstream, _without_memory_calls(data))
         assert message is not None
-        messages += _followup(message.get("content"), mine, results)
+        added += _followup(message.get("content"), mine, results)
     raise AssertionError("unreachable: the last round always answers")
 
 
 async def _answered(
-    loop: _Loop, body: Mapping[str, Any]
+    loop: _Loop, content: bytes
 ) -> tuple[httpx.Response, bytes | AsyncIterator[bytes]]:
     """One round, its answer read whole (or past the bound, to relay)."""
-    upstream = await loop.open(body)
+    upstream = await loop.open(content)
     return upstream, await read_reply(upstream, loop.state.config.max_body_bytes)
 
 
@@ -262,12 +281,12 @@ def _without_memory_calls(data: bytes) -> bytes:
 # -- streaming ---------------------------------------------------------------------------------
 
 
-async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
-    messages = list(body["messages"])
+async def _streamed(loop: _Loop, rounds: _Rounds) -> Response:
+    added: list[Any] = []
     names = offered(loop.who.mode)
     for round_ in range(MAX_ROUNDS):
         last = round_ == MAX_ROUNDS - 1
-        held = await loop.listening(_hold(loop, _round_body(body, messages, () if last else names)))
+        held = await loop.listening(_hold(loop, rounds.sent(added, () if last else names)))
         upstream, round_filter = held.upstream, held.round_filter
         if held.events is None:
             return await loop.whole(upstream, held.data)
@@ -276,7 +295,7 @@ async def _streamed(loop: _Loop, body: dict[str, Any]) -> Response:
             stream = _rest(loop, held.shown, held.events, round_filter)
             return loop.relayed(upstream, stream, loop.collector, loop.on_end)
         await upstream.aclose()
-        messages += _followup(None, mine, await loop.run(mine))
+        added += _followup(None, mine, await loop.run(mine))
     raise AssertionError("unreachable: the last round always answers")
 
 
@@ -293,9 +312,9 @@ class _Held:
     round_filter: RoundFilter = field(default_factory=RoundFilter)
 
 
-async def _hold(loop: _Loop, body: Mapping[str, Any]) -> _Held:
+async def _hold(loop: _Loop, content: bytes) -> _Held:
     """Open a streamed round and read it until it is the client's (it speaks) or ends."""
-    upstream = await loop.open(body)
+    upstream = await loop.open(content)
     if upstream.status_code >= 400 or not _is_sse(upstream):
         return _Held(upstream, await read_reply(upstream, loop.state.config.max_body_bytes))
     held = _Held(upstream, events=sse_events(body_chunks(upstream)))

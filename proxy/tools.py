@@ -34,6 +34,7 @@ from typing import Any
 from memory import Fact, MemoryLayer, MemoryLayerError
 from proxy import request_json
 from proxy.identity import Identity, Mode
+from proxy.json_items import Edit, Located
 from proxy.upstream import Target
 
 logger = logging.getLogger(__name__)
@@ -131,11 +132,16 @@ def applies(who: Identity, target: Target, body: Mapping[str, Any]) -> bool:
     )
 
 
-def with_memory_tools(body: Mapping[str, Any], names: Sequence[str] = NAMES) -> dict[str, Any]:
-    """The body with moim's tools after the client's own; `tool_choice` is left as it is."""
+def memory_tools_edit(body: Mapping[str, Any], located: Located, names: Sequence[str]) -> Edit:
+    """moim's tools `names` after the client's own, as an edit of the body's text (`located`):
+    written at the end of its `tools` array, or as `tools` when it has none (or null);
+    `tool_choice` is left as it is."""
+    schemas = ",".join(json.dumps(SCHEMAS[name], ensure_ascii=False) for name in names)
     client_tools = body.get("tools")
-    tools = list(client_tools) if isinstance(client_tools, list) else []
-    return {**body, "tools": tools + [SCHEMAS[name] for name in names]}
+    if isinstance(client_tools, list) and "tools" in located.values:
+        end = located.values["tools"][1] - 1  # its `]`
+        return end, end, ("," if client_tools else "") + schemas
+    return located.value_edit("tools", f"[{schemas}]")
 
 
 def is_memory_call(call: Any) -> bool:

@@ -26,13 +26,12 @@ import httpx
 import numpy as np
 
 from proxy import litellm_params
-from proxy.auth import bearer_token
 from proxy.config import Config
 from proxy.errors import BadRequest
 from proxy.header_lines import NOT_FORWARDED_WITH_MEMORY, client_lines
 from proxy.litellm_redirects import follow_no_redirects
 from proxy.upstream_client import send
-from proxy.upstream_errors import failure
+from proxy.upstream_errors import failure, key_of
 
 logger = logging.getLogger(__name__)
 # litellm's loggers (litellm/_logging.py), and the openai SDK's, which it calls for OpenAI's
@@ -183,7 +182,7 @@ async def call_litellm(
     params["model"] = target.model
     if target.base_url:
         params["api_base"] = target.base_url
-    key = bearer_token(authorization) or (authorization or "").strip()
+    key = key_of(authorization)
     if key:
         params["api_key"] = key
     params["timeout"] = timeout
@@ -193,7 +192,7 @@ async def call_litellm(
     try:
         return await litellm.acompletion(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes
-        raise failure(exc, litellm, key) from exc
+        raise failure(exc, litellm, authorization) from exc
 
 
 async def embed_litellm(
@@ -217,13 +216,13 @@ async def embed_litellm(
     params.update(model=target.model, timeout=timeout)
     if target.base_url:
         params["api_base"] = target.base_url
-    key = bearer_token(authorization) or (authorization or "").strip()
+    key = key_of(authorization)
     if key:
         params["api_key"] = key
     try:
         response = await litellm.aembedding(**params)
     except Exception as exc:  # litellm maps every provider error onto its own classes
-        raise failure(exc, litellm, key) from exc
+        raise failure(exc, litellm, authorization) from exc
     payload = response.model_dump(exclude_none=True)
     if encoding == "base64":
         for item in payload.get("data") or []:

@@ -100,9 +100,15 @@ async def chunks_without_key(
         yield held
 
 
+def key_of(authorization: str | None) -> str:
+    """The key an `Authorization` value carries: its bearer token, or the value itself (as
+    litellm routes send it)."""
+    return bearer_token(authorization) or (authorization or "").strip()
+
+
 def _key_of(authorization: str | None) -> bytes:
     """The key an `Authorization` value carries, as bytes; empty when too short to mask."""
-    key = bearer_token(authorization) or (authorization or "").strip()
+    key = key_of(authorization)
     return key.encode() if len(key) >= _SHORTEST_KEY else b""
 
 
@@ -116,10 +122,6 @@ def _key_start_at_end(data: bytes, key: bytes) -> int:
     return 0
 
 
-def _masked(text: str, key: str | None) -> str:
-    return text.replace(key, "*" * len(key)) if key and len(key) >= _SHORTEST_KEY else text
-
-
 _SHORTEST_KEY = 8
 
 
@@ -130,13 +132,14 @@ def upstream_error(message: str, code: str) -> bytes:
     ).encode()
 
 
-def failure(exc: Exception, litellm: Any, key: str | None = None) -> UpstreamError:
+def failure(exc: Exception, litellm: Any, authorization: str | None = None) -> UpstreamError:
     """litellm's exception as an OpenAI error for the client.
 
     The provider's status and error object when it answered; a 502 or 504 as on the byte path
     when it could not be reached; otherwise litellm's status and one clean line. litellm's
     messages may carry a traceback, file paths and a bug-report notice: never the client's;
-    nor `key`, the provider key moim sent, should the provider's words quote it.
+    nor the provider key moim sent (`authorization`'s), should the provider's words quote it
+    (masked as in a body, `without_key`).
     """
     if _missing_key(exc):
         return _logged(exc, 401, _error_object(_summary(exc), "authentication_error", None, "401"))
@@ -163,7 +166,7 @@ def failure(exc: Exception, litellm: Any, key: str | None = None) -> UpstreamErr
         )
     else:
         error = _error_object(_summary(exc), _ERROR_TYPES.get(status), None, str(status))
-    error["message"] = _masked(error["message"] or "", key)
+    error["message"] = without_key((error["message"] or "").encode(), authorization).decode()
     if isinstance(exc, litellm.ContextWindowExceededError) and error["code"] in (None, str(status)):
         # litellm reads every provider's words for it: say it in OpenAI's code (overflow.py)
         error["code"] = "context_length_exceeded"

@@ -39,23 +39,33 @@ MESSAGES = st.lists(
 
 
 @st.composite
-def written(draw):
-    """A body as some client writes it: its fields in any order, its own spacing and escapes."""
-    body = draw(st.dictionaries(TEXT.filter(lambda k: k != "messages"), VALUES, max_size=3))
-    messages = draw(MESSAGES)
+def written_with(draw, key, items, others=VALUES):
+    """A body as some client writes it: its array `key` of `items`, other fields of `others`
+    in any order, its own spacing and escapes. Returns its text and the array's items."""
+    body = draw(st.dictionaries(TEXT.filter(lambda k: k != key), others, max_size=3))
+    array = draw(items)
     at = draw(st.integers(0, len(body)))
-    fields = [*list(body.items())[:at], ("messages", messages), *list(body.items())[at:]]
+    fields = [*list(body.items())[:at], (key, array), *list(body.items())[at:]]
     space, ascii_only = draw(SPACES), draw(st.booleans())
+    return space + dumped(dict(fields), space, ascii_only) + space, array
 
-    def dump(value):
-        if isinstance(value, dict):
-            pairs = (f"{space}{dump(k)}{space}:{space}{dump(v)}" for k, v in value.items())
-            return "{" + ",".join(pairs) + space + "}"
-        if isinstance(value, list):
-            return "[" + ",".join(f"{space}{dump(v)}" for v in value) + space + "]"
-        return json.dumps(value, ensure_ascii=ascii_only)
 
-    return space + dump(dict(fields)) + space, messages
+def dumped(value, space, ascii_only):
+    """`value` as JSON with `space` between its tokens."""
+    if isinstance(value, dict):
+        pairs = (
+            f"{space}{dumped(k, space, ascii_only)}{space}:{space}{dumped(v, space, ascii_only)}"
+            for k, v in value.items()
+        )
+        return "{" + ",".join(pairs) + space + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(f"{space}{dumped(v, space, ascii_only)}" for v in value) + space + "]"
+    return json.dumps(value, ensure_ascii=ascii_only)
+
+
+def written():
+    """A chat body as some client writes it, and its messages."""
+    return written_with("messages", MESSAGES)
 
 
 @given(written(), st.sampled_from(["before_last_user", "system"]), TEXT)
@@ -64,8 +74,9 @@ def test_the_body_parses_as_json_loads_reads_it_and_the_block_goes_in_its_text(
 ):
     text, messages = case
     raw = text.encode()
-    body, items = request_json.loads_locating(raw, "messages")
+    body, located = request_json.loads_locating(raw, "messages")
     assert body == json.loads(raw)
+    items = located.items
     assert items is not None
     assert [json.loads(items.text[a:b]) for a, b in items.spans] == body["messages"]
     index, message, replaces = block_place(messages, block, placement)
@@ -119,16 +130,17 @@ def test_what_is_not_json_is_refused_as_loads_refuses_it(raw):
     ],
 )
 def test_the_messages_are_those_json_loads_keeps(raw, spans):
-    value, items = request_json.loads_locating(raw, "messages")
+    value, located = request_json.loads_locating(raw, "messages")
     assert value == json.loads(raw)
+    items = located.items if located is not None else None
     assert (None if items is None else list(items.spans)) == spans
 
 
 def test_a_message_goes_in_an_empty_array_and_at_the_end():
-    _, items = request_json.loads_locating(b'{"messages": [ ], "n": 1}', "messages")
+    _, located = request_json.loads_locating(b'{"messages": [ ], "n": 1}', "messages")
     assert (
-        items.with_item(0, '{"role":"system"}', False)
+        located.items.with_item(0, '{"role":"system"}', False)
         == b'{"messages": [ {"role":"system"}], "n": 1}'
     )
-    _, items = request_json.loads_locating(b'{"messages": [{"role":"tool"} ]}', "messages")
-    assert items.with_item(1, "{}", False) == b'{"messages": [{"role":"tool"},{} ]}'
+    _, located = request_json.loads_locating(b'{"messages": [{"role":"tool"} ]}', "messages")
+    assert located.items.with_item(1, "{}", False) == b'{"messages": [{"role":"tool"},{} ]}'

@@ -103,7 +103,7 @@ def test_what_memory_cannot_read_is_refused(raw):
 
 def test_unknown_item_types_and_fields_pass():
     raw = b'{"model": "m", "input": [{"type": "web_search_call", "id": "ws"}], "tools": [1]}'
-    assert parse_responses_body(raw, 100)["tools"] == [1]
+    assert parse_responses_body(raw, 100)[0]["tools"] == [1]
 
 
 def test_too_many_items_are_refused():

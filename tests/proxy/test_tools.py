@@ -7,6 +7,7 @@ import time
 import pytest
 
 from memory import MemoryLayer, Settings, Turn
+from proxy import request_json
 from proxy.identity import Identity, Mode
 from proxy.tools import (
     NAMES,
@@ -15,8 +16,8 @@ from proxy.tools import (
     applies,
     execute,
     is_memory_call,
+    memory_tools_edit,
     offered,
-    with_memory_tools,
 )
 from proxy.upstream import Target
 
@@ -59,20 +60,37 @@ def test_the_four_tools_are_namespaced_function_schemas():
     assert SCHEMAS["moim_recall_facts"]["function"]["parameters"]["required"] == []
 
 
-def test_with_memory_tools_keeps_the_clients_tools_first_and_tool_choice_untouched():
-    body = {"model": "m", "messages": [], "tools": [WEATHER], "tool_choice": "auto"}
-
-    sent = with_memory_tools(body)
-
-    assert sent["tools"] == [WEATHER, *(SCHEMAS[n] for n in NAMES)]
-    assert sent["tool_choice"] == "auto"
-    assert body["tools"] == [WEATHER]  # the client's body is not changed in place
+def with_tools(raw, names=NAMES):
+    """`raw` with moim's tools `names` written into its text, as each round of the loop."""
+    body, located = request_json.loads_locating(raw)
+    return located.edited(memory_tools_edit(body, located, names))
 
 
-def test_with_memory_tools_adds_a_tools_list_when_the_client_has_none():
-    sent = with_memory_tools({"model": "m", "messages": []}, ("moim_recall_facts",))
+def test_moims_tools_go_after_the_clients_in_its_text_and_tool_choice_is_untouched():
+    weather = json.dumps(WEATHER).encode()
+    raw = b'{"model": "m", "messages": [], "tools": [ ' + weather + b' ] , "tool_choice": "auto"}'
 
-    assert sent == {"model": "m", "messages": [], "tools": [SCHEMAS["moim_recall_facts"]]}
+    sent = with_tools(raw)
+
+    assert json.loads(sent) == {
+        **json.loads(raw),
+        "tools": [WEATHER, *(SCHEMAS[n] for n in NAMES)],
+    }
+    assert sent.startswith(raw[: raw.index(b" ]")])  # the client's text, up to its `]`
+    assert sent.endswith(b'] , "tool_choice": "auto"}')
+
+
+@pytest.mark.parametrize("tools", [b"", b', "tools": null', b', "tools": [ ]'])
+def test_a_tools_list_is_written_when_the_client_has_none(tools):
+    raw = b'{"model": "m", "messages": []' + tools + b"}"
+
+    sent = with_tools(raw, ("moim_recall_facts",))
+
+    assert json.loads(sent) == {
+        "model": "m",
+        "messages": [],
+        "tools": [SCHEMAS["moim_recall_facts"]],
+    }
 
 
 def test_is_memory_call_tells_moims_calls_from_the_clients():
