@@ -26,8 +26,8 @@ from memory.block.render import render_block
 from memory.block.tokens import count_block_tokens
 from memory.embedding import Embedder
 from memory.facts.rules import facts_for_block_and_left_out
+from memory.ingest.embedding_inputs import question_text
 from memory.ingest.identity import content_hash
-from memory.ingest.turns import question_text
 from memory.layer_admin import AdminSide
 from memory.layer_facts import FactsSide
 from memory.recall.query import QUERY_CHARS, build_query, task_query

@@ -30,7 +30,7 @@ class QuestionVectors:
     """Vectors of recent questions, per user, held until the writer indexes their messages.
 
     Recall embeds each request's last user message as the writer will embed it
-    (`memory.ingest.turns.question_text`); the writer gets to the stored message seconds
+    (`memory.ingest.embedding_inputs.question_text`); the writer gets to the stored message seconds
     later, or minutes under a backlog, and takes the vector from here instead of embedding
     the text again. At most `size` are held in all (~1.5 kB each), the oldest let go first:
     a request that stores nothing (mode `read`) leaves its vector to be pushed out, and one

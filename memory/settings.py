@@ -35,8 +35,8 @@ class Settings:
     # a time, a text always gets the same vector, at 177 texts/s against 221 for batches of 16.
     embedding_batch_size: int = 1
     # Characters of the previous turn's end embedded before each message's first chunk, so a
-    # reply carries the topic it answers (memory/ingest/turns.py), and held in its FTS row's context
-    # column. Changing it needs a re-index.
+    # reply carries the topic it answers (memory/ingest/embedding_inputs.py), and held in its
+    # FTS row's context column. Changing it needs a re-index.
     embedding_context_chars: int = 200
     # BM25 weight of a term in that context against one in the chunk's own text (1.0). LoCoMo
     # (bench/tune_recall.py), from no context column: 0.7 gave hit +2.1 / all +1.9 points on

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memory.embedding import Embedder
-from memory.ingest.turns import embedding_inputs
+from memory.ingest.embedding_inputs import embedding_inputs
 from memory.recall.vectors import VectorIndex
 from memory.records import Message
 from memory.settings import Settings

@@ -94,7 +94,7 @@ def retrieve(
     `gate` applies the abstention gate (`memory.recall.abstention`): recall for a block uses
     it, a search (the memory API, the search tool) lists what matched without it. `question`
     is the text embedded for the dense search, when not `query` itself (recall embeds the
-    last user message as the writer will: `memory.ingest.turns.question_text`).
+    last user message as the writer will: `memory.ingest.embedding_inputs.question_text`).
 
     With no `embedder` (the user's vectors are being rebuilt for a new model), or when it
     fails (EmbeddingFailed: a remote embedder unreachable), the lexical side alone ranks:

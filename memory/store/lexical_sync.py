@@ -196,7 +196,7 @@ def _documents(
 ) -> Iterator[tuple[int, str, str, str]]:
     """(id, owner token, terms, context terms) of the chunks with low < id ≤ high: what
     `Store.add_chunks` wrote to `chunks_fts` (the context is the turn before, for a message's
-    first chunk; memory/ingest/turns.py)."""
+    first chunk; memory/ingest/embedding_inputs.py)."""
     rows = db.execute(
         "SELECT c.id, c.user_id, c.text, CASE WHEN c.position = 0 THEN ("
         "SELECT p.content FROM messages p WHERE p.user_id = m.user_id "

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 KEY = "vector_rebuild"
 # Bump when the vector table's definition, or what is embedded for a chunk, changes: vectors
 # are then rebuilt from messages. 3: a message's first chunk is embedded after the previous
-# turn's tail (memory/ingest/turns.py). 4: the same run fills the user's vocabulary
+# turn's tail (memory/ingest/embedding_inputs.py). 4: the same run fills the user's vocabulary
 # (memory/recall/vocabulary.py), so a store from before gets one.
 LAYOUT = "4"
 

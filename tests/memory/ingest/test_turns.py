@@ -10,8 +10,9 @@ import pytest
 from memory.block.render import BLOCK_END, BLOCK_START
 from memory.errors import EmbeddingFailed
 from memory.ingest.chunking import chunk_text
+from memory.ingest.embedding_inputs import question_text
 from memory.ingest.identity import content_hash, message_keys
-from memory.ingest.turns import Turn, index_pending, question_text, store_turn
+from memory.ingest.turns import Turn, index_pending, store_turn
 from memory.recall.vectors import VectorIndex
 from memory.settings import Settings
 from memory.store.backend import ChunkSlice
