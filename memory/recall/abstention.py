@@ -114,15 +114,23 @@ _KIND = re.compile(
     re.IGNORECASE,
 )
 _GIVEN = r"s?\b\W{1,3}(?:\w+\W{1,3}){0,2}?[\w./-]*\d"
+# Further on in the same clause ('the serial on the back of the dishwasher is SN-4471-XQ9',
+# 'order number for the desk is #A-20931-77'), up to eight words after the kind's word and no
+# comma or sentence end between: a token that reads as a code, with a digit and a letter, a
+# separator between digits or four digits ('has 11 characters' is a count, not a code).
+_CODE = r"(?=[\w./-]*\d)(?=[\w./-]*?(?:[^\W\d_]|\d[./-]\d|\d{4}))[\w./-]+"
+_GIVEN_IN_CLAUSE = rf"s?\b(?:[^\w,.;:!?]{{1,3}}[\w']+){{0,8}}?[^\w,.;:!?]{{1,3}}#?{_CODE}"
 
 
 def gives_the_kind_asked_for(query: str, kept: Sequence[Hit]) -> bool:
     """True when the question asks for an identifier by its kind and one of the three best
-    kept hits gives one of that kind (`_KIND`, `_GIVEN`)."""
+    kept hits gives one of that kind (`_KIND`: within two words, `_GIVEN`, or a code further
+    on in its clause, `_GIVEN_IN_CLAUSE`)."""
     kinds = {kind.lower() for kind in _KIND.findall(query)}
     if not kinds:
         return False
-    given = re.compile(rf"\b(?:{'|'.join(sorted(kinds))}){_GIVEN}", re.IGNORECASE)
+    named = rf"\b(?:{'|'.join(sorted(kinds))})"
+    given = re.compile(rf"{named}{_GIVEN}|{named}{_GIVEN_IN_CLAUSE}", re.IGNORECASE)
     return any(given.search(h.chunk.text) for h in kept[:3])
 
 
