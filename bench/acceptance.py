@@ -45,6 +45,21 @@ CHATTER = (
     "are redoing their kitchen so there is drilling from eight every morning, which is great "
     "when you work from home. "
 )
+# Small talk around each identifier, a different pair for each conversation.
+FILLERS = [
+    "The kids had swimming on Tuesday and the neighbours are redoing their kitchen.",
+    "I finally finished that crime novel, the ending was a total let-down honestly.",
+    "Work has been hectic, three launches in a row and my manager is on holiday.",
+    "We tried the new ramen place on the corner, the broth was amazing but so salty.",
+    "My knee has been acting up again since the hike, so I'm taking it easy.",
+    "The cat knocked a plant off the windowsill at 3am and woke the whole house.",
+    "It has rained every single day this week, the garden is basically a pond.",
+    "My brother is visiting next month and I still haven't sorted the spare room.",
+    "I've been trying to learn the ukulele, my fingers hate me right now.",
+    "The car needs new tyres before winter, another bill to add to the pile.",
+    "We watched a documentary about octopuses last night, they are so clever.",
+    "Mum called to ask about Christmas plans already, it's only September!",
+]
 # (what the user says, mid-paragraph; weeks later, asked in other words; the exact string)
 IDENTIFIERS = [
     (
@@ -157,7 +172,8 @@ class Probe:
 def identifier_checks() -> list[tuple[str, Check]]:
     def setup(probe: Probe) -> None:
         for n, (said, _, _) in enumerate(IDENTIFIERS):
-            turn = f"{CHATTER}Oh and before I forget, {said}. {CHATTER}Anyway, what's for dinner?"
+            before, after = FILLERS[n], FILLERS[(n + 5) % len(FILLERS)]
+            turn = f"{before} Oh and before I forget, {said}. {after} Anyway, what's for dinner?"
             probe.say("ids", f"ids-{n}", [turn, "Thanks, talk soon."], f"2026-09-{n + 1:02d}")
         probe.flush()
 
