@@ -187,7 +187,47 @@ def identifier_checks() -> list[tuple[str, Check]]:
             return value in block, f"{value!r} {'in' if value in block else 'not in'} the block"
 
         checks.append((f"identifier {value}", check))
+    checks.append(("identifier: codes among the same small talk, asked by kind", boilerplate))
     return checks
+
+
+SAME_TALK = [
+    (
+        "the serial on the back of the dishwasher is SN-4471-XQ9",
+        "What was the dishwasher's serial?",
+        "SN-4471-XQ9",
+    ),
+    (
+        "my order number for the standing desk is #A-20931-77",
+        "Which order number was the desk?",
+        "#A-20931-77",
+    ),
+    (
+        "the wifi guest code at the cabin is wx7-k3p!q",
+        "what was that cabin wifi code again?",
+        "wx7-k3p!q",
+    ),
+    (
+        "the support ticket id is 3f2b8c1e-9a4d-4e7b",
+        "What was the support ticket id?",
+        "3f2b8c1e-9a4d-4e7b",
+    ),
+]
+
+
+def boilerplate(probe: Probe) -> tuple[bool, str]:
+    """Each code said in the same chatty paragraph, a conversation each (a user who pastes the
+    same small talk): the code's turn is the lone turn the question's words find."""
+    for n, (said, _, _) in enumerate(SAME_TALK):
+        turn = f"{CHATTER}Oh and before I forget, {said}. {CHATTER}Anyway, what's for dinner?"
+        probe.say("same", f"same-{n}", [turn, "Thanks, talk soon."], f"2026-09-{n + 1:02d}")
+    probe.flush()
+    missed = []
+    for _, question, value in SAME_TALK:
+        block, _ = probe.ask("same", question, **{"X-Memory-Timestamp": "2026-10-28T09:00:00"})
+        if value not in block:
+            missed.append(value)
+    return not missed, f"missed {missed}" if missed else f"all {len(SAME_TALK)} in the block"
 
 
 # -- turns the client dropped ------------------------------------------------------------------
@@ -204,15 +244,20 @@ SMALL_TALK = [
 ]
 
 
-def windowed(probe: Probe, user: str, keep: int, summary: bool) -> tuple[str, Any]:
+def windowed(
+    probe: Probe, user: str, keep: int, summary: bool, settle: bool = True
+) -> tuple[str, Any]:
     """A client keeping its system prompt and its last `keep` messages (or a summary of the
     rest); the block of its last turn, which asks for the dropped detail with the garage code
-    still in the window."""
+    still in the window. `settle`: the writer has stored the earlier turns before it asks
+    (else a client as fast as the stand-in may ask before they are indexed)."""
     history: list[dict[str, Any]] = []
     system = {"role": "system", "content": SYSTEM}
     turns = [LOCKER, *SMALL_TALK, GARAGE, "What was my gym locker combination again?"]
     raw = None
     for said in turns:
+        if said == turns[-1] and settle:
+            probe.flush()  # the turns before are stored and indexed
         history.append({"role": "user", "content": said})
         window = history[-keep:]
         if summary and len(history) > keep:
@@ -224,9 +269,9 @@ def windowed(probe: Probe, user: str, keep: int, summary: bool) -> tuple[str, An
 
 
 def dropped_checks() -> list[tuple[str, Check]]:
-    def recalled(user: str, summary: bool) -> Check:
+    def recalled(user: str, summary: bool, settle: bool = True) -> Check:
         def check(probe: Probe) -> tuple[bool, str]:
-            block, _ = windowed(probe, user, 4, summary)
+            block, _ = windowed(probe, user, 4, summary, settle)
             ok = "31-07-19" in block
             return ok, f"dropped locker code {'in' if ok else 'not in'} the block"
 
@@ -249,6 +294,7 @@ def dropped_checks() -> list[tuple[str, Check]]:
         ("dropped: sliding window of 4 recalls the dropped turn", recalled("win1", False)),
         ("dropped: summarising client recalls the dropped turn", recalled("win2", True)),
         ("dropped: a turn still in the window is not an excerpt", not_twice),
+        ("info dropped: asked at once, no flush (timing)", recalled("win4", False, False)),
     ]
 
 
@@ -380,7 +426,10 @@ def isolation_checks() -> list[tuple[str, Check]]:
         block, _ = probe.ask("böb k", "What is my bike lock code?")
         other, _ = probe.ask("bob k", "What is my bike lock code?")
         ok = "5521" in block and "5521" not in other
-        return ok, f"header 'böb k' sees it: {'5521' in block}; 'bob k' sees it: {'5521' in other}"
+        return (
+            ok,
+            f"user 'böb k' (body) sees it: {'5521' in block}; 'bob k' sees it: {'5521' in other}",
+        )
 
     return [
         ("isolation: near-copy histories", near_copies),
@@ -571,16 +620,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="moim-accept-") as scratch:
         home = args.keep or Path(scratch)
         home.mkdir(parents=True, exist_ok=True)
-        failed = 0
+        failed = counted = 0
         with running(home, args.source) as probe:
             for name, check in checks:
                 try:
                     ok, seen = check(probe)
                 except Exception as exc:  # a check that raised failed; the others go on
                     ok, seen = False, f"raised {type(exc).__name__}: {exc}"[:300]
+                if name.startswith("info "):  # timing-dependent: shown, not counted
+                    print(f"info {name[5:]}: {'ok' if ok else 'missed'}, {seen}", flush=True)
+                    continue
+                counted += 1
                 failed += not ok
                 print(f"{'ok  ' if ok else 'FAIL'} {name}: {seen}", flush=True)
-    print(f"total: {len(checks) - failed}/{len(checks)} ok")
+    print(f"total: {counted - failed}/{counted} ok")
     sys.exit(min(failed, 100))
 
 
