@@ -130,7 +130,12 @@ class Probe:
         self.client = openai.OpenAI(base_url=root + "/v1", api_key="sk-test", max_retries=0)
 
     def chat(
-        self, user: str, messages: list[dict[str, Any]], reply: str = "Noted.", **headers: str
+        self,
+        user: str,
+        messages: list[dict[str, Any]],
+        reply: str = "Noted.",
+        model: str = MODEL,
+        **headers: str,
     ) -> Any:
         """A turn as a chat client sends it; the raw response (its headers)."""
         self.upstream.script.append({"content": reply})
@@ -138,7 +143,7 @@ class Probe:
         ascii_id = user.isascii()
         extra = {"X-Memory-User-Id": user, **headers} if ascii_id else headers
         return self.client.chat.completions.with_raw_response.create(
-            model=MODEL,
+            model=model,
             messages=messages,  # type: ignore[arg-type]
             extra_headers=extra,
             extra_body={} if ascii_id else {"user": user},
@@ -156,10 +161,10 @@ class Probe:
             self.chat(user, history, **headers)
             history.append({"role": "assistant", "content": "Noted."})
 
-    def ask(self, user: str, question: str, **headers: str) -> tuple[str, Any]:
+    def ask(self, user: str, question: str, model: str = MODEL, **headers: str) -> tuple[str, Any]:
         """A new conversation asking `question` in read mode: the block and the response."""
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
-        raw = self.chat(user, messages, **{"X-Memory-Mode": "read", **headers})
+        raw = self.chat(user, messages, model=model, **{"X-Memory-Mode": "read", **headers})
         return block_of(self.upstream.last_json), raw
 
     def flush(self) -> None:
@@ -378,8 +383,29 @@ def tier_checks() -> list[tuple[str, Check]]:
         wrong = truthful(block, raw)
         return wrong is None, wrong or f"tier {raw.headers['x-memory-tier']}, headers match"
 
+    def refused(probe: Probe) -> tuple[bool, str]:
+        """A local model moim does not know (taken as 128k) refusing the request with the
+        block for its length: sent again as the client sent it, the headers saying so."""
+        words = "This model's maximum context length is 8192 tokens."
+        error = {"message": words, "type": "invalid_request_error", "param": "messages"}
+        probe.upstream.script.extend(
+            [{"status": 400, "body": {"error": {**error, "code": "context_length_exceeded"}}}]
+        )
+        block, raw = probe.ask("ids", "What was the dishwasher's serial again?", model="local-8k")
+        sent = [r for r in probe.upstream.requests if r.path.endswith("/chat/completions")][-2:]
+        first = block_of(json.loads(sent[0].body)) if len(sent) == 2 else ""
+        h = raw.headers
+        ok = bool(first) and not block and h["x-memory-tokens-injected"] == "0"
+        ok = ok and h["x-memory-chunks-injected"] == "0"
+        seen = f"status {raw.http_response.status_code}, first try block={bool(first)}, "
+        return (
+            ok,
+            seen + f"resent block={bool(block)}, tokens-injected {h['x-memory-tokens-injected']}",
+        )
+
     return [
         ("tiers: headers match the block (room to spare)", room),
+        ("tiers: an unknown model refusing the block's length", refused),
         ("tiers: gpt-3.5-turbo at 60% of 16k", near_limit("gpt-3.5-turbo", 9800, None, 16385)),
         ("tiers: gpt-3.5-turbo at 75% of 16k", near_limit("gpt-3.5-turbo", 12300, None, 16385)),
         ("tiers: gpt-3.5-turbo, max_tokens 4000", near_limit("gpt-3.5-turbo", 12000, 4000, 16385)),
