@@ -686,14 +686,14 @@ WEEK = (
     ("said", "asked", "code"),
     [
         (
-            "the serial on the back of the dishwasher is SN-4471-XQ9, the repair guy wanted it",
-            "What was the dishwasher's serial again?",
-            "SN-4471-XQ9",
+            "the serial number under the lid of the boiler is BX-9920-KT4 if the plumber asks",
+            "What's the boiler's serial number?",
+            "BX-9920-KT4",
         ),
         (
-            "my order number for the standing desk is #A-20931-77 and it still hasn't shipped",
-            "Which order number did the standing desk have?",
-            "#A-20931-77",
+            "my order number for the bookcase from Oslo is #C-55120-03",
+            "Which order number?",
+            "#C-55120-03",
         ),
     ],
 )
@@ -702,7 +702,7 @@ def test_a_code_further_on_in_its_clause_is_recalled_when_asked_for_by_its_kind(
 ):
     """Said mid-paragraph in a chatty turn, among conversations of the same small talk: the
     code's turn is the one kept hit, at a cosine under the gate's threshold, and its kind's
-    word is several words before it ('the serial on the back of the dishwasher is …'), which
+    word is several words before it ('the serial number under the lid of the boiler is …'), which
     the gate's two-word reach missed (bench/acceptance.py)."""
     others = ["the wifi code at the cabin is wx7-k3p", "the locker PIN at the gym is 4490"]
     for n, text in enumerate([said, *others]):
