@@ -356,11 +356,13 @@ def truthful(block: str, raw: Any) -> str | None:
 
 
 def tier_checks() -> list[tuple[str, Check]]:
-    def near_limit(model: str, tokens: int, max_tokens: int | None, window: int) -> Check:
+    def near_limit(
+        model: str, tokens: int, max_tokens: int | None, window: int, field: str = "max_tokens"
+    ) -> Check:
         def check(probe: Probe) -> tuple[bool, str]:
             messages = long_history(tokens)
             probe.upstream.script.append({"content": "ok"})
-            extra = {"max_tokens": max_tokens} if max_tokens else {}
+            extra = {field: max_tokens} if max_tokens else {}
             raw = probe.client.chat.completions.with_raw_response.create(
                 model=model,
                 messages=messages,  # type: ignore[arg-type]
@@ -409,6 +411,14 @@ def tier_checks() -> list[tuple[str, Check]]:
         ("tiers: gpt-3.5-turbo at 60% of 16k", near_limit("gpt-3.5-turbo", 9800, None, 16385)),
         ("tiers: gpt-3.5-turbo at 75% of 16k", near_limit("gpt-3.5-turbo", 12300, None, 16385)),
         ("tiers: gpt-3.5-turbo, max_tokens 4000", near_limit("gpt-3.5-turbo", 12000, 4000, 16385)),
+        (
+            "tiers: gpt-3.5-turbo at 55%, max_completion_tokens 7000",
+            near_limit("gpt-3.5-turbo", 9000, 7000, 16385, "max_completion_tokens"),
+        ),
+        (
+            "tiers: gpt-3.5-turbo at 40%, max_tokens 9300",
+            near_limit("gpt-3.5-turbo", 6500, 9300, 16385),
+        ),
         ("tiers: gpt-4 (8k) at 90%", near_limit("gpt-4", 7300, None, 8192)),
         ("tiers: gpt-4 (8k), max_tokens 1500", near_limit("gpt-4", 6500, 1500, 8192)),
     ]
@@ -581,6 +591,7 @@ def streaming_checks() -> list[tuple[str, Check]]:
             same_bytes(MODEL, {"stream_options": {"include_usage": True}}),
         ),
         ("streaming: tool-call deltas", same_bytes("tool-call", {"tools": [WEATHER_TOOL]})),
+        ("streaming: logprobs chunks", same_bytes("logprobs", {"logprobs": True})),
         ("streaming: an upstream error event", error_event),
     ]
 
