@@ -196,6 +196,7 @@ def identifier_checks() -> list[tuple[str, Check]]:
 
         checks.append((f"identifier {value}", check))
     checks.append(("identifier: codes among the same small talk, asked by kind", boilerplate))
+    checks.append(("identifier: a code never said gets no excerpt", never_said))
     return checks
 
 
@@ -221,6 +222,17 @@ SAME_TALK = [
         "3f2b8c1e-9a4d-4e7b",
     ),
 ]
+
+
+def never_said(probe: Probe) -> tuple[bool, str]:
+    """Codes of other kinds were said (the checks above): one never said is not answered."""
+    shown = []
+    for question in ["What's my passport number?", "What was the garage door code again?"]:
+        for user in ("ids", "same"):
+            block, _ = probe.ask(user, question)
+            if PAST in block:
+                shown.append(f"{user}: {question}")
+    return not shown, f"excerpts for {shown}" if shown else "no excerpt for 4 questions"
 
 
 def boilerplate(probe: Probe) -> tuple[bool, str]:

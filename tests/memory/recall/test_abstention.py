@@ -89,6 +89,8 @@ def test_a_code_further_on_in_the_kinds_clause_is_given_but_not_a_count_or_anoth
     assert gives_the_kind_asked_for("What was the dishwasher's serial again?", serial)
     order = hits(0.34, text="my order number for the standing desk is #A-20931-77 and it")
     assert gives_the_kind_asked_for("Which order number was the desk?", order)
+    # further on, the hit must say what the code is of: an order number is no passport number
+    assert not gives_the_kind_asked_for("What's my passport number?", order)
     # a count is not a code, and a code past a comma or a full stop is another clause's
     count = hits(0.46, text="I keep forgetting the vault code and it has 11 characters")
     assert not gives_the_kind_asked_for("What is the vault code?", count)
