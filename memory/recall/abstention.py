@@ -32,6 +32,7 @@ import statistics
 from collections.abc import Sequence
 
 from memory.records import Hit
+from memory.store.fts import fts_terms
 
 # Cosines the median is taken over: the best few of the topic the question touches.
 TOPIC_SIZE = 10
@@ -114,16 +115,36 @@ _KIND = re.compile(
     re.IGNORECASE,
 )
 _GIVEN = r"s?\b\W{1,3}(?:\w+\W{1,3}){0,2}?[\w./-]*\d"
+# Further on in the same clause ('the serial on the back of the dishwasher is SN-4471-XQ9',
+# 'order number for the desk is #A-20931-77'), up to eight words after the kind's word and no
+# comma or sentence end between: a token that reads as a code, with a digit and a letter, a
+# separator between digits or four digits ('has 11 characters' is a count, not a code).
+_CODE = r"(?=[\w./-]*\d)(?=[\w./-]*?(?:[^\W\d_]|\d[./-]\d|\d{4}))[\w./-]+"
+_GIVEN_IN_CLAUSE = rf"s?\b(?:[^\w,.;:!?]{{1,3}}[\w']+){{0,8}}?[^\w,.;:!?]{{1,3}}#?{_CODE}"
 
 
 def gives_the_kind_asked_for(query: str, kept: Sequence[Hit]) -> bool:
     """True when the question asks for an identifier by its kind and one of the three best
-    kept hits gives one of that kind (`_KIND`, `_GIVEN`)."""
+    kept hits gives one of that kind (`_KIND`: within two words, `_GIVEN`; or a code further
+    on in its clause, `_GIVEN_IN_CLAUSE`, in a hit that also holds another of the question's
+    words)."""
     kinds = {kind.lower() for kind in _KIND.findall(query)}
     if not kinds:
         return False
-    given = re.compile(rf"\b(?:{'|'.join(sorted(kinds))}){_GIVEN}", re.IGNORECASE)
-    return any(given.search(h.chunk.text) for h in kept[:3])
+    named = rf"\b(?:{'|'.join(sorted(kinds))})"
+    near = re.compile(rf"{named}{_GIVEN}", re.IGNORECASE)
+    far = re.compile(rf"{named}{_GIVEN_IN_CLAUSE}", re.IGNORECASE)
+    # further on, the hit must also name what the code is of ('passport number' is not
+    # answered by 'the order number for the desk is #A-20931-77')
+    of = [word for word in fts_terms(query) if word.lower() not in kinds]
+    whose = re.compile(rf"\b(?:{'|'.join(map(re.escape, of))})", re.IGNORECASE) if of else None
+
+    def gives(text: str) -> bool:
+        if near.search(text):
+            return True
+        return whose is not None and whose.search(text) is not None and bool(far.search(text))
+
+    return any(gives(h.chunk.text) for h in kept[:3])
 
 
 def _identifiers(query: str) -> set[str]:

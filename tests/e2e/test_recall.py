@@ -676,6 +676,52 @@ def test_a_code_said_inside_a_long_message_is_recalled_when_asked_for_by_its_kin
     assert "QX-7741-ZZ" in block_in(sent_messages(upstream))
 
 
+WEEK = (
+    "Anyway, the week has been a blur, the kids had swimming on Tuesday and the neighbours are"
+    " redoing their kitchen so there is drilling from eight every morning."
+)
+
+
+@pytest.mark.parametrize(
+    ("said", "asked", "code"),
+    [
+        (
+            "the serial number under the lid of the boiler is BX-9920-KT4 if the plumber asks",
+            "What's the boiler's serial number?",
+            "BX-9920-KT4",
+        ),
+        (
+            "my order number for the bookcase from Oslo is #C-55120-03",
+            "Which order number?",
+            "#C-55120-03",
+        ),
+    ],
+)
+def test_a_code_further_on_in_its_clause_is_recalled_when_asked_for_by_its_kind(
+    proxy, upstream, said, asked, code
+):
+    """Said mid-paragraph in a chatty turn, among conversations of the same small talk: the
+    code's turn is the one kept hit, at a cosine under the gate's threshold, and its kind's
+    word is several words before it ('the serial number under the lid of the boiler is …'), which
+    the gate's two-word reach missed (bench/acceptance.py)."""
+    others = ["the wifi code at the cabin is wx7-k3p", "the locker PIN at the gym is 4490"]
+    for n, text in enumerate([said, *others]):
+        turn = f"{WEEK} Oh and before I forget, {text}. {WEEK} Anyway, what's for dinner?"
+        say(
+            proxy,
+            [
+                {"role": "user", "content": turn},
+                {"role": "assistant", "content": "Noted."},
+                {"role": "user", "content": "Thanks, talk soon."},
+            ],
+            "dora",
+            X_Memory_Session_Id=f"week-{n}",
+        )
+    proxy.flush()
+    say(proxy, [{"role": "user", "content": asked}], "dora", X_Memory_Mode="read")
+    assert code in (block_in(sent_messages(upstream)) or "")
+
+
 def test_a_cut_reply_to_a_turn_shown_leaves_its_excerpt_to_the_newer_turn(make_proxy, upstream):
     # Two excerpts: the old plan's turn takes one; its long reply, cut to fit, would have
     # taken the other from the later session's turn that changed the plan.

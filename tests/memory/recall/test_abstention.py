@@ -84,6 +84,20 @@ def test_a_question_asking_for_an_identifier_by_its_kind_opens_the_gate_on_one_g
     assert nothing_stands_out("Where is the vault?", TOPIC_SIZE, vault, 3.0, 0.5)
 
 
+def test_a_code_further_on_in_the_kinds_clause_is_given_but_not_a_count_or_another_clause():
+    serial = hits(0.47, text="the serial on the back of the dishwasher is SN-4471-XQ9, thanks")
+    assert gives_the_kind_asked_for("What was the dishwasher's serial again?", serial)
+    order = hits(0.34, text="my order number for the standing desk is #A-20931-77 and it")
+    assert gives_the_kind_asked_for("Which order number was the desk?", order)
+    # further on, the hit must say what the code is of: an order number is no passport number
+    assert not gives_the_kind_asked_for("What's my passport number?", order)
+    # a count is not a code, and a code past a comma or a full stop is another clause's
+    count = hits(0.46, text="I keep forgetting the vault code and it has 11 characters")
+    assert not gives_the_kind_asked_for("What is the vault code?", count)
+    past = hits(0.46, text="the vault code is on a card somewhere. The gate is QX-7741-ZZ")
+    assert not gives_the_kind_asked_for("What is the vault code?", past)
+
+
 def test_identifiers_are_whole_runs_however_long_the_question():
     asked = "Was it INC-48213, v2.4.1 or 10.0.3.7 on .api.internal/ with feature_flag_x? ok"
     assert _identifiers(asked) == {
