@@ -20,7 +20,13 @@ from memory.block.tokens import (
     sampled,
 )
 from memory.embedding import Embedder, FastEmbedder
-from memory.errors import EmbeddingFailed, MemoryLayerError, MigrationFailed, StoreUnavailable
+from memory.errors import (
+    EmbeddingFailed,
+    MemoryLayerError,
+    MigrationFailed,
+    StoreUnavailable,
+    describe,
+)
 from memory.export_items import item_problem
 from memory.facts.consolidation import (
     MAX_OPERATIONS,
@@ -97,6 +103,7 @@ __all__ = [
     "context_window",
     "count_message_tokens",
     "count_tokens",
+    "describe",
     "fill_ratio",
     "fix_mmap_threshold",
     "gate",

@@ -30,8 +30,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from memory import MemoryLayerError, StoreUnavailable
-from memory.errors import describe
+from memory import MemoryLayerError, StoreUnavailable, describe
 
 logger = logging.getLogger(__name__)
 

@@ -71,6 +71,7 @@ def test_memory_exports_exactly_these_names():
         "context_window",
         "count_message_tokens",
         "count_tokens",
+        "describe",
         "fill_ratio",
         "fix_mmap_threshold",
         "gate",
