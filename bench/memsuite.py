@@ -324,6 +324,12 @@ def main() -> None:
     parser.add_argument("--show", choices=[*CATEGORIES, "none"], default="none")
     parser.add_argument("--split", choices=[*SPLITS, "all"], default="all")
     parser.add_argument("--set", action="append", default=[], help="Settings name=value")
+    parser.add_argument(
+        "--at-once",
+        action="store_true",
+        help="ask each persona's questions right after its replay, never flushing (as a client"
+        " that speaks only the OpenAI API would)",
+    )
     embedding_server.add_arguments(parser)
     args = parser.parse_args()
     personas = personas_of(args.suite)
@@ -352,7 +358,14 @@ def main() -> None:
             while httpx.get(root + "/health/readiness").status_code != 200:
                 time.sleep(0.1)  # a question asked while the model loads gets facts only
             started = time.perf_counter()
-            if fresh:
+            if fresh and args.at_once:
+                for persona in personas:
+                    replay(client, upstream, persona, not args.no_timestamps)
+                    upstream.script.clear()
+                    for number, case in enumerate(cases):
+                        if case.persona == persona.name:
+                            ask(client, upstream, number, case)
+            elif fresh:
                 for persona in personas:
                     replay(client, upstream, persona, not args.no_timestamps)
                 while httpx.post(root + "/v1/memory/flush", timeout=300).status_code != 200:
@@ -360,7 +373,8 @@ def main() -> None:
             print(f"replay {time.perf_counter() - started:.0f} s (fresh: {fresh})")
             upstream.script.clear()
             for number, case in enumerate(cases):
-                ask(client, upstream, number, case)
+                if not (fresh and args.at_once):
+                    ask(client, upstream, number, case)
     out = report(cases)
     if args.suite == "long":
         print("\nthe personas' own questions only:", end="")
