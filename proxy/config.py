@@ -29,6 +29,7 @@ from proxy.config_reader import (
     at_least,
     http_url,
     integer,
+    not_negative,
     seconds_from_env,
     typed,
     unknown_keys,
@@ -76,6 +77,9 @@ class Config:
     read_timeout: float = 600.0
     memory_enabled: bool = True
     memory_tools: bool = False
+    # Seconds a request that reads memory waits for its user's finished turns of other
+    # conversations to become searchable (proxy/writer_recent.py); 0 never waits.
+    recall_wait: float = 5.0
     memory: Settings = field(default_factory=Settings)
     routes: Mapping[str, ModelRoute] = field(default_factory=dict)
     keys: tuple[ProxyKey, ...] = ()
@@ -203,6 +207,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         read_timeout=above_zero(upstream, "upstream.", "read_timeout", 600.0),
         memory_enabled=typed(mem, "enabled", bool, True, "memory."),
         memory_tools=typed(mem, "tools", bool, False, "memory."),
+        recall_wait=not_negative(mem, "memory.", "recall_wait", 5.0),
         memory=settings,
         routes=_routes(_section(data, "models")),
         keys=proxy_keys(auth),

@@ -168,6 +168,14 @@ def above_zero(data: Mapping[str, Any], prefix: str, key: str, default: float) -
     return positive(typed(data, key, float, default, prefix), prefix + key)
 
 
+def not_negative(data: Mapping[str, Any], prefix: str, key: str, default: float) -> float:
+    """A finite number of seconds, 0 or more; anything else names its key."""
+    value = typed(data, key, float, default, prefix)
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{prefix}{key}: must be 0 or more, got {value!r}")
+    return float(value)
+
+
 def seconds_from_env(text: str, name: str) -> float:
     """An environment variable's number of seconds, above 0; anything else names it."""
     try:

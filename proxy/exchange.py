@@ -40,6 +40,10 @@ class Report:
     facts: int = 0
     overhead_ms: float = 0.0
     error: str | None = None
+    # The wait for the user's turns not yet searchable (proxy/writer_recent.py), and how many
+    # were still not when recall ran.
+    waited_ms: float = 0.0
+    unsearchable: int = 0
     # For /metrics (proxy/metrics.py), not sent: whether recall ran, whether it abstained,
     # and the kind of a memory failure the request went on without.
     recalled: bool = False
@@ -70,6 +74,10 @@ class Report:
             "x-memory-facts-injected": str(self.facts),
             "x-memory-overhead-ms": f"{self.overhead_ms:.2f}",
         }
+        if self.waited_ms:
+            headers["x-memory-waited-ms"] = f"{self.waited_ms:.2f}"
+        if self.unsearchable:
+            headers["x-memory-unsearchable-turns"] = str(self.unsearchable)
         if self.error:
             headers["x-memory-error"] = self.error
         return headers

@@ -41,7 +41,7 @@ from proxy.identity import Identity, Mode, identify, memory_mode
 from proxy.json_items import Located
 from proxy.limits import read_body
 from proxy.overflow import refusal_of_block
-from proxy.recall_step import measure_and_recall
+from proxy.recall_step import measure_and_recall, wait_for_searchable
 from proxy.request_metrics import endpoint_of
 from proxy.streaming import EndCallback, EventCollector, not_stored, read_reply, relay
 from proxy.upstream import (
@@ -192,6 +192,7 @@ async def prepare(
         # when it is done: the loop is woken once, not also when the worker is.
         pending = None
         if who.mode.reads and not conversation.held:
+            await wait_for_searchable(state, who, conversation, report)
             pending = state.layer.begin_recall(who.user_id, conversation.messages)
         prepared: Future[Prepared] = Future()
         measure = functools.partial(

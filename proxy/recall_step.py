@@ -1,13 +1,16 @@
 """Measure, recall, budget and inject: the memory steps of one request, on a worker thread.
 
-`measure_and_recall` counts the request's tokens against the model's context window, resolves
-the session of a request that named none, and has the memory layer recall for it; `_inject`
-then places the block in the body to send. The fail-open around them is `proxy/pipeline.py`'s.
+`wait_for_searchable` first lets the writer catch up with the user's turns the request does
+not carry, when it is behind. `measure_and_recall` counts the request's tokens against the
+model's context window, resolves the session of a request that named none, and has the
+memory layer recall for it; `_inject` then places the block in the body to send. The
+fail-open around them is `proxy/pipeline.py`'s.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -29,6 +32,24 @@ from proxy.room import block_budget, largest_block, room_left
 
 if TYPE_CHECKING:
     from proxy.state import AppState
+
+
+async def wait_for_searchable(
+    state: AppState, who: Identity, conversation: Conversation, report: Report
+) -> None:
+    """Wait until recall can find the user's finished turns this request does not carry
+    (proxy/writer_recent.py), `memory.recall_wait` seconds at most; the report says how
+    long, and how many it still could not."""
+    started = time.perf_counter()
+    left = await state.writer.searchable(
+        who.user_id,
+        who.session_id,
+        conversation.continues,
+        conversation.messages,
+        state.config.recall_wait,
+    )
+    if left is not None:
+        report.waited_ms, report.unsearchable = (time.perf_counter() - started) * 1000, left
 
 
 def measure_and_recall(

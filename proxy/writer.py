@@ -39,8 +39,9 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import anyio.to_thread
 
@@ -48,9 +49,10 @@ from memory import Journal, MemoryLayer, Turn
 from proxy.storing import TRANSIENT
 from proxy.supervisor import supervise
 from proxy.writer_forgotten import ForgottenUsers
-from proxy.writer_health import WriterHealth
+from proxy.writer_health import WriterHealth, say_stopped
 from proxy.writer_progress import Progress
 from proxy.writer_queue import TurnQueue, left_in
+from proxy.writer_recent import RecentTurns
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ _RETRY_MAX = 60.0
 # With replicas: how often to look again while our stored turns wait behind messages
 # another replica has claimed (no new turn may come to wake us when it is done).
 _OTHERS_POLL = 1.0
+# A request waits for its user's turns only while at most this many are ahead of them.
+_MOST_AWAITED = 64
 # How much nicer than the process the indexing thread is (Unix nice values, 19 at most).
 _INDEXING_NICENESS = 10
 
@@ -93,6 +97,7 @@ class Writer:
         self._stopping = False
         self.restarts = 0  # times the writer's task crashed and was restarted
         self._forgotten = ForgottenUsers()
+        self._recent = RecentTurns()
 
     # -- what it reports -------------------------------------------------------------------
 
@@ -217,47 +222,16 @@ class Writer:
                 lost = self.unjournaled
         if self._indexer is not None:
             self._indexer.shutdown(wait=True)
-        self._say_stopped(done or (self.pending == 0 and self.problem is None), lost)
-        return lost
-
-    def _say_stopped(self, done: bool, lost: int) -> None:
-        """The log's last line: what a stop left, and where it is."""
-        if done and not lost:
-            logger.info("memory writer stopped: every finished turn is stored and indexed")
-            return
-        failing = self.problem
-        if not lost and failing is not None and self._progress.unstored == 0:
-            # stored, but the indexing failed
-            logger.warning(
-                "memory writer stopped: every finished turn is stored, %d not yet indexed "
-                "(%s): the next start indexes the rest",
-                self.pending,
-                failing,
-            )
-            return
-        when = (
-            "before it started (the embedding model was loading)"
-            if self._task is None
-            else "at the shutdown timeout (server.shutdown_timeout)"
-        )
-        failing = f" ({failing})" if failing else ""
-        if lost:
-            logger.error(
-                "memory writer stopped %s with %d turns not yet stored or indexed%s, %d of "
-                "them lost: neither stored nor journaled",
-                when,
-                self.pending,
-                failing,
-                lost,
-            )
-            return
-        logger.warning(
-            "memory writer stopped %s with %d turns not yet stored or indexed%s: the journal "
-            "keeps those not stored, and the next start stores and indexes them",
-            when,
+        say_stopped(
+            done or (self.pending == 0 and self.problem is None),
+            lost,
             self.pending,
-            failing,
+            self._progress.unstored,
+            self.problem,
+            self._task is not None,
+            logger,
         )
+        return lost
 
     def submit(self, turn: Turn) -> str | None:
         """Make a finished turn durable in the journal and queue it. Never raises.
@@ -266,6 +240,7 @@ class Writer:
         journal that cannot be written (the turn is then held in RAM until stored).
         """
         self._progress.submit()
+        self._recent.add(turn, self._progress.submitted)
         error = self._turns.add(turn)
         self._wakeup.set()
         return error
@@ -292,6 +267,34 @@ class Writer:
             return False
         return self._health.failing("index") is None
 
+    async def searchable(
+        self,
+        user_id: str,
+        session_id: str,
+        continues: str | None,
+        messages: Sequence[Mapping[str, Any]],
+        timeout: float,
+    ) -> int | None:
+        """Wait, `timeout` seconds at most, until recall finds every finished turn of
+        `user_id` that a request in `session_id` does not carry (proxy/writer_recent.py):
+        None when there was none to wait for, else how many it still cannot find."""
+        place = self._recent.awaited(user_id, session_id, continues, messages)
+        if place is None:
+            return None
+        self._wakeup.set()
+        # not while the model loads, nor while storing or indexing fails: it would time out
+        waits = self._task is not None and self._health.problem is None
+        # nor behind a backlog it could not index in time: an overloaded writer's users get
+        # their answer now, told what recall could not find, rather than late
+        waits = waits and place - self._progress.indexed <= _MOST_AWAITED
+        if waits and timeout > 0 and await self._progress.reached(place, timeout):
+            try:  # found by their words too (a pass under a backlog holds the commit back)
+                await anyio.to_thread.run_sync(self._layer.make_searchable)
+            except Exception:  # the index's failure is the writer's and flush's to report
+                logger.debug("lexical commit before a recall failed", exc_info=True)
+            return 0
+        return self._recent.count(user_id, place)
+
     def forget(self, user_id: str) -> None:
         """Remove a forgotten user's turns from the journal, which may still hold them once
         stored (it is emptied only when the queue is), so no replay stores them again.
@@ -300,6 +303,7 @@ class Writer:
         theirs under way now are not to be stored either (`forgotten_since`)."""
         self._forgotten.add(user_id)
         self._turns.forget(user_id)
+        self._recent.forget(user_id)
 
     def forget_mark(self) -> int:
         """A mark of this moment, taken as a request arrives (`forgotten_since`)."""
@@ -365,6 +369,7 @@ class Writer:
                 failed = True  # not known to be indexed: still pending
             else:
                 await self._progress.indexed_below(oldest)
+                self._recent.indexed(self._progress.indexed)
         if failed:
             await self._progress.pass_failed()
 

@@ -122,3 +122,50 @@ def _described(failing: Iterable[Failing]) -> str | None:
         for f in sorted(failing, key=lambda f: f.since)
     ]
     return "; ".join(lines) or None
+
+
+def say_stopped(
+    done: bool,
+    lost: int,
+    pending: int,
+    unstored: int,
+    failing: str | None,
+    started: bool,
+    logger: logging.Logger,
+) -> None:
+    """The writer's last log line: what a stop left (`pending` turns not yet indexed, of
+    them `unstored` not stored, `lost` neither stored nor journaled), and where it is."""
+    if done and not lost:
+        logger.info("memory writer stopped: every finished turn is stored and indexed")
+        return
+    if not lost and failing is not None and unstored == 0:  # stored, the indexing failed
+        logger.warning(
+            "memory writer stopped: every finished turn is stored, %d not yet indexed "
+            "(%s): the next start indexes the rest",
+            pending,
+            failing,
+        )
+        return
+    when = (
+        "at the shutdown timeout (server.shutdown_timeout)"
+        if started
+        else "before it started (the embedding model was loading)"
+    )
+    reason = f" ({failing})" if failing else ""
+    if lost:
+        logger.error(
+            "memory writer stopped %s with %d turns not yet stored or indexed%s, %d of "
+            "them lost: neither stored nor journaled",
+            when,
+            pending,
+            reason,
+            lost,
+        )
+        return
+    logger.warning(
+        "memory writer stopped %s with %d turns not yet stored or indexed%s: the journal "
+        "keeps those not stored, and the next start stores and indexes them",
+        when,
+        pending,
+        reason,
+    )

@@ -36,6 +36,11 @@ class Progress:
         return self.submitted - self._indexed
 
     @property
+    def indexed(self) -> int:
+        """How many of the turns submitted first are stored and indexed."""
+        return self._indexed
+
+    @property
     def unstored(self) -> int:
         """Turns received but not yet stored (the rest of `pending` waits to be indexed)."""
         return self.submitted - self._stored

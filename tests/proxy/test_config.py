@@ -122,6 +122,14 @@ def test_yaml_keys(in_empty_dir):
     )
 
 
+def test_recall_wait_is_read_in_seconds_and_0_never_waits(in_empty_dir):
+    assert Config().recall_wait == 5.0
+    path = write(in_empty_dir / "wait.yaml", "memory: {recall_wait: 0}\n")
+    assert load_config(path, {}).recall_wait == 0.0
+    path = write(in_empty_dir / "wait.yaml", "memory: {recall_wait: 1.5}\n")
+    assert load_config(path, {}).recall_wait == 1.5
+
+
 def test_tiers_are_read_as_exact_fractions(in_empty_dir):
     config = load_config(write(in_empty_dir / "moim.yaml", FULL_YAML), {})
     assert config.memory.tier_rules == (
@@ -208,6 +216,8 @@ def test_bad_moim_port_names_the_variable(in_empty_dir):
         ("memory: {min_similarity: .nan}", "memory.min_similarity"),
         ("memory: {recency_half_life_days: .nan}", "memory.recency_half_life_days"),
         ("memory: {placement: everywhere}", "memory.placement"),
+        ("memory: {recall_wait: -1}", "memory.recall_wait"),
+        ("memory: {recall_wait: .inf}", "memory.recall_wait"),
         ("memory: {vector_search: gpu}", "memory.vector_search"),
         ("memory: {fusion: ranks}", "memory.fusion"),
         ("memory: {tiers: [{below: 2, excerpts: 1, chars: 1}]}", "memory.tiers"),

@@ -1,0 +1,94 @@
+"""Which of a user's finished turns recall cannot find yet, for a request to wait on.
+
+A turn becomes searchable once the writer (proxy/writer.py) has stored and indexed it, from
+tens of milliseconds to a few seconds after its answer ended. A person typing the next
+message never meets the gap; a script does: it ends one conversation and asks about it in
+a new one at once, and recall would answer from a memory without it. So every submitted
+turn is noted here, with its place in the writer's order (`Progress.submitted`), until it
+is indexed, and a request that reads memory waits (`memory.recall_wait` seconds at most,
+proxy/pipeline.py) for the user's turns it does not carry itself. A turn of the request's
+own conversation needs no recall: the request resends it, or the provider holds it (a
+Responses API request continuing that reply). So an agent's tool loop, whose every round
+follows the last within milliseconds, never waits.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memory import Turn, content_hash
+
+
+@dataclass(frozen=True, slots=True)
+class _Unsearchable:
+    place: int  # the turn's number in the writer's order: indexed once `indexed` reaches it
+    user_id: str
+    session_id: str
+    response_id: str | None
+    last_hash: str | None  # of its reply (else its last message), as a client resends it
+
+
+class RecentTurns:
+    """The submitted turns not yet indexed, by user (read and changed on the event loop)."""
+
+    def __init__(self) -> None:
+        self._in_order: deque[_Unsearchable] = deque()
+        self._by_user: dict[str, deque[_Unsearchable]] = {}
+
+    def __len__(self) -> int:
+        return len(self._in_order)
+
+    def add(self, turn: Turn, place: int) -> None:
+        said = turn.reply if turn.reply is not None else (turn.messages or [None])[-1]
+        try:
+            last_hash = content_hash(said) if said is not None else None
+        except ValueError:  # text that is not valid Unicode: never stored, so never resent
+            last_hash = None
+        entry = _Unsearchable(place, turn.user_id, turn.session_id, turn.response_id, last_hash)
+        self._in_order.append(entry)
+        self._by_user.setdefault(turn.user_id, deque()).append(entry)
+
+    def indexed(self, count: int) -> None:
+        """The first `count` turns submitted are indexed: forget them."""
+        while self._in_order and self._in_order[0].place <= count:
+            entry = self._in_order.popleft()
+            mine = self._by_user.get(entry.user_id)
+            if mine and mine[0] is entry:
+                mine.popleft()
+                if not mine:
+                    del self._by_user[entry.user_id]
+
+    def forget(self, user_id: str) -> None:
+        """A forgotten user's turns are never stored: nothing of theirs to wait for."""
+        self._by_user.pop(user_id, None)
+        self._in_order = deque(e for e in self._in_order if e.user_id != user_id)
+
+    def awaited(
+        self,
+        user_id: str,
+        session_id: str,
+        continues: str | None,
+        messages: Sequence[Mapping[str, Any]],
+    ) -> int | None:
+        """The place the writer must reach before a request of `user_id` in `session_id`
+        (continuing the reply `continues`, carrying `messages`) can recall every turn of
+        theirs it does not carry; None when there is none to wait for."""
+        mine = self._by_user.get(user_id)
+        if not mine:
+            return None
+        others = [
+            e
+            for e in mine
+            if e.session_id != session_id and (e.response_id is None or e.response_id != continues)
+        ]
+        if not others:
+            return None
+        carried = {content_hash(message) for message in messages}
+        return max((e.place for e in others if e.last_hash not in carried), default=None)
+
+    def count(self, user_id: str, place: int) -> int:
+        """How many of `user_id`'s turns up to `place` are not yet indexed."""
+        return sum(1 for e in self._by_user.get(user_id, ()) if e.place <= place)

@@ -1,0 +1,85 @@
+"""A turn is recalled as soon as its answer ends, not once the writer gets to it.
+
+The writer stores and indexes finished turns in the background; a script that ends one
+conversation and asks about it in a new one at once would otherwise find nothing of it. A
+request that reads memory waits (`memory.recall_wait`) for its user's turns of other
+conversations; the turns of its own conversation it carries itself, and never waits for.
+"""
+
+import pytest
+
+from tests.e2e.test_recall import block_in, say, sent_messages
+
+pytestmark = pytest.mark.both_backends
+
+CHATTER = (
+    "We spent most of Saturday sorting the garage, which had turned into a museum of "
+    "half-finished projects: two bikes with flat tyres, a box of cables nobody can name, "
+    "the old tent from the Brecon trip and a shelf of paint tins in colours we never used. "
+)
+REPLY = (
+    "That sounds like a satisfying weekend. A good way to keep it that way is to give every "
+    "shelf one purpose, label the boxes on the side you see, and keep a donation box by the "
+    "door so anything you have not used in a year has somewhere to go. "
+)
+CODE = "My gym locker code is LK-5512-ZQ, by the way."
+
+
+def a_long_conversation() -> list[dict[str, str]]:
+    """Enough turns that indexing them takes the writer far longer than a request."""
+    messages = []
+    for number in range(6):
+        said = CHATTER * 2 + (CODE if number == 3 else "")
+        messages += [{"role": "user", "content": said}, {"role": "assistant", "content": REPLY}]
+    return messages[:-1]
+
+
+ASK = [{"role": "user", "content": "What is my gym locker code?"}]
+
+
+def test_a_detail_said_a_moment_ago_is_recalled_in_a_new_conversation(proxy, upstream):
+    say(proxy, a_long_conversation(), "ines", X_Memory_Session_Id="garage")
+    headers = say(proxy, ASK, "ines", X_Memory_Session_Id="asking", X_Memory_Mode="read")
+    assert "LK-5512-ZQ" in (block_in(sent_messages(upstream)) or "")
+    assert float(headers["x-memory-waited-ms"]) > 0
+    assert "x-memory-unsearchable-turns" not in headers
+
+
+def test_the_next_round_of_the_same_conversation_does_not_wait(proxy, upstream):
+    conversation = a_long_conversation()
+    say(proxy, conversation, "ines", X_Memory_Session_Id="garage")
+    conversation += [
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "And the bikes?"},
+    ]
+    headers = say(proxy, conversation, "ines", X_Memory_Session_Id="garage")
+    assert "x-memory-waited-ms" not in headers
+
+
+def test_a_resent_history_without_a_session_id_does_not_wait(proxy, upstream):
+    conversation = a_long_conversation()
+    upstream.script.append({"content": "Noted, all of it."})
+    say(proxy, conversation, "ines")
+    conversation += [
+        {"role": "assistant", "content": "Noted, all of it."},
+        {"role": "user", "content": "And the bikes?"},
+    ]
+    headers = say(proxy, conversation, "ines")
+    assert "x-memory-waited-ms" not in headers
+
+
+def test_another_users_turns_are_not_waited_for(proxy, upstream):
+    say(proxy, a_long_conversation(), "ines", X_Memory_Session_Id="garage")
+    headers = say(proxy, ASK, "omar", X_Memory_Session_Id="asking")
+    assert "x-memory-waited-ms" not in headers
+
+
+def test_with_no_wait_the_response_says_what_recall_could_not_find(make_proxy, upstream):
+    proxy = make_proxy(recall_wait=0.0)
+    say(proxy, a_long_conversation(), "ines", X_Memory_Session_Id="garage")
+    headers = say(proxy, ASK, "ines", X_Memory_Session_Id="asking", X_Memory_Mode="read")
+    assert headers["x-memory-unsearchable-turns"] == "1"
+    proxy.flush()
+    headers = say(proxy, ASK, "ines", X_Memory_Session_Id="again", X_Memory_Mode="read")
+    assert "x-memory-unsearchable-turns" not in headers
+    assert "LK-5512-ZQ" in (block_in(sent_messages(upstream)) or "")
