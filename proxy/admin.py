@@ -87,6 +87,8 @@ async def search(request: Request) -> Response:
     if not query.strip():
         raise BadRequest("query parameter 'q' is required", param="q")
     k = _positive_int(request.query_params.get("k", "10"), "k", maximum=100)
+    # the user's turns that just ended are searched too (proxy/writer_recent.py)
+    await state.writer.searchable(user_id, "", None, (), state.config.recall_wait)
     hits: list[Hit] = await _run(state.layer.search, user_id, query, k)
     return JSONResponse({"results": [_hit_json(h) for h in hits]})
 

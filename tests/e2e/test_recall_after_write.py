@@ -6,6 +6,7 @@ request that reads memory waits (`memory.recall_wait`) for its user's turns of o
 conversations; the turns of its own conversation it carries itself, and never waits for.
 """
 
+import httpx
 import pytest
 
 from tests.e2e.test_recall import block_in, say, sent_messages
@@ -83,3 +84,14 @@ def test_with_no_wait_the_response_says_what_recall_could_not_find(make_proxy, u
     headers = say(proxy, ASK, "ines", X_Memory_Session_Id="again", X_Memory_Mode="read")
     assert "x-memory-unsearchable-turns" not in headers
     assert "LK-5512-ZQ" in (block_in(sent_messages(upstream)) or "")
+
+
+def test_the_memory_api_search_finds_a_turn_that_just_ended(proxy, upstream):
+    say(proxy, a_long_conversation(), "ines", X_Memory_Session_Id="garage")
+    found = httpx.get(
+        proxy.root + "/v1/memory/search",
+        params={"q": "gym locker code", "k": 3},
+        headers={"X-Memory-User-Id": "ines"},
+    )
+    assert found.status_code == 200
+    assert any("LK-5512-ZQ" in hit["text"] for hit in found.json()["results"])
