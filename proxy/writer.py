@@ -39,6 +39,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -65,8 +66,6 @@ _RETRY_MAX = 60.0
 # With replicas: how often to look again while our stored turns wait behind messages
 # another replica has claimed (no new turn may come to wake us when it is done).
 _OTHERS_POLL = 1.0
-# A request waits for its user's turns only while at most this many are ahead of them.
-_MOST_AWAITED = 64
 # How much nicer than the process the indexing thread is (Unix nice values, 19 at most).
 _INDEXING_NICENESS = 10
 
@@ -282,11 +281,10 @@ class Writer:
         if place is None:
             return None
         self._wakeup.set()
-        # not while the model loads, nor while storing or indexing fails: it would time out
+        # not while the model loads or a part fails, nor behind a backlog the writer would not
+        # index in time at its pace: the answer then comes now, saying what recall missed
         waits = self._task is not None and self._health.problem is None
-        # nor behind a backlog it could not index in time: an overloaded writer's users get
-        # their answer now, told what recall could not find, rather than late
-        waits = waits and place - self._progress.indexed <= _MOST_AWAITED
+        waits = waits and self._progress.seconds_until(place) <= timeout
         if waits and timeout > 0 and await self._progress.reached(place, timeout):
             try:  # found by their words too (a pass under a backlog holds the commit back)
                 await anyio.to_thread.run_sync(self._layer.make_searchable)
@@ -329,9 +327,11 @@ class Writer:
             await self._wait(retry)
             self._wakeup.clear()
             while True:
+                started, indexed = time.monotonic(), self._progress.indexed
                 await self._turns.drain()
                 worked = await self._index(_BATCH)
                 await self._advance(failed=worked is None)
+                self._progress.worked(time.monotonic() - started, indexed)
                 if not worked:  # nothing left (or indexing failed): wait for new turns
                     break
             self._health.recovered("task")

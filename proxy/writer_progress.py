@@ -18,6 +18,10 @@ from collections import deque
 
 # The mark of a turn whose newest message id could not be read: done when all is indexed.
 UNKNOWN = 1 << 62
+# What a turn is taken to cost the writer before it has indexed any (a short chat turn's
+# two messages on one core take ~25-50 ms), and the weight of each new pass's figure.
+_FIRST_SECONDS_PER_TURN = 0.05
+_NEWEST_WEIGHT = 0.3
 
 
 class Progress:
@@ -29,6 +33,10 @@ class Progress:
         self._marks: deque[tuple[int, int]] = deque()  # (turns stored, newest message id)
         self._failed_passes = 0  # indexing passes that failed: a flush waits for no more
         self._changed = asyncio.Condition()
+        # seconds of the writer's work a turn took lately, and the work not yet paid for by a
+        # turn counted indexed (a large turn is indexed a slice a pass)
+        self.seconds_per_turn = _FIRST_SECONDS_PER_TURN
+        self._unpaid = 0.0
 
     @property
     def pending(self) -> int:
@@ -66,6 +74,20 @@ class Progress:
             async with self._changed:
                 self._indexed = max(self._indexed, indexed)
                 self._changed.notify_all()
+
+    def worked(self, seconds: float, indexed_before: int) -> None:
+        """A cycle of the writer (store, one indexing pass) took `seconds`, starting with
+        `indexed_before` turns indexed: update what a turn costs it lately."""
+        self._unpaid += seconds
+        done = self._indexed - indexed_before
+        if done > 0:
+            cost = self._unpaid / done
+            self.seconds_per_turn += _NEWEST_WEIGHT * (cost - self.seconds_per_turn)
+            self._unpaid = 0.0
+
+    def seconds_until(self, target: int) -> float:
+        """About how long until `target` turns are indexed, at the writer's recent pace."""
+        return max(0, target - self._indexed) * self.seconds_per_turn
 
     async def pass_failed(self) -> None:
         """An indexing pass failed: its turns stay pending (their messages wait in SQLite for

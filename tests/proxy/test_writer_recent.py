@@ -1,6 +1,10 @@
-"""RecentTurns: which of a user's finished turns a request must wait for before recalling."""
+"""RecentTurns: which of a user's finished turns a request must wait for before recalling;
+Progress: whether the writer would index them in time."""
+
+import pytest
 
 from memory import Turn
+from proxy.writer_progress import Progress
 from proxy.writer_recent import RecentTurns
 
 
@@ -101,3 +105,19 @@ def test_a_turn_whose_text_is_not_valid_unicode_is_noted_all_the_same():
     recent = RecentTurns()
     recent.add(turn(reply="broken \ud83d"), 2)
     assert recent.awaited("ann", "other", None, [{"role": "user", "content": "?"}]) == 2
+
+
+def test_the_writers_pace_is_what_its_recent_cycles_took_a_turn():
+    progress = Progress()
+    assert progress.seconds_until(progress.indexed + 10) == pytest.approx(0.5)  # 50 ms a turn
+    for _ in range(30):  # cycles of 0.2 s that index two turns each: 0.1 s a turn
+        before = progress.indexed
+        progress._indexed += 2
+        progress.worked(0.2, before)
+    assert progress.seconds_until(progress.indexed + 10) == pytest.approx(1.0, rel=0.01)
+    before = progress.indexed
+    progress.worked(0.3, before)  # a cycle that finished no turn (a large one, sliced) ...
+    progress._indexed += 1
+    progress.worked(0.0, before)  # ... is paid for by the turn that ends it
+    assert progress.seconds_per_turn > 0.1
+    assert progress.seconds_until(progress.indexed - 5) == 0
