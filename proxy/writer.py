@@ -357,13 +357,17 @@ class Writer:
 
     async def _advance(self, failed: bool) -> None:
         """Count as indexed every stored turn whose messages all are (see writer_progress); a
-        failed pass leaves its turns pending, and says so to a flush waiting on them."""
+        failed pass leaves its turns pending, and says so to a flush waiting on them. So does
+        a failure to read how far indexing got, counted under "index": a flush then answers
+        503 with why (the contract's "storing or indexing fails"), not 504 as if it were late."""
         if not failed:
             try:
                 _, oldest = await anyio.to_thread.run_sync(self._layer.index_frontier)
-            except TRANSIENT:
+            except TRANSIENT as exc:
+                self._health.failed("index", exc)
                 failed = True  # not known to be indexed: still pending
             else:
+                self._health.recovered("index")  # indexed, and known to be
                 await self._progress.indexed_below(oldest)
         if failed:
             await self._progress.pass_failed()
@@ -392,5 +396,4 @@ class Writer:
         except Exception as exc:  # the model, the store: the messages wait in SQLite
             self._health.failed("index", exc, traceback=True)
             return None
-        self._health.recovered("index")
-        return worked
+        return worked  # "index" recovers once `_advance` knows how far it got
