@@ -301,16 +301,26 @@ class Writer:
         self._forgotten.add(user_id)
         self._turns.forget(user_id)
 
+    def forget_session(self, user_id: str, session_id: str) -> None:
+        """`forget`, for one session of the user: its turns out of the journal, and requests
+        of it under way now not stored (`forgotten_since` with their session)."""
+        self._forgotten.add((user_id, session_id))
+        self._turns.forget(user_id, session_id)
+
     def forget_mark(self) -> int:
         """A mark of this moment, taken as a request arrives (`forgotten_since`)."""
         return self._forgotten.mark()
 
-    def forgotten_since(self, user_id: str, mark: int) -> bool:
-        """Whether `user_id` was forgotten after `forget_mark` gave `mark`: the turn of a
-        request that arrived before is not stored (a reply streaming while its user was
-        forgotten would bring back, when it ends, the whole history its request resent;
-        proxy/writer_forgotten.py)."""
-        return self._forgotten.forgotten_since(user_id, mark)
+    def forgotten_since(self, user_id: str, mark: int, session_id: str | None = None) -> bool:
+        """Whether `user_id` (or their `session_id`) was forgotten after `forget_mark` gave
+        `mark`: the turn of a request that arrived before is not stored (a reply streaming
+        while its user was forgotten would bring back, when it ends, the whole history its
+        request resent; proxy/writer_forgotten.py)."""
+        if self._forgotten.forgotten_since(user_id, mark):
+            return True
+        return session_id is not None and self._forgotten.forgotten_since(
+            (user_id, session_id), mark
+        )
 
     def scrub_soon(self) -> None:
         """Wake the writer after a user was forgotten: once no turn waits, it erases their
