@@ -14,6 +14,7 @@ from memory.block.excerpts import forget_flat_lines
 from memory.block.tokens import forget_counted_texts
 from memory.export_items import item_problem
 from memory.facts.rules import restore_facts
+from memory.index_failures import count_failed
 from memory.ingest.identity import forget_recent_hashes
 from memory.layer_write import WriteSide
 from memory.records import Message
@@ -67,6 +68,11 @@ class AdminSide(WriteSide):
     def index_frontier(self) -> tuple[int, int | None]:
         """(newest stored message id, oldest message id not yet indexed, or None)."""
         return self.store.index_frontier()
+
+    def failed_messages(self, user_id: str | None = None) -> int:
+        """Messages no indexing pass could index, set aside until `moim reindex`
+        (memory/index_failures.py): of one user, or of every user (None)."""
+        return count_failed(self.store, user_id)
 
     def lexical_problem(self) -> str | None:
         """What is wrong with the lexical index beside a SQLite store, while FTS5 answers in

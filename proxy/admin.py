@@ -64,6 +64,8 @@ async def stats(request: Request) -> Response:
             "facts": counts.facts,
             "sessions": counts.sessions,
             "pending": state.writer.pending,
+            # the user's messages no pass could index, set aside (memory/index_failures.py)
+            "failed": await _run(state.layer.failed_messages, user_id),
         }
     )
 
@@ -73,6 +75,9 @@ async def flush(request: Request) -> Response:
     authenticate(request.headers, state.config)
     done = await state.writer.flush(timeout=120.0)
     body: dict[str, object] = {"flushed": done, "pending": state.writer.pending}
+    failed = await _run(state.layer.failed_messages)  # every user's, as `pending`
+    if failed:  # set aside, not indexed: said, though all else is (memory/index_failures.py)
+        body["failed"] = failed
     if done:
         return JSONResponse(body)
     problem = state.writer.problem  # failing: 503 and why (not all is searchable); else late

@@ -88,6 +88,7 @@ def test_a_forgotten_session_is_never_recalled_and_the_users_other_session_still
         "facts": 0,
         "sessions": 1,
         "pending": 0,
+        "failed": 0,
     }
     assert_only_pasta_left(proxy, upstream, "alice")
     assert "berth" not in {t.word for t in proxy.layer.store.vocabulary("alice")}
