@@ -31,7 +31,11 @@ _PROBE = "moim indexing probe"
 
 
 def mark_failed(store: Any, message_id: int) -> None:
-    """Set one unindexed message aside (either backend: the shared SQL spelling)."""
+    """Set one unindexed message aside (either backend: the shared SQL spelling). On
+    Postgres the failed pass's claim still locks the message: it is let go first."""
+    release = getattr(store, "release_claim", None)
+    if release is not None:
+        release()
     with store.write() as db:
         db.execute(
             "UPDATE messages SET indexed = ? WHERE id = ? AND indexed = 0", (FAILED, message_id)
@@ -66,7 +70,7 @@ class IndexFailures:
         except Exception as exc:
             if alone is None:
                 if not isinstance(exc, StoreUnavailable):
-                    self._suspects = {m.id for m in store.unindexed_messages(batch)}
+                    self._suspects = _oldest_unindexed(store, batch)
                 raise
             if not self._blame(alone, exc, embedder, store):
                 raise
@@ -110,3 +114,10 @@ class IndexFailures:
             type(exc).__name__,
         )
         return True
+
+
+def _oldest_unindexed(store: Any, limit: int) -> set[int]:
+    """The ids of the `limit` oldest unindexed messages: those a failed pass took (read only,
+    not claimed as a pass claims them on Postgres)."""
+    rows = store.read("SELECT id FROM messages WHERE indexed = 0 ORDER BY id LIMIT ?", (limit,))
+    return {int(row[0]) for row in rows}

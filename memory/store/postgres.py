@@ -166,6 +166,12 @@ class PgStore(PortableQueries, PgReads):
             self._claim, self._claimed = conn, {int(row[0]) for row in rows}
         return [message_from_row(row) for row in rows]
 
+    def release_claim(self) -> None:
+        """End the claim of the last `unindexed_messages` now (a failed pass's, whose
+        messages are then written to by another connection: memory/index_failures.py)."""
+        with self._claim_lock, self._errors():
+            self._end_claim()
+
     def _end_claim(self) -> None:
         """Commit what the open claim indexed and release the rest (under `_claim_lock`)."""
         conn, self._claim, self._claimed = self._claim, None, set()

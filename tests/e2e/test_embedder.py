@@ -143,6 +143,7 @@ def test_turns_the_embedder_failed_to_index_stay_pending_until_it_works(
     assert stats(proxy)["chunks"] == 2 and "\nmoim_ingest_pending 0.0\n" in metrics(proxy)
 
 
+@pytest.mark.both_backends
 def test_a_turn_the_embedder_always_refuses_is_set_aside_and_the_rest_is_indexed(
     make_proxy, upstream, embeddings
 ):
