@@ -520,37 +520,3 @@ def test_a_flush_that_cannot_read_how_far_indexing_got_says_why(tmp_path):
 
     with closing(layer):
         asyncio.run(scenario())
-
-
-def test_forget_session_takes_only_that_sessions_turns_out_of_the_journal(tmp_path):
-    """`DELETE /v1/memory/sessions/{id}`: a replay must not store that session's turns again;
-    the user's other sessions' turns stay."""
-    gate = GatedEmbedder()
-    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: gate)
-    journal = Journal(tmp_path / "journal")
-
-    async def scenario():
-        writer = Writer(layer, journal)
-        await writer.start()
-        await until(lambda: writer.recovered)
-        writer.submit(replace(turn(1), user_id="bob"))
-        await until(gate.waiting.is_set)  # bob's turn is stored; its indexing waits
-        journal.append(replace(turn(2), user_id="alice"))  # stored earlier, still journaled
-        journal.append(replace(turn(3), user_id="alice"))
-        journal.append(replace(turn(2), user_id="carol"))  # carol's session s2: not alice's
-
-        writer.forget_session("alice", "s2")
-
-        assert [(t.user_id, t.session_id) for t in journal.replay()] == [
-            ("alice", "s3"),
-            ("carol", "s2"),
-        ]
-        assert writer.forgotten_since("alice", 0, "s2")
-        assert not writer.forgotten_since("alice", 0, "s3")
-        assert not writer.forgotten_since("carol", 0, "s2")
-        gate.permits.release(1000)
-        assert await writer.flush(timeout=10)
-        await writer.stop()
-
-    with closing(layer):
-        asyncio.run(scenario())
