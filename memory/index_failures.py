@@ -43,12 +43,14 @@ def mark_failed(store: Any, message_id: int) -> None:
 
 
 def count_failed(store: Any, user_id: str | None = None) -> int:
-    """Messages set aside: of one user, or of every user (None)."""
+    """Messages set aside: of one user, or of every user (None); read from a partial index
+    of them (migration m011), not the table."""
+    failed = f"indexed = {FAILED}"  # a literal, not a parameter: the partial index's term
     if user_id is None:
-        rows = store.read("SELECT count(*) FROM messages WHERE indexed = ?", (FAILED,))
+        rows = store.read(f"SELECT count(*) FROM messages WHERE {failed}")
     else:
         rows = store.read(
-            "SELECT count(*) FROM messages WHERE user_id = ? AND indexed = ?", (user_id, FAILED)
+            f"SELECT count(*) FROM messages WHERE user_id = ? AND {failed}", (user_id,)
         )
     return int(rows[0][0])
 
