@@ -19,40 +19,14 @@ from collections.abc import Callable
 from typing import Any
 
 from memory.errors import StoreUnavailable
+from memory.store.failed_messages import mark_failed, oldest_unindexed
 
 logger = logging.getLogger(__name__)
 
 # Failed passes of one message alone before it is set aside.
 ATTEMPTS = 3
-# The value of `messages.indexed` for a message set aside (0: waiting, 1: indexed).
-FAILED = 2
 # What is embedded to tell "this text fails" from "the embedder fails".
 _PROBE = "moim indexing probe"
-
-
-def mark_failed(store: Any, message_id: int) -> None:
-    """Set one unindexed message aside (either backend: the shared SQL spelling). On
-    Postgres the failed pass's claim still locks the message: it is let go first."""
-    release = getattr(store, "release_claim", None)
-    if release is not None:
-        release()
-    with store.write() as db:
-        db.execute(
-            "UPDATE messages SET indexed = ? WHERE id = ? AND indexed = 0", (FAILED, message_id)
-        )
-
-
-def count_failed(store: Any, user_id: str | None = None) -> int:
-    """Messages set aside: of one user, or of every user (None); read from a partial index
-    of them (migration m011), not the table."""
-    failed = f"indexed = {FAILED}"  # a literal, not a parameter: the partial index's term
-    if user_id is None:
-        rows = store.read(f"SELECT count(*) FROM messages WHERE {failed}")
-    else:
-        rows = store.read(
-            f"SELECT count(*) FROM messages WHERE user_id = ? AND {failed}", (user_id,)
-        )
-    return int(rows[0][0])
 
 
 class IndexFailures:
@@ -72,7 +46,7 @@ class IndexFailures:
         except Exception as exc:
             if alone is None:
                 if not isinstance(exc, StoreUnavailable):
-                    self._suspects = _oldest_unindexed(store, batch)
+                    self._suspects = oldest_unindexed(store, batch)
                 raise
             if not self._blame(alone, exc, embedder, store):
                 raise
@@ -116,10 +90,3 @@ class IndexFailures:
             type(exc).__name__,
         )
         return True
-
-
-def _oldest_unindexed(store: Any, limit: int) -> set[int]:
-    """The ids of the `limit` oldest unindexed messages: those a failed pass took (read only,
-    not claimed as a pass claims them on Postgres)."""
-    rows = store.read("SELECT id FROM messages WHERE indexed = 0 ORDER BY id LIMIT ?", (limit,))
-    return {int(row[0]) for row in rows}

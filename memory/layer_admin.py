@@ -14,11 +14,11 @@ from memory.block.excerpts import forget_flat_lines
 from memory.block.tokens import forget_counted_texts
 from memory.export_items import item_problem
 from memory.facts.rules import restore_facts
-from memory.index_failures import count_failed
 from memory.ingest.identity import forget_recent_hashes
 from memory.layer_write import WriteSide
 from memory.records import Message
 from memory.store import fact_rows, overview
+from memory.store.failed_messages import count_failed
 from memory.store.fts import forget_stems
 from memory.store.message_rows import Stats
 from memory.store.overview import SessionSummary, UserSummary

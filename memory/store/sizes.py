@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from memory.index_failures import FAILED
 from memory.store.backend import StoreBackend as Store
+from memory.store.failed_messages import FAILED
 
 
 @dataclass(frozen=True, slots=True)
