@@ -18,9 +18,11 @@ from memory.ingest.identity import forget_recent_hashes
 from memory.layer_write import WriteSide
 from memory.records import Message
 from memory.store import fact_rows, overview
+from memory.store.failed_messages import count_failed
 from memory.store.fts import forget_stems
 from memory.store.message_rows import Stats
 from memory.store.overview import SessionSummary, UserSummary
+from memory.store.session_forget import SessionForgotten
 from memory.store.sizes import StoreSizes, store_sizes
 from memory.store.transfer import export_messages, import_message
 
@@ -66,6 +68,11 @@ class AdminSide(WriteSide):
     def index_frontier(self) -> tuple[int, int | None]:
         """(newest stored message id, oldest message id not yet indexed, or None)."""
         return self.store.index_frontier()
+
+    def failed_messages(self, user_id: str | None = None) -> int:
+        """Messages no indexing pass could index, set aside until `moim reindex`
+        (memory/index_failures.py): of one user, or of every user (None)."""
+        return count_failed(self.store, user_id)
 
     def lexical_problem(self) -> str | None:
         """What is wrong with the lexical index beside a SQLite store, while FTS5 answers in
@@ -116,6 +123,23 @@ class AdminSide(WriteSide):
     def forget(self, user_id: str) -> int:
         """Delete every message, chunk, vector and fact of one user, and every cache of them."""
         removed = self.store.delete_user(user_id)
+        self._drop_caches(user_id)
+        return removed
+
+    def forget_session(
+        self, user_id: str, session_id: str, facts: bool = False
+    ) -> SessionForgotten | None:
+        """Delete one session of one user: its messages, chunks and vectors, with `facts`
+        the facts learned from it (memory/store/session_forget.py); the caches of the user's
+        rows go, and refill. None, and nothing changed, when the user has no such session."""
+        done = self.store.delete_session(user_id, session_id, facts)
+        if done is not None:
+            self._drop_caches(user_id)
+        return done
+
+    def _drop_caches(self, user_id: str) -> None:
+        """Let go of what this process holds in RAM of the user's rows (and of every user's,
+        for the module caches keyed by text), after some of them were deleted."""
         self.index.drop(user_id)
         self.vocabulary.drop(user_id)
         self._questions.drop(user_id)
@@ -127,7 +151,6 @@ class AdminSide(WriteSide):
         forget_counted_texts()
         forget_recent_hashes()
         forget_stems()
-        return removed
 
     def export(self, user_id: str) -> Iterator[dict[str, Any]]:
         """The user's messages, then every fact row (history too), as dicts with a `type`."""

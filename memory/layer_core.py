@@ -20,6 +20,7 @@ from pathlib import Path
 from memory.embedding import Embedder, FastEmbedder
 from memory.errors import EmbeddingFailed
 from memory.facts.rules import MAX_SILENCE
+from memory.index_failures import IndexFailures
 from memory.ingest.reembed import Rebuilds
 from memory.question_vectors import QuestionVectors
 from memory.recall.vectors import VectorIndex
@@ -86,6 +87,7 @@ class LayerCore:
         self._load_announced = False  # a warm-up will load the embedder (`announce_load`)
         self.rebuilds = Rebuilds(self.store, self.index, settings)
         self._index_lock = threading.Lock()
+        self._index_failures = IndexFailures()  # messages no pass can index (set aside)
         # Searches begun before the request is measured (`begin_recall`).
         self._ahead = ThreadPoolExecutor(
             max_workers=recall_threads(os.cpu_count()), thread_name_prefix="moim-recall"

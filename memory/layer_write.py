@@ -87,16 +87,8 @@ class WriteSide(LayerCore):
         total, done_passes = 0, 0
         with self._index_lock:  # one indexer at a time: the writer, an import, a reindex
             while passes is None or done_passes < passes:
-                known = self._questions.take
-                done = index_pending(
-                    self.store,
-                    self.embedder,
-                    self.index,
-                    self.settings,
-                    batch,
-                    known,
-                    self._questions.take_words,
-                )
+                # a message no pass can index is set aside (memory/index_failures.py)
+                done = self._index_failures.run(self.store, self.embedder, batch, self._pass)
                 total += done
                 done_passes += 1
                 if done == 0:
@@ -104,6 +96,18 @@ class WriteSide(LayerCore):
         if total:
             heap.trim()  # the batch's activations are freed: give the memory back
         return total
+
+    def _pass(self, limit: int) -> int:
+        """One indexing pass over at most `limit` messages (`memory.ingest.index_pending`)."""
+        return index_pending(
+            self.store,
+            self.embedder,
+            self.index,
+            self.settings,
+            limit,
+            self._questions.take,
+            self._questions.take_words,
+        )
 
     def rebuild_vectors(self) -> int:
         """Re-embed one batch of chunks after a change of embedding model (the writer runs

@@ -39,7 +39,7 @@ from starlette.websockets import WebSocket
 
 from memory import MemoryLayer, MemoryLayerError, count_tokens
 from proxy import admin, facts_api, inspector
-from proxy.auth import authenticate, authorize_metrics, is_loopback
+from proxy.auth import authorize_metrics, is_loopback
 from proxy.break_off import BreakOff
 from proxy.chat import chat
 from proxy.config import Config
@@ -50,7 +50,7 @@ from proxy.inspector import Inspector
 from proxy.limits import HeaderLimit
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics
-from proxy.passthrough import METHODS, passthrough, retrieve_model
+from proxy.passthrough import METHODS, answered_here, passthrough, retrieve_model
 from proxy.replicas import recover_replicas
 from proxy.request_metrics import RequestMetrics
 from proxy.responses import responses
@@ -256,8 +256,8 @@ async def _models(request: Request) -> Response:
     state = state_of(request)
     if state.config.upstream_base_url:
         return await passthrough(request, state)
-    authenticate(request.headers, state.config)
-    return Response(list_models(state.config), media_type="application/json")
+    listed = list_models(state.config)
+    return answered_here(request, state, lambda: Response(listed, media_type="application/json"))
 
 
 async def _model(request: Request) -> Response:

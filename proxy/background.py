@@ -47,6 +47,11 @@ class BackgroundReplies:
         """Take the note of a reply about to be stored (a later poll then stores nothing)."""
         return self._awaited.pop(response_id)
 
-    def drop(self, user_id: str) -> None:
-        """Let a forgotten user's awaited replies go: a later poll must not store them."""
-        self._awaited.drop(lambda _, awaited: awaited.user_id == user_id)
+    def drop(self, user_id: str, session_id: str | None = None) -> None:
+        """Let a forgotten user's awaited replies go (of one session, when named): a later
+        poll must not store them."""
+        self._awaited.drop(
+            lambda _, awaited: (
+                awaited.user_id == user_id and session_id in (None, awaited.session_id)
+            )
+        )

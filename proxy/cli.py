@@ -2,7 +2,8 @@
 
 moim serve [--config PATH] [--host H] [--port P]
 moim migrate | reindex | stats --user U | users          (users: proxy/cli_browse.py)
-moim memory stats|export|import|delete|search --user U   (search: proxy/cli_browse.py)
+moim memory stats|export|import|delete|search --user U   (search: proxy/cli_browse.py,
+                                                          delete: proxy/cli_delete.py)
 moim memory copy --from sqlite:///srv/moim/moim.db --to postgresql://…
 moim facts list|set|delete|history|pin|unpin --user U   (proxy/cli_facts.py)
 moim consolidate [--user U] [--model M] [--turns N]   (proxy/cli_consolidate.py)
@@ -39,6 +40,7 @@ from proxy.cli_common import (
 )
 from proxy.cli_consolidate import consolidate
 from proxy.cli_copy import copy
+from proxy.cli_delete import delete
 from proxy.cli_facts import facts
 from proxy.config import Config
 from proxy.log_lines import log_to_stderr
@@ -225,6 +227,7 @@ def memory() -> None:
 memory.add_command(stats, "stats")
 memory.add_command(copy, "copy")
 memory.add_command(search, "search")
+memory.add_command(delete, "delete")
 
 
 @memory.command("export")
@@ -274,44 +277,6 @@ def _json_lines(source: Any) -> list[Any]:
                 raise click.ClickException(f"line {number} is not an exported item: {problem}")
             items.append(item)
     return items
-
-
-@memory.command("delete")
-@CONFIG_OPTION
-@USER_OPTION
-@click.option(
-    "--vacuum",
-    is_flag=True,
-    help="Then rewrite the whole database file: pages freed before this version of moim "
-    "may still hold deleted text (holds the write lock; needs the file's size free on disk).",
-)
-@click.option("--yes", "confirmed", is_flag=True, help="Do not ask for confirmation (scripts).")
-def delete(config_path: Path | None, user_id: str, vacuum: bool, confirmed: bool) -> None:
-    """Forget everything of one user, and erase their words from the database's files.
-
-    Asks first, once the database is named, unless --yes.
-    """
-    config = config_from(config_path)
-    layer = open_layer(config)
-    if not confirmed:
-        click.confirm(f"Delete every message, chunk and fact of {user_id}?", abort=True, err=True)
-    removed = layer.forget(user_id)
-    click.echo(f"deleted {removed} messages of {user_id}")
-    if not layer.scrub():
-        click.echo(
-            "not all erased yet (a reader held the WAL, or the lexical index was being "
-            "rebuilt): a running moim finishes it when idle; run this again to retry",
-            err=True,
-        )
-    if vacuum and config.memory.db_url:  # PostgreSQL rewrites its tables itself
-        click.echo(
-            "--vacuum rewrites a SQLite file: on PostgreSQL, run VACUUM FULL on moim's tables "
-            "to drop the deleted rows' pages",
-            err=True,
-        )
-    elif vacuum:
-        layer.vacuum()
-        click.echo("database file rewritten")
 
 
 @main.command("mcp")

@@ -22,7 +22,7 @@ Names (README, "Health and metrics", lists them with their meaning):
     moim_vector_users_loaded  moim_vectors_loaded  moim_embedder_loaded
     moim_embedding_cpu_seconds_total{kind}          moim_embedding_texts_total{kind}
     moim_embedding_service_seconds_total{kind}      moim_embedding_service_texts_total{kind}
-    moim_vector_rebuild_pending  moim_lexical_index_degraded
+    moim_vector_rebuild_pending  moim_lexical_index_degraded  moim_ingest_failed
     moim_store_users  moim_store_messages  moim_store_chunks  moim_store_facts  moim_store_bytes
 """
 
@@ -310,6 +310,11 @@ class _StateCollector(Collector):
             "moim_index_pending_messages",
             "Messages stored but not yet chunked, embedded and indexed.",
             sizes.unindexed,
+        )
+        yield _gauge(
+            "moim_ingest_failed",
+            "Messages no indexing pass could index: stored, not indexed until moim reindex.",
+            sizes.failed,
         )
         yield _gauge(
             "moim_store_bytes",

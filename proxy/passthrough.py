@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -119,8 +119,22 @@ async def retrieve_model(request: Request, state: AppState) -> Response:
     target = resolve(model_id, state.config)
     if model_id not in state.config.routes and target.kind != "litellm":
         return await passthrough(request, state)
-    authenticate(request.headers, state.config)
-    return JSONResponse(model_object(model_id, state.config))
+    return answered_here(request, state, lambda: JSONResponse(model_object(model_id, state.config)))
+
+
+def answered_here(request: Request, state: AppState, answer: Callable[[], Response]) -> Response:
+    """moim's own answer on a pass-through route (a model it routes, the model list without an
+    upstream): authenticated as a pass-through is, its answer and errors saying the same of
+    memory (`x-memory-mode: off`, `x-request-id`), as the upstream's answer there would."""
+    request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+    try:
+        authenticate(request.headers, state.config)
+        response = answer()
+    except ProxyError as exc:
+        exc.headers.update(_untouched(request_id))
+        raise
+    response.headers.update(_untouched(request_id))
+    return response
 
 
 def upstream_path(request: Request) -> str:

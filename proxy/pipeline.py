@@ -336,7 +336,8 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
         if collector.response_id is not None:
             link = ResponseLink(who.session_id, collector.context_tokens)
             state.responses.note(who.user_id, collector.response_id, link)
-        if not who.mode.writes or state.writer.forgotten_since(who.user_id, exchange.forget_mark):
+        mark = exchange.forget_mark
+        if not who.mode.writes or state.writer.forgotten_since(who.user_id, mark, who.session_id):
             return
         replies = collector.replies()
         # an image's, a sound's or a file's bytes are not memory's (memory/ingest/media.py)

@@ -61,6 +61,9 @@ class RecentResponses:
     def get(self, user_id: str, response_id: str) -> ResponseLink | None:
         return self._links.get((user_id, response_id))
 
-    def drop(self, user_id: str) -> None:
-        """Let a forgotten user's replies go: a continuation must not find their session."""
-        self._links.drop(lambda key, _: key[0] == user_id)
+    def drop(self, user_id: str, session_id: str | None = None) -> None:
+        """Let a forgotten user's replies go (of one session, when named): a continuation
+        must not find their session."""
+        self._links.drop(
+            lambda key, link: key[0] == user_id and session_id in (None, link.session_id)
+        )

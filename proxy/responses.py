@@ -113,7 +113,8 @@ async def forward_responses(exchange: Exchange) -> Response:
         if awaited is not None:  # the provider writes on: the whole reply comes with a poll
             collector.forget_heard()  # (watch_poll), not the part this answer carried, if any
         stored(partial)
-        writes = who.mode.writes and not state.writer.forgotten_since(who.user_id, mark)
+        forgotten = state.writer.forgotten_since(who.user_id, mark, who.session_id)
+        writes = who.mode.writes and not forgotten
         if awaited is not None and writes:
             model = exchange.conversation.model
             later = Awaited(who.user_id, who.session_id, model, exchange.arrived_at)

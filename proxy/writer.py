@@ -303,16 +303,26 @@ class Writer:
         self._turns.forget(user_id)
         self._recent.forget(user_id)
 
+    def forget_session(self, user_id: str, session_id: str) -> None:
+        """`forget`, for one session of the user: its turns out of the journal, and requests
+        of it under way now not stored (`forgotten_since` with their session)."""
+        self._forgotten.add((user_id, session_id))
+        self._turns.forget(user_id, session_id)
+
     def forget_mark(self) -> int:
         """A mark of this moment, taken as a request arrives (`forgotten_since`)."""
         return self._forgotten.mark()
 
-    def forgotten_since(self, user_id: str, mark: int) -> bool:
-        """Whether `user_id` was forgotten after `forget_mark` gave `mark`: the turn of a
-        request that arrived before is not stored (a reply streaming while its user was
-        forgotten would bring back, when it ends, the whole history its request resent;
-        proxy/writer_forgotten.py)."""
-        return self._forgotten.forgotten_since(user_id, mark)
+    def forgotten_since(self, user_id: str, mark: int, session_id: str | None = None) -> bool:
+        """Whether `user_id` (or their `session_id`) was forgotten after `forget_mark` gave
+        `mark`: the turn of a request that arrived before is not stored (a reply streaming
+        while its user was forgotten would bring back, when it ends, the whole history its
+        request resent; proxy/writer_forgotten.py)."""
+        if self._forgotten.forgotten_since(user_id, mark):
+            return True
+        return session_id is not None and self._forgotten.forgotten_since(
+            (user_id, session_id), mark
+        )
 
     def scrub_soon(self) -> None:
         """Wake the writer after a user was forgotten: once no turn waits, it erases their
@@ -361,13 +371,17 @@ class Writer:
 
     async def _advance(self, failed: bool) -> None:
         """Count as indexed every stored turn whose messages all are (see writer_progress); a
-        failed pass leaves its turns pending, and says so to a flush waiting on them."""
+        failed pass leaves its turns pending, and says so to a flush waiting on them. So does
+        a failure to read how far indexing got, counted under "index": a flush then answers
+        503 with why (the contract's "storing or indexing fails"), not 504 as if it were late."""
         if not failed:
             try:
                 _, oldest = await anyio.to_thread.run_sync(self._layer.index_frontier)
-            except TRANSIENT:
+            except TRANSIENT as exc:
+                self._health.failed("index", exc)
                 failed = True  # not known to be indexed: still pending
             else:
+                self._health.recovered("index")  # indexed, and known to be
                 await self._progress.indexed_below(oldest)
                 self._recent.indexed(self._progress.indexed)
         if failed:
@@ -397,5 +411,4 @@ class Writer:
         except Exception as exc:  # the model, the store: the messages wait in SQLite
             self._health.failed("index", exc, traceback=True)
             return None
-        self._health.recovered("index")
-        return worked
+        return worked  # "index" recovers once `_advance` knows how far it got

@@ -163,10 +163,11 @@ class TurnQueue:
         """Read the whole journal at the next drain (the writer's loop crashed and restarts)."""
         self._journal_only_since = self._journal_only_since or time.monotonic()
 
-    def forget(self, user_id: str) -> None:
-        """Remove a forgotten user's turns from the journal (see `Writer.forget`)."""
+    def forget(self, user_id: str, session_id: str | None = None) -> None:
+        """Remove a forgotten user's turns (of one session, when named) from the journal (see
+        `Writer.forget`)."""
         try:
-            self._journal.drop_user(user_id)
+            self._journal.drop_user(user_id, session_id)
         except OSError as exc:
             self._health.failed("journal", exc)
 

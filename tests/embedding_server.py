@@ -10,6 +10,8 @@ that share words have a high cosine and recall through it finds them. It records
 - ``status`` (e.g. 503) answers every call with that status and an OpenAI-shaped error, or
   with ``error_body`` (any JSON) when that is set;
 - ``fail_next`` answers that many next calls with 503, then works again (a retry test);
+- ``refuse`` (a word) answers a call with a text holding it with a 400, as a provider refuses
+  one input (too long, flagged), and every other call as ever;
 - ``padding`` adds that many bytes to each answer (a field OpenAI's has not): a body too
   big to hold;
 - ``stop()`` ends the server: calls then find nothing listening.
@@ -67,6 +69,7 @@ class EmbeddingServer:
         self.status: int | None = None
         self.error_body: Any = None
         self.fail_next = 0
+        self.refuse: str | None = None
         self.padding = 0
         self.app = Starlette(routes=[Route("/v1/embeddings", self._embeddings, methods=["POST"])])
         self._server: uvicorn.Server | None = None
@@ -87,6 +90,9 @@ class EmbeddingServer:
             error = {"message": "unavailable (test)", "type": "server_error", "code": None}
             answer = {"error": error} if self.error_body is None else self.error_body
             return JSONResponse(answer, status_code=status)
+        if self.refuse is not None and any(self.refuse in text for text in texts):
+            error = {"message": "input refused (test)", "type": "invalid_request_error"}
+            return JSONResponse({"error": {**error, "code": None}}, status_code=400)
         size = int(body.get("dimensions") or DIMENSIONS)
         data = [
             {"object": "embedding", "index": index, "embedding": bag_of_words(text, size)}

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from memory.settings import Settings
     from memory.store.message_rows import NewMessage, Stats
     from memory.store.migrations import MigrationProgress
+    from memory.store.session_forget import SessionForgotten
     from memory.store.vector_table import RowSink
 
 
@@ -159,6 +160,10 @@ class StoreBackend(Protocol):
     def stats(self, user_id: str) -> Stats: ...
 
     def delete_user(self, user_id: str) -> int: ...
+
+    def delete_session(
+        self, user_id: str, session_id: str, facts: bool = False
+    ) -> SessionForgotten | None: ...
 
     def forgotten_since(self, user_id: str, at: float) -> bool: ...
 

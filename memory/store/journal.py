@@ -107,11 +107,12 @@ class Journal:
         self._rewrite(lines[-count:] if count > 0 else [])
         self._torn = False
 
-    def drop_user(self, user_id: str) -> None:
-        """Remove every turn of a forgotten user, so that no replay (a restart, a spill)
-        stores them again after the user was forgotten; other lines are kept as they are."""
+    def drop_user(self, user_id: str, session_id: str | None = None) -> None:
+        """Remove every turn of a forgotten user (of one session of theirs, when named), so
+        that no replay (a restart, a spill) stores them again after they were forgotten; other
+        lines are kept as they are."""
         with self._reading() as journal:
-            lines = [line for line in journal if not _of_user(line, user_id)]
+            lines = [line for line in journal if not _of_user(line, user_id, session_id)]
         self._rewrite(lines)
 
     def _rewrite(self, lines: list[bytes]) -> None:
@@ -169,13 +170,16 @@ def turn_line(turn: Turn) -> str:
     return f'{line[:-1]},"messages":{turn.messages_json}}}'
 
 
-def _of_user(raw: bytes, user_id: str) -> bool:
-    """Whether a journal line holds a turn of `user_id` (a torn line holds none)."""
+def _of_user(raw: bytes, user_id: str, session_id: str | None = None) -> bool:
+    """Whether a journal line holds a turn of `user_id` (and of `session_id`, when named; a
+    torn line holds none)."""
     try:
         item = json.loads(raw)
     except ValueError:
         return False
-    return isinstance(item, dict) and item.get("user_id") == user_id
+    if not isinstance(item, dict) or item.get("user_id") != user_id:
+        return False
+    return session_id is None or item.get("session_id") == session_id
 
 
 def _turn(line: str) -> Turn | None:

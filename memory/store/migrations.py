@@ -289,6 +289,13 @@ def m010_vocabulary(db: Connection) -> None:
     )
 
 
+def m011_index_failed(db: Connection) -> None:
+    # Messages no indexing pass could index are set aside with `indexed = 2`
+    # (memory/index_failures.py); this small partial index counts them, per user or in all,
+    # for stats, flush and /metrics without reading the table.
+    db.executescript("CREATE INDEX messages_index_failed ON messages (user_id) WHERE indexed = 2;")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_facts,
@@ -300,6 +307,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m008_fts_context,
     m009_response_links,
     m010_vocabulary,
+    m011_index_failed,
 )
 
 

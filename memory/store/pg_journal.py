@@ -133,16 +133,17 @@ class PgJournal(Journal):
         self._entries = kept
         super().keep_last(sum(1 for i, _ in kept if i is None))
 
-    def drop_user(self, user_id: str) -> None:
-        """Remove a forgotten user's turns from the file and from every replica's rows (a
-        replica adopting a dead one's rows must not store them again). Raises OSError when
-        the database cannot be reached."""
-        super().drop_user(user_id)
+    def drop_user(self, user_id: str, session_id: str | None = None) -> None:
+        """Remove a forgotten user's turns (of one session, when named) from the file and from
+        every replica's rows (a replica adopting a dead one's rows must not store them again).
+        Raises OSError when the database cannot be reached."""
+        super().drop_user(user_id, session_id)
+        sql, params = "DELETE FROM pending_turns WHERE record::jsonb ->> 'user_id' = %s", [user_id]
+        if session_id is not None:
+            sql, params = sql + " AND record::jsonb ->> 'session_id' = %s", [user_id, session_id]
         try:
             with self._lock:
-                self._connection().execute(
-                    "DELETE FROM pending_turns WHERE record::jsonb ->> 'user_id' = %s", [user_id]
-                )
+                self._connection().execute(sql, params)
         except psycopg.Error as exc:
             self._lost(exc)
             raise OSError(f"journal: {type(exc).__name__}") from exc

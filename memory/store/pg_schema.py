@@ -212,12 +212,18 @@ CREATE TABLE forgets (owner TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL);
 CREATE INDEX forgets_by_time ON forgets (at);
 """
 
+# Messages set aside by indexing (`indexed = 2`, as SQLite's m011), counted without a scan.
+M006_INDEX_FAILED = """
+CREATE INDEX messages_index_failed ON messages (user_id) WHERE indexed = 2;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("m001_initial", _script(M001_INITIAL)),
     ("m002_response_links", _script(M002_RESPONSE_LINKS)),
     ("m003_bm25_postings", _script(M003_BM25_POSTINGS)),
     ("m004_vocabulary", _script(M004_VOCABULARY)),
     ("m005_forgets", _script(M005_FORGETS)),
+    ("m006_index_failed", _script(M006_INDEX_FAILED)),
 )
 
 

@@ -37,6 +37,7 @@ from memory.store.pg_reads import PgReads
 from memory.store.pg_schema import migrate
 from memory.store.pg_sql import PgConnection
 from memory.store.portable_queries import PortableQueries
+from memory.store.session_forget import SessionForgotten, delete_session_rows
 
 # The advisory-lock space of a user's consolidation (the second key is the user's hash).
 CONSOLIDATION_LOCK = 0x6D6F6963  # "moic"
@@ -165,6 +166,12 @@ class PgStore(PortableQueries, PgReads):
             self._claim, self._claimed = conn, {int(row[0]) for row in rows}
         return [message_from_row(row) for row in rows]
 
+    def release_claim(self) -> None:
+        """End the claim of the last `unindexed_messages` now (a failed pass's, whose
+        messages are then written to by another connection: memory/index_failures.py)."""
+        with self._claim_lock, self._errors():
+            self._end_claim()
+
     def _end_claim(self) -> None:
         """Commit what the open claim indexed and release the rest (under `_claim_lock`)."""
         conn, self._claim, self._claimed = self._claim, None, set()
@@ -251,6 +258,19 @@ class PgStore(PortableQueries, PgReads):
             )
             conn.execute("DELETE FROM forgets WHERE at < %s", [now - FORGETS_KEPT])
             return int(cur.rowcount)
+
+    def delete_session(
+        self, user_id: str, session_id: str, facts: bool = False
+    ) -> SessionForgotten | None:
+        """Forget one session of one user (memory/store/session_forget.py); None: no such.
+        Its messages are locked first, as `delete_user` locks a user's."""
+        with self.write() as db:
+            db.raw.execute(
+                "SELECT id FROM messages WHERE user_id = %s AND session_id = %s "
+                "ORDER BY id FOR UPDATE",
+                [user_id, session_id],
+            )
+            return delete_session_rows(db, user_id, session_id, facts)
 
     def forgotten_since(self, user_id: str, at: float) -> bool:
         """Whether the user was forgotten (through any replica) at or after `at`: a request

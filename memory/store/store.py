@@ -35,6 +35,7 @@ from memory.store.lexical_index import LexicalIndex
 from memory.store.message_rows import NewMessage, Stats, message_from_row, message_values
 from memory.store.migrations import MigrationProgress, migrate
 from memory.store.portable_queries import PortableQueries
+from memory.store.session_forget import SessionForgotten, delete_session_rows
 from memory.store.sqlite_reads import SqliteReads
 
 # `NewMessage` and `Stats` were defined here before memory/store/message_rows.py: the ingest
@@ -370,6 +371,21 @@ class Store(PortableQueries, SqliteReads):
                 generation = lexical_sync.bump(db)
             self._mirror(generation, user_id=user_id, forgotten=True)
             return int(cur.rowcount)
+
+    def delete_session(
+        self, user_id: str, session_id: str, facts: bool = False
+    ) -> SessionForgotten | None:
+        """Forget one session of one user (memory/store/session_forget.py); None: no such."""
+        with self.held():
+            with self.write() as db:
+                done = delete_session_rows(db, user_id, session_id, facts)
+                if done is None:
+                    return None
+                vector_table.delete(db, done.chunk_ids)
+                scrub.mark_due(db)  # their words are still in the files: `scrub` erases them
+                generation = lexical_sync.bump(db)
+            self._mirror(generation, done.chunk_ids, user_id=user_id)
+            return done
 
     def forgotten_since(self, user_id: str, at: float) -> bool:
         """False: one server serves a SQLite file, and its writer knows its own forgets

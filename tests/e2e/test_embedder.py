@@ -143,6 +143,33 @@ def test_turns_the_embedder_failed_to_index_stay_pending_until_it_works(
     assert stats(proxy)["chunks"] == 2 and "\nmoim_ingest_pending 0.0\n" in metrics(proxy)
 
 
+@pytest.mark.both_backends
+def test_a_turn_the_embedder_always_refuses_is_set_aside_and_the_rest_is_indexed(
+    make_proxy, upstream, embeddings
+):
+    """A text the service refused failed every indexing pass, and the pass with it: that
+    turn, and every turn after it, stayed pending forever, flush answered 503 every time.
+    Now it is tried alone, set aside after a few failures while other texts embed, and
+    counted; flush returns once the rest is indexed, saying how many were set aside."""
+    proxy = make_proxy(embedder=remote(embeddings, dimensions=DIMENSIONS))
+    embeddings.refuse = "zeppelin"
+    say(proxy, [{"role": "user", "content": BEES}], "ana")
+    say(proxy, [{"role": "user", "content": "My zeppelin is moored at hangar nine"}], "ana")
+    say(proxy, [{"role": "user", "content": BIKE}], "ana")
+
+    def flushed():
+        answer = httpx.post(proxy.root + "/v1/memory/flush", timeout=60)
+        return answer.status_code == 200 and answer.json()
+
+    assert wait_for(flushed, timeout=120) == {"flushed": True, "pending": 0, "failed": 2}
+    counts = stats(proxy)  # the turn's question and its reply (which quotes it)
+    assert (counts["messages"], counts["chunks"], counts["failed"]) == (6, 4, 2)
+    assert "\nmoim_ingest_failed 2.0\n" in metrics(proxy)
+    assert "writer" not in readiness(proxy)
+    ask(proxy, "What did I repair on my old bicycle?")
+    assert BIKE in block_in(upstream.last_json["messages"])
+
+
 def test_an_embedder_unreachable_at_start_is_one_line_in_the_log(
     tmp_path, upstream, embeddings, caplog
 ):

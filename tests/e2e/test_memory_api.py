@@ -77,6 +77,7 @@ def test_stats_count_per_user(api_proxy):
         "facts": 0,
         "sessions": 2,
         "pending": 0,
+        "failed": 0,
     }
     assert stats(api_proxy, "bob") == {
         "user_id": "bob",
@@ -85,6 +86,7 @@ def test_stats_count_per_user(api_proxy):
         "facts": 0,
         "sessions": 0,
         "pending": 0,
+        "failed": 0,
     }
 
 
@@ -162,6 +164,7 @@ def test_delete_forgets_only_that_user(api_proxy, upstream):
         "facts": 0,
         "sessions": 0,
         "pending": 0,
+        "failed": 0,
     }
     assert search(api_proxy, "alice", "kayak marina") == []
     assert api_proxy.layer.store.vocabulary("alice") == []

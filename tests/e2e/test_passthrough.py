@@ -552,6 +552,30 @@ def test_retrieve_a_model_moim_routes_itself(make_proxy, upstream):
     assert upstream.requests == []
 
 
+def test_moims_own_model_answers_say_memory_did_nothing_as_a_pass_through_does(
+    make_proxy, upstream
+):
+    """With an upstream, `GET /v1/models` is relayed and says `x-memory-mode: off`; moim's own
+    answers on those routes (a model it routes, the list without an upstream) said nothing."""
+    keys = (ProxyKey("sk-alice-proxy"),)
+    routes = {"smart": ModelRoute(model="anthropic/claude-sonnet-4")}
+    proxy = make_proxy(upstream_base_url=None, routes=routes, keys=keys)
+    key = {"authorization": "Bearer sk-alice-proxy", "x-request-id": "req-7"}
+
+    listed = httpx.get(proxy.url + "/models", headers=key)
+    retrieved = httpx.get(proxy.url + "/models/smart", headers=key)
+    refused = httpx.get(proxy.url + "/models/smart")  # no proxy key: 401, said the same way
+
+    assert [m["id"] for m in listed.json()["data"]] == ["smart"]
+    assert retrieved.json()["id"] == "smart"
+    assert_openai_error(refused, 401)
+    for answer in (listed, retrieved, refused):
+        assert answer.headers["x-memory-mode"] == "off"
+        assert answer.headers["x-request-id"]
+    assert listed.headers["x-request-id"] == retrieved.headers["x-request-id"] == "req-7"
+    assert upstream.requests == []
+
+
 # -- routes through a config alias or litellm ---------------------------------------------------
 
 

@@ -221,6 +221,25 @@ def test_memory_delete_erases_the_users_words_from_the_files(tmp_path):
     assert [f for f in tmp_path.rglob("*") if f.is_file() and word.encode() in f.read_bytes()] == []
 
 
+def test_delete_with_a_session_forgets_only_that_conversation(tmp_path):
+    lines = "".join(exported_message(i, session_id=f"s-{i % 2}") for i in range(4))
+    moim("memory", "import", "--user", "zed", "--create", cwd=tmp_path, stdin=lines)
+
+    deleted = moim("memory", "delete", "--user", "zed", "--session", "s-0", "--yes", cwd=tmp_path)
+    unknown = moim("memory", "delete", "--user", "zed", "--session", "s-9", "--yes", cwd=tmp_path)
+    loose = moim("memory", "delete", "--user", "zed", "--facts", "--yes", cwd=tmp_path)
+
+    assert deleted.exit_code == 0, deleted.output
+    assert deleted.stdout == "deleted 2 messages of zed's session s-0\n"
+    assert unknown.exit_code == 1 and "zed has no session 's-9'" in unknown.stderr
+    assert loose.exit_code == 2 and "--facts goes with --session" in loose.stderr
+    left = moim("memory", "export", "--user", "zed", cwd=tmp_path).stdout.splitlines()
+    assert [json.loads(line)["content"] for line in left] == [
+        "message number 1",
+        "message number 3",
+    ]
+
+
 def exported_message(i, **fields):
     """One message line as `moim memory export` writes it."""
     item = {

@@ -10,7 +10,10 @@ from memory.store.database import connect
 from tests.proxy.test_cli_database import moim
 from tests.proxy.test_cli_refusals import said_until_started, serve
 
-UPGRADE = "moim: migrated the schema: m008_fts_context, m009_response_links, m010_vocabulary\n"
+UPGRADE = (
+    "moim: migrated the schema: m008_fts_context, m009_response_links, m010_vocabulary, "
+    "m011_index_failed\n"
+)
 
 
 def older_store(path, monkeypatch):

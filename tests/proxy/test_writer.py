@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 import sqlean
 
-from memory import Journal, MemoryLayer, Settings, Turn
+from memory import Journal, MemoryLayer, Settings, StoreUnavailable, Turn
 from proxy.writer import _BATCH, Writer
 from tests.memory.hash_embedder import HashEmbedder
 
@@ -480,3 +480,43 @@ def test_forget_takes_a_users_stored_turns_out_of_a_journal_not_yet_emptied(tmp_
     with closing(layer):
         asyncio.run(scenario())
         assert layer.stats("carol").messages == 2
+
+
+class FrontierFails(MemoryLayer):
+    """Reading how far indexing got fails while `failing` is set (a store that cannot be
+    read); everything else is the real layer."""
+
+    failing = False
+
+    def index_frontier(self):
+        if self.failing:
+            raise StoreUnavailable("database is locked")
+        return super().index_frontier()
+
+
+def test_a_flush_that_cannot_read_how_far_indexing_got_says_why(tmp_path):
+    """The memory API's flush answers 503 with `writer` while indexing fails, 504 when only
+    late; a failure reading the indexing position left `problem` unset: a 504, no reason."""
+    gate = GatedEmbedder()
+    layer = FrontierFails(Settings(db_path=tmp_path / "m.db"), embedder_factory=lambda _: gate)
+
+    async def scenario():
+        writer = Writer(layer, Journal(tmp_path / "journal"))
+        await writer.start()
+        await until(lambda: writer.recovered)
+        writer.submit(turn(1))
+        await until(gate.waiting.is_set)  # stored; its indexing waits
+        layer.failing = True
+        gate.permits.release(1000)
+
+        assert not await writer.flush(timeout=10)
+        assert writer.problem.startswith("index failing for ")
+        assert "StoreUnavailable" in writer.problem and writer.pending == 1
+
+        layer.failing = False  # the retry (after 1 s) reads it: done, and nothing failing
+        assert await writer.flush(timeout=10)
+        assert writer.problem is None and writer.pending == 0
+        await writer.stop()
+
+    with closing(layer):
+        asyncio.run(scenario())

@@ -43,3 +43,17 @@ def test_past_the_bound_an_older_request_is_taken_as_forgotten_a_newer_one_is_no
     assert not forgotten.forgotten_since("ana", after)
     assert not forgotten.forgotten_since("eve", after)
     assert forgotten.forgotten_since("bo", after)
+
+
+def test_a_forgotten_session_is_forgotten_for_its_requests_only():
+    """`DELETE /v1/memory/sessions/{id}` marks (user, session): the user's other sessions'
+    requests, and another user's session of the same id, are still stored."""
+    forgotten = ForgottenUsers(kept=3)
+    mark = forgotten.mark()
+
+    forgotten.add(("ana", "s1"))
+
+    assert forgotten.forgotten_since(("ana", "s1"), mark)
+    assert not forgotten.forgotten_since(("ana", "s2"), mark)
+    assert not forgotten.forgotten_since(("bo", "s1"), mark)
+    assert not forgotten.forgotten_since("ana", mark)

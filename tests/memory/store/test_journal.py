@@ -89,6 +89,23 @@ def test_a_rewritten_journal_stays_private_as_it_was_made(tmp_path):
     assert contents(journal) == ["turn 1", "turn 2"]
 
 
+def test_dropping_one_session_of_a_user_keeps_their_others_and_other_users(tmp_path):
+    """`DELETE /v1/memory/sessions/{id}`: a replay must not store that session's turns again."""
+    from dataclasses import replace
+
+    journal = Journal(tmp_path / "j")
+    journal.append(replace(turn(0), user_id="alice", session_id="s2"))
+    journal.append(replace(turn(1), user_id="alice", session_id="s3"))
+    journal.append(replace(turn(2), user_id="carol", session_id="s2"))
+
+    journal.drop_user("alice", "s2")
+
+    assert [(t.user_id, t.session_id) for t in journal.replay()] == [
+        ("alice", "s3"),
+        ("carol", "s2"),
+    ]
+
+
 def test_clear_empties_it(tmp_path):
     journal = Journal(tmp_path / "j")
     journal.append(turn(0))

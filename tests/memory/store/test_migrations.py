@@ -38,6 +38,7 @@ ALL = [
     "m008_fts_context",
     "m009_response_links",
     "m010_vocabulary",
+    "m011_index_failed",
 ]
 
 
