@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +47,7 @@ import anyio.to_thread
 from memory import Journal, MemoryLayer, Turn
 from proxy.storing import TRANSIENT
 from proxy.supervisor import supervise
+from proxy.thread_priority import lower_priority
 from proxy.writer_forgotten import ForgottenUsers
 from proxy.writer_health import WriterHealth, say_stopped
 from proxy.writer_progress import Progress
@@ -66,21 +65,6 @@ _RETRY_MAX = 60.0
 # With replicas: how often to look again while our stored turns wait behind messages
 # another replica has claimed (no new turn may come to wake us when it is done).
 _OTHERS_POLL = 1.0
-# How much nicer than the process the indexing thread is (Unix nice values, 19 at most).
-_INDEXING_NICENESS = 10
-
-
-def _lower_priority() -> None:
-    """Make the calling thread yield the CPU to the others when they compete (Linux: the
-    nice value is per thread; elsewhere, or where it is not allowed, nothing changes)."""
-    if not hasattr(os, "setpriority"):
-        return
-    try:
-        tid = threading.get_native_id()
-        current = os.getpriority(os.PRIO_PROCESS, tid)
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, current + _INDEXING_NICENESS))
-    except OSError:
-        logger.debug("could not lower the indexing thread's priority", exc_info=True)
 
 
 class Writer:
@@ -191,7 +175,7 @@ class Writer:
 
     async def start(self) -> None:
         self._indexer = ThreadPoolExecutor(
-            1, thread_name_prefix="moim-indexer", initializer=_lower_priority
+            1, thread_name_prefix="moim-indexer", initializer=lower_priority
         )
         running = supervise("memory writer", self._run, self._crashed)
         self._task = asyncio.create_task(running, name="moim-writer")
