@@ -23,7 +23,6 @@ import dataclasses
 import json
 import shutil
 import sqlite3
-import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -44,41 +43,34 @@ from memory.records import Hit  # noqa: E402
 from memory.store.fts import fts_terms  # noqa: E402
 
 BLIND = {"fresh3", "fresh6", "fresh8"}
+STANDOUT = 0.5  # the standout rule's threshold before the learned gate
 
 
-def signals(query: str, measured: int, kept: Sequence[Hit], hits: Sequence[Hit]) -> dict[str, Any]:
-    """The candidate signals the gate could read, from what `Retrieval` holds at the gate."""
-    cosines = sorted((h.similarity for h in kept if h.similarity is not None), reverse=True)
-    best = cosines[0] if cosines else 0.0
-    second = cosines[1] if len(cosines) > 1 else 0.0
-    median = statistics.median(cosines[: abstention.TOPIC_SIZE]) if cosines else 0.0
+def signals(
+    query: str, measured: int, kept: Sequence[Hit], hits: Sequence[Hit], expanded: bool
+) -> dict[str, Any]:
+    """The candidate signals the gate could read, from what `Retrieval` holds at the gate:
+    the learned gate's (`abstention.gate_signals`) and others tried beside them."""
+    read = abstention.gate_signals(query, kept, expanded)
     words = set(fts_terms(query))
     top = kept[0] if kept else None
-
-    def covered(chosen: Sequence[Hit]) -> float:
-        said = set().union(*(fts_terms(h.chunk.text) for h in chosen)) if chosen else set()
-        return len(words & said) / len(words) if words else 0.0
-
     lexical = [h.lexical_score for h in hits if h.lexical_score is not None]
     by_cosine = max(kept, key=lambda h: h.similarity or -1.0) if kept else None
     return {
-        "best": best,
-        "second": second,
-        "median": median,
-        "gap": best - second,
-        "lead": best - median,
-        "standout": best + 3 * (best - median),
-        "kept": len(kept),
+        **dataclasses.asdict(read),
+        "gap": read.best - read.second,
+        "lead": read.best - read.median,
+        "standout": abstention.standout(kept, 3.0),
+        "probability": abstention.answerable_probability(read),
         "measured": measured,
         "bm25_best": max(lexical) if lexical else 0.0,
         "top_lexical_rank": (top.lexical_rank or 0) if top else 0,
         "top_dense_rank": (top.dense_rank or 0) if top else 0,
         "cos_top_lexical_rank": (by_cosine.lexical_rank or 0) if by_cosine else 0,
         "agree": bool(top and top.lexical_rank == 1 and top.dense_rank == 1),
-        "cover1": covered(list(kept[:1])),
-        "cover3": covered(list(kept[:3])),
-        "top_user": bool(top and top.chunk.role == "user"),
-        "top_chars": len(top.chunk.text) if top else 0,
+        "cover1": len(words & set(fts_terms(top.chunk.text))) / len(words)
+        if top and words
+        else 0.0,
         "query_words": len(query.split()),
         "content_words": len(words),
         "opens": any(
@@ -101,36 +93,37 @@ class Recorder:
     def __init__(self) -> None:
         self.current: dict[str, Any] = {}
         self.ranked: Any = None
-        self.expanded = False
-        rank, gate, embed = retrieval.rank, retrieval.nothing_stands_out, retrieval._embed_query
+        rank, gate = retrieval.rank, retrieval.nothing_stands_out
 
         def ranking(*args: Any, **kwargs: Any) -> Any:
             self.ranked = rank(*args, **kwargs)
             return self.ranked
 
         def gating(
-            query: str, measured: int, kept: Sequence[Hit], weight: float, threshold: float
+            query: str,
+            measured: int,
+            kept: Sequence[Hit],
+            weight: float,
+            threshold: float,
+            min_answerable: float = 0.0,
+            expanded: bool = False,
         ) -> bool:
-            if threshold > 0:
+            if threshold > 0 or min_answerable > 0:  # recall for a block, not a search
                 self.current = {
-                    "fires": gate(query, measured, kept, weight, threshold),
-                    **signals(query, measured, kept, self.ranked.hits),
-                    "expanded": self.expanded,
+                    "fires": gate(
+                        query, measured, kept, weight, threshold, min_answerable, expanded
+                    ),
+                    "standout_fires": gate(query, measured, kept, weight, STANDOUT),
+                    **signals(query, measured, kept, self.ranked.hits, expanded),
                 }
             return False
 
-        def embedding(*args: Any, **kwargs: Any) -> Any:
-            out = embed(*args, **kwargs)
-            self.expanded = bool(out[2])
-            return out
-
         retrieval.rank = ranking
         retrieval.nothing_stands_out = gating
-        retrieval._embed_query = embedding
 
     def take(self) -> dict[str, Any]:
         """What the last recall recorded (empty: dropped before the gate), then forget it."""
-        out, self.current, self.expanded = self.current, {}, False
+        out, self.current = self.current, {}
         return out
 
 
