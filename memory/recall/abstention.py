@@ -23,6 +23,12 @@ Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conve
 (docs/recall-quality.md has the trade-off curve): margin weight 3 and threshold 0.5 silence
 0.53 of never-discussed questions (held out 0.54) for 0.02 (0.05) of answerable ones, and
 drop an evidence turn from 0.4 % of LoCoMo's answerable questions (held out 0.1 %).
+
+The learned gate (`answerable_probability`, `memory.min_answerable`) replaced that rule by
+default (`memory.min_standout` 0): a logistic regression over the cosines and what the best
+hits hold, fitted on the tuning splits. On the held-out halves it silences 0.61 of never-
+discussed questions for 0.08 of answerable ones (the standout rule 0.52 / 0.11), on the blind
+splits 0.46 / 0.21 (0.34 / 0.22), LoCoMo unchanged (docs/recall-quality.md, "Sixteenth pass").
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory.records import Hit
-from memory.store.fts import fts_terms
+from memory.store.fts import fts_terms, word_set
 
 # Cosines the median is taken over: the best few of the topic the question touches.
 TOPIC_SIZE = 10
@@ -55,8 +61,8 @@ def standout(kept: Sequence[Hit], margin_weight: float) -> float:
 # The learned gate (docs/recall-quality.md, "Sixteenth pass"): a logistic regression over
 # signals recall already holds at the gate, fitted by bench/gate_features.py's data on the
 # tuning questions only (memsuite long and short tuning halves, fresh, fresh2, fresh4, fresh5,
-# fresh7 f81-84: 1,111 answerable and never-discussed questions the other rules leave to the
-# gate; LoCoMo conversations 0-4 as answerable, weighted 0.3). Log-odds that the question is
+# fresh7 f81-84: the 473 answerable and 307 never-discussed questions the other rules leave to
+# the gate; LoCoMo conversations 0-4, 638 answerable, weighted 0.3). Log-odds that it is
 # answerable = ANSWERABLE_BIAS + the sum of each weight times its signal; the weights of the
 # cosines are the fit's over (best, best − second, best − median), collapsed to the three.
 ANSWERABLE_BIAS = -1.0466
@@ -96,7 +102,7 @@ def gate_signals(query: str, kept: Sequence[Hit], expanded: bool) -> GateSignals
     the cosines recall has, and the text of the three best hits)."""
     cosines = sorted((h.similarity for h in kept if h.similarity is not None), reverse=True)
     words = set(fts_terms(query))
-    said = set[str]().union(*(fts_terms(h.chunk.text) for h in kept[:COVERED_HITS]))
+    said = word_set("\n".join(h.chunk.text for h in kept[:COVERED_HITS]))
     top = kept[0].chunk if kept else None
     return GateSignals(
         best=cosines[0] if cosines else 0.0,

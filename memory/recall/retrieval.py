@@ -185,19 +185,12 @@ def retrieve(
         kept = rows.whole(kept)
     elif rows.partial and gate and settings.min_answerable > 0:  # the learned gate, the best's
         kept = [*rows.whole(kept[:COVERED_HITS]), *kept[COVERED_HITS:]]
-    threshold = settings.min_standout if gate else 0.0
-    min_answerable = settings.min_answerable if gate else 0.0
+    rules = (settings.min_standout, settings.min_answerable) if gate else (0.0, 0.0)
     # A request is not dropped whole for a weak best cosine: what bears on it ('I refuse to
     # use pesticides' for 'What should I do about slugs?') is often a turn of 0.2-0.3.
     dropped = ranked.abstained and not (gate and is_a_request(query))
     if dropped or nothing_stands_out(
-        query,
-        ranked.measured,
-        kept,
-        settings.standout_margin_weight,
-        threshold,
-        min_answerable,
-        expanded,
+        query, ranked.measured, kept, settings.standout_margin_weight, *rules, expanded
     ):
         return Retrieval([], True, query, present, degraded, hits, "abstained")
     if gate:  # the gate let the question through: the floor for its excerpts is lower

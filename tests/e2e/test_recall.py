@@ -582,7 +582,7 @@ def test_a_detail_said_in_passing_is_let_through_by_the_learned_gate(proxy, upst
         "nadia",
         X_Memory_Mode="read",
     )
-    assert "Pixel 8" in block_in(sent_messages(upstream))
+    assert "Pixel 8" in (block_in(sent_messages(upstream)) or "")
     never = [{"role": "user", "content": "What is the brand of my docking station?"}]
     say(proxy, never, "nadia", X_Memory_Mode="read")
     assert "[Relevant past context]" not in (block_in(sent_messages(upstream)) or "")
