@@ -22,7 +22,6 @@ import argparse
 import dataclasses
 import json
 import shutil
-import sqlite3
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -159,23 +158,15 @@ def memsuite_rows(suite: str, db: Path, recorder: Recorder) -> list[dict[str, An
 
 
 def locomo_rows(db: Path, conversations: str, recorder: Recorder) -> list[dict[str, Any]]:
-    from bench.locomo import load, norm, parse_range
-    from bench.tune_recall import CachedEmbedder, ask
+    from bench.locomo import load, parse_range
+    from bench.tune_recall import ask, layer_on
 
     convs = load(parse_range(conversations), None)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "locomo.db"
         shutil.copyfile(db, copy)
-        settings = Settings(db_path=copy)
-        stored = (
-            sqlite3.connect(str(copy))
-            .execute("SELECT value FROM meta WHERE key = 'embedding_model'")
-            .fetchone()
-        )
-        embedder = CachedEmbedder(settings, stored[0] if stored else settings.embedding_model)
-        layer = MemoryLayer(settings, lambda _: embedder)  # type: ignore[arg-type,return-value]
-        layer.wait_for_lexical_index()
+        layer, embedder = layer_on(copy, {})
         for conv in convs:
             for q in conv.questions:
                 if q.category not in (1, 2, 3, 4) or not (q.evidence or q.audited):
@@ -192,7 +183,7 @@ def locomo_rows(db: Path, conversations: str, recorder: Recorder) -> list[dict[s
                         "conv": q.conv,
                         "category": q.category,
                         "answerable": True,
-                        "excerpts": norm(PAST_CONTEXT) in result["block"],
+                        "excerpts": PAST_CONTEXT in result["block"].lower(),
                         "answered": hit,
                         "hit_original": hit_original,
                         "all": every,

@@ -572,9 +572,10 @@ def test_a_search_still_lists_what_the_abstention_gate_withholds(proxy, upstream
 
 
 def test_a_detail_said_in_passing_is_let_through_by_the_learned_gate(proxy, upstream):
-    """The phone was named once, in a turn about photos: its cosine leads the topic's by too
-    little for the standout rule (best + 3 × lead under 0.5), while the learned gate also reads
-    that the question's words are in the best hits (docs/recall-quality.md, "Sixteenth pass")."""
+    """The phone was named once, in a turn about syncing photos: the standout rule alone (main)
+    withheld every excerpt; the learned gate, reading the best hits' speaker and length and the
+    question's words in them beside the cosines, lets it through, and still withholds the dock's
+    brand, never said (docs/recall-quality.md, "Sixteenth pass")."""
     converse(proxy, "nadia", LAPTOP)
     say(
         proxy,
