@@ -183,8 +183,8 @@ def retrieve(
     hits, kept = rows.told(ranked.hits), ranked.kept
     if rows.partial and names_identifiers(query):  # the gate reads the kept hits' text
         kept = rows.whole(kept)
-    elif rows.partial and gate and settings.min_answerable > 0:  # the learned gate, the best's
-        kept = [*rows.whole(kept[:COVERED_HITS]), *kept[COVERED_HITS:]]
+    elif rows.partial and gate and settings.min_answerable > 0:  # and so does the learned one
+        kept = [*rows.whole(kept[:COVERED_HITS]), *kept[COVERED_HITS:]]  # its three best's
     rules = (settings.min_standout, settings.min_answerable) if gate else (0.0, 0.0)
     # A request is not dropped whole for a weak best cosine: what bears on it ('I refuse to
     # use pesticides' for 'What should I do about slugs?') is often a turn of 0.2-0.3.
