@@ -59,10 +59,10 @@ def standout(kept: Sequence[Hit], margin_weight: float) -> float:
 
 
 # The learned gate (docs/recall-quality.md, "Sixteenth pass"): a logistic regression over
-# signals recall already holds at the gate, fitted by bench/gate_features.py's data on the
-# tuning questions only (memsuite long and short tuning halves, fresh, fresh2, fresh4, fresh5,
-# fresh7 f81-84: the 473 answerable and 307 never-discussed questions the other rules leave to
-# the gate; LoCoMo conversations 0-4, 638 answerable, weighted 0.3). Log-odds that it is
+# signals recall already holds at the gate, fitted by bench/gate_fit.py on the tuning questions
+# only (memsuite long and short tuning halves, fresh, fresh2, fresh4, fresh5, fresh7 f81-84:
+# the 473 answerable and 307 never-discussed questions the other rules leave to the gate;
+# LoCoMo conversations 0-4, 638 answerable, weighted 0.3). Log-odds that it is
 # answerable = ANSWERABLE_BIAS + the sum of each weight times its signal; the weights of the
 # cosines are the fit's over (best, best − second, best − median), collapsed to the three.
 ANSWERABLE_BIAS = -1.0466
