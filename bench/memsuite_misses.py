@@ -36,10 +36,11 @@ from memory import Settings  # noqa: E402
 from memory.block.budget import TierRule  # noqa: E402
 from memory.layer import MemoryLayer  # noqa: E402
 
-OPEN = {"min_standout": 0.0, "min_similarity": 0.0, "min_lexical_similarity": 0.0}
+GATE_OFF = {"min_standout": 0.0, "min_answerable": 0.0}
+OPEN = {**GATE_OFF, "min_similarity": 0.0, "min_lexical_similarity": 0.0}
 RELAXATIONS: list[tuple[str, dict[str, Any]]] = [
     ("default", {}),
-    ("gate", {"min_standout": 0.0}),
+    ("gate", GATE_OFF),
     ("floor", OPEN),
     ("ranked out", {**OPEN, "tier_rules": (TierRule(Fraction("0.5"), 40, 600),)}),
     ("excerpt cut", {**OPEN, "tier_rules": (TierRule(Fraction("0.5"), 40, 5000),)}),

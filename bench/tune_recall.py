@@ -151,6 +151,21 @@ def ask(layer: MemoryLayer, conv: Conversation, q: Question) -> dict[str, Any]:
     }
 
 
+def layer_on(db: Path, overrides: dict[str, Any]) -> tuple[MemoryLayer, CachedEmbedder]:
+    """A MemoryLayer on `db` (a copy: recall marks facts as injected) with `overrides`, and
+    the cached query embedder of the model its vectors carry."""
+    settings = dataclasses.replace(Settings(db_path=db), **overrides)
+    stored = (
+        sqlean.connect(str(db))
+        .execute("SELECT value FROM meta WHERE key = 'embedding_model'")
+        .fetchone()
+    )
+    embedder = CachedEmbedder(settings, stored[0] if stored else settings.embedding_model)
+    layer = MemoryLayer(settings, lambda _: embedder)  # type: ignore[arg-type,return-value]
+    layer.wait_for_lexical_index()  # the copy has no lexical index beside it: rebuilt
+    return layer, embedder
+
+
 def score(qs: list[Question], audited: bool) -> tuple[int, float, float]:
     rows = [(q, q.audited if audited else q.evidence) for q in qs]
     rows = [(q, e) for q, e in rows if e]
@@ -173,15 +188,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "locomo.db"
         shutil.copyfile(args.db, db)
-        settings = dataclasses.replace(Settings(db_path=db), **overrides)
-        stored = (
-            sqlean.connect(str(db))
-            .execute("SELECT value FROM meta WHERE key = 'embedding_model'")
-            .fetchone()
-        )
-        embedder = CachedEmbedder(settings, stored[0] if stored else settings.embedding_model)
-        layer = MemoryLayer(settings, lambda _: embedder)  # type: ignore[arg-type,return-value]
-        layer.wait_for_lexical_index()  # the copy has no lexical index beside it: rebuilt
+        layer, embedder = layer_on(db, overrides)
         qs = [q for c in convs for q in c.questions if q.evidence or q.audited]
         started = time.perf_counter()
         for conv in convs:

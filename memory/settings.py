@@ -106,9 +106,12 @@ class Settings:
     min_similarity: float = 0.35
     # The abstention gate (memory/recall/abstention.py): no excerpt when the best cosine plus
     # `standout_margin_weight` times its lead over the median of the ten best is under
-    # `min_standout` (0 turns the gate off). Calibration: docs/recall-quality.md.
+    # `min_standout` (0 turns that rule off; the default since the learned gate). And the
+    # learned gate: no excerpt when its probability that the question was discussed is under
+    # `min_answerable` (0 turns it off). Both off: no gate. Calibration: docs/recall-quality.md.
     standout_margin_weight: float = 3.0
-    min_standout: float = 0.5
+    min_standout: float = 0.0
+    min_answerable: float = 0.52
     # A question's words the user never said are searched with the user's own nearest words
     # (memory/recall/vocabulary.py): the least cosine of such a neighbour (0 turns it off) and
     # how many each word gets. memsuite paraphrase +5 / +3 points (tuning / held out), LoCoMo

@@ -178,6 +178,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         placement=_choice(mem, "placement", ("system", "before_last_user"), defaults.placement),
         min_similarity=typed(mem, "min_similarity", float, defaults.min_similarity, "memory."),
         min_standout=typed(mem, "min_standout", float, defaults.min_standout, "memory."),
+        min_answerable=typed(mem, "min_answerable", float, defaults.min_answerable, "memory."),
         excerpt_min_similarity=typed(
             mem, "excerpt_min_similarity", float, defaults.excerpt_min_similarity, "memory."
         ),

@@ -23,16 +23,24 @@ Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conve
 (docs/recall-quality.md has the trade-off curve): margin weight 3 and threshold 0.5 silence
 0.53 of never-discussed questions (held out 0.54) for 0.02 (0.05) of answerable ones, and
 drop an evidence turn from 0.4 % of LoCoMo's answerable questions (held out 0.1 %).
+
+The learned gate (`answerable_probability`, `memory.min_answerable`) replaced that rule by
+default (`memory.min_standout` 0): a logistic regression over the cosines and what the best
+hits hold, fitted on the tuning splits. On the held-out halves it silences 0.61 of never-
+discussed questions for 0.08 of answerable ones (the standout rule 0.52 / 0.11), on the blind
+splits 0.46 / 0.21 (0.34 / 0.22), LoCoMo unchanged (docs/recall-quality.md, "Sixteenth pass").
 """
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from memory.records import Hit
-from memory.store.fts import fts_terms
+from memory.store.fts import fts_terms, word_set
 
 # Cosines the median is taken over: the best few of the topic the question touches.
 TOPIC_SIZE = 10
@@ -50,12 +58,88 @@ def standout(kept: Sequence[Hit], margin_weight: float) -> float:
     return best + margin_weight * (best - statistics.median(cosines[:TOPIC_SIZE]))
 
 
+# The learned gate (docs/recall-quality.md, "Sixteenth pass"): a logistic regression over
+# signals recall already holds at the gate, fitted by bench/gate_fit.py on the tuning questions
+# only (memsuite long and short tuning halves, fresh, fresh2, fresh4, fresh5, fresh7 f81-84:
+# the 473 answerable and 307 never-discussed questions the other rules leave to the gate;
+# LoCoMo conversations 0-4, 638 answerable, weighted 0.3). Log-odds that it is
+# answerable = ANSWERABLE_BIAS + the sum of each weight times its signal; the weights of the
+# cosines are the fit's over (best, best − second, best − median), collapsed to the three.
+ANSWERABLE_BIAS = -1.0466
+BEST_COSINE_WEIGHT = 5.5242
+SECOND_COSINE_WEIGHT = -0.7249
+MEDIAN_COSINE_WEIGHT = -0.8844
+# Kept hits, counted up to TOPIC_SIZE: a topic with many turns past the floors was discussed.
+KEPT_WEIGHT = 0.1596
+# The share of the question's words (fts_terms) the three best kept hits hold.
+COVERED_WEIGHT = 0.7758
+# The best kept hit is the user's own turn: most often the user asking about the topic (a
+# never-discussed detail's question finds the user's earlier question on the same subject).
+USER_TURN_WEIGHT = -1.0889
+# log(1 + characters) of the best kept hit: a long turn matches many questions a little.
+LENGTH_WEIGHT = -0.1599
+# The vocabulary expansion gave the question words: a paraphrase of something said.
+EXPANDED_WEIGHT = 0.6876
+COVERED_HITS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class GateSignals:
+    """What the learned gate reads of a question's kept hits (`gate_signals`)."""
+
+    best: float
+    second: float
+    median: float
+    kept: int
+    covered: float
+    user_turn: bool
+    length: int
+    expanded: bool
+
+
+def gate_signals(query: str, kept: Sequence[Hit], expanded: bool) -> GateSignals:
+    """The learned gate's signals for `query` from its kept hits, best first (no new query:
+    the cosines recall has, and the text of the three best hits)."""
+    cosines = sorted((h.similarity for h in kept if h.similarity is not None), reverse=True)
+    words = set(fts_terms(query))
+    said = word_set("\n".join(h.chunk.text for h in kept[:COVERED_HITS]))
+    top = kept[0].chunk if kept else None
+    return GateSignals(
+        best=cosines[0] if cosines else 0.0,
+        second=cosines[1] if len(cosines) > 1 else 0.0,
+        median=statistics.median(cosines[:TOPIC_SIZE]) if cosines else 0.0,
+        kept=len(kept),
+        covered=len(words & said) / len(words) if words else 0.0,
+        user_turn=top is not None and top.role == "user",
+        length=len(top.text) if top else 0,
+        expanded=expanded,
+    )
+
+
+def answerable_probability(signals: GateSignals) -> float:
+    """The learned gate's probability that the question was discussed (see the weights)."""
+    odds = (
+        ANSWERABLE_BIAS
+        + BEST_COSINE_WEIGHT * signals.best
+        + SECOND_COSINE_WEIGHT * signals.second
+        + MEDIAN_COSINE_WEIGHT * signals.median
+        + KEPT_WEIGHT * min(signals.kept, TOPIC_SIZE)
+        + COVERED_WEIGHT * signals.covered
+        + USER_TURN_WEIGHT * signals.user_turn
+        + LENGTH_WEIGHT * math.log1p(signals.length)
+        + EXPANDED_WEIGHT * signals.expanded
+    )
+    return 1.0 / (1.0 + math.exp(-odds))
+
+
 def nothing_stands_out(
     query: str,
     measured: int,
     kept: Sequence[Hit],
     margin_weight: float,
     threshold: float,
+    min_answerable: float = 0.0,
+    expanded: bool = False,
 ) -> bool:
     """True when excerpts should be withheld: no hit stands out of the question's topic.
 
@@ -63,9 +147,11 @@ def nothing_stands_out(
     similarity floors (`ranking.drop_weak`): the topic is what is left once unrelated turns
     are gone, so a question whose few related turns are all alike gets a small lead. With
     fewer than TOPIC_SIZE measured candidates the store is too small to tell a topic from the
-    whole history and the gate stays open. A `threshold` of 0 (or less) turns it off.
+    whole history and the gate stays open. Two rules read it, each off at 0 (or less): the
+    standout under `threshold`, and the learned gate's `answerable_probability` under
+    `min_answerable` (`expanded`: the vocabulary expansion gave the question words).
     """
-    if threshold <= 0 or measured < TOPIC_SIZE:
+    if (threshold <= 0 and min_answerable <= 0) or measured < TOPIC_SIZE:
         return False
     if names_a_stored_identifier(query, kept) or asks_for_the_present(query) or is_dated(query):
         return False
@@ -73,7 +159,11 @@ def nothing_stands_out(
         return False
     if gives_the_kind_asked_for(query, kept):
         return False
-    return standout(kept, margin_weight) < threshold
+    if threshold > 0 and standout(kept, margin_weight) < threshold:
+        return True
+    if min_answerable <= 0:
+        return False
+    return answerable_probability(gate_signals(query, kept, expanded)) < min_answerable
 
 
 # An identifier: a word with a digit in it (INC-48213, v2.4.1, 10.0.3.7), or joined by `_`,

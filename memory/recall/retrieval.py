@@ -25,7 +25,12 @@ import numpy as np
 from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
-from memory.recall.abstention import is_a_request, names_identifiers, nothing_stands_out
+from memory.recall.abstention import (
+    COVERED_HITS,
+    is_a_request,
+    names_identifiers,
+    nothing_stands_out,
+)
 from memory.recall.candidate_rows import CandidateRows
 from memory.recall.empty_turns import says_nothing
 from memory.recall.later import later_by_keyword, later_on_same_subject, may_come_later
@@ -128,7 +133,7 @@ def retrieve(
         if vocabulary is not None and _expanding(settings) and gives_words(embedder)
         else None
     )
-    vector, degraded, extra = None, None, list[str]()
+    vector, degraded, extra, expanded = None, None, list[str](), False
     dense: list[tuple[int, float]] = []
     read: Read = {}  # a large user's float16 rows this recall read, for the later turns
     try:
@@ -137,6 +142,7 @@ def retrieve(
             vector, degraded, extra = _embed_query(
                 embedder, embedded, vocabulary, settings, user_id, known
             )
+            expanded = bool(extra)  # the learned gate reads it (memory.recall.abstention)
             extra = extra if terms else []
         if vector is not None and settings.retrievers != "lexical":
             dense = _dense(store, index, settings, user_id, vector, wanted, read)
@@ -177,12 +183,14 @@ def retrieve(
     hits, kept = rows.told(ranked.hits), ranked.kept
     if rows.partial and names_identifiers(query):  # the gate reads the kept hits' text
         kept = rows.whole(kept)
-    threshold = settings.min_standout if gate else 0.0
+    elif rows.partial and gate and settings.min_answerable > 0:  # and so does the learned one
+        kept = [*rows.whole(kept[:COVERED_HITS]), *kept[COVERED_HITS:]]  # its three best's
+    rules = (settings.min_standout, settings.min_answerable) if gate else (0.0, 0.0)
     # A request is not dropped whole for a weak best cosine: what bears on it ('I refuse to
     # use pesticides' for 'What should I do about slugs?') is often a turn of 0.2-0.3.
     dropped = ranked.abstained and not (gate and is_a_request(query))
     if dropped or nothing_stands_out(
-        query, ranked.measured, kept, settings.standout_margin_weight, threshold
+        query, ranked.measured, kept, settings.standout_margin_weight, *rules, expanded
     ):
         return Retrieval([], True, query, present, degraded, hits, "abstained")
     if gate:  # the gate let the question through: the floor for its excerpts is lower

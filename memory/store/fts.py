@@ -133,6 +133,12 @@ def turn_tail(text: str, chars: int) -> str:
     return " ".join(text.split())[-chars:] if chars > 0 else ""
 
 
+def word_set(text: str) -> set[str]:
+    """Every word of `text` as `fts_terms` reads it, stopwords and one-letter words kept: which
+    of a query's terms a text holds, at half the cost of `fts_terms`."""
+    return set(_TOKEN.findall(unicodedata.normalize("NFKC", text).lower()))
+
+
 def _words(text: str) -> Iterator[str]:
     """Every term of `text`, repeats included."""
     for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text).lower()):

@@ -24,7 +24,7 @@ REASONS = {
     "so the model would take this one for something it said",
     "abstained": "low confidence, so recall abstained: no keyword match and a weak best "
     "meaning match (memory.min_similarity), or nothing stood out of the question's topic "
-    "(the abstention gate, memory.min_standout)",
+    "(the abstention gate, memory.min_answerable and memory.min_standout)",
     "weak": "low confidence: one weak signal only",
     "empty": "it says nothing (an acknowledgement such as 'thanks!' or 'ok great'): as an "
     "excerpt it would tell the model nothing",

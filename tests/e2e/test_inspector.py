@@ -178,7 +178,7 @@ def test_why_this_block_names_the_gate_that_withheld_a_keyword_match(proxy, brow
 
     left_out = page.text[page.text.index("Left out") :]
     assert "Thunderbolt dock" in left_out
-    assert "memory.min_standout" in left_out
+    assert "memory.min_answerable" in left_out
 
 
 def test_the_history_is_off_with_inspector_history_zero(make_proxy, browser):

@@ -571,8 +571,26 @@ def test_a_search_still_lists_what_the_abstention_gate_withholds(proxy, upstream
     assert found  # the weak related turn the block left out is still listed
 
 
+def test_a_detail_said_in_passing_is_let_through_by_the_learned_gate(proxy, upstream):
+    """The phone was named once, in a turn about syncing photos: the standout rule alone (main)
+    withheld every excerpt; the learned gate, reading the best hits' speaker and length and the
+    question's words in them beside the cosines, lets it through, and still withholds the dock's
+    brand, never said (docs/recall-quality.md, "Sixteenth pass")."""
+    converse(proxy, "nadia", LAPTOP)
+    say(
+        proxy,
+        [{"role": "user", "content": "Which phone do I have?"}],
+        "nadia",
+        X_Memory_Mode="read",
+    )
+    assert "Pixel 8" in (block_in(sent_messages(upstream)) or "")
+    never = [{"role": "user", "content": "What is the brand of my docking station?"}]
+    say(proxy, never, "nadia", X_Memory_Mode="read")
+    assert "[Relevant past context]" not in (block_in(sent_messages(upstream)) or "")
+
+
 def test_the_abstention_gate_can_be_turned_off(make_proxy, upstream):
-    proxy = make_proxy(settings={"min_standout": 0.0})
+    proxy = make_proxy(settings={"min_standout": 0.0, "min_answerable": 0.0})
     converse(proxy, "nadia", LAPTOP)
     never = [{"role": "user", "content": "What is the brand of my docking station?"}]
     say(proxy, never, "nadia", X_Memory_Mode="read")

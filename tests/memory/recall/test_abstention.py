@@ -3,7 +3,9 @@
 from memory.recall.abstention import (
     TOPIC_SIZE,
     _identifiers,
+    answerable_probability,
     asks_for_the_present,
+    gate_signals,
     gives_the_kind_asked_for,
     is_a_request,
     is_dated,
@@ -19,11 +21,16 @@ def measured(candidates):
     return sum(h.similarity is not None for h in candidates)
 
 
-def hits(*cosines, text="turn"):
+def hits(*cosines, text="turn", role="user"):
     return [
-        Hit(Chunk(i, i, "u", "s", "user", None, f"{text} {i}", 0.0), 1.0 - i / 100, cos, i, None)
+        Hit(Chunk(i, i, "u", "s", role, None, f"{text} {i}", 0.0), 1.0 - i / 100, cos, i, None)
         for i, cos in enumerate(cosines, start=1)
     ]
+
+
+def learned(query, kept, expanded=False, min_answerable=0.52):
+    """The learned gate alone (the standout rule off), on a store of TOPIC_SIZE candidates."""
+    return nothing_stands_out(query, TOPIC_SIZE, kept, 3.0, 0.0, min_answerable, expanded)
 
 
 def test_standout_is_the_best_cosine_plus_its_weighted_lead_over_the_topic_median():
@@ -183,3 +190,40 @@ def test_a_request_for_advice_or_a_suggestion_keeps_the_gate_open():
     ):
         assert not is_a_request(asked), asked
         assert nothing_stands_out(asked, measured(alike), alike, 3.0, 0.5), asked
+
+
+TRIP = "Which campsite did we book for the trip?"
+
+
+def test_the_learned_gate_reads_the_cosines_and_the_question_words_the_best_hits_hold():
+    found = hits(0.45, 0.30, 0.28, text="the campsite to book for the trip")
+    read = gate_signals(TRIP, found, expanded=False)
+    assert (read.best, read.second, read.median) == (0.45, 0.30, 0.30)
+    assert (read.kept, read.user_turn, read.length) == (3, True, len(found[0].chunk.text))
+    assert read.covered == 1.0  # campsite, book, trip: each in the three best hits
+    # the same cosines: a turn holding the question's words is let through, another is not
+    assert not learned(TRIP, found)
+    assert learned(TRIP, hits(0.45, 0.30, 0.28))
+    assert answerable_probability(read) > answerable_probability(
+        gate_signals(TRIP, hits(0.45, 0.30, 0.28), expanded=False)
+    )
+
+
+def test_the_learned_gate_weighs_what_the_standout_rule_could_not():
+    """A lone user turn leading weak ones stands out (0.4 + 3 × 0.1 = 0.7) yet most often is
+    the user asking about the topic; the vocabulary expansion firing (the question is the
+    user's own words for something said) lets it through."""
+    lead = hits(0.40, 0.30, 0.28)
+    assert not nothing_stands_out(TRIP, TOPIC_SIZE, lead, 3.0, 0.5)  # the standout rule
+    assert learned(TRIP, lead)
+    assert not learned(TRIP, lead, expanded=True)
+    # an assistant's reply as the best hit is less often a topic's passing mention
+    assert not learned(TRIP, hits(0.40, 0.30, 0.28, role="assistant"))
+
+
+def test_the_learned_gate_is_off_at_zero_and_keeps_the_rules_that_open_the_gate():
+    lead = hits(0.40, 0.30, 0.28)
+    assert not learned(TRIP, lead, min_answerable=0.0)
+    assert not nothing_stands_out(TRIP, TOPIC_SIZE - 1, lead, 3.0, 0.0, 0.52)  # a small store
+    assert not learned("Which campsite should we book for the trip?", lead)  # a request
+    assert not learned("Which campsite did we book in July?", lead)  # dated

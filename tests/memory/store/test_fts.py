@@ -1,7 +1,14 @@
 import pytest
 import sqlean
 
-from memory.store.fts import fts_document, fts_match, fts_terms, owner_token, search_terms
+from memory.store.fts import (
+    fts_document,
+    fts_match,
+    fts_terms,
+    owner_token,
+    search_terms,
+    word_set,
+)
 
 
 def test_terms_are_lowercased_words_without_stopwords_or_single_characters():
@@ -182,3 +189,10 @@ def test_raw_user_text_would_break_fts5_but_the_match_does_not(fts):
 def test_a_user_id_cannot_widen_the_match_to_other_users(fts):
     for user in ['ann" OR "x', "*", "ann bob", ""]:
         assert _match(fts, "staging auth", user) == []
+
+
+def test_the_word_set_of_a_text_holds_each_of_its_terms_as_fts_terms_reads_them():
+    text = "Ｔhe Auth-Service bug in v2, a week ago: café"
+    assert set(fts_terms(text)) <= word_set(text)
+    assert {"auth", "service", "v2", "café", "the", "a"} <= word_set(text)
+    assert "auth-service" not in word_set(text)
