@@ -51,7 +51,9 @@ updates, written by the session that built the correction cues (not blind); spli
 (f81-f84) is its tuning half, `fresh7h` (f85-f88) its held-out half. `--suite fresh8` is
 personas 91-100 (bench/memsuite/fresh8.txt, split `fresh8`): an eighth, written blind the same
 way (by someone who had read neither moim's memory code nor the other splits' misses); for
-measuring only.
+measuring only. `--suite fresh9` is personas 101-110 (bench/memsuite/fresh9.txt, split `fresh9`):
+a ninth, written blind the same way (other lives again, user turns of mixed length, corrections
+said in passing); for measuring only.
 """
 
 from __future__ import annotations
@@ -89,9 +91,9 @@ MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
 SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
-SPLITS += ("fresh7h", "fresh8")
+SPLITS += ("fresh7h", "fresh8", "fresh9")
 SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
-SUITES += ("fresh8",)
+SUITES += ("fresh8", "fresh9")
 
 
 @dataclass
@@ -198,7 +200,7 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 
 def personas_of(suite: str) -> list[Persona]:
-    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 91-100 (fresh, 2, ... 8)."""
+    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 101-110 (fresh, 2, ... 9)."""
     if suite.startswith("fresh"):
         return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))
