@@ -17,7 +17,9 @@ and so it does for a question that names a stored identifier, asks for the prese
 last winter?", "… in 2024?"): such a question presumes the thing was said, and its time words,
 which the turn that answers it seldom repeats, pull its cosines down. A request for advice or a
 suggestion ("Can you suggest …?", "Which … should I …?") asks for no stored detail, so there is
-nothing to abstain on; what bears on it (a diet, a fear) seldom stands out of its topic.
+nothing to abstain on; what bears on it (a diet, a fear) seldom stands out of its topic. Nor
+does it close on a question about the user's present whose kept turns say it changed
+(`memory/recall/changed.py`): something that changed was discussed.
 
 Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4
 (docs/recall-quality.md has the trade-off curve): margin weight 3 and threshold 0.5 silence
@@ -39,6 +41,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memory.recall.changed import asks_after_a_change
 from memory.records import Hit
 from memory.store.fts import fts_terms, word_set
 
@@ -157,7 +160,7 @@ def nothing_stands_out(
         return False
     if is_a_request(query):
         return False
-    if gives_the_kind_asked_for(query, kept):
+    if gives_the_kind_asked_for(query, kept) or asks_after_a_change(query, kept):
         return False
     if threshold > 0 and standout(kept, margin_weight) < threshold:
         return True

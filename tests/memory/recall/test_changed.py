@@ -1,0 +1,57 @@
+"""The gate stays open for a question about the user's present whose kept turns say it changed."""
+
+from memory.recall.abstention import TOPIC_SIZE, nothing_stands_out
+from memory.recall.changed import asks_after_a_change
+from memory.records import Chunk, Hit
+
+OLD = "I work at Kingsmead Academy, it's a big school and my head of department is good."
+NEW = "Quick update, I've moved schools! I'm at Priory Park School now, started after half-term."
+QUESTION = "Which school do I teach at?"
+
+
+def hit(number, text, session, at, role="user", cosine=0.2):
+    chunk = Chunk(number, number, "u", session, role, None, text, at)
+    return Hit(chunk, 1.0 - number / 100, cosine, number, None)
+
+
+def said(*turns):
+    """Kept hits, best first: (text, session, time, role) each, then weak turns of the topic."""
+    best = [hit(i, text, session, at, role) for i, (text, session, at, role) in enumerate(turns)]
+    rest = [hit(len(turns) + i, f"training run {i}", "t", 0.0) for i in range(TOPIC_SIZE)]
+    return best + rest
+
+
+def test_two_conversations_on_the_questions_words_the_later_saying_it_changed():
+    kept = said((NEW, "s2", 2.0, "user"), (OLD, "s1", 1.0, "user"))
+    assert asks_after_a_change(QUESTION, kept)
+    assert asks_after_a_change("Where am I teaching at the moment, which school?", kept)
+
+
+def test_no_change_said_one_conversation_or_an_assistant_turn_does_not_open_it():
+    unchanged = "I'm at Priory Park School, started after half-term."
+    assert not asks_after_a_change(
+        QUESTION, said((unchanged, "s2", 2.0, "user"), (OLD, "s1", 1.0, "user"))
+    )
+    assert not asks_after_a_change(
+        QUESTION, said((NEW, "s1", 2.0, "user"), (OLD, "s1", 1.0, "user"))
+    )
+    assert not asks_after_a_change(
+        QUESTION, said((NEW, "s2", 2.0, "assistant"), (OLD, "s1", 1.0, "user"))
+    )
+    # the change is said before the other turn, not after it
+    assert not asks_after_a_change(
+        QUESTION, said((NEW, "s2", 1.0, "user"), (OLD, "s1", 2.0, "user"))
+    )
+
+
+def test_a_question_after_a_past_detail_or_someone_elses_does_not_open_it():
+    kept = said((NEW, "s2", 2.0, "user"), (OLD, "s1", 1.0, "user"))
+    assert not asks_after_a_change("Which school did my sister teach at?", kept)
+    assert not asks_after_a_change("What's the name of the school's head?", kept)
+
+
+def test_the_learned_gate_withholds_the_topic_unless_it_changed():
+    changed = said((NEW, "s2", 2.0, "user"), (OLD, "s1", 1.0, "user"))
+    unchanged = said((OLD, "s2", 2.0, "user"), (OLD, "s1", 1.0, "user"))
+    assert nothing_stands_out(QUESTION, TOPIC_SIZE, unchanged, 3.0, 0.0, 0.52)
+    assert not nothing_stands_out(QUESTION, TOPIC_SIZE, changed, 3.0, 0.0, 0.52)
