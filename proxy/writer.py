@@ -268,8 +268,11 @@ class Writer:
         # not while the model loads or a part fails, nor behind a backlog the writer would not
         # index in time at its pace: the answer then comes now, saying what recall missed
         waits = self._task is not None and self._health.problem is None
-        waits = waits and self._progress.seconds_until(place) <= timeout
-        if waits and timeout > 0 and await self._progress.reached(place, timeout):
+        expected = self._progress.seconds_until(place)
+        # and not past thrice that (a second at least): a writer that stalls (a store another
+        # process holds locked) would otherwise hold every such request the whole wait
+        limit = min(timeout, max(1.0, 3 * expected))
+        if waits and expected <= timeout and await self._progress.reached(place, limit):
             try:  # found by their words too (a pass under a backlog holds the commit back)
                 await anyio.to_thread.run_sync(self._layer.make_searchable)
             except Exception:  # the index's failure is the writer's and flush's to report
