@@ -261,9 +261,10 @@ class Writer:
         """Wait, `timeout` seconds at most, until recall finds every finished turn of
         `user_id` that a request in `session_id` does not carry (proxy/writer_recent.py):
         None when there was none to wait for, else how many it still cannot find."""
-        place = self._recent.awaited(user_id, session_id, continues, messages)
-        if place is None:
+        awaited = self._recent.awaited(user_id, session_id, continues, messages)
+        if not awaited:
             return None
+        place = awaited[-1]
         self._wakeup.set()
         # not while the model loads or a part fails, nor behind a backlog the writer would not
         # index in time at its pace: the answer then comes now, saying what recall missed
@@ -278,7 +279,7 @@ class Writer:
             except Exception:  # the index's failure is the writer's and flush's to report
                 logger.debug("lexical commit before a recall failed", exc_info=True)
             return 0
-        return self._recent.count(user_id, place)
+        return sum(1 for turn in awaited if turn > self._progress.indexed)
 
     def forget(self, user_id: str) -> None:
         """Remove a forgotten user's turns from the journal, which may still hold them once

@@ -72,23 +72,19 @@ class RecentTurns:
         session_id: str,
         continues: str | None,
         messages: Sequence[Mapping[str, Any]],
-    ) -> int | None:
-        """The place the writer must reach before a request of `user_id` in `session_id`
-        (continuing the reply `continues`, carrying `messages`) can recall every turn of
-        theirs it does not carry; None when there is none to wait for."""
+    ) -> list[int]:
+        """The places, in the writer's order, of `user_id`'s turns not yet indexed that a
+        request in `session_id` (continuing the reply `continues`, carrying `messages`) does
+        not carry: the writer must reach the last before it can recall them all."""
         mine = self._by_user.get(user_id)
         if not mine:
-            return None
+            return []
         others = [
             e
             for e in mine
             if e.session_id != session_id and (e.response_id is None or e.response_id != continues)
         ]
         if not others:
-            return None
+            return []
         carried = {content_hash(message) for message in messages}
-        return max((e.place for e in others if e.last_hash not in carried), default=None)
-
-    def count(self, user_id: str, place: int) -> int:
-        """How many of `user_id`'s turns up to `place` are not yet indexed."""
-        return sum(1 for e in self._by_user.get(user_id, ()) if e.place <= place)
+        return [e.place for e in others if e.last_hash not in carried]

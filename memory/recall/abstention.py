@@ -49,12 +49,17 @@ from memory.store.fts import fts_terms, word_set
 TOPIC_SIZE = 10
 
 
+def _cosines(kept: Sequence[Hit]) -> list[float]:
+    """The kept hits' cosines, best first (a hit only the lexical side found has none)."""
+    return sorted((h.similarity for h in kept if h.similarity is not None), reverse=True)
+
+
 def standout(kept: Sequence[Hit], margin_weight: float) -> float:
     """How far the best cosine of `kept` stands above the rest of its topic, in cosine units.
 
     best + margin_weight × (best − median of the TOPIC_SIZE best); a lone hit has no lead.
     """
-    cosines = sorted((h.similarity for h in kept if h.similarity is not None), reverse=True)
+    cosines = _cosines(kept)
     if not cosines:
         return 0.0
     best = cosines[0]
@@ -103,7 +108,7 @@ class GateSignals:
 def gate_signals(query: str, kept: Sequence[Hit], expanded: bool) -> GateSignals:
     """The learned gate's signals for `query` from its kept hits, best first (no new query:
     the cosines recall has, and the text of the three best hits)."""
-    cosines = sorted((h.similarity for h in kept if h.similarity is not None), reverse=True)
+    cosines = _cosines(kept)
     words = set(fts_terms(query))
     said = word_set("\n".join(h.chunk.text for h in kept[:COVERED_HITS]))
     top = kept[0].chunk if kept else None

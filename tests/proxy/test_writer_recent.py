@@ -24,13 +24,13 @@ def test_a_turn_of_another_conversation_is_waited_for():
     recent = RecentTurns()
     recent.add(turn(session="s1"), 5)
     asked = [{"role": "user", "content": "what did I say?"}]
-    assert recent.awaited("ann", "s2", None, asked) == 5
+    assert recent.awaited("ann", "s2", None, asked) == [5]
 
 
 def test_a_turn_of_the_same_conversation_is_not():
     recent = RecentTurns()
     recent.add(turn(session="s1"), 5)
-    assert recent.awaited("ann", "s1", None, [{"role": "user", "content": "and?"}]) is None
+    assert recent.awaited("ann", "s1", None, [{"role": "user", "content": "and?"}]) == []
 
 
 def test_a_turn_whose_reply_the_request_resends_is_not():
@@ -41,39 +41,38 @@ def test_a_turn_whose_reply_the_request_resends_is_not():
         {"role": "assistant", "content": "It is on Tuesday."},
         {"role": "user", "content": "thanks"},
     ]
-    assert recent.awaited("ann", "other", None, messages) is None
+    assert recent.awaited("ann", "other", None, messages) == []
 
 
 def test_a_turn_without_a_reply_is_known_by_its_last_message():
     recent = RecentTurns()
     recent.add(turn(session="s1", said="my code is 4471", reply=None), 3)
     resent = [{"role": "user", "content": "my code is 4471"}]
-    assert recent.awaited("ann", "other", None, resent) is None
-    assert recent.awaited("ann", "other", None, [{"role": "user", "content": "x"}]) == 3
+    assert recent.awaited("ann", "other", None, resent) == []
+    assert recent.awaited("ann", "other", None, [{"role": "user", "content": "x"}]) == [3]
 
 
 def test_a_responses_request_continuing_the_reply_does_not_wait_for_it():
     recent = RecentTurns()
     recent.add(turn(session="s1", response_id="resp_1"), 4)
     asked = [{"role": "user", "content": "go on"}]
-    assert recent.awaited("ann", "s9", "resp_1", asked) is None
-    assert recent.awaited("ann", "s9", "resp_2", asked) == 4
+    assert recent.awaited("ann", "s9", "resp_1", asked) == []
+    assert recent.awaited("ann", "s9", "resp_2", asked) == [4]
 
 
 def test_another_users_turns_are_never_waited_for():
     recent = RecentTurns()
     recent.add(turn(user="bob"), 7)
-    assert recent.awaited("ann", "s2", None, []) is None
+    assert recent.awaited("ann", "s2", None, []) == []
 
 
-def test_the_newest_turn_not_carried_sets_the_place():
+def test_every_turn_not_carried_is_awaited_in_order():
     recent = RecentTurns()
     recent.add(turn(session="s1", reply="one"), 2)
     recent.add(turn(session="s2", reply="two"), 3)
     recent.add(turn(session="s3", reply="three"), 4)
-    # s3 is the request's own conversation: the newest other turn is s2's
-    assert recent.awaited("ann", "s3", None, []) == 3
-    assert recent.count("ann", 3) == 2
+    # s3 is the request's own conversation: the others are s1's and s2's, in order
+    assert recent.awaited("ann", "s3", None, []) == [2, 3]
 
 
 def test_indexed_turns_are_forgotten_in_order():
@@ -83,11 +82,11 @@ def test_indexed_turns_are_forgotten_in_order():
     recent.add(turn(user="ann", session="s2"), 4)
     recent.indexed(3)
     assert len(recent) == 1
-    assert recent.awaited("bob", "x", None, []) is None
-    assert recent.awaited("ann", "x", None, []) == 4
+    assert recent.awaited("bob", "x", None, []) == []
+    assert recent.awaited("ann", "x", None, []) == [4]
     recent.indexed(4)
     assert len(recent) == 0
-    assert recent.awaited("ann", "x", None, []) is None
+    assert recent.awaited("ann", "x", None, []) == []
 
 
 def test_a_forgotten_users_turns_are_not_waited_for():
@@ -95,7 +94,7 @@ def test_a_forgotten_users_turns_are_not_waited_for():
     recent.add(turn(user="ann"), 2)
     recent.add(turn(user="bob"), 3)
     recent.forget("ann")
-    assert recent.awaited("ann", "x", None, []) is None
+    assert recent.awaited("ann", "x", None, []) == []
     assert len(recent) == 1
     recent.indexed(3)
     assert len(recent) == 0
@@ -104,7 +103,7 @@ def test_a_forgotten_users_turns_are_not_waited_for():
 def test_a_turn_whose_text_is_not_valid_unicode_is_noted_all_the_same():
     recent = RecentTurns()
     recent.add(turn(reply="broken \ud83d"), 2)
-    assert recent.awaited("ann", "other", None, [{"role": "user", "content": "?"}]) == 2
+    assert recent.awaited("ann", "other", None, [{"role": "user", "content": "?"}]) == [2]
 
 
 def test_the_writers_pace_is_what_its_recent_cycles_took_a_turn():
