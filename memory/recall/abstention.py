@@ -19,7 +19,9 @@ which the turn that answers it seldom repeats, pull its cosines down. A request 
 suggestion ("Can you suggest …?", "Which … should I …?") asks for no stored detail, so there is
 nothing to abstain on; what bears on it (a diet, a fear) seldom stands out of its topic. Nor
 does it close on a question about the user's present whose kept turns say it changed
-(`memory/recall/changed.py`): something that changed was discussed.
+(`memory/recall/changed.py`): something that changed was discussed; nor on one asking for an
+identifier a kept turn gives, by its kind or beside the question's words (`identifiers.py`).
+A turn that says nothing ('Noted.') is not read (`memory/recall/retrieval.py`).
 
 Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4
 (docs/recall-quality.md has the trade-off curve): margin weight 3 and threshold 0.5 silence
@@ -42,6 +44,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory.recall.changed import asks_after_a_change
+from memory.recall.identifiers import (
+    gives_a_code_on_its_words,
+    gives_the_kind_asked_for,
+    names_a_stored_identifier,
+)
 from memory.records import Hit
 from memory.store.fts import fts_terms, word_set
 
@@ -167,88 +174,13 @@ def nothing_stands_out(
         return False
     if gives_the_kind_asked_for(query, kept) or asks_after_a_change(query, kept):
         return False
+    if gives_a_code_on_its_words(query, kept):
+        return False
     if threshold > 0 and standout(kept, margin_weight) < threshold:
         return True
     if min_answerable <= 0:
         return False
     return answerable_probability(gate_signals(query, kept, expanded)) < min_answerable
-
-
-# An identifier: a word with a digit in it (INC-48213, v2.4.1, 10.0.3.7), or joined by `_`,
-# `-`, `.` or `/` between letters (feature_flag, api.internal). MiniLM reads such tokens
-# poorly, so their cosines say little; an exact match of one is the answer, not a topic.
-# Each branch is tried only where a run of its characters starts (the look-behinds): a match
-# never starts inside one, and trying from every position of a long run made the question's
-# scan quadratic (16 kB of letters: 27 s of a recall thread; 100 kB: 0.05 s now).
-_IDENTIFIER = re.compile(r"(?<![\w./-])[\w./-]*\d[\w./-]*|(?<!\w)\w+(?:[_./-]\w+)+")
-
-
-def names_identifiers(query: str) -> bool:
-    """Whether the gate reads the kept hits' text for this question (it names an identifier,
-    or asks for one by its kind: see `names_a_stored_identifier`, `gives_the_kind_asked_for`);
-    recall reads a large user's text only then."""
-    return bool(_identifiers(query)) or _KIND.search(query) is not None
-
-
-def names_a_stored_identifier(query: str, kept: Sequence[Hit]) -> bool:
-    """True when the question names an identifier that a kept hit holds verbatim.
-
-    The gate judges by cosines alone; for a question asking after an exact identifier that was
-    said, the lexical match is the evidence, and withholding it would lose a detail the user
-    can name exactly.
-    """
-    wanted = _identifiers(query)
-    if not wanted:
-        return False
-    return any(t in h.chunk.text.lower() for h in kept for t in wanted)
-
-
-# An identifier asked for by its kind ('What is the vault code?', 'my NHS number?'), and a
-# kept hit that gives one: the kind's word, then within two words a token with a digit ('the
-# vault code is QX-7741-ZZ', 'PIN 4471'). A code said inside a long message shares little of
-# its meaning with the question, so no cosine stands out; the kind and the code next to it do.
-_KIND = re.compile(
-    r"\b(code|number|id|pin|passcode|password|reference|ref|serial|version|postcode|zip"
-    r"|iban|extension)s?\b",
-    re.IGNORECASE,
-)
-_GIVEN = r"s?\b\W{1,3}(?:\w+\W{1,3}){0,2}?[\w./-]*\d"
-# Further on in the same clause ('the serial on the back of the dishwasher is SN-4471-XQ9',
-# 'order number for the desk is #A-20931-77'), up to eight words after the kind's word and no
-# comma or sentence end between: a token that reads as a code, with a digit and a letter, a
-# separator between digits or four digits ('has 11 characters' is a count, not a code).
-_CODE = r"(?=[\w./-]*\d)(?=[\w./-]*?(?:[^\W\d_]|\d[./-]\d|\d{4}))[\w./-]+"
-_GIVEN_IN_CLAUSE = rf"s?\b(?:[^\w,.;:!?]{{1,3}}[\w']+){{0,8}}?[^\w,.;:!?]{{1,3}}#?{_CODE}"
-
-
-def gives_the_kind_asked_for(query: str, kept: Sequence[Hit]) -> bool:
-    """True when the question asks for an identifier by its kind and one of the three best
-    kept hits gives one of that kind (`_KIND`: within two words, `_GIVEN`; or a code further
-    on in its clause, `_GIVEN_IN_CLAUSE`, in a hit that also holds another of the question's
-    words)."""
-    kinds = {kind.lower() for kind in _KIND.findall(query)}
-    if not kinds:
-        return False
-    named = rf"\b(?:{'|'.join(sorted(kinds))})"
-    near = re.compile(rf"{named}{_GIVEN}", re.IGNORECASE)
-    far = re.compile(rf"{named}{_GIVEN_IN_CLAUSE}", re.IGNORECASE)
-    # further on, the hit must also name what the code is of ('passport number' is not
-    # answered by 'the order number for the desk is #A-20931-77')
-    of = [word for word in fts_terms(query) if word.lower() not in kinds]
-    whose = re.compile(rf"\b(?:{'|'.join(map(re.escape, of))})", re.IGNORECASE) if of else None
-
-    def gives(text: str) -> bool:
-        if near.search(text):
-            return True
-        return whose is not None and whose.search(text) is not None and bool(far.search(text))
-
-    return any(gives(h.chunk.text) for h in kept[:3])
-
-
-def _identifiers(query: str) -> set[str]:
-    """The identifiers `query` names, lowercased, of three characters or more."""
-    wanted = {t.strip("./-").lower() for t in _IDENTIFIER.findall(query)}
-    return {t for t in wanted if len(t) >= 3}
 
 
 # A question asking for the present state ('Where do I work these days?', 'Who is my physio

@@ -25,21 +25,18 @@ import numpy as np
 from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
-from memory.recall.abstention import (
-    COVERED_HITS,
-    is_a_request,
-    names_identifiers,
-    nothing_stands_out,
-)
+from memory.recall.abstention import COVERED_HITS, is_a_request, nothing_stands_out
 from memory.recall.candidate_rows import CandidateRows
 from memory.recall.empty_turns import says_nothing
-from memory.recall.later import later_by_keyword, later_on_same_subject, may_come_later
+from memory.recall.identifiers import names_identifiers
+from memory.recall.later import later_by_keyword
 from memory.recall.query import QUERY_CHARS
-from memory.recall.scoring import Ranked, Weights, rank
+from memory.recall.scoring import Weights, rank
 from memory.recall.user_matrix import Read
 from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import UserWords, Vocabulary
 from memory.recall.when import query_windows
+from memory.recall.widening import past_the_gate, with_later, with_the_kind
 from memory.records import Chunk, Hit, LeftOut
 from memory.settings import Settings
 from memory.store.backend import StoreBackend as Store
@@ -181,22 +178,25 @@ def retrieve(
         visible, dense, lexical, similarities, now, query, query_windows(query), _weights(settings)
     )
     hits, kept = rows.told(ranked.hits), ranked.kept
-    if rows.partial and names_identifiers(query):  # the gate reads the kept hits' text
-        kept = rows.whole(kept)
+    if names_identifiers(query):  # the gate reads the kept hits' text; a code under the floor
+        kept = with_the_kind(query, ranked, rows.whole(kept), rows)
     elif rows.partial and gate and settings.min_answerable > 0:  # and so does the learned one
         kept = [*rows.whole(kept[:COVERED_HITS]), *kept[COVERED_HITS:]]  # its three best's
     rules = (settings.min_standout, settings.min_answerable) if gate else (0.0, 0.0)
     # A request is not dropped whole for a weak best cosine: what bears on it ('I refuse to
     # use pesticides' for 'What should I do about slugs?') is often a turn of 0.2-0.3.
     dropped = ranked.abstained and not (gate and is_a_request(query))
+    # an acknowledgement ('Noted.', 'Thanks!') is no evidence: its cosine to a short question
+    # can be the best of all, and the gate would read the question as answered
+    said = [h for h in kept if not (h.chunk.text and says_nothing(h.chunk.text))]
     if dropped or nothing_stands_out(
-        query, ranked.measured, kept, settings.standout_margin_weight, *rules, expanded
+        query, ranked.measured, said, settings.standout_margin_weight, *rules, expanded
     ):
         return Retrieval([], True, query, present, degraded, hits, "abstained")
     if gate:  # the gate let the question through: the floor for its excerpts is lower
-        kept = _past_the_gate(settings, ranked, kept)
+        kept = past_the_gate(settings, ranked, kept)
     if vector is not None:  # the later turns on the kept hits' subjects
-        kept = _with_later(store, index, settings, user_id, ranked, kept, read)
+        kept = with_later(store, index, settings, user_id, ranked, kept, read)
     if gate and settings.later_keyword_hits > 0:  # and the later turn found by the same words
         keyword = {i for i, _ in lexical[: settings.later_keyword_hits]}
         kept = later_by_keyword(kept, ranked, keyword)
@@ -204,58 +204,6 @@ def retrieve(
     empty = frozenset(h.chunk.id for h in whole if says_nothing(h.chunk.text))  # 'thanks!'
     kept = [h for h in whole if h.chunk.id not in empty]
     return Retrieval(kept, not kept, query, present, degraded, hits, "weak", empty)
-
-
-def _past_the_gate(settings: Settings, ranked: Ranked, kept: list[Hit]) -> list[Hit]:
-    """`kept`, with the dense-only candidates under `min_similarity` whose cosine reaches
-    `excerpt_min_similarity`, best first.
-
-    The floor is what the gate reads: a question whose related turns are all weak must not
-    have them lifted by noise, so the gate weighs the hits above it. Once the gate has let the
-    question through, a weaker turn only the dense search found is most often the answer in
-    other words (a paraphrase shares no word with it); the budget still keeps the best five.
-    """
-    floor = max(settings.excerpt_min_similarity, settings.min_lexical_similarity)
-    if floor >= settings.min_similarity or len(kept) == len(ranked.hits):
-        return kept  # off, or nothing was dropped
-    kept_ids = {h.chunk.id for h in kept}
-    return ranked.hits_where(lambda c, s: c.id in kept_ids or (s is not None and s >= floor))
-
-
-def _with_later(
-    store: Store,
-    index: VectorIndex,
-    settings: Settings,
-    user_id: str,
-    ranked: Ranked,
-    kept: list[Hit],
-    read: Read,
-) -> list[Hit]:
-    """`kept`, then the later turns on its best hits' subjects (memory.recall.later). Only
-    the dropped candidates that may be one (`may_come_later`: a user's turn close enough to
-    the question) are built as records and have their vectors read; a large user's rows are
-    those the searches read (`read`), not read again."""
-    if settings.later_similarity <= 0 or settings.later_hits <= 0 or len(kept) == len(ranked.hits):
-        return kept  # off, or nothing was dropped
-    kept_ids = {h.chunk.id for h in kept}
-    least = settings.later_query_similarity
-    pool = ranked.hits_where(lambda c, s: c.id not in kept_ids and may_come_later(c, s, least))
-    if not pool:
-        return kept
-    ids = [h.chunk.id for h in kept[: settings.later_hits]] + [h.chunk.id for h in pool]
-    vectors = (
-        index.vectors(user_id, ids, read)
-        if settings.vector_search == "ram"
-        else store.vectors(user_id, ids)
-    )
-    return later_on_same_subject(
-        kept,
-        pool,
-        vectors,
-        settings.later_similarity,
-        settings.later_hits,
-        settings.later_query_similarity,
-    )
 
 
 def _embed_query(

@@ -10,8 +10,9 @@ import pytest
 
 from memory.ingest.identity import content_hash
 from memory.ingest.turns import Turn, index_pending, store_turn
+from memory.recall import widening
 from memory.recall.query import build_query, task_query
-from memory.recall.retrieval import _past_the_gate, _read, retrieve
+from memory.recall.retrieval import _read, retrieve
 from memory.recall.scoring import Weights, rank
 from memory.recall.vectors import VectorIndex
 from memory.records import Chunk
@@ -239,14 +240,14 @@ def test_a_vocabulary_read_not_yet_started_is_not_waited_for():
 
 
 def past_the_gate(settings, dense, lexical):
-    """The ids `_past_the_gate` keeps of the chunks found so (id, cosine), and the floor's."""
+    """The ids `past_the_gate` keeps of the chunks found so (id, cosine), and the floor's."""
     similarities = dict(dense) | dict(lexical)
     chunks = {
         i: Chunk(i, i, "u", "s", "user", None, f"turn {i}", NOW, f"h{i}", i) for i in similarities
     }
     weights = Weights(min_similarity=settings.min_similarity)
     ranked = rank(chunks, dense, [(i, 1.0) for i, _ in lexical], similarities, NOW, "", [], weights)
-    kept = _past_the_gate(settings, ranked, ranked.kept)
+    kept = widening.past_the_gate(settings, ranked, ranked.kept)
     return {h.chunk.id for h in kept}, {h.chunk.id for h in ranked.kept}
 
 
