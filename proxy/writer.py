@@ -266,13 +266,15 @@ class Writer:
             return None
         place = awaited[-1]
         self._wakeup.set()
-        # not while the model loads or a part fails, nor behind a backlog the writer would not
-        # index in time at its pace: the answer then comes now, saying what recall missed
-        waits = self._task is not None and self._health.problem is None
-        expected = self._progress.seconds_until(place)
+        # the writer starts once the model is loaded (a first start: seconds), these turns
+        # its first: wait it all; not while a part fails, nor behind a backlog the writer
+        # would not index in time at its pace: the answer comes now, saying what recall missed
+        loading = self._task is None and not self._stopping
+        waits = (loading or self._task is not None) and self._health.problem is None
+        expected = 0.0 if loading else self._progress.seconds_until(place)
         # and not past thrice that (a second at least): a writer that stalls (a store another
         # process holds locked) would otherwise hold every such request the whole wait
-        limit = min(timeout, max(1.0, 3 * expected))
+        limit = timeout if loading else min(timeout, max(1.0, 3 * expected))
         if waits and expected <= timeout and await self._progress.reached(place, limit):
             try:  # found by their words too (a pass under a backlog holds the commit back)
                 await anyio.to_thread.run_sync(self._layer.make_searchable)

@@ -79,3 +79,65 @@ def test_a_request_as_moim_serve_starts_does_not_load_the_model_itself(tmp_path,
         assert "Dana" in block_in(upstream.last_json["messages"])
         server.wait("/health/readiness")
         server.stop()
+
+
+def chat(root, user, text, **headers):
+    """One chat as `user` (a new conversation); moim's response headers."""
+    with openai.OpenAI(
+        base_url=root + "/v1", api_key="sk-client", max_retries=0, timeout=20
+    ) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": text}],
+            extra_headers={"X-Memory-User-Id": user, **headers},
+        )
+    return raw.headers
+
+
+def serving_while_loading(tmp_path, upstream, embedder, recall_wait):
+    """moim serving while its model loads until the returned event is set."""
+    loading, release = threading.Event(), threading.Event()
+
+    def slow_factory(settings):
+        loading.set()
+        release.wait(timeout=60)
+        return embedder
+
+    settings = Settings(db_path=tmp_path / "m.db")
+    layer = MemoryLayer(settings, embedder_factory=slow_factory)
+    config = Config(memory=settings, upstream_base_url=upstream.url, recall_wait=recall_wait)
+    return serve_app(build_app(config, layer)), loading, release
+
+
+def test_a_turn_said_while_the_model_loads_is_recalled_once_it_has(tmp_path, upstream, embedder):
+    """A client that says something as moim starts and asks about it at once, in another
+    conversation: the writer starts once the model is loaded, and the question waits for it
+    (`memory.recall_wait`) rather than go on with facts alone, as a user with nothing
+    unsaid does (above)."""
+    serving, loading, release = serving_while_loading(tmp_path, upstream, embedder, 10.0)
+    try:
+        with serving as root:
+            assert loading.wait(timeout=30)
+            chat(root, "kim", "My gym locker code is 31-07-19, the one by the sauna.")
+            threading.Timer(0.5, release.set).start()
+            headers = chat(root, "kim", "What's my gym locker code?", **{"X-Memory-Mode": "read"})
+
+            assert "31-07-19" in block_in(upstream.last_json["messages"])
+            assert "x-memory-error" not in headers
+            assert float(headers["x-memory-waited-ms"]) > 0
+    finally:
+        release.set()
+
+
+def test_the_wait_for_the_model_ends_at_the_recall_wait(tmp_path, upstream, embedder):
+    serving, loading, release = serving_while_loading(tmp_path, upstream, embedder, 0.3)
+    try:
+        with serving as root:
+            assert loading.wait(timeout=30)
+            chat(root, "kim", "My gym locker code is 31-07-19, the one by the sauna.")
+            headers = chat(root, "kim", "What's my gym locker code?", **{"X-Memory-Mode": "read"})
+
+            assert "still loading" in headers["x-memory-error"]
+            assert headers["x-memory-unsearchable-turns"] == "1"
+    finally:
+        release.set()
