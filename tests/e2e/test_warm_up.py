@@ -19,19 +19,10 @@ from tests.e2e.test_recall import block_in
 
 
 def test_a_request_during_model_load_gets_facts_without_waiting(tmp_path, upstream, embedder):
-    loading, release = threading.Event(), threading.Event()
-
-    def slow_factory(settings):
-        loading.set()
-        release.wait(timeout=60)
-        return embedder
-
-    settings = Settings(db_path=tmp_path / "m.db")
-    layer = MemoryLayer(settings, embedder_factory=slow_factory)
+    serving, loading, release, layer = serving_while_loading(tmp_path, upstream, embedder, 5.0)
     layer.set_fact("dana", "profile:name", "Dana")
-    config = Config(memory=settings, upstream_base_url=upstream.url)
     try:
-        with serve_app(build_app(config, layer)) as root:
+        with serving as root:
             assert loading.wait(timeout=30)
             assert httpx.get(root + "/health/readiness").status_code == 503
             headers = ask(root, "What is my name?")
@@ -95,7 +86,8 @@ def chat(root, user, text, **headers):
 
 
 def serving_while_loading(tmp_path, upstream, embedder, recall_wait):
-    """moim serving while its model loads until the returned event is set."""
+    """moim serving (to enter) while its model loads until `release` is set; `loading` is set
+    once the load has begun; the layer."""
     loading, release = threading.Event(), threading.Event()
 
     def slow_factory(settings):
@@ -106,7 +98,7 @@ def serving_while_loading(tmp_path, upstream, embedder, recall_wait):
     settings = Settings(db_path=tmp_path / "m.db")
     layer = MemoryLayer(settings, embedder_factory=slow_factory)
     config = Config(memory=settings, upstream_base_url=upstream.url, recall_wait=recall_wait)
-    return serve_app(build_app(config, layer)), loading, release
+    return serve_app(build_app(config, layer)), loading, release, layer
 
 
 def test_a_turn_said_while_the_model_loads_is_recalled_once_it_has(tmp_path, upstream, embedder):
@@ -114,7 +106,7 @@ def test_a_turn_said_while_the_model_loads_is_recalled_once_it_has(tmp_path, ups
     conversation: the writer starts once the model is loaded, and the question waits for it
     (`memory.recall_wait`) rather than go on with facts alone, as a user with nothing
     unsaid does (above)."""
-    serving, loading, release = serving_while_loading(tmp_path, upstream, embedder, 10.0)
+    serving, loading, release, _ = serving_while_loading(tmp_path, upstream, embedder, 10.0)
     try:
         with serving as root:
             assert loading.wait(timeout=30)
@@ -130,7 +122,7 @@ def test_a_turn_said_while_the_model_loads_is_recalled_once_it_has(tmp_path, ups
 
 
 def test_the_wait_for_the_model_ends_at_the_recall_wait(tmp_path, upstream, embedder):
-    serving, loading, release = serving_while_loading(tmp_path, upstream, embedder, 0.3)
+    serving, loading, release, _ = serving_while_loading(tmp_path, upstream, embedder, 0.3)
     try:
         with serving as root:
             assert loading.wait(timeout=30)
