@@ -7,6 +7,7 @@ Times are Unix seconds (float, UTC).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -154,21 +155,29 @@ class Counted:
     A block's tokens decide nothing when the request sets no token budget: they are reported
     (`x-memory-tokens-injected`, the metrics, the inspector) once the answer comes, so the
     count (~0.45 ms for a block of new lines) need not hold the request up on its way to the
-    provider. Two threads reading it at once may both count; they get the same number.
+    provider. A thread that reads it while another counts waits for that count instead of
+    making its own: the event loop, building the response's headers while the thread that
+    recalled is still counting, made the same count again beside it (30-45% of the requests
+    with a block in `bench/ab_latency.py`'s setup, where the stand-in provider answers in ~2
+    ms; ~0.5 ms of the loop's CPU each).
     """
 
-    __slots__ = ("_count", "_value")
+    __slots__ = ("_count", "_lock", "_value")
 
     def __init__(self, count: int | Callable[[], int]) -> None:
         self._value: int | None = count if isinstance(count, int) else None
         self._count: Callable[[], int] | None = None if isinstance(count, int) else count
+        self._lock = None if isinstance(count, int) else threading.Lock()
 
     @property
     def value(self) -> int:
         value = self._value
         if value is None:
-            assert self._count is not None
-            value = self._value = self._count()
+            assert self._count is not None and self._lock is not None
+            with self._lock:  # the first reader counts; one that comes meanwhile waits for it
+                value = self._value
+                if value is None:
+                    value = self._value = self._count()
         return value
 
     def __eq__(self, other: object) -> bool:

@@ -1,6 +1,7 @@
 """memory/layer.py: a recall begun before the request is measured gives what a recall does;
 the writer reuses the vector of the question recall embedded."""
 
+import threading
 from dataclasses import replace
 
 import pytest
@@ -122,6 +123,27 @@ def test_a_count_is_made_once_when_first_read():
     assert calls == []
     assert (counted.value, counted.value, calls) == (7, 7, [1])
     assert counted == Counted(7) and hash(counted) == hash(Counted(7))
+
+
+def test_a_read_while_another_thread_counts_waits_for_that_count():
+    """The event loop reads a block's tokens for the headers while the thread that recalled
+    may still be counting them: it gets that count, and the text is not counted twice."""
+    counters, again, got = [], threading.Event(), []
+    second = threading.Thread(target=lambda: got.append(counted.value))
+
+    def count() -> int:
+        counters.append(threading.current_thread())
+        if len(counters) == 1:  # the first count: another thread reads meanwhile
+            second.start()
+            again.wait(timeout=0.2)  # set only if that thread counts too
+        else:
+            again.set()
+        return 7
+
+    counted = Counted(count)
+    assert counted.value == 7
+    second.join(timeout=60)
+    assert got == [7] and counters == [threading.current_thread()]
 
 
 ASKED = {

@@ -156,7 +156,7 @@ _PIECES = [
     *(" ", "  ", "\t", "\xa0", "\u200b", "\u2028", "\x85", "\x0b", "\x0c"),
     *("\n", "\n\n", "\r\n", "\r", " \n", "\n ", "\n\t", "\n/x"),
     *(".", ",", ":", "…", "!", "?", "-", "=", "[", "]", "/", "//", '"', "<|endoftext|>"),
-    *("=== End Memory ===", "  - ", "[Relevant past context]"),
+    *("=== End Memory ===", "  - ", "[Relevant past context]", "\n  user: ", "\n\t/", "\x1c"),
 ]
 
 
