@@ -7,9 +7,13 @@ a new one at once, and recall would answer from a memory without it. So every su
 turn is noted here, with its place in the writer's order (`Progress.submitted`), until it
 is indexed, and a request that reads memory waits (`memory.recall_wait` seconds at most,
 proxy/pipeline.py) for the user's turns it does not carry itself. A turn of the request's
-own conversation needs no recall: the request resends it, or the provider holds it (a
-Responses API request continuing that reply). So an agent's tool loop, whose every round
-follows the last within milliseconds, never waits.
+own conversation needs no recall when the request resends its message (a client may reword
+the reply it resends), or when the provider holds it (a Responses API request continuing
+that reply): an agent's tool loop, whose every round follows the last within milliseconds,
+never waits. One the client dropped (a sliding window, a summary in its place, a cut
+middle) is waited for: recall is what brings it back. A turn of another conversation counts
+as carried only when both its message and its reply are: one alike line ("OK", "Thanks!")
+says little when a stand-in or a person says it every time.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ class _Unsearchable:
     user_id: str
     session_id: str
     response_id: str | None
-    last_hash: str | None  # of its reply (else its last message), as a client resends it
+    said_hash: str | None  # of the request's last message (the user's, or a tool result)
+    reply_hash: str | None  # of its reply, as a client resends it; None: no reply
 
 
 class RecentTurns:
@@ -42,12 +47,11 @@ class RecentTurns:
         return len(self._in_order)
 
     def add(self, turn: Turn, place: int) -> None:
-        said = turn.reply if turn.reply is not None else (turn.messages or [None])[-1]
-        try:
-            last_hash = content_hash(said) if said is not None else None
-        except ValueError:  # text that is not valid Unicode: never stored, so never resent
-            last_hash = None
-        entry = _Unsearchable(place, turn.user_id, turn.session_id, turn.response_id, last_hash)
+        said = turn.messages[-1] if turn.messages else None
+        said_hash, reply_hash = _hash(said), _hash(turn.reply)
+        entry = _Unsearchable(
+            place, turn.user_id, turn.session_id, turn.response_id, said_hash, reply_hash
+        )
         self._in_order.append(entry)
         self._by_user.setdefault(turn.user_id, deque()).append(entry)
 
@@ -79,12 +83,23 @@ class RecentTurns:
         mine = self._by_user.get(user_id)
         if not mine:
             return []
-        others = [
-            e
-            for e in mine
-            if e.session_id != session_id and (e.response_id is None or e.response_id != continues)
-        ]
-        if not others:
+        waited = [e for e in mine if e.response_id is None or e.response_id != continues]
+        if not waited:
             return []
         carried = {content_hash(message) for message in messages}
-        return [e.place for e in others if e.last_hash not in carried]
+
+        def resent(entry: _Unsearchable) -> bool:
+            if entry.said_hash is not None and entry.said_hash not in carried:
+                return False
+            return entry.session_id == session_id or entry.reply_hash in (None, *carried)
+
+        return [e.place for e in waited if not resent(e)]
+
+
+def _hash(message: Mapping[str, Any] | None) -> str | None:
+    """`content_hash` of `message`; None for none, or for text that is not valid Unicode
+    (never stored, so never resent)."""
+    try:
+        return content_hash(message) if message is not None else None
+    except ValueError:
+        return None
