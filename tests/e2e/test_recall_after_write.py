@@ -80,6 +80,18 @@ def test_a_turn_the_client_dropped_from_its_window_is_waited_for(proxy, upstream
     assert float(headers["x-memory-waited-ms"]) > 0
 
 
+def test_a_history_sent_at_once_then_only_its_end_is_waited_for(proxy, upstream):
+    """A client that sends a long history in one request, then only its last messages: the
+    turn's last message is resent, its earlier ones (the code's) are not."""
+    conversation = a_long_conversation()
+    upstream.script.append({"content": "Noted."})
+    say(proxy, conversation, "ines", X_Memory_Session_Id="garage")
+    end = [*conversation[-3:], {"role": "assistant", "content": "Noted."}, *ASK]
+    headers = say(proxy, end, "ines", X_Memory_Session_Id="garage")
+    assert "LK-5512-ZQ" in (block_in(sent_messages(upstream)) or "")
+    assert float(headers["x-memory-waited-ms"]) > 0
+
+
 def test_a_reply_said_alike_in_another_conversation_does_not_count_as_resent(proxy, upstream):
     """A provider that answers "Noted." every time: the new conversation resends a "Noted.",
     which is not the turn that holds the code."""

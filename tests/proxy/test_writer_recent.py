@@ -51,6 +51,23 @@ def test_a_turn_of_the_same_conversation_that_the_client_dropped_is_waited_for()
     assert recent.awaited("ann", "s1", None, window) == [5]
 
 
+def test_a_long_history_sent_at_once_and_then_only_its_end_is_waited_for():
+    recent = RecentTurns()
+    history = (
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "my locker code is 31-07-19"},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "and a pasta recipe?"},
+    )
+    recent.add(Turn("ann", "s1", "m", history, {"role": "assistant", "content": "Sure."}, 0.0), 6)
+    summary = {"role": "system", "content": "Summary: locker, pasta."}
+    end = [summary, *history[3:], {"role": "assistant", "content": "Sure."}]
+    assert recent.awaited("ann", "s1", None, [*end, {"role": "user", "content": "code?"}]) == [6]
+    whole = [*history, {"role": "assistant", "content": "Sure!"}]  # a system prompt changed
+    whole[0] = summary
+    assert recent.awaited("ann", "s1", None, [*whole, {"role": "user", "content": "?"}]) == []
+
+
 def test_a_turn_whose_message_and_reply_the_request_resends_is_not():
     recent = RecentTurns()
     recent.add(turn(session="s1", reply="It is on Tuesday."), 5)
