@@ -115,7 +115,27 @@ def window_checks() -> list[tuple[str, Check]]:
             items.append({"role": "assistant", "content": "Sure."})
         return found("PP-66120", responses_block(probe.upstream.last_responses_json))
 
+    def bulk(session: str | None) -> Check:
+        def check(probe: Probe) -> tuple[bool, str]:
+            """Twenty messages sent at once (a conversation moved to moim), then only the last
+            four and a question, asked at once."""
+            user = f"bulk-{session or 'derived'}"
+            history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+            said = ["My insurance policy is POL-88-1029-X.", *CHATS, *CHATS][:10]
+            for n, text in enumerate(said):
+                history.append({"role": "user", "content": f"{text} {CHATTER if n else ''}"})
+                history.append({"role": "assistant", "content": f"Reply {n}: sure."})
+            headers = {"X-Memory-Session-Id": session} if session else {}
+            probe.chat(user, history[:-1], reply=history[-1]["content"], **headers)
+            asked = [*history[-4:], {"role": "user", "content": "What's my insurance policy?"}]
+            probe.chat(user, [history[0], *asked], **headers)
+            return found("POL-88-1029-X", block_of(probe.upstream.last_json))
+
+        return check
+
     return [
+        ("dropped: 20 messages at once, then the last 4 (session id)", bulk("bulk-1")),
+        ("dropped: 20 messages at once, then the last 4 (no session id)", bulk(None)),
         ("dropped: last four, no system prompt, no session id", no_system),
         ("dropped: the window's last turn streamed", streamed),
         ("dropped: a Responses client trimming its input", responses_trimmed),
