@@ -300,7 +300,28 @@ def fact_checks() -> list[tuple[str, Check]]:
         ok = bool(gone) and "vegetarian" not in facts and "penicillin" in facts
         return ok, f"deleted {gone} of {len(before)}; facts after: {facts.strip()[-120:]!r}"
 
+    def job(probe: Probe) -> tuple[bool, str]:
+        talk(probe, "job", "j1", [("I work as a nurse at St Mary's.", "Nice.")], "2026-07-01")
+        moved = "Big change: I left nursing, I'm a software tester at Acme now."
+        talk(probe, "job", "j2", [(moved, "Congrats!")], "2026-09-01")
+        block = probe.ask("job", "Where do I work these days?")[0]
+        new, old = block.find("Acme"), block.find("St Mary")
+        ok = new >= 0 and (old < 0 or new < old)
+        return ok, f"Acme at {new}, St Mary's at {old}"
+
+    def name(probe: Probe) -> tuple[bool, str]:
+        talk(
+            probe,
+            "named2",
+            "n1",
+            [("Hi! My name is Oluwaseun, friends call me Seun.", "Hi!")],
+            "2026-09-01",
+        )
+        return found("Seun", probe.ask("named2", "What should you call me?")[0])
+
     return [
+        ("facts: a job that changed, the new one first", job),
+        ("facts: the user's name in a new conversation", name),
         ("facts: corrected later, asked in a new conversation", corrected),
         ("facts: one user's fact never in another's block", per_user),
         ("facts: one fact forgotten, the other kept", one_forgotten),

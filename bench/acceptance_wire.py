@@ -9,6 +9,8 @@ that the block is there whatever the abstention gate makes of weaker paraphrases
 from __future__ import annotations
 
 import json
+import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -127,7 +129,41 @@ def isolation_checks() -> list[tuple[str, Check]]:
         ok = "8127" in head and "8127" not in body
         return ok, f"header's user {'8127' in head}, body's user {'8127' in body}"
 
+    def concurrent(probe: Probe) -> tuple[bool, str]:
+        """Eight users asking at once, each about a code of their own said a moment before."""
+        users = [f"par-{n}" for n in range(8)]
+        for n, user in enumerate(users):
+            talk(
+                probe,
+                user,
+                f"{user}-1",
+                [(f"My desk number is D-{4100 + n}.", "OK.")],
+                "2026-09-01",
+            )
+        client = openai.OpenAI(base_url=probe.root + "/v1", api_key="sk-test", max_retries=0)
+
+        def ask(user: str) -> dict[str, str]:
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-4o-mini",
+                messages=[{"role": "user", "content": "What's my desk number?"}],
+                extra_headers={"X-Memory-User-Id": user, "X-Memory-Mode": "read"},
+            )
+            return dict(raw.headers)
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(ask, users * 3))
+        wrong = []
+        for recorded in probe.upstream.requests[-24:]:
+            block = block_of(recorded.json) if recorded.json else ""
+            codes = set(re.findall(r"D-41\d\d", block))
+            if len(codes) != 1:
+                wrong.append(sorted(codes))
+        return not wrong, f"blocks with other users' codes or none: {wrong[:4]}" if wrong else (
+            "24 blocks, each with one code"
+        )
+
     return [
+        ("isolation: eight users asking at once", concurrent),
         ("isolation: one session id, two users", shared_session),
         ("isolation: body `user`, header and path are one user", three_ways),
         ("isolation: the header's user beats the body's", header_beats_body),
@@ -175,7 +211,22 @@ def forget_checks() -> list[tuple[str, Check]]:
         ok = "77-K" not in gone and "91-J" in kept
         return ok, f"forgotten user sees 77-K {'77-K' in gone}, other sees 91-J {'91-J' in kept}"
 
+    def at_once(probe: Probe) -> tuple[bool, str]:
+        """A code said, then the user forgotten (and a session) before the writer stored it."""
+        talk(probe, "quick", "q-1", [("My alarm PIN is 7402.", "OK.")], "2026-09-01")
+        user = delete(probe, "/v1/memory", "quick")
+        talk(probe, "quick2", "q2-1", [("My alarm PIN is 8813.", "OK.")], "2026-09-01")
+        talk(probe, "quick2", "q2-2", [("My bike is a Brompton.", "OK.")], "2026-09-02")
+        one = delete(probe, "/v1/memory/sessions/q2-1", "quick2")
+        gone = probe.ask("quick", "What's my alarm PIN?")[0]
+        gone2 = probe.ask("quick2", "What's my alarm PIN?")[0]
+        ok = (user, one) == (200, 200) and "7402" not in gone and "8813" not in gone2
+        return ok, f"deletes {user}/{one}, user's PIN back {'7402' in gone}, " + (
+            f"session's PIN back {'8813' in gone2}"
+        )
+
     return [
+        ("forget: at once, before the writer stored the turn", at_once),
         ("forget: DELETE a session, the other session kept", session),
         ("forget: DELETE a derived session by its header's id", derived),
         ("forget: one user forgotten, another kept", other_user),
