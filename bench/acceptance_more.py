@@ -333,7 +333,12 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="a directory for the store and log, kept")
     parser.add_argument("--source", type=Path, default=ROOT, help="the build to serve")
     args = parser.parse_args()
-    from bench.acceptance_edges import client_checks, long_turn_checks, window_checks
+    from bench.acceptance_edges import (
+        client_checks,
+        kind_checks,
+        long_turn_checks,
+        window_checks,
+    )
     from bench.acceptance_wire import (  # they import this module's helpers
         forget_checks,
         isolation_checks,
@@ -349,6 +354,7 @@ def main() -> None:
         *isolation_checks(),
         *forget_checks(),
         *streaming_checks(),
+        *kind_checks(),
         *long_turn_checks(),
         *window_checks(),
         *client_checks(),
