@@ -7,9 +7,16 @@ a new one at once, and recall would answer from a memory without it. So every su
 turn is noted here, with its place in the writer's order (`Progress.submitted`), until it
 is indexed, and a request that reads memory waits (`memory.recall_wait` seconds at most,
 proxy/pipeline.py) for the user's turns it does not carry itself. A turn of the request's
-own conversation needs no recall: the request resends it, or the provider holds it (a
-Responses API request continuing that reply). So an agent's tool loop, whose every round
-follows the last within milliseconds, never waits.
+own conversation needs no recall when the request resends what it said (a client may reword
+the reply it resends), or when the provider holds it (a Responses API request continuing that
+reply): an agent's tool loop, whose every round follows the last within milliseconds, never
+waits. One whose messages the client dropped in part (a sliding window, a summary in their
+place, a cut middle, a long history sent at once and then only its end) is waited for: recall
+is what brings them back. A turn of another conversation counts as carried only when its
+reply is resent too: one alike line ("OK", "Thanks!") says little when a stand-in or a person
+says it every time. Only the user's and the assistant's messages count, those recall shows.
+A turn's messages are hashed when a request first asks about it: most are indexed before any
+does.
 """
 
 from __future__ import annotations
@@ -20,15 +27,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory import Turn, content_hash
+from memory.ingest.turns import RECALLED_ROLES
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Unsearchable:
     place: int  # the turn's number in the writer's order: indexed once `indexed` reaches it
     user_id: str
     session_id: str
     response_id: str | None
-    last_hash: str | None  # of its reply (else its last message), as a client resends it
+    turn: Turn
+    hashes: frozenset[str] | None = None  # of its user and assistant messages, once asked
+
+    def said(self) -> frozenset[str]:
+        """The hashes of the turn's messages that recall shows (not its reply)."""
+        if self.hashes is None:
+            shown = (m for m in self.turn.messages if m.get("role") in RECALLED_ROLES)
+            self.hashes = frozenset(h for h in map(_hash, shown) if h is not None)
+        return self.hashes
+
+    def carried(self, session_id: str, carried: set[str]) -> bool:
+        """Whether a request in `session_id` carrying the messages hashed `carried` carries
+        this turn: what it said, and its reply too when the request is of another session."""
+        if not self.said() <= carried:
+            return False
+        reply = _hash(self.turn.reply) if self.turn.reply is not None else None
+        return self.session_id == session_id or reply is None or reply in carried
 
 
 class RecentTurns:
@@ -42,12 +66,7 @@ class RecentTurns:
         return len(self._in_order)
 
     def add(self, turn: Turn, place: int) -> None:
-        said = turn.reply if turn.reply is not None else (turn.messages or [None])[-1]
-        try:
-            last_hash = content_hash(said) if said is not None else None
-        except ValueError:  # text that is not valid Unicode: never stored, so never resent
-            last_hash = None
-        entry = _Unsearchable(place, turn.user_id, turn.session_id, turn.response_id, last_hash)
+        entry = _Unsearchable(place, turn.user_id, turn.session_id, turn.response_id, turn)
         self._in_order.append(entry)
         self._by_user.setdefault(turn.user_id, deque()).append(entry)
 
@@ -79,12 +98,17 @@ class RecentTurns:
         mine = self._by_user.get(user_id)
         if not mine:
             return []
-        others = [
-            e
-            for e in mine
-            if e.session_id != session_id and (e.response_id is None or e.response_id != continues)
-        ]
-        if not others:
+        waited = [e for e in mine if e.response_id is None or e.response_id != continues]
+        if not waited:
             return []
-        carried = {content_hash(message) for message in messages}
-        return [e.place for e in others if e.last_hash not in carried]
+        carried = {h for h in map(_hash, messages) if h is not None}
+        return [e.place for e in waited if not e.carried(session_id, carried)]
+
+
+def _hash(message: Mapping[str, Any]) -> str | None:
+    """`content_hash` of `message`; None for text that is not valid Unicode (never stored,
+    so never resent)."""
+    try:
+        return content_hash(message)
+    except ValueError:
+        return None

@@ -40,6 +40,11 @@ _JOB_NOUN = (
     r"|technician|pharmacist|paramedic|physiotherapist|therapist|chef|cook|lecturer|professor"
     r"|programmer|director|coordinator|officer|specialist|assistant|intern|producer|marketer"
     r"|recruiter|midwife|surgeon|dentist|librarian|electrician|plumber|mechanic|pilot"
+    # occupations only, never a hobby said the same way ('a keen baker', 'a careful driver')
+    r"|tester|cashier|clerk|waiter|waitress|barista|bartender|receptionist|firefighter"
+    r"|paralegal|translator|interpreter|secretary|veterinarian|optometrist|radiographer"
+    r"|physician|psychologist|psychiatrist|counsell?or|caregiver|carpenter|welder|attorney"
+    r"|auditor|actuary|economist|statistician|sysadmin|salesperson|social\s+worker"
     r"|head\s+of\s+[a-z]+(?:\s+[a-z]+)?|lead|owner|founder|cto|ceo|vp)"
 )
 _ROLE_NOUN = (

@@ -170,6 +170,29 @@ def test_a_job_said_to_be_over_leaves_the_known_facts(proxy, upstream, ended):
 
 
 @pytest.mark.parametrize(
+    "changed",
+    [
+        "Big change: I left nursing, I'm a software tester at Acme now.",
+        "I'm now a software tester at Acme.",
+        "I've started a new job as a software tester at Acme.",
+    ],
+)
+def test_a_new_job_in_another_trade_supersedes_the_old_one(proxy, upstream, changed):
+    """'I'm a software tester at Acme now' set nothing ('tester' was no job): every later
+    block still said the user was a nurse at St Mary's."""
+    say(proxy, "I work as a nurse at St Mary's.")
+    proxy.flush()
+    say(proxy, changed)
+    proxy.flush()
+
+    say(proxy, "Where do I work these days?", extra_headers={"X-Memory-Mode": "read"})
+
+    known = section(block_sent(upstream) or "", KNOWN)
+    assert "- employer: Acme" in known and "- job title: software tester" in known
+    assert "nurse" not in " ".join(known) and "St Mary" not in " ".join(known)
+
+
+@pytest.mark.parametrize(
     "said, known",
     [
         (("I work at Stripe.", "I no longer work at Google."), ("employer", "Stripe")),

@@ -2,8 +2,9 @@
 
 The writer stores and indexes finished turns in the background; a script that ends one
 conversation and asks about it in a new one at once would otherwise find nothing of it. A
-request that reads memory waits (`memory.recall_wait`) for its user's turns of other
-conversations; the turns of its own conversation it carries itself, and never waits for.
+request that reads memory waits (`memory.recall_wait`) for its user's turns it does not
+carry: of other conversations, and of its own that the client dropped (a sliding window); the
+turns of its own conversation it resends, it never waits for.
 """
 
 import httpx
@@ -67,6 +68,43 @@ def test_a_resent_history_without_a_session_id_does_not_wait(proxy, upstream):
     ]
     headers = say(proxy, conversation, "ines")
     assert "x-memory-waited-ms" not in headers
+
+
+def test_a_turn_the_client_dropped_from_its_window_is_waited_for(proxy, upstream):
+    """A client that keeps a summary and the last message in place of the history asks at
+    once about what it dropped: the same conversation, but the request does not carry it."""
+    say(proxy, a_long_conversation(), "ines", X_Memory_Session_Id="garage")
+    summary = {"role": "system", "content": "Summary so far: the user sorted the garage."}
+    headers = say(proxy, [summary, *ASK], "ines", X_Memory_Session_Id="garage")
+    assert "LK-5512-ZQ" in (block_in(sent_messages(upstream)) or "")
+    assert float(headers["x-memory-waited-ms"]) > 0
+
+
+def test_a_history_sent_at_once_then_only_its_end_is_waited_for(proxy, upstream):
+    """A client that sends a long history in one request, then only its last messages: the
+    turn's last message is resent, its earlier ones (the code's) are not."""
+    conversation = a_long_conversation()
+    upstream.script.append({"content": "Noted."})
+    say(proxy, conversation, "ines", X_Memory_Session_Id="garage")
+    end = [*conversation[-3:], {"role": "assistant", "content": "Noted."}, *ASK]
+    headers = say(proxy, end, "ines", X_Memory_Session_Id="garage")
+    assert "LK-5512-ZQ" in (block_in(sent_messages(upstream)) or "")
+    assert float(headers["x-memory-waited-ms"]) > 0
+
+
+def test_a_reply_said_alike_in_another_conversation_does_not_count_as_resent(proxy, upstream):
+    """A provider that answers "Noted." every time: the new conversation resends a "Noted.",
+    which is not the turn that holds the code."""
+    upstream.script.append({"content": "Noted."})
+    say(proxy, a_long_conversation(), "ines", X_Memory_Session_Id="garage")
+    asking = [
+        {"role": "user", "content": "Hi again."},
+        {"role": "assistant", "content": "Noted."},
+        *ASK,
+    ]
+    headers = say(proxy, asking, "ines", X_Memory_Session_Id="asking", X_Memory_Mode="read")
+    assert "LK-5512-ZQ" in (block_in(sent_messages(upstream)) or "")
+    assert float(headers["x-memory-waited-ms"]) > 0
 
 
 def test_another_users_turns_are_not_waited_for(proxy, upstream):

@@ -27,13 +27,48 @@ def test_a_turn_of_another_conversation_is_waited_for():
     assert recent.awaited("ann", "s2", None, asked) == [5]
 
 
-def test_a_turn_of_the_same_conversation_is_not():
+def test_a_turn_of_the_same_conversation_that_the_request_resends_is_not():
     recent = RecentTurns()
-    recent.add(turn(session="s1"), 5)
-    assert recent.awaited("ann", "s1", None, [{"role": "user", "content": "and?"}]) == []
+    recent.add(turn(session="s1", said="hello", reply="hi there"), 5)
+    # the client resends the user's message; the reply it may have reworded
+    resent = [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "Hi there!"},
+        {"role": "user", "content": "and?"},
+    ]
+    assert recent.awaited("ann", "s1", None, resent) == []
 
 
-def test_a_turn_whose_reply_the_request_resends_is_not():
+def test_a_turn_of_the_same_conversation_that_the_client_dropped_is_waited_for():
+    recent = RecentTurns()
+    recent.add(turn(session="s1", said="my locker code is 31-07-19", reply="Noted."), 5)
+    # a sliding window: the turn is gone, an alike reply ("Noted.") is still in it
+    window = [
+        {"role": "system", "content": "Summary: the user talked about the gym."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "What was my locker code?"},
+    ]
+    assert recent.awaited("ann", "s1", None, window) == [5]
+
+
+def test_a_long_history_sent_at_once_and_then_only_its_end_is_waited_for():
+    recent = RecentTurns()
+    history = (
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "my locker code is 31-07-19"},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "and a pasta recipe?"},
+    )
+    recent.add(Turn("ann", "s1", "m", history, {"role": "assistant", "content": "Sure."}, 0.0), 6)
+    summary = {"role": "system", "content": "Summary: locker, pasta."}
+    end = [summary, *history[3:], {"role": "assistant", "content": "Sure."}]
+    assert recent.awaited("ann", "s1", None, [*end, {"role": "user", "content": "code?"}]) == [6]
+    whole = [*history, {"role": "assistant", "content": "Sure!"}]  # a system prompt changed
+    whole[0] = summary
+    assert recent.awaited("ann", "s1", None, [*whole, {"role": "user", "content": "?"}]) == []
+
+
+def test_a_turn_whose_message_and_reply_the_request_resends_is_not():
     recent = RecentTurns()
     recent.add(turn(session="s1", reply="It is on Tuesday."), 5)
     messages = [
@@ -42,6 +77,17 @@ def test_a_turn_whose_reply_the_request_resends_is_not():
         {"role": "user", "content": "thanks"},
     ]
     assert recent.awaited("ann", "other", None, messages) == []
+
+
+def test_another_conversations_turn_with_an_alike_reply_is_waited_for():
+    recent = RecentTurns()
+    recent.add(turn(session="s1", said="my passport is K8812345Z", reply="Noted."), 5)
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "what is my passport number?"},
+    ]
+    assert recent.awaited("ann", "s2", None, messages) == [5]
 
 
 def test_a_turn_without_a_reply_is_known_by_its_last_message():
@@ -70,9 +116,9 @@ def test_every_turn_not_carried_is_awaited_in_order():
     recent = RecentTurns()
     recent.add(turn(session="s1", reply="one"), 2)
     recent.add(turn(session="s2", reply="two"), 3)
-    recent.add(turn(session="s3", reply="three"), 4)
-    # s3 is the request's own conversation: the others are s1's and s2's, in order
-    assert recent.awaited("ann", "s3", None, []) == [2, 3]
+    recent.add(turn(session="s3", said="and then", reply="three"), 4)
+    # s3 is the request's own conversation, its turn resent: s1's and s2's, in order
+    assert recent.awaited("ann", "s3", None, [{"role": "user", "content": "and then"}]) == [2, 3]
 
 
 def test_indexed_turns_are_forgotten_in_order():

@@ -87,6 +87,25 @@ def test_forget_archives_the_key_the_same_words_would_set():
 
 
 @pytest.mark.parametrize(
+    "text, job, employer",
+    [
+        (
+            "Big change: I left nursing, I'm a software tester at Acme now.",
+            "software tester",
+            "Acme",
+        ),
+        ("I'm now a receptionist at the Grand Hotel.", "receptionist", "the Grand Hotel"),
+        ("I'm a paralegal at Baker & Co.", "paralegal", "Baker & Co"),
+        ("I'm a social worker for Leeds City Council.", "social worker", "Leeds City Council"),
+    ],
+)
+def test_an_occupation_outside_the_office_trades_is_a_job(text, job, employer):
+    """'I'm a software tester at Acme now' set nothing: the job nouns were office and clinic
+    trades only, so a nurse who became a tester stayed a nurse in every block."""
+    assert facts(text) == [("set", "job_title", job), ("set", "employer", employer)]
+
+
+@pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("my name is Dana", [("set", "name", "Dana")]),
