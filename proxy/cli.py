@@ -322,7 +322,7 @@ def banner(config: Config) -> str:
             f"{_without_secrets(config.upstream_base_url)}{key}; other /v1/ requests pass through"
         )
     else:
-        upstream = "none: provider/model names go through litellm; other /v1/ requests get 404"
+        upstream = "none: every model name goes through litellm (chat completions, embeddings)"
     memory = "on (chat completions, Responses API)" if config.memory_enabled else "off"
     host = f"[{config.host}]" if ":" in config.host else config.host  # an IPv6 address
     lines = [

@@ -213,7 +213,7 @@ def test_banner_without_an_upstream_and_with_memory_off():
     lines = banner(Config(memory_enabled=False)).splitlines()
 
     assert lines[1] == (
-        "  upstream: none: provider/model names go through litellm; other /v1/ requests get 404"
+        "  upstream: none: every model name goes through litellm (chat completions, embeddings)"
     )
     assert lines[2] == "  memory:   off"
 
