@@ -23,6 +23,8 @@ def item_problem(item: Any) -> str | None:
     """Why `item` (one parsed line) is not an exported message or fact; None when it is one."""
     if not isinstance(item, Mapping):
         return "not a JSON object"
+    if "type" not in item and "content" not in item:  # '{"x": 1}': no kind of item at all
+        return "neither a message nor a fact (no 'type', no 'content')"
     kind = item.get("type", "message")
     if kind == "message":
         return _message_problem(item)

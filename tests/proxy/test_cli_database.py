@@ -262,8 +262,16 @@ def exported_message(i, **fields):
         (exported_message(2, type="mesage"), "unknown type 'mesage'"),
         ('{"type": "fact", "key": "pet", "created_at": 1}\n', "fact 'pet': 'value' must be"),
         ('{"type": "fact", "key": "pet", "value": "cat"}\n', "fact 'pet': 'created_at' is missing"),
+        ('{"x": 1}\n', "neither a message nor a fact (no 'type', no 'content')"),
     ],
-    ids=["no message_key", "created_at a word", "unknown type", "fact without value", "no date"],
+    ids=[
+        "no message_key",
+        "created_at a word",
+        "unknown type",
+        "fact without value",
+        "no date",
+        "no kind at all",
+    ],
 )
 def test_import_refuses_a_hand_edited_file_whole_and_names_the_line(tmp_path, edited, reason):
     moim("facts", "set", "home_city", "Lisbon", "--user", "ann", "--create", cwd=tmp_path)
