@@ -23,6 +23,7 @@ from dataclasses import replace
 from memory.facts.cars import car_now
 from memory.facts.changes import change, employer_now, i_am_a, joined_at_work
 from memory.facts.corrections import correction
+from memory.facts.endings import ended
 from memory.facts.general import general
 from memory.facts.lexicon import (
     ABBREV,
@@ -230,6 +231,7 @@ _CLAUSE_RULES = (
     change,
     update,
     shift,
+    ended,
 )
 
 
@@ -303,8 +305,16 @@ def _stated(sentence: str) -> list[Capture]:
     if TAINT.search(body):
         return out
     whole_rules = replaced_plan(body) + named_role(body) + car_now(body)
-    out += [c for c in whole_rules if all(o.key != c.key for o in out)]
+    out += [c for c in whole_rules if all(o.key != c.key or o.op == "forget" for o in out)]
+    out = [c for c in out if not _ends_what_is_set(c, out)]
     return out or sentence_change(whole)
+
+
+def _ends_what_is_set(capture: Capture, out: list[Capture]) -> bool:
+    """An ending whose key the same sentence sets anew ('I left nursing, I'm a tester now'):
+    the new value supersedes the old one, so the ending says nothing more."""
+    ending = capture.op == "forget" and capture.rule.endswith("_ended")
+    return ending and any(o.key == capture.key and o.op == "set" for o in out)
 
 
 def _with_elided(clauses: list[str]) -> list[str]:

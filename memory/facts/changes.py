@@ -172,9 +172,19 @@ def _value(text: str, max_words: int = 8) -> str | None:
     return " ".join(words)
 
 
+# A judgement or a hobby before the noun, not a job title: 'a terrible cook', 'a beta tester'.
+_EVALUATIVE = word_set(
+    "terrible awful bad good great decent keen amateur beta avid hopeless lousy excellent "
+    "mediocre wannabe aspiring budding natural born reluctant casual occasional home hobby "
+    "weekend armchair backseat"
+)
+
+
 def _job(text: str) -> str | None:
     job = _value(text, 5)
     if job is None or re.search(r"[^\w\s-]", job):
+        return None
+    if re.sub(r"^(?:an?|the)\s+", "", job, flags=re.I).split()[0].lower() in _EVALUATIVE:
         return None
     return re.sub(r"^(?:an?|the)\s+", "", job, flags=re.I)
 

@@ -23,6 +23,7 @@ from memory.block.tokens import count_tokens
 from memory.facts.capture import Capture
 from memory.facts.changes import UNNAMED_DRUG
 from memory.facts.corrections import CORRECTED, corrected
+from memory.facts.endings import UNNAMED_PET, one_pet, same_job
 from memory.records import Fact, FactStatus, LeftOut, Policy
 from memory.store import fact_rows
 from memory.store.backend import StoreBackend as Store
@@ -252,6 +253,11 @@ def apply_captures(
         try:
             if capture.key == UNNAMED_DRUG and (named := _one_medication(store, user_id, now)):
                 capture = replace(capture, key=named.key, value=_with_drug(named, capture.value))
+            if capture.key == UNNAMED_PET:  # 'my cat died': the one cat on file, if one
+                active = fact_rows.active_facts(store, user_id, now)
+                if (found := one_pet(capture, active)) is None:
+                    continue
+                capture = found
             if capture.key == CORRECTED:
                 active = fact_rows.active_facts(store, user_id, now)
                 if (fixed := corrected(capture, active, *said)) is None:
@@ -282,6 +288,8 @@ def _another_value(current: Fact | None, capture: Capture) -> bool:
     if current is None or not capture.value or ":" in current.key:
         return False
     held, named = _plain(current.value), _plain(capture.value)
+    if capture.rule == "job_ended" and current.key == "job_title":  # 'I left nursing'
+        return not same_job(held, named)
     shorter, longer = sorted((held, named), key=len)
     return not re.match(rf"{re.escape(shorter)}(?!\w)", longer)  # 'Boston' is 'Boston, MA'
 

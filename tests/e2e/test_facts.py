@@ -170,6 +170,45 @@ def test_a_job_said_to_be_over_leaves_the_known_facts(proxy, upstream, ended):
 
 
 @pytest.mark.parametrize(
+    "ended",
+    ["I quit my job at St Mary's.", "I've retired!", "I was made redundant last week."],
+)
+def test_a_job_that_ended_leaves_the_known_facts(proxy, upstream, ended):
+    """'I quit my job at St Mary's', 'I've retired' forgot nothing: every later block still
+    said the user was a nurse at St Mary's (session 24)."""
+    say(proxy, "I work as a nurse at St Mary's.")
+    say(proxy, ended)
+    proxy.flush()
+
+    say(proxy, "What do I do for a living?", extra_headers={"X-Memory-Mode": "read"})
+
+    known = " ".join(section(block_sent(upstream) or "", KNOWN))
+    assert "nurse" not in known and "St Mary" not in known
+    with api(proxy) as client:
+        assert client.get("/facts").json()["facts"] == []
+        history = client.get("/facts/employer/history").json()
+    assert [(f["value"], f["status"]) for f in history["facts"]] == [("St Mary's", "archived")]
+
+
+def test_a_pet_that_died_and_a_car_sold_leave_the_known_facts_but_not_another_pet(proxy, upstream):
+    """'my cat died', 'we sold the car' left the cat and the car in every later block."""
+    for text in (
+        "I have a cat called Rufus.",
+        "I have a dog called Pip.",
+        "My car is a Fiat 500 now.",
+        "My sister's dog died.",
+        "My cat died last week.",
+        "We sold the car.",
+    ):
+        say(proxy, text)
+    proxy.flush()
+
+    say(proxy, "Any pets or cars?", extra_headers={"X-Memory-Mode": "read"})
+
+    assert section(block_sent(upstream) or "", KNOWN) == ["- pet (pip): dog named Pip"]
+
+
+@pytest.mark.parametrize(
     "changed",
     [
         "Big change: I left nursing, I'm a software tester at Acme now.",
