@@ -40,7 +40,7 @@ from memory.facts.consolidation import (
 from memory.heap import fix_mmap_threshold, limit_arenas
 from memory.ingest.identity import content_hash
 from memory.ingest.media import media_fingerprints, without_inline_data
-from memory.ingest.turns import Turn
+from memory.ingest.turns import RECALLED_ROLES, Turn
 from memory.layer import MemoryLayer, PendingRecall, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.service_embedder import EmbeddingService, ServiceEmbedder
@@ -82,6 +82,7 @@ __all__ = [
     "Operation",
     "PendingRecall",
     "Placement",
+    "RECALLED_ROLES",
     "RecallRequest",
     "Recollection",
     "Rejection",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memory.facts.rules import checked_fact_row
+from memory.facts.restore import checked_fact_row
 
 # 9999-12-31: a later `created_at` is no date any tool can show.
 MAX_TIMESTAMP = 253_402_300_800.0

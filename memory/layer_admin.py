@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from memory.block.excerpts import forget_flat_lines
 from memory.block.tokens import forget_counted_texts
 from memory.export_items import item_problem
-from memory.facts.rules import restore_facts
+from memory.facts.restore import restore_facts
 from memory.ingest.identity import forget_recent_hashes
 from memory.layer_write import WriteSide
 from memory.records import Message

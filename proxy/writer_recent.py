@@ -26,8 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory import Turn, content_hash
-from memory.ingest.turns import RECALLED_ROLES
+from memory import RECALLED_ROLES, Turn, content_hash
 
 
 @dataclass(slots=True)

@@ -50,6 +50,7 @@ def test_memory_exports_exactly_these_names():
         "Operation",
         "PendingRecall",
         "Placement",
+        "RECALLED_ROLES",
         "RecallRequest",
         "Recollection",
         "Rejection",

@@ -5,6 +5,7 @@ messages), and export/import of fact history; on a real SQLite file."""
 import pytest
 
 from memory.facts.capture import Capture
+from memory.facts.restore import restore_facts
 from memory.facts.rules import (
     apply_captures,
     check_category,
@@ -13,7 +14,6 @@ from memory.facts.rules import (
     facts_for_block,
     normalise_key,
     resolve_key,
-    restore_facts,
     retire_facts,
     select_for_block,
     set_fact,
