@@ -327,10 +327,12 @@ def main() -> None:
     SOURCE = args.source
     from bench.acceptance_round2b import (
         async_checks,
+        chain_checks,
         crowd_checks,
         forget_durability_checks,
         left_stream_checks,
         restart_checks,
+        shutdown_checks,
         streaming_checks,
     )
 
@@ -344,6 +346,8 @@ def main() -> None:
         *crowd_checks(),
         *left_stream_checks(),
         *forget_durability_checks(),
+        *chain_checks(),
+        *shutdown_checks(),
     ]
     checks = [c for c in checks if not args.only or args.only in c[0]]
     with tempfile.TemporaryDirectory(prefix="moim-accept2-") as scratch:

@@ -1,10 +1,13 @@
-"""`bench/acceptance_round2.py`'s probes of restarts mid-conversation, many requests at once,
-user ids that look alike, and a stream the client left mid-reply.
+"""`bench/acceptance_round2.py`'s probes of restarts, forgets, many requests at once, the async
+client, streams, Responses chains and shutdown.
 
 A restart (SIGTERM or `kill -9`) between two turns of one conversation whose client resends it
 whole: every message stored once (the export counts them), the turn after the restart
-recalled; eight async requests of one user at once, all stored; a user id in NFC and NFD (a
-choice: shown as `info`); a stream the client closed once it had read the code.
+recalled; a forget (unflushed, or flushed) then `kill -9`: nothing comes back from the journal;
+30 turns then `kill -9` at once: all replayed; SIGTERM mid-stream: the stream ends whole and is
+stored; eight async requests of one user at once, all stored; a `previous_response_id` chain
+across a restart stays one session; `X-Memory-Timestamp` with `Z` and `+02:00`; a user id in
+NFC and NFD (a choice: shown as `info`); a stream the client closed once it had read the code.
 """
 
 from __future__ import annotations
@@ -287,4 +290,96 @@ def async_checks() -> list[tuple[str, Check]]:
         ("async client: create, then recalled", lambda p: run(p, "no")),
         ("async client: stream=True, then recalled", lambda p: run(p, "yes")),
         ("async client: with_streaming_response, then recalled", lambda p: run(p, "raw")),
+    ]
+
+
+def chain_checks() -> list[tuple[str, Check]]:
+    def chained_across_restart(probe: Probe) -> tuple[bool, str]:
+        user = {"X-Memory-User-Id": "chain"}
+        with another(probe, "ch") as (one, _):
+            probe.upstream.script.append({"content": "Noted the boat."})
+            first = one.client.responses.create(
+                model=MODEL, input="My boat's hull number is HN-3390-CH.", extra_headers=user
+            )
+        with another(probe, "ch") as (two, _):
+            probe.upstream.script.append({"content": "Sure."})
+            two.client.responses.create(
+                model=MODEL,
+                input="And my mooring is berth 14 at the east pier.",
+                previous_response_id=first.id,
+                extra_headers=user,
+            )
+            two.flush()
+            items = [i for i in exported(two, "chain") if i.get("type", "message") == "message"]
+        sessions = {i["session_id"] for i in items}
+        return len(sessions) == 1 and len(items) >= 4, f"{len(items)} messages in {sessions}"
+
+    def zoned_timestamps(probe: Probe) -> tuple[bool, str]:
+        seen = []
+        for n, stamp in enumerate(["2026-09-10T10:00:00Z", "2026-09-10T12:00:00+02:00"]):
+            messages = [{"role": "user", "content": f"Zone note {n}: parcel ZN-{n}4{n}4."}]
+            raw = probe.chat(
+                "zone", messages, **{"X-Memory-Session-Id": f"z-{n}", "X-Memory-Timestamp": stamp}
+            )
+            seen.append(raw.headers.get("x-memory-error"))
+        probe.flush()
+        stamps = sorted(
+            {
+                i["created_at"]
+                for i in exported(probe, "zone")
+                if i.get("type", "message") == "message"
+            }
+        )
+        ok = seen == [None, None] and stamps == [1789034400.0]
+        return ok, f"errors {seen}, created_at {stamps}"
+
+    return [
+        ("responses: previous_response_id across a restart, one session", chained_across_restart),
+        ("timestamps: Z and +02:00 the same instant", zoned_timestamps),
+    ]
+
+
+def shutdown_checks() -> list[tuple[str, Check]]:
+    def term_mid_stream(probe: Probe) -> tuple[bool, str]:
+        reply = "Your reminder word is HERON-77, and " + "more text follows. " * 12
+        with another(probe, "ms") as (one, handle):
+            probe.upstream.script.append({"content": reply, "delay": 0.05})
+            got = ""
+            with one.client.chat.completions.create(
+                model=MODEL,
+                stream=True,
+                messages=[{"role": "user", "content": "Give me a reminder word please."}],
+                extra_headers={"X-Memory-User-Id": "ms", "X-Memory-Session-Id": "ms-1"},
+            ) as chunks:
+                for chunk in chunks:
+                    if chunk.choices and not got:
+                        os.kill(handle.pid, signal.SIGTERM)
+                    if chunk.choices:
+                        got += chunk.choices[0].delta.content or ""
+        with another(probe, "ms") as (two, _):
+            items = [i for i in exported(two, "ms") if i.get("role") == "assistant"]
+        whole = got == reply and [i["content"] for i in items] == [reply]
+        return (
+            whole,
+            f"client read {len(got)}/{len(reply)} chars; "
+            f"stored {[len(i['content']) for i in items]}",
+        )
+
+    def backlog_killed(probe: Probe) -> tuple[bool, str]:
+        codes = [f"BK-{n:02d}77-Q" for n in range(30)]
+        with another(probe, "bk") as (one, handle):
+            for n, code in enumerate(codes):
+                talk(one, "bk", f"bk-{n}", [(f"Crate {n} holds part {code}.", "OK.")], "2026-09-25")
+            os.kill(handle.pid, signal.SIGKILL)
+        with another(probe, "bk") as (two, _):
+            two.flush()
+            text = json.dumps(exported(two, "bk"))
+            block, _ = two.ask("bk", "Which part does crate 29 hold?", **LATER)
+        missing = [c for c in codes if c not in text]
+        ok = not missing and codes[-1] in block
+        return ok, f"not stored after replay {missing[:5]}, last code in block {codes[-1] in block}"
+
+    return [
+        ("shutdown: SIGTERM mid-stream, the stream ends whole and is stored", term_mid_stream),
+        ("durability: 30 turns then kill -9 at once, all replayed", backlog_killed),
     ]
