@@ -335,6 +335,7 @@ def main() -> None:
         shutdown_checks,
         streaming_checks,
     )
+    from bench.acceptance_round2c import rewrite_checks
 
     checks = [
         *durability_checks(),
@@ -348,6 +349,7 @@ def main() -> None:
         *forget_durability_checks(),
         *chain_checks(),
         *shutdown_checks(),
+        *rewrite_checks(),
     ]
     checks = [c for c in checks if not args.only or args.only in c[0]]
     with tempfile.TemporaryDirectory(prefix="moim-accept2-") as scratch:
