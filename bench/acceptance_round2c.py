@@ -8,10 +8,16 @@ owners (`info`).
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any
 
-from bench.acceptance import SYSTEM, Probe
+import httpx
+
+from bench.acceptance import MODEL, SYSTEM, Probe
+from bench.acceptance_more import talk
 from bench.acceptance_round2 import LATER, Check
+from bench.acceptance_round2b import exported
 
 
 def rewrite_checks() -> list[tuple[str, Check]]:
@@ -80,4 +86,68 @@ def rewrite_checks() -> list[tuple[str, Check]]:
         ("rewrite: a user message edited, the edit recalled", edited),
         ("info rewrite: the text the edit replaced, not recalled", edited_info),
         ("info rewrite: a regenerated answer, only the kept one recalled", regenerated),
+    ]
+
+
+def inflight_checks() -> list[tuple[str, Check]]:
+    def forget_own_stream(probe: Probe) -> tuple[bool, str]:
+        talk(probe, "ow", "ow-0", [("My old pager is PG-1212-OW.", "OK.")], "2026-09-27")
+        probe.flush()
+        probe.upstream.script.append({"content": "Your token is TK-3434-OW. " * 8, "delay": 0.05})
+        got, status = "", 0
+        with probe.client.chat.completions.create(
+            model=MODEL,
+            stream=True,
+            messages=[{"role": "user", "content": "My new pager is PG-5656-OW, give me a token."}],
+            extra_headers={"X-Memory-User-Id": "ow", "X-Memory-Session-Id": "ow-1"},
+        ) as chunks:
+            for chunk in chunks:
+                if chunk.choices and not got:
+                    status = httpx.delete(
+                        probe.root + "/v1/memory", headers={"x-memory-user-id": "ow"}
+                    ).status_code
+                if chunk.choices:
+                    got += chunk.choices[0].delta.content or ""
+        probe.flush()
+        text = json.dumps(exported(probe, "ow"))
+        back = [c for c in ("PG-1212-OW", "PG-5656-OW", "TK-3434-OW") if c in text]
+        return status == 200 and not back and bool(got), f"delete {status}, stored after it {back}"
+
+    def derived_in_parallel(probe: Probe) -> tuple[bool, str]:
+        lines = [
+            ("I'm planning the garden shed build.", "The shed kit number is SK-7001-PA."),
+            ("I'm sorting out my tax return.", "My tax reference is TX-7002-PB."),
+        ]
+        errors: list[BaseException] = []
+
+        def run(opening: str, said: str) -> None:
+            try:
+                pairs = [(opening, "Sure."), (said, "Noted."), ("Thanks.", "Anytime.")]
+                talk(probe, "dp", None, pairs, "2026-09-28")
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=line) for line in lines]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        probe.flush()
+        items = [i for i in exported(probe, "dp") if i.get("role") in ("user", "assistant")]
+        sessions: dict[str, str] = {}
+        for item in items:
+            sessions[item["session_id"]] = sessions.get(item["session_id"], "") + item["content"]
+        mixed = [s for s, text in sessions.items() if "SK-7001" in text and "TX-7002" in text]
+        a, _ = probe.ask("dp", "What's the shed kit number?", **LATER)
+        b, _ = probe.ask("dp", "What's my tax reference?", **LATER)
+        ok = not errors and len(sessions) == 2 and not mixed and "SK-7001-PA" in a
+        ok = ok and "TX-7002-PB" in b
+        return ok, (
+            f"errors {errors[:1]}, {len(items)} messages in {len(sessions)} sessions, "
+            f"mixed {len(mixed)}, shed {'SK-7001-PA' in a}, tax {'TX-7002-PB' in b}"
+        )
+
+    return [
+        ("forget: the user's own stream in flight stores nothing", forget_own_stream),
+        ("concurrency: two conversations at once, no session id, kept apart", derived_in_parallel),
     ]
