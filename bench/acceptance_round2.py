@@ -11,7 +11,9 @@ a total, the exit status is the number of failures; `info` lines (a choice for t
 are not counted.
 
 The checks of restarts mid-conversation, forgets then restarts, many requests at once, the
-async client and streams are in `bench/acceptance_round2b.py`.
+async client and streams are in `bench/acceptance_round2b.py`; a conversation the client
+rewrote (an edit, a regenerated answer) and forgets or conversations in flight in
+`bench/acceptance_round2c.py`.
 
     PYTHONPATH=. /work/venv/bin/python bench/acceptance_round2.py [--keep DIR] [--only TEXT]
 """
