@@ -337,7 +337,7 @@ def main() -> None:
         shutdown_checks,
         streaming_checks,
     )
-    from bench.acceptance_round2c import inflight_checks, rewrite_checks
+    from bench.acceptance_round2c import full_window_checks, inflight_checks, rewrite_checks
 
     checks = [
         *durability_checks(),
@@ -353,6 +353,7 @@ def main() -> None:
         *shutdown_checks(),
         *rewrite_checks(),
         *inflight_checks(),
+        *full_window_checks(),
     ]
     checks = [c for c in checks if not args.only or args.only in c[0]]
     with tempfile.TemporaryDirectory(prefix="moim-accept2-") as scratch:

@@ -14,10 +14,13 @@ from typing import Any
 
 import httpx
 
-from bench.acceptance import MODEL, SYSTEM, Probe
-from bench.acceptance_more import talk
+from bench.acceptance import MODEL, SYSTEM, Probe, long_history
+from bench.acceptance_more import END, START, talk
 from bench.acceptance_round2 import LATER, Check
 from bench.acceptance_round2b import exported
+from bench.locomo import block_of
+from memory import count_message_tokens
+from memory.block.tokens import count_tokens
 
 
 def rewrite_checks() -> list[tuple[str, Check]]:
@@ -150,4 +153,48 @@ def inflight_checks() -> list[tuple[str, Check]]:
     return [
         ("forget: the user's own stream in flight stores nothing", forget_own_stream),
         ("concurrency: two conversations at once, no session id, kept apart", derived_in_parallel),
+    ]
+
+
+def full_window_checks() -> list[tuple[str, Check]]:
+    def tools_fill_it(probe: Probe, count: int) -> tuple[bool, str]:
+        user = f"fw{count}"
+        said = [("My gym locker combination is 31-07-19.", "OK.")]
+        talk(probe, user, f"{user}-1", said, "2026-09-04")
+        probe.flush()
+        props = {f"f_{n}": {"type": "string", "description": "a field " * 60} for n in range(50)}
+        schema = {"type": "object", "properties": props}
+        tools = [
+            {"type": "function", "function": {"name": f"t_{k}", "parameters": schema}}
+            for k in range(count)
+        ]
+        messages = long_history(57_000)
+        messages[-1] = {"role": "user", "content": "What's my gym locker combination?"}
+        probe.upstream.script.append({"content": "ok"})
+        raw = probe.client.chat.completions.with_raw_response.create(
+            model="gpt-4o",
+            messages=messages,  # type: ignore[arg-type]
+            tools=tools,  # type: ignore[arg-type]
+            extra_headers={"X-Memory-User-Id": user, "X-Memory-Mode": "read"},
+        )
+        block = block_of(probe.upstream.last_json)
+        text = START + block + END if block else ""
+        injected = count_tokens(text, "gpt-4o") if text else 0
+        tools_t = sum(count_tokens(json.dumps(t), "gpt-4o") for t in tools)
+        said_t = int(raw.headers["x-memory-tokens-injected"])
+        asked = count_message_tokens(messages, "gpt-4o")
+        whole = asked + tools_t + injected
+        status = raw.http_response.status_code
+        ok = status == 200 and said_t == injected and (whole <= 128_000 or not block)
+        return ok, (
+            f"messages {asked} + tools {tools_t} + block {injected} = {whole}; status {status}, "
+            f"header {said_t}"
+        )
+
+    return [
+        (
+            "shape: tool definitions all but fill the window, the block still fits",
+            lambda p: tools_fill_it(p, 10),
+        ),
+        ("shape: tool definitions overfill the window, no block", lambda p: tools_fill_it(p, 22)),
     ]
