@@ -268,10 +268,11 @@ class Writer:
         self._wakeup.set()
         # the writer starts once the model is loaded (a first start: seconds), these turns
         # its first: wait it all; not while a part fails, nor behind a backlog the writer
-        # would not index in time at its pace: the answer comes now, saying what recall missed
+        # would not index in time at its pace (the journal a previous process left, which it
+        # replays first, too): the answer comes now, saying what recall missed
         loading = self._task is None and not self._stopping
         waits = (loading or self._task is not None) and self._health.problem is None
-        expected = 0.0 if loading else self._progress.seconds_until(place)
+        expected = self._progress.seconds_until(place)
         # and not past thrice that (a second at least): a writer that stalls (a store another
         # process holds locked) would otherwise hold every such request the whole wait
         limit = timeout if loading else min(timeout, max(1.0, 3 * expected))

@@ -211,7 +211,16 @@ def i_am_a(clause: str) -> list[Capture]:
     """'I'm a backend engineer at Zalando' -> job_title, and employer when it is a name."""
     if not (match := _I_AM_A.fullmatch(clause)) or not (job := _job(match["job"])):
         return []
+    if _for_kin(match["org"]):
+        return []  # 'a caregiver for my mum': no job, and the user's own job stays
     return job_and_employer(job, match["org"], clause, "i_am_a")
+
+
+def _for_kin(org: str | None) -> bool:
+    """Whether `org` is one's family ('my mum', 'my elderly dad'; not 'my dad's firm')."""
+    words = [w.lower() for w in re.findall(r"[\w'’-]+", org or "")[:4]]
+    family = KIN - {"boss"}  # an assistant for my boss has a job
+    return bool(words) and words[0] in ("my", "our") and any(w in family for w in words[1:])
 
 
 def job_and_employer(job: str, org: str | None, clause: str, rule: str) -> list[Capture]:

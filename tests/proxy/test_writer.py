@@ -520,3 +520,24 @@ def test_a_flush_that_cannot_read_how_far_indexing_got_says_why(tmp_path):
 
     with closing(layer):
         asyncio.run(scenario())
+
+
+def test_a_turn_behind_a_journal_the_writer_will_not_replay_in_time_is_not_waited_for(tmp_path):
+    """While the model loads the writer has not started; a turn said then is waited for (the
+    writer's first: seconds), but not one behind the turns a previous process left in the
+    journal, which the writer replays first at its pace (here ~100 s of them): the request
+    would wait its whole `recall_wait` for nothing, as it does not once the writer runs."""
+    journal = Journal(tmp_path / "journal")
+    for k in range(2000):
+        journal.append(turn(k))
+    layer = MemoryLayer(Settings(db_path=tmp_path / "m.db"), embedder_factory=HashEmbedder)
+
+    async def scenario():
+        writer = Writer(layer, Journal(tmp_path / "journal"))  # not started: the model loads
+        writer.submit(replace(turn(2000), user_id="kim"))
+        asked = [{"role": "user", "content": "what did I say?"}]
+        waiting = writer.searchable("kim", "other", None, asked, timeout=60.0)
+        return await asyncio.wait_for(waiting, 10.0)
+
+    assert asyncio.run(scenario()) == 1  # not found yet, said at once
+    layer.close()

@@ -1,6 +1,9 @@
 """RecentTurns: which of a user's finished turns a request must wait for before recalling;
 Progress: whether the writer would index them in time."""
 
+import gc
+import weakref
+
 import pytest
 
 from memory import Turn
@@ -150,6 +153,27 @@ def test_a_turn_whose_text_is_not_valid_unicode_is_noted_all_the_same():
     recent = RecentTurns()
     recent.add(turn(reply="broken \ud83d"), 2)
     assert recent.awaited("ann", "other", None, [{"role": "user", "content": "?"}]) == [2]
+
+
+class _Said(dict):
+    """A message a weak reference can follow (a plain dict cannot)."""
+
+
+def test_no_text_of_a_noted_turn_is_held():
+    """Under a writer backlog every submitted turn waits here until indexed, past the queue
+    that lets its turns go once stored (or spilled to the journal): a few hashes each, not
+    its history (an agent's: hundreds of kB, its JSON text beside it)."""
+    recent = RecentTurns()
+    said = _Said(role="user", content="my locker code is 31-07-19")
+    reply = _Said(role="assistant", content="Noted.")
+    held = weakref.ref(said), weakref.ref(reply)
+    recent.add(Turn("ann", "s1", "m", (said,), reply, 0.0, messages_json="[...]"), 2)
+    del said, reply
+    gc.collect()
+    assert [ref() for ref in held] == [None, None]
+    asked = [{"role": "user", "content": "my locker code is 31-07-19"}]
+    assert recent.awaited("ann", "s1", None, asked) == []
+    assert recent.awaited("ann", "s2", None, asked) == [2]  # another's: its reply too
 
 
 def test_the_writers_pace_is_what_its_recent_cycles_took_a_turn():

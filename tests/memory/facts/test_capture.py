@@ -106,6 +106,20 @@ def test_an_occupation_outside_the_office_trades_is_a_job(text, job, employer):
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "I'm a caregiver for my mum now.",
+        "I'm a full-time caregiver for my elderly dad.",
+        "I'm a translator for my sister, she speaks no English.",
+    ],
+)
+def test_a_role_for_ones_family_is_no_job(text):
+    """Looking after one's mother is no job: 'I'm a caregiver for my mum now' set job title
+    caregiver, superseding the nurse the user still is."""
+    assert facts(text) == []
+
+
+@pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("my name is Dana", [("set", "name", "Dana")]),
