@@ -117,19 +117,22 @@ def _identifiers(query: str) -> set[str]:
 
 
 # A token that reads as a code: letters and two digits or more ('DE89', 'v2.14.3-rc1',
-# 'SN-4471-XQ9'), digits split by a dash or a slash or two dots ('31-07-19', '10.0.3.7'), an
-# address, a path or a name joined by '_' ('dana.k+billing@fastmail.com', '/etc/nginx/…',
-# 'shop_v2.conf', 'git.example.org'). Not an amount, a measure or a time ('1,500', '2.1%',
-# '25-minute', '10am', '22nd'): said beside a topic's words they answer many questions never
+# 'SN-4471-XQ9'), digits split by dashes or slashes into three runs or five digits or more
+# ('31-07-19', '555-0142') or by two dots ('10.0.3.7'), an address, a path or a name joined by
+# '_' ('dana.k+billing@fastmail.com', '/etc/nginx/…', 'shop_v2.conf', 'git.example.org'). Not
+# an amount, a range, a measure or a time ('1,500', '5-10', '24/7', '2.1%', '25-minute',
+# '10am', '22nd'): said beside a topic's words they answer many questions never
 # asked about them ("How much did the couch cost?" beside "it cost 1,200"). A name before a
 # domain is tried only where a run of letters starts: tried from each letter of a long run, a
 # question of one 16,000-character word took 3 s (a kept turn's 100 kB: minutes).
 _CODE_LIKE = re.compile(
-    r"\d[-/]\d|\d\.\d+\.\d|[@_]|^/\w|\w/\w+/|://"
+    r"\d\.\d+\.\d|[@_]|^/\w|\w/\w+/|://"
     r"|(?<![^\W\d_])[^\W\d_]{2,}\.(?:com|org|net|io|dev|app|co|uk|de|fr|eu|edu|gov)\b",
     re.IGNORECASE,
 )
 _MEASURE = re.compile(r"[\d,.]+%?-?[^\W\d_]+", re.IGNORECASE)
+_SPLIT_DIGITS = re.compile(r"\d[-/]\d")
+_DIGIT_RUN = re.compile(r"\d+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 # The kept hits read, best first: those the learned gate reads the words of.
 CODE_HITS = 3
@@ -141,6 +144,8 @@ def is_a_code(token: str) -> bool:
     if _CODE_LIKE.search(token):
         return True
     digits = sum(c.isdigit() for c in token)
+    if _SPLIT_DIGITS.search(token) and (digits >= 5 or len(_DIGIT_RUN.findall(token)) >= 3):
+        return True  # '31-07-19', '555-0142'; not a range or a day: '5-10', '24/7', '12/05'
     if digits < 2 or not any(c.isalpha() for c in token):
         return False
     return _MEASURE.fullmatch(token) is None

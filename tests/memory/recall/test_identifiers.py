@@ -21,6 +21,7 @@ def hit(text, cosine=0.3, n=1, role="user"):
         "SN-4471-XQ9",
         "#A-20931-77",
         "31-07-19",
+        "555-0142",
         "10.0.3.7",
         "dana.k+billing@fastmail.com",
         "/etc/nginx/sites-available/shop_v2.conf",
@@ -50,6 +51,10 @@ def test_codes_addresses_and_paths_read_as_codes(token):
         "and/or",
         "x2",
         "hello",
+        "5-10",
+        "24/7",
+        "50/50",
+        "12/05",
     ],
 )
 def test_amounts_measures_times_years_and_words_do_not(token):
