@@ -672,6 +672,32 @@ def running(home: Path, source: Path) -> Iterator[Probe]:
             yield Probe(handle.root, upstream, db.with_suffix(".yaml"))
 
 
+def run_checks(
+    checks: list[tuple[str, Check]], keep: Path | None, source: Path, prefix: str = "moim-accept-"
+) -> None:
+    """Run `checks` against one `moim serve` of `source` (its store in `keep`, else a temporary
+    directory), print a line each and the total, and exit with the number of failures (capped
+    at 100). A check that raises has failed; the others go on. `info` checks are not counted."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        home = keep or Path(scratch)
+        home.mkdir(parents=True, exist_ok=True)
+        failed = counted = 0
+        with running(home, source) as probe:
+            for name, check in checks:
+                try:
+                    ok, seen = check(probe)
+                except Exception as exc:  # a check that raised failed; the others go on
+                    ok, seen = False, f"raised {type(exc).__name__}: {exc}"[:300]
+                if name.startswith("info "):  # timing or a choice for the owners: not counted
+                    print(f"info {name[5:]}: {'ok' if ok else 'missed'}, {seen}", flush=True)
+                    continue
+                counted += 1
+                failed += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} {name}: {seen}", flush=True)
+    print(f"total: {counted - failed}/{counted} ok")
+    sys.exit(min(failed, 100))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", type=Path, help="a directory for the store and log, kept")
@@ -686,24 +712,7 @@ def main() -> None:
         *forget_checks(),
         *streaming_checks(),
     ]
-    with tempfile.TemporaryDirectory(prefix="moim-accept-") as scratch:
-        home = args.keep or Path(scratch)
-        home.mkdir(parents=True, exist_ok=True)
-        failed = counted = 0
-        with running(home, args.source) as probe:
-            for name, check in checks:
-                try:
-                    ok, seen = check(probe)
-                except Exception as exc:  # a check that raised failed; the others go on
-                    ok, seen = False, f"raised {type(exc).__name__}: {exc}"[:300]
-                if name.startswith("info "):  # timing or a choice for the owners: not counted
-                    print(f"info {name[5:]}: {'ok' if ok else 'missed'}, {seen}", flush=True)
-                    continue
-                counted += 1
-                failed += not ok
-                print(f"{'ok  ' if ok else 'FAIL'} {name}: {seen}", flush=True)
-    print(f"total: {counted - failed}/{counted} ok")
-    sys.exit(min(failed, 100))
+    run_checks(checks, args.keep, args.source)
 
 
 if __name__ == "__main__":

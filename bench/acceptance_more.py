@@ -23,7 +23,6 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bench.acceptance import FILLERS, MODEL, PAST, SYSTEM, Probe, running  # noqa: E402
+from bench.acceptance import FILLERS, MODEL, PAST, SYSTEM, Probe, run_checks  # noqa: E402
 from bench.locomo import block_of  # noqa: E402
 
 START, END = "=== Memory Context ===", "=== End Memory ==="
@@ -359,24 +358,7 @@ def main() -> None:
         *window_checks(),
         *client_checks(),
     ]
-    with tempfile.TemporaryDirectory(prefix="moim-accept-") as scratch:
-        home = args.keep or Path(scratch)
-        home.mkdir(parents=True, exist_ok=True)
-        failed = counted = 0
-        with running(home, args.source) as probe:
-            for name, check in checks:
-                try:
-                    ok, seen = check(probe)
-                except Exception as exc:  # a check that raised failed; the others go on
-                    ok, seen = False, f"raised {type(exc).__name__}: {exc}"[:300]
-                if name.startswith("info "):  # a choice for the owners: not counted
-                    print(f"info {name[5:]}: {'ok' if ok else 'missed'}, {seen}", flush=True)
-                    continue
-                counted += 1
-                failed += not ok
-                print(f"{'ok  ' if ok else 'FAIL'} {name}: {seen}", flush=True)
-    print(f"total: {counted - failed}/{counted} ok")
-    sys.exit(min(failed, 100))
+    run_checks(checks, args.keep, args.source, "moim-accept-")
 
 
 if __name__ == "__main__":

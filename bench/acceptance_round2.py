@@ -24,7 +24,6 @@ import argparse
 import os
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,7 +35,14 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bench.acceptance import FILLERS, MODEL, SYSTEM, Probe, long_history, running  # noqa: E402
+from bench.acceptance import (  # noqa: E402
+    FILLERS,
+    MODEL,
+    SYSTEM,
+    Probe,
+    long_history,
+    run_checks,
+)
 from bench.acceptance_more import END, START, found, small_talk, talk  # noqa: E402
 from bench.harness import serve_proxy  # noqa: E402
 from bench.locomo import block_of  # noqa: E402
@@ -356,24 +362,7 @@ def main() -> None:
         *full_window_checks(),
     ]
     checks = [c for c in checks if not args.only or args.only in c[0]]
-    with tempfile.TemporaryDirectory(prefix="moim-accept2-") as scratch:
-        home = args.keep or Path(scratch)
-        home.mkdir(parents=True, exist_ok=True)
-        failed = counted = 0
-        with running(home, args.source) as probe:
-            for name, check in checks:
-                try:
-                    ok, seen = check(probe)
-                except Exception as exc:  # a check that raised failed; the others go on
-                    ok, seen = False, f"raised {type(exc).__name__}: {exc}"[:300]
-                if name.startswith("info "):  # a choice for the owners: not counted
-                    print(f"info {name[5:]}: {'ok' if ok else 'missed'}, {seen}", flush=True)
-                    continue
-                counted += 1
-                failed += not ok
-                print(f"{'ok  ' if ok else 'FAIL'} {name}: {seen}", flush=True)
-    print(f"total: {counted - failed}/{counted} ok")
-    sys.exit(min(failed, 100))
+    run_checks(checks, args.keep, args.source, "moim-accept2-")
 
 
 if __name__ == "__main__":
