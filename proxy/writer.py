@@ -273,9 +273,9 @@ class Writer:
         loading = self._task is None and not self._stopping
         waits = (loading or self._task is not None) and self._health.problem is None
         expected = self._progress.seconds_until(place)
-        # and not past thrice that (a second at least): a writer that stalls (a store another
-        # process holds locked) would otherwise hold every such request the whole wait
-        limit = timeout if loading else min(timeout, max(1.0, 3 * expected))
+        # nor past thrice that (2 s at least: one turn may be a whole history): a stalled writer
+        # (a store another process holds locked) would otherwise hold each the whole wait
+        limit = timeout if loading else min(timeout, max(2.0, 3 * expected))
         if waits and expected <= timeout and await self._progress.reached(place, limit):
             try:  # found by their words too (a pass under a backlog holds the commit back)
                 await anyio.to_thread.run_sync(self._layer.make_searchable)
