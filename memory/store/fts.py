@@ -5,7 +5,10 @@ This is the one place user text is prepared for FTS5 (STYLE.md rule 10, cf. sqli
 
 - A chunk is indexed as its terms, each stemmed (Porter) and prefixed with its owner's token:
   "u3f…_cook u3f…_dinner". Every term then belongs to one user, so a user's search touches
-  only their own postings, and BM25's document counts are that user's own. (Scoping with one
+  only their own postings, and a term's document count (the n of BM25's IDF) is that user's
+  own. The table's row count and average length are every user's (FTS5 keeps them per
+  table), so another user's writes still move a user's scores a little; a borderline gate
+  decision can turn on them (docs/recall-quality.md, "More acceptance probes"). (Scoping with one
   owner token ANDed into the MATCH made FTS5 count the owner's every chunk for BM25 on each
   query — 5 ms of a 14 ms search at 100k chunks — and other users' word counts shaped the
   ranking.)
