@@ -73,7 +73,7 @@ def gives_the_kind_asked_for(query: str, kept: Sequence[Hit]) -> bool:
     kept hits gives one of that kind (`_KIND`: within two words, `_GIVEN`, or a code further
     on in its clause, `_GIVEN_IN_CLAUSE`) and holds another of the question's words."""
     gives = _giver(query)
-    return gives is not None and any(gives(h.chunk.text) for h in kept[:3])
+    return gives is not None and any(gives(h.chunk.text) for h in kept[:CODE_HITS])
 
 
 def giving_the_kind(query: str, found: Sequence[Hit]) -> list[Hit]:
@@ -161,8 +161,7 @@ def gives_a_code_on_its_words(query: str, kept: Sequence[Hit]) -> bool:
         return False
     for hit in kept[:CODE_HITS]:
         for sentence in _SENTENCE_END.split(hit.chunk.text):
-            tokens = sentence.split()
-            codes = [t for t in tokens if is_a_code(t)]
-            if codes and words & {stem(w) for w in fts_terms(sentence)}:
+            coded = any(is_a_code(token) for token in sentence.split())
+            if coded and words & {stem(w) for w in fts_terms(sentence)}:
                 return True
     return False

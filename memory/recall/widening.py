@@ -25,16 +25,17 @@ KIND_TRIED = 10
 
 
 def with_the_kind(query: str, ranked: Ranked, kept: list[Hit], rows: CandidateRows) -> list[Hit]:
-    """`kept`, with the lexical hits under the floor that give the identifier the question
-    asks for by its kind (`identifiers.giving_the_kind`), in their ranked place."""
+    """`kept` (read whole), with the lexical hits under the floor that give the identifier the
+    question asks for by its kind (`identifiers.giving_the_kind`), in their ranked place (the
+    order `scoring.rank` gives: by score, then the newer chunk)."""
     if not asks_for_a_kind(query):
         return kept
     ids = {h.chunk.id for h in kept}
     weak = [h for h in ranked.hits_where(lambda c, s: c.id not in ids) if h.lexical_rank]
-    given = {h.chunk.id for h in giving_the_kind(query, rows.whole(weak[:KIND_TRIED]))}
+    given = giving_the_kind(query, rows.whole(weak[:KIND_TRIED]))
     if not given:
         return kept
-    return rows.whole(ranked.hits_where(lambda c, s: c.id in ids or c.id in given))
+    return sorted([*kept, *given], key=lambda h: (-h.score, -h.chunk.id))
 
 
 def past_the_gate(settings: Settings, ranked: Ranked, kept: list[Hit]) -> list[Hit]:
