@@ -98,6 +98,27 @@ def durability_checks() -> list[tuple[str, Check]]:
 # -- concurrency ---------------------------------------------------------------------------------
 
 
+def talk_at_once(
+    probe: Probe, user: str, conversations: list[tuple[str | None, list[tuple[str, str]], str]]
+) -> list[BaseException]:
+    """Each conversation (session, its turn pairs, day) said by `user` on a thread of its own,
+    all at once; what the threads raised."""
+    errors: list[BaseException] = []
+
+    def run(session: str | None, pairs: list[tuple[str, str]], day: str) -> None:
+        try:
+            talk(probe, user, session, pairs, day)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=line) for line in conversations]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
 def concurrency_checks() -> list[tuple[str, Check]]:
     def two_threads(probe: Probe) -> tuple[bool, str]:
         small_talk(probe, "par", 2)
@@ -105,20 +126,14 @@ def concurrency_checks() -> list[tuple[str, Check]]:
             ("My bike lock code is 8-4-1-9, the blue lock.", "par-a", "2026-09-11"),
             ("The caterer's reference is CAT-77Q2 for the wedding.", "par-b", "2026-09-12"),
         ]
-        errors: list[BaseException] = []
-
-        def run(said: str, session: str, day: str) -> None:
-            try:
-                pairs = [(FILLERS[1], "Ha."), (said, "Noted."), ("Thanks, bye.", "Bye!")]
-                talk(probe, "par", session, pairs, day)
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run, args=line) for line in lines]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        errors = talk_at_once(
+            probe,
+            "par",
+            [
+                (session, [(FILLERS[1], "Ha."), (said, "Noted."), ("Thanks, bye.", "Bye!")], day)
+                for said, session, day in lines
+            ],
+        )
         a, _ = probe.ask("par", "What's my bike lock code?", **LATER)
         b, _ = probe.ask("par", "What was the caterer's reference for the wedding?", **LATER)
         ok = not errors and "8-4-1-9" in a and "CAT-77Q2" in b

@@ -9,14 +9,13 @@ owners (`info`).
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import httpx
 
 from bench.acceptance import MODEL, SYSTEM, Probe, long_history
 from bench.acceptance_more import END, START, talk
-from bench.acceptance_round2 import LATER, Check
+from bench.acceptance_round2 import LATER, Check, talk_at_once
 from bench.acceptance_round2b import exported
 from bench.locomo import block_of
 from memory import count_message_tokens
@@ -121,20 +120,18 @@ def inflight_checks() -> list[tuple[str, Check]]:
             ("I'm planning the garden shed build.", "The shed kit number is SK-7001-PA."),
             ("I'm sorting out my tax return.", "My tax reference is TX-7002-PB."),
         ]
-        errors: list[BaseException] = []
-
-        def run(opening: str, said: str) -> None:
-            try:
-                pairs = [(opening, "Sure."), (said, "Noted."), ("Thanks.", "Anytime.")]
-                talk(probe, "dp", None, pairs, "2026-09-28")
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run, args=line) for line in lines]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        errors = talk_at_once(
+            probe,
+            "dp",
+            [
+                (
+                    None,
+                    [(opening, "Sure."), (said, "Noted."), ("Thanks.", "Anytime.")],
+                    "2026-09-28",
+                )
+                for opening, said in lines
+            ],
+        )
         probe.flush()
         items = [i for i in exported(probe, "dp") if i.get("role") in ("user", "assistant")]
         sessions: dict[str, str] = {}
