@@ -16,7 +16,14 @@ from memory.facts.restore import checked_fact_row
 # 9999-12-31: a later `created_at` is no date any tool can show.
 MAX_TIMESTAMP = 253_402_300_800.0
 _TEXT_FIELDS = ("session_id", "message_key", "content_hash", "role", "content")
-_OPTIONAL = {"id": int, "name": str, "model": str, "tokens": int, "partial": bool}
+_OPTIONAL = {
+    "id": int,
+    "name": str,
+    "model": str,
+    "tokens": int,
+    "partial": bool,
+    "left": bool,  # memory/store/left_messages.py
+}
 
 
 def item_problem(item: Any) -> str | None:

@@ -21,6 +21,7 @@ import numpy as np
 from memory.block.render import strip_block
 from memory.block.tokens import call_arguments, count_tokens, message_text
 from memory.embedding import Embedder, Words, gives_words
+from memory.ingest.branches import left_behind
 from memory.ingest.chunking import chunk_text
 from memory.ingest.embedding_inputs import contexts_of, embedding_inputs
 from memory.ingest.identity import continued_keys, resent_keys
@@ -31,6 +32,7 @@ from memory.records import Message, Term
 from memory.settings import Settings
 from memory.store.backend import ChunkSlice
 from memory.store.backend import StoreBackend as Store
+from memory.store.left_messages import left_keys, take_back
 from memory.store.store import NewMessage
 
 logger = logging.getLogger(__name__)
@@ -123,6 +125,8 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
             )
         )
     ids = store.insert_messages(turn.user_id, turn.session_id, rows)
+    if stored and not turn.continues:
+        _follow_branch(store, turn, conversation, keys, stored)
     return [
         Message(
             new_id,
@@ -137,6 +141,25 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
         for new_id, row in zip(ids, rows, strict=True)
         if new_id
     ]
+
+
+def _follow_branch(
+    store: Store,
+    turn: Turn,
+    conversation: list[Mapping[str, Any]],
+    keys: list[str],
+    stored: list[str],
+) -> None:
+    """Index again the messages of the session's record a conversation had left and carries
+    once more, and set aside those it leaves now (memory/ingest/branches.py)."""
+    left = left_keys(store, turn.user_id, turn.session_id)
+    if left:
+        take_back(store, turn.user_id, turn.session_id, sorted(left.intersection(keys)))
+    leaving = left_behind(
+        store, turn.user_id, turn.session_id, conversation, keys, stored, turn.arrived_at
+    )
+    if leaving:
+        store.leave_messages(turn.user_id, [m.id for m in leaving])
 
 
 def index_pending(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from memory.ingest.branches import edited_away
 from memory.ingest.identity import content_hash
 from memory.records import Hit
 from memory.store.backend import StoreBackend as Store
@@ -30,16 +31,21 @@ def replaced_replies(
     messages: Sequence[Mapping[str, Any]],
     hits: Sequence[Hit],
 ) -> set[int]:
-    """Ids of the messages among `hits` that are replies of this session the client replaced."""
+    """Ids of the messages among `hits` that are replies of this session the client replaced,
+    and of the session's messages the request's last one edits (memory/ingest/branches.py:
+    stored as left behind once its turn is, but not yet)."""
+    if not any(h.chunk.session_id == session_id for h in hits):
+        return set()
+    edited = set(edited_away(store, user_id, session_id, messages))
     replies = {
         h.chunk.message_id
         for h in hits
         if h.chunk.session_id == session_id and h.chunk.role == "assistant"
     }
     if not replies:
-        return set()
+        return edited
     said = [content_hash(m) for m in messages if m.get("role") not in ("system", "developer")]
-    replaced = set()
+    replaced = edited
     for reply_id in replies:
         before, answers = store.answers_of(user_id, session_id, reply_id)
         if before and before[0][0] == "user" and _answered_again(said, before, answers):

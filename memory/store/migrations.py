@@ -296,6 +296,15 @@ def m011_index_failed(db: Connection) -> None:
     db.executescript("CREATE INDEX messages_index_failed ON messages (user_id) WHERE indexed = 2;")
 
 
+def m012_left_messages(db: Connection) -> None:
+    # Messages a conversation left behind (an edited message, a regenerated reply) keep
+    # `indexed = 3` (memory/store/left_messages.py); every stored turn asks whether its session
+    # has any, from this small partial index rather than the session's rows.
+    db.executescript(
+        "CREATE INDEX messages_left ON messages (user_id, session_id) WHERE indexed = 3;"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_facts,
@@ -308,6 +317,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m009_response_links,
     m010_vocabulary,
     m011_index_failed,
+    m012_left_messages,
 )
 
 

@@ -217,6 +217,12 @@ M006_INDEX_FAILED = """
 CREATE INDEX messages_index_failed ON messages (user_id) WHERE indexed = 2;
 """
 
+# Messages a conversation left behind (`indexed = 3`, as SQLite's m012), found per session
+# without a scan: every stored turn asks whether its session has any.
+M007_LEFT_MESSAGES = """
+CREATE INDEX messages_left ON messages (user_id, session_id) WHERE indexed = 3;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     ("m001_initial", _script(M001_INITIAL)),
     ("m002_response_links", _script(M002_RESPONSE_LINKS)),
@@ -224,6 +230,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ("m004_vocabulary", _script(M004_VOCABULARY)),
     ("m005_forgets", _script(M005_FORGETS)),
     ("m006_index_failed", _script(M006_INDEX_FAILED)),
+    ("m007_left_messages", _script(M007_LEFT_MESSAGES)),
 )
 
 

@@ -30,6 +30,7 @@ from memory.records import Message, Term
 from memory.store import pg_chunks, vector_rebuild
 from memory.store.backend import ChunkSlice, redact_url
 from memory.store.fts import owner_token
+from memory.store.left_messages import LEFT, leave_rows
 from memory.store.message_rows import MESSAGE_COLUMNS, NewMessage, message_from_row, message_values
 from memory.store.pg_chunks import vector_text
 from memory.store.pg_connections import CONNECT_TIMEOUT, failure_reason
@@ -226,7 +227,7 @@ class PgStore(PortableQueries, PgReads):
     def reset_index(self) -> int:
         with self._conn() as conn, conn.transaction():
             conn.execute("DELETE FROM chunks")  # cascades to chunk_vectors
-            conn.execute("UPDATE messages SET indexed = 0")
+            conn.execute(f"UPDATE messages SET indexed = 0 WHERE indexed != {LEFT}")
             vector_rebuild.clear(PgConnection(conn))
         return self.count_unindexed()
 
@@ -271,6 +272,19 @@ class PgStore(PortableQueries, PgReads):
                 [user_id, session_id],
             )
             return delete_session_rows(db, user_id, session_id, facts)
+
+    def leave_messages(self, user_id: str, message_ids: Sequence[int]) -> int:
+        """Set aside messages a conversation left behind (memory/store/left_messages.py);
+        return how many chunks of theirs went. This process's indexing claim is let go first
+        (it may hold one of them: `mark_failed` does the same), another replica's waited for."""
+        self.release_claim()
+        with self.write() as db:
+            db.raw.execute(
+                "SELECT id FROM messages WHERE user_id = %s AND id = ANY(%s) "
+                "ORDER BY id FOR UPDATE",
+                [user_id, list(message_ids)],
+            )
+            return len(leave_rows(db, user_id, message_ids))
 
     def forgotten_since(self, user_id: str, at: float) -> bool:
         """Whether the user was forgotten (through any replica) at or after `at`: a request

@@ -20,11 +20,17 @@ from memory.store.chunk_heads import ChunkHeads, Columns
 from memory.store.chunk_rows import ChunkRows
 from memory.store.database import Database
 from memory.store.fts import fts_match, fts_stems
+from memory.store.left_messages import LEFT
 from memory.store.lexical_index import LexicalIndex
+from memory.store.message_rows import message_from_row
 
 # Messages whose neighbours one statement reads (two SELECTs each; SQLite allows 500 in a
 # compound SELECT).
 _ANCHORS_PER_READ = 100
+_MESSAGE_JSON = (
+    "json_array(id, user_id, session_id, role, name, content, "
+    "printf('%!.17g', created_at), partial)"
+)
 
 
 class SqliteReads(Database):
@@ -36,6 +42,26 @@ class SqliteReads(Database):
     mirrored_generation: int  # the chunks' generation that index holds
     _stale: bool  # it missed another process's change: rebuilt at the next commit
     dim: int | None  # the vectors' width, once `ensure_vectors` ran
+
+    def stored_keys(self, user_id: str, session_id: str) -> list[str]:
+        """The message keys a session already holds, in the order stored (to line a resent
+        history up with them, `memory.ingest.identity.resent_keys`)."""
+        packed = self.read_one(
+            "SELECT json_group_array(message_key) FROM (SELECT message_key FROM messages "
+            "WHERE user_id = ? AND session_id = ? ORDER BY id)",
+            (user_id, session_id),
+        )
+        return list(json.loads(packed))
+
+    def unindexed_messages(self, limit: int = 256) -> list[Message]:
+        """Messages of any user not yet chunked and embedded, oldest first."""
+        packed = self.read_one(
+            f"SELECT json_group_array({_MESSAGE_JSON}) FROM ("
+            "SELECT * FROM messages WHERE indexed = 0 ORDER BY id LIMIT ?)",
+            (limit,),
+        )
+        rows = sorted(json.loads(packed))  # by id: json_group_array keeps no order of its own
+        return [message_from_row([*row[:6], float(row[6]), row[7]]) for row in rows]
 
     def vocabulary(self, user_id: str, after: int = 0) -> list[Term]:
         """The user's vocabulary rows with an id above `after`, oldest first (one packed row
@@ -173,7 +199,8 @@ class SqliteReads(Database):
         # not read back: 0.48 → 0.36 ms of CPU for the ~5 passages of a recall (u1k).
         same_session = (
             "SELECT ? AS anchor, id, role, name, content, created_at, partial, content_hash "
-            "FROM messages WHERE user_id = ? AND session_id = ? AND role IN ('user', 'assistant')"
+            "FROM messages WHERE user_id = ? AND session_id = ? AND role IN ('user', 'assistant') "
+            f"AND indexed != {LEFT}"
         )
         parts: list[str] = []
         params: list[Any] = []

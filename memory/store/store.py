@@ -13,7 +13,6 @@ index's mirroring.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -31,8 +30,9 @@ from memory.store.chunk_rows import DEFAULT_ROWS, ChunkRows
 from memory.store.chunk_writes import write_slice
 from memory.store.database import connect
 from memory.store.fts import owner_token
+from memory.store.left_messages import LEFT, leave_rows
 from memory.store.lexical_index import LexicalIndex
-from memory.store.message_rows import NewMessage, Stats, message_from_row, message_values
+from memory.store.message_rows import NewMessage, Stats, message_values
 from memory.store.migrations import MigrationProgress, migrate
 from memory.store.portable_queries import PortableQueries
 from memory.store.session_forget import SessionForgotten, delete_session_rows
@@ -286,26 +286,6 @@ class Store(PortableQueries, SqliteReads):
                 ids.append(int(cur.lastrowid) if cur.rowcount else 0)
         return ids
 
-    def stored_keys(self, user_id: str, session_id: str) -> list[str]:
-        """The message keys a session already holds, in the order stored (to line a resent
-        history up with them, `memory.ingest.identity.resent_keys`)."""
-        packed = self.read_one(
-            "SELECT json_group_array(message_key) FROM (SELECT message_key FROM messages "
-            "WHERE user_id = ? AND session_id = ? ORDER BY id)",
-            (user_id, session_id),
-        )
-        return list(json.loads(packed))
-
-    def unindexed_messages(self, limit: int = 256) -> list[Message]:
-        """Messages of any user not yet chunked and embedded, oldest first."""
-        packed = self.read_one(
-            f"SELECT json_group_array({_MESSAGE_JSON}) FROM ("
-            "SELECT * FROM messages WHERE indexed = 0 ORDER BY id LIMIT ?)",
-            (limit,),
-        )
-        rows = sorted(json.loads(packed))  # by id: json_group_array keeps no order of its own
-        return [message_from_row([*row[:6], float(row[6]), row[7]]) for row in rows]
-
     # -- chunks ----------------------------------------------------------------------------
 
     def add_chunks(
@@ -348,7 +328,7 @@ class Store(PortableQueries, SqliteReads):
                 db.execute("DELETE FROM vocabulary")
                 db.execute("DELETE FROM chunks")
                 db.execute("DELETE FROM chunk_vectors")
-                db.execute("UPDATE messages SET indexed = 0")
+                db.execute(f"UPDATE messages SET indexed = 0 WHERE indexed != {LEFT}")
                 vector_rebuild.clear(db)
                 generation = lexical_sync.bump(db)
             self._mirror(generation, clear=True)
@@ -381,11 +361,26 @@ class Store(PortableQueries, SqliteReads):
                 done = delete_session_rows(db, user_id, session_id, facts)
                 if done is None:
                     return None
-                vector_table.delete(db, done.chunk_ids)
-                scrub.mark_due(db)  # their words are still in the files: `scrub` erases them
-                generation = lexical_sync.bump(db)
+                generation = self._chunks_deleted(db, done.chunk_ids)
             self._mirror(generation, done.chunk_ids, user_id=user_id)
             return done
+
+    def leave_messages(self, user_id: str, message_ids: Sequence[int]) -> int:
+        """Set aside messages a conversation left behind (memory/store/left_messages.py);
+        return how many chunks of theirs went."""
+        with self.held():
+            with self.write() as db:
+                chunk_ids = leave_rows(db, user_id, message_ids)
+                generation = self._chunks_deleted(db, chunk_ids)
+            self._mirror(generation, chunk_ids, user_id=user_id)
+            return len(chunk_ids)
+
+    def _chunks_deleted(self, db: Any, chunk_ids: Sequence[int]) -> int:
+        """In a write transaction that deleted these chunks: their vectors go too (sqlite-vec
+        has no cascade); return the chunks' new generation, for the lexical index."""
+        vector_table.delete(db, chunk_ids)
+        scrub.mark_due(db)  # their words are still in the files: `scrub` erases them
+        return lexical_sync.bump(db)
 
     def forgotten_since(self, user_id: str, at: float) -> bool:
         """False: one server serves a SQLite file, and its writer knows its own forgets
@@ -410,11 +405,5 @@ class Store(PortableQueries, SqliteReads):
 
 
 # A message row as a JSON array for packed reads (`Store.read_one`); the time as exact text.
-_MESSAGE_JSON = (
-    "json_array(id, user_id, session_id, role, name, content, "
-    "printf('%!.17g', created_at), partial)"
-)
-
-
 def _nothing() -> None:
     """The release of a claim that holds nothing."""

@@ -12,23 +12,26 @@ from collections.abc import Iterator
 from typing import Any
 
 from memory.store.backend import StoreBackend as Store
+from memory.store.left_messages import LEFT
 
 
 def export_messages(store: Store, user_id: str) -> Iterator[dict[str, Any]]:
     """The user's messages as JSON-ready dicts, in storage order (ids included)."""
     rows = store.read(
         "SELECT id, session_id, message_key, content_hash, role, name, content, payload, "
-        "model, tokens, partial, created_at FROM messages WHERE user_id = ? ORDER BY id",
+        "model, tokens, partial, created_at, indexed FROM messages WHERE user_id = ? ORDER BY id",
         (user_id,),
     )
     keys = (
         "id session_id message_key content_hash role name content payload model tokens "
-        "partial created_at"
+        "partial created_at indexed"
     ).split()
     for row in rows:
         item = dict(zip(keys, row, strict=True))
         item["payload"] = json.loads(item["payload"])
         item["partial"] = bool(item["partial"])
+        if item.pop("indexed") == LEFT:  # a branch the conversation left: it stays left
+            item["left"] = True
         yield item
 
 
@@ -41,8 +44,8 @@ def import_message(store: Store, user_id: str, item: dict[str, Any]) -> bool:
         )
         cur = db.execute(
             "INSERT OR IGNORE INTO messages (id, user_id, session_id, message_key, "
-            "content_hash, role, name, content, payload, model, tokens, partial, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "content_hash, role, name, content, payload, model, tokens, partial, created_at, "
+            "indexed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 None if taken else item.get("id"),
                 user_id,
@@ -57,6 +60,7 @@ def import_message(store: Store, user_id: str, item: dict[str, Any]) -> bool:
                 int(item.get("tokens") or 0),
                 int(bool(item.get("partial", False))),
                 float(item["created_at"]),
+                LEFT if item.get("left") else 0,
             ),
         )
         return bool(cur.rowcount > 0)

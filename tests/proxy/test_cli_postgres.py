@@ -131,6 +131,6 @@ def test_a_postgres_database_a_newer_moim_migrated_is_refused(pg_database, tmp_p
         assert refused.exit_code == 1, refused.output
         assert refused.stderr == (
             f"Error: {redact_url(url)} was upgraded by a newer moim: its schema is at "
-            "m999_from_the_future, this moim's at m006_index_failed; upgrade moim again, or "
+            "m999_from_the_future, this moim's at m007_left_messages; upgrade moim again, or "
             "restore the backup taken before `moim migrate`\n"
         )

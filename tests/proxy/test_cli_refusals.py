@@ -15,7 +15,7 @@ from tests.proxy.test_cli_database import REPO, STORE_COMMANDS, free_port, moim
 
 NEWER = (
     "was upgraded by a newer moim: its schema is at m999_from_the_future, this moim's at "
-    "m011_index_failed; upgrade moim again, or restore the backup taken before `moim migrate`"
+    "m012_left_messages; upgrade moim again, or restore the backup taken before `moim migrate`"
 )
 
 

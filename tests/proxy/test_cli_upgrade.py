@@ -12,7 +12,7 @@ from tests.proxy.test_cli_refusals import said_until_started, serve
 
 UPGRADE = (
     "moim: migrated the schema: m008_fts_context, m009_response_links, m010_vocabulary, "
-    "m011_index_failed\n"
+    "m011_index_failed, m012_left_messages\n"
 )
 
 

@@ -39,6 +39,7 @@ ALL = [
     "m009_response_links",
     "m010_vocabulary",
     "m011_index_failed",
+    "m012_left_messages",
 ]
 
 

@@ -1,0 +1,133 @@
+"""Branches a conversation left: a message the user edited, a reply regenerated or continued.
+
+Chat UIs let a user edit a message they sent, or regenerate (or continue) an answer; the
+requests that follow carry the new version and not the old. moim stores what it is sent, so
+both versions would be recalled, in this conversation and in others, though the user took
+the old one back ("my flight is on Tuesday", edited to Wednesday). A branch is told apart
+from turns a client's window dropped by where the request picks up: it carries the session's
+messages up to a point, then new ones, while the session holds messages after that point
+that the request does not carry. Those are left behind (memory/store/left_messages.py) when
+they are one exchange and:
+
+- the request goes on with a reply (regenerated, retried, continued) where the session holds
+  only replies; or
+- it goes on with a user message that reads as an edit of the one the session holds (most of
+  its characters or words the same), followed there only by replies.
+
+One exchange, an edit that reads as one, and a record made before the request arrived: two
+conversations that open alike share a derived session, and agents fan one history out to
+several requests at once; a longer or unrelated record after the point is more likely theirs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from difflib import SequenceMatcher
+from typing import Any
+
+from memory.block.tokens import message_text
+from memory.ingest.identity import content_hash
+from memory.store.backend import StoreBackend as Store
+from memory.store.left_messages import StoredMessage, latest_messages, session_messages
+
+# How much of two user messages an edit is compared on (difflib is quadratic in the worst
+# case), and how alike they must be: difflib's ratio of their characters, or their share of
+# words (Jaccard).
+_EDIT_CHARS = 600
+_EDIT_RATIO = 0.6
+_EDIT_WORDS = 0.5
+_WORD = re.compile(r"\w+")
+
+
+def left_behind(
+    store: Store,
+    user_id: str,
+    session_id: str,
+    conversation: Sequence[Mapping[str, Any]],
+    keys: Sequence[str],
+    stored: Sequence[str],
+    arrived_at: float | None = None,
+) -> list[StoredMessage]:
+    """The session's messages `conversation` left behind (none, mostly).
+
+    `keys` are the conversation's message keys lined up with the session's (`resent_keys`),
+    `stored` the keys the session held before it, in the order stored. `arrived_at`: when
+    the request arrived; messages stored after it are not left (a request sent alongside).
+    """
+    said = [at for at, m in enumerate(conversation) if m.get("role") not in ("system", "developer")]
+    held = set(stored)
+    # Where the request leaves the record: its last new message said right after one of the
+    # record's (a new reply that says what a stored one said is lined up with it: "Noted.").
+    new = next(
+        (
+            at
+            for at in range(len(said) - 1, 0, -1)
+            if keys[said[at]] not in held and keys[said[at - 1]] in held
+        ),
+        None,
+    )
+    if new is None:
+        return []  # nothing of the session's record carried, or nothing new said
+    carried = set(keys)
+    place = stored.index(keys[said[new - 1]])  # a key is the session's once
+    after = [key for key in stored[place + 1 :] if key not in carried]
+    if not after:
+        return []  # the request goes on from the end of the record: the common case
+    rows = [m for m in session_messages(store, user_id, session_id, after) if not m.left]
+    rows = [m for m in rows if m.role not in ("system", "developer")]
+    if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
+        return []
+    return rows if _left(conversation[said[new]], rows) else []
+
+
+def edited_away(
+    store: Store, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+) -> list[int]:
+    """Ids of the session's latest exchange the request's last message edits, before its turn
+    is stored (recall hides them from the request that edits them). Read from the session's
+    last few messages: cheaper than lining the whole history up, as the writer does."""
+    said = [m for m in messages if m.get("role") in ("user", "assistant")]
+    if len(said) < 2 or said[-1].get("role") != "user":
+        return []
+    latest = latest_messages(store, user_id, session_id, _LATEST)
+    anchor = content_hash(said[-2])
+    at = next((i for i in range(len(latest) - 1, -1, -1) if _hash_of(latest[i]) == anchor), None)
+    if at is None:
+        return []
+    tail = latest[at + 1 :]
+    if any(_hash_of(m) == content_hash(said[-1]) for m in tail):
+        return []  # the request's last message is stored: it edits nothing
+    return [m.id for m in tail] if _left(said[-1], tail) else []
+
+
+# How many of the session's latest messages `edited_away` reads: one exchange after the
+# message the request picks up from, with room for a few replies.
+_LATEST = 8
+
+
+def _hash_of(message: StoredMessage) -> str:
+    return message.key.partition("#")[0]
+
+
+def _left(first: Mapping[str, Any], tail: Sequence[StoredMessage]) -> bool:
+    """Whether the record `tail` is the exchange that `first`, the first new message of the
+    request, takes the place of."""
+    if not tail or any(m.role != "assistant" for m in tail[1:]):
+        return False
+    if first.get("role") == "assistant":
+        return tail[0].role == "assistant"
+    return (
+        first.get("role") == "user"
+        and tail[0].role == "user"
+        and reads_as_an_edit(tail[0].content, message_text(first))
+    )
+
+
+def reads_as_an_edit(old: str, new: str) -> bool:
+    """Whether `new` reads as `old` edited: most of its characters, or of its words, kept."""
+    a, b = old[:_EDIT_CHARS].casefold(), new[:_EDIT_CHARS].casefold()
+    words_a, words_b = set(_WORD.findall(a)), set(_WORD.findall(b))
+    if words_a and words_b and len(words_a & words_b) / len(words_a | words_b) >= _EDIT_WORDS:
+        return True
+    return SequenceMatcher(None, a, b, autojunk=False).ratio() >= _EDIT_RATIO

@@ -1,0 +1,145 @@
+"""A chat UI's edits and regenerations, through the official SDK and the real proxy.
+
+The user edits a message they sent, or regenerates an answer; the next requests carry the new
+version, not the old. The old one stays in the log but is recalled nowhere, in this
+conversation or another (memory/ingest/branches.py), until a request carries it again.
+"""
+
+import json
+
+import httpx
+import pytest
+
+from tests.e2e.test_recall import block_in
+
+pytestmark = pytest.mark.both_backends
+
+SYSTEM = {"role": "system", "content": "You are a travel assistant."}
+HELLO = {"role": "user", "content": "Hi, can you keep track of my trip plans?"}
+SURE = {"role": "assistant", "content": "Of course, tell me about your trip."}
+SAID = {"role": "user", "content": "My flight to Oslo leaves on Tuesday the 14th from gate B7."}
+EDITED = {"role": "user", "content": "My flight to Oslo leaves on Wednesday the 15th from gate B7."}
+ASK = "Which day does my flight to Oslo leave, and from which gate?"
+
+
+def chat(client, messages, **headers):
+    reply = client.chat.completions.create(
+        model="gpt-4o-mini", messages=messages, extra_headers=headers or None
+    )
+    return reply.choices[0].message.model_dump(exclude_none=True)
+
+
+def asked_anew(client, upstream, question=ASK):
+    """The block a new conversation's question got."""
+    chat(
+        client, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": question}]
+    )
+    return block_in(upstream.last_json["messages"]) or ""
+
+
+def test_an_edited_message_is_recalled_as_edited_in_every_conversation(proxy, upstream):
+    upstream.script[:] = [{"content": "Noted, Tuesday it is."}, {"content": "Noted, Wednesday."}]
+    with proxy.client() as client:
+        chat(client, [SYSTEM, HELLO, SURE, SAID])
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, EDITED])  # the user edits the message
+        while_editing = block_in(upstream.last_json["messages"]) or ""
+        proxy.flush()
+        upstream.script[:] = [{"content": "ok"}]
+        after = asked_anew(client, upstream)
+
+    assert "Tuesday" not in while_editing
+    assert "Wednesday the 15th" in after and "Tuesday" not in after
+    stored = [m.content for m in proxy.layer.store.messages("default")]
+    assert SAID["content"] in stored and EDITED["content"] in stored  # the log keeps both
+
+
+def test_a_regenerated_answer_is_not_recalled_in_another_conversation(proxy, upstream):
+    first = "Your Oslo hotel is the Grand Fjord on Karl Johans gate, room 512."
+    second = "Your Oslo hotel is the Harbour Inn on Aker Brygge, room 7."
+    upstream.script[:] = [{"content": first}, {"content": second}, {"content": "ok"}]
+    ask = {"role": "user", "content": "Remind me which hotel I booked in Oslo?"}
+    with proxy.client() as client:
+        chat(client, [SYSTEM, ask])
+        proxy.flush()
+        chat(client, [SYSTEM, ask])  # regenerate
+        proxy.flush()
+        after = asked_anew(client, upstream, "Which hotel in Oslo, and which room?")
+
+    assert "Harbour Inn" in after and "Grand Fjord" not in after
+
+
+def test_going_back_to_the_old_branch_recalls_it_again(proxy, upstream):
+    upstream.script[:] = [{"content": "Noted."}] * 3 + [{"content": "ok"}]
+    reply = {"role": "assistant", "content": "Noted."}
+    more = {"role": "user", "content": "And I fly back on Sunday."}
+    with proxy.client() as client:
+        chat(client, [SYSTEM, HELLO, SURE, SAID])
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, EDITED])
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, SAID, reply, more])  # the UI's other branch
+        proxy.flush()
+        after = asked_anew(client, upstream)
+
+    assert "Tuesday the 14th" in after
+
+
+def test_a_different_message_after_the_same_opening_leaves_nothing(proxy, upstream):
+    """Two conversations that open alike share a derived session: the second one's own
+    question is no edit of the first one's, whose turns stay recalled."""
+    upstream.script[:] = [{"content": "Noted."}, {"content": "Sure."}, {"content": "ok"}]
+    other = {"role": "user", "content": "What's a good museum in Copenhagen for a rainy day?"}
+    with proxy.client() as client:
+        chat(client, [SYSTEM, HELLO, SURE, SAID])
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, other])
+        proxy.flush()
+        after = asked_anew(client, upstream)
+
+    assert "Tuesday the 14th" in after
+
+
+def test_a_fact_said_in_an_edited_away_message_goes_and_the_old_one_comes_back(proxy, upstream):
+    upstream.script[:] = [{"content": "Noted."}] * 3
+    lives = [{"role": "user", "content": "I live in Berlin."}]
+    moved = {"role": "user", "content": "I live in Paris now."}
+    wish = {"role": "user", "content": "I'd love to live in Paris now."}
+    with proxy.client() as client:
+        chat(client, lives, **{"x-memory-session-id": "home"})
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, moved])
+        proxy.flush()
+        before = _facts(proxy)
+        chat(client, [SYSTEM, HELLO, SURE, wish])  # the user edits it into a wish
+        proxy.flush()
+
+    assert before.get("home_city") == "Paris"
+    assert _facts(proxy).get("home_city") == "Berlin"
+
+
+def _facts(proxy):
+    found = httpx.get(proxy.root + "/v1/memory/facts", headers=proxy.admin_headers()).json()
+    return {f["key"]: f["value"] for f in found["facts"]}
+
+
+def test_an_export_keeps_an_edited_away_message_and_an_import_keeps_it_left(proxy, upstream):
+    replies = ["Noted, Tuesday.", "Noted, Wednesday.", "ok"]
+    upstream.script[:] = [{"content": text} for text in replies]
+    with proxy.client() as client:
+        chat(client, [SYSTEM, HELLO, SURE, SAID])
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, EDITED])
+        proxy.flush()
+    exported = httpx.get(proxy.root + "/v1/memory/export", headers=proxy.admin_headers())
+    bob = {"X-Memory-User-Id": "bob"}
+    imported = httpx.post(
+        proxy.root + "/v1/memory/import", headers=bob, content=exported.content, timeout=60
+    )
+    with proxy.client(default_headers=bob) as client:
+        after = asked_anew(client, upstream)
+
+    items = [json.loads(line) for line in exported.text.splitlines()]
+    left = [i["content"] for i in items if i.get("left")]
+    assert left == [SAID["content"], "Noted, Tuesday."] and imported.status_code == 200
+    assert "Wednesday the 15th" in after and "Tuesday" not in after

@@ -1,0 +1,132 @@
+"""memory/ingest/branches.py on real SQLite: which stored messages a conversation left behind."""
+
+import pytest
+
+from memory.ingest.branches import edited_away, reads_as_an_edit
+from memory.ingest.turns import Turn, store_turn
+from memory.store.left_messages import LEFT
+from memory.store.store import Store
+
+SYSTEM = {"role": "system", "content": "You are terse."}
+HI = {"role": "user", "content": "Hi, I need help planning a dinner party."}
+HELLO = {"role": "assistant", "content": "Happy to help. How many guests?"}
+EIGHT = {"role": "user", "content": "Eight guests on Saturday, one of them is vegan."}
+
+
+def said(role, text):
+    return {"role": role, "content": text}
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store(tmp_path / "moim.db")
+
+
+def send(store, messages, reply, at=1_700_000_000.0, arrived=None):
+    """One request and its reply, stored as the writer stores a turn."""
+    turn = Turn("ana", "s-1", "gpt-4o-mini", tuple(messages), said("assistant", reply), at)
+    if arrived is not None:
+        turn = Turn(**{**_fields(turn), "arrived_at": arrived})
+    store_turn(store, turn)
+
+
+def _fields(turn):
+    return {name: getattr(turn, name) for name in turn.__dataclass_fields__}
+
+
+def left(store):
+    rows = store.read("SELECT content FROM messages WHERE indexed = ? ORDER BY id", (LEFT,))
+    return [row[0] for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("My flight is on Tuesday the 14th.", "My flight is on Wednesday the 15th."),
+        ("Whats teh capital of france", "What's the capital of France?"),
+        ("yes", "yes please"),
+        ("Plan a trip to Rome for 3 days", "Plan a trip to Rome for 5 days with the kids"),
+    ],
+)
+def test_an_edit_reads_as_one(old, new):
+    assert reads_as_an_edit(old, new)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("yes", "no"),
+        ("What's a good museum in Copenhagen?", "Can you fix this Python traceback for me?"),
+        ("Thanks!", "Now summarise the meeting notes I pasted earlier."),
+    ],
+)
+def test_another_message_does_not(old, new):
+    assert not reads_as_an_edit(old, new)
+
+
+def test_a_regenerated_reply_is_left(store):
+    send(store, [SYSTEM, HI], "Sure. How many guests?")
+    send(store, [SYSTEM, HI], "Happy to help. How many guests?")
+    assert left(store) == ["Sure. How many guests?"]
+
+
+def test_an_edited_message_and_its_reply_are_left(store):
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    send(store, [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")], "OK.")
+    assert left(store) == [EIGHT["content"], "Then plan a vegan main."]
+
+
+def test_a_new_question_after_the_same_opening_leaves_nothing(store):
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    send(store, [SYSTEM, HI, HELLO, said("user", "Which wine goes with mushroom risotto?")], "A")
+    assert left(store) == []
+
+
+def test_more_than_one_exchange_after_the_point_is_not_left(store):
+    """Two conversations that open alike share a derived session: a longer record after the
+    point where a request leaves it is more likely the other conversation's."""
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    later = [SYSTEM, HI, HELLO, EIGHT, said("assistant", "Then plan a vegan main.")]
+    send(store, [*later, said("user", "And a dessert?")], "Sorbet.")
+    send(store, [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")], "OK.")
+    assert left(store) == []
+
+
+def test_a_request_sent_before_the_record_was_made_leaves_nothing(store):
+    """An agent that sends one history out to several requests at once: the first one's turn
+    is stored after the second one arrived, and is no branch the second one left."""
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Plan A.", at=1_700_000_100.0)
+    sibling = said("user", "Eight guests on Sunday, one of them is vegan.")
+    send(store, [SYSTEM, HI, HELLO, sibling], "Plan B.", arrived=1_700_000_050.0)
+    assert left(store) == []
+
+
+def test_a_continued_reply_leaves_its_parts(store):
+    """The UI's "continue": the reply is continued, then sent back joined as one message."""
+    send(store, [SYSTEM, HI], "Happy to help.")
+    send(store, [SYSTEM, HI, said("assistant", "Happy to help.")], " How many guests?")
+    joined = said("assistant", "Happy to help. How many guests?")
+    send(store, [SYSTEM, HI, joined, EIGHT], "Noted.")
+    assert left(store) == ["Happy to help.", " How many guests?"]
+
+
+def test_a_message_carried_again_is_indexed_again(store):
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    send(store, [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")], "OK.")
+    back = [SYSTEM, HI, HELLO, EIGHT, said("assistant", "Then plan a vegan main.")]
+    send(store, [*back, said("user", "And a dessert?")], "Sorbet.")
+    assert left(store) == []
+
+
+def test_recall_hides_the_exchange_a_request_edits_before_its_turn_is_stored(store):
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    edit = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
+    unrelated = [SYSTEM, HI, HELLO, said("user", "Which wine goes with risotto?")]
+    stored = {m.content: m.id for m in store.messages("ana")}
+
+    assert edited_away(store, "ana", "s-1", edit) == [
+        stored[EIGHT["content"]],
+        stored["Then plan a vegan main."],
+    ]
+    assert edited_away(store, "ana", "s-1", unrelated) == []
+    assert edited_away(store, "ana", "s-1", [SYSTEM, HI, HELLO, EIGHT]) == []  # sent again
