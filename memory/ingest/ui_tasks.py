@@ -13,7 +13,8 @@ and noise. With Open WebUI's chat id header, in the chat's own session too.
 
 - the request holds no assistant, tool or function message and exactly one user message;
 - one of its messages carries a known UI's instruction AND the transcript in the form that UI
-  writes it (Open WebUI: `### Task:` with a `<chat_history>` block of `USER: …` lines;
+  writes it (Open WebUI: `### Task:` with a `<chat_history>` block of `USER: …` lines, or its
+  tool-choice prompt over `Query: History:` and the chat's last turns, each in triple quotes;
   LibreChat: its title instruction with `User: … / AI: …` lines, or its `||>User:` /
   `||>Response:` markers; LobeChat: its summarizer system prompt over a `role: …` transcript,
   or a `<conversation>` of role tags).
@@ -45,6 +46,10 @@ _UPPER_ROLE_LINE = re.compile(r"(?:USER|ASSISTANT|SYSTEM):")
 # Its emoji and merge-responses (MoA) tasks embed a message, or the models' answers, instead.
 _EMOJI_OPENING = "Your task is to reflect the speaker's likely facial expression"
 _MOA_OPENING = "You have been provided with a set of responses from various models"
+# Its tool choice (function calling in its default mode, before a chat turn with tools): the
+# tools' specs as system prompt, then the chat's last messages and the query it copies.
+_TOOLS_SYSTEM = "Available Tools: "
+_TOOLS_QUERY = re.compile(r'Query: (?:Query: |History:\n(?:USER|ASSISTANT|SYSTEM): """)')
 
 # LibreChat's title instructions (its agents' structured and completion methods, its legacy
 # clients), each followed by the transcript it builds.
@@ -95,6 +100,8 @@ def ui_task(messages: Sequence[Mapping[str, Any]]) -> str | None:
             return OPEN_WEBUI
         if _librechat(text):
             return LIBRECHAT
+    if _TOOLS_QUERY.match(user) and any(s.startswith(_TOOLS_SYSTEM) for s in instructions):
+        return OPEN_WEBUI
     if any(s.lstrip().startswith(_LOBECHAT_SYSTEM) for s in instructions) and _lobechat(user):
         return LOBECHAT
     return None

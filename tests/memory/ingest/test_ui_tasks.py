@@ -124,6 +124,18 @@ Responses from models: """Dry food with fish."""
 
 """A vet-approved kibble."""'''
 
+# middleware.py's tool choice: the template with the tools' specs, then the chat's last turns
+OWUI_TOOLS = """Available Tools: [{"name": "get_weather", "parameters": {}}]
+
+Your task is to choose and return the correct tool(s) from the list of available tools based on \
+the query. Follow these guidelines:
+
+- Return only the JSON object, without any additional text or explanation."""
+
+OWUI_TOOLS_QUERY = (
+    'Query: History:\nUSER: """Hi"""\nASSISTANT: """Hello!"""\nQuery: Weather in Lisbon?'
+)
+
 # -- LibreChat: @librechat/agents src/utils/title.ts and run.ts; api/app/clients -------------
 
 LC_CONVO = "User: I adopted a beagle named Biscuit\nAI: Congratulations on Biscuit!"
@@ -190,6 +202,8 @@ Congratulations on Biscuit!
         ([user(OWUI_AUTOCOMPLETE)], "open-webui"),
         ([user(OWUI_EMOJI)], "open-webui"),
         ([user(OWUI_MOA)], "open-webui"),
+        ([system(OWUI_TOOLS), user(OWUI_TOOLS_QUERY)], "open-webui"),
+        ([system(OWUI_TOOLS), user("Query: Query: Weather in Lisbon?")], "open-webui"),
         # a workspace model's system prompt is put before the task
         ([system("You are Biscuit's vet assistant."), user(OWUI_TITLE)], "open-webui"),
         # as the Responses API or a multimodal client sends it: a list of text parts
@@ -225,6 +239,9 @@ def test_each_uis_background_task_is_recognised(messages, client):
         # the emoji or merge instruction quoted, without what it embeds
         [user(OWUI_EMOJI.split("Message:")[0] + "Is this a good prompt for my app?")],
         [user(OWUI_MOA.split("Responses from models:")[0])],
+        # a user's own query beside a tools system prompt, or the query form without it
+        [system(OWUI_TOOLS), user("Weather in Lisbon? Query: is it sunny?")],
+        [user(OWUI_TOOLS_QUERY)],
         # the instruction after the block is not Open WebUI's shape
         [user(f"<chat_history>\n{TRANSCRIPT}\n</chat_history>\n### Task: title it")],
         # a task prompt inside a conversation under way: the user's message, kept
