@@ -46,7 +46,8 @@ def ask(client, messages, **kwargs):
     raw = client.chat.completions.with_raw_response.create(
         model="gpt-4o-mini", messages=messages, **kwargs
     )
-    return raw.headers, raw.parse()
+    parsed = raw.parse()
+    return raw.headers, list(parsed) if kwargs.get("stream") else parsed
 
 
 def stored(proxy, user):
@@ -125,3 +126,41 @@ def test_a_user_who_asks_for_a_title_in_words_is_remembered(proxy, upstream):
 
     assert headers["x-memory-mode"] == "auto" and "x-memory-skipped" not in headers
     assert stored(proxy, "owui-alice")[0] == ("user", said)
+
+
+LIBRECHAT_TITLE = f"""Analyze this conversation and provide:
+1. The detected language of the conversation
+2. A concise title in the detected language (5 words or less, no punctuation or quotation)
+
+User: {SAID}
+AI: Congratulations on Biscuit!"""
+
+LOBECHAT_SYSTEM = """You are a professional conversation summarizer. Generate a concise title that \
+captures the essence of the conversation.
+
+Rules:
+- Output ONLY the title text, no explanations or additional context"""
+
+
+def test_librechat_and_lobechat_title_requests_store_nothing(proxy, upstream):
+    """Neither sends a chat id: each title request was a conversation of its own (a derived
+    session), its prompt a copy of the chat among the user's memories."""
+    tasks = {
+        "librechat": [{"role": "user", "content": LIBRECHAT_TITLE}],
+        "lobechat": [
+            {"role": "system", "content": LOBECHAT_SYSTEM},
+            {"role": "user", "content": f"user: {SAID}\nassistant: Congratulations on Biscuit!"},
+        ],
+    }
+    with proxy.client(default_headers={"X-Memory-User-Id": "ui-bob"}) as client:
+        ask(client, [{"role": "user", "content": SAID}])
+        for task in tasks.values():
+            headers, _ = ask(client, task, stream=True)
+            assert headers["x-memory-skipped"] == "ui-task"
+            assert upstream.last_json["messages"] == task
+    proxy.flush()
+
+    assert [role for role, _ in stored(proxy, "ui-bob")] == ["user", "assistant"]
+    metrics = httpx.get(proxy.root + "/metrics").text
+    assert 'moim_ui_tasks_total{client="librechat"} 1.0' in metrics
+    assert 'moim_ui_tasks_total{client="lobechat"} 1.0' in metrics
