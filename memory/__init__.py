@@ -41,6 +41,7 @@ from memory.heap import fix_mmap_threshold, limit_arenas
 from memory.ingest.identity import content_hash
 from memory.ingest.media import media_fingerprints, without_inline_data
 from memory.ingest.turns import RECALLED_ROLES, Turn
+from memory.ingest.ui_tasks import ui_task
 from memory.layer import MemoryLayer, PendingRecall, RecallRequest, Recollection
 from memory.records import Chunk, Excerpt, Fact, Hit, LeftOut, MemoryBlock, Message, Tier
 from memory.service_embedder import EmbeddingService, ServiceEmbedder
@@ -120,5 +121,6 @@ __all__ = [
     "select_tier",
     "strip_block",
     "tier_rules_from_config",
+    "ui_task",
     "without_inline_data",
 ]

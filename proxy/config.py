@@ -77,6 +77,8 @@ class Config:
     read_timeout: float = 600.0
     memory_enabled: bool = True
     memory_tools: bool = False
+    # Chat UIs' background tasks (a title, tags: `memory.ui_task`) pass through without memory.
+    skip_ui_tasks: bool = True
     # Seconds a request that reads memory waits for its user's finished turns of other
     # conversations to become searchable (proxy/writer_recent.py); 0 never waits.
     recall_wait: float = 5.0
@@ -208,6 +210,7 @@ def from_mapping(yaml_data: Mapping[str, Any]) -> Config:
         read_timeout=above_zero(upstream, "upstream.", "read_timeout", 600.0),
         memory_enabled=typed(mem, "enabled", bool, True, "memory."),
         memory_tools=typed(mem, "tools", bool, False, "memory."),
+        skip_ui_tasks=typed(mem, "skip_ui_tasks", bool, True, "memory."),
         recall_wait=not_negative(mem, "memory.", "recall_wait", 5.0),
         memory=settings,
         routes=_routes(_section(data, "models")),

@@ -49,6 +49,9 @@ class Report:
     recalled: bool = False
     abstained: bool = False
     error_kind: str | None = None
+    # The chat UI whose background task this was, passed through without memory
+    # (`Identity.ui_task`): `x-memory-skipped: ui-task`, and counted by /metrics.
+    ui_task: str | None = None
 
     @property
     def tokens(self) -> int:
@@ -80,7 +83,15 @@ class Report:
             headers["x-memory-unsearchable-turns"] = str(self.unsearchable)
         if self.error:
             headers["x-memory-error"] = self.error
+        if self.ui_task is not None:
+            headers["x-memory-skipped"] = "ui-task"
         return headers
+
+    def log_notes(self) -> str:
+        """What the request's log line adds when there is something to say: why memory did
+        nothing for a UI's task, what failed in it."""
+        notes = f" skipped=ui-task ui={self.ui_task}" if self.ui_task is not None else ""
+        return notes + (f" memory_error={self.error!r}" if self.error else "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import unquote
 
-from memory import media_fingerprints, message_text, strip_block
+from memory import media_fingerprints, message_text, strip_block, ui_task
 from proxy.errors import BadRequest
 
 # As CONTRACT.md spells them (each is matched case-insensitively), in order of precedence.
@@ -78,6 +78,8 @@ class Identity:
     timestamp: float | None = None
     # False when the session id was derived (memory may then find the conversation it continues).
     explicit_session: bool = True
+    # The chat UI whose background task the request is (`_ui_task`): memory is then off.
+    ui_task: str | None = None
 
 
 def identify(
@@ -87,22 +89,41 @@ def identify(
     bound_user: str | None = None,
     memory_enabled: bool = True,
     tools_default: bool = False,
+    skip_ui_tasks: bool = False,
 ) -> Identity:
     """Who is asking and how, from headers (lower-case names: a dict of them, or Starlette's
-    case-insensitive `Headers`), body and path."""
+    case-insensitive `Headers`), body and path; with `skip_ui_tasks`, memory off for a chat
+    UI's background task (`_ui_task`)."""
     user_id = _user(headers, body, path_user, bound_user)
     header, session = _first_header(headers, SESSION_HEADERS)
     session_id = _session(session, header) if session else derive_session_id(user_id, body)
-    mode = memory_mode(headers.get("x-memory-mode"), memory_enabled)
+    asked = headers.get("x-memory-mode")
+    mode = memory_mode(asked, memory_enabled)
+    task = _ui_task(asked, mode, body) if skip_ui_tasks else None
     return Identity(
         user_id=user_id,
         session_id=session_id,
-        mode=mode,
+        mode=Mode.OFF if task is not None else mode,
         context_budget=_budget(headers.get("x-memory-context-budget")),
         tools=_flag(headers.get("x-memory-tools"), tools_default),
         timestamp=_timestamp(headers.get("x-memory-timestamp")),
         explicit_session=session is not None,
+        ui_task=task,
     )
+
+
+def _ui_task(asked: str | None, mode: Mode, body: Mapping[str, Any]) -> str | None:
+    """The chat UI whose background task (a title, tags, follow-ups: `memory.ui_task`) the
+    request is, when memory would otherwise read or write it and the client asked no mode
+    (`X-Memory-Mode` wins: the user said so); else None.
+
+    Such a request is forwarded as with `X-Memory-Mode: off`: no block, nothing stored, the
+    body as sent (`memory.skip_ui_tasks: false` turns the rule off).
+    """
+    if mode is Mode.OFF or (asked is not None and asked.strip()):
+        return None
+    messages = body.get("messages")
+    return ui_task(messages) if isinstance(messages, (list, tuple)) else None
 
 
 def derive_session_id(user_id: str, body: Mapping[str, Any]) -> str:

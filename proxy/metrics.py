@@ -15,6 +15,7 @@ Names (README, "Health and metrics", lists them with their meaning):
     moim_recall_requests_total{tier}                moim_recall_abstentions_total
     moim_injected_tokens_total                      moim_injected_chunks_total
     moim_injected_facts_total                       moim_memory_errors_total{stage,kind}
+    moim_ui_tasks_total{client}
     moim_ingest_pending  moim_ingest_queued  moim_ingest_queue_size  moim_ingest_queue_peak
     moim_ingest_spilled_total  moim_memory_write_failures_total  moim_index_pending_messages
     moim_writer_up  moim_writer_failures_total{part}  moim_writer_restarts_total
@@ -58,6 +59,7 @@ class Observed(Protocol):
     recalled: bool
     abstained: bool
     error_kind: str | None
+    ui_task: str | None
 
     @property
     def tokens(self) -> int: ...
@@ -129,6 +131,14 @@ class Metrics:
             registry=registry,
         )
 
+        self.ui_tasks = Counter(
+            "moim_ui_tasks",
+            "Chat UIs' background task requests (a title, tags, follow-ups) passed through "
+            "without memory, by the UI recognised (open-webui, librechat, lobechat).",
+            ["client"],
+            registry=registry,
+        )
+
     def watch(self, writer: Writer, layer: MemoryLayer) -> None:
         """Read the writer, the vector index and the store at every scrape."""
         self.registry.register(_StateCollector(writer, layer))
@@ -138,6 +148,8 @@ class Metrics:
         self.overhead.labels(endpoint).observe(report.overhead_ms / 1000)
         if report.error_kind is not None:
             self.memory_errors.labels("recall", report.error_kind).inc()
+        if report.ui_task is not None:
+            self.ui_tasks.labels(report.ui_task).inc()
         if not report.recalled:
             return
         self.recalls.labels(str(report.tier)).inc()

@@ -79,6 +79,7 @@ async def handle(
             caller.bound_user,
             state.config.memory_enabled,
             state.config.memory_tools,
+            state.config.skip_ui_tasks,
         )
         caller.check_user(who.user_id)
         if conversation.held and not sees_account_state(caller, state.config):
@@ -88,7 +89,7 @@ async def handle(
             api.check(body, target, state.config)
     except ProxyError as exc:
         return _error(exc, report)
-    report.mode, report.session_id = who.mode.value, who.session_id
+    report.mode, report.session_id, report.ui_task = who.mode.value, who.session_id, who.ui_task
     if who.mode is Mode.OFF:  # nothing to measure or recall: no coroutine to make and await
         prepared = Prepared(who)
     else:
@@ -395,5 +396,5 @@ def _log(who: Identity, body: Mapping[str, Any], report: Report, status: int) ->
         report.chunks,
         report.overhead_ms,
         status,
-        f" memory_error={report.error!r}" if report.error else "",
+        report.log_notes(),
     )

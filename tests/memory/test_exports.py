@@ -88,6 +88,7 @@ def test_memory_exports_exactly_these_names():
         "select_tier",
         "strip_block",
         "tier_rules_from_config",
+        "ui_task",
         "without_inline_data",
     ]
 

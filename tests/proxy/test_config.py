@@ -231,6 +231,7 @@ def test_bad_moim_port_names_the_variable(in_empty_dir):
         ("upstream: {base_url: not a url}", "upstream.base_url"),
         ("upstream: {base_url: 'localhost:8000/v1'}", "upstream.base_url"),
         ("upstream: {base_url: 'ftp://example.com/v1'}", "upstream.base_url"),
+        ("memory: {skip_ui_tasks: sometimes}", "memory.skip_ui_tasks"),
     ],
 )
 def test_bad_value_names_its_key(in_empty_dir, yaml_text, key):
@@ -838,3 +839,10 @@ def test_bad_embedder_settings_name_their_key(in_empty_dir, yaml_text, message):
         load_config(write(in_empty_dir / "bad.yaml", yaml_text + "\n"), {})
     assert message in str(raised.value)
     assert "(the value is not shown)" in str(raised.value) or "api_key" not in message
+
+
+def test_chat_uis_background_tasks_skip_memory_unless_config_says_false(in_empty_dir):
+    """`memory.skip_ui_tasks` (docs/dropin.md): on by default."""
+    assert load_config(None, {}).skip_ui_tasks is True
+    path = write(in_empty_dir / "tasks.yaml", "memory: {skip_ui_tasks: false}\n")
+    assert load_config(path, {}).skip_ui_tasks is False

@@ -319,3 +319,32 @@ def test_bad_timestamp_is_a_bad_request():
     with pytest.raises(BadRequest) as raised:
         who({"X-Memory-Timestamp": "last tuesday"})
     assert raised.value.param == "X-Memory-Timestamp"
+
+
+# A chat UI's background task (memory/ingest/ui_tasks.py): Open WebUI's title request.
+TITLE_TASK = {
+    "messages": [
+        {
+            "role": "user",
+            "content": "### Task:\nGenerate a concise title.\n<chat_history>\n"
+            "USER: I adopted a beagle\nASSISTANT: Congratulations!\n</chat_history>",
+        }
+    ]
+}
+
+
+def test_a_chat_uis_background_task_has_memory_off_and_says_which_ui():
+    who = identify({}, TITLE_TASK, skip_ui_tasks=True)
+    assert (who.mode, who.ui_task) == (Mode.OFF, "open-webui")
+
+
+@pytest.mark.parametrize("asked", ["auto", "read", "write", "off"])
+def test_a_mode_the_client_asks_for_beats_the_ui_task_rule(asked):
+    who = identify({"x-memory-mode": asked}, TITLE_TASK, skip_ui_tasks=True)
+    assert (who.mode, who.ui_task) == (Mode(asked), None)
+
+
+def test_without_skip_ui_tasks_a_ui_task_is_a_conversation():
+    assert (identify({}, TITLE_TASK).mode, identify({}, TITLE_TASK).ui_task) == (Mode.AUTO, None)
+    off = identify({}, TITLE_TASK, memory_enabled=False, skip_ui_tasks=True)
+    assert (off.mode, off.ui_task) == (Mode.OFF, None)  # off anyway: no task to count
