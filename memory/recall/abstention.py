@@ -20,7 +20,8 @@ suggestion ("Can you suggest …?", "Which … should I …?") asks for no store
 nothing to abstain on; what bears on it (a diet, a fear) seldom stands out of its topic. Nor
 does it close on a question about the user's present whose kept turns say it changed
 (`memory/recall/changed.py`): something that changed was discussed; nor on one asking for an
-identifier a kept turn gives, by its kind or beside the question's words (`identifiers.py`).
+identifier a kept turn gives, by its kind or beside the question's words (`identifiers.py`),
+or how many of a thing one of the best kept turns counts ("seven colonies": `counts.py`).
 A turn that says nothing ('Noted.') is not read (`memory/recall/retrieval.py`).
 
 Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4
@@ -44,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory.recall.changed import asks_after_a_change
+from memory.recall.counts import gives_the_count
 from memory.recall.identifiers import (
     gives_a_code_on_its_words,
     gives_the_kind_asked_for,
@@ -174,7 +176,7 @@ def nothing_stands_out(
         return False
     if gives_the_kind_asked_for(query, kept) or asks_after_a_change(query, kept):
         return False
-    if gives_a_code_on_its_words(query, kept):
+    if gives_a_code_on_its_words(query, kept) or gives_the_count(query, kept):
         return False
     if threshold > 0 and standout(kept, margin_weight) < threshold:
         return True
