@@ -5,9 +5,9 @@ words, yet the cosine of a long turn about work stands out of nothing and the ab
 withheld it. A turn that names the very one the question asks after, the user's ("my partner
 Olu", "our head of department, Farid"), answers it: the gate stays open
 (`memory/recall/abstention.py`). A question about a name never said finds turns on the same
-person without one ("my accountant says…"): of the tuning splits' 95 never-discussed
-questions asking for a name, none was opened (docs/recall-quality.md, "Paraphrases the gate
-withheld").
+person without one ("my accountant says…"): of the 53 never-discussed questions
+asking for a name the gate withholds on the tuning splits, none was opened
+(docs/recall-quality.md, "Paraphrases the gate withheld").
 """
 
 from __future__ import annotations
