@@ -17,6 +17,10 @@ they are one exchange and:
 One exchange, an edit that reads as one, and a record made before the request arrived: two
 conversations that open alike share a derived session, and agents fan one history out to
 several requests at once; a longer or unrelated record after the point is more likely theirs.
+When the client names the session (`X-Memory-Session-Id`, a chat UI's chat id), the record is
+that conversation's own: all that followed the point is left (an older message edited, an
+older reply regenerated). A first message edited leaves nothing: the request then carries
+nothing of the record, as a client that sends only its newest question does.
 """
 
 from __future__ import annotations
@@ -48,12 +52,15 @@ def left_behind(
     keys: Sequence[str],
     stored: Sequence[str],
     arrived_at: float | None = None,
+    named: bool = False,
 ) -> list[StoredMessage]:
     """The session's messages `conversation` left behind (none, mostly).
 
     `keys` are the conversation's message keys lined up with the session's (`resent_keys`),
     `stored` the keys the session held before it, in the order stored. `arrived_at`: when
     the request arrived; messages stored after it are not left (a request sent alongside).
+    `named`: the client named the session, so the record after the point is this
+    conversation's own, however long (an older message edited, an older reply regenerated).
     """
     said = [at for at, m in enumerate(conversation) if m.get("role") not in ("system", "developer")]
     held = set(stored)
@@ -78,7 +85,7 @@ def left_behind(
     rows = [m for m in rows if m.role not in ("system", "developer")]
     if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
         return []
-    return rows if _left(conversation[said[new]], rows) else []
+    return rows if _left(conversation[said[new]], rows, named) else []
 
 
 def edited_away(
@@ -110,10 +117,10 @@ def _hash_of(message: StoredMessage) -> str:
     return message.key.partition("#")[0]
 
 
-def _left(first: Mapping[str, Any], tail: Sequence[StoredMessage]) -> bool:
-    """Whether the record `tail` is the exchange that `first`, the first new message of the
-    request, takes the place of."""
-    if not tail or any(m.role != "assistant" for m in tail[1:]):
+def _left(first: Mapping[str, Any], tail: Sequence[StoredMessage], named: bool = False) -> bool:
+    """Whether the record `tail` is what `first`, the first new message of the request,
+    takes the place of: one exchange, or with `named` all that followed it."""
+    if not tail or (not named and any(m.role != "assistant" for m in tail[1:])):
         return False
     if first.get("role") == "assistant":
         return tail[0].role == "assistant"

@@ -143,3 +143,22 @@ def test_an_export_keeps_an_edited_away_message_and_an_import_keeps_it_left(prox
     left = [i["content"] for i in items if i.get("left")]
     assert left == [SAID["content"], "Noted, Tuesday."] and imported.status_code == 200
     assert "Wednesday the 15th" in after and "Tuesday" not in after
+
+
+def test_an_older_message_edited_in_a_named_session_leaves_all_that_followed(proxy, upstream):
+    """A chat UI that names its chats (`X-OpenWebUI-Chat-Id`): the user edits an older
+    message; the turns after it on the old branch are recalled nowhere either."""
+    replies = ["Noted, Tuesday.", "Gate B7 is in terminal 2.", "Noted, Wednesday.", "ok"]
+    upstream.script[:] = [{"content": text} for text in replies]
+    named = {"X-OpenWebUI-Chat-Id": "chat-42"}
+    tuesday = {"role": "assistant", "content": "Noted, Tuesday."}
+    gate = {"role": "user", "content": "Which terminal is gate B7 in for my Tuesday flight?"}
+    with proxy.client() as client:
+        chat(client, [SYSTEM, HELLO, SURE, SAID], **named)
+        chat(client, [SYSTEM, HELLO, SURE, SAID, tuesday, gate], **named)
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, EDITED], **named)
+        proxy.flush()
+        after = asked_anew(client, upstream)
+
+    assert "Wednesday the 15th" in after and "Tuesday" not in after

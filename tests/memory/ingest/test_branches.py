@@ -22,11 +22,10 @@ def store(tmp_path):
     return Store(tmp_path / "moim.db")
 
 
-def send(store, messages, reply, at=1_700_000_000.0, arrived=None):
+def send(store, messages, reply, at=1_700_000_000.0, arrived=None, named=False):
     """One request and its reply, stored as the writer stores a turn."""
     turn = Turn("ana", "s-1", "gpt-4o-mini", tuple(messages), said("assistant", reply), at)
-    if arrived is not None:
-        turn = Turn(**{**_fields(turn), "arrived_at": arrived})
+    turn = Turn(**{**_fields(turn), "arrived_at": arrived, "named_session": named})
     store_turn(store, turn)
 
 
@@ -130,3 +129,21 @@ def test_recall_hides_the_exchange_a_request_edits_before_its_turn_is_stored(sto
     ]
     assert edited_away(store, "ana", "s-1", unrelated) == []
     assert edited_away(store, "ana", "s-1", [SYSTEM, HI, HELLO, EIGHT]) == []  # sent again
+
+
+@pytest.mark.parametrize(
+    ("named", "expected"),
+    [
+        (False, []),  # derived: more than one exchange may be another conversation's
+        (True, [EIGHT["content"], "Then plan a vegan main.", "And a dessert?", "Sorbet."]),
+    ],
+)
+def test_in_a_named_session_an_older_message_edited_leaves_all_that_followed(
+    store, named, expected
+):
+    history = [SYSTEM, HI, HELLO, EIGHT, said("assistant", "Then plan a vegan main.")]
+    send(store, history[:4], "Then plan a vegan main.")
+    send(store, [*history, said("user", "And a dessert?")], "Sorbet.")
+    edited = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
+    send(store, edited, "OK.", named=named)
+    assert left(store) == expected
