@@ -23,6 +23,7 @@ from memory.block.budget import select_tier
 from memory.block.excerpts import Neighbours, build_excerpts, newest_first
 from memory.block.left_out import Told, left_out
 from memory.block.render import render_block
+from memory.block.shown import RequestWords
 from memory.block.tokens import count_block_tokens
 from memory.embedding import Embedder
 from memory.facts.rules import facts_for_block_and_left_out
@@ -242,6 +243,7 @@ class MemoryLayer(AdminSide, FactsSide):
                 fts_terms(found.query),
                 request.session_id,
                 self._neighbours(request.user_id, exclude),
+                RequestWords(request.messages).shows,
             )
             excerpts = newest_first(excerpts)
         block = self._render(facts, excerpts, request, now)
