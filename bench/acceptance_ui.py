@@ -101,6 +101,23 @@ def continued(probe: Probe) -> tuple[bool, str]:
     )
 
 
+def continued_later(probe: Probe) -> tuple[bool, str]:
+    """After `continued`: a later turn of the same chat, which holds the joined answer, is not
+    shown its pieces (stored apart, so not excluded as the request's own messages)."""
+    start = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Make me a packing list for the Norway trip."},
+        {"role": "assistant", "content": PARTIAL + REST},
+        {"role": "user", "content": "Perfect, thanks."},
+        {"role": "assistant", "content": "You're welcome!"},
+        {"role": "user", "content": "Which tag was on the charger in the packing list?"},
+    ]
+    send(probe, "pref", "pref-1", start, "PK-CONT-77.", 3, **{"X-Memory-Mode": "read"})
+    block = block_of(probe.upstream.last_json)
+    code, prefix = times_shown(block, "PK-CONT-77"), times_shown(block, "blue adapter")
+    return code == 0 and prefix == 0, f"pieces of the answer in the window shown {code + prefix}"
+
+
 def continued_stored(probe: Probe) -> tuple[bool, str]:
     """After `continued`: the answer stored as the client last sent it, whole."""
     items = stored(probe, "pref", "PK-CONT-77")
@@ -328,6 +345,7 @@ def regenerated_thrice(probe: Probe) -> tuple[bool, str]:
 def checks() -> list[tuple[str, Check]]:
     return [
         ("prefill: a continued answer recalled, the prefill not twice", continued),
+        ("prefill: a later turn of the chat is not shown the answer's pieces", continued_later),
         ("prefill: the joined answer stored whole", continued_stored),
         ("prefill: 'continue' twice on a cut reply, recalled once and whole", continued_again),
         ("system prompt edited mid-chat (session header): stored once", system_changed(True)),

@@ -47,9 +47,24 @@ def image_dropped(probe: Probe) -> tuple[bool, str]:
     return n == 1, f"stored {len(items)} times, shown {n} times"
 
 
+def cut_to(history: list[dict[str, Any]], room: int) -> list[dict[str, Any]]:
+    """The newest messages of `history` within `room` tokens, the oldest of them cut to its
+    back half when it does not fit whole (a UI that trims by tokens, not by turns)."""
+    window: list[dict[str, Any]] = []
+    for message in reversed(history):
+        tokens = count_tokens(message["content"], MODEL)
+        if tokens > room:
+            words = message["content"].split()
+            return [{**message, "content": " ".join(words[len(words) // 2 :])}, *window]
+        window.insert(0, message)
+        room -= tokens
+    return window
+
+
 def token_window(probe: Probe) -> tuple[bool, str]:
     """A long chat that the UI cuts to its last ~700 tokens each request, the cut falling inside
-    a message (its front half gone). A new chat asks for a detail said early."""
+    a message (its front half gone). The same chat, then a new one, asks for a detail said in
+    a message gone from the window."""
     user = "tokwin"
     said = [
         f"{FILLERS[n % len(FILLERS)]} {FILLERS[(n + 3) % len(FILLERS)]} {FILLERS[(n + 7) % 12]}"
@@ -60,26 +75,33 @@ def token_window(probe: Probe) -> tuple[bool, str]:
         + (FILLERS[5])
     )
     history: list[dict[str, Any]] = []
+    system = {"role": "system", "content": SYSTEM}
     cuts = 0
     for n, text in enumerate(said):
         history.append({"role": "user", "content": text})
-        window, room = [], 700
-        for message in reversed(history):
-            tokens = count_tokens(message["content"], MODEL)
-            if tokens > room:  # the window is full: the message's front half is cut
-                words = message["content"].split()
-                window.insert(0, {**message, "content": " ".join(words[len(words) // 2 :])})
-                cuts += 1
-                break
-            window.insert(0, message)
-            room -= tokens
+        window = cut_to(history, 700)
+        cuts += window[0]["content"] != history[-len(window)]["content"]
         reply = f"Reply {n}: {FILLERS[(n + 1) % len(FILLERS)]}"
-        send(probe, user, "tokwin-1", [{"role": "system", "content": SYSTEM}, *window], reply, n)
+        send(probe, user, "tokwin-1", [system, *window], reply, n)
         history.append({"role": "assistant", "content": reply})
     probe.flush()
+    history.append({"role": "user", "content": "What was my insurance policy number again?"})
+    send(
+        probe,
+        user,
+        "tokwin-1",
+        [system, *cut_to(history, 700)],
+        "…",
+        30,
+        **{"X-Memory-Mode": "read"},
+    )
+    inside = times_shown(block_of(probe.upstream.last_json), "IP-4471-TW")
     block, _ = probe.ask(user, "What's my insurance policy number?", **LATER)
     n = times_shown(block, "IP-4471-TW")
-    return n == 1, f"{cuts} requests cut a message; the code shown {n} times"
+    return n == 1 and inside == 1, (
+        f"{cuts} requests cut a message; the code shown {inside} times in the same chat, "
+        f"{n} in a new one"
+    )
 
 
 def token_window_stored(probe: Probe) -> tuple[bool, str]:
@@ -179,6 +201,23 @@ def tavern_card(probe: Probe) -> tuple[bool, str]:
     return times_shown(block, "GW-9090-ST") == 0, f"card in an excerpt {'GW-9090-ST' in block}"
 
 
+def tavern_examples_as_turns(probe: Probe) -> tuple[bool, str]:
+    """Example dialogue sent as user and assistant messages named `example_user` and
+    `example_assistant` (another frontend's shape): are they stored and recalled as the
+    user's own words?"""
+    user = "tavern2"
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": CARD},
+        {"role": "user", "name": "example_user", "content": "My cabin number is EX-7070-CB."},
+        {"role": "assistant", "name": "example_assistant", "content": "Then go below, now."},
+        {"role": "user", "name": "Ash", "content": "Captain, I need passage to Skarholt."},
+    ]
+    send(probe, user, "tav2-1", history, "Hmph. Fine.", 1)
+    probe.flush()
+    block, _ = probe.ask(user, "What's my cabin number?", **LATER)
+    return "EX-7070-CB" not in block, f"the example's code recalled {'EX-7070-CB' in block}"
+
+
 def sampling(probe: Probe) -> tuple[bool, str]:
     """temperature, seed, logprobs, top_logprobs, stop, max_tokens: unchanged to the provider."""
     options = {
@@ -245,6 +284,10 @@ def checks() -> list[tuple[str, Check]]:
         ("LiteLLM-style body `user`: the user's memory only", litellm_user),
         ("SillyTavern: example dialogue is not the user's", tavern),
         ("SillyTavern: the character card is not an excerpt", tavern_card),
+        (
+            "info SillyTavern: examples as named user turns, not the user's",
+            tavern_examples_as_turns,
+        ),
         ("sampling options reach the provider unchanged", sampling),
         ("info length: a reply cut by max_tokens, stored (marked?)", cut_by_length),
     ]
