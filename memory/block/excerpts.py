@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from memory.block.budget import cut_excerpt
-from memory.block.shown import said_by_another, said_once
+from memory.block.shown import keep_said_once, said_by_another
 from memory.facts.corrections import replaced_by
 from memory.ingest.speakers import split_speaker
 from memory.records import Chunk, Excerpt, Hit, Message, Tier
@@ -101,12 +101,12 @@ def build_excerpts(
     if neighbours is not None and passages:
         around = neighbours([p.best for p in passages if p.best is not None])
         again = _answered_again(around.values())
-        _said_once(passages)  # the room a repeated line held is widened into
+        keep_said_once(passages)  # the room a repeated line held is widened into
         for passage in passages:
             passage.drop(again)
             packing.taken[passage.session_id].update(again)  # never shown, as if taken
             _widen(passage, around, packing.taken[passage.session_id], packing.shown_already)
-    _said_once(passages)
+    keep_said_once(passages)
     passages = [p for p in passages if p.lines]
     return [_excerpt(p, session_id, rank) for rank, p in enumerate(passages)]
 
@@ -179,7 +179,12 @@ class _Packing:
         passages = self.by_session.get(chunk.session_id, ())
         shown = self.shown_already is not None and self.shown_already(chunk.text)
         return shown or said_by_another(
-            line, (said[3] for passage in passages for said in passage.lines)
+            line,
+            (
+                (said[3], chunk.created_at < said[0])
+                for passage in passages
+                for said in passage.lines
+            ),
         )
 
     def _waits(self, chunk: Chunk, line: str) -> bool:
@@ -343,26 +348,13 @@ def _widen(
             continue
         name, content = split_speaker(message.name, message.content)
         line = _line(name or message.role, content, passage.room(), (), False)
-        if line is None or said_by_another(line, (said[3] for said in passage.lines)):
+        at = message.created_at
+        if line is None or said_by_another(line, ((s[3], at < s[0]) for s in passage.lines)):
             continue
         if shown is not None and shown(content):
             continue
         passage.add(message.created_at, message.id, 0, line)
         taken.add(message.id)
-
-
-def _said_once(passages: Sequence[_Passage]) -> None:
-    """Take out of a session's passages each line that another of their lines by the same
-    speaker says in full (`memory.block.shown.said_once`): the pieces of a continued reply
-    beside the reply joined, placed before it, or brought in after it by widening."""
-    sessions: dict[str, list[_Passage]] = {}
-    for passage in passages:
-        sessions.setdefault(passage.session_id, []).append(passage)
-    for group in sessions.values():
-        lines = [(passage, line) for passage in group for line in sorted(passage.lines)]
-        kept = set(said_once([line[3] for _, line in lines]))
-        for passage in group:
-            passage.keep([x for n, (p, x) in enumerate(lines) if n in kept and p is passage])
 
 
 def _excerpt(passage: _Passage, session_id: str, rank: int) -> Excerpt:

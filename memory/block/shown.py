@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from memory.block.tokens import message_text
 
@@ -63,34 +63,64 @@ def said_within(text: str, other: str) -> bool:
     return words is not None and words in (words_of(other, 1) or "")
 
 
-def said_by_another(line: str, others: Iterable[str]) -> bool:
-    """Whether a line of `others` by the same speaker says all of `line`'s words; lines as the
-    block shows turns, `speaker: text`."""
+def says_again(other: str, line: str, line_first: bool) -> bool:
+    """Whether the line `other` says `line` again (lines as the block shows turns, `speaker:
+    text`): the same speaker says all of `line`'s words in it, and `line` was said first (a
+    prefill or a continuation before the reply joined), or starts or ends it (a piece of it,
+    as a window's cut). A newer line inside an older one is no piece of it: "tell him the
+    meeting is on Friday" said after "Don't tell him the meeting is on Friday" is shown."""
     speaker, _, text = line.partition(": ")
-    return any(
-        said_within(text, rest)
-        for other in others
-        for said_by, _, rest in (other.partition(": "),)
-        if said_by == speaker
-    )
+    said_by, _, said = other.partition(": ")
+    words, whole = words_of(text), words_of(said, 1) or ""
+    if said_by != speaker or words is None or words not in whole:
+        return False
+    return line_first or whole.startswith(words) or whole.endswith(words)
+
+
+def said_by_another(line: str, others: Iterable[tuple[str, bool]]) -> bool:
+    """Whether a line of `others` says `line` again (`says_again`); `others`: each line, and
+    whether `line` was said before it."""
+    return any(says_again(other, line, first) for other, first in others)
 
 
 def said_once(lines: Sequence[str]) -> list[int]:
-    """The indexes of `lines` (`speaker: text`) to show: not those another line by the same
-    speaker says in full (a prefill, or a piece of a continued reply, beside the reply
-    joined); of two lines with the same words, the first."""
-    parts = [line.partition(": ") for line in lines]
+    """The indexes of `lines` (`speaker: text`, in the order said) to show: not those another
+    line says again (`says_again`); of two lines with the same words, the first."""
     return [
         i
-        for i, (speaker, _, text) in enumerate(parts)
+        for i, line in enumerate(lines)
         if not any(
-            j != i
-            and said_by == speaker
-            and said_within(text, rest)
-            and (j < i or not said_within(rest, text))
-            for j, (said_by, _, rest) in enumerate(parts)
+            j != i and says_again(other, line, i < j) and not (i < j and said_within(other, line))
+            for j, other in enumerate(lines)
         )
     ]
+
+
+# A line of an excerpt: (when said, message id, chunk id, `speaker: text`).
+Line = tuple[float, int, int, str]
+
+
+class Lines(Protocol):
+    """A passage of an excerpt (`memory.block.excerpts`): its session and its lines."""
+
+    session_id: str
+    lines: list[Line]
+
+    def keep(self, lines: list[Line]) -> None: ...
+
+
+def keep_said_once(passages: Sequence[Lines]) -> None:
+    """Take out of each session's passages the lines another of their lines says again
+    (`said_once`): the pieces of a continued reply beside the reply joined, placed before
+    it or brought in after it by widening."""
+    sessions: dict[str, list[Lines]] = {}
+    for passage in passages:
+        sessions.setdefault(passage.session_id, []).append(passage)
+    for group in sessions.values():
+        lines = sorted((line, n) for n, passage in enumerate(group) for line in passage.lines)
+        kept = set(said_once([line[3] for line, _ in lines]))
+        for n, passage in enumerate(group):
+            passage.keep([line for i, (line, at) in enumerate(lines) if i in kept and at == n])
 
 
 # How much of the request is read, newest messages first: a pasted answer is recent, and an

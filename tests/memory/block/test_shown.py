@@ -1,6 +1,13 @@
 """memory/block/shown.py: words the model reads already, in the request or in another line."""
 
-from memory.block.shown import RequestWords, said_by_another, said_once, said_within, words_of
+from memory.block.shown import (
+    RequestWords,
+    said_by_another,
+    said_once,
+    said_within,
+    says_again,
+    words_of,
+)
 
 
 def test_words_are_runs_of_word_characters_between_spaces():
@@ -28,8 +35,15 @@ def test_a_short_text_is_never_said_within_another():
 def test_a_line_is_said_by_another_only_of_the_same_speaker():
     line = "assistant: the charger with tag PK-77, two jumpers"
     whole = "assistant: Your list: passport, the charger with tag PK-77, two jumpers."
-    assert said_by_another(line, [whole])
-    assert not said_by_another(line, ["user: " + whole.partition(": ")[2]])
+    assert said_by_another(line, [(whole, True)])
+    assert not said_by_another(line, [("user: " + whole.partition(": ")[2], True)])
+
+
+def test_a_newer_line_inside_an_older_one_is_said_again_only_as_its_start_or_end():
+    older = "user: Don't tell Sam the meeting is on Friday, it's a surprise."
+    assert not says_again(older, "user: tell Sam the meeting is on Friday", line_first=False)
+    assert says_again(older, "user: tell Sam the meeting is on Friday", line_first=True)
+    assert says_again(older, "user: the meeting is on Friday, it's a surprise", line_first=False)
 
 
 def test_said_once_keeps_the_whole_reply_and_the_first_of_equal_lines():
