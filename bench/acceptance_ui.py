@@ -6,10 +6,12 @@ system prompt edited mid-chat, a history resent trimmed or with its markdown nor
 same question in two chats, a quoted or pasted earlier answer, an image dropped from the
 history, a window cut by tokens mid-message, Open WebUI's and LiteLLM's ids, a SillyTavern-like
 prompt (character card, `name`s, example dialogue), sampling options and a reply cut by
-`max_tokens`. Edits and regenerations are measured only (`info`: how their branches are stored
-is being changed). One line per check, a total, the exit status is the number of failures;
-`info` lines (a choice for the owners) are not counted. The checks of images, windows, ids and
-characters are in `bench/acceptance_ui2.py`.
+`max_tokens`, "stop" pressed mid-stream, a RAG UI's wrapped message. Edits (of a user message,
+of an answer) and regenerations are measured only (`info`: how their branches are stored is
+being changed). One line per check, a total, the exit status is the number of failures; `info`
+lines (a choice for the owners) are not counted. The checks of images, windows, ids,
+characters, sampling and stops are in `bench/acceptance_ui2.py`. Notes and numbers:
+docs/recall-quality.md, "Acceptance probes: how chat UIs talk".
 
     PYTHONPATH=. /work/venv/bin/python bench/acceptance_ui.py [--keep DIR] [--only TEXT]
 """
