@@ -74,6 +74,7 @@ def build_excerpts(
     session_id: str,
     neighbours: Neighbours | None = None,
     shown: Shown | None = None,
+    repeated: set[int] | None = None,
 ) -> list[Excerpt]:
     """Excerpts for the block, best session first, within the tier.
 
@@ -87,11 +88,11 @@ def build_excerpts(
     (nearest first), when `neighbours` is given: an answer usually sits next to its question.
 
     A turn whose words the request shows already (`shown`), or another line of its passage by
-    the same speaker says, is left out (`memory.block.shown`).
+    the same speaker says, is left out (`memory.block.shown`); its chunk id goes in `repeated`.
     """
     if tier.max_excerpts <= 0 or tier.max_chars <= 0:
         return []
-    packing = _Packing(tier, terms, neighbours is not None, shown)
+    packing = _Packing(tier, terms, neighbours is not None, shown, set())
     held: list[Hit] = []  # replies that wait for the room the other hits leave
     for hit in _asked_before_answered(hits):
         packing.add(hit, held)
@@ -101,13 +102,15 @@ def build_excerpts(
     if neighbours is not None and passages:
         around = neighbours([p.best for p in passages if p.best is not None])
         again = _answered_again(around.values())
-        keep_said_once(passages)  # the room a repeated line held is widened into
+        packing.repeated.update(keep_said_once(passages))  # its room is widened into
         for passage in passages:
             passage.drop(again)
             packing.taken[passage.session_id].update(again)  # never shown, as if taken
             _widen(passage, around, packing.taken[passage.session_id], packing.shown_already)
-    keep_said_once(passages)
+    packing.repeated.update(keep_said_once(passages))
     passages = [p for p in passages if p.lines]
+    if repeated is not None:
+        repeated.update(packing.repeated)
     return [_excerpt(p, session_id, rank) for rank, p in enumerate(passages)]
 
 
@@ -133,6 +136,7 @@ class _Packing:
     terms: Sequence[str]
     widening: bool
     shown_already: Shown | None
+    repeated: set[int]  # chunk ids of hits left out for repeating (`memory.block.shown`)
     passages: list[_Passage] = field(default_factory=list)
     by_session: dict[str, list[_Passage]] = field(default_factory=dict)
     taken: dict[str, set[int]] = field(default_factory=dict)  # message ids, by session
@@ -149,6 +153,7 @@ class _Packing:
             return
         if self._repeats(chunk):
             self.taken.setdefault(chunk.session_id, set()).add(chunk.message_id)
+            self.repeated.add(chunk.id)
             return
         if placed is None:
             passage = _Passage(chunk.session_id, max_chars=self.tier.max_chars, best=chunk)

@@ -109,10 +109,12 @@ class Lines(Protocol):
     def keep(self, lines: list[Line]) -> None: ...
 
 
-def keep_said_once(passages: Sequence[Lines]) -> None:
+def keep_said_once(passages: Sequence[Lines]) -> set[int]:
     """Take out of each session's passages the lines another of their lines says again
     (`said_once`): the pieces of a continued reply beside the reply joined, placed before
-    it or brought in after it by widening."""
+    it or brought in after it by widening. The chunk ids of the hits taken out (not of the
+    turns widening brought in: chunk id 0)."""
+    gone: set[int] = set()
     sessions: dict[str, list[Lines]] = {}
     for passage in passages:
         sessions.setdefault(passage.session_id, []).append(passage)
@@ -121,6 +123,8 @@ def keep_said_once(passages: Sequence[Lines]) -> None:
         kept = set(said_once([line[3] for line, _ in lines]))
         for n, passage in enumerate(group):
             passage.keep([line for i, (line, at) in enumerate(lines) if i in kept and at == n])
+        gone.update(line[2] for i, (line, _) in enumerate(lines) if i not in kept and line[2])
+    return gone
 
 
 # How much of the request is read, newest messages first: a pasted answer is recent, and an
