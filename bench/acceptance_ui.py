@@ -10,7 +10,8 @@ prompt (character card, `name`s, example dialogue), sampling options and a reply
 of an answer) and regenerations are measured only (`info`: how their branches are stored is
 being changed). One line per check, a total, the exit status is the number of failures; `info`
 lines (a choice for the owners) are not counted. The checks of images, windows, ids,
-characters, sampling and stops are in `bench/acceptance_ui2.py`. Notes and numbers:
+characters and sampling are in `bench/acceptance_ui2.py`, stops, answers edited and RAG in
+`bench/acceptance_ui3.py`. Notes and numbers:
 docs/recall-quality.md, "Acceptance probes: how chat UIs talk".
 
     PYTHONPATH=. /work/venv/bin/python bench/acceptance_ui.py [--keep DIR] [--only TEXT]
@@ -370,8 +371,10 @@ def main() -> None:
     parser.add_argument("--only", help="run the checks whose name has this text")
     args = parser.parse_args()
     from bench.acceptance_ui2 import checks as more
+    from bench.acceptance_ui3 import checks as rest
 
-    chosen = [c for c in [*checks(), *more()] if not args.only or args.only in c[0]]
+    everything = [*checks(), *more(), *rest()]
+    chosen = [c for c in everything if not args.only or args.only in c[0]]
     run_checks(chosen, args.keep, args.source, "moim-accept-ui-")
 
 
