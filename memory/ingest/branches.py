@@ -10,7 +10,9 @@ that the request does not carry. Those are left behind (memory/store/left_messag
 they are one exchange and:
 
 - the request goes on with a reply (regenerated, retried, continued) where the session holds
-  only replies; or
+  only replies; or, after a reply the session holds, goes on with the user's next message
+  where the session holds only other replies (answers regenerated, and the user went back to
+  an earlier one: the others go); or
 - it goes on with a user message that reads as an edit of the one the session holds (most of
   its characters or words the same), followed there only by replies.
 
@@ -85,7 +87,8 @@ def left_behind(
     rows = [m for m in rows if m.role not in ("system", "developer")]
     if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
         return []
-    return rows if _left(conversation[said[new]], rows, named) else []
+    anchor = conversation[said[new - 1]]
+    return rows if _left(conversation[said[new]], rows, named, _is_reply(anchor)) else []
 
 
 def edited_away(
@@ -105,7 +108,7 @@ def edited_away(
     tail = latest[at + 1 :]
     if any(_hash_of(m) == content_hash(said[-1]) for m in tail):
         return []  # the request's last message is stored: it edits nothing
-    return [m.id for m in tail] if _left(said[-1], tail) else []
+    return [m.id for m in tail] if _left(said[-1], tail, False, _is_reply(said[-2])) else []
 
 
 # How many of the session's latest messages `edited_away` reads: one exchange after the
@@ -117,13 +120,25 @@ def _hash_of(message: StoredMessage) -> str:
     return message.key.partition("#")[0]
 
 
-def _left(first: Mapping[str, Any], tail: Sequence[StoredMessage], named: bool = False) -> bool:
+def _is_reply(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "assistant"
+
+
+def _left(
+    first: Mapping[str, Any],
+    tail: Sequence[StoredMessage],
+    named: bool = False,
+    after_reply: bool = False,
+) -> bool:
     """Whether the record `tail` is what `first`, the first new message of the request,
-    takes the place of: one exchange, or with `named` all that followed it."""
+    takes the place of: one exchange, or with `named` all that followed it. `after_reply`:
+    the request picks up after a reply, so replies the record holds right after that one
+    are the others the question got (regenerated), and the user kept this one."""
     if not tail or (not named and any(m.role != "assistant" for m in tail[1:])):
         return False
-    if first.get("role") == "assistant":
-        return tail[0].role == "assistant"
+    if first.get("role") == "assistant" or (after_reply and first.get("role") == "user"):
+        if tail[0].role == "assistant":
+            return True
     return (
         first.get("role") == "user"
         and tail[0].role == "user"

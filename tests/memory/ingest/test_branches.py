@@ -147,3 +147,12 @@ def test_in_a_named_session_an_older_message_edited_leaves_all_that_followed(
     edited = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
     send(store, edited, "OK.", named=named)
     assert left(store) == expected
+
+
+def test_going_back_to_an_earlier_answer_leaves_the_later_ones(store):
+    """The UI's "< 2/3 >": three answers regenerated, the user goes on from the second."""
+    for answer in ("Kestrel Inn.", "Merlin Lodge.", "Osprey House."):
+        send(store, [SYSTEM, HI], answer)
+    kept = said("assistant", "Merlin Lodge.")
+    send(store, [SYSTEM, HI, kept, said("user", "Book it for Friday.")], "Done.")
+    assert left(store) == ["Kestrel Inn.", "Osprey House."]
