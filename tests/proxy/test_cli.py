@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -282,6 +283,8 @@ def test_moim_serve_logs_no_credentials_of_the_upstream_url(tmp_path, upstream):
                 assert said[-1], "moim stopped: " + "".join(said)
             body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
             url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            # uvicorn says its startup is complete before it binds the port: wait for it
+            wait_listening(port)
             assert httpx.post(url, json=body, timeout=30).status_code == 200
             while "HTTP Request: POST" not in said[-1]:
                 said.append(server.stderr.readline())
@@ -293,6 +296,19 @@ def test_moim_serve_logs_no_credentials_of_the_upstream_url(tmp_path, upstream):
     assert upstream.requests[-1].headers["authorization"].startswith("Basic ")  # still sent
     assert "/v1/chat/completions" in said[-1]
     assert "s3cret" not in "".join(said)
+
+
+def wait_listening(port, seconds=30.0):
+    """Return once something accepts connections on the loopback `port`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def free_port():
@@ -335,6 +351,7 @@ def test_moim_serve_takes_the_environment_over_config_yaml(tmp_path, upstream):
                 assert said[-1], "moim stopped: " + "".join(said)
             body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
             url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            wait_listening(port)
             response = httpx.post(url, json=body, timeout=30)
         finally:
             server.terminate()
