@@ -12,7 +12,8 @@ they are one exchange and:
 - the request goes on with a reply (regenerated, retried, continued) where the session holds
   only replies; or
 - it goes on with a user message that reads as an edit of the one the session holds (most of
-  its characters or words the same), followed there only by replies.
+  its characters or words the same), followed there only by replies, and said in a later turn
+  than the reply both follow (a few-shot prompt sends its worked example with each input).
 
 One exchange, an edit that reads as one, and a record made before the request arrived: two
 conversations that open alike share a derived session, and agents fan one history out to
@@ -74,11 +75,14 @@ def left_behind(
     after = [key for key in stored[place + 1 :] if key not in carried]
     if not after:
         return []  # the request goes on from the end of the record: the common case
-    rows = [m for m in session_messages(store, user_id, session_id, after) if not m.left]
+    found = session_messages(store, user_id, session_id, [stored[place], *after])
+    if not found or found[0].key != stored[place]:
+        return []  # the session went meanwhile (forgotten)
+    point, rows = found[0], [m for m in found[1:] if not m.left]
     rows = [m for m in rows if m.role not in ("system", "developer")]
     if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
         return []
-    return rows if _left(conversation[said[new]], rows) else []
+    return rows if _left(conversation[said[new]], point, rows) else []
 
 
 def edited_away(
@@ -98,7 +102,7 @@ def edited_away(
     tail = latest[at + 1 :]
     if any(_hash_of(m) == content_hash(said[-1]) for m in tail):
         return []  # the request's last message is stored: it edits nothing
-    return [m.id for m in tail] if _left(said[-1], tail) else []
+    return [m.id for m in tail] if _left(said[-1], latest[at], tail) else []
 
 
 # How many of the session's latest messages `edited_away` reads: one exchange after the
@@ -110,9 +114,13 @@ def _hash_of(message: StoredMessage) -> str:
     return message.key.partition("#")[0]
 
 
-def _left(first: Mapping[str, Any], tail: Sequence[StoredMessage]) -> bool:
+def _left(first: Mapping[str, Any], point: StoredMessage, tail: Sequence[StoredMessage]) -> bool:
     """Whether the record `tail` is the exchange that `first`, the first new message of the
-    request, takes the place of."""
+    request, takes the place of; `point` is the stored message both follow.
+
+    An edited message was sent in a later turn than the reply it follows (`point`): one sent
+    together with it is the client's own prompt (a few-shot example before each input of a
+    pipeline, one template apart), so the inputs are requests of their own, not edits."""
     if not tail or any(m.role != "assistant" for m in tail[1:]):
         return False
     if first.get("role") == "assistant":
@@ -120,6 +128,7 @@ def _left(first: Mapping[str, Any], tail: Sequence[StoredMessage]) -> bool:
     return (
         first.get("role") == "user"
         and tail[0].role == "user"
+        and tail[0].created_at != point.created_at
         and reads_as_an_edit(tail[0].content, message_text(first))
     )
 

@@ -70,10 +70,24 @@ def test_a_regenerated_reply_is_left(store):
     assert left(store) == ["Sure. How many guests?"]
 
 
-def test_an_edited_message_and_its_reply_are_left(store):
+def chatted(store):
+    """A chat's first two turns: HELLO is the reply to HI, EIGHT is said a turn later."""
+    send(store, [SYSTEM, HI], HELLO["content"], at=1_699_999_000.0)
     send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+
+
+def test_an_edited_message_and_its_reply_are_left(store):
+    chatted(store)
     send(store, [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")], "OK.")
     assert left(store) == [EIGHT["content"], "Then plan a vegan main."]
+
+
+def test_an_input_sent_with_the_reply_it_follows_edits_nothing(store):
+    """A few-shot prompt: the worked example (HI, HELLO) is sent with each input of a
+    pipeline, in one derived session; two inputs of one template are two requests."""
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    send(store, [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")], "OK.")
+    assert left(store) == []
 
 
 def test_a_new_question_after_the_same_opening_leaves_nothing(store):
@@ -119,7 +133,7 @@ def test_a_message_carried_again_is_indexed_again(store):
 
 
 def test_recall_hides_the_exchange_a_request_edits_before_its_turn_is_stored(store):
-    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    chatted(store)
     edit = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
     unrelated = [SYSTEM, HI, HELLO, said("user", "Which wine goes with risotto?")]
     stored = {m.content: m.id for m in store.messages("ana")}
@@ -130,3 +144,9 @@ def test_recall_hides_the_exchange_a_request_edits_before_its_turn_is_stored(sto
     ]
     assert edited_away(store, "ana", "s-1", unrelated) == []
     assert edited_away(store, "ana", "s-1", [SYSTEM, HI, HELLO, EIGHT]) == []  # sent again
+
+
+def test_recall_hides_no_input_of_a_few_shot_prompt(store):
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    other_input = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
+    assert edited_away(store, "ana", "s-1", other_input) == []
