@@ -49,12 +49,15 @@ def left_behind(
     keys: Sequence[str],
     stored: Sequence[str],
     arrived_at: float | None = None,
+    said_at: float | None = None,
 ) -> list[StoredMessage]:
     """The session's messages `conversation` left behind (none, mostly).
 
     `keys` are the conversation's message keys lined up with the session's (`resent_keys`),
     `stored` the keys the session held before it, in the order stored. `arrived_at`: when
     the request arrived; messages stored after it are not left (a request sent alongside).
+    `said_at`: the time its turn is stored at (`X-Memory-Timestamp`'s, when a replay gives
+    one: then not when it arrived); messages stored at it or later are not left either.
     """
     said = [at for at, m in enumerate(conversation) if m.get("role") not in ("system", "developer")]
     held = set(stored)
@@ -82,6 +85,8 @@ def left_behind(
     rows = [m for m in rows if m.role not in ("system", "developer")]
     if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
         return []
+    if said_at is not None and any(m.created_at >= said_at for m in rows):
+        return []  # a replay's siblings, stored at the time the client gave them
     return rows if _left(conversation[said[new]], point, rows) else []
 
 

@@ -156,7 +156,14 @@ def _follow_branch(
     if left:
         take_back(store, turn.user_id, turn.session_id, sorted(left.intersection(keys)))
     leaving = left_behind(
-        store, turn.user_id, turn.session_id, conversation, keys, stored, turn.arrived_at
+        store,
+        turn.user_id,
+        turn.session_id,
+        conversation,
+        keys,
+        stored,
+        turn.arrived_at,
+        turn.created_at,
     )
     if leaving:
         store.leave_messages(turn.user_id, [m.id for m in leaving])

@@ -1,5 +1,7 @@
 """memory/ingest/branches.py on real SQLite: which stored messages a conversation left behind."""
 
+import itertools
+
 import pytest
 
 from memory.ingest.branches import edited_away, reads_as_an_edit
@@ -22,8 +24,13 @@ def store(tmp_path):
     return Store(tmp_path / "moim.db")
 
 
-def send(store, messages, reply, at=1_700_000_000.0, arrived=None):
-    """One request and its reply, stored as the writer stores a turn."""
+CLOCK = itertools.count()
+
+
+def send(store, messages, reply, at=None, arrived=None):
+    """One request and its reply, stored as the writer stores a turn (by default a second
+    after the one before, as a chat's turns are)."""
+    at = 1_700_000_000.0 + next(CLOCK) if at is None else at
     turn = Turn("ana", "s-1", "gpt-4o-mini", tuple(messages), said("assistant", reply), at)
     if arrived is not None:
         turn = Turn(**{**_fields(turn), "arrived_at": arrived})
@@ -111,7 +118,19 @@ def test_a_request_sent_before_the_record_was_made_leaves_nothing(store):
     is stored after the second one arrived, and is no branch the second one left."""
     send(store, [SYSTEM, HI, HELLO, EIGHT], "Plan A.", at=1_700_000_100.0)
     sibling = said("user", "Eight guests on Sunday, one of them is vegan.")
-    send(store, [SYSTEM, HI, HELLO, sibling], "Plan B.", arrived=1_700_000_050.0)
+    send(
+        store, [SYSTEM, HI, HELLO, sibling], "Plan B.", at=1_700_000_200.0, arrived=1_700_000_050.0
+    )
+    assert left(store) == []
+
+
+def test_requests_sent_together_with_a_replayed_time_leave_nothing(store):
+    """The same fan-out replayed with X-Memory-Timestamp: its turns are stored at the time
+    the client gives (the past), which says nothing of when they arrived; a record stored at
+    the time of the request itself, or later, is a sibling's."""
+    said_at, now = 1_600_000_000.0, 1_700_000_000.0
+    send(store, [SYSTEM, HI], "Plan A.", at=said_at, arrived=now)
+    send(store, [SYSTEM, HI], "Plan B.", at=said_at, arrived=now + 0.01)
     assert left(store) == []
 
 
