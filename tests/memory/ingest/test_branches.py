@@ -77,6 +77,9 @@ def test_a_regenerated_reply_is_left(store):
     assert left(store) == ["Sure. How many guests?"]
 
 
+VEGAN = {"role": "assistant", "content": "Then plan a vegan main."}
+
+
 def chatted(store):
     """A chat's first two turns: HELLO is the reply to HI, EIGHT is said a turn later."""
     send(store, [SYSTEM, HI], HELLO["content"], at=1_699_999_000.0)
@@ -149,6 +152,22 @@ def test_a_message_carried_again_is_indexed_again(store):
     back = [SYSTEM, HI, HELLO, EIGHT, said("assistant", "Then plan a vegan main.")]
     send(store, [*back, said("user", "And a dessert?")], "Sorbet.")
     assert left(store) == []
+
+
+def test_a_journal_replayed_after_a_crash_keeps_the_edit(store):
+    """A crash before the journal was emptied: its turns are stored again, the one before
+    the edit too (it carries the message edited away, as the user sent it then); nothing is
+    new in either, and the edit holds."""
+    chatted(store)
+    edited = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
+    send(store, edited, "OK.")
+    replayed = [
+        Turn("ana", "s-1", "gpt-4o-mini", (SYSTEM, HI, HELLO, EIGHT), VEGAN, 1_700_000_000.5),
+        Turn("ana", "s-1", "gpt-4o-mini", tuple(edited), said("assistant", "OK."), 1_700_000_001.0),
+    ]
+    for turn in replayed:
+        store_turn(store, turn)
+    assert left(store) == [EIGHT["content"], "Then plan a vegan main."]
 
 
 def test_recall_hides_the_exchange_a_request_edits_before_its_turn_is_stored(store):
