@@ -13,8 +13,9 @@ and noise. With Open WebUI's chat id header, in the chat's own session too.
 
 - the request holds no assistant, tool or function message and exactly one user message;
 - one of its messages carries a known UI's instruction AND the transcript in the form that UI
-  writes it (Open WebUI: `### Task:` with a `<chat_history>` block of `USER: …` lines, or its
-  tool-choice prompt over `Query: History:` and the chat's last turns, each in triple quotes;
+  writes it (Open WebUI, in the user message: `### Task:` with a `<chat_history>` block of
+  `USER: …` lines, or its tool-choice prompt over `Query: History:` and the chat's last turns,
+  each in triple quotes;
   LibreChat: its title instruction with `User: … / AI: …` lines, or its `||>User:` /
   `||>Response:` markers; LobeChat: its summarizer system prompt over a `role: …` transcript,
   or a `<conversation>` of role tags).
@@ -96,11 +97,10 @@ def ui_task(messages: Sequence[Mapping[str, Any]]) -> str | None:
             instructions.append(message_text(message))
     if user is None:
         return None
-    for text in (user, *instructions):
-        if _open_webui(text):
-            return OPEN_WEBUI
-        if _librechat(text):
-            return LIBRECHAT
+    if _open_webui(user):  # sent as the user message, never as a system prompt
+        return OPEN_WEBUI
+    if any(_librechat(text) for text in (user, *instructions)):
+        return LIBRECHAT
     if _TOOLS_QUERY.match(user) and any(s.startswith(_TOOLS_SYSTEM) for s in instructions):
         return OPEN_WEBUI
     if any(s.lstrip().startswith(_LOBECHAT_SYSTEM) for s in instructions) and _lobechat(user):

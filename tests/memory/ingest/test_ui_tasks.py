@@ -255,6 +255,9 @@ def test_each_uis_background_task_is_recognised(messages, client):
         [user(OWUI_TITLE), user("And what should Biscuit eat?")],
         # no user message at all
         [system(OWUI_TITLE)],
+        # an app that renders the chat so far into its system prompt in Open WebUI's form
+        # (Open WebUI sends a task as the user message): the user's message is theirs
+        [system(OWUI_TITLE), user("My beagle Biscuit turns three on Friday.")],
         [],
     ],
 )
