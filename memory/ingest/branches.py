@@ -78,6 +78,8 @@ def left_behind(
     after = [key for key in stored[place + 1 :] if key not in carried]
     if not after:
         return []  # the request goes on from the end of the record: the common case
+    if len(after) > _AFTER_READ:
+        return []  # no one exchange (another run's record, in a session opened alike)
     found = session_messages(store, user_id, session_id, [stored[place], *after])
     if not found or found[0].key != stored[place]:
         return []  # the session went meanwhile (forgotten)
@@ -109,6 +111,12 @@ def edited_away(
         return []  # the request's last message is stored: it edits nothing
     return [m.id for m in tail] if _left(said[-1], latest[at], tail) else []
 
+
+# How many messages after the point `left_behind` reads at most: one exchange, and the
+# messages earlier edits and regenerations left there. A longer record is not read (an agent's
+# new run in a session opened alike, before every earlier run's messages: ~65,000 of them once
+# passed Postgres's 65,535 parameters and failed the turn).
+_AFTER_READ = 64
 
 # How many of the session's latest messages `edited_away` reads: one exchange after the
 # message the request picks up from, with room for a few replies.
