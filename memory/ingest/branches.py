@@ -12,8 +12,8 @@ they are one exchange and:
 - the request goes on with a reply (regenerated, retried, continued) where the session holds
   only replies; or
 - it goes on with a user message that reads as an edit of the one the session holds (most of
-  its characters or words the same), followed there only by replies, and said in a later turn
-  than the reply both follow (a few-shot prompt sends its worked example with each input).
+  its characters or words the same), followed there only by replies, and not sent with the
+  reply both follow in the session's first request (a few-shot prompt's worked example).
 
 One exchange, an edit that reads as one, and a record made before the request arrived: two
 conversations that open alike share a derived session, and agents fan one history out to
@@ -30,7 +30,12 @@ from typing import Any
 from memory.block.tokens import message_text
 from memory.ingest.identity import content_hash
 from memory.store.backend import StoreBackend as Store
-from memory.store.left_messages import StoredMessage, latest_messages, session_messages
+from memory.store.left_messages import (
+    StoredMessage,
+    latest_messages,
+    opened_at,
+    session_messages,
+)
 
 # How much of two user messages an edit is compared on (difflib is quadratic in the worst
 # case), and how alike they must be: difflib's ratio of their characters, or their share of
@@ -80,16 +85,19 @@ def left_behind(
         return []  # the request goes on from the end of the record: the common case
     if len(after) > _AFTER_READ:
         return []  # no one exchange (another run's record, in a session opened alike)
-    found = session_messages(store, user_id, session_id, [stored[place], *after])
-    if not found or found[0].key != stored[place]:
+    found = session_messages(store, user_id, session_id, [stored[0], stored[place], *after])
+    by_key = {m.key: m for m in found}
+    opening, point = by_key.get(stored[0]), by_key.get(stored[place])
+    if opening is None or point is None:
         return []  # the session went meanwhile (forgotten)
-    point, rows = found[0], [m for m in found[1:] if not m.left]
+    rows = [by_key[key] for key in after if key in by_key and not by_key[key].left]
     rows = [m for m in rows if m.role not in ("system", "developer")]
     if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
         return []
     if said_at is not None and any(m.created_at >= said_at for m in rows):
         return []  # a replay's siblings, stored at the time the client gave them
-    return rows if _left(conversation[said[new]], point, rows) else []
+    prompt = bool(rows) and rows[0].created_at == point.created_at == opening.created_at
+    return rows if _left(conversation[said[new]], rows, prompt) else []
 
 
 def edited_away(
@@ -109,7 +117,13 @@ def edited_away(
     tail = latest[at + 1 :]
     if any(_hash_of(m) == content_hash(said[-1]) for m in tail):
         return []  # the request's last message is stored: it edits nothing
-    return [m.id for m in tail] if _left(said[-1], latest[at], tail) else []
+    point = latest[at]
+    prompt = (
+        bool(tail)
+        and tail[0].created_at == point.created_at
+        and point.created_at == opened_at(store, user_id, session_id)
+    )
+    return [m.id for m in tail] if _left(said[-1], tail, prompt) else []
 
 
 # How many messages after the point `left_behind` reads at most: one exchange, and the
@@ -127,13 +141,14 @@ def _hash_of(message: StoredMessage) -> str:
     return message.key.partition("#")[0]
 
 
-def _left(first: Mapping[str, Any], point: StoredMessage, tail: Sequence[StoredMessage]) -> bool:
+def _left(first: Mapping[str, Any], tail: Sequence[StoredMessage], prompt: bool) -> bool:
     """Whether the record `tail` is the exchange that `first`, the first new message of the
-    request, takes the place of; `point` is the stored message both follow.
+    request, takes the place of.
 
-    An edited message was sent in a later turn than the reply it follows (`point`): one sent
-    together with it is the client's own prompt (a few-shot example before each input of a
-    pipeline, one template apart), so the inputs are requests of their own, not edits."""
+    `prompt`: the user message `tail` opens with came in the session's first request, with
+    the reply both follow: that reply is the client's own prompt (a few-shot example before
+    each input of a pipeline, one template apart), so the inputs are requests of their own,
+    not edits. A chat's edited message was said a turn after the reply it follows."""
     if not tail or any(m.role != "assistant" for m in tail[1:]):
         return False
     if first.get("role") == "assistant":
@@ -141,7 +156,7 @@ def _left(first: Mapping[str, Any], point: StoredMessage, tail: Sequence[StoredM
     return (
         first.get("role") == "user"
         and tail[0].role == "user"
-        and tail[0].created_at != point.created_at
+        and not prompt
         and reads_as_an_edit(tail[0].content, message_text(first))
     )
 

@@ -92,6 +92,15 @@ def test_an_edited_message_and_its_reply_are_left(store):
     assert left(store) == [EIGHT["content"], "Then plan a vegan main."]
 
 
+def test_an_edit_after_a_reply_the_client_rewrote_is_left(store):
+    """A client that drops a think block from the reply it resends: the rewritten reply is
+    stored with the next message, in one turn; an edit of that message is still an edit."""
+    send(store, [SYSTEM, HI], "<think>guests?</think>" + HELLO["content"])
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    send(store, [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")], "OK.")
+    assert left(store)[-2:] == [EIGHT["content"], "Then plan a vegan main."]
+
+
 def test_an_input_sent_with_the_reply_it_follows_edits_nothing(store):
     """A few-shot prompt: the worked example (HI, HELLO) is sent with each input of a
     pipeline, in one derived session; two inputs of one template are two requests."""
