@@ -337,6 +337,8 @@ def _moim_serve(
     """`python -m proxy.cli serve` of the source tree `source`, storing in `db` (a path or a
     Postgres URL), its config (with `sections`) at `files`.yaml and its log at `files`.log,
     working in `files`' directory."""
+    if not (Path(source) / "proxy" / "cli.py").is_file():  # else the installed moim would serve
+        raise FileNotFoundError(f"{source} holds no moim source tree (proxy/cli.py)")
     port, config = _free_port(), files.with_suffix(".yaml")
     written = {"db": db, "upstream": {"base_url": upstream_url}, **(sections or {})}
     config.write_text(json.dumps(written))

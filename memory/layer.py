@@ -23,6 +23,7 @@ from memory.block.budget import select_tier
 from memory.block.excerpts import Neighbours, build_excerpts, newest_first
 from memory.block.left_out import Told, left_out
 from memory.block.render import render_block
+from memory.block.shown import RequestWords
 from memory.block.tokens import count_block_tokens
 from memory.embedding import Embedder
 from memory.facts.rules import facts_for_block_and_left_out
@@ -224,6 +225,7 @@ class MemoryLayer(AdminSide, FactsSide):
         """The excerpts of what the search found, the block, and what was left out."""
         hits: list[Hit] = []
         excerpts: list[Excerpt] = []
+        repeated: set[int] = set()  # hits left out for repeating (memory.block.shown)
         if embedder is not None:
             hits = found.hits[: self.settings.hit_pool]
             replaced = replaced_replies(
@@ -242,13 +244,17 @@ class MemoryLayer(AdminSide, FactsSide):
                 fts_terms(found.query),
                 request.session_id,
                 self._neighbours(request.user_id, exclude),
+                RequestWords(request.messages).shows,
+                repeated,
             )
             excerpts = newest_first(excerpts)
         block = self._render(facts, excerpts, request, now)
         warming = request.episodic and tier.max_excerpts > 0 and embedder is None
         pool = self.settings.hit_pool
         why = Told(  # told when the inspector reads it, after the forward
-            lambda: left_out([*found.left_out, *dropped], found.hits, pool, excerpts, block, facts)
+            lambda: left_out(
+                [*found.left_out, *dropped], found.hits, pool, excerpts, block, facts, repeated
+            )
         )
         return Recollection(
             tier,

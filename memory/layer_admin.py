@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from memory.block.excerpts import forget_flat_lines
+from memory.block.shown import forget_words
 from memory.block.tokens import forget_counted_texts
 from memory.export_items import item_problem
 from memory.facts.restore import restore_facts
@@ -148,6 +149,7 @@ class AdminSide(WriteSide):
             forget_queries()
         # Module caches shared by every user, keyed by text: all of it goes, and refills.
         forget_flat_lines()
+        forget_words()
         forget_counted_texts()
         forget_recent_hashes()
         forget_stems()

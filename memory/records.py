@@ -197,6 +197,7 @@ class Counted:
 #   empty     it says nothing ("thanks!", "ok great": memory/recall/empty_turns.py)
 #   pool      ranked below the best `Settings.hit_pool` hits that excerpts are cut from
 #   excerpts  no room left in the tier's excerpts (how many, how long: the fill ratio's tier)
+#   repeated  its words are in the request or another line of its excerpts (memory/block/shown.py)
 #   context_budget  the request's token cap (X-Memory-Context-Budget) did not leave room
 #   facts_budget    past `Settings.facts_max_tokens`, the facts section's cap
 #   silent    its category's silence limit passed (an old open loop or event)
@@ -208,6 +209,7 @@ LeftOutReason = Literal[
     "empty",
     "pool",
     "excerpts",
+    "repeated",
     "context_budget",
     "facts_budget",
     "silent",

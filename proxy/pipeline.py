@@ -360,6 +360,7 @@ def remember(exchange: Exchange, collector: EventCollector) -> EndCallback:
                 arrived_at=exchange.arrived_at,
                 messages_json=_as_sent(conversation, messages),
                 answer_in_call=exchange.forces_a_function,
+                named_session=who.explicit_session,
             )
         )
         if error is not None:

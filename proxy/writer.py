@@ -81,6 +81,7 @@ class Writer:
         self.restarts = 0  # times the writer's task crashed and was restarted
         self._forgotten = ForgottenUsers()
         self._recent = RecentTurns()
+        self._recent.add_left(journal, left)
 
     # -- what it reports -------------------------------------------------------------------
 

@@ -30,7 +30,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory import RECALLED_ROLES, Turn, content_hash
+from memory import RECALLED_ROLES, Journal, Turn, content_hash
+
+# At most this many turns a previous process left in the journal are noted at start (`add_left`).
+_NOTED_LEFT = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,20 @@ class RecentTurns:
         entry = _Unsearchable(place, turn.user_id, turn.session_id, turn.response_id, said, reply)
         self._in_order.append(entry)
         self._by_user.setdefault(turn.user_id, deque()).append(entry)
+
+    def add_left(self, journal: Journal, left: int) -> None:
+        """Note the `left` turns a previous process left in the journal (a crash, `kill -9`):
+        a question about one, asked as soon as the server is back, waits for its replay and
+        indexing rather than go on without it. They are stored and indexed together, before
+        any turn of this process: each is found at the last of their places. A large journal
+        is not read twice: the wait would not wait behind its backlog anyway."""
+        if not 0 < left <= _NOTED_LEFT:
+            return
+        try:
+            for turn in journal.turns():
+                self.add(turn, left)
+        except OSError:  # its replay says why
+            pass
 
     def indexed(self, count: int) -> None:
         """The first `count` turns submitted are indexed: forget them."""

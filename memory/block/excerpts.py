@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from memory.block.budget import cut_excerpt
+from memory.block.shown import keep_said_once, said_by_another
 from memory.facts.corrections import replaced_by
 from memory.ingest.speakers import split_speaker
 from memory.records import Chunk, Excerpt, Hit, Message, Tier
@@ -28,6 +29,8 @@ from memory.records import Chunk, Excerpt, Hit, Message, Tier
 # The turns around each of these chunks' messages in their sessions, oldest first (the
 # message included), by message id: read at once for every passage.
 Neighbours = Callable[[Sequence[Chunk]], Mapping[int, Sequence[Message]]]
+# Whether the request shows a turn's words already (`memory.block.shown.RequestWords.shows`).
+Shown = Callable[[str], bool]
 
 _ELLIPSIS = "…"
 
@@ -54,11 +57,14 @@ class _Passage:
 
     def drop(self, message_ids: Collection[int]) -> None:
         """Take out the lines of these messages (`_answered_again`)."""
-        kept = [line for line in self.lines if line[1] not in message_ids]
-        if len(kept) < len(self.lines):
-            self.lines = kept
-            self.messages.difference_update(message_ids)
-            self.used = sum(len(line[3]) for line in kept) + max(len(kept) - 1, 0)
+        self.keep([line for line in self.lines if line[1] not in message_ids])
+
+    def keep(self, lines: list[tuple[float, int, int, str]]) -> None:
+        """Keep only `lines` (some of the passage's)."""
+        if len(lines) < len(self.lines):
+            self.lines = lines
+            self.messages = {line[1] for line in lines}
+            self.used = sum(len(line[3]) for line in lines) + max(len(lines) - 1, 0)
 
 
 def build_excerpts(
@@ -67,6 +73,8 @@ def build_excerpts(
     terms: Sequence[str],
     session_id: str,
     neighbours: Neighbours | None = None,
+    shown: Shown | None = None,
+    repeated: set[int] | None = None,
 ) -> list[Excerpt]:
     """Excerpts for the block, best session first, within the tier.
 
@@ -78,10 +86,13 @@ def build_excerpts(
 
     Room left in a passage after its hits is filled with the turns around its best hit
     (nearest first), when `neighbours` is given: an answer usually sits next to its question.
+
+    A turn whose words the request shows already (`shown`), or another line of its passage by
+    the same speaker says, is left out (`memory.block.shown`); its chunk id goes in `repeated`.
     """
     if tier.max_excerpts <= 0 or tier.max_chars <= 0:
         return []
-    packing = _Packing(tier, terms, neighbours is not None)
+    packing = _Packing(tier, terms, neighbours is not None, shown, set())
     held: list[Hit] = []  # replies that wait for the room the other hits leave
     for hit in _asked_before_answered(hits):
         packing.add(hit, held)
@@ -91,11 +102,15 @@ def build_excerpts(
     if neighbours is not None and passages:
         around = neighbours([p.best for p in passages if p.best is not None])
         again = _answered_again(around.values())
+        packing.repeated.update(keep_said_once(passages))  # its room is widened into
         for passage in passages:
             passage.drop(again)
             packing.taken[passage.session_id].update(again)  # never shown, as if taken
-            _widen(passage, around, packing.taken[passage.session_id])
-        passages = [p for p in passages if p.lines]
+            _widen(passage, around, packing.taken[passage.session_id], packing.shown_already)
+    packing.repeated.update(keep_said_once(passages))
+    passages = [p for p in passages if p.lines]
+    if repeated is not None:
+        repeated.update(packing.repeated)
     return [_excerpt(p, session_id, rank) for rank, p in enumerate(passages)]
 
 
@@ -120,6 +135,8 @@ class _Packing:
     tier: Tier
     terms: Sequence[str]
     widening: bool
+    shown_already: Shown | None
+    repeated: set[int]  # chunk ids of hits left out for repeating (`memory.block.shown`)
     passages: list[_Passage] = field(default_factory=list)
     by_session: dict[str, list[_Passage]] = field(default_factory=dict)
     taken: dict[str, set[int]] = field(default_factory=dict)  # message ids, by session
@@ -132,9 +149,13 @@ class _Packing:
         if chunk.message_id in self.taken.get(chunk.session_id, ()):
             return
         placed = _place(chunk, self.by_session.get(chunk.session_id, []), self.terms)
+        if placed is None and len(self.passages) >= self.tier.max_excerpts:
+            return
+        if self._repeats(chunk):
+            self.taken.setdefault(chunk.session_id, set()).add(chunk.message_id)
+            self.repeated.add(chunk.id)
+            return
         if placed is None:
-            if len(self.passages) >= self.tier.max_excerpts:
-                return
             passage = _Passage(chunk.session_id, max_chars=self.tier.max_chars, best=chunk)
             room = passage.room()
             if chunk.role == "assistant" and self.widening:
@@ -155,6 +176,21 @@ class _Packing:
             self.shown.add((chunk.session_id, chunk.turn))
         if hit.similarity is not None:
             passage.similarity = max(passage.similarity or -1.0, hit.similarity)
+
+    def _repeats(self, chunk: Chunk) -> bool:
+        """Whether the request shows the chunk's words, or a line of its session's passages by
+        the same speaker says them (`memory.block.shown`)."""
+        line = f"{_flat(chunk.name or chunk.role)}: {chunk.text}"
+        passages = self.by_session.get(chunk.session_id, ())
+        shown = self.shown_already is not None and self.shown_already(chunk.text)
+        return shown or said_by_another(
+            line,
+            (
+                (said[3], chunk.created_at < said[0])
+                for passage in passages
+                for said in passage.lines
+            ),
+        )
 
     def _waits(self, chunk: Chunk, line: str) -> bool:
         """Whether a reply that would open another excerpt of its session waits until every
@@ -288,11 +324,17 @@ def forget_flat_lines() -> None:
     _flat_held.cache_clear()
 
 
-def _widen(passage: _Passage, neighbours: Mapping[int, Sequence[Message]], taken: set[int]) -> None:
+def _widen(
+    passage: _Passage,
+    neighbours: Mapping[int, Sequence[Message]],
+    taken: set[int],
+    shown: Shown | None = None,
+) -> None:
     """Add whole turns around the passage's best hit, nearest first, while they fit.
 
     `neighbours` holds the turns around each passage's best hit; `taken` the message ids
-    already shown in any excerpt of the session; it grows.
+    already shown in any excerpt of the session; it grows. A turn the request shows (`shown`)
+    or a line of the passage by the same speaker says is left out.
     """
     assert passage.best is not None
     around = list(neighbours.get(passage.best.message_id, ()))
@@ -311,7 +353,10 @@ def _widen(passage: _Passage, neighbours: Mapping[int, Sequence[Message]], taken
             continue
         name, content = split_speaker(message.name, message.content)
         line = _line(name or message.role, content, passage.room(), (), False)
-        if line is None:
+        at = message.created_at
+        if line is None or said_by_another(line, ((s[3], at < s[0]) for s in passage.lines)):
+            continue
+        if shown is not None and shown(content):
             continue
         passage.add(message.created_at, message.id, 0, line)
         taken.add(message.id)

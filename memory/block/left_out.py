@@ -10,7 +10,7 @@ hits with the excerpts built and the excerpts and facts the block holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from memory.built_on_read import BuiltOnRead
 from memory.records import Excerpt, Fact, Hit, LeftOut, MemoryBlock
@@ -23,12 +23,14 @@ def left_out(
     excerpts: Sequence[Excerpt],
     block: MemoryBlock | None,
     facts: Sequence[Fact],
+    repeated: Collection[int] = (),
 ) -> tuple[LeftOut, ...]:
     """Everything kept out of `block`, in the order of the steps that kept it out.
 
     `dropped` is what retrieval and fact selection reported; `ranked` every hit retrieval
     kept, best first, of which the first `pool` were cut into `excerpts`; `facts` the facts
-    selected for the block, before the request's token cap.
+    selected for the block, before the request's token cap; `repeated` the chunk ids of the
+    hits left out for repeating what the model reads already (`memory.block.shown`).
     """
     shown = {i for excerpt in (block.recalled if block else ()) for i in excerpt.chunk_ids}
     built = {i for excerpt in excerpts for i in excerpt.chunk_ids}
@@ -37,7 +39,10 @@ def left_out(
     for hit in ranked[:pool]:
         if hit.chunk.id not in shown and hit.chunk.id not in told:
             cut = hit.chunk.id in built  # in an excerpt the token cap dropped
-            found.append(LeftOut("context_budget" if cut else "excerpts", hit=hit))
+            again = hit.chunk.id in repeated
+            found.append(
+                LeftOut("repeated" if again else "context_budget" if cut else "excerpts", hit=hit)
+            )
     found += [LeftOut("pool", hit=hit) for hit in ranked[pool:]]
     in_block = set(block.fact_ids) if block else set()
     found += [LeftOut("context_budget", fact=f) for f in facts if f.id not in in_block]

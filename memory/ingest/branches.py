@@ -18,6 +18,10 @@ they are one exchange and:
 One exchange, an edit that reads as one, and a record made before the request arrived: two
 conversations that open alike share a derived session, and agents fan one history out to
 several requests at once; a longer or unrelated record after the point is more likely theirs.
+When the client names the session (`X-Memory-Session-Id`, a chat UI's chat id), the record is
+that conversation's own: all that followed the point is left (an older message edited, an
+older reply regenerated). A first message edited leaves nothing: the request then carries
+nothing of the record, as a client that sends only its newest question does.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ def left_behind(
     stored: Sequence[str],
     arrived_at: float | None = None,
     said_at: float | None = None,
+    named: bool = False,
 ) -> list[StoredMessage]:
     """The session's messages `conversation` left behind (none, mostly).
 
@@ -63,6 +68,8 @@ def left_behind(
     the request arrived; messages stored after it are not left (a request sent alongside).
     `said_at`: the time its turn is stored at (`X-Memory-Timestamp`'s, when a replay gives
     one: then not when it arrived); messages stored at it or later are not left either.
+    `named`: the client named the session, so the record after the point is this
+    conversation's own, however long (an older message edited, an older reply regenerated).
     """
     said = [at for at, m in enumerate(conversation) if m.get("role") not in ("system", "developer")]
     held = set(stored)
@@ -83,7 +90,7 @@ def left_behind(
     after = [key for key in stored[place + 1 :] if key not in carried]
     if not after:
         return []  # the request goes on from the end of the record: the common case
-    if len(after) > _AFTER_READ:
+    if len(after) > (_NAMED_AFTER_READ if named else _AFTER_READ):
         return []  # no one exchange (another run's record, in a session opened alike)
     found = session_messages(store, user_id, session_id, [stored[0], stored[place], *after])
     by_key = {m.key: m for m in found}
@@ -97,7 +104,7 @@ def left_behind(
     if said_at is not None and any(m.created_at >= said_at for m in rows):
         return []  # a replay's siblings, stored at the time the client gave them
     prompt = bool(rows) and rows[0].created_at == point.created_at == opening.created_at
-    return rows if _left(conversation[said[new]], rows, prompt) else []
+    return rows if _left(conversation[said[new]], rows, prompt, named) else []
 
 
 def edited_away(
@@ -131,6 +138,9 @@ def edited_away(
 # new run in a session opened alike, before every earlier run's messages: ~65,000 of them once
 # passed Postgres's 65,535 parameters and failed the turn).
 _AFTER_READ = 64
+# In a session the client named, all that followed the point is its own: read up to this many
+# (well under Postgres's 65,535 parameters; an edit further back leaves nothing).
+_NAMED_AFTER_READ = 8192
 
 # How many of the session's latest messages `edited_away` reads: one exchange after the
 # message the request picks up from, with room for a few replies.
@@ -141,15 +151,17 @@ def _hash_of(message: StoredMessage) -> str:
     return message.key.partition("#")[0]
 
 
-def _left(first: Mapping[str, Any], tail: Sequence[StoredMessage], prompt: bool) -> bool:
-    """Whether the record `tail` is the exchange that `first`, the first new message of the
-    request, takes the place of.
+def _left(
+    first: Mapping[str, Any], tail: Sequence[StoredMessage], prompt: bool, named: bool = False
+) -> bool:
+    """Whether the record `tail` is what `first`, the first new message of the request,
+    takes the place of: one exchange, or with `named` all that followed it.
 
     `prompt`: the user message `tail` opens with came in the session's first request, with
     the reply both follow: that reply is the client's own prompt (a few-shot example before
     each input of a pipeline, one template apart), so the inputs are requests of their own,
     not edits. A chat's edited message was said a turn after the reply it follows."""
-    if not tail or any(m.role != "assistant" for m in tail[1:]):
+    if not tail or (not named and any(m.role != "assistant" for m in tail[1:])):
         return False
     if first.get("role") == "assistant":
         return tail[0].role == "assistant"

@@ -78,6 +78,10 @@ class Turn:
     # The request forced a function (`tool_choice` naming one, structured output through a
     # tool): the reply's call arguments are its answer, stored as its text to be recalled.
     answer_in_call: bool = False
+    # The client named the session (`X-Memory-Session-Id`, a chat UI's chat id), rather than
+    # moim deriving it from the conversation's opening: a history that goes another way after
+    # a point is then that conversation's own branch (memory/ingest/branches.py).
+    named_session: bool = False
 
 
 def store_turn(store: Store, turn: Turn) -> int:
@@ -169,6 +173,7 @@ def _follow_branch(
         stored,
         turn.arrived_at,
         turn.created_at,
+        turn.named_session,
     )
     if leaving:
         store.leave_messages(turn.user_id, [m.id for m in leaving])

@@ -21,7 +21,9 @@ nothing to abstain on; what bears on it (a diet, a fear) seldom stands out of it
 does it close on a question about the user's present whose kept turns say it changed
 (`memory/recall/changed.py`): something that changed was discussed; nor on one asking for an
 identifier a kept turn gives, by its kind or beside the question's words (`identifiers.py`),
-or how many of a thing one of the best kept turns counts ("seven colonies": `counts.py`).
+or how many of a thing one of the best kept turns counts ("seven colonies": `counts.py`), or
+where, when one names a place beside the question's words ("on Argyle Street": `places.py`),
+or who, when one gives the user's one by name ("my head of department, Farid": `names.py`).
 A turn that says nothing ('Noted.') is not read (`memory/recall/retrieval.py`).
 
 Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4
@@ -51,6 +53,8 @@ from memory.recall.identifiers import (
     gives_the_kind_asked_for,
     names_a_stored_identifier,
 )
+from memory.recall.names import gives_the_name
+from memory.recall.places import gives_the_place
 from memory.records import Hit
 from memory.store.fts import fts_terms, word_set
 
@@ -177,6 +181,8 @@ def nothing_stands_out(
     if gives_the_kind_asked_for(query, kept) or asks_after_a_change(query, kept):
         return False
     if gives_a_code_on_its_words(query, kept) or gives_the_count(query, kept):
+        return False
+    if gives_the_place(query, kept) or gives_the_name(query, kept):
         return False
     if threshold > 0 and standout(kept, margin_weight) < threshold:
         return True

@@ -161,6 +161,7 @@ def turn_line(turn: Turn) -> str:
         "continues": turn.continues,
         "arrived_at": turn.arrived_at,
         "answer_in_call": turn.answer_in_call,
+        "named_session": turn.named_session,
     }
     if turn.messages_json is None:
         record["messages"] = list(turn.messages)
@@ -201,6 +202,7 @@ def _turn(line: str) -> Turn | None:
             continues=bool(item.get("continues")),
             arrived_at=_time(item.get("arrived_at")),
             answer_in_call=bool(item.get("answer_in_call")),
+            named_session=bool(item.get("named_session")),
         )
     except (ValueError, KeyError, TypeError):
         logger.warning("skipping a torn journal line")

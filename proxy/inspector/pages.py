@@ -30,6 +30,8 @@ REASONS = {
     "excerpt it would tell the model nothing",
     "pool": "ranked below the best hits that excerpts are cut from",
     "excerpts": "budget: no room left in this tier's excerpts",
+    "repeated": "its words are in the request already, or in another line of its excerpt "
+    "(a reply resent reformatted, a continued reply's pieces): shown once",
     "context_budget": "budget: the request's token cap (X-Memory-Context-Budget)",
     "facts_budget": "budget: past the facts section's cap (memory.facts_max_tokens)",
     "silent": "its category's silence limit passed",

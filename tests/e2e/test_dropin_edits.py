@@ -179,3 +179,24 @@ def test_a_few_shot_prompts_next_input_edits_nothing(proxy, upstream):
         after = asked_anew(client, upstream, "Which day does my flight to Lisbon leave?")
 
     assert "Tuesday from gate C4" in after
+
+
+def test_an_older_message_edited_in_a_named_session_leaves_all_that_followed(proxy, upstream):
+    """A chat UI that names its chats (`X-OpenWebUI-Chat-Id`): the user edits an older
+    message; the turns after it on the old branch are recalled nowhere either."""
+    replies = ["Noted, Tuesday.", "Gate B7 is in terminal 2.", "Noted, Wednesday.", "ok"]
+    upstream.script[:] = [{"content": text} for text in replies]
+    named = {"X-OpenWebUI-Chat-Id": "chat-42"}
+    tuesday = {"role": "assistant", "content": "Noted, Tuesday."}
+    gate = {"role": "user", "content": "Which terminal is gate B7 in for my Tuesday flight?"}
+    upstream.script.insert(0, {"content": SURE["content"]})
+    with proxy.client() as client:
+        chat(client, [SYSTEM, HELLO], **named)  # the chat's first turn: SURE is its reply
+        chat(client, [SYSTEM, HELLO, SURE, SAID], **named)
+        chat(client, [SYSTEM, HELLO, SURE, SAID, tuesday, gate], **named)
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, EDITED], **named)
+        proxy.flush()
+        after = asked_anew(client, upstream)
+
+    assert "Wednesday the 15th" in after and "Tuesday" not in after

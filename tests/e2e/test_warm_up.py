@@ -10,7 +10,7 @@ import threading
 import httpx
 import openai
 
-from memory import MemoryLayer, Settings
+from memory import Journal, MemoryLayer, Settings, Turn
 from proxy.app import build_app
 from proxy.config import Config
 from tests.conftest import serve_app, wait_ready
@@ -131,5 +131,28 @@ def test_the_wait_for_the_model_ends_at_the_recall_wait(tmp_path, upstream, embe
 
             assert "still loading" in headers["x-memory-error"]
             assert headers["x-memory-unsearchable-turns"] == "1"
+    finally:
+        release.set()
+
+
+def test_a_turn_a_crash_left_in_the_journal_is_waited_for_as_the_server_comes_back(
+    tmp_path, upstream, embedder
+):
+    """`kill -9` right after an answer: the turn is in the journal only. The next start
+    replays it once the model is loaded; a question about it asked at once waits for that
+    (`RecentTurns.add_left`) rather than go on without it."""
+    said = {"role": "user", "content": "My storage unit code is QX-5512-KL, don't let me lose it."}
+    reply = {"role": "assistant", "content": "Got it."}
+    left = Journal(tmp_path / "m.db.journal")
+    left.append(Turn("kim", "s-before", "gpt-4o-mini", (said,), reply, 1_700_000_000.0))
+    serving, loading, release, _ = serving_while_loading(tmp_path, upstream, embedder, 10.0)
+    try:
+        with serving as root:
+            assert loading.wait(timeout=30)
+            threading.Timer(0.5, release.set).start()
+            headers = chat(root, "kim", "What's my storage unit code?", **{"X-Memory-Mode": "read"})
+
+            assert "QX-5512-KL" in block_in(upstream.last_json["messages"])
+            assert float(headers["x-memory-waited-ms"]) > 0
     finally:
         release.set()

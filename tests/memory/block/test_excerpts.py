@@ -1,6 +1,9 @@
 """memory/block/excerpts.py: ranked hits packed into at most N excerpts of at most M characters."""
 
+from dataclasses import replace
+
 from memory.block.excerpts import build_excerpts
+from memory.block.shown import RequestWords
 from memory.records import Chunk, Hit, Message, Tier
 
 NOW = 1_700_000_000.0
@@ -319,3 +322,48 @@ def test_a_contrast_that_corrects_no_earlier_line_keeps_the_order_said():
             "Monday.\nAna: It's a marathon, not a sprint.",
         )
     ]
+
+
+def test_a_turn_whose_words_another_line_of_the_speaker_says_is_not_shown_again():
+    """A reply stored in pieces (a prefill, its continuation) and whole, as the next request
+    sent it: one line of it."""
+    said = [
+        Message(1, "alice", "s-1", "user", None, "Make me a packing list please.", NOW + 1),
+        Message(2, "alice", "s-1", "assistant", None, "Your list: passport, the adapter,", NOW + 2),
+        Message(3, "alice", "s-1", "assistant", None, "the charger PK-77, two jumpers.", NOW + 3),
+        Message(
+            4,
+            "alice",
+            "s-1",
+            "assistant",
+            None,
+            "Your list: passport, the adapter, the charger PK-77, two jumpers.",
+            NOW + 4,
+        ),
+    ]
+    hits = [hit(n, said[n - 1].content, name=None) for n in (3, 4)]
+    hits = [replace(h, chunk=replace(h.chunk, role="assistant")) for h in hits]
+    excerpts = build_excerpts(hits, TIER, [], "now", lambda chunks: {3: said, 4: said})
+    assert texts(excerpts) == [
+        (
+            "s-1",
+            "user: Make me a packing list please.\n"
+            "assistant: Your list: passport, the adapter, the charger PK-77, two jumpers.",
+        )
+    ]
+
+
+def test_a_turn_the_request_shows_already_is_not_shown():
+    """An answer pasted into the request (or resent reformatted) is not an excerpt again; the
+    turn beside it still is."""
+    said = [
+        Message(1, "alice", "s-1", "user", "Ana", "Plan the crossing to Norway.", NOW + 1),
+        Message(
+            2, "alice", "s-1", "assistant", "Bo", "Ferry PX-3390 at 07:40 from Hirtshals.", NOW + 2
+        ),
+    ]
+    hits = [hit(2, said[1].content, name="Bo"), hit(1, said[0].content)]
+    request = [{"role": "user", "content": "**Ferry PX-3390** at 07:40 from Hirtshals\n\nA list?"}]
+    shown = RequestWords(request).shows
+    excerpts = build_excerpts(hits, TIER, [], "now", lambda chunks: {2: said, 1: said}, shown)
+    assert texts(excerpts) == [("s-1", "Ana: Plan the crossing to Norway.")]

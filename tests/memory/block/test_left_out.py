@@ -81,6 +81,16 @@ def test_a_message_present_in_the_request_is_left_out_as_present(layer):
     assert KAYAK["content"] not in recollection.block.text
 
 
+def test_a_hit_whose_words_the_request_holds_is_left_out_as_repeated(layer):
+    """KAYAK pasted into the question, markdown added: another hash, the same words."""
+    pasted = {"role": "user", "content": f"**{KAYAK['content']}**: where is that marina?"}
+
+    recollection = recall(layer, pasted)
+
+    assert ("repeated", KAYAK["content"]) in reasons(recollection)
+    assert "red kayak" not in recollection.block.text
+
+
 def test_hits_past_the_tiers_excerpts_are_left_out_for_excerpts(layer):
     one_short = (TierRule(below=1, max_excerpts=1, max_chars=60),)
 

@@ -27,13 +27,12 @@ def store(tmp_path):
 CLOCK = itertools.count()
 
 
-def send(store, messages, reply, at=None, arrived=None):
+def send(store, messages, reply, at=None, arrived=None, named=False):
     """One request and its reply, stored as the writer stores a turn (by default a second
     after the one before, as a chat's turns are)."""
     at = 1_700_000_000.0 + next(CLOCK) if at is None else at
     turn = Turn("ana", "s-1", "gpt-4o-mini", tuple(messages), said("assistant", reply), at)
-    if arrived is not None:
-        turn = Turn(**{**_fields(turn), "arrived_at": arrived})
+    turn = Turn(**{**_fields(turn), "arrived_at": arrived, "named_session": named})
     store_turn(store, turn)
 
 
@@ -197,3 +196,21 @@ def test_recall_hides_no_input_of_a_few_shot_prompt(store):
     send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
     other_input = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
     assert edited_away(store, "ana", "s-1", other_input) == []
+
+
+@pytest.mark.parametrize(
+    ("named", "expected"),
+    [
+        (False, []),  # derived: more than one exchange may be another conversation's
+        (True, [EIGHT["content"], "Then plan a vegan main.", "And a dessert?", "Sorbet."]),
+    ],
+)
+def test_in_a_named_session_an_older_message_edited_leaves_all_that_followed(
+    store, named, expected
+):
+    history = [SYSTEM, HI, HELLO, EIGHT, said("assistant", "Then plan a vegan main.")]
+    chatted(store)
+    send(store, [*history, said("user", "And a dessert?")], "Sorbet.")
+    edited = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
+    send(store, edited, "OK.", named=named)
+    assert left(store) == expected
