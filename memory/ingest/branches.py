@@ -20,8 +20,10 @@ conversations that open alike share a derived session, and agents fan one histor
 several requests at once; a longer or unrelated record after the point is more likely theirs.
 When the client names the session (`X-Memory-Session-Id`, a chat UI's chat id), the record is
 that conversation's own: all that followed the point is left (an older message edited, an
-older reply regenerated). A first message edited leaves nothing: the request then carries
-nothing of the record, as a client that sends only its newest question does.
+older reply regenerated); but the first reply regenerated is left only when nothing followed
+it (a client that sends one id for several conversations starts each alike). A first
+message edited leaves nothing: the request then carries nothing of the record, as a client
+that sends only its newest question does.
 """
 
 from __future__ import annotations
@@ -104,7 +106,12 @@ def left_behind(
     if said_at is not None and any(m.created_at >= said_at for m in rows):
         return []  # a replay's siblings, stored at the time the client gave them
     prompt = bool(rows) and rows[0].created_at == point.created_at == opening.created_at
-    return rows if _left(conversation[said[new]], rows, prompt, named) else []
+    # All that followed is the named conversation's own, but for another first reply: a
+    # client that sends one session id for several conversations (an agent's, a user's id)
+    # starts each alike, and a new one's reply differs (an edit must also read as one).
+    first_reply = conversation[said[new]].get("role") == "assistant"
+    whole = named and not (first_reply and point.created_at == opening.created_at)
+    return rows if _left(conversation[said[new]], rows, prompt, whole) else []
 
 
 def edited_away(

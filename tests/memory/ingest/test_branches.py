@@ -214,3 +214,14 @@ def test_in_a_named_session_an_older_message_edited_leaves_all_that_followed(
     edited = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
     send(store, edited, "OK.", named=named)
     assert left(store) == expected
+
+
+def test_a_named_session_reused_by_a_conversation_that_opens_alike_keeps_the_first(store):
+    """A client that sends one session id for several conversations (an agent's, a user's
+    id as the session): a new one that opens alike goes another way right after the opening,
+    and is no regeneration of everything the session said after it."""
+    passport = said("user", "My passport number is X1234567 and it expires in May.")
+    send(store, [SYSTEM, HI], HELLO["content"], named=True)
+    send(store, [SYSTEM, HI, HELLO, passport], "Noted.", named=True)
+    send(store, [SYSTEM, HI], "Sure, what are we planning?", named=True)
+    assert left(store) == []
