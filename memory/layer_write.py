@@ -16,6 +16,7 @@ from memory.block.tokens import message_text
 from memory.facts.capture import capture_facts
 from memory.facts.corrections import by_kind
 from memory.facts.rules import apply_captures, retire_facts
+from memory.ingest.speakers import is_an_example
 from memory.ingest.turns import Turn, index_pending, store_new_messages
 from memory.layer_core import LayerCore
 from memory.store import fts_upkeep, scrub
@@ -52,7 +53,7 @@ class WriteSide(LayerCore):
             link_response(self.store, turn.user_id, turn.response_id, link, turn.created_at)
         if self.settings.capture_facts:
             for message in stored:
-                if message.role == "user":
+                if message.role == "user" and not is_an_example(message.name):
                     captures = capture_facts(message.content)
                     before = (
                         _user_message_before(turn, message.content) if by_kind(captures) else ""

@@ -10,7 +10,9 @@ that the request does not carry. Those are left behind (memory/store/left_messag
 they are one exchange and:
 
 - the request goes on with a reply (regenerated, retried, continued) where the session holds
-  only replies; or
+  only replies; or, after a reply the session holds, goes on with the user's next message
+  where the session holds only other replies (answers regenerated, and the user went back to
+  an earlier one: the others go); or
 - it goes on with a user message that reads as an edit of the one the session holds (most of
   its characters or words the same), followed there only by replies, and not sent with the
   reply both follow in the session's first request (a few-shot prompt's worked example).
@@ -111,7 +113,8 @@ def left_behind(
     # starts each alike, and a new one's reply differs (an edit must also read as one).
     first_reply = conversation[said[new]].get("role") == "assistant"
     whole = named and not (first_reply and point.created_at == opening.created_at)
-    return rows if _left(conversation[said[new]], rows, prompt, whole) else []
+    anchor = conversation[said[new - 1]]
+    return rows if _left(conversation[said[new]], rows, prompt, whole, _is_reply(anchor)) else []
 
 
 def edited_away(
@@ -137,7 +140,7 @@ def edited_away(
         and tail[0].created_at == point.created_at
         and point.created_at == opened_at(store, user_id, session_id)
     )
-    return [m.id for m in tail] if _left(said[-1], tail, prompt) else []
+    return [m.id for m in tail] if _left(said[-1], tail, prompt, False, _is_reply(said[-2])) else []
 
 
 # How many messages after the point `left_behind` reads at most: one exchange, and the
@@ -158,11 +161,21 @@ def _hash_of(message: StoredMessage) -> str:
     return message.key.partition("#")[0]
 
 
+def _is_reply(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "assistant"
+
+
 def _left(
-    first: Mapping[str, Any], tail: Sequence[StoredMessage], prompt: bool, named: bool = False
+    first: Mapping[str, Any],
+    tail: Sequence[StoredMessage],
+    prompt: bool,
+    named: bool = False,
+    after_reply: bool = False,
 ) -> bool:
     """Whether the record `tail` is what `first`, the first new message of the request,
-    takes the place of: one exchange, or with `named` all that followed it.
+    takes the place of: one exchange, or with `named` all that followed it. `after_reply`:
+    the request picks up after a reply, so replies the record holds right after that one
+    are the others the question got (regenerated), and the user kept this one.
 
     `prompt`: the user message `tail` opens with came in the session's first request, with
     the reply both follow: that reply is the client's own prompt (a few-shot example before
@@ -170,8 +183,9 @@ def _left(
     not edits. A chat's edited message was said a turn after the reply it follows."""
     if not tail or (not named and any(m.role != "assistant" for m in tail[1:])):
         return False
-    if first.get("role") == "assistant":
-        return tail[0].role == "assistant"
+    if first.get("role") == "assistant" or (after_reply and first.get("role") == "user"):
+        if tail[0].role == "assistant":
+            return True
     return (
         first.get("role") == "user"
         and tail[0].role == "user"

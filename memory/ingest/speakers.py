@@ -22,6 +22,18 @@ _NOT_SPEAKERS = frozenset(
 )
 
 
+# OpenAI's few-shot convention: example dialogue sent as messages named `example_user` and
+# `example_assistant` (SillyTavern and other character frontends send a character's example
+# dialogue so, as system messages or as user and assistant turns). They are the prompt's, not
+# the user's words: stored, never recalled.
+EXAMPLE_SPEAKERS = frozenset({"example_user", "example_assistant"})
+
+
+def is_an_example(name: str | None) -> bool:
+    """Whether a message named `name` is example dialogue (`EXAMPLE_SPEAKERS`)."""
+    return name is not None and name.strip().lower() in EXAMPLE_SPEAKERS
+
+
 # The most of a `name` the derived rows keep: OpenAI's own limit for it. A client may send
 # any string, and a longer one filled what the model embeds and the excerpt's room, so the
 # turn was never recalled.

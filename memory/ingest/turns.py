@@ -25,7 +25,7 @@ from memory.ingest.branches import left_behind
 from memory.ingest.chunking import chunk_text
 from memory.ingest.embedding_inputs import contexts_of, embedding_inputs
 from memory.ingest.identity import continued_keys, resent_keys
-from memory.ingest.speakers import split_speaker
+from memory.ingest.speakers import is_an_example, split_speaker
 from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import vocabulary_terms
 from memory.records import Message, Term
@@ -248,7 +248,8 @@ class _Slice:
 
 def _plan(pending: list[Message], begun: Mapping[int, int], settings: Settings) -> list[_Slice]:
     """Each message's next slice, in order, until the pass's chunk budget is spent (the first
-    message always gets at least one chunk). Roles that are not recalled have no chunks."""
+    message always gets at least one chunk). Roles that are not recalled, and example
+    dialogue (`is_an_example`), have no chunks."""
     budget = max(1, settings.index_slice_chunks)
     planned: list[_Slice] = []
     for stored in pending:
@@ -257,7 +258,7 @@ def _plan(pending: list[Message], begun: Mapping[int, int], settings: Settings) 
         name, content = split_speaker(stored.name, stored.content)
         message = replace(stored, name=name)  # a speaker label indexes as the name
         texts: list[str] = []
-        if message.role in RECALLED_ROLES:
+        if message.role in RECALLED_ROLES and not is_an_example(stored.name):
             texts = chunk_text(content, settings.chunk_size, settings.chunk_overlap)
         start = begun.get(message.id, 0)
         part = texts[start : start + budget]

@@ -74,3 +74,8 @@ def message_values(user_id: str, session_id: str, m: Any) -> tuple[Any, ...]:
         int(m.partial),
         m.created_at,
     )
+
+
+# Example dialogue (memory/ingest/speakers.py: stored, never recalled) is not shown beside a
+# recalled turn either: the condition neighbours' reads add, in both stores' SQL.
+NOT_AN_EXAMPLE = "lower(trim(coalesce(name, ''))) NOT IN ('example_user', 'example_assistant')"

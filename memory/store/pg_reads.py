@@ -19,7 +19,7 @@ import numpy as np
 from memory.records import Chunk, Message, Term
 from memory.store.fts import fts_document
 from memory.store.left_messages import LEFT
-from memory.store.message_rows import MESSAGE_COLUMNS, message_from_row
+from memory.store.message_rows import MESSAGE_COLUMNS, NOT_AN_EXAMPLE, message_from_row
 from memory.store.pg_chunks import parse_vector, vector_text
 from memory.store.pg_connections import PgConnections
 from memory.store.vector_table import RowSink, collect
@@ -80,7 +80,7 @@ class PgReads(PgConnections):
         same_session = (
             f"SELECT {MESSAGE_COLUMNS}, content_hash FROM messages WHERE user_id = %s "
             "AND session_id = (SELECT session_id FROM messages WHERE id = %s AND user_id = %s) "
-            f"AND role IN ('user', 'assistant') AND indexed != {LEFT}"
+            f"AND role IN ('user', 'assistant') AND indexed != {LEFT} AND {NOT_AN_EXAMPLE}"
         )
         rows = self._rows(
             f"(SELECT * FROM ({same_session} AND id < %s ORDER BY id DESC LIMIT %s) a) UNION ALL "

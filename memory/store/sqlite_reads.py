@@ -22,7 +22,7 @@ from memory.store.database import Database
 from memory.store.fts import fts_match, fts_stems
 from memory.store.left_messages import LEFT
 from memory.store.lexical_index import LexicalIndex
-from memory.store.message_rows import message_from_row
+from memory.store.message_rows import NOT_AN_EXAMPLE, message_from_row
 
 # Messages whose neighbours one statement reads (two SELECTs each; SQLite allows 500 in a
 # compound SELECT).
@@ -200,7 +200,7 @@ class SqliteReads(Database):
         same_session = (
             "SELECT ? AS anchor, id, role, name, content, created_at, partial, content_hash "
             "FROM messages WHERE user_id = ? AND session_id = ? AND role IN ('user', 'assistant') "
-            f"AND indexed != {LEFT}"
+            f"AND indexed != {LEFT} AND {NOT_AN_EXAMPLE}"
         )
         parts: list[str] = []
         params: list[Any] = []

@@ -225,3 +225,12 @@ def test_a_named_session_reused_by_a_conversation_that_opens_alike_keeps_the_fir
     send(store, [SYSTEM, HI, HELLO, passport], "Noted.", named=True)
     send(store, [SYSTEM, HI], "Sure, what are we planning?", named=True)
     assert left(store) == []
+
+
+def test_going_back_to_an_earlier_answer_leaves_the_later_ones(store):
+    """The UI's "< 2/3 >": three answers regenerated, the user goes on from the second."""
+    for answer in ("Kestrel Inn.", "Merlin Lodge.", "Osprey House."):
+        send(store, [SYSTEM, HI], answer)
+    kept = said("assistant", "Merlin Lodge.")
+    send(store, [SYSTEM, HI, kept, said("user", "Book it for Friday.")], "Done.")
+    assert left(store) == ["Kestrel Inn.", "Osprey House."]
