@@ -14,15 +14,18 @@ they are one exchange and:
   where the session holds only other replies (answers regenerated, and the user went back to
   an earlier one: the others go); or
 - it goes on with a user message that reads as an edit of the one the session holds (most of
-  its characters or words the same), followed there only by replies.
+  its characters or words the same), followed there only by replies, and not sent with the
+  reply both follow in the session's first request (a few-shot prompt's worked example).
 
 One exchange, an edit that reads as one, and a record made before the request arrived: two
 conversations that open alike share a derived session, and agents fan one history out to
 several requests at once; a longer or unrelated record after the point is more likely theirs.
 When the client names the session (`X-Memory-Session-Id`, a chat UI's chat id), the record is
 that conversation's own: all that followed the point is left (an older message edited, an
-older reply regenerated). A first message edited leaves nothing: the request then carries
-nothing of the record, as a client that sends only its newest question does.
+older reply regenerated); but the first reply regenerated is left only when nothing followed
+it (a client that sends one id for several conversations starts each alike). A first
+message edited leaves nothing: the request then carries nothing of the record, as a client
+that sends only its newest question does.
 """
 
 from __future__ import annotations
@@ -35,7 +38,12 @@ from typing import Any
 from memory.block.tokens import message_text
 from memory.ingest.identity import content_hash
 from memory.store.backend import StoreBackend as Store
-from memory.store.left_messages import StoredMessage, latest_messages, session_messages
+from memory.store.left_messages import (
+    StoredMessage,
+    latest_messages,
+    opened_at,
+    session_messages,
+)
 
 # How much of two user messages an edit is compared on (difflib is quadratic in the worst
 # case), and how alike they must be: difflib's ratio of their characters, or their share of
@@ -54,6 +62,7 @@ def left_behind(
     keys: Sequence[str],
     stored: Sequence[str],
     arrived_at: float | None = None,
+    said_at: float | None = None,
     named: bool = False,
 ) -> list[StoredMessage]:
     """The session's messages `conversation` left behind (none, mostly).
@@ -61,6 +70,8 @@ def left_behind(
     `keys` are the conversation's message keys lined up with the session's (`resent_keys`),
     `stored` the keys the session held before it, in the order stored. `arrived_at`: when
     the request arrived; messages stored after it are not left (a request sent alongside).
+    `said_at`: the time its turn is stored at (`X-Memory-Timestamp`'s, when a replay gives
+    one: then not when it arrived); messages stored at it or later are not left either.
     `named`: the client named the session, so the record after the point is this
     conversation's own, however long (an older message edited, an older reply regenerated).
     """
@@ -83,12 +94,27 @@ def left_behind(
     after = [key for key in stored[place + 1 :] if key not in carried]
     if not after:
         return []  # the request goes on from the end of the record: the common case
-    rows = [m for m in session_messages(store, user_id, session_id, after) if not m.left]
+    if len(after) > (_NAMED_AFTER_READ if named else _AFTER_READ):
+        return []  # no one exchange (another run's record, in a session opened alike)
+    found = session_messages(store, user_id, session_id, [stored[0], stored[place], *after])
+    by_key = {m.key: m for m in found}
+    opening, point = by_key.get(stored[0]), by_key.get(stored[place])
+    if opening is None or point is None:
+        return []  # the session went meanwhile (forgotten)
+    rows = [by_key[key] for key in after if key in by_key and not by_key[key].left]
     rows = [m for m in rows if m.role not in ("system", "developer")]
     if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
         return []
+    if said_at is not None and any(m.created_at >= said_at for m in rows):
+        return []  # a replay's siblings, stored at the time the client gave them
+    prompt = bool(rows) and rows[0].created_at == point.created_at == opening.created_at
+    # All that followed is the named conversation's own, but for another first reply: a
+    # client that sends one session id for several conversations (an agent's, a user's id)
+    # starts each alike, and a new one's reply differs (an edit must also read as one).
+    first_reply = conversation[said[new]].get("role") == "assistant"
+    whole = named and not (first_reply and point.created_at == opening.created_at)
     anchor = conversation[said[new - 1]]
-    return rows if _left(conversation[said[new]], rows, named, _is_reply(anchor)) else []
+    return rows if _left(conversation[said[new]], rows, prompt, whole, _is_reply(anchor)) else []
 
 
 def edited_away(
@@ -108,8 +134,23 @@ def edited_away(
     tail = latest[at + 1 :]
     if any(_hash_of(m) == content_hash(said[-1]) for m in tail):
         return []  # the request's last message is stored: it edits nothing
-    return [m.id for m in tail] if _left(said[-1], tail, False, _is_reply(said[-2])) else []
+    point = latest[at]
+    prompt = (
+        bool(tail)
+        and tail[0].created_at == point.created_at
+        and point.created_at == opened_at(store, user_id, session_id)
+    )
+    return [m.id for m in tail] if _left(said[-1], tail, prompt, False, _is_reply(said[-2])) else []
 
+
+# How many messages after the point `left_behind` reads at most: one exchange, and the
+# messages earlier edits and regenerations left there. A longer record is not read (an agent's
+# new run in a session opened alike, before every earlier run's messages: ~65,000 of them once
+# passed Postgres's 65,535 parameters and failed the turn).
+_AFTER_READ = 64
+# In a session the client named, all that followed the point is its own: read up to this many
+# (well under Postgres's 65,535 parameters; an edit further back leaves nothing).
+_NAMED_AFTER_READ = 8192
 
 # How many of the session's latest messages `edited_away` reads: one exchange after the
 # message the request picks up from, with room for a few replies.
@@ -127,13 +168,19 @@ def _is_reply(message: Mapping[str, Any]) -> bool:
 def _left(
     first: Mapping[str, Any],
     tail: Sequence[StoredMessage],
+    prompt: bool,
     named: bool = False,
     after_reply: bool = False,
 ) -> bool:
     """Whether the record `tail` is what `first`, the first new message of the request,
     takes the place of: one exchange, or with `named` all that followed it. `after_reply`:
     the request picks up after a reply, so replies the record holds right after that one
-    are the others the question got (regenerated), and the user kept this one."""
+    are the others the question got (regenerated), and the user kept this one.
+
+    `prompt`: the user message `tail` opens with came in the session's first request, with
+    the reply both follow: that reply is the client's own prompt (a few-shot example before
+    each input of a pipeline, one template apart), so the inputs are requests of their own,
+    not edits. A chat's edited message was said a turn after the reply it follows."""
     if not tail or (not named and any(m.role != "assistant" for m in tail[1:])):
         return False
     if first.get("role") == "assistant" or (after_reply and first.get("role") == "user"):
@@ -142,6 +189,7 @@ def _left(
     return (
         first.get("role") == "user"
         and tail[0].role == "user"
+        and not prompt
         and reads_as_an_edit(tail[0].content, message_text(first))
     )
 

@@ -130,7 +130,7 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
         )
     ids = store.insert_messages(turn.user_id, turn.session_id, rows)
     if stored and not turn.continues:
-        _follow_branch(store, turn, conversation, keys, stored)
+        _follow_branch(store, turn, conversation, keys, stored, any(ids))
     return [
         Message(
             new_id,
@@ -153,10 +153,15 @@ def _follow_branch(
     conversation: list[Mapping[str, Any]],
     keys: list[str],
     stored: list[str],
+    says_more: bool,
 ) -> None:
     """Index again the messages of the session's record a conversation had left and carries
-    once more, and set aside those it leaves now (memory/ingest/branches.py)."""
-    left = left_keys(store, turn.user_id, turn.session_id)
+    once more, and set aside those it leaves now (memory/ingest/branches.py).
+
+    Only a request that says something new (`says_more`: the user went on from that branch)
+    takes left messages back: a turn stored before, stored again (a journal replayed after a
+    crash, a client's late retry), would undo the edit that followed it."""
+    left = left_keys(store, turn.user_id, turn.session_id) if says_more else None
     if left:
         take_back(store, turn.user_id, turn.session_id, sorted(left.intersection(keys)))
     leaving = left_behind(
@@ -167,6 +172,7 @@ def _follow_branch(
         keys,
         stored,
         turn.arrived_at,
+        turn.created_at,
         turn.named_session,
     )
     if leaving:

@@ -13,8 +13,9 @@ and noise. With Open WebUI's chat id header, in the chat's own session too.
 
 - the request holds no assistant, tool or function message and exactly one user message;
 - one of its messages carries a known UI's instruction AND the transcript in the form that UI
-  writes it (Open WebUI: `### Task:` with a `<chat_history>` block of `USER: …` lines, or its
-  tool-choice prompt over `Query: History:` and the chat's last turns, each in triple quotes;
+  writes it (Open WebUI, in the user message: `### Task:` with a `<chat_history>` block of
+  `USER: …` lines, or its tool-choice prompt over `Query: History:` and the chat's last turns,
+  each in triple quotes;
   LibreChat: its title instruction with `User: … / AI: …` lines, or its `||>User:` /
   `||>Response:` markers; LobeChat: its summarizer system prompt over a `role: …` transcript,
   or a `<conversation>` of role tags).
@@ -59,19 +60,20 @@ _LIBRECHAT_OPENINGS = (
     "Please generate a concise, 5-word-or-less title for the conversation",
     "Write a concise title for this conversation",
 )
-_USER_THEN_AI = re.compile(r"^User: .*?^AI: ", re.MULTILINE | re.DOTALL)
-_LEGACY_TRANSCRIPT = re.compile(
-    r'^\s*\|\|>User:\s*".*?\|\|>Response:\s*"', re.MULTILINE | re.DOTALL
-)
+# Each transcript is a first marker and a later second one, each searched for once: a lazy
+# `first.*?second` is tried from every first marker to the end of the text, quadratic on a
+# pasted log of `User:` lines with no `AI:` one (minutes for 1 MB).
+_USER_LINE = re.compile(r"^User: ", re.MULTILINE)
+_AI_LINE = re.compile(r"^AI: ", re.MULTILINE)
+_LEGACY_USER = re.compile(r'^[^\S\n]*\|\|>User:\s*"', re.MULTILINE)
+_LEGACY_RESPONSE = re.compile(r'\|\|>Response:\s*"')
 
 # LobeChat's title chain: this system prompt, then the chat as `role: text` lines (1.x) or as
 # role tags inside `<conversation>` (2.x).
 _LOBECHAT_SYSTEM = "You are a professional conversation summarizer."
 _LOWER_ROLE_LINE = re.compile(r"(?:user|assistant|system): ")
-_TAGGED_CONVERSATION = re.compile(
-    r"<conversation>\s*<(?:user|assistant|system)>.*</(?:user|assistant|system)>\s*</conversation>",
-    re.DOTALL,
-)
+_CONVERSATION_OPENS = re.compile(r"<conversation>\s*<(?:user|assistant|system)>")
+_CONVERSATION_ENDS = re.compile(r"</(?:user|assistant|system)>\s*</conversation>")
 
 
 def ui_task(messages: Sequence[Mapping[str, Any]]) -> str | None:
@@ -95,11 +97,10 @@ def ui_task(messages: Sequence[Mapping[str, Any]]) -> str | None:
             instructions.append(message_text(message))
     if user is None:
         return None
-    for text in (user, *instructions):
-        if _open_webui(text):
-            return OPEN_WEBUI
-        if _librechat(text):
-            return LIBRECHAT
+    if _open_webui(user):  # sent as the user message, never as a system prompt
+        return OPEN_WEBUI
+    if any(_librechat(text) for text in (user, *instructions)):
+        return LIBRECHAT
     if _TOOLS_QUERY.match(user) and any(s.startswith(_TOOLS_SYSTEM) for s in instructions):
         return OPEN_WEBUI
     if any(s.lstrip().startswith(_LOBECHAT_SYSTEM) for s in instructions) and _lobechat(user):
@@ -136,7 +137,7 @@ def _librechat(text: str) -> bool:
     stripped = text.lstrip()
     if not stripped.startswith(_LIBRECHAT_OPENINGS):
         return False
-    return bool(_USER_THEN_AI.search(text) or _LEGACY_TRANSCRIPT.search(text))
+    return _in_turn(text, _USER_LINE, _AI_LINE) or _in_turn(text, _LEGACY_USER, _LEGACY_RESPONSE)
 
 
 def _lobechat(text: str) -> bool:
@@ -144,5 +145,11 @@ def _lobechat(text: str) -> bool:
     `<task>` with the chat in a `<conversation>` of role tags."""
     stripped = text.lstrip()
     if stripped.startswith("<task>"):
-        return _TAGGED_CONVERSATION.search(stripped) is not None
+        return _in_turn(stripped, _CONVERSATION_OPENS, _CONVERSATION_ENDS)
     return _LOWER_ROLE_LINE.match(stripped) is not None
+
+
+def _in_turn(text: str, first: re.Pattern[str], then: re.Pattern[str]) -> bool:
+    """Whether `then` matches somewhere after the first match of `first` (linear time)."""
+    found = first.search(text)
+    return found is not None and then.search(text, found.end()) is not None

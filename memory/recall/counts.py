@@ -21,9 +21,14 @@ from memory.store.fts import stem
 COUNT_HITS = 3
 
 _ASKED = re.compile(r"\bhow\s+many\s+([a-z][\w'-]*)(?:\s+([a-z][\w'-]*))?", re.IGNORECASE)
-# Words after "how many" that end the counted thing ("How many do I have?").
+# Words after "how many" that end the counted thing ("How many do I have?", "How many books
+# in total…", "How many kids my sister has?"): a number before one of them in a kept turn
+# ("3 hours in the garden") counts nothing the question asks.
 _NOT_A_THING = frozenset(
-    "do does did are is was were have has had will would can could should of more times".split()
+    "do does did are is was were have has had will would can could should of more times "
+    "in on at to for from with by about into per than as and or "
+    "i you we they he she it my your our their his her its the a an this that these those "
+    "there here left so".split()
 )
 _NUMBER = (
     r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen"

@@ -56,6 +56,15 @@ def latest_messages(store: Any, user_id: str, session_id: str, n: int) -> list[S
     return [StoredMessage(int(r[0]), r[1], r[2], r[3], float(r[4]), False) for r in rows][::-1]
 
 
+def opened_at(store: Any, user_id: str, session_id: str) -> float | None:
+    """When the session's first message was stored (None: it has none)."""
+    rows = store.read(
+        "SELECT created_at FROM messages WHERE user_id = ? AND session_id = ? ORDER BY id LIMIT 1",
+        (user_id, session_id),
+    )
+    return float(rows[0][0]) if rows else None
+
+
 def left_keys(store: Any, user_id: str, session_id: str) -> set[str]:
     """Keys of the session's messages left behind (read from the partial index of them)."""
     rows = store.read(

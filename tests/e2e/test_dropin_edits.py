@@ -29,6 +29,13 @@ def chat(client, messages, **headers):
     return reply.choices[0].message.model_dump(exclude_none=True)
 
 
+def opened(client, upstream, proxy):
+    """The chat's first turn: SURE is the reply to HELLO (an edit is made a turn later)."""
+    upstream.script.insert(0, {"content": SURE["content"]})
+    chat(client, [SYSTEM, HELLO])
+    proxy.flush()
+
+
 def asked_anew(client, upstream, question=ASK):
     """The block a new conversation's question got."""
     chat(
@@ -40,6 +47,7 @@ def asked_anew(client, upstream, question=ASK):
 def test_an_edited_message_is_recalled_as_edited_in_every_conversation(proxy, upstream):
     upstream.script[:] = [{"content": "Noted, Tuesday it is."}, {"content": "Noted, Wednesday."}]
     with proxy.client() as client:
+        opened(client, upstream, proxy)
         chat(client, [SYSTEM, HELLO, SURE, SAID])
         proxy.flush()
         chat(client, [SYSTEM, HELLO, SURE, EDITED])  # the user edits the message
@@ -74,6 +82,7 @@ def test_going_back_to_the_old_branch_recalls_it_again(proxy, upstream):
     reply = {"role": "assistant", "content": "Noted."}
     more = {"role": "user", "content": "And I fly back on Sunday."}
     with proxy.client() as client:
+        opened(client, upstream, proxy)
         chat(client, [SYSTEM, HELLO, SURE, SAID])
         proxy.flush()
         chat(client, [SYSTEM, HELLO, SURE, EDITED])
@@ -108,6 +117,7 @@ def test_a_fact_said_in_an_edited_away_message_goes_and_the_old_one_comes_back(p
     with proxy.client() as client:
         chat(client, lives, **{"x-memory-session-id": "home"})
         proxy.flush()
+        opened(client, upstream, proxy)
         chat(client, [SYSTEM, HELLO, SURE, moved])
         proxy.flush()
         before = _facts(proxy)
@@ -127,6 +137,7 @@ def test_an_export_keeps_an_edited_away_message_and_an_import_keeps_it_left(prox
     replies = ["Noted, Tuesday.", "Noted, Wednesday.", "ok"]
     upstream.script[:] = [{"content": text} for text in replies]
     with proxy.client() as client:
+        opened(client, upstream, proxy)
         chat(client, [SYSTEM, HELLO, SURE, SAID])
         proxy.flush()
         chat(client, [SYSTEM, HELLO, SURE, EDITED])
@@ -145,6 +156,31 @@ def test_an_export_keeps_an_edited_away_message_and_an_import_keeps_it_left(prox
     assert "Wednesday the 15th" in after and "Tuesday" not in after
 
 
+def test_a_few_shot_prompts_next_input_edits_nothing(proxy, upstream):
+    """A pipeline's few-shot prompt: the same instruction and worked example before each
+    input, so every request shares one derived session and picks up from the example. Its
+    inputs follow one template (most words alike), but each is a request of its own, not an
+    edit of the one before: the example was sent with the input, never answered to the user."""
+    instruction = {"role": "system", "content": "Extract the travel facts from the note."}
+    example = {"role": "user", "content": "Note: I will visit Rome in May with my sister."}
+    answer = {"role": "assistant", "content": "destination=Rome; month=May; companion=sister"}
+    first = {"role": "user", "content": "Note: My flight to Lisbon leaves on Tuesday from gate C4."}
+    second = {"role": "user", "content": "Note: My flight to Oslo leaves on Friday from gate B7."}
+    upstream.script[:] = [
+        {"content": "destination=Lisbon; day=Tuesday; gate=C4"},
+        {"content": "destination=Oslo; day=Friday; gate=B7"},
+        {"content": "ok"},
+    ]
+    with proxy.client() as client:
+        chat(client, [instruction, example, answer, first])
+        proxy.flush()
+        chat(client, [instruction, example, answer, second])
+        proxy.flush()
+        after = asked_anew(client, upstream, "Which day does my flight to Lisbon leave?")
+
+    assert "Tuesday from gate C4" in after
+
+
 def test_an_older_message_edited_in_a_named_session_leaves_all_that_followed(proxy, upstream):
     """A chat UI that names its chats (`X-OpenWebUI-Chat-Id`): the user edits an older
     message; the turns after it on the old branch are recalled nowhere either."""
@@ -153,7 +189,9 @@ def test_an_older_message_edited_in_a_named_session_leaves_all_that_followed(pro
     named = {"X-OpenWebUI-Chat-Id": "chat-42"}
     tuesday = {"role": "assistant", "content": "Noted, Tuesday."}
     gate = {"role": "user", "content": "Which terminal is gate B7 in for my Tuesday flight?"}
+    upstream.script.insert(0, {"content": SURE["content"]})
     with proxy.client() as client:
+        chat(client, [SYSTEM, HELLO], **named)  # the chat's first turn: SURE is its reply
         chat(client, [SYSTEM, HELLO, SURE, SAID], **named)
         chat(client, [SYSTEM, HELLO, SURE, SAID, tuesday, gate], **named)
         proxy.flush()

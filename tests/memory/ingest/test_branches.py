@@ -1,5 +1,7 @@
 """memory/ingest/branches.py on real SQLite: which stored messages a conversation left behind."""
 
+import itertools
+
 import pytest
 
 from memory.ingest.branches import edited_away, reads_as_an_edit
@@ -22,8 +24,13 @@ def store(tmp_path):
     return Store(tmp_path / "moim.db")
 
 
-def send(store, messages, reply, at=1_700_000_000.0, arrived=None, named=False):
-    """One request and its reply, stored as the writer stores a turn."""
+CLOCK = itertools.count()
+
+
+def send(store, messages, reply, at=None, arrived=None, named=False):
+    """One request and its reply, stored as the writer stores a turn (by default a second
+    after the one before, as a chat's turns are)."""
+    at = 1_700_000_000.0 + next(CLOCK) if at is None else at
     turn = Turn("ana", "s-1", "gpt-4o-mini", tuple(messages), said("assistant", reply), at)
     turn = Turn(**{**_fields(turn), "arrived_at": arrived, "named_session": named})
     store_turn(store, turn)
@@ -69,10 +76,36 @@ def test_a_regenerated_reply_is_left(store):
     assert left(store) == ["Sure. How many guests?"]
 
 
-def test_an_edited_message_and_its_reply_are_left(store):
+VEGAN = {"role": "assistant", "content": "Then plan a vegan main."}
+
+
+def chatted(store):
+    """A chat's first two turns: HELLO is the reply to HI, EIGHT is said a turn later."""
+    send(store, [SYSTEM, HI], HELLO["content"], at=1_699_999_000.0)
     send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+
+
+def test_an_edited_message_and_its_reply_are_left(store):
+    chatted(store)
     send(store, [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")], "OK.")
     assert left(store) == [EIGHT["content"], "Then plan a vegan main."]
+
+
+def test_an_edit_after_a_reply_the_client_rewrote_is_left(store):
+    """A client that drops a think block from the reply it resends: the rewritten reply is
+    stored with the next message, in one turn; an edit of that message is still an edit."""
+    send(store, [SYSTEM, HI], "<think>guests?</think>" + HELLO["content"])
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    send(store, [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")], "OK.")
+    assert left(store)[-2:] == [EIGHT["content"], "Then plan a vegan main."]
+
+
+def test_an_input_sent_with_the_reply_it_follows_edits_nothing(store):
+    """A few-shot prompt: the worked example (HI, HELLO) is sent with each input of a
+    pipeline, in one derived session; two inputs of one template are two requests."""
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    send(store, [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")], "OK.")
+    assert left(store) == []
 
 
 def test_a_new_question_after_the_same_opening_leaves_nothing(store):
@@ -96,7 +129,19 @@ def test_a_request_sent_before_the_record_was_made_leaves_nothing(store):
     is stored after the second one arrived, and is no branch the second one left."""
     send(store, [SYSTEM, HI, HELLO, EIGHT], "Plan A.", at=1_700_000_100.0)
     sibling = said("user", "Eight guests on Sunday, one of them is vegan.")
-    send(store, [SYSTEM, HI, HELLO, sibling], "Plan B.", arrived=1_700_000_050.0)
+    send(
+        store, [SYSTEM, HI, HELLO, sibling], "Plan B.", at=1_700_000_200.0, arrived=1_700_000_050.0
+    )
+    assert left(store) == []
+
+
+def test_requests_sent_together_with_a_replayed_time_leave_nothing(store):
+    """The same fan-out replayed with X-Memory-Timestamp: its turns are stored at the time
+    the client gives (the past), which says nothing of when they arrived; a record stored at
+    the time of the request itself, or later, is a sibling's."""
+    said_at, now = 1_600_000_000.0, 1_700_000_000.0
+    send(store, [SYSTEM, HI], "Plan A.", at=said_at, arrived=now)
+    send(store, [SYSTEM, HI], "Plan B.", at=said_at, arrived=now + 0.01)
     assert left(store) == []
 
 
@@ -117,8 +162,24 @@ def test_a_message_carried_again_is_indexed_again(store):
     assert left(store) == []
 
 
+def test_a_journal_replayed_after_a_crash_keeps_the_edit(store):
+    """A crash before the journal was emptied: its turns are stored again, the one before
+    the edit too (it carries the message edited away, as the user sent it then); nothing is
+    new in either, and the edit holds."""
+    chatted(store)
+    edited = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
+    send(store, edited, "OK.")
+    replayed = [
+        Turn("ana", "s-1", "gpt-4o-mini", (SYSTEM, HI, HELLO, EIGHT), VEGAN, 1_700_000_000.5),
+        Turn("ana", "s-1", "gpt-4o-mini", tuple(edited), said("assistant", "OK."), 1_700_000_001.0),
+    ]
+    for turn in replayed:
+        store_turn(store, turn)
+    assert left(store) == [EIGHT["content"], "Then plan a vegan main."]
+
+
 def test_recall_hides_the_exchange_a_request_edits_before_its_turn_is_stored(store):
-    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    chatted(store)
     edit = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
     unrelated = [SYSTEM, HI, HELLO, said("user", "Which wine goes with risotto?")]
     stored = {m.content: m.id for m in store.messages("ana")}
@@ -129,6 +190,12 @@ def test_recall_hides_the_exchange_a_request_edits_before_its_turn_is_stored(sto
     ]
     assert edited_away(store, "ana", "s-1", unrelated) == []
     assert edited_away(store, "ana", "s-1", [SYSTEM, HI, HELLO, EIGHT]) == []  # sent again
+
+
+def test_recall_hides_no_input_of_a_few_shot_prompt(store):
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    other_input = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
+    assert edited_away(store, "ana", "s-1", other_input) == []
 
 
 @pytest.mark.parametrize(
@@ -142,11 +209,22 @@ def test_in_a_named_session_an_older_message_edited_leaves_all_that_followed(
     store, named, expected
 ):
     history = [SYSTEM, HI, HELLO, EIGHT, said("assistant", "Then plan a vegan main.")]
-    send(store, history[:4], "Then plan a vegan main.")
+    chatted(store)
     send(store, [*history, said("user", "And a dessert?")], "Sorbet.")
     edited = [SYSTEM, HI, HELLO, said("user", "Six guests on Saturday, one is vegan.")]
     send(store, edited, "OK.", named=named)
     assert left(store) == expected
+
+
+def test_a_named_session_reused_by_a_conversation_that_opens_alike_keeps_the_first(store):
+    """A client that sends one session id for several conversations (an agent's, a user's
+    id as the session): a new one that opens alike goes another way right after the opening,
+    and is no regeneration of everything the session said after it."""
+    passport = said("user", "My passport number is X1234567 and it expires in May.")
+    send(store, [SYSTEM, HI], HELLO["content"], named=True)
+    send(store, [SYSTEM, HI, HELLO, passport], "Noted.", named=True)
+    send(store, [SYSTEM, HI], "Sure, what are we planning?", named=True)
+    assert left(store) == []
 
 
 def test_going_back_to_an_earlier_answer_leaves_the_later_ones(store):

@@ -6,6 +6,9 @@ filled with a small transcript, as the UI sends it; then the near misses a user 
 which must stay conversations.
 """
 
+import subprocess
+import sys
+
 import pytest
 
 from memory import ui_task
@@ -252,8 +255,41 @@ def test_each_uis_background_task_is_recognised(messages, client):
         [user(OWUI_TITLE), user("And what should Biscuit eat?")],
         # no user message at all
         [system(OWUI_TITLE)],
+        # an app that renders the chat so far into its system prompt in Open WebUI's form
+        # (Open WebUI sends a task as the user message): the user's message is theirs
+        [system(OWUI_TITLE), user("My beagle Biscuit turns three on Friday.")],
         [],
     ],
 )
 def test_what_a_user_may_type_is_a_conversation(messages):
     assert ui_task(messages) is None
+
+
+# A user's message that opens like a UI's task over a pasted log the transcript regex never
+# completes (~1 MB each): each regex tried from every line start scanned to the end, minutes
+# on the event loop before (18 s already for 160 KB of `User:` lines). The deadline only
+# catches a return to quadratic time, far above any machine's normal time.
+ADVERSARIAL = {
+    "user lines with no AI line": "Write a concise title for this conversation\n"
+    + "User: x\n" * 125_000,
+    "legacy user markers with no response": "Write a concise title for this conversation\n"
+    + '||>User: "x\n' * 90_000,
+    "blank lines": "Write a concise title for this conversation\n" + " \n" * 500_000,
+    "tagged openings never closed": "<task>" + "<conversation><user>x" * 50_000,
+}
+
+
+@pytest.mark.parametrize("name", ADVERSARIAL)
+def test_an_adversarial_message_is_read_in_linear_time(name):
+    # A process of its own, killed at the deadline: a regex holds the GIL until it returns.
+    code = (
+        "from memory import ui_task\n"
+        "from tests.memory.ingest.test_ui_tasks import ADVERSARIAL, LOBE_SYSTEM\n"
+        f"text = ADVERSARIAL[{name!r}]\n"
+        "lobe = {'role': 'system', 'content': LOBE_SYSTEM}\n"
+        "assert ui_task([lobe, {'role': 'user', 'content': text}]) is None\n"
+    )
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"reading {name!r} took more than 15 s: quadratic again")

@@ -53,6 +53,21 @@ def test_a_turn_that_does_not_count_the_thing_does_not(said):
     assert not gives_the_count("How many colonies do I have?", [hit(said)])
 
 
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("How many books in total did I read this year?", "I spent 3 hours in the garden."),
+        ("How many kids my sister has?", "I met two of my old friends for lunch."),
+        ("How many countries I visited?", "I slept 8 hours, I think."),
+        ("How many cats the neighbours have?", "We walked two miles along the river."),
+    ],
+)
+def test_a_word_after_the_thing_that_names_nothing_counts_nothing(question, said):
+    """The word after the thing may be no thing at all ("in", "my", "I", "the"): a number
+    before it in a kept turn says no count of what the question asks."""
+    assert not gives_the_count(question, [hit(said)])
+
+
 def test_the_gate_stays_open_for_a_count_said_at_a_weak_cosine():
     """A lone kept hit with a weak cosine: the learned gate alone withholds it."""
     asked = "How many colonies do I have?"
