@@ -18,6 +18,7 @@ from memory.facts.corrections import by_kind
 from memory.facts.rules import apply_captures, retire_facts
 from memory.ingest.speakers import is_an_example
 from memory.ingest.turns import Turn, index_pending, store_new_messages
+from memory.ingest.wrapped import own_words
 from memory.layer_core import LayerCore
 from memory.store import fts_upkeep, scrub
 from memory.store.response_links import ResponseLink, link_response, linked_response
@@ -54,11 +55,12 @@ class WriteSide(LayerCore):
         if self.settings.capture_facts:
             for message in stored:
                 if message.role == "user" and not is_an_example(message.name):
-                    captures = capture_facts(message.content)
+                    text = own_words(message.content)  # not the documents a RAG UI added
+                    captures = capture_facts(text)
                     before = (
                         _user_message_before(turn, message.content) if by_kind(captures) else ""
                     )
-                    said = (message.content, before)
+                    said = (text, before)
                     apply_captures(
                         self.store, turn.user_id, captures, message.id, turn.created_at, said
                     )

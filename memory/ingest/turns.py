@@ -26,6 +26,7 @@ from memory.ingest.chunking import chunk_text
 from memory.ingest.embedding_inputs import contexts_of, embedding_inputs
 from memory.ingest.identity import continued_keys, resent_keys
 from memory.ingest.speakers import is_an_example, split_speaker
+from memory.ingest.wrapped import own_words
 from memory.recall.vectors import VectorIndex
 from memory.recall.vocabulary import vocabulary_terms
 from memory.records import Message, Term
@@ -249,13 +250,15 @@ class _Slice:
 def _plan(pending: list[Message], begun: Mapping[int, int], settings: Settings) -> list[_Slice]:
     """Each message's next slice, in order, until the pass's chunk budget is spent (the first
     message always gets at least one chunk). Roles that are not recalled, and example
-    dialogue (`is_an_example`), have no chunks."""
+    dialogue (`is_an_example`), have no chunks; a user message wrapped in retrieved documents
+    is indexed as its query (`own_words`)."""
     budget = max(1, settings.index_slice_chunks)
     planned: list[_Slice] = []
     for stored in pending:
         if budget <= 0:
             break
-        name, content = split_speaker(stored.name, stored.content)
+        text = own_words(stored.content) if stored.role == "user" else stored.content
+        name, content = split_speaker(stored.name, text)
         message = replace(stored, name=name)  # a speaker label indexes as the name
         texts: list[str] = []
         if message.role in RECALLED_ROLES and not is_an_example(stored.name):
