@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memory.ingest.speakers import EXAMPLE_SPEAKERS
 from memory.records import Message
 
 # The columns `message_from_row` reads, in its order.
@@ -78,4 +79,7 @@ def message_values(user_id: str, session_id: str, m: Any) -> tuple[Any, ...]:
 
 # Example dialogue (memory/ingest/speakers.py: stored, never recalled) is not shown beside a
 # recalled turn either: the condition neighbours' reads add, in both stores' SQL.
-NOT_AN_EXAMPLE = "lower(trim(coalesce(name, ''))) NOT IN ('example_user', 'example_assistant')"
+NOT_AN_EXAMPLE = (
+    "lower(trim(coalesce(name, ''))) NOT IN "
+    f"({', '.join(repr(name) for name in sorted(EXAMPLE_SPEAKERS))})"
+)
