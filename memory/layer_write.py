@@ -48,12 +48,14 @@ class WriteSide(LayerCore):
             turn.user_id, turn.arrived_at
         ):
             return 0  # its user was forgotten while it was under way, through another replica
-        stored = store_new_messages(self.store, turn)
+        stored, taken_back = store_new_messages(self.store, turn)
         if turn.response_id is not None:
             link = ResponseLink(turn.session_id, turn.context_tokens)
             link_response(self.store, turn.user_id, turn.response_id, link, turn.created_at)
         if self.settings.capture_facts:
-            for message in stored:
+            # a message taken back (the user went back to a branch they had left) is read
+            # again: its facts went when it was left; it keeps the time it was said
+            for message in [*stored, *taken_back]:
                 if message.role == "user" and not is_an_example(message.name):
                     text = own_words(message.content)  # not the documents a RAG UI added
                     captures = capture_facts(text)
@@ -62,7 +64,7 @@ class WriteSide(LayerCore):
                     )
                     said = (text, before)
                     apply_captures(
-                        self.store, turn.user_id, captures, message.id, turn.created_at, said
+                        self.store, turn.user_id, captures, message.id, message.created_at, said
                     )
         retire_facts(self.store, turn.user_id, turn.extra.get("injected_facts", ()), time.time())
         return len(stored)

@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -85,13 +85,20 @@ class Turn:
     named_session: bool = False
 
 
+class Stored(NamedTuple):
+    """What storing a turn changed in its session's record (fact capture reads both)."""
+
+    new: list[Message]  # the messages this call stored
+    taken_back: list[Message]  # messages left behind earlier that the turn carries again
+
+
 def store_turn(store: Store, turn: Turn) -> int:
     """Store the turn's messages not yet in its session, and the reply; count new rows."""
-    return len(store_new_messages(store, turn))
+    return len(store_new_messages(store, turn).new)
 
 
-def store_new_messages(store: Store, turn: Turn) -> list[Message]:
-    """Like `store_turn`, but return the messages this call stored (fact capture reads them)."""
+def store_new_messages(store: Store, turn: Turn) -> Stored:
+    """Like `store_turn`, but return the messages this call stored and those it took back."""
     conversation = list(turn.messages)
     if turn.reply is not None:
         conversation.append(turn.reply)
@@ -130,9 +137,10 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
             )
         )
     ids = store.insert_messages(turn.user_id, turn.session_id, rows)
+    taken_back = []
     if stored and not turn.continues:
-        _follow_branch(store, turn, conversation, keys, stored, any(ids))
-    return [
+        taken_back = _follow_branch(store, turn, conversation, keys, stored, any(ids))
+    new = [
         Message(
             new_id,
             turn.user_id,
@@ -146,6 +154,7 @@ def store_new_messages(store: Store, turn: Turn) -> list[Message]:
         for new_id, row in zip(ids, rows, strict=True)
         if new_id
     ]
+    return Stored(new, taken_back)
 
 
 def _follow_branch(
@@ -155,16 +164,18 @@ def _follow_branch(
     keys: list[str],
     stored: list[str],
     says_more: bool,
-) -> None:
+) -> list[Message]:
     """Index again the messages of the session's record a conversation had left and carries
     once more, and set aside those it leaves now (memory/ingest/branches.py).
 
     Only a request that says something new (`says_more`: the user went on from that branch)
     takes left messages back: a turn stored before, stored again (a journal replayed after a
-    crash, a client's late retry), would undo the edit that followed it."""
+    crash, a client's late retry), would undo the edit that followed it. Returns the messages
+    taken back."""
     left = left_keys(store, turn.user_id, turn.session_id) if says_more else None
+    back = []
     if left:
-        take_back(store, turn.user_id, turn.session_id, sorted(left.intersection(keys)))
+        back = take_back(store, turn.user_id, turn.session_id, sorted(left.intersection(keys)))
     leaving = left_behind(
         store,
         turn.user_id,
@@ -178,6 +189,23 @@ def _follow_branch(
     )
     if leaving:
         store.leave_messages(turn.user_id, [m.id for m in leaving])
+    named = {key: m.get("name") for m, key in zip(conversation, keys, strict=True)}
+    return [
+        Message(
+            m.id,
+            turn.user_id,
+            turn.session_id,
+            m.role,
+            _name(named.get(m.key)),
+            m.content,
+            m.created_at,
+        )
+        for m in back
+    ]
+
+
+def _name(name: Any) -> str | None:
+    return name if isinstance(name, str) else None
 
 
 def index_pending(

@@ -75,18 +75,24 @@ def left_keys(store: Any, user_id: str, session_id: str) -> set[str]:
     return {str(row[0]) for row in rows}
 
 
-def take_back(store: Any, user_id: str, session_id: str, keys: Sequence[str]) -> int:
-    """Index these left messages of the session again (a request carries them once more)."""
+def take_back(
+    store: Any, user_id: str, session_id: str, keys: Sequence[str]
+) -> list[StoredMessage]:
+    """Index these left messages of the session again (a request carries them once more);
+    return the ones taken back, in the order stored (their facts are read again)."""
     if not keys:
-        return 0
+        return []
     marks = ",".join("?" * len(keys))
+    mine = f"user_id = ? AND session_id = ? AND indexed = {LEFT} AND message_key IN ({marks})"
+    params = (user_id, session_id, *keys)
     with store.write() as db:
-        cur = db.execute(
-            f"UPDATE messages SET indexed = 0 WHERE user_id = ? AND session_id = ? "
-            f"AND indexed = {LEFT} AND message_key IN ({marks})",
-            (user_id, session_id, *keys),
-        )
-        return int(cur.rowcount)
+        rows = db.execute(
+            f"SELECT id, message_key, role, content, created_at FROM messages WHERE {mine} "
+            "ORDER BY id",
+            params,
+        ).fetchall()
+        db.execute(f"UPDATE messages SET indexed = 0 WHERE {mine}", params)
+    return [StoredMessage(int(r[0]), r[1], r[2], r[3], float(r[4]), False) for r in rows]
 
 
 def leave_rows(db: Any, user_id: str, message_ids: Sequence[int]) -> list[int]:

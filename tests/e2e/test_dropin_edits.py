@@ -128,6 +128,29 @@ def test_a_fact_said_in_an_edited_away_message_goes_and_the_old_one_comes_back(p
     assert _facts(proxy).get("home_city") == "Berlin"
 
 
+def test_going_back_to_a_branch_brings_back_the_fact_it_said(proxy, upstream):
+    upstream.script[:] = [{"content": "Noted."}] * 4
+    lives = [{"role": "user", "content": "I live in Berlin."}]
+    moved = {"role": "user", "content": "I live in Paris now."}
+    wish = {"role": "user", "content": "I'd love to live in Paris now."}
+    noted = {"role": "assistant", "content": "Noted."}
+    more = {"role": "user", "content": "And I work from home on Fridays."}
+    with proxy.client() as client:
+        chat(client, lives, **{"x-memory-session-id": "home"})
+        proxy.flush()
+        opened(client, upstream, proxy)
+        chat(client, [SYSTEM, HELLO, SURE, moved])
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, wish])  # edited into a wish: Berlin again
+        proxy.flush()
+        edited = _facts(proxy)
+        chat(client, [SYSTEM, HELLO, SURE, moved, noted, more])  # the UI's first branch
+        proxy.flush()
+
+    assert edited.get("home_city") == "Berlin"
+    assert _facts(proxy).get("home_city") == "Paris"
+
+
 def _facts(proxy):
     found = httpx.get(proxy.root + "/v1/memory/facts", headers=proxy.admin_headers()).json()
     return {f["key"]: f["value"] for f in found["facts"]}
