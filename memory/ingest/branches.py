@@ -25,7 +25,9 @@ that conversation's own: all that followed the point is left (an older message e
 older reply regenerated); but the first reply regenerated is left only when nothing followed
 it (a client that sends one id for several conversations starts each alike). A first
 message edited leaves nothing: the request then carries nothing of the record, as a client
-that sends only its newest question does.
+that sends only its newest question does. A message edited that came in the first request
+moim saw of the session, after a reply (moim added mid-chat), reads at first as a few-shot
+pipeline's next input and is left only once the chat goes on from the edit.
 """
 
 from __future__ import annotations
@@ -92,8 +94,10 @@ def left_behind(
     carried = set(keys)
     place = stored.index(keys[said[new - 1]])  # a key is the session's once
     after = [key for key in stored[place + 1 :] if key not in carried]
-    if not after:
-        return []  # the request goes on from the end of the record: the common case
+    if not after:  # the request goes on from the end of the record: the common case
+        return _edited_in_first_request(
+            store, user_id, session_id, conversation, said, keys, stored, arrived_at, said_at
+        )
     if len(after) > (_NAMED_AFTER_READ if named else _AFTER_READ):
         return []  # no one exchange (another run's record, in a session opened alike)
     found = session_messages(store, user_id, session_id, [stored[0], stored[place], *after])
@@ -115,6 +119,64 @@ def left_behind(
     whole = named and not (first_reply and point.created_at == opening.created_at)
     anchor = conversation[said[new - 1]]
     return rows if _left(conversation[said[new]], rows, prompt, whole, _is_reply(anchor)) else []
+
+
+def _edited_in_first_request(
+    store: Store,
+    user_id: str,
+    session_id: str,
+    conversation: Sequence[Mapping[str, Any]],
+    said: Sequence[int],
+    keys: Sequence[str],
+    stored: Sequence[str],
+    arrived_at: float | None,
+    said_at: float | None,
+) -> list[StoredMessage]:
+    """The exchange a chat's user edited when it came in the first request moim saw of the
+    session (moim added mid-chat, a client that opens with a history), once the chat goes on.
+
+    At the edit's own request such an exchange reads as a few-shot pipeline's input (its
+    worked example came in the same first request) and is kept. A pipeline never sends an
+    input back with its answer and a next message; a chat does: the request carries the
+    record's start, skips one exchange of the first request, and carries the edited message,
+    its reply and what the user said next. Read only in the record's first messages."""
+    at_of = {key: at for at, key in enumerate(stored[:_FIRST_READ])}
+    places = [at_of.get(keys[k]) for k in said[:_FIRST_READ]]
+    for j in range(1, len(places) - 2):
+        point, edit_at = places[j - 1], places[j]
+        if point is None or edit_at is None:
+            return []  # a message of the request not in the record's first part
+        if edit_at == point + 1:
+            continue
+        edit, reply, then = (conversation[said[k]] for k in (j, j + 1, j + 2))
+        if (
+            edit_at < point
+            or edit.get("role") != "user"
+            or not _is_reply(reply)
+            or places[j + 1] not in (None, edit_at + 1)  # its reply, stored or not yet
+            or then.get("role") != "user"
+        ):
+            return []
+        gap = list(stored[point + 1 : edit_at])
+        found = session_messages(store, user_id, session_id, [stored[0], stored[point], *gap])
+        by_key = {m.key: m for m in found}
+        rows = [by_key[key] for key in gap if key in by_key and not by_key[key].left]
+        rows = [m for m in rows if m.role not in ("system", "developer")]
+        if not rows:
+            continue  # a system prompt changed there: no exchange skipped
+        opening, anchor = by_key.get(stored[0]), by_key.get(stored[point])
+        if opening is None or anchor is None or rows[0].role != "user":
+            return []
+        if any(m.role != "assistant" for m in rows[1:]):
+            return []  # more than one exchange skipped: a window's cut, not an edit
+        if not rows[0].created_at == anchor.created_at == opening.created_at:
+            return []  # not of the first request: the rule above saw it when it was edited
+        if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
+            return []
+        if said_at is not None and any(m.created_at >= said_at for m in rows):
+            return []
+        return rows if reads_as_an_edit(rows[0].content, message_text(edit)) else []
+    return []
 
 
 def edited_away(
@@ -151,6 +213,10 @@ _AFTER_READ = 64
 # In a session the client named, all that followed the point is its own: read up to this many
 # (well under Postgres's 65,535 parameters; an edit further back leaves nothing).
 _NAMED_AFTER_READ = 8192
+
+# How many of the record's first messages `_edited_in_first_request` looks at: a first
+# request that opened with a longer history is not read for such an edit.
+_FIRST_READ = 64
 
 # How many of the session's latest messages `edited_away` reads: one exchange after the
 # message the request picks up from, with room for a few replies.

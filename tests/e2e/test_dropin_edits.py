@@ -94,6 +94,24 @@ def test_going_back_to_the_old_branch_recalls_it_again(proxy, upstream):
     assert "Tuesday the 14th" in after
 
 
+def test_an_edit_in_a_chat_that_opened_with_its_history_goes_once_the_chat_goes_on(proxy, upstream):
+    """The client's first request to moim already holds an exchange (moim added mid-chat):
+    the user's message in it, edited, is left when the chat goes on from the edit."""
+    upstream.script[:] = [{"content": "Noted."}] * 3 + [{"content": "ok"}]
+    noted = {"role": "assistant", "content": "Noted."}
+    more = {"role": "user", "content": "And I fly back on Sunday."}
+    with proxy.client() as client:
+        chat(client, [SYSTEM, HELLO, SURE, SAID])
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, EDITED])
+        proxy.flush()
+        chat(client, [SYSTEM, HELLO, SURE, EDITED, noted, more])
+        proxy.flush()
+        after = asked_anew(client, upstream)
+
+    assert "Wednesday the 15th" in after and "Tuesday" not in after
+
+
 def test_a_different_message_after_the_same_opening_leaves_nothing(proxy, upstream):
     """Two conversations that open alike share a derived session: the second one's own
     question is no edit of the first one's, whose turns stay recalled."""

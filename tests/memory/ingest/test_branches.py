@@ -108,6 +108,48 @@ def test_an_input_sent_with_the_reply_it_follows_edits_nothing(store):
     assert left(store) == []
 
 
+SIX = said("user", "Six guests on Saturday, one is vegan.")
+OK = said("assistant", "OK.")
+THANKS = said("user", "Thanks, and a dessert?")
+
+
+def test_an_edit_of_the_first_requests_input_is_left_once_the_chat_goes_on(store):
+    """moim added mid-chat (or a client that opens with a history): the first request holds
+    HI, HELLO and EIGHT; EIGHT edited reads as a pipeline's next input until the chat goes
+    on from the edit, which no pipeline does."""
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    send(store, [SYSTEM, HI, HELLO, SIX], OK["content"])
+    assert left(store) == []
+    send(store, [SYSTEM, HI, HELLO, SIX, OK, THANKS], "Sorbet.")
+    assert left(store) == [EIGHT["content"], "Then plan a vegan main."]
+
+
+def test_a_few_shot_pipelines_inputs_and_a_retry_edit_nothing(store):
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    send(store, [SYSTEM, HI, HELLO, SIX], OK["content"])
+    send(store, [SYSTEM, HI, HELLO, SIX], OK["content"])  # the same input again
+    send(store, [SYSTEM, HI, HELLO, said("user", "Five guests on Saturday, one is vegan.")], "A")
+    assert left(store) == []
+
+
+def test_a_window_that_cuts_an_exchange_of_a_chat_leaves_nothing(store):
+    """A chat moim saw from its start whose client drops its second exchange from the
+    window: the next question reads like the dropped one, but it was said a turn later."""
+    send(store, [SYSTEM, HI], HELLO["content"], at=1_699_999_000.0)
+    send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
+    send(store, [SYSTEM, HI, HELLO, EIGHT, VEGAN, SIX], OK["content"])
+    send(store, [SYSTEM, HI, HELLO, SIX, OK, THANKS], "Sorbet.")
+    assert left(store) == []
+
+
+def test_more_than_one_exchange_skipped_after_the_first_request_leaves_nothing(store):
+    first = [SYSTEM, HI, HELLO, EIGHT, VEGAN, said("user", "And drinks?")]
+    send(store, first, "Sparkling water.")
+    send(store, [SYSTEM, HI, HELLO, SIX], OK["content"])
+    send(store, [SYSTEM, HI, HELLO, SIX, OK, THANKS], "Sorbet.")
+    assert left(store) == []
+
+
 def test_a_new_question_after_the_same_opening_leaves_nothing(store):
     send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
     send(store, [SYSTEM, HI, HELLO, said("user", "Which wine goes with mushroom risotto?")], "A")
