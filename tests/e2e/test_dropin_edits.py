@@ -127,42 +127,39 @@ def test_a_different_message_after_the_same_opening_leaves_nothing(proxy, upstre
     assert "Tuesday the 14th" in after
 
 
-def test_a_fact_said_in_an_edited_away_message_goes_and_the_old_one_comes_back(proxy, upstream):
-    upstream.script[:] = [{"content": "Noted."}] * 3
-    lives = [{"role": "user", "content": "I live in Berlin."}]
-    moved = {"role": "user", "content": "I live in Paris now."}
+MOVED = {"role": "user", "content": "I live in Paris now."}
+
+
+def moved_then_wished(client, upstream, proxy):
+    """Berlin is on file; a chat says the user lives in Paris now, then the user edits that
+    into a wish. Returns the facts before the edit and after it."""
+    upstream.script[:] = [{"content": "Noted."}] * 4
     wish = {"role": "user", "content": "I'd love to live in Paris now."}
+    chat(client, [{"role": "user", "content": "I live in Berlin."}], **{"x-memory-session-id": "h"})
+    proxy.flush()
+    opened(client, upstream, proxy)
+    chat(client, [SYSTEM, HELLO, SURE, MOVED])
+    proxy.flush()
+    before = _facts(proxy)
+    chat(client, [SYSTEM, HELLO, SURE, wish])  # the user edits it into a wish
+    proxy.flush()
+    return before, _facts(proxy)
+
+
+def test_a_fact_said_in_an_edited_away_message_goes_and_the_old_one_comes_back(proxy, upstream):
     with proxy.client() as client:
-        chat(client, lives, **{"x-memory-session-id": "home"})
-        proxy.flush()
-        opened(client, upstream, proxy)
-        chat(client, [SYSTEM, HELLO, SURE, moved])
-        proxy.flush()
-        before = _facts(proxy)
-        chat(client, [SYSTEM, HELLO, SURE, wish])  # the user edits it into a wish
-        proxy.flush()
+        before, after = moved_then_wished(client, upstream, proxy)
 
     assert before.get("home_city") == "Paris"
-    assert _facts(proxy).get("home_city") == "Berlin"
+    assert after.get("home_city") == "Berlin"
 
 
 def test_going_back_to_a_branch_brings_back_the_fact_it_said(proxy, upstream):
-    upstream.script[:] = [{"content": "Noted."}] * 4
-    lives = [{"role": "user", "content": "I live in Berlin."}]
-    moved = {"role": "user", "content": "I live in Paris now."}
-    wish = {"role": "user", "content": "I'd love to live in Paris now."}
     noted = {"role": "assistant", "content": "Noted."}
     more = {"role": "user", "content": "And I work from home on Fridays."}
     with proxy.client() as client:
-        chat(client, lives, **{"x-memory-session-id": "home"})
-        proxy.flush()
-        opened(client, upstream, proxy)
-        chat(client, [SYSTEM, HELLO, SURE, moved])
-        proxy.flush()
-        chat(client, [SYSTEM, HELLO, SURE, wish])  # edited into a wish: Berlin again
-        proxy.flush()
-        edited = _facts(proxy)
-        chat(client, [SYSTEM, HELLO, SURE, moved, noted, more])  # the UI's first branch
+        _, edited = moved_then_wished(client, upstream, proxy)
+        chat(client, [SYSTEM, HELLO, SURE, MOVED, noted, more])  # the UI's first branch
         proxy.flush()
 
     assert edited.get("home_city") == "Berlin"
