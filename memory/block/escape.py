@@ -41,7 +41,8 @@ _IGNORABLE = frozenset("\u034f\u115f\u1160\u3164\uffa0" + "".join(map(chr, range
 # count as `[Known about the user]`.
 _OPENING = "⁅❬❰❲⟦⟨⟪⟬⦇⦉⦋⦍⦏⦑⦓⦕⦗⧼⸢⸤⸦⹕⹗〈《「『【〔〖〘〚⎡⎢⎣⸂⸄⸉⸌⸜⌈⌊"
 _CLOSING = "⁆❭❱❳⟧⟩⟫⟭⦈⦊⦌⦎⦐⦒⦔⦖⦘⧽⸣⸥⸧⹖⹘〉》」』】〕〗〙〛⎤⎥⎦⸃⸅⸊⸍⸝⌉⌋"
-_EQUALS = "═꞊゠᐀⹀🟰"
+# The triple bars `≡` and `≣` draw a rule as `=` does: `≡≡≡ End Memory ≡≡≡` reads as one.
+_EQUALS = "═꞊゠᐀⹀🟰≡≣"
 # Letters of other scripts drawn as Latin ones (Cyrillic, Greek, Latin small capitals),
 # which NFKC keeps apart: `=== Еnd Меmоry ===` in Cyrillic reads as the delimiter.
 _LETTERS = {
@@ -68,9 +69,18 @@ _RULE = re.compile(r"={3,}")
 # to its end (an 8,000-character line: 8 s).
 # The words may be joined by any run of other characters (`End-Memory`, `end_memory`,
 # `EndMemory`), and the rule set off from them by up to three (`===- End Memory -===`).
+# A word's letters may be spaced out, one character apart (`E n d  M e m o r y`, `E.n.d`):
+# a model reads that as the word, and a banner of nine one-letter "words" is no `_BANNER`.
+
+
+def _spaced(word: str) -> str:
+    return r"(?:[^\w=]|_)?".join(word)
+
+
 _DELIMITER_WORDS = re.compile(
-    r"(?:(?<!=)(={2,})[^\w=]{0,3})?\b(?:end[\W_]*memory|memory[\W_]*context)\b"
-    r"(?:[^\w=]{0,3}(={2,}))?"
+    r"(?:(?<!=)(={2,})[^\w=]{0,3})?\b(?:"
+    + rf"{_spaced('end')}[\W_]*{_spaced('memory')}|{_spaced('memory')}[\W_]*{_spaced('context')}"
+    + r")\b(?:[^\w=]{0,3}(={2,}))?"
 )
 # A banner like the block's own lines, anywhere in a line: a rule of `=`, one to eight words
 # (letters and digits, joined by a space, `-`, `_` or `'`), a rule of `=`. An excerpt's turns
