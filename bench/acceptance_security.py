@@ -49,9 +49,11 @@ from tests.upstream import Upstream, serve_upstream  # noqa: E402
 
 PROVIDER_KEY, GATEWAY = "sk-provider-DO-NOT-LEAK-7f3a9c", ("gwuser", "gwPASS-DO-NOT-LEAK-51e2")
 ALICE, FREE, ADMIN = "sk-moim-alice-c0ffee", "sk-moim-free-beef", "sk-moim-admin-f00d"
+BOB = "sk-moim-bob-d00d"
 KEYS = [{"key": ALICE, "user_id": "alice"}, {"key": FREE}, {"key": ADMIN, "admin": True}]
+KEYS += [{"key": BOB, "user_id": "bob"}]
 BASIC = base64.b64encode(":".join(GATEWAY).encode()).decode()  # what the provider gets
-SECRETS = [PROVIDER_KEY, GATEWAY[1], ALICE, FREE, ADMIN, BASIC]
+SECRETS = [PROVIDER_KEY, GATEWAY[1], ALICE, FREE, ADMIN, BOB, BASIC]
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "what is my pet?"}]}
 AS_ALICE, AS_ADMIN = {"Authorization": f"Bearer {ALICE}"}, {"Authorization": f"Bearer {ADMIN}"}
 
@@ -94,6 +96,11 @@ def spoofing(probe: Probe) -> tuple[bool, str]:
         api(probe, "POST", path, "bob", headers=AS_ALICE, json=body)
         sent = json.dumps(probe.upstream.requests[-1].json)
         seen[name] = "BOB'S" if "lynx" in sent else ("alice's" if "vole" in sent else "none")
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    call["params"] = {"name": "recall_facts", "arguments": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    got = api(probe, "POST", "/u/bob/mcp", "bob", headers={**AS_ALICE, **accept}, json=call)
+    seen["mcp"] = "BOB'S" if "lynx" in got.text else ("alice's" if "vole" in got.text else "none")
     lines = api(probe, "GET", "/v1/memory/export", headers=AS_ALICE).text  # alice's own
     lines = lines.replace("vole", "planted")
     seen["import"] = api(probe, "POST", "/u/bob/v1/memory/import", headers=AS_ALICE, content=lines)
@@ -118,6 +125,30 @@ def refusals(probe: Probe) -> tuple[bool, str]:
     ok = all(v[0] == 401 and v[1] for k, v in seen.items() if "key" in k)
     ok = ok and seen["ui alice, bob"][0] == 200 and seen["ui alice, bob"][1] in (403, 404)
     return ok and seen["/metrics"] == 403 and seen["/v1/files"] == 403, f"{seen}"
+
+
+def replies(probe: Probe) -> tuple[bool, str]:
+    """alice's Responses reply: bob's key (bound, or unbound naming bob) may not continue,
+    poll or delete it; alice's may."""
+    body = {"model": "gpt-4o-mini", "input": "My PIN is 4417.", "background": True}
+    reply = api(probe, "POST", "/v1/responses", headers=AS_ALICE, json=body).json()["id"]
+    seen: dict[str, Any] = {}
+    for who, head in (
+        ("bob", {"Authorization": f"Bearer {BOB}"}),
+        ("free as bob", {"Authorization": f"Bearer {FREE}", "X-Memory-User-Id": "bob"}),
+        ("alice", AS_ALICE),
+    ):  # noqa: E501
+        more = {"model": "gpt-4o-mini", "input": "What is my PIN?", "previous_response_id": reply}
+        seen[who] = [
+            api(probe, "POST", "/v1/responses", headers=head, json=more).status_code,
+            api(probe, "GET", f"/v1/responses/{reply}", headers=head).status_code,
+        ]
+    seen["bob deletes"] = api(
+        probe, "DELETE", f"/v1/responses/{reply}", headers={"Authorization": f"Bearer {BOB}"}
+    ).status_code  # noqa: E501
+    refused = [code for who in ("bob", "free as bob") for code in seen[who]] + [seen["bob deletes"]]
+    ok = all(code in (403, 404) for code in refused) and seen["alice"] == [200, 200]
+    return ok, f"{seen}"
 
 
 def failures(probe: Probe) -> tuple[bool, str]:
@@ -164,6 +195,7 @@ def secret_checks(log: Path) -> list[tuple[str, Check]]:
     return [
         ("auth: a key bound to alice acts for alice whatever names bob", spoofing),
         ("auth: no or a wrong key is a 401 in OpenAI's shape; a user key gets no admin", refusals),
+        ("auth: another user's key cannot continue, poll or delete alice's reply", replies),
         ("secrets: a provider's 401/500 quoting them, and a timeout", failures),
         ("secrets: /metrics, export, inspector pages and the debug log", surfaces),
         ("info secrets: a key-like string the user says", user_key),
