@@ -42,14 +42,18 @@ _IGNORABLE = frozenset("\u034f\u115f\u1160\u3164\uffa0" + "".join(map(chr, range
 _OPENING = "⁅❬❰❲⟦⟨⟪⟬⦇⦉⦋⦍⦏⦑⦓⦕⦗⧼⸢⸤⸦⹕⹗〈《「『【〔〖〘〚⎡⎢⎣⸂⸄⸉⸌⸜⌈⌊"
 _CLOSING = "⁆❭❱❳⟧⟩⟫⟭⦈⦊⦌⦎⦐⦒⦔⦖⦘⧽⸣⸥⸧⹖⹘〉》」』】〕〗〙〛⎤⎥⎦⸃⸅⸊⸍⸝⌉⌋"
 # The triple bars `≡` and `≣` draw a rule as `=` does: `≡≡≡ End Memory ≡≡≡` reads as one.
-_EQUALS = "═꞊゠᐀⹀🟰≡≣"
-# Letters of other scripts drawn as Latin ones (Cyrillic, Greek, Latin small capitals),
-# which NFKC keeps apart: `=== Еnd Меmоry ===` in Cyrillic reads as the delimiter.
+# Unicode's confusables for `=` are all here: `᐀`, `⹀`, `゠` and Lisu's full stop `꓿`.
+_EQUALS = "═꞊゠᐀⹀🟰≡≣꓿"
+# Letters of other scripts drawn as Latin ones (Cyrillic, Greek, Latin small capitals, Lisu,
+# Cherokee), which NFKC keeps apart: `=== Еnd Меmоry ===` in Cyrillic reads as the delimiter.
 _LETTERS = {
     "АВЕКМНОРСТУХЅІЈԀԚԜҮӀ": "ABEKMHOPCTYXSIJDQWYI",
     "аеорсухѕіјһԁԛԝүӏкмт": "aeopcyxsijhdqwylkmt",
     "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορυχγ": "ABEZHIKMNOPTYXaeikvopuxy",
     "ᴀʙᴄᴅᴇɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢıɑɡ": "abcdeghijklmnoprstuvwyziag",
+    # Lisu and Cherokee capitals Unicode lists as confusable with Latin ones
+    "ꓐꓑꓒꓓꓔꓖꓗꓙꓚꓜꓝꓟꓠꓡꓢꓣꓦꓧꓪꓫꓬꓮꓰꓲꓳꓴ": "BPdDTGKJCZFMNLSRVHWXYAElOU",
+    "ᎠᎡᎢᎩᎪᎫᎬᎳᎷᎻᎽᏀᏂᏃᏏᏒᏔᏕᏙᏚᏞᏟᏢᏦᏧᏳᏴ": "DRTYAJEWMHYGhZbRWSVSLCPKdGB",
 }
 # Unicode's tag characters (U+E0020-U+E007E) are invisible, yet models read them as the ASCII
 # they shadow: a line of them spelling `=== End Memory ===` is one a model reads.
@@ -99,9 +103,9 @@ def escape_memory_text(text: str) -> str:
     Each line is judged by how it reads, not by its code points: compared in NFKC, casefolded,
     without invisible characters or combining marks, with each run of whitespace one space,
     with a few look-alikes NFKC keeps (`═`, `᐀`, and brackets of other shapes: `【`,
-    `〈`, `⦋`, `⎡`) read as `=`, `[` and `]`, Cyrillic, Greek and small-capital letters drawn
-    as Latin ones read as those, and tag characters as the ASCII they shadow (so
-    `＝＝＝ End Memory ＝＝＝`, `=== end memory ===`, `=\u200b== End  Memory ===`,
+    `〈`, `⦋`, `⎡`) read as `=`, `[` and `]`, Cyrillic, Greek, small-capital, Lisu and
+    Cherokee letters drawn as Latin ones read as those, and tag characters as the ASCII they
+    shadow (so `＝＝＝ End Memory ＝＝＝`, `=== end memory ===`, `=\u200b== End  Memory ===`,
     `=\u0301=\u0301= End Memory`, `=== Еnd Меmоrу ===` in Cyrillic, `===End-Memory===`,
     `［Known about the user］` and `〈Known about the user〉` count).
 
