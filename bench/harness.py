@@ -293,12 +293,13 @@ def serve_proxy(
     layer: MemoryLayer | None = None,
     source: Path = ROOT,
     config: Mapping[str, Any] | None = None,
+    log_level: str = "warning",
 ) -> Iterator[ProxyHandle]:
     """The real moim in front of `upstream_url`, storing in `db`, ready (model loaded).
 
     As a subprocess it is `python -m proxy.cli serve` with a written config (`config`'s
-    sections beside `db` and `upstream`) and log level warning (the default `info` logs a
-    line per request), run from the source tree `source` (another build to compare:
+    sections beside `db` and `upstream`) and log level `log_level` (warning: the default
+    `info` logs a line per request), run from the source tree `source` (another build to compare:
     `git archive main | tar -x -C DIR`); else uvicorn in a thread here.
     """
     if not as_subprocess:
@@ -308,7 +309,7 @@ def serve_proxy(
             yield ProxyHandle(root, os.getpid(), "threads in the benchmark process", layer)
         return
     files = db.resolve().with_suffix("")
-    with _moim_serve(upstream_url, str(db.resolve()), files, source, config) as handle:
+    with _moim_serve(upstream_url, str(db.resolve()), files, source, config, log_level) as handle:
         yield handle
 
 
@@ -333,6 +334,7 @@ def _moim_serve(
     files: Path,
     source: Path = ROOT,
     sections: Mapping[str, Any] | None = None,
+    log_level: str = "warning",
 ) -> Iterator[ProxyHandle]:
     """`python -m proxy.cli serve` of the source tree `source`, storing in `db` (a path or a
     Postgres URL), its config (with `sections`) at `files`.yaml and its log at `files`.log,
@@ -341,6 +343,8 @@ def _moim_serve(
         raise FileNotFoundError(f"{source} holds no moim source tree (proxy/cli.py)")
     port, config = _free_port(), files.with_suffix(".yaml")
     written = {"db": db, "upstream": {"base_url": upstream_url}, **(sections or {})}
+    if sections and "upstream" in sections:  # more upstream settings (a key, a timeout)
+        written["upstream"] = {"base_url": upstream_url, **sections["upstream"]}
     config.write_text(json.dumps(written))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOIM_")}
     # the source first; the caller's own entries after it (e.g. a private directory of packages
@@ -360,7 +364,7 @@ def _moim_serve(
             "--port",
             str(port),
             "--log-level",
-            "warning",
+            log_level,
         ],
         cwd=files.parent,
         env=env,

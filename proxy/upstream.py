@@ -74,13 +74,29 @@ def provider_key(target: Target, config: Config, client_auth: str | None) -> str
     """The `Authorization` value for the provider.
 
     Without proxy keys the client's own header passes through; with them, the client's
-    header carried a proxy key, so only configured provider keys may be used.
+    header carried a proxy key, so only configured provider keys may be used. A base URL
+    holding a gateway's credentials (`user:password@`) sends them as Basic auth in place of
+    either (httpx does): that value is the one returned, so what masks the sent key in a
+    provider's error (`proxy.upstream_errors.without_key`) masks them.
     """
+    if target.kind == "openai" and target.base_url and (basic := basic_auth(target.base_url)):
+        return basic
     if target.api_key:
         return f"Bearer {target.api_key}"
     if not config.keys and client_auth:
         return client_auth
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def basic_auth(base_url: str) -> str | None:
+    """The `Authorization` httpx sends for a URL with `user:password@` (None without): Basic,
+    of the user and password percent-decoded, UTF-8 (as `httpx.BasicAuth`)."""
+    url = httpx.URL(base_url)
+    if not (url.username or url.password):
+        return None
+    pair = f"{url.username}:{url.password}".encode()
+    return "Basic " + base64.b64encode(pair).decode()
 
 
 async def open_openai(

@@ -6,6 +6,7 @@ error shape (the provider's status and error object when it answered). Out of
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
@@ -69,11 +70,14 @@ def without_key(data: bytes, authorization: str | None) -> bytes:
     Some providers and gateways quote the key they refused ("Incorrect API key provided:
     sk-…"), and the body goes to the client, which with proxy keys must never learn the
     operator's key. The key is the `Authorization` value's token (or the value itself, as
-    litellm routes send it); a short one is left alone, as it would match ordinary text. Each
-    of its characters becomes a `*`, so a body keeps its length (and its `Content-Length`).
+    litellm routes send it), and for Basic auth (a base URL's `user:password@`) also the
+    `user:password` it encodes and the password; a short one is left alone, as it would match
+    ordinary text. Each of its characters becomes a `*`, so a body keeps its length (and its
+    `Content-Length`).
     """
-    key = _key_of(authorization)
-    return data.replace(key, b"*" * len(key)) if key else data
+    for key in _keys_of(authorization):
+        data = data.replace(key, b"*" * len(key))
+    return data
 
 
 async def chunks_without_key(
@@ -85,14 +89,16 @@ async def chunks_without_key(
     A chunk's end that could begin the key waits for the next chunk; nothing else is held, so
     an event ending in its blank line goes out at once (a key holds no line break).
     """
-    key = _key_of(authorization)
+    keys = _keys_of(authorization)
     held = b""
     async for chunk in chunks:
-        if not key:
+        if not keys:
             yield chunk
             continue
-        data = (held + chunk).replace(key, b"*" * len(key))
-        keep = _key_start_at_end(data, key)
+        data = held + chunk
+        for key in keys:
+            data = data.replace(key, b"*" * len(key))
+        keep = max(_key_start_at_end(data, key) for key in keys)
         held = data[len(data) - keep :] if keep else b""
         if len(data) > keep:
             yield data[: len(data) - keep]
@@ -106,10 +112,20 @@ def key_of(authorization: str | None) -> str:
     return bearer_token(authorization) or (authorization or "").strip()
 
 
-def _key_of(authorization: str | None) -> bytes:
-    """The key an `Authorization` value carries, as bytes; empty when too short to mask."""
-    key = key_of(authorization)
-    return key.encode() if len(key) >= _SHORTEST_KEY else b""
+def _keys_of(authorization: str | None) -> list[bytes]:
+    """What of an `Authorization` value a provider could quote, longest first, each long
+    enough to mask: its key (`key_of`) and, for Basic auth, the token, the `user:password`
+    it encodes and the password (a gateway may quote any of them)."""
+    keys = [key_of(authorization)]
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    if scheme.lower() == "basic" and token.strip():
+        try:
+            pair = base64.b64decode(token.strip(), validate=True).decode()
+        except ValueError:  # not base64, or not UTF-8: only the token is known
+            pair = ""
+        keys += [token.strip(), pair, pair.partition(":")[2]]
+    found = {key.encode() for key in keys if len(key) >= _SHORTEST_KEY}
+    return sorted(found, key=len, reverse=True)
 
 
 def _key_start_at_end(data: bytes, key: bytes) -> int:
