@@ -29,6 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import httpx  # noqa: E402
 import openai  # noqa: E402
 import pydantic  # noqa: E402
 from starlette.requests import Request  # noqa: E402
@@ -44,8 +45,29 @@ LATER = {"X-Memory-Timestamp": "2026-10-28T09:00:00"}
 BUSY = {"error": {"message": "Busy (test).", "type": "server_error", "param": None, "code": None}}
 
 
+SENT: list[bytes] = []  # the bodies `client`s sent, as bytes
+
+
 def client(probe: Probe, **options: Any) -> openai.OpenAI:
-    return openai.OpenAI(base_url=probe.root + "/v1", api_key="sk-test", **options)
+    """The SDK's client of moim; each request body it sends is kept in `SENT`."""
+    hooks = {"request": [lambda request: SENT.append(request.read())]}
+    http = httpx.Client(event_hooks=hooks, timeout=options.pop("timeout", 600.0))
+    return openai.OpenAI(
+        base_url=probe.root + "/v1", api_key="sk-test", http_client=http, **options
+    )
+
+
+def bytes_kept(probe: Probe) -> bool:
+    """The last chat body the provider got is the client's bytes with one piece inserted (the
+    block), every other byte as the client sent it."""
+    got = next(r.body for r in reversed(probe.upstream.requests) if r.path.endswith("/completions"))
+    sent = SENT[-1]
+    head = next((n for n, (a, b) in enumerate(zip(sent, got, strict=False)) if a != b), len(sent))
+    tail = next(
+        (n for n, (a, b) in enumerate(zip(sent[::-1], got[::-1], strict=False)) if a != b),
+        len(sent),
+    )
+    return head + tail >= len(sent)
 
 
 def unblocked(body: dict[str, Any]) -> dict[str, Any]:
@@ -234,7 +256,7 @@ def newer_fields(stream: bool, n: int) -> Check:
         usage = None
         if stream:
             usage = [c.usage for c in made if c.usage is not None]  # type: ignore[union-attr]
-        faithful = unblocked(probe.upstream.last_json) == body
+        faithful = unblocked(probe.upstream.last_json) == body and bytes_kept(probe)
         block, _ = probe.ask(user, "What's my library card number?", **LATER)
         ok = faithful and (not stream or len(usage or []) == 1) and "LC-88120-Q" in block
         return (

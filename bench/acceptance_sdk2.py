@@ -152,6 +152,102 @@ def refused(name: str, messages: Any, raw: bytes | None = None) -> Check:
     return check
 
 
+def stored_completions(probe: Probe) -> tuple[bool, str]:
+    """The stored chat completions API (`store: true` replies, read back): passed through."""
+    sdk = openai.OpenAI(base_url=probe.root + "/v1", api_key="sk-test", max_retries=0)
+    probe.upstream.reset()
+    calls: list[tuple[str, Callable[[], Any]]] = [
+        ("GET /v1/chat/completions", lambda: sdk.chat.completions.list()),
+        ("GET /v1/chat/completions/cc1", lambda: sdk.chat.completions.retrieve("cc1")),
+        (
+            "GET /v1/chat/completions/cc1/messages",
+            lambda: sdk.chat.completions.messages.list("cc1"),
+        ),
+        (
+            "POST /v1/chat/completions/cc1",
+            lambda: sdk.chat.completions.update("cc1", metadata={"a": "b"}),
+        ),
+        ("DELETE /v1/chat/completions/cc1", lambda: sdk.chat.completions.delete("cc1")),
+    ]
+    answered = []
+    for _, call in calls:
+        try:
+            call()
+            answered.append("200")
+        except openai.APIStatusError as exc:  # the stand-in has no such endpoint: its 404
+            answered.append(f"{exc.status_code} {(exc.body or {}).get('code')}")
+    seen = [f"{r.method} {r.path}" for r in probe.upstream.requests]
+    ok = seen == [name for name, _ in calls]
+    return ok, f"upstream saw {seen}, client got {answered}"
+
+
+def headers_both_ways(probe: Probe) -> tuple[bool, str]:
+    """The client's organization, project and SDK headers reach the provider; the provider's
+    rate-limit and timing headers reach the client (streamed and not)."""
+    sdk = openai.OpenAI(
+        base_url=probe.root + "/v1", api_key="sk-test", max_retries=0,
+        organization="org-probe", project="proj_probe",
+    )  # fmt: skip
+    theirs = [(b"x-ratelimit-remaining-tokens", b"149000"), (b"openai-processing-ms", b"321")]
+    probe.upstream.reply_headers[:] = theirs
+    got = []
+    for stream in (False, True):
+        raw = sdk.chat.completions.with_raw_response.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=stream,
+            extra_headers={"X-Memory-User-Id": "hdr"},
+        )  # fmt: skip
+        got.append({k.decode(): raw.headers.get(k.decode()) for k, _ in theirs})
+        sent = probe.upstream.requests[-1].headers
+    probe.upstream.reply_headers.clear()
+    mine = {k: sent.get(k) for k in ("openai-organization", "openai-project", "x-stainless-lang")}
+    ok = mine == {"openai-organization": "org-probe", "openai-project": "proj_probe",
+                  "x-stainless-lang": "python"} and all(
+        g == {"x-ratelimit-remaining-tokens": "149000", "openai-processing-ms": "321"} for g in got
+    )  # fmt: skip
+    return ok, f"provider got {mine}, client got {got}"
+
+
+def safety_identifier(probe: Probe) -> tuple[bool, str]:
+    """OpenAI's `safety_identifier` (the SDK's successor of `user`): a memory namespace?"""
+    sdk = openai.OpenAI(base_url=probe.root + "/v1", api_key="sk-test", max_retries=0)
+    raw = sdk.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": "My kayak is KY-4410."}],
+        safety_identifier="safe-user",
+    )  # fmt: skip
+    stored = said(probe, "safe-user")
+    return (
+        bool(stored),
+        f"stored under it {len(stored)}, session {raw.headers.get('x-memory-session-id')}",
+    )
+
+
+def malformed() -> list[tuple[str, Check]]:
+    """Shapes an agent's bug sends: moim refuses them or the provider does; never a 5xx."""
+    hi = {"role": "user", "content": "hi"}
+    fn = {"name": "f", "arguments": "{}"}
+    shapes: dict[str, list[Any]] = {
+        "tool_calls an object": [hi, {"role": "assistant", "tool_calls": {"id": "c"}}],
+        "a call without function": [hi, {"role": "assistant", "tool_calls": [{"id": "c"}]}],
+        "arguments an object": [hi, {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]}],
+        "a call's name a number": [hi, {"role": "assistant", "tool_calls": [
+            {"id": "c", "type": "function", "function": {**fn, "name": 5}}]}],
+        "tool_call_id a number": [hi, {"role": "tool", "tool_call_id": 7, "content": "x"}],
+        "a text part's text a number": [{"role": "user", "content": [{"type": "text", "text": 5}]}],
+        "a part a string": [{"role": "user", "content": ["hi"]}],
+        "a part null": [{"role": "user", "content": [None]}],
+        "name a number": [{"role": "user", "content": "hi", "name": 5}],
+        "role a number": [{"role": 3, "content": "hi"}],
+        "function_call a string": [hi, {"role": "assistant", "function_call": "f"}],
+        "tool content an object": [hi, {"role": "assistant", "tool_calls": [
+            {"id": "c", "type": "function", "function": fn}]},
+            {"role": "tool", "tool_call_id": "c", "content": {"temp": 12}}],
+    }  # fmt: skip
+    return [
+        (f"refused: {name}", refused(name.replace(" ", "-")[:20], m)) for name, m in shapes.items()
+    ]
+
+
 def checks() -> list[tuple[str, Check]]:
     hi = {"role": "user", "content": "hi"}
     return [
@@ -160,6 +256,9 @@ def checks() -> list[tuple[str, Check]]:
         ("headers: default_headers, extra_headers win per request", default_headers),
         ("body: extra_body fields reach the provider", extra_body),
         ("azure: AzureOpenAI gets unsupported_path", azure),
+        ("endpoints: the stored chat completions API passed through", stored_completions),
+        ("headers: organization/project to the provider, its headers back", headers_both_ways),
+        ("info headers: safety_identifier names the user", safety_identifier),
         (
             "refused: a tool message without tool_call_id",
             refused("tool", [hi, {"role": "tool", "content": "42"}]),
@@ -170,6 +269,7 @@ def checks() -> list[tuple[str, Check]]:
             "refused: a part of unknown type",
             refused("part", [{"role": "user", "content": [{"type": "blob", "x": 1}]}]),
         ),
+        *malformed(),
         (
             "refused: a body over 32 MiB",
             refused(

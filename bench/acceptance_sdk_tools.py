@@ -7,16 +7,18 @@ each request reaching the provider as sent plus the block.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+import openai
 
 from bench.acceptance import MODEL, SYSTEM, Probe
 from bench.acceptance_more import small_talk
 from bench.acceptance_round2b import exported, twice
-from bench.acceptance_sdk import LATER, client, said, unblocked
+from bench.acceptance_sdk import LATER, bytes_kept, client, said, unblocked
 from bench.locomo import block_of
 
 Check = Callable[[Probe], tuple[bool, str]]
@@ -84,7 +86,7 @@ def agent_loop(shape: str, options: dict[str, Any]) -> Check:
         client(probe, max_retries=0).chat.completions.create(
             **body, extra_headers={"X-Memory-User-Id": user, "X-Memory-Session-Id": user}
         )
-        faithful = unblocked(probe.upstream.last_json) == body
+        faithful = unblocked(probe.upstream.last_json) == body and bytes_kept(probe)
         rows = said(probe, user)
         as_user = [c for r, c in rows if r == "user" and TOOL_CODE in c]
         facts = httpx.get(probe.root + "/v1/memory/facts", headers={"x-memory-user-id": user})
@@ -224,6 +226,143 @@ def tool_check(name: str, shape: str, options: dict[str, Any]) -> tuple[str, Che
     return f"tools: {name}", agent_loop(shape, options)
 
 
+def langchain_resent(probe: Probe) -> tuple[bool, str]:
+    """LangChain parses a call's arguments and sends them back re-serialised (`json.dumps`,
+    spaces, `ensure_ascii=False`) with content None: the same call, stored once."""
+    user = "lc-resent"
+    small_talk(probe, user, 2)
+    sdk, heads = client(probe, max_retries=0), {"X-Memory-User-Id": user}
+    compact = '{"city":"Troms\\u00f8","days":2}'
+    probe.upstream.script[:] = [
+        {"tool_calls": [{"id": "call_t", "name": "get_weather", "arguments": compact}]},
+        {"content": "Cold, 2C."},
+        {"content": "Noted."},
+    ]
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "My ferry booking is FB-2209-NO. Weather in Tromsø?"},
+    ]
+    made = sdk.chat.completions.create(
+        model=MODEL,
+        messages=history,
+        tools=[WEATHER],
+        extra_headers=heads,  # type: ignore[arg-type]
+    )
+    call = made.choices[0].message.tool_calls[0]  # type: ignore[index]
+    args = json.dumps(json.loads(call.function.arguments), ensure_ascii=False)  # type: ignore[union-attr]
+    history.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "id": call.id,
+                    "function": {"name": "get_weather", "arguments": args},
+                }
+            ],
+        }
+    )
+    history.append({"role": "tool", "tool_call_id": call.id, "content": "2C, snow"})
+    made = sdk.chat.completions.create(
+        model=MODEL,
+        messages=history,
+        tools=[WEATHER],
+        extra_headers=heads,  # type: ignore[arg-type]
+    )
+    history.append({"role": "assistant", "content": made.choices[0].message.content})
+    history.append({"role": "user", "content": "Thanks!"})
+    sdk.chat.completions.create(model=MODEL, messages=history, extra_headers=heads)  # type: ignore[arg-type]
+    probe.flush()
+    items = [i for i in exported(probe, user) if i.get("type", "message") == "message"]
+    session = [i for i in items if "FB-2209-NO" in i["content"]][0]["session_id"]
+    mine = [i for i in items if i["session_id"] == session]
+    roles = [i["role"] for i in mine]
+    block, _ = probe.ask(user, "What was my ferry booking?", **LATER)
+    ok = roles.count("assistant") == 3 and roles.count("user") == 2 and "FB-2209-NO" in block
+    return ok, f"stored roles {roles}, booking recalled {'FB-2209-NO' in block}"
+
+
+def same_opening(probe: Probe) -> tuple[bool, str]:
+    """20 agent runs of one user at once, no session header, each opening with the same system
+    prompt and first message (a template), then each its own detail: every detail stored."""
+    user = "template"
+    sdk = openai.AsyncOpenAI(base_url=probe.root + "/v1", api_key="sk-test", max_retries=0)
+    heads = {"X-Memory-User-Id": user}
+
+    async def one(n: int) -> None:
+        history = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "Hi, I need help with an order."},
+        ]
+        for text in (f"Order {n}: the tracking code is TR-{n:02d}-{n * 13:04d}.", "Thanks, bye."):
+            got = await sdk.chat.completions.create(
+                model=MODEL,
+                messages=history,
+                extra_headers=heads,  # type: ignore[arg-type]
+            )
+            history += [
+                {"role": "assistant", "content": got.choices[0].message.content},
+                {"role": "user", "content": text},
+            ]
+        await sdk.chat.completions.create(model=MODEL, messages=history, extra_headers=heads)  # type: ignore[arg-type]
+
+    async def gather() -> list[Any]:
+        return await asyncio.gather(*(one(n) for n in range(20)), return_exceptions=True)
+
+    errors = [r for r in asyncio.run(gather()) if isinstance(r, BaseException)]
+    probe.flush()
+    text = json.dumps(exported(probe, user))
+    kept = [n for n in range(20) if f"TR-{n:02d}-{n * 13:04d}" in text]
+    asked = [
+        n
+        for n in (3, 11, 17)
+        if f"TR-{n:02d}-"
+        in probe.ask(user, f"What was the tracking code of order {n}?", **LATER)[0]
+    ]
+    ok = not errors and len(kept) == 20 and len(asked) == 3
+    return ok, f"errors {errors[:1]}, stored {len(kept)}/20, recalled {asked} of [3, 11, 17]"
+
+
+def one_session_header(probe: Probe) -> tuple[bool, str]:
+    """A multi-agent app whose client carries one `X-Memory-Session-Id` (`default_headers`)
+    for 12 different conversations at once: every detail kept and recalled."""
+    user = "onesession"
+    heads = {"X-Memory-User-Id": user, "X-Memory-Session-Id": "app-wide"}
+    sdk = openai.AsyncOpenAI(
+        base_url=probe.root + "/v1", api_key="sk-test", max_retries=0, default_headers=heads
+    )
+
+    async def one(n: int) -> None:
+        history = [{"role": "system", "content": f"You are sub-agent {n}."}]
+        for text in (f"Task {n}: the permit number is PM-{n:02d}-{n * 17:04d}.", "Go on."):
+            history.append({"role": "user", "content": text})
+            got = await sdk.chat.completions.create(model=MODEL, messages=history)  # type: ignore[arg-type]
+            history.append({"role": "assistant", "content": got.choices[0].message.content})
+
+    async def gather() -> list[Any]:
+        return await asyncio.gather(*(one(n) for n in range(12)), return_exceptions=True)
+
+    errors = [r for r in asyncio.run(gather()) if isinstance(r, BaseException)]
+    probe.flush()
+    items = [i for i in exported(probe, user) if i.get("type", "message") == "message"]
+    kept = [
+        n
+        for n in range(12)
+        if any(f"PM-{n:02d}-{n * 17:04d}" in i["content"] and i["role"] == "user" for i in items)
+    ]
+    asked = [
+        n
+        for n in (2, 7, 10)
+        if f"PM-{n:02d}-" in probe.ask(user, f"What was the permit number of task {n}?", **LATER)[0]
+    ]
+    ok = not errors and len(kept) == 12 and len(asked) == 3
+    return (
+        ok,
+        f"errors {errors[:1]}, user turns kept {len(kept)}/12, recalled {asked} of [2, 7, 10]",
+    )
+
+
 def checks() -> list[tuple[str, Check]]:
     return [
         tool_check("LangChain parallel calls, JSON results", "langchain", {"tools": [WEATHER]}),
@@ -234,4 +373,7 @@ def checks() -> list[tuple[str, Check]]:
         ("tools: an agent loop over requests", loop_over_requests(False)),
         ("tools: an agent loop over requests, streamed", loop_over_requests(True)),
         ("tools: a first-person web page from a tool", web_page_said),
+        ("tools: LangChain resends a call re-serialised", langchain_resent),
+        ("tools: 20 runs at once opening alike, no session", same_opening),
+        ("tools: 12 conversations at once under one session header", one_session_header),
     ]
