@@ -1,16 +1,18 @@
 """Black-box probes of how SDK users and agent frameworks call moim (session 26).
 
 The same real `moim serve` and stand-in (acceptance.py's `running` and `Probe`), the official
-openai SDK only: the SDK's own retries (a 500 or 429 answered once, then the same body again;
-a client-side timeout retried), the error passed through as the provider said it; agent tool
-loops as LangChain, LlamaIndex and the OpenAI Agents SDK send them (parallel calls, results as
-JSON or as content parts, `tool_choice`, strict schemas, the old `functions`), each reaching
-the provider as sent plus the block, no tool output stored or recalled as the user's words;
-`parse` with pydantic, the newer request fields, `with_raw_response` and
-`with_streaming_response`, models and embeddings, 20 async conversations of one user at once.
-Base URLs, default and per-request headers, Azure clients and refused requests are in
-`bench/acceptance_sdk2.py`. One line per check, a total, the exit status is the number of
-failures; `info` lines (a choice for the owners) are not counted.
+openai SDK only. Here: the SDK's own retries (a 500 or 429 answered once, then the same body
+again; a client-side timeout, streamed or not; an app retrying after an error event
+mid-stream): the turn stored and recalled once, the provider's error passed through as it
+said it. `bench/acceptance_sdk_fields.py`: `parse` with pydantic, the newer request fields,
+`with_raw_response` and `with_streaming_response`, models and embeddings, 20 async
+conversations of one user at once. `bench/acceptance_sdk_tools.py`: tool loops as LangChain,
+LlamaIndex and the OpenAI Agents SDK send them, each reaching the provider as sent plus the
+block, no tool output stored or recalled as the user's words. `bench/acceptance_sdk2.py`: base
+URLs, default and per-request headers, `extra_body`, Azure clients, the stored completions
+API, requests moim or the provider refuses. One line per check, a total, the exit status is
+the number of failures; `info` lines (a choice for the owners) are not counted. Notes:
+docs/dropin.md, "SDK and agent framework probes, session 26".
 
     PYTHONPATH=. /work/venv/bin/python bench/acceptance_sdk.py [--keep DIR] [--only TEXT]
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -31,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import openai  # noqa: E402
-import pydantic  # noqa: E402
 from starlette.requests import Request  # noqa: E402
+from starlette.responses import Response  # noqa: E402
 from starlette.routing import request_response  # noqa: E402
 
 from bench.acceptance import MODEL, SYSTEM, Probe, run_checks  # noqa: E402
@@ -165,24 +168,84 @@ def error_unchanged(probe: Probe) -> tuple[bool, str]:
         return ok, f"status {got.status_code}, headers {kept}, body same {got.json() == body}"
 
 
-def timed_out_then_retried(probe: Probe) -> tuple[bool, str]:
+def timed_out_then_retried(stream: bool) -> Check:
     """The provider slow past the SDK's timeout once; the SDK sends the same body again."""
-    user, code = "slowretry", "TO-5521-WX"
+
+    def check(probe: Probe) -> tuple[bool, str]:
+        user, code = f"slowretry-{stream}", f"TO-55{int(stream)}1-WX"
+        small_talk(probe, user, 2)
+        probe.upstream.script[:] = [{"content": "Noted."}, {"content": "Noted."}]
+        delay_first(probe, 3.0)
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"The alarm code for the office is {code}."},
+        ]
+        made = client(probe, max_retries=1, timeout=1.0).chat.completions.create(
+            model=MODEL, messages=messages, stream=stream, extra_headers={"X-Memory-User-Id": user}
+        )
+        if stream:
+            text = "".join(c.choices[0].delta.content or "" for c in made if c.choices)  # type: ignore[union-attr]
+        else:
+            text = made.choices[0].message.content or ""  # type: ignore[union-attr]
+        time.sleep(2.5)  # the first call's provider answer arrives at moim after its client left
+        stored = [(r, c) for r, c in said(probe, user) if code in c and r == "user"]
+        block, _ = probe.ask(user, "What was the office alarm code?", **LATER)
+        ok = text == "Noted." and len(stored) == 1 and block.count(code) == 1
+        return ok, f"answer {text!r}, stored {len(stored)}x, in the block {block.count(code)}x"
+
+    return check
+
+
+def error_mid_stream(probe: Probe) -> tuple[bool, str]:
+    """A stream that ends in an error event (OpenAI failing mid-reply), the app retrying the
+    whole request: the user's turn stored once, recalled once, the half reply not beside it."""
+    user, code = "midstream", "MS-3381-VQ"
     small_talk(probe, user, 2)
-    probe.upstream.script[:] = [{"content": "Noted."}, {"content": "Noted."}]
-    delay_first(probe, 3.0)
+    chosen = probe.upstream._next_reply
+    events = [{"id": "x", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+               "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Your half"},
+                            "finish_reason": None}]},
+              {"error": {"message": "Server error.", "type": "server_error"}}]  # fmt: skip
+    once = [True]
+
+    def reply(model: str, messages: Any, script: Any) -> Any:
+        if once and once.pop():
+            text = "".join(f"data: {json.dumps(e)}\n\n" for e in events)
+            return Response(text, media_type="text/event-stream")
+        return chosen(model, messages, script)
+
+    probe.upstream._next_reply = reply  # type: ignore[method-assign]
     messages = [
         {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": f"The alarm code for the office is {code}."},
+        {"role": "user", "content": f"My storage unit is {code}, remind me later."},
     ]
-    client(probe, max_retries=1, timeout=1.0).chat.completions.create(
-        model=MODEL, messages=messages, extra_headers={"X-Memory-User-Id": user}
+    sdk, heads = client(probe, max_retries=0), {"X-Memory-User-Id": user}
+    try:
+        for attempt in range(2):  # noqa: B007 - reported below
+            try:
+                probe.upstream.script[:] = [{"content": "Sure, noted."}]
+                made = sdk.chat.completions.create(
+                    model=MODEL,
+                    messages=messages,
+                    stream=True,
+                    extra_headers=heads,  # type: ignore[arg-type]
+                )
+                text = "".join(c.choices[0].delta.content or "" for c in made if c.choices)
+                break
+            except openai.APIError:
+                continue
+    finally:
+        probe.upstream._next_reply = chosen  # type: ignore[method-assign]
+    rows = said(probe, user)
+    users = [c for r, c in rows if r == "user" and code in c]
+    halves = [c for r, c in rows if "Your half" in c]
+    block, _ = probe.ask(user, "What was my storage unit?", **LATER)
+    ok = text == "Sure, noted." and len(users) == 1 and block.count(code) == 1
+    return ok, (
+        f"answer {text!r} (attempt {attempt + 1}), user turn stored {len(users)}x, half reply "
+        f"stored {len(halves)}x, in the block {block.count(code)}x, "
+        f"half in block {'Your half' in block}"
     )
-    time.sleep(2.5)  # the first call's provider answer arrives at moim after its client left
-    stored = [(r, c) for r, c in said(probe, user) if code in c and r == "user"]
-    block, _ = probe.ask(user, "What was the office alarm code?", **LATER)
-    ok = len(stored) == 1 and block.count(code) == 1
-    return ok, f"stored {len(stored)}x, in the block {block.count(code)}x"
 
 
 def error_headers(probe: Probe) -> tuple[bool, str]:
@@ -202,180 +265,18 @@ def error_headers(probe: Probe) -> tuple[bool, str]:
         return "x-request-id" in names and "x-memory-mode" in names, f"headers {names}"
 
 
-# -- newer request fields, structured output -----------------------------------------------------
-
-
-class Trip(pydantic.BaseModel):
-    city: str
-    nights: int
-
-
-def parsed(probe: Probe) -> tuple[bool, str]:
-    probe.upstream.json_script[:] = [{"content": '{"city": "Lisbon", "nights": 3}'}]
-    messages = [{"role": "user", "content": "Plan: Lisbon, 3 nights. My visa ref is VS-2231-PL."}]
-    got = client(probe, max_retries=0).beta.chat.completions.parse(
-        model=MODEL,
-        messages=messages,
-        response_format=Trip,  # type: ignore[arg-type]
-        extra_headers={"X-Memory-User-Id": "parse"},
-    )
-    sent = probe.upstream.last_json
-    schema = sent.get("response_format", {}).get("json_schema", {}).get("name")
-    trip = got.choices[0].message.parsed
-    stored = [c for r, c in said(probe, "parse") if r == "user" and "VS-2231-PL" in c]
-    ok = trip == Trip(city="Lisbon", nights=3) and schema == "Trip" and len(stored) == 1
-    return ok, f"parsed {trip}, schema {schema}, user turn stored {len(stored)}x"
-
-
-NEWER = {
-    "max_completion_tokens": 77,
-    "reasoning_effort": "low",
-    "store": True,
-    "metadata": {"app": "probe"},
-    "seed": 42,
-    "logprobs": True,
-    "top_logprobs": 2,
-    "prediction": {"type": "content", "content": "Noted."},
-    "service_tier": "auto",
-}
-
-
-def newer_fields(stream: bool, n: int) -> Check:
-    def check(probe: Probe) -> tuple[bool, str]:
-        messages = [
-            {"role": "developer", "content": "Answer briefly."},
-            {"role": "user", "content": "My library card is LC-88120-Q, remember it."},
-        ]
-        body: dict[str, Any] = {"model": MODEL, "messages": messages, "n": n, **NEWER}
-        if stream:
-            body |= {"stream": True, "stream_options": {"include_usage": True}}
-        user = f"newer-{stream}-{n}"
-        made = client(probe, max_retries=0).chat.completions.create(
-            **body, extra_headers={"X-Memory-User-Id": user}
-        )
-        usage = None
-        if stream:
-            usage = [c.usage for c in made if c.usage is not None]  # type: ignore[union-attr]
-        faithful = unblocked(probe.upstream.last_json) == body and bytes_kept(probe)
-        block, _ = probe.ask(user, "What's my library card number?", **LATER)
-        ok = faithful and (not stream or len(usage or []) == 1) and "LC-88120-Q" in block
-        return (
-            ok,
-            f"faithful {faithful}, usage chunks {usage and len(usage)}, "
-            f"recalled {'LC-88120-Q' in block}",
-        )
-
-    return check
-
-
-# -- raw responses, other endpoints ---------------------------------------------------------------
-
-
-def raw_headers(streamed: bool) -> Check:
-    def check(probe: Probe) -> tuple[bool, str]:
-        sdk = client(probe, max_retries=0).chat.completions
-        body = {"model": MODEL, "messages": [{"role": "user", "content": "Hello there"}]}
-        heads = {"X-Memory-User-Id": "rawh", "X-Memory-Session-Id": "rawh-1"}
-        if streamed:
-            with sdk.with_streaming_response.create(
-                **body, stream=True, extra_headers=heads
-            ) as response:
-                headers, text = response.headers, b"".join(response.iter_bytes())
-                ok_body = text.rstrip().endswith(b"data: [DONE]")
-        else:
-            raw = sdk.with_raw_response.create(**body, extra_headers=heads)
-            headers, ok_body = raw.headers, raw.parse().choices[0].message.content is not None
-        need = [
-            "x-memory-mode",
-            "x-memory-tier",
-            "x-memory-fill-ratio",
-            "x-memory-tokens-injected",
-            "x-memory-session-id",
-            "x-request-id",
-        ]
-        missing = [h for h in need if h not in headers]
-        right = (
-            headers.get("x-memory-session-id") == "rawh-1"
-            and headers.get("x-memory-mode") == "auto"
-        )
-        return ok_body and not missing and right, f"missing {missing}, session/mode right {right}"
-
-    return check
-
-
-def other_endpoints(probe: Probe) -> tuple[bool, str]:
-    sdk = client(probe, max_retries=0)
-    probe.upstream.reset()
-    models = [m.id for m in sdk.models.list()]
-    vectors = sdk.embeddings.create(model="text-embedding-3-small", input=["one", "two"])
-    paths = [r.path for r in probe.upstream.requests]
-    ok = bool(models) and len(vectors.data) == 2 and paths == ["/v1/models", "/v1/embeddings"]
-    return ok, f"models {models[:3]}, vectors {len(vectors.data)}, upstream saw {paths}"
-
-
-# -- async, many conversations at once ------------------------------------------------------------
-
-
-def twenty_at_once(probe: Probe) -> tuple[bool, str]:
-    user = "swarm"
-    sdk = openai.AsyncOpenAI(base_url=probe.root + "/v1", api_key="sk-test", max_retries=0)
-
-    async def one(n: int) -> list[int]:
-        history = [{"role": "system", "content": SYSTEM}]
-        statuses = []
-        for turn, text in enumerate(
-            [
-                f"Conversation {n}: my token is SW-{n:02d}-{n * 7:03d}.",
-                f"Conversation {n} second turn, thanks.",
-            ]
-        ):
-            history.append({"role": "user", "content": text})
-            raw = await sdk.chat.completions.with_raw_response.create(
-                model=MODEL,
-                messages=history,  # type: ignore[arg-type]
-                extra_headers={
-                    "X-Memory-User-Id": user,
-                    "X-Memory-Session-Id": f"sw-{n}",
-                    "X-Memory-Timestamp": f"2026-09-{n + 1:02d}T10:0{turn}:00",
-                },
-            )
-            statuses.append(raw.http_response.status_code)
-            history.append({"role": "assistant", "content": raw.parse().choices[0].message.content})
-        return statuses
-
-    async def gather() -> list[Any]:
-        return await asyncio.gather(*(one(n) for n in range(20)), return_exceptions=True)
-
-    results = asyncio.run(gather())
-    errors = [r for r in results if isinstance(r, BaseException)]
-    probe.flush()
-    items = [i for i in exported(probe, user) if i.get("type", "message") == "message"]
-    crossed = [
-        i["session_id"]
-        for i in items
-        if f"SW-{int(i['session_id'][3:]):02d}-" not in i["content"]
-        and "Conversation " in i["content"]
-        and f"Conversation {int(i['session_id'][3:])} " not in i["content"]
-    ]
-    users = [i for i in items if i["role"] == "user"]
-    ok = not errors and len(users) == 40 and not crossed
-    return ok, f"errors {errors[:1]}, user turns stored {len(users)}/40, cross-talk {crossed[:3]}"
-
-
 def checks() -> list[tuple[str, Check]]:
     return [
         ("retry: a 500 then 200, stored and recalled once", retried(500)),
         ("retry: a 429 then 200, stored and recalled once", retried(429)),
         ("retry: a 429 passed through unchanged", error_unchanged),
         ("info retry: a relayed error carries x-request-id and x-memory-mode", error_headers),
-        ("retry: a client timeout retried, stored and recalled once", timed_out_then_retried),
-        ("fields: beta parse with pydantic", parsed),
-        ("fields: developer role, newer fields", newer_fields(False, 1)),
-        ("fields: streamed n=3, include_usage, newer fields", newer_fields(True, 3)),
-        ("raw: with_raw_response headers", raw_headers(False)),
-        ("raw: with_streaming_response headers", raw_headers(True)),
-        ("endpoints: models.list and embeddings passed through", other_endpoints),
-        ("async: 20 conversations of one user at once", twenty_at_once),
+        (
+            "retry: a client timeout retried, stored and recalled once",
+            timed_out_then_retried(False),
+        ),
+        ("retry: a streamed client timeout retried", timed_out_then_retried(True)),
+        ("retry: an error event mid-stream, the app retries", error_mid_stream),
     ]
 
 
@@ -386,9 +287,10 @@ def main() -> None:
     parser.add_argument("--only", help="run the checks whose name has this text")
     args = parser.parse_args()
     from bench.acceptance_sdk2 import checks as more
+    from bench.acceptance_sdk_fields import checks as fields
     from bench.acceptance_sdk_tools import checks as tools
 
-    everything = [*checks(), *tools(), *more()]
+    everything = [*checks(), *fields(), *tools(), *more()]
     chosen = [c for c in everything if not args.only or args.only in c[0]]
     run_checks(chosen, args.keep, args.source, "moim-accept-sdk-")
 
