@@ -8,7 +8,8 @@ said it. `bench/acceptance_sdk_fields.py`: `parse` with pydantic, the newer requ
 `with_raw_response` and `with_streaming_response`, models and embeddings, 20 async
 conversations of one user at once. `bench/acceptance_sdk_tools.py`: tool loops as LangChain,
 LlamaIndex and the OpenAI Agents SDK send them, each reaching the provider as sent plus the
-block, no tool output stored or recalled as the user's words. `bench/acceptance_sdk2.py`: base
+block, no tool output stored or recalled as the user's words. `bench/acceptance_sdk_agents.py`:
+many runs at once (alike, under one session id), a handoff, `n=3`. `bench/acceptance_sdk2.py`: base
 URLs, default and per-request headers, `extra_body`, Azure clients, the stored completions
 API, requests moim or the provider refuses. One line per check, a total, the exit status is
 the number of failures; `info` lines (a choice for the owners) are not counted. Notes:
@@ -287,10 +288,11 @@ def main() -> None:
     parser.add_argument("--only", help="run the checks whose name has this text")
     args = parser.parse_args()
     from bench.acceptance_sdk2 import checks as more
+    from bench.acceptance_sdk_agents import checks as agents
     from bench.acceptance_sdk_fields import checks as fields
     from bench.acceptance_sdk_tools import checks as tools
 
-    everything = [*checks(), *fields(), *tools(), *more()]
+    everything = [*checks(), *fields(), *tools(), *agents(), *more()]
     chosen = [c for c in everything if not args.only or args.only in c[0]]
     run_checks(chosen, args.keep, args.source, "moim-accept-sdk-")
 

@@ -7,13 +7,11 @@ each request reaching the provider as sent plus the block.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
 
 import httpx
-import openai
 
 from bench.acceptance import MODEL, SYSTEM, Probe
 from bench.acceptance_more import small_talk
@@ -283,86 +281,6 @@ def langchain_resent(probe: Probe) -> tuple[bool, str]:
     return ok, f"stored roles {roles}, booking recalled {'FB-2209-NO' in block}"
 
 
-def same_opening(probe: Probe) -> tuple[bool, str]:
-    """20 agent runs of one user at once, no session header, each opening with the same system
-    prompt and first message (a template), then each its own detail: every detail stored."""
-    user = "template"
-    sdk = openai.AsyncOpenAI(base_url=probe.root + "/v1", api_key="sk-test", max_retries=0)
-    heads = {"X-Memory-User-Id": user}
-
-    async def one(n: int) -> None:
-        history = [
-            {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": "Hi, I need help with an order."},
-        ]
-        for text in (f"Order {n}: the tracking code is TR-{n:02d}-{n * 13:04d}.", "Thanks, bye."):
-            got = await sdk.chat.completions.create(
-                model=MODEL,
-                messages=history,
-                extra_headers=heads,  # type: ignore[arg-type]
-            )
-            history += [
-                {"role": "assistant", "content": got.choices[0].message.content},
-                {"role": "user", "content": text},
-            ]
-        await sdk.chat.completions.create(model=MODEL, messages=history, extra_headers=heads)  # type: ignore[arg-type]
-
-    async def gather() -> list[Any]:
-        return await asyncio.gather(*(one(n) for n in range(20)), return_exceptions=True)
-
-    errors = [r for r in asyncio.run(gather()) if isinstance(r, BaseException)]
-    probe.flush()
-    text = json.dumps(exported(probe, user))
-    kept = [n for n in range(20) if f"TR-{n:02d}-{n * 13:04d}" in text]
-    asked = [
-        n
-        for n in (3, 11, 17)
-        if f"TR-{n:02d}-"
-        in probe.ask(user, f"What was the tracking code of order {n}?", **LATER)[0]
-    ]
-    ok = not errors and len(kept) == 20 and len(asked) == 3
-    return ok, f"errors {errors[:1]}, stored {len(kept)}/20, recalled {asked} of [3, 11, 17]"
-
-
-def one_session_header(probe: Probe) -> tuple[bool, str]:
-    """A multi-agent app whose client carries one `X-Memory-Session-Id` (`default_headers`)
-    for 12 different conversations at once: every detail kept and recalled."""
-    user = "onesession"
-    heads = {"X-Memory-User-Id": user, "X-Memory-Session-Id": "app-wide"}
-    sdk = openai.AsyncOpenAI(
-        base_url=probe.root + "/v1", api_key="sk-test", max_retries=0, default_headers=heads
-    )
-
-    async def one(n: int) -> None:
-        history = [{"role": "system", "content": f"You are sub-agent {n}."}]
-        for text in (f"Task {n}: the permit number is PM-{n:02d}-{n * 17:04d}.", "Go on."):
-            history.append({"role": "user", "content": text})
-            got = await sdk.chat.completions.create(model=MODEL, messages=history)  # type: ignore[arg-type]
-            history.append({"role": "assistant", "content": got.choices[0].message.content})
-
-    async def gather() -> list[Any]:
-        return await asyncio.gather(*(one(n) for n in range(12)), return_exceptions=True)
-
-    errors = [r for r in asyncio.run(gather()) if isinstance(r, BaseException)]
-    probe.flush()
-    items = [i for i in exported(probe, user) if i.get("type", "message") == "message"]
-    kept = [
-        n
-        for n in range(12)
-        if any(f"PM-{n:02d}-{n * 17:04d}" in i["content"] and i["role"] == "user" for i in items)
-    ]
-    asked = [
-        n
-        for n in (2, 7, 10)
-        if f"PM-{n:02d}-" in probe.ask(user, f"What was the permit number of task {n}?", **LATER)[0]
-    ]
-    ok = not errors and len(kept) == 12 and len(asked) == 3
-    return (
-        ok,
-        f"errors {errors[:1]}, user turns kept {len(kept)}/12, recalled {asked} of [2, 7, 10]",
-    )
-
-
 def checks() -> list[tuple[str, Check]]:
     return [
         tool_check("LangChain parallel calls, JSON results", "langchain", {"tools": [WEATHER]}),
@@ -374,6 +292,4 @@ def checks() -> list[tuple[str, Check]]:
         ("tools: an agent loop over requests, streamed", loop_over_requests(True)),
         ("tools: a first-person web page from a tool", web_page_said),
         ("tools: LangChain resends a call re-serialised", langchain_resent),
-        ("tools: 20 runs at once opening alike, no session", same_opening),
-        ("tools: 12 conversations at once under one session header", one_session_header),
     ]
