@@ -4,6 +4,8 @@ Azure clients and requests moim or the provider refuses.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -235,6 +237,9 @@ def malformed() -> list[tuple[str, Check]]:
         "tool_call_id a number": [hi, {"role": "tool", "tool_call_id": 7, "content": "x"}],
         "a text part's text a number": [{"role": "user", "content": [{"type": "text", "text": 5}]}],
         "a part a string": [{"role": "user", "content": ["hi"]}],
+        "user content null": [{"role": "user", "content": None}],
+        "an empty parts list": [{"role": "user", "content": []}],
+        "no content at all": [{"role": "user"}],
         "a part null": [{"role": "user", "content": [None]}],
         "name a number": [{"role": "user", "content": "hi", "name": 5}],
         "role a number": [{"role": 3, "content": "hi"}],
@@ -248,6 +253,87 @@ def malformed() -> list[tuple[str, Check]]:
     ]
 
 
+def reused_after_refusal(probe: Probe) -> tuple[bool, str]:
+    """One client (no retries) gets a 413 for a body over the limit, then sends a normal
+    request on its pooled connection: answered, not a connection error."""
+    sdk = openai.OpenAI(base_url=probe.root + "/v1", api_key="sk-test", max_retries=0)
+    big = [{"role": "user", "content": "a" * (33 * 1024 * 1024)}]
+    statuses = []
+    for messages in (
+        big,
+        [{"role": "user", "content": "hi"}],
+        big,
+        [{"role": "user", "content": "hi"}],
+    ):
+        try:
+            raw = sdk.chat.completions.with_raw_response.create(
+                model=MODEL,
+                messages=messages,
+                extra_headers={"X-Memory-User-Id": "pool"},  # type: ignore[arg-type]
+            )
+            statuses.append(str(raw.http_response.status_code))
+        except openai.APIStatusError as exc:
+            statuses.append(str(exc.status_code))
+        except openai.APIConnectionError as exc:
+            statuses.append(type(exc).__name__)
+    return statuses == ["413", "200", "413", "200"], f"statuses {statuses}"
+
+
+def extra_query(probe: Probe) -> tuple[bool, str]:
+    """`extra_query` (a gateway's `api-version`) on a chat request: the query reaches the
+    provider as sent."""
+    sdk = openai.OpenAI(base_url=probe.root + "/v1", api_key="sk-test", max_retries=0)
+    sdk.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi"}],
+        extra_query={"api-version": "2024-10-21", "tag": "a b"},
+        extra_headers={"X-Memory-User-Id": "query"},
+    )  # fmt: skip
+    sent = probe.upstream.requests[-1].query
+    return sent == "api-version=2024-10-21&tag=a+b", f"provider got query {sent!r}"
+
+
+def many_users_one_client(probe: Probe) -> tuple[bool, str]:
+    """A server app: one async client, 20 users at once, each named per request; then each
+    asks. Every block holds its own user's code and no other's."""
+    sdk = openai.AsyncOpenAI(base_url=probe.root + "/v1", api_key="sk-test", max_retries=0)
+    codes = {f"tenant{n}": f"TN-{n:02d}-{n * 31:04d}" for n in range(20)}
+
+    async def say(user: str, code: str) -> None:
+        messages = [{"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": f"My membership number is {code}."}]  # fmt: skip
+        await sdk.chat.completions.create(
+            model=MODEL,
+            messages=messages,
+            extra_headers={"X-Memory-User-Id": user},  # type: ignore[arg-type]
+        )
+
+    async def ask(user: str) -> None:
+        messages = [{"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": "What was my membership number?"}]  # fmt: skip
+        await sdk.chat.completions.create(
+            model=MODEL, messages=messages,  # type: ignore[arg-type]
+            extra_headers={"X-Memory-User-Id": user, "X-Memory-Mode": "read", **LATER},
+        )  # fmt: skip
+
+    async def run() -> int:
+        await asyncio.gather(*(say(u, c) for u, c in codes.items()))
+        await asyncio.to_thread(probe.flush)
+        seen_at = len(probe.upstream.requests)
+        await asyncio.gather(*(ask(u) for u in codes))
+        return seen_at
+
+    seen_at = asyncio.run(run())
+    blocks: dict[str, str] = {}
+    for recorded in probe.upstream.requests[seen_at:]:
+        body = recorded.json or {}
+        text = json.dumps(body)
+        owners = [u for u, c in codes.items() if c in text]
+        blocks[",".join(owners) or "none"] = blocks.get(",".join(owners) or "none", "") + "x"
+    crossed = [k for k in blocks if "," in k]
+    found = sum(1 for k in blocks if k != "none" and "," not in k)
+    return found == 20 and not crossed, f"blocks with one own code {found}/20, mixed {crossed[:2]}"
+
+
 def checks() -> list[tuple[str, Check]]:
     hi = {"role": "user", "content": "hi"}
     return [
@@ -258,6 +344,9 @@ def checks() -> list[tuple[str, Check]]:
         ("azure: AzureOpenAI gets unsupported_path", azure),
         ("endpoints: the stored chat completions API passed through", stored_completions),
         ("headers: organization/project to the provider, its headers back", headers_both_ways),
+        ("headers: extra_query reaches the provider", extra_query),
+        ("async: one client, 20 users at once, no cross-talk", many_users_one_client),
+        ("refused: a 413, then the pooled connection reused", reused_after_refusal),
         ("info headers: safety_identifier names the user", safety_identifier),
         (
             "refused: a tool message without tool_call_id",

@@ -45,6 +45,23 @@ def parsed(probe: Probe) -> tuple[bool, str]:
     return ok, f"parsed {trip}, schema {schema}, user turn stored {len(stored)}x"
 
 
+def stream_helper(probe: Probe) -> tuple[bool, str]:
+    """`client.chat.completions.stream(..., response_format=Model)`: the SDK's stream manager
+    reads the events and parses the final completion."""
+    probe.upstream.json_script[:] = [{"content": '{"city": "Porto", "nights": 2}'}]
+    messages = [{"role": "user", "content": "Plan: Porto, 2 nights. My rail pass is RP-5120."}]
+    with client(probe, max_retries=0).chat.completions.stream(
+        model=MODEL, messages=messages, response_format=Trip,  # type: ignore[arg-type]
+        extra_headers={"X-Memory-User-Id": "streamparse"},
+    ) as events:  # fmt: skip
+        kinds = {event.type for event in events}
+        final = events.get_final_completion()
+    trip = final.choices[0].message.parsed
+    stored = [c for r, c in said(probe, "streamparse") if r == "user" and "RP-5120" in c]
+    ok = trip == Trip(city="Porto", nights=2) and "content.done" in kinds and len(stored) == 1
+    return ok, f"parsed {trip}, events {sorted(kinds)[:4]}, stored {len(stored)}x"
+
+
 NEWER = {
     "max_completion_tokens": 77,
     "reasoning_effort": "low",
@@ -183,6 +200,7 @@ def twenty_at_once(probe: Probe) -> tuple[bool, str]:
 def checks() -> list[tuple[str, Check]]:
     return [
         ("fields: beta parse with pydantic", parsed),
+        ("fields: the SDK's stream helper with a pydantic format", stream_helper),
         ("fields: developer role, newer fields", newer_fields(False, 1)),
         ("fields: streamed n=3, include_usage, newer fields", newer_fields(True, 3)),
         ("raw: with_raw_response headers", raw_headers(False)),
