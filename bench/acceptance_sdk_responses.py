@@ -212,6 +212,21 @@ def twelve_at_once(probe: Probe) -> tuple[bool, str]:
     return not errors and len(kept) == 12, f"errors {errors[:1]}, user turns kept {len(kept)}/12"
 
 
+def ids_again(probe: Probe) -> tuple[bool, str]:
+    """A provider that gives its reply ids out again (here the stand-in, reset before each
+    turn, answers `resp_test_1` each time): every turn stored, each recalled."""
+    user, codes = "rs-ids", ["ID-1101-AA", "ID-2202-BB", "ID-3303-CC"]
+    sdk = client(probe, max_retries=0)
+    for code in codes:
+        probe.upstream.reset()
+        sdk.responses.create(
+            model=MODEL, input=f"Note my reference {code}, please.",
+            extra_headers={"X-Memory-User-Id": user},
+        )  # fmt: skip
+    kept = [c for c in codes if any(c in t for r, t in said(probe, user) if r == "user")]
+    return len(kept) == 3, f"user turns stored {len(kept)}/3"
+
+
 def checks() -> list[tuple[str, Check]]:
     return [
         ("responses: a 500 then 200, stored and recalled once", retried_responses),
@@ -220,5 +235,6 @@ def checks() -> list[tuple[str, Check]]:
         ("responses: an agent run chained by previous_response_id", agent_run(True)),
         ("responses: a handoff (new instructions)", handoff),
         ("responses: parse with pydantic", parsed),
+        ("responses: reply ids the provider gives out again", ids_again),
         ("responses: 12 async conversations at once, half streamed", twelve_at_once),
     ]
