@@ -4,16 +4,16 @@ The same real `moim serve` and stand-in (acceptance.py's `running` and `Probe`),
 openai SDK only. Here: the SDK's own retries (a 500 or 429 answered once, then the same body
 again; a client-side timeout, streamed or not; an app retrying after an error event
 mid-stream): the turn stored and recalled once, the provider's error passed through as it
-said it. `bench/acceptance_sdk_fields.py`: `parse` with pydantic, the newer request fields,
-`with_raw_response` and `with_streaming_response`, models and embeddings, 20 async
-conversations of one user at once. `bench/acceptance_sdk_tools.py`: tool loops as LangChain,
-LlamaIndex and the OpenAI Agents SDK send them, each reaching the provider as sent plus the
-block, no tool output stored or recalled as the user's words. `bench/acceptance_sdk_agents.py`:
-many runs at once (alike, under one session id), a handoff, `n=3`. `bench/acceptance_sdk2.py`: base
-URLs, default and per-request headers, `extra_body`, Azure clients, the stored completions
-API, requests moim or the provider refuses. One line per check, a total, the exit status is
-the number of failures; `info` lines (a choice for the owners) are not counted. Notes:
-docs/dropin.md, "SDK and agent framework probes, session 26".
+said it. Elsewhere: `acceptance_sdk_fields.py`, `parse` with pydantic, the newer request
+fields, `with_raw_response` and `with_streaming_response`, models and embeddings, 20 async
+conversations of one user; `acceptance_sdk_tools.py`, tool loops as LangChain, LlamaIndex and
+the OpenAI Agents SDK send them (the provider gets the client's bytes plus the block, no tool
+output stored or recalled as the user's words); `acceptance_sdk_agents.py`, many runs at
+once, a handoff, `n=3`; `acceptance_sdk_responses.py`, the Responses API as the Agents SDK
+calls it; `acceptance_sdk2.py`, base URLs, default and per-request headers, `extra_body`,
+Azure clients, the stored completions API, requests moim or the provider refuses. One line per
+check, a total, the exit status is the number of failures; `info` lines (a choice for the
+owners) are not counted. Notes: docs/dropin.md, "SDK and agent framework probes, session 26".
 
     PYTHONPATH=. /work/venv/bin/python bench/acceptance_sdk.py [--keep DIR] [--only TEXT]
 """
