@@ -165,11 +165,13 @@ def loop_over_requests(stream: bool) -> Check:
         rows = said(probe, user)
         doubled = twice(exported(probe, user))
         tools = [c for r, c in rows if r == "tool"]
-        ok = not doubled and len(tools) == 2
+        badge = "BD-6604-LP" in probe.ask(user, "What's my badge number?", **LATER)[0]
+        locker = "LK-5512" in probe.ask(user, "What's my locker number?", **LATER)[0]
+        ok = not doubled and len(tools) == 2 and badge and locker
         same = blocks[0] == blocks[1]
-        return (
-            ok,
-            f"stored twice {doubled[:3]}, tool results {len(tools)}, block same at step 2 {same}",
+        return ok, (
+            f"stored twice {doubled[:3]}, tool results {len(tools)}, recalled badge {badge} "
+            f"locker {locker}, block same at step 2 {same}"
         )
 
     return check
