@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import openai
 from starlette.responses import Response
 
@@ -200,11 +201,31 @@ def three_choices(stream: bool) -> Check:
     return check
 
 
+def named_team(probe: Probe) -> tuple[bool, str]:
+    """AutoGen-style team: the other agents' messages go as `user` messages with their `name`.
+    Are facts read from another agent's words as the user's? (A choice: with several names
+    moim cannot tell which one is its user.)"""
+    user = "team"
+    messages = [
+        {"role": "system", "content": "You are the planner in a team."},
+        {"role": "user", "name": "Admin", "content": "Plan Kyoto for me. I'm vegetarian."},
+        {"role": "user", "name": "Researcher",
+         "content": "I live in Osaka and I work as a tour guide. My name is Kenji."},
+    ]  # fmt: skip
+    probe.chat(user, messages, reply="Here is a plan.")
+    probe.flush()
+    facts = httpx.get(probe.root + "/v1/memory/facts", headers={"x-memory-user-id": user})
+    values = [str(f["value"]) for f in facts.json().get("facts", [])]
+    others = [v for v in values if v in ("Osaka", "tour guide", "Kenji")]
+    return not others, f"facts {values}, from the Researcher's words {others}"
+
+
 def checks() -> list[tuple[str, Check]]:
     return [
         ("agents: 20 runs at once opening alike, no session", same_opening),
         ("agents: 12 conversations at once under one session header", one_session_header),
         ("agents: an Agents SDK handoff", handoff),
+        ("info agents: a team's named agents as user messages, facts", named_team),
         ("agents: n=3, the client goes on with the third", three_choices(False)),
         ("agents: n=3 streamed, the client goes on with the third", three_choices(True)),
     ]
