@@ -21,7 +21,12 @@ from memory.ingest.turns import Turn, index_pending, store_new_messages
 from memory.ingest.wrapped import own_words
 from memory.layer_core import LayerCore
 from memory.store import fts_upkeep, scrub
-from memory.store.response_links import ResponseLink, link_response, linked_response
+from memory.store.response_links import (
+    ResponseLink,
+    link_response,
+    linked_response,
+    linked_turn,
+)
 from memory.store.store import Store
 from memory.store.vector_rebuild import VectorRebuild
 
@@ -42,7 +47,9 @@ class WriteSide(LayerCore):
         messages are stored too (`memory/facts/capture.py`). Resent history is not read again, so an
         old statement never overrides a newer one.
         """
-        if turn.response_id is not None and self.response_link(turn.user_id, turn.response_id):
+        if turn.response_id is not None and linked_turn(
+            self.store, turn.user_id, turn.response_id, turn.session_id, turn.created_at
+        ):
             return 0  # stored before: a journal replayed after a crash
         if turn.arrived_at is not None and self.store.forgotten_since(
             turn.user_id, turn.arrived_at

@@ -54,6 +54,17 @@ def test_non_streaming_reply_echoes_last_user_message(client):
     }
 
 
+@pytest.mark.parametrize("part", [None, "hi", {"type": "text", "text": 5}])
+def test_a_part_a_client_got_wrong_counts_as_no_text(upstream, part):
+    """The stand-in answers malformed parts (a client's bug) instead of failing with a 500, so
+    a test sees what moim did with them, not the stand-in's crash."""
+    content = [part, {"type": "text", "text": "hello"}]
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": content}]}
+    response = httpx.post(upstream.url + "/chat/completions", json=body)
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == "echo: hello"
+
+
 def test_echo_is_cut_to_200_characters(client):
     messages = [{"role": "user", "content": "x" * 500}]
     completion = client.chat.completions.create(model="gpt-4o-mini", messages=messages)

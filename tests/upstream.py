@@ -384,11 +384,13 @@ def _error(status: int, kind: str, code: str, message: str) -> JSONResponse:
 
 
 def _text(content: Any) -> str:
-    """A message's text: string content, or the text parts of a list joined together."""
+    """A message's text: string content, or the text parts of a list joined together (parts
+    that are not objects with a string `text`, as a client's bug sends, count as no text)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if p.get("type") == "text")
+        parts = [p for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "".join(p["text"] for p in parts if isinstance(p.get("text"), str))
     return ""
 
 

@@ -29,16 +29,31 @@ class ResponseLink:
 
 def link_response(
     store: Store, user_id: str, response_id: str, link: ResponseLink, now: float
-) -> bool:
-    """Link the user's reply `response_id` to its session; False when it was linked before
-    (the turn was stored already: a journal replayed after a crash)."""
+) -> None:
+    """Link the user's reply `response_id` to its session. An id linked before names this
+    reply from now on: a provider that gives its ids out again (a stand-in answering
+    `resp_1` each time, a local server whose count restarts) continues its newest."""
     with store.write() as db:
-        cursor = db.execute(
+        db.execute(
             "INSERT INTO response_links (user_id, response_id, session_id, tokens, created_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, response_id) DO NOTHING",
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, response_id) DO UPDATE SET "
+            "session_id = excluded.session_id, tokens = excluded.tokens, "
+            "created_at = excluded.created_at",
             (user_id, response_id, link.session_id, link.tokens, now),
         )
-        return bool(cursor.rowcount)
+
+
+def linked_turn(
+    store: Store, user_id: str, response_id: str, session_id: str, created_at: float
+) -> bool:
+    """Whether the turn that linked `response_id` is the one of `session_id` at `created_at`:
+    stored already (a journal replayed after a crash), not another turn with the id again."""
+    rows = store.read(
+        "SELECT 1 FROM response_links WHERE user_id = ? AND response_id = ? "
+        "AND session_id = ? AND created_at = ?",
+        (user_id, response_id, session_id, created_at),
+    )
+    return bool(rows)
 
 
 def linked_response(store: Store, user_id: str, response_id: str) -> ResponseLink | None:

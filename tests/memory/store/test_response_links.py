@@ -2,6 +2,8 @@
 Responses API reply belongs to, and turns that continue one (`Turn.continues`).
 """
 
+from dataclasses import replace
+
 import pytest
 
 from memory import MemoryLayer, ResponseLink, Settings, Turn
@@ -80,3 +82,12 @@ def test_a_replayed_turn_with_a_linked_reply_is_not_stored_twice(layer, tmp_path
     assert layer.store_only(replayed) == 3
     assert layer.store_only(replayed) == 0
     assert len(said(layer, "ann")) == 3
+
+
+def test_another_turn_with_a_linked_reply_id_is_stored_and_the_id_names_it(layer):
+    # A provider that gives `resp_1` out again: the later turn is no replay.
+    layer.store_only(turn("ann", "one", "resp_1", tokens=57))
+    later = replace(turn("ann", "two", "resp_1", session_id="s2"), created_at=1_715_558_500.0)
+    assert layer.store_only(later) == 3
+    assert layer.store_only(later) == 0  # that turn replayed
+    assert layer.response_link("ann", "resp_1") == ResponseLink("s2", 40)
