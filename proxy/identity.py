@@ -34,6 +34,8 @@ USER_HEADERS = (
     "x-litellm-end-user-id",
 )
 SESSION_HEADERS = ("X-Memory-Session-Id", "x-sm-conversation-id", "X-OpenWebUI-Chat-Id")
+# After the headers: the body's fields that name the end user, in order.
+BODY_USER_FIELDS = ("user", "safety_identifier")
 # 9999-12-31: beyond it dates cannot be shown; NaN and infinities fail the range check.
 MAX_TIMESTAMP = 253_402_300_800.0
 MAX_ID_LENGTH = 256
@@ -205,11 +207,14 @@ def _user(
     header, user_id = _first_header(headers, USER_HEADERS)
     if header is not None and user_id is not None:
         return _checked_user(user_id, header)
-    user = body.get("user")
-    if user is not None and not isinstance(user, str):
-        raise BadRequest("'user' must be a string", param="user", code="invalid_user_id")
-    if user and user.strip():  # OpenAI takes any string ("John Smith"): kept whole
-        return _checked_user(user, "user")
+    # `safety_identifier` is OpenAI's successor to `user` (an app that moved to it names its
+    # end users there): read after it, in the same way.
+    for field in BODY_USER_FIELDS:
+        user = body.get(field)
+        if user is not None and not isinstance(user, str):
+            raise BadRequest(f"'{field}' must be a string", param=field, code="invalid_user_id")
+        if user and user.strip():  # OpenAI takes any string ("John Smith"): kept whole
+            return _checked_user(user, field)
     if path_user:
         return _checked_user(path_user, "user_id")
     return "default"

@@ -37,7 +37,7 @@ from proxy.errors import BadRequest, ProxyError, error_response
 from proxy.exchange import Api, Conversation, Exchange, Prepared, Report
 from proxy.header_lines import with_provider_headers, without_account
 from proxy.held_history import check_held_history
-from proxy.identity import Identity, Mode, identify, memory_mode
+from proxy.identity import BODY_USER_FIELDS, Identity, Mode, identify, memory_mode
 from proxy.json_items import Located
 from proxy.limits import read_body
 from proxy.overflow import refusal_of_block
@@ -74,7 +74,7 @@ async def handle(
         body, conversation = api.read(raw, state.config.max_messages, mode is not Mode.OFF)
         who = identify(
             headers,
-            {"user": body.get("user"), "messages": conversation.messages},
+            {**{f: body.get(f) for f in BODY_USER_FIELDS}, "messages": conversation.messages},
             path_user,
             caller.bound_user,
             state.config.memory_enabled,

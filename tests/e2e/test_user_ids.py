@@ -91,6 +91,22 @@ def test_one_id_reaches_one_namespace_by_header_body_and_path(proxy, upstream):
     assert "ultramarine" in str(upstream.last_json["messages"])
 
 
+def test_an_apps_safety_identifier_keeps_its_users_apart(proxy, upstream):
+    """OpenAI's successor to the body's `user`: sent alone, it names the user."""
+    with proxy.client() as client:
+        said = [{"role": "user", "content": COLOUR}]
+        client.chat.completions.create(model="gpt-4o-mini", messages=said, safety_identifier="u1")
+        proxy.flush()
+        asked = [{"role": "user", "content": QUESTION}]
+        client.chat.completions.create(model="gpt-4o-mini", messages=asked, safety_identifier="u2")
+        as_other = str(upstream.last_json["messages"])
+        client.chat.completions.create(model="gpt-4o-mini", messages=asked, safety_identifier="u1")
+        as_owner = str(upstream.last_json["messages"])
+
+    assert "ultramarine" in as_owner and "ultramarine" not in as_other
+    assert upstream.last_json["safety_identifier"] == "u1"  # forwarded as sent
+
+
 def test_two_long_ids_with_one_beginning_are_refused_not_merged(proxy, upstream):
     for user in (LONG + "1", LONG + "2"):
         with pytest.raises(openai.BadRequestError) as refused:

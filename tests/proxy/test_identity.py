@@ -48,6 +48,17 @@ def test_body_user_when_no_header():
     )
 
 
+def test_safety_identifier_names_the_user_after_the_body_user():
+    """OpenAI's successor to `user`: an app that moved to it keeps its users apart."""
+    body = {**BODY, "safety_identifier": "hashed-ana"}
+    assert who({}, body, path_user="bob").user_id == "hashed-ana"
+    assert who({}, {**body, "user": "ana"}).user_id == "ana"
+    assert who({"X-Memory-User-Id": "cy"}, body).user_id == "cy"
+    with pytest.raises(BadRequest) as raised:
+        who({}, {**BODY, "safety_identifier": 7})
+    assert (raised.value.status, raised.value.param) == (400, "safety_identifier")
+
+
 def test_path_user_when_no_header_and_no_body_user():
     assert who({}, BODY, path_user="bob").user_id == "bob"
 
