@@ -16,7 +16,7 @@ from memory.block.tokens import message_text
 from memory.facts.capture import capture_facts
 from memory.facts.corrections import by_kind
 from memory.facts.rules import apply_captures, retire_facts
-from memory.ingest.speakers import is_an_example
+from memory.ingest.speakers import is_an_example, several_speakers
 from memory.ingest.turns import Turn, index_pending, store_new_messages
 from memory.ingest.wrapped import own_words
 from memory.layer_core import LayerCore
@@ -62,17 +62,19 @@ class WriteSide(LayerCore):
         if self.settings.capture_facts:
             # a message taken back (the user went back to a branch they had left) is read
             # again: its facts went when it was left; it keeps the time it was said
+            shared = several_speakers(turn.messages)  # whose are the named ones?
             for message in [*stored, *taken_back]:
-                if message.role == "user" and not is_an_example(message.name):
-                    text = own_words(message.content)  # not the documents a RAG UI added
-                    captures = capture_facts(text)
-                    before = (
-                        _user_message_before(turn, message.content) if by_kind(captures) else ""
-                    )
-                    said = (text, before)
-                    apply_captures(
-                        self.store, turn.user_id, captures, message.id, message.created_at, said
-                    )
+                if message.role != "user" or is_an_example(message.name):
+                    continue
+                if shared and message.name:
+                    continue
+                text = own_words(message.content)  # not the documents a RAG UI added
+                captures = capture_facts(text)
+                before = _user_message_before(turn, message.content) if by_kind(captures) else ""
+                said = (text, before)
+                apply_captures(
+                    self.store, turn.user_id, captures, message.id, message.created_at, said
+                )
         retire_facts(self.store, turn.user_id, turn.extra.get("injected_facts", ()), time.time())
         return len(stored)
 

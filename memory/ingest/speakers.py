@@ -11,6 +11,8 @@ speaker's name is kept out of the lexical search, memory/recall/retrieval.py), a
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 # One to three capitalised words, a colon, then the turn; at the very start of the text.
 _LABEL = re.compile(r"\A\s*([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):[ \t]+(?=\S)")
@@ -32,6 +34,24 @@ EXAMPLE_SPEAKERS = frozenset({"example_user", "example_assistant"})
 def is_an_example(name: str | None) -> bool:
     """Whether a message named `name` is example dialogue (`EXAMPLE_SPEAKERS`)."""
     return name is not None and name.strip().lower() in EXAMPLE_SPEAKERS
+
+
+def several_speakers(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the request's user messages carry two or more speakers' names (examples aside).
+
+    A multi-agent team's group chat (AutoGen, CrewAI) sends the other agents' words as user
+    messages with their `name`, as a chat room sends each member's: moim cannot tell which
+    speaker is its user, so facts are not read from named messages there. One name (a chat
+    that names its user, a transcript's first speaker) is the user's."""
+    names = {
+        name.strip()
+        for m in messages
+        if m.get("role") == "user"
+        and isinstance(name := m.get("name"), str)
+        and name.strip()
+        and not is_an_example(name)
+    }
+    return len(names) >= 2
 
 
 # The most of a `name` the derived rows keep: OpenAI's own limit for it. A client may send
