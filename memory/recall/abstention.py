@@ -23,7 +23,9 @@ does it close on a question about the user's present whose kept turns say it cha
 identifier a kept turn gives, by its kind or beside the question's words (`identifiers.py`),
 or how many of a thing one of the best kept turns counts ("seven colonies": `counts.py`), or
 where, when one names a place beside the question's words ("on Argyle Street": `places.py`),
-or who, when one gives the user's one by name ("my head of department, Farid": `names.py`).
+or who, when one gives the user's one by name ("my head of department, Farid": `names.py`),
+or when, when one gives a date beside the question's words ("born on 3 February last year":
+`dates_given.py`).
 A turn that says nothing ('Noted.') is not read (`memory/recall/retrieval.py`).
 
 Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4
@@ -48,6 +50,7 @@ from dataclasses import dataclass
 
 from memory.recall.changed import asks_after_a_change
 from memory.recall.counts import gives_the_count
+from memory.recall.dates_given import gives_the_date
 from memory.recall.identifiers import (
     gives_a_code_on_its_words,
     gives_the_kind_asked_for,
@@ -183,6 +186,8 @@ def nothing_stands_out(
     if gives_a_code_on_its_words(query, kept) or gives_the_count(query, kept):
         return False
     if gives_the_place(query, kept) or gives_the_name(query, kept):
+        return False
+    if gives_the_date(query, kept):
         return False
     if threshold > 0 and standout(kept, margin_weight) < threshold:
         return True
