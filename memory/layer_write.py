@@ -44,8 +44,9 @@ class WriteSide(LayerCore):
         """Make a turn durable (one transaction); indexing is left to `index_pending`.
 
         With `capture_facts` on, facts the user states in the turn's newly stored user
-        messages are stored too (`memory/facts/capture.py`). Resent history is not read again, so an
-        old statement never overrides a newer one.
+        messages, and in those it takes back (a branch the user went back to), are stored too
+        (`memory/facts/capture.py`), at the time each was said. Resent history is not read
+        again, and a capture never overrides a fact updated later than it was said.
         """
         # Stored before (a journal replayed after a crash): its reply id is linked to its
         # session at its time, and it adds nothing. A backfill dates a session's turns alike
