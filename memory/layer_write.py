@@ -44,18 +44,26 @@ class WriteSide(LayerCore):
         """Make a turn durable (one transaction); indexing is left to `index_pending`.
 
         With `capture_facts` on, facts the user states in the turn's newly stored user
-        messages are stored too (`memory/facts/capture.py`). Resent history is not read again, so an
-        old statement never overrides a newer one.
+        messages, and in those it takes back (a branch the user went back to), are stored too
+        (`memory/facts/capture.py`), at the time each was said. Resent history is not read
+        again, and a capture never overrides a fact updated later than it was said.
         """
-        if turn.response_id is not None and linked_turn(
+        # Stored before (a journal replayed after a crash): its reply id is linked to its
+        # session at its time, and it adds nothing. A backfill dates a session's turns alike
+        # and a provider may give its ids out again, so a link alone does not tell, but for a
+        # turn that continues a reply, whose messages are numbered on from the stored ones.
+        replayed = turn.response_id is not None and linked_turn(
             self.store, turn.user_id, turn.response_id, turn.session_id, turn.created_at
-        ):
-            return 0  # stored before: a journal replayed after a crash
+        )
+        if replayed and turn.continues:
+            return 0
         if turn.arrived_at is not None and self.store.forgotten_since(
             turn.user_id, turn.arrived_at
         ):
             return 0  # its user was forgotten while it was under way, through another replica
-        stored, taken_back = store_new_messages(self.store, turn)
+        stored, taken_back = store_new_messages(self.store, turn, replayed)
+        if replayed and not stored:
+            return 0
         if turn.response_id is not None:
             link = ResponseLink(turn.session_id, turn.context_tokens)
             link_response(self.store, turn.user_id, turn.response_id, link, turn.created_at)

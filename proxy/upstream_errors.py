@@ -71,7 +71,8 @@ def without_key(data: bytes, authorization: str | None) -> bytes:
     sk-…"), and the body goes to the client, which with proxy keys must never learn the
     operator's key. The key is the `Authorization` value's token (or the value itself, as
     litellm routes send it), and for Basic auth (a base URL's `user:password@`) also the
-    `user:password` it encodes and the password; a short one is left alone, as it would match
+    `user:password` it encodes and the password (the user, with no password: a key given as
+    the URL's user, `https://KEY@host`); a short one is left alone, as it would match
     ordinary text. Each of its characters becomes a `*`, so a body keeps its length (and its
     `Content-Length`).
     """
@@ -115,7 +116,8 @@ def key_of(authorization: str | None) -> str:
 def _keys_of(authorization: str | None) -> list[bytes]:
     """What of an `Authorization` value a provider could quote, longest first, each long
     enough to mask: its key (`key_of`) and, for Basic auth, the token, the `user:password`
-    it encodes and the password (a gateway may quote any of them)."""
+    it encodes and the password, or the user when there is no password: then it is the key
+    (a gateway may quote any of them)."""
     keys = [key_of(authorization)]
     scheme, _, token = (authorization or "").strip().partition(" ")
     if scheme.lower() == "basic" and token.strip():
@@ -123,7 +125,8 @@ def _keys_of(authorization: str | None) -> list[bytes]:
             pair = base64.b64decode(token.strip(), validate=True).decode()
         except ValueError:  # not base64, or not UTF-8: only the token is known
             pair = ""
-        keys += [token.strip(), pair, pair.partition(":")[2]]
+        user, _, password = pair.partition(":")
+        keys += [token.strip(), pair, password or user]
     found = {key.encode() for key in keys if len(key) >= _SHORTEST_KEY}
     return sorted(found, key=len, reverse=True)
 

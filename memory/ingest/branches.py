@@ -139,7 +139,8 @@ def _edited_in_first_request(
     worked example came in the same first request) and is kept. A pipeline never sends an
     input back with its answer and a next message; a chat does: the request carries the
     record's start, skips one exchange of the first request, and carries the edited message,
-    its reply and what the user said next. Read only in the record's first messages."""
+    its reply and what the user said next (the edit stored after the first request: one
+    said in it too is a window's cut). Read only in the record's first messages."""
     at_of = {key: at for at, key in enumerate(stored[:_FIRST_READ])}
     places = [at_of.get(keys[k]) for k in said[:_FIRST_READ]]
     for j in range(1, len(places) - 2):
@@ -158,19 +159,22 @@ def _edited_in_first_request(
         ):
             return []
         gap = list(stored[point + 1 : edit_at])
-        found = session_messages(store, user_id, session_id, [stored[0], stored[point], *gap])
+        ends = [stored[0], stored[point], stored[edit_at]]
+        found = session_messages(store, user_id, session_id, [*ends, *gap])
         by_key = {m.key: m for m in found}
         rows = [by_key[key] for key in gap if key in by_key and not by_key[key].left]
         rows = [m for m in rows if m.role not in ("system", "developer")]
         if not rows:
             continue  # a system prompt changed there: no exchange skipped
-        opening, anchor = by_key.get(stored[0]), by_key.get(stored[point])
-        if opening is None or anchor is None or rows[0].role != "user":
+        opening, anchor, edited = (by_key.get(key) for key in ends)
+        if opening is None or anchor is None or edited is None or rows[0].role != "user":
             return []
         if any(m.role != "assistant" for m in rows[1:]):
             return []  # more than one exchange skipped: a window's cut, not an edit
         if not rows[0].created_at == anchor.created_at == opening.created_at:
             return []  # not of the first request: the rule above saw it when it was edited
+        if edited.created_at == opening.created_at:
+            return []  # said in the first request too: a window's cut of it, not an edit
         if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
             return []
         if said_at is not None and any(m.created_at >= said_at for m in rows):

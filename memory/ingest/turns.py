@@ -97,8 +97,12 @@ def store_turn(store: Store, turn: Turn) -> int:
     return len(store_new_messages(store, turn).new)
 
 
-def store_new_messages(store: Store, turn: Turn) -> Stored:
-    """Like `store_turn`, but return the messages this call stored and those it took back."""
+def store_new_messages(store: Store, turn: Turn, maybe_stored: bool = False) -> Stored:
+    """Like `store_turn`, but return the messages this call stored and those it took back.
+
+    `maybe_stored`: the turn may be one stored before (its reply id is linked to its session
+    at its time: a journal replayed after a crash). It is when it adds nothing: then its
+    branch is not followed, as that would undo an edit that came after it."""
     conversation = list(turn.messages)
     if turn.reply is not None:
         conversation.append(turn.reply)
@@ -137,6 +141,8 @@ def store_new_messages(store: Store, turn: Turn) -> Stored:
             )
         )
     ids = store.insert_messages(turn.user_id, turn.session_id, rows)
+    if maybe_stored and not any(ids):
+        return Stored([], [])
     taken_back = []
     if stored and not turn.continues:
         taken_back = _follow_branch(store, turn, conversation, keys, stored, any(ids))

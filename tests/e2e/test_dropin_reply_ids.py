@@ -41,3 +41,17 @@ def test_a_continued_reply_whose_id_came_back_continues_the_newest(proxy, upstre
 
     sessions = {m.content: m.session_id for m in proxy.layer.store.messages("ines")}
     assert sessions["Thanks!"] == sessions[SAID[1]] != sessions[SAID[0]]
+
+
+def test_a_dated_sessions_turns_whose_reply_ids_repeat_are_each_stored(proxy, upstream):
+    # A backfill dates every turn of a session alike (bench/locomo.py: the session's date):
+    # the same session, time and reply id is still another turn when it says something new.
+    dated = {**USER, "x-memory-session-id": "day-1", "x-memory-timestamp": "2024-03-01"}
+    with proxy.client(default_headers=dated) as client:
+        for text in SAID:
+            upstream.reset()
+            client.responses.create(model="gpt-4o-mini", input=text)
+    proxy.flush()
+
+    stored = [(m.role, m.content) for m in proxy.layer.store.messages("ines")]
+    assert [content for role, content in stored if role == "user"] == SAID

@@ -28,7 +28,8 @@ async def _quote_the_credentials(request: Request) -> Response:
     message and `WWW-Authenticate`; for a `stream-error` model, a 200 stream ending in it."""
     sent = request.headers.get("authorization", "")
     pair = base64.b64decode(sent.removeprefix("Basic ")).decode() if sent else ""
-    error = {"message": f"Gateway refused {sent!r} ({pair}).", "type": "invalid_request_error"}
+    said = f"Gateway refused {sent!r} ({pair}) for {pair.partition(':')[0]}."
+    error = {"message": said, "type": "invalid_request_error"}
     body = json.loads(await request.body() or b"{}")
     if isinstance(body, dict) and body.get("model") == "stream-error":
         chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
@@ -87,3 +88,23 @@ def test_the_gateway_still_gets_its_credentials_as_basic_auth(gateway_proxy):
     token = base64.b64encode(f"gateway:{PASSWORD}".encode()).decode()
     assert answer.status_code == 401
     assert "'" + "*" * len("Basic " + token) + "'" in answer.text  # what it got, masked
+
+
+# A gateway that takes its key as the URL's user, with no password (`https://KEY@host`, as
+# Stripe-style APIs do): the user is the secret, and a gateway quotes it alone.
+TOKEN = "gw-token-0123456789SECRET"
+
+
+def test_a_gateway_error_quoting_a_key_given_as_the_urls_user_reaches_the_client_without_it(
+    make_proxy,
+):
+    app = Starlette(routes=[Route("/v1/{path:path}", _quote_the_credentials, methods=["POST"])])
+    with serve_app(app) as root:
+        base = root.replace("http://", f"http://{TOKEN}@") + "/v1"
+        proxy = make_proxy(keys=KEYS, upstream_base_url=base, upstream_api_key="sk-operator-1")
+        with proxy.client(api_key="sk-alice") as client:
+            with pytest.raises(openai.APIError) as refused:
+                CALLS["chat"](client)
+
+    assert "Gateway refused" in refused.value.message
+    assert TOKEN not in f"{refused.value.message} {refused.value.body}"

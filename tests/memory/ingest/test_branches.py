@@ -150,6 +150,18 @@ def test_more_than_one_exchange_skipped_after_the_first_request_leaves_nothing(s
     assert left(store) == []
 
 
+def test_a_window_that_cuts_an_exchange_of_the_first_request_leaves_nothing(store):
+    """moim added mid-chat: the first request holds the user's count said twice (EIGHT, then
+    SIX after a reply); a window that drops the first of them later cuts an exchange of the
+    first request, not one edited: SIX was said in that request too, not after it."""
+    send(store, [SYSTEM, HI, HELLO, EIGHT, VEGAN, SIX, OK, THANKS], "Sorbet.")
+    send(store, [SYSTEM, HI, HELLO, SIX, OK, THANKS, said("assistant", "Sorbet."), NEXT], "Y")
+    assert left(store) == []
+
+
+NEXT = said("user", "And what wine?")
+
+
 def test_a_new_question_after_the_same_opening_leaves_nothing(store):
     send(store, [SYSTEM, HI, HELLO, EIGHT], "Then plan a vegan main.")
     send(store, [SYSTEM, HI, HELLO, said("user", "Which wine goes with mushroom risotto?")], "A")

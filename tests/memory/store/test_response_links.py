@@ -91,3 +91,12 @@ def test_another_turn_with_a_linked_reply_id_is_stored_and_the_id_names_it(layer
     assert layer.store_only(later) == 3
     assert layer.store_only(later) == 0  # that turn replayed
     assert layer.response_link("ann", "resp_1") == ResponseLink("s2", 40)
+
+
+def test_a_turn_of_the_same_session_and_time_with_the_id_again_is_stored(layer):
+    # A backfill dates a session's turns alike; the provider gives `resp_1` out again. The
+    # turn says something new, so it is no replay; the turn itself replayed adds nothing.
+    assert layer.store_only(turn("ann", "one", "resp_1")) == 3
+    assert layer.store_only(turn("ann", "two", "resp_1")) == 2
+    assert layer.store_only(turn("ann", "two", "resp_1")) == 0
+    assert [c for _, role, c in said(layer, "ann") if role == "user"] == ["one", "two"]
