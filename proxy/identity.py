@@ -34,7 +34,7 @@ USER_HEADERS = (
     "x-litellm-end-user-id",
 )
 SESSION_HEADERS = ("X-Memory-Session-Id", "x-sm-conversation-id", "X-OpenWebUI-Chat-Id")
-# After the headers: the body's fields that name the end user, in order.
+# The body's fields that name the end user (`user` before the path form, the other after).
 BODY_USER_FIELDS = ("user", "safety_identifier")
 # 9999-12-31: beyond it dates cannot be shown; NaN and infinities fail the range check.
 MAX_TIMESTAMP = 253_402_300_800.0
@@ -207,17 +207,24 @@ def _user(
     header, user_id = _first_header(headers, USER_HEADERS)
     if header is not None and user_id is not None:
         return _checked_user(user_id, header)
-    # `safety_identifier` is OpenAI's successor to `user` (an app that moved to it names its
-    # end users there): read after it, in the same way.
-    for field in BODY_USER_FIELDS:
-        user = body.get(field)
-        if user is not None and not isinstance(user, str):
-            raise BadRequest(f"'{field}' must be a string", param=field, code="invalid_user_id")
-        if user and user.strip():  # OpenAI takes any string ("John Smith"): kept whole
-            return _checked_user(user, field)
+    user = _body_user(body, "user")
+    if user:
+        return user
     if path_user:
         return _checked_user(path_user, "user_id")
-    return "default"
+    # `safety_identifier`, OpenAI's successor to `user`, after the path form: an operator who
+    # named a deployment's users by path keeps them where they were, whatever the app sends.
+    return _body_user(body, "safety_identifier") or "default"
+
+
+def _body_user(body: Mapping[str, Any], field: str) -> str | None:
+    """The namespace a body field names (a string, any; blank is none), or None."""
+    user = body.get(field)
+    if user is not None and not isinstance(user, str):
+        raise BadRequest(f"'{field}' must be a string", param=field, code="invalid_user_id")
+    if user and user.strip():  # OpenAI takes any string ("John Smith"): kept whole
+        return _checked_user(user, field)
+    return None
 
 
 def _checked_user(user_id: str, source: str) -> str:

@@ -48,10 +48,12 @@ def test_body_user_when_no_header():
     )
 
 
-def test_safety_identifier_names_the_user_after_the_body_user():
-    """OpenAI's successor to `user`: an app that moved to it keeps its users apart."""
+def test_safety_identifier_names_the_user_after_the_body_user_and_the_path():
+    """OpenAI's successor to `user`: an app that moved to it keeps its users apart; a
+    deployment that names its users by path keeps them there."""
     body = {**BODY, "safety_identifier": "hashed-ana"}
-    assert who({}, body, path_user="bob").user_id == "hashed-ana"
+    assert who({}, body).user_id == "hashed-ana"
+    assert who({}, body, path_user="bob").user_id == "bob"
     assert who({}, {**body, "user": "ana"}).user_id == "ana"
     assert who({"X-Memory-User-Id": "cy"}, body).user_id == "cy"
     with pytest.raises(BadRequest) as raised:
