@@ -6,7 +6,7 @@ one PostgreSQL (a turn, a forget and a fact through one seen by the other; `kill
 mid-stream loses no completed turn). PostgreSQL is the `pgserver` wheel's, its data in
 `--pgdata` (left running for the next run, as `bench.harness.pgserver_url` does).
 
-    PYTHONPATH=. /work/venv/bin/python bench/acceptance_ops2.py [--part backup|copy|replicas]
+    PYTHONPATH=. /work/venv/bin/python bench/acceptance_ops2.py [--part backup|upgrade|copy|...]
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
+import openai
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -38,7 +41,7 @@ from bench.acceptance_ops import (  # noqa: E402
     report,
     serving,
 )
-from bench.harness import ensure_database, pgserver_url, sibling_url  # noqa: E402
+from bench.harness import _moim_serve, ensure_database, pgserver_url, sibling_url  # noqa: E402
 from tests.upstream import Upstream, serve_upstream  # noqa: E402
 
 QUESTION = "Where do I keep my kayak?"
@@ -105,6 +108,13 @@ def backup(home: Path, up: Upstream) -> None:
             return ok, (out.stdout.strip(), out.stderr.strip()[-200:], after == before)
 
         guarded("moim reindex while serving: recall stays right", reindex)
+
+        def keywords() -> tuple[bool, object]:
+            found = srv.api("GET", "/v1/memory/search", "alice", params={"q": "berth"}).json()
+            texts = [h["text"] for h in found["results"] if h["lexical_rank"] is not None]
+            return bool(texts) and all("berth" in t for t in texts), texts
+
+        guarded("...and a keyword search after it finds the word's chunk, no other", keywords)
         srv.chat("alice", "s-later", "Said after the backup: my bike is a blue Brompton.")
         srv.flush()
     # The README's restore, in place: moim stopped, -wal and -shm deleted, the copy put in
@@ -141,6 +151,59 @@ def backup(home: Path, up: Upstream) -> None:
         "moim migrate on a copy, then search it",
         out.returncode == 0 and bool(rows) and "kayak" in json.dumps(rows[0]),
         (out.stderr.strip()[-200:], len(rows)),
+    )
+
+
+OLD = "bacd105^"  # schema at m010_vocabulary: this moim adds m011 and m012
+
+
+def upgrade(home: Path, up: Upstream) -> None:
+    """A store an older moim wrote (its own code, `git archive`), upgraded as the README says:
+    a backup, `moim migrate` on it, then served; the older moim refuses it after."""
+    old = home / "old-source"
+    old.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", OLD], capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    here = home / "upgrade"
+    here.mkdir()
+    old_env = {"PYTHONPATH": str(old)}
+    with _moim_serve(up.url, str(here / "moim.db"), here / "old", source=old) as handle:
+        client = openai.OpenAI(base_url=handle.root + "/v1", api_key="sk-test", max_retries=0)
+        up.script.append({"content": "Noted."})
+        client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": KAYAK}],
+            extra_headers={"X-Memory-User-Id": "alice", "X-Memory-Session-Id": "s-kayak"},
+        )
+        fact = {"key": "home", "value": "Porto"}
+        head = {"X-Memory-User-Id": "alice"}
+        httpx.post(handle.root + "/v1/memory/facts", json=fact, headers=head, timeout=30)
+        made = httpx.post(handle.root + "/v1/memory/flush", timeout=120)
+    report("an older moim (its own moim serve) wrote a store", made.status_code == 200, made.text)
+    out = moim("migrate", cwd=here)
+    report(
+        "moim migrate says the migrations it applied",
+        out.returncode == 0 and "m011_index_failed, m012_left_messages" in out.stderr,
+        out.stderr.strip()[-300:],
+    )
+    with serving(here, up) as srv:
+        block = srv.block("alice", QUESTION)
+        report(
+            "the upgraded store is served: recall and facts",
+            "berth number 14" in block and "Porto" in block,
+            block[-250:],
+        )
+    back = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "stats", "--user", "alice"],
+        cwd=here,
+        capture_output=True,
+        text=True,
+        env=env_of(**old_env),
+    )
+    report(
+        "the older moim refuses the upgraded store in one line",
+        back.returncode == 1 and "upgraded by a newer moim" in back.stderr,
+        back.stderr.strip()[-200:],
     )
 
 
@@ -275,11 +338,13 @@ def replicas(home: Path, up: Upstream, pg: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["backup", "copy", "replicas"], action="append")
+    parser.add_argument(
+        "--part", choices=["backup", "upgrade", "copy", "replicas"], action="append"
+    )
     parser.add_argument("--keep", type=Path, help="a directory for the stores and logs, kept")
     parser.add_argument("--pgdata", type=Path, default=Path("/tmp/moim-ops-pg/data"))
     args = parser.parse_args()
-    parts = args.part or ["backup", "copy", "replicas"]
+    parts = args.part or ["backup", "upgrade", "copy", "replicas"]
     pg = pgserver_url(args.pgdata, "moim_ops") if {"copy", "replicas"} & set(parts) else ""
     stamp = str(int(time.time()))
     with tempfile.TemporaryDirectory(prefix="moim-ops2-") as scratch, serve_upstream() as up:
@@ -288,8 +353,8 @@ def main() -> None:
         for part in parts:
             print(f"-- {part}", flush=True)
             try:
-                if part == "backup":
-                    backup(home, up)
+                if part in ("backup", "upgrade"):
+                    {"backup": backup, "upgrade": upgrade}[part](home, up)
                 else:
                     {"copy": copy, "replicas": replicas}[part](home, up, sibling_url(pg, stamp))
             except Exception as exc:
