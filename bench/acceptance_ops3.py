@@ -4,7 +4,7 @@
 and the CLI's smaller promises (a user as `moim users` prints it, a bad import, a delete not
 confirmed, stopping and `kill -9` then restarting, a database that cannot be opened).
 
-    PYTHONPATH=. /work/venv/bin/python bench/acceptance_ops3.py [--part health|edges]
+    PYTHONPATH=. /work/venv/bin/python bench/acceptance_ops3.py [--part health|edges|pg]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -227,7 +228,65 @@ def edges(home: Path, up: Upstream) -> None:
         )
 
 
-PARTS = {"health": health, "edges": edges}
+def pg(home: Path, up: Upstream) -> None:
+    """PostgreSQL's own promises: the database gone is "degraded", not 503; --vacuum does
+    nothing and says so; a newer schema is refused in one line."""
+    from bench.harness import ensure_database, pgserver_url, sibling_url
+
+    base = pgserver_url(Path("/tmp/moim-ops-pg/data"), "moim_ops")
+    url = ensure_database(sibling_url(base, f"_gone{int(time.time())}"))
+    here = home / "pg"
+    with serving(here, up, MOIM_DB=url) as srv:
+        srv.chat("alice", "s1", KAYAK)
+        srv.flush()
+        out = moim(
+            "memory", "delete", "--user", "alice", "--yes", "--vacuum", cwd=here, MOIM_DB=url
+        )
+        report(
+            "--vacuum on PostgreSQL does nothing and says so",
+            out.returncode == 0 and "vacuum" in (out.stdout + out.stderr).lower(),
+            (out.stdout.strip(), out.stderr.strip()),
+        )
+        import psycopg
+
+        parts = urlsplit(url)
+        name, admin = parts.path.lstrip("/"), parts._replace(path="/postgres").geturl()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        reply = srv.client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "hello again"}],
+            extra_headers={"X-Memory-User-Id": "alice"},
+        )
+        time.sleep(3)
+        ready = srv.api("GET", "/health/readiness")
+        stats = srv.api("GET", "/v1/memory/stats", "alice")
+        report(
+            "the database gone: chat goes on with x-memory-error",
+            reply.http_response.status_code == 200 and bool(reply.headers.get("x-memory-error")),
+            reply.headers.get("x-memory-error"),
+        )
+        report(
+            "...readiness 200 degraded, the memory API 503",
+            ready.status_code == 200
+            and ready.json().get("status") == "degraded"
+            and stats.status_code == 503,
+            (ready.status_code, ready.text[:200], stats.status_code),
+        )
+    newer = ensure_database(sibling_url(base, f"_newer{int(time.time())}"))
+    moim("migrate", cwd=here, MOIM_DB=newer)
+    import psycopg
+
+    with psycopg.connect(newer, autocommit=True) as conn:
+        conn.execute("INSERT INTO _moim_migrations VALUES ('m999_future', 0)")
+    out = moim("stats", "--user", "a", cwd=here, MOIM_DB=newer)
+    report(
+        "a newer PostgreSQL schema: one line, exit 1",
+        *one_line_exit_1(out, "upgraded by a newer moim"),
+    )
+
+
+PARTS = {"health": health, "edges": edges, "pg": pg}
 
 
 def main() -> None:
