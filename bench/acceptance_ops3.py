@@ -4,16 +4,18 @@
 and the CLI's smaller promises (a user as `moim users` prints it, a bad import, a delete not
 confirmed, stopping and `kill -9` then restarting, a database that cannot be opened).
 
-    PYTHONPATH=. /work/venv/bin/python bench/acceptance_ops3.py [--part health|edges|pg]
+    PYTHONPATH=. /work/venv/bin/python bench/acceptance_ops3.py [--part health|edges|pg|beside]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -286,7 +288,88 @@ def pg(home: Path, up: Upstream) -> None:
     )
 
 
-PARTS = {"health": health, "edges": edges, "pg": pg}
+def beside(home: Path, up: Upstream) -> None:
+    """CLI writes beside a server that holds the user in RAM, and while it writes."""
+    here = home / "beside"
+    with serving(here, up) as srv:
+        srv.chat("alice", "s1", KAYAK)
+        srv.chat("alice", "s2", RIVER)
+        srv.flush()
+        srv.block("alice", "Where is my kayak?")  # her vectors now in the server's RAM
+        srv.chat("donor", "s-imp", "Imported: my surfboard is stored at Nazaré in locker 31.")
+        srv.flush()
+        item = moim("memory", "export", "--user", "donor", cwd=here).stdout
+        out = moim("memory", "import", "--user", "alice", cwd=here, stdin=item)
+        block = srv.block("alice", "Where is my surfboard stored?")
+        report(
+            "an import into a user the server holds in RAM: its next recall has it",
+            out.returncode == 0 and "locker 31" in block,
+            (out.stdout, out.stderr[-200:], block[-200:]),
+        )
+        stop, said = threading.Event(), []
+
+        def busy() -> None:
+            n = 0
+            while not stop.is_set():
+                srv.chat("zed", f"z{n}", f"Busy turn {n} about the shed.")
+                said.append(n)
+                n += 1
+
+        thread = threading.Thread(target=busy, daemon=True)
+        thread.start()
+        outs = [
+            moim("facts", "set", "--user", "alice", f"k{n}", f"v{n}", cwd=here) for n in range(5)
+        ]
+        stop.set()
+        thread.join(30)
+        report(
+            "CLI writes while the server writes: all succeed",
+            all(o.returncode == 0 for o in outs),
+            ([o.returncode for o in outs], len(said)),
+        )
+        out = moim("memory", "delete", "--user", "alice", "--yes", cwd=here)
+        block = srv.block("alice", "Where is my kayak? And my surfboard?")
+        why = srv.api("GET", "/ui/users/alice/why").text
+        report(
+            "moim memory delete --user beside the server: its next recall has nothing of her",
+            out.returncode == 0
+            and "berth" not in block
+            and "locker" not in block
+            and "v1" not in block,
+            (out.stdout.strip(), block[-200:]),
+        )
+        report("...and the inspector's why-this-block shows nothing of her", "berth" not in why, "")
+        rows = json_lines(moim("users", "--limit", "1", "--json", cwd=here).stdout)
+        report("moim users --limit 1 --json", len(rows) == 1, rows)
+    keyed = home / "beside-keyed"
+    keys = "sk-alice-key"
+    (keyed).mkdir(parents=True, exist_ok=True)
+    (keyed / "config.yaml").write_text(
+        json.dumps(
+            {
+                "auth": {
+                    "keys": [{"key": keys, "user_id": "alice"}],
+                    "metrics_keys": ["sk-metrics-1"],
+                }
+            }
+        )
+    )
+    with serving(keyed, up) as srv:
+        with httpx.Client(base_url=srv.root, timeout=30) as browser:
+            form = browser.get("/ui/login").text
+            csrf = re.search(r'name="csrf" value="([^"]*)"', form)
+            browser.post("/ui/login", data={"key": keys, "csrf": csrf.group(1) if csrf else ""})
+            own, other = browser.get("/ui/users/alice"), browser.get("/ui/users/bob")
+        report(
+            "a key bound to alice: her pages 200, bob's 403",
+            (own.status_code, other.status_code) == (200, 403),
+            (own.status_code, other.status_code),
+        )
+        metrics = srv.api("GET", "/metrics", headers={"Authorization": "Bearer sk-metrics-1"})
+        report("a metrics key reads /metrics", metrics.status_code == 200, metrics.status_code)
+
+
+PARTS = {"health": health, "edges": edges, "pg": pg, "beside": beside}
 
 
 def main() -> None:
