@@ -148,7 +148,9 @@ def connect(path: str, busy_timeout: float = 10.0) -> Connection:
     # mode=rw: SQLite never creates the file. `create_private` made it (0600) before the first
     # connection; one opened later, after the file was removed under moim (`rm moim.db`), made
     # an empty 0644 file in its place, into which the next start stored every user's turns.
-    target = path if path == ":memory:" else f"file:{quote(os.path.abspath(path))}?mode=rw"
+    # "file://" and the absolute path: an empty authority, so a path that POSIX lets start
+    # with "//" (`sqlite:////srv/moim.db`) is not read as a host.
+    target = path if path == ":memory:" else f"file://{quote(os.path.abspath(path))}?mode=rw"
     try:
         conn = sqlean.connect(
             target, isolation_level=None, check_same_thread=False, timeout=busy_timeout, uri=True

@@ -96,3 +96,14 @@ def test_a_thread_connecting_after_the_file_was_removed_creates_no_file(database
     assert failed and "moim.db" in str(failed[0])
     assert not (tmp_path / "moim.db").exists()
     assert database.read("SELECT count(*) FROM notes") == [(0,)]  # the open file still answers
+
+
+@pytest.mark.parametrize("name", ["moim.db", "we ird?#%.db"])
+def test_a_path_is_opened_as_written_even_with_two_leading_slashes(tmp_path, name):
+    """`sqlite:////srv/moim.db` gives the path `//srv/moim.db`, which POSIX reads as
+    `/srv/moim.db`; opened as a URI, `file://srv/…` named a host, refused."""
+    path = "/" + str(tmp_path / name)
+    with Database(path).write() as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    assert (tmp_path / name).exists()
+    assert Database(str(tmp_path / name)).read("SELECT count(*) FROM notes") == [(0,)]
