@@ -256,6 +256,48 @@ def copy(home: Path, up: Upstream, pg: str) -> None:
             )
 
 
+def slow_stream(srv: Server, user: str, session: str) -> threading.Thread:
+    """A reply streaming for ~2 s through `srv`, read to its end in a thread."""
+    srv.upstream.script.append({"content": "a slow reply " * 40, "delay": 0.02})
+
+    def run() -> None:
+        for _ in srv.client.chat.completions.create(
+            model="gpt-4o-mini",
+            stream=True,
+            messages=[{"role": "user", "content": f"{KAYAK} Tell me about kayaks."}],
+            extra_headers={"X-Memory-User-Id": user, "X-Memory-Session-Id": session},
+        ):
+            pass
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def mid_stream_forget(one: Server, two: Server, url: str, home: Path) -> None:
+    """A user forgotten through one replica (its API, or the CLI on the database) while a
+    reply of theirs streams through the other: nothing of it is stored when it ends."""
+    for how in ("DELETE /v1/memory", "moim memory delete"):
+        user = "gail" if how.startswith("DELETE") else "hank"
+        one.chat(user, "s-old", "An old turn about my green canoe.")
+        one.flush()
+        reader = slow_stream(two, user, "s-new")
+        time.sleep(0.5)
+        if how.startswith("DELETE"):
+            one.api("DELETE", "/v1/memory", user)
+        else:
+            moim("memory", "delete", "--user", user, "--yes", cwd=home, MOIM_DB=url)
+        reader.join(60)
+        two.flush()
+        one.flush()
+        left = [srv.api("GET", "/v1/memory/stats", user).json()["messages"] for srv in (one, two)]
+        report(
+            f"{how} through one replica mid-stream on the other: nothing stored",
+            left == [0, 0],
+            left,
+        )
+
+
 def replicas(home: Path, up: Upstream, pg: str) -> None:
     url = ensure_database(sibling_url(pg, "_replicas"))
     with serving(home / "r0", up, MOIM_DB=url) as one, serving(home / "r1", up, MOIM_DB=url) as two:
@@ -279,6 +321,7 @@ def replicas(home: Path, up: Upstream, pg: str) -> None:
             gone.status_code == 200 and "berth" not in block and "vegan" not in block,
             block[-200:],
         )
+        mid_stream_forget(one, two, url, home)
         done: list[str] = []
         errors: list[str] = []
 

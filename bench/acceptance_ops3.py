@@ -339,6 +339,31 @@ def beside(home: Path, up: Upstream) -> None:
             (out.stdout.strip(), block[-200:]),
         )
         report("...and the inspector's why-this-block shows nothing of her", "berth" not in why, "")
+        srv.chat("ivan", "s-old", "An old turn about my green canoe.")
+        srv.flush()
+        srv.upstream.script.append({"content": "a slow reply " * 40, "delay": 0.02})
+        streamed = threading.Thread(
+            target=lambda: list(
+                srv.client.chat.completions.create(
+                    model="gpt-4o-mini",
+                    stream=True,
+                    messages=[{"role": "user", "content": "Tell me about my canoe."}],
+                    extra_headers={"X-Memory-User-Id": "ivan", "X-Memory-Session-Id": "s-new"},
+                )
+            )
+        )
+        streamed.start()
+        time.sleep(0.5)
+        moim("memory", "delete", "--user", "ivan", "--yes", cwd=here)
+        streamed.join(60)
+        srv.flush()
+        left = srv.api("GET", "/v1/memory/stats", "ivan").json()["messages"]
+        report(
+            "moim memory delete beside the server, a reply of theirs streaming: nothing stored",
+            left == 0,
+            f"{left} messages stored after (the README steers to DELETE /v1/memory)",
+            info=True,
+        )
         rows = json_lines(moim("users", "--limit", "1", "--json", cwd=here).stdout)
         report("moim users --limit 1 --json", len(rows) == 1, rows)
     keyed = home / "beside-keyed"
