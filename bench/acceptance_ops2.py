@@ -117,6 +117,13 @@ def backup(home: Path, up: Upstream) -> None:
         guarded("...and a keyword search after it finds the word's chunk, no other", keywords)
         srv.chat("alice", "s-later", "Said after the backup: my bike is a blue Brompton.")
         srv.flush()
+        found = srv.api("GET", "/v1/memory/search", "alice", params={"q": "Brompton"}).json()
+        texts = [h["text"] for h in found["results"] if h["lexical_rank"] is not None]
+        report(
+            "a turn the server stores after moim reindex is found by its word, alone",
+            len(texts) == 1 and "Brompton" in texts[0],
+            texts,
+        )
     # The README's restore, in place: moim stopped, -wal and -shm deleted, the copy put in
     # place of moim.db (moim.db-lexical/ and the journal stay: the README says nothing of them).
     for name in ("moim.db-wal", "moim.db-shm"):
