@@ -198,6 +198,21 @@ def edges(home: Path, up: Upstream) -> None:
             stats["messages"] == 10,
             (stats["messages"], [line for line in log.splitlines() if "journal" in line][-1:]),
         )
+    said = []
+    for args in (
+        ["stats", "--user", "lee"],
+        ["users"],
+        ["memory", "search", "--user", "lee", "x"],
+        ["memory", "export", "--user", "lee"],
+        ["facts", "list", "--user", "lee"],
+        ["facts", "set", "--user", "lee", "k", "v"],
+        ["reindex"],
+        ["migrate"],
+    ):
+        first = (moim(*args, cwd=here).stderr.splitlines() or [""])[0]
+        if first != f"moim: using {here.resolve() / 'moim.db'}":
+            said.append((args[0], first))
+    report("every command says first which database it uses", not said, said or "8 commands")
     empty = home / "edge-empty"
     empty.mkdir(parents=True)
     out = moim("facts", "set", "--user", "a", "k", "v", cwd=empty)
