@@ -233,7 +233,9 @@ class TurnQueue:
         """`store_run` in a worker thread; a run into a database file no longer at its path
         (proxy/store_file.py) stored nothing that will last: it failed, whole."""
         outcome = await anyio.to_thread.run_sync(store_run, self._layer, turns, self._halted)
-        lost = self._file.problem() if outcome.marks else None
+        # A run that failed is asked too: a thread that connects after the file is gone
+        # cannot open it (memory/store/database.py), and the reason is the file, not SQLite.
+        lost = self._file.problem() if outcome.marks or outcome.error is not None else None
         return outcome if lost is None else Stored([], lost, "store")
 
     def _halted(self) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlean
 import sqlite_vec
@@ -144,9 +145,15 @@ def create_private(path: str) -> None:
 def connect(path: str, busy_timeout: float = 10.0) -> Connection:
     """A connection to `path` that waits up to `busy_timeout` seconds for another's lock;
     an error names the file by its absolute path (what the user needs to find it)."""
+    # mode=rw: SQLite never creates the file. `create_private` made it (0600) before the first
+    # connection; one opened later, after the file was removed under moim (`rm moim.db`), made
+    # an empty 0644 file in its place, into which the next start stored every user's turns.
+    # "file://" and the absolute path: an empty authority, so a path that POSIX lets start
+    # with "//" (`sqlite:////srv/moim.db`) is not read as a host.
+    target = path if path == ":memory:" else f"file://{quote(os.path.abspath(path))}?mode=rw"
     try:
         conn = sqlean.connect(
-            path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
+            target, isolation_level=None, check_same_thread=False, timeout=busy_timeout, uri=True
         )
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)

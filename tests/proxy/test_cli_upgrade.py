@@ -6,7 +6,7 @@ three migrations and said nothing, and `moim migrate` printed only "schema up to
 """
 
 from memory.store import migrations
-from memory.store.database import connect
+from memory.store.database import connect, create_private
 from tests.proxy.test_cli_database import moim
 from tests.proxy.test_cli_refusals import said_until_started, serve
 
@@ -20,6 +20,7 @@ def older_store(path, monkeypatch):
     """A database as the moim of m007 left it: its first seven migrations, by their own code."""
     with monkeypatch.context() as patched:
         patched.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:7])
+        create_private(str(path))  # connect opens a file, never makes one
         conn = connect(str(path))
         migrations.migrate(conn)
         conn.close()

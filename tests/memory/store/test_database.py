@@ -74,3 +74,36 @@ def test_every_threads_connection_has_a_small_page_cache(database):
     other.start()
     other.join()
     assert sizes == [-256, -256]
+
+
+def test_a_thread_connecting_after_the_file_was_removed_creates_no_file(database, tmp_path):
+    """`rm moim.db` under a running moim: a thread that connects afterwards (a worker thread
+    new to the pool) made an empty file, 0644, at the path, into which the next start then
+    stored every user's turns; it now fails, and the path stays empty."""
+    database.read("SELECT 1")  # this thread's connection, to the file as opened
+    (tmp_path / "moim.db").unlink()
+    failed: list[Exception] = []
+
+    def connect():
+        try:
+            database.read("SELECT count(*) FROM notes")
+        except StoreUnavailable as exc:
+            failed.append(exc)
+
+    later = threading.Thread(target=connect)
+    later.start()
+    later.join(30)
+    assert failed and "moim.db" in str(failed[0])
+    assert not (tmp_path / "moim.db").exists()
+    assert database.read("SELECT count(*) FROM notes") == [(0,)]  # the open file still answers
+
+
+@pytest.mark.parametrize("name", ["moim.db", "we ird?#%.db"])
+def test_a_path_is_opened_as_written_even_with_two_leading_slashes(tmp_path, name):
+    """`sqlite:////srv/moim.db` gives the path `//srv/moim.db`, which POSIX reads as
+    `/srv/moim.db`; opened as a URI, `file://srv/…` named a host, refused."""
+    path = "/" + str(tmp_path / name)
+    with Database(path).write() as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    assert (tmp_path / name).exists()
+    assert Database(str(tmp_path / name)).read("SELECT count(*) FROM notes") == [(0,)]

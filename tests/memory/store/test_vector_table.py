@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from memory.store import vector_table
-from memory.store.database import connect
+from memory.store.database import connect, create_private
 
 DIM = 8
 
 
 @pytest.fixture
 def db(tmp_path):
+    create_private(str(tmp_path / "vectors.db"))  # connect opens a file, never makes one
     conn = connect(str(tmp_path / "vectors.db"))
     vector_table.create(conn, DIM)
     yield conn
