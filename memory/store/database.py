@@ -12,7 +12,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import sqlean
 import sqlite_vec
@@ -148,9 +147,9 @@ def connect(path: str, busy_timeout: float = 10.0) -> Connection:
     # mode=rw: SQLite never creates the file. `create_private` made it (0600) before the first
     # connection; one opened later, after the file was removed under moim (`rm moim.db`), made
     # an empty 0644 file in its place, into which the next start stored every user's turns.
-    # "file://" and the absolute path: an empty authority, so a path that POSIX lets start
-    # with "//" (`sqlite:////srv/moim.db`) is not read as a host.
-    target = path if path == ":memory:" else f"file://{quote(os.path.abspath(path))}?mode=rw"
+    # The absolute path as a file URI (`Path.as_uri`: an empty authority, so a path that POSIX
+    # lets start with "//", `sqlite:////srv/moim.db`, is not read as a host; `C:/…` on Windows).
+    target = path if path == ":memory:" else f"{Path(os.path.abspath(path)).as_uri()}?mode=rw"
     try:
         conn = sqlean.connect(
             target, isolation_level=None, check_same_thread=False, timeout=busy_timeout, uri=True
