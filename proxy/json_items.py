@@ -86,14 +86,20 @@ class Located:
 
 
 def edited(text: str, *edits: Edit | None) -> bytes:
-    """`text` as UTF-8 with `edits` made (none overlapping; None: no edit), in one copy."""
-    pieces: list[str] = []
+    """`text` as UTF-8 with `edits` made (none overlapping; None: no edit).
+
+    Each piece is encoded apart, then the bytes joined: a slice holds the narrowest kind of
+    str for its characters, so the client's ASCII text is copied as it is. Joined first, one
+    "•" or "—" of the block made the whole body a two-byte str, encoded to UTF-8 character by
+    character: 0.28 ms for an agent's 487 kB (0.85 in a request, beside the other threads)
+    against 0.03."""
+    pieces: list[bytes] = []
     at = 0
     for start, end, new in sorted(edit for edit in edits if edit is not None):
-        pieces += (text[at:start], new)
+        pieces += (text[at:start].encode(), new.encode())
         at = end
-    pieces.append(text[at:])
-    return "".join(pieces).encode()
+    pieces.append(text[at:].encode())
+    return b"".join(pieces)
 
 
 def locate(raw: bytes, key: str | None, scan: Scan) -> tuple[dict[str, Any], Located] | None:
