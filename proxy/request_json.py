@@ -25,8 +25,6 @@ import math
 import re
 from typing import Any
 
-import numpy as np
-
 from proxy.json_items import Located, Scan, locate
 
 MAX_DEPTH = 100
@@ -79,10 +77,19 @@ def loads_locating(raw: bytes, key: str | None = None) -> tuple[Any, Located | N
 
 def _checked(raw: bytes | str, value: Any) -> Any:
     """`value` parsed from `raw`, unless it nests too deep or holds a lone surrogate."""
-    brackets, escaped = _marks(raw)
-    # Fewer brackets than the limit cannot nest past it (a count, no walk, for most bodies).
-    if brackets > MAX_DEPTH and isinstance(value, (dict, list)) and _depth_over(value, MAX_DEPTH):
+    # Fewer brackets than the limit cannot nest past it (a C count, no walk, for most bodies).
+    if (
+        _brackets(raw) > MAX_DEPTH
+        and isinstance(value, (dict, list))
+        and _depth_over(value, MAX_DEPTH)
+    ):
         raise ValueError(_TOO_DEEP)
+    # searched as it came (a chat body is bytes: no second decode of it on the request path)
+    escaped = (
+        _SURROGATE_ESCAPE.search(raw)
+        if isinstance(raw, str)
+        else _SURROGATE_ESCAPE_BYTES.search(raw)
+    )
     if escaped:  # rare: only then is the whole value re-encoded
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
@@ -91,52 +98,10 @@ def _checked(raw: bytes | str, value: Any) -> Any:
     return value
 
 
-def _marks(raw: bytes | str) -> tuple[int, bool]:
-    """How many `[` and `{` `raw` holds, and whether it holds an escaped surrogate (what
-    `_SURROGATE_ESCAPE` matches: a valid pair's too). Searched as it came: a chat body is
-    bytes, not decoded a second time on the request path."""
+def _brackets(raw: bytes | str) -> int:
     if isinstance(raw, str):
-        return raw.count("[") + raw.count("{"), bool(_SURROGATE_ESCAPE.search(raw))
-    if len(raw) >= _ARRAY_FROM:
-        return _array_marks(raw)
-    escaped = bool(_SURROGATE_ESCAPE_BYTES.search(raw))
-    return raw.count(b"[") + raw.count(b"{"), escaped
-
-
-# A body of this many bytes or more is searched as an array (numpy): an agent's history of
-# 487 kB in ~0.1 ms, against 0.53 for the bytes' `count` and the regular expression, which
-# take the smaller ones (a chat's few kB) in less than numpy's fixed cost.
-_ARRAY_FROM = 16_384
-_BLOCK = 1 << 20  # searched a block at a time: the comparisons' arrays stay that small
-_HIGH_HEX = np.zeros(256, dtype=bool)  # an escaped surrogate's third digit
-_HIGH_HEX[np.frombuffer(b"89abcdefABCDEF", dtype=np.uint8)] = True
-
-
-def _array_marks(raw: bytes) -> tuple[int, bool]:
-    """`_marks` of bytes, as arrays: where a backslash is followed by `u` (seldom, but for
-    text a client escaped), whether `d` or `D` and one of `89a-fA-F` follow it, as
-    `_SURROGATE_ESCAPE_BYTES` matches."""
-    codes = np.frombuffer(raw, dtype=np.uint8)
-    brackets, escaped, size = 0, False, len(codes)
-    for start in range(0, size, _BLOCK):
-        end = min(start + _BLOCK, size)
-        block = codes[start:end]
-        brackets += int(np.count_nonzero(block == ord("[")))
-        brackets += int(np.count_nonzero(block == ord("{")))
-        if escaped:
-            continue
-        # each backslash of the block, and the three characters after it (past its end too)
-        last = min(end, size - 3)
-        if last <= start:
-            continue
-        marks = codes[start:last] == ord("\\")
-        marks &= codes[start + 1 : last + 1] == ord("u")
-        if not marks.any():
-            continue
-        at = np.flatnonzero(marks) + start
-        found = (codes[at + 2] | 0x20) == ord("d")  # d or D
-        escaped = bool(np.any(found & _HIGH_HEX[codes[at + 3]]))
-    return brackets, escaped
+        return raw.count("[") + raw.count("{")
+    return raw.count(b"[") + raw.count(b"{")
 
 
 def _depth_over(value: Any, limit: int) -> bool:
