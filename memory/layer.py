@@ -29,6 +29,7 @@ from memory.embedding import Embedder
 from memory.facts.rules import facts_for_block_and_left_out
 from memory.ingest.embedding_inputs import question_text
 from memory.ingest.identity import content_hash
+from memory.ingest.turns import RECALLED_ROLES
 from memory.layer_admin import AdminSide
 from memory.layer_facts import FactsSide
 from memory.recall.query import QUERY_CHARS, build_query, task_query
@@ -86,7 +87,11 @@ class MemoryLayer(AdminSide, FactsSide):
         """Search for the request's query; `held` are hashes of turns the provider holds. A
         request with no user message searches for its session's task (`task_query`)."""
         self._hear_other_processes()
-        exclude = {content_hash(m) for m in messages} | (held or set())
+        # Only user and assistant messages have chunks, and a hash says its message's role:
+        # no other message's can be a chunk's. An agent's tool results (most of its history's
+        # text) are not hashed again here, on the search's path (0.26 -> 0.1 ms at 487 kB).
+        exclude = {content_hash(m) for m in messages if m.get("role") in RECALLED_ROLES}
+        exclude |= held or set()
         query = build_query(messages)
         if not query and session_id is not None:
             task = self.store.last_user_text(user_id, session_id, QUERY_CHARS)

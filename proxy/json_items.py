@@ -71,6 +71,7 @@ class Located:
     values: dict[str, tuple[int, int]]
     close: int
     items: Items | None = None
+    ascii_bytes: bytes | None = None  # the body's bytes, when each of `text`'s characters is one
 
     def value_edit(self, name: str, value: str) -> Edit:
         """`value` (JSON) as the top-level `name`'s: in place of its value, or added last."""
@@ -81,19 +82,40 @@ class Located:
         return self.close, self.close, f"{comma}{json.dumps(name, ensure_ascii=False)}:{value}"
 
     def edited(self, *edits: Edit | None) -> bytes:
-        """The text as UTF-8 with `edits` (none overlapping; None: no edit)."""
+        """The text as UTF-8 with `edits` (none overlapping; None: no edit). An ASCII body's
+        own bytes are copied around them, once (`spliced`)."""
+        if self.ascii_bytes is not None:
+            return spliced(self.ascii_bytes, *edits)
         return edited(self.text, *edits)
 
 
 def edited(text: str, *edits: Edit | None) -> bytes:
-    """`text` as UTF-8 with `edits` made (none overlapping; None: no edit), in one copy."""
-    pieces: list[str] = []
+    """`text` as UTF-8 with `edits` made (none overlapping; None: no edit).
+
+    Each piece is encoded apart, then the bytes joined: a slice holds the narrowest kind of
+    str for its characters, so the client's ASCII text is copied as it is. Joined first, one
+    "•" or "—" of the block made the whole body a two-byte str, encoded to UTF-8 character by
+    character: 0.28 ms for an agent's 487 kB (0.85 in a request, beside the other threads)
+    against 0.03."""
+    pieces: list[bytes] = []
     at = 0
     for start, end, new in sorted(edit for edit in edits if edit is not None):
-        pieces += (text[at:start], new)
+        pieces += (text[at:start].encode(), new.encode())
         at = end
-    pieces.append(text[at:])
-    return "".join(pieces).encode()
+    pieces.append(text[at:].encode())
+    return b"".join(pieces)
+
+
+def spliced(raw: bytes, *edits: Edit | None) -> bytes:
+    """`edited` for a text whose characters are `raw`'s bytes (ASCII): the bytes between the
+    edits joined as views of `raw`, one copy of them in all (an agent's 487 kB body with a
+    block: 0.07 ms against 0.17 encoding its pieces, the caches cold)."""
+    view, pieces, at = memoryview(raw), list[bytes | memoryview](), 0
+    for start, end, new in sorted(edit for edit in edits if edit is not None):
+        pieces += (view[at:start], new.encode())
+        at = end
+    pieces.append(view[at:])
+    return b"".join(pieces)
 
 
 def locate(raw: bytes, key: str | None, scan: Scan) -> tuple[dict[str, Any], Located] | None:
@@ -102,6 +124,8 @@ def locate(raw: bytes, key: str | None, scan: Scan) -> tuple[dict[str, Any], Loc
     anything else, or not JSON (the caller then parses it as usual, which says why). `scan`
     reads one value, as a `JSONDecoder`'s `scan_once`."""
     text = raw.decode(json.detect_encoding(raw), "surrogatepass")  # as json.loads decodes
+    # as many characters as bytes: UTF-8 (no BOM) of ASCII alone, each at its byte's index
+    ascii_bytes = raw if len(text) == len(raw) else None
     at = _space(text, 0)
     if text[at : at + 1] != "{":
         return None
@@ -111,7 +135,7 @@ def locate(raw: bytes, key: str | None, scan: Scan) -> tuple[dict[str, Any], Loc
     at = _space(text, at + 1)
     if text[at : at + 1] == "}":
         whole = _space(text, at + 1) == len(text)
-        return (value, Located(text, values, at)) if whole else None
+        return (value, Located(text, values, at, None, ascii_bytes)) if whole else None
     while True:
         if text[at : at + 1] != '"':
             return None
@@ -136,7 +160,7 @@ def locate(raw: bytes, key: str | None, scan: Scan) -> tuple[dict[str, Any], Loc
             return None
         at = _space(text, at + 1)
     whole = _space(text, at + 1) == len(text)
-    return (value, Located(text, values, at, items)) if whole else None
+    return (value, Located(text, values, at, items, ascii_bytes)) if whole else None
 
 
 _SPACE = " \t\n\r"  # JSON's whitespace (RFC 8259 §2)

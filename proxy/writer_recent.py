@@ -116,7 +116,10 @@ class RecentTurns:
         waited = [e for e in mine if e.response_id is None or e.response_id != continues]
         if not waited:
             return []
-        carried = {h for h in map(_hash, messages) if h is not None}
+        # a turn's hashes are of its user and assistant messages (`add`): only those can carry
+        # one (an agent's tool results, most of its history, are not hashed again here)
+        shown = (m for m in messages if m.get("role") in RECALLED_ROLES)
+        carried = {h for h in map(_hash, shown) if h is not None}
         return [e.place for e in waited if not e.carried(session_id, carried)]
 
 

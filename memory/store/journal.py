@@ -47,7 +47,7 @@ class Journal:
     def append(self, turn: Turn) -> None:
         """Add a turn as one line. Raises OSError when the file cannot be written, and
         ValueError for text that is not valid Unicode (a lone surrogate)."""
-        self._write((turn_line(turn) + "\n").encode())
+        self._write(turn_line_bytes(turn))
 
     def probe(self) -> None:
         """Write a byte at the end and take it back: raises OSError unless writes work."""
@@ -149,6 +149,25 @@ class Journal:
 def turn_line(turn: Turn) -> str:
     """A turn as one line of JSON, the form every journal (file or `pending_turns`) keeps:
     its messages as `Turn.messages_json` has them, when it has."""
+    head = _head(turn)
+    if turn.messages_json is None:
+        return head
+    return f'{head[:-1]},"messages":{turn.messages_json}}}'
+
+
+def turn_line_bytes(turn: Turn) -> bytes:
+    """`turn_line` as UTF-8, with its line break. The messages' text is encoded apart from
+    the rest: a reply's one "—" or "’" made the whole line a two-byte str, encoded character
+    by character (an agent's 487 kB: 0.36 ms on the event loop at the stream's end, against
+    0.03 for the client's ASCII text copied as it is)."""
+    head = _head(turn)
+    if turn.messages_json is None:
+        return (head + "\n").encode()
+    return b"".join((head[:-1].encode(), b',"messages":', turn.messages_json.encode(), b"}\n"))
+
+
+def _head(turn: Turn) -> str:
+    """The turn's record as JSON: with its messages, but for those `messages_json` holds."""
     record: dict[str, Any] = {
         "user_id": turn.user_id,
         "session_id": turn.session_id,
@@ -165,10 +184,7 @@ def turn_line(turn: Turn) -> str:
     }
     if turn.messages_json is None:
         record["messages"] = list(turn.messages)
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-    if turn.messages_json is None:
-        return line
-    return f'{line[:-1]},"messages":{turn.messages_json}}}'
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 def _of_user(raw: bytes, user_id: str, session_id: str | None = None) -> bool:

@@ -82,6 +82,9 @@ def test_the_body_parses_as_json_loads_reads_it_and_the_block_goes_in_its_text(
     index, message, replaces = block_place(messages, block, placement)
     placed = items.with_item(index, json.dumps(message, ensure_ascii=False), replaces)
     assert json.loads(placed) == {**body, "messages": inject_block(messages, block, placement)}
+    # as chat places it: an ASCII body's own bytes copied around the message (`spliced`)
+    item_edit = items.item_edit(index, json.dumps(message, ensure_ascii=False), replaces)
+    assert located.edited(item_edit) == placed
     item = json.dumps(message, ensure_ascii=False)
     if replaces:  # the client's bytes, with the one message written again
         start, end = items.spans[index]

@@ -207,3 +207,58 @@ def test_a_long_texts_estimate_and_exact_count_are_remembered_apart():
     framing = count_message_tokens(history, "gpt-4o-mini") - estimate
     assert count_message_tokens(history, "gpt-4o-mini", exact=True) == exact + framing
     assert count_message_tokens(history, "gpt-4o-mini") == estimate + framing
+
+
+def _call(call_id, arguments, first="id"):
+    function = {"name": "read_file", "arguments": arguments}
+    fields = {"id": call_id, "type": "function", "function": function}
+    return dict(sorted(fields.items(), key=lambda item: item[0] != first))
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        [_call("call_1", '{"path": "a.py"}')],
+        [_call("call_1", '{"path": "a.py"}', first="function")],  # another order, other JSON
+        [_call("call_1", '{"path": "a.py"}'), _call("call_2", '{"q": "é \\"x\\""}')],
+        [{"id": "call_1", "function": {"name": "f", "arguments": {"path": "a.py"}}}],
+        [{"id": "call_1", "index": 0, "function": {"name": "f", "arguments": "{}"}}],
+        [{"id": "call_1", "index": True, "function": {"name": "f", "arguments": "{}"}}],
+        [{"id": None, "function": {"name": "f", "arguments": "{}"}}],
+        {"name": "legacy", "arguments": '{"a": 1}'},
+    ],
+)
+def test_calls_count_as_their_json_remembered_or_not(calls):
+    """A message's calls count as their JSON, remembered (strings) or not (other values)."""
+    message = {"role": "assistant", "content": None}
+    message["function_call" if isinstance(calls, dict) else "tool_calls"] = calls
+    written = len(o200k().encode(json.dumps(calls, ensure_ascii=False)))
+    for _ in range(2):  # counted, then looked up
+        assert count_message_tokens([message], "gpt-4o-mini") == 3 + 3 + written
+
+
+def test_a_calls_count_is_remembered_without_their_text(monkeypatch):
+    """An agent resends every call it made: calls of string fields are counted once, held
+    under Python's hash of their fields (no text), at most as many as `_CALL_COUNTS` holds,
+    each the count of its own JSON (one argument changed counts again), let go at a forget."""
+    tokens.forget_counted_texts()
+    monkeypatch.setattr(tokens, "_CALL_COUNTS", Remembered(3))
+    made = [
+        {"role": "assistant", "tool_calls": [_call(f"c{i}", f'{{"n": {i}}}')]} for i in range(5)
+    ]
+    counts = [count_message_tokens([m], "gpt-4o-mini") for m in made]
+    written = []
+    counting = tokens._count_text
+    monkeypatch.setattr(tokens, "_count_text", lambda t, *a: written.append(t) or counting(t, *a))
+
+    assert [count_message_tokens([m], "gpt-4o-mini") for m in made[2:]] == counts[2:]
+    assert written == [""] * 3  # only each message's empty content: no call written again
+    changed = {"role": "assistant", "tool_calls": [_call("c4", '{"n": 4, "more": "words"}')]}
+    own = 3 + 3 + len(o200k().encode(json.dumps(changed["tool_calls"])))
+    assert count_message_tokens([changed], "gpt-4o-mini") == own != counts[4]
+    assert len(tokens._CALL_COUNTS) == 3
+    written.clear()
+    count_message_tokens(made[:1], "gpt-4o-mini")  # the oldest went first: written again
+    assert json.dumps(made[0]["tool_calls"]) in written
+    tokens.forget_counted_texts()
+    assert len(tokens._CALL_COUNTS) == 0

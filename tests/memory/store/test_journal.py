@@ -6,11 +6,13 @@ root, which a read-only file or directory would not do.
 
 import dataclasses
 import errno
+import json
 import os
 
 import pytest
 
 from memory import Journal, Turn
+from memory.store.journal import turn_line, turn_line_bytes
 
 
 def turn(k):
@@ -256,3 +258,20 @@ def test_a_reply_to_a_forced_function_replays_with_its_answer_in_the_call(tmp_pa
     journal.append(forced)
     journal.append(turn(2))
     assert journal.replay() == [forced, turn(2)]
+
+
+@pytest.mark.parametrize("reply", ["ok", "ok — done", "ok 😀"])
+@pytest.mark.parametrize("said", ["plain", "Café", "𝄞 clef"])
+def test_a_line_is_written_as_turn_line_says_whatever_its_text(tmp_path, reply, said):
+    """The messages' text is encoded apart from the rest of the line (`turn_line_bytes`):
+    the same bytes as the whole line's, ASCII or not on either side."""
+    journal = Journal(tmp_path / "j")
+    messages = ({"role": "user", "content": said},)
+    written = dataclasses.replace(
+        turn(1), messages=messages, reply={"role": "assistant", "content": reply}
+    )
+    for kept in (None, json.dumps(list(messages), ensure_ascii=False)):
+        journal.append(dataclasses.replace(written, messages_json=kept))
+        line = dataclasses.replace(written, messages_json=kept)
+        assert turn_line_bytes(line) == (turn_line(line) + "\n").encode()
+    assert journal.replay() == [written, written]
