@@ -149,7 +149,10 @@ def connect(path: str, busy_timeout: float = 10.0) -> Connection:
     # an empty 0644 file in its place, into which the next start stored every user's turns.
     # The absolute path as a file URI (`Path.as_uri`: an empty authority, so a path that POSIX
     # lets start with "//", `sqlite:////srv/moim.db`, is not read as a host; `C:/…` on Windows).
-    target = path if path == ":memory:" else f"{Path(os.path.abspath(path)).as_uri()}?mode=rw"
+    # Not tidied (`os.path.abspath`): `data/../moim.db` with `data` a link is the file the
+    # system finds from where the link leads, the one `create_private` made; SQLite finds it so.
+    absolute = Path(path).absolute()
+    target = path if path == ":memory:" else f"{absolute.as_uri()}?mode=rw"
     try:
         conn = sqlean.connect(
             target, isolation_level=None, check_same_thread=False, timeout=busy_timeout, uri=True
@@ -168,6 +171,6 @@ def connect(path: str, busy_timeout: float = 10.0) -> Connection:
         conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000):d}")
         conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB:d}")
     except sqlean.Error as exc:
-        shown = path if path == ":memory:" else os.path.abspath(path)
+        shown = path if path == ":memory:" else str(absolute)
         raise StoreUnavailable(f"cannot open {shown}: {exc}") from exc
     return conn
