@@ -134,9 +134,10 @@ def create_private(path: str) -> None:
     It holds every user's conversations; made by SQLite it would take the umask's mode (0644
     as a rule: readable by every account on the machine). SQLite gives its WAL and shared-memory
     files the database file's mode, so they are private too. A path that cannot be created is
-    left for `connect` to report."""
+    left for `connect` to report. A link to a file not made yet (a volume's) is made at its end,
+    where SQLite made it: O_EXCL refuses every link, and `connect` never creates."""
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.close(os.open(os.path.realpath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError:
         pass  # it exists (its mode is the owner's choice), or connect names the problem
 

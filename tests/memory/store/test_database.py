@@ -124,3 +124,16 @@ def test_a_path_through_a_linked_directory_and_up_opens_the_file_it_names(tmp_pa
     assert not (tmp_path / "cwd" / "moim.db").exists()
     made = Database(str(tmp_path / "disk" / "moim.db"))
     assert made.read("SELECT text FROM notes") == [("kept",)]
+
+
+def test_a_link_to_a_file_not_made_yet_is_made_private_and_opened(tmp_path):
+    """`moim.db` a link to a volume's file that does not exist yet: SQLite made the file at
+    the link's end (0644). With connections that never create (`mode=rw`) and the private
+    file made with O_EXCL, which refuses any link, the store could not be opened at all."""
+    (tmp_path / "volume").mkdir()
+    (tmp_path / "moim.db").symlink_to(tmp_path / "volume" / "moim.db")
+    with Database(str(tmp_path / "moim.db")).write() as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    made = tmp_path / "volume" / "moim.db"
+    assert made.stat().st_mode & 0o777 == 0o600
+    assert Database(str(made)).read("SELECT count(*) FROM notes") == [(0,)]
