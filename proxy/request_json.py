@@ -32,6 +32,10 @@ MAX_DEPTH = 100
 # only means the parsed value must be checked.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+# A surrogate's own bytes in UTF-8 (ED A0-BF: CESU-8 / WTF-8, not UTF-8), which `json.loads`
+# decodes as it finds them ("surrogatepass"). Searched only where an ED byte is (a C scan):
+# one pattern of both took 5 ms on a 730 kB body, against 0.55 for the escape's alone.
+_SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]")
 _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 
 
@@ -84,11 +88,14 @@ def _checked(raw: bytes | str, value: Any) -> Any:
         and _depth_over(value, MAX_DEPTH)
     ):
         raise ValueError(_TOO_DEEP)
-    # searched as it came (a chat body is bytes: no second decode of it on the request path)
+    # searched as it came (a chat body is bytes: no second decode of it on the request path);
+    # a UTF-16 or UTF-32 body (rare) is checked whole, as neither search reads its bytes
     escaped = (
         _SURROGATE_ESCAPE.search(raw)
         if isinstance(raw, str)
         else _SURROGATE_ESCAPE_BYTES.search(raw)
+        or (b"\xed" in raw and _SURROGATE_BYTES.search(raw))
+        or not _utf8(raw)
     )
     if escaped:  # rare: only then is the whole value re-encoded
         try:
@@ -96,6 +103,11 @@ def _checked(raw: bytes | str, value: Any) -> Any:
         except UnicodeEncodeError:
             raise ValueError("a string holds a lone UTF-16 surrogate") from None
     return value
+
+
+def _utf8(raw: bytes) -> bool:
+    """Whether `json.loads` reads `raw` as UTF-8 (with or without a BOM): its first bytes."""
+    return json.detect_encoding(raw).startswith("utf-8")
 
 
 def _brackets(raw: bytes | str) -> int:

@@ -134,9 +134,10 @@ def create_private(path: str) -> None:
     It holds every user's conversations; made by SQLite it would take the umask's mode (0644
     as a rule: readable by every account on the machine). SQLite gives its WAL and shared-memory
     files the database file's mode, so they are private too. A path that cannot be created is
-    left for `connect` to report."""
+    left for `connect` to report. A link to a file not made yet (a volume's) is made at its end,
+    where SQLite made it: O_EXCL refuses every link, and `connect` never creates."""
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.close(os.open(os.path.realpath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError:
         pass  # it exists (its mode is the owner's choice), or connect names the problem
 
@@ -149,7 +150,10 @@ def connect(path: str, busy_timeout: float = 10.0) -> Connection:
     # an empty 0644 file in its place, into which the next start stored every user's turns.
     # The absolute path as a file URI (`Path.as_uri`: an empty authority, so a path that POSIX
     # lets start with "//", `sqlite:////srv/moim.db`, is not read as a host; `C:/…` on Windows).
-    target = path if path == ":memory:" else f"{Path(os.path.abspath(path)).as_uri()}?mode=rw"
+    # Not tidied (`os.path.abspath`): `data/../moim.db` with `data` a link is the file the
+    # system finds from where the link leads, the one `create_private` made; SQLite finds it so.
+    absolute = Path(path).absolute()
+    target = path if path == ":memory:" else f"{absolute.as_uri()}?mode=rw"
     try:
         conn = sqlean.connect(
             target, isolation_level=None, check_same_thread=False, timeout=busy_timeout, uri=True
@@ -168,6 +172,6 @@ def connect(path: str, busy_timeout: float = 10.0) -> Connection:
         conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000):d}")
         conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB:d}")
     except sqlean.Error as exc:
-        shown = path if path == ":memory:" else os.path.abspath(path)
+        shown = path if path == ":memory:" else str(absolute)
         raise StoreUnavailable(f"cannot open {shown}: {exc}") from exc
     return conn

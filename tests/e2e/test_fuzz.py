@@ -722,12 +722,28 @@ def test_import_refuses_an_item_whose_field_has_the_wrong_type(fuzzed, field, ra
         ),
         ("/v1/memory/facts", '{"key": "name", "value": "\\udfff"}', "invalid_json"),
         ("/v1/memory/import", json.dumps({**IMPORTED, "content": "\ud800"}), "invalid_jsonl"),
+        # the surrogate's own bytes (CESU-8), not escaped: a 500 when the block went in
+        (
+            "/v1/chat/completions",
+            b'{"model": "gpt-4o-mini", "messages": '
+            b'[{"role": "user", "content": "half a pair: \xed\xa0\xbd"}]}',
+            "invalid_json",
+        ),
+        # a UTF-16 body (json.loads reads it) with an escaped one
+        (
+            "/v1/chat/completions",
+            '{"model": "gpt-4o-mini", "messages": '
+            '[{"role": "user", "content": "half a pair: \\ud83d"}]}'.encode("utf-16"),
+            "invalid_json",
+        ),
     ],
 )
 def test_a_lone_surrogate_in_the_json_is_refused_with_a_400(fuzzed, path, body, code):
     _, http = fuzzed
     user = {"x-memory-user-id": f"surrogate-{abs(hash(body)) % 10**6}"}
-    response = http.post(path, content=body.encode(), headers=user)
+    response = http.post(
+        path, content=body if isinstance(body, bytes) else body.encode(), headers=user
+    )
     assert response.status_code == 400, (response.status_code, response.text)
     assert response.json()["error"]["code"] == code
     http.post("/v1/memory/flush")

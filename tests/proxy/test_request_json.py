@@ -15,11 +15,21 @@ from proxy import request_json
         b'["ok", {"deep": ["\\udbff and nothing after"]}]',
         '{"content": "\\ud83d\\u0041"}',  # a high surrogate not followed by a low one
         '{"\\udc00": "a key too"}',
+        # not escaped: the surrogate's own bytes (CESU-8 / WTF-8), which json.loads reads
+        b'{"content": "a\xed\xa0\xbdb"}',
+        b'{"content": "\xed\xb8\x80"}',
+        # a body in UTF-16 or UTF-32 (json.loads reads them): escaped, or a lone code unit
+        '{"content": "\\ud800"}'.encode("utf-16"),
+        '{"content": "\\udfff"}'.encode("utf-32-le"),
+        b'\x00{\x00"\x00a\x00"\x00:\x00"\xd8\x00\x00"\x00}',
     ],
 )
 def test_a_lone_surrogate_is_a_value_error(raw):
     with pytest.raises(ValueError, match="lone UTF-16 surrogate"):
         request_json.loads(raw)
+    if isinstance(raw, bytes):  # as a chat body is read: the one parse that locates its items
+        with pytest.raises(ValueError, match="lone UTF-16 surrogate"):
+            request_json.loads_locating(raw, "messages")
 
 
 @pytest.mark.parametrize(
@@ -29,6 +39,11 @@ def test_a_lone_surrogate_is_a_value_error(raw):
         ('{"content": "\\\\ud800 is only text"}', {"content": "\\ud800 is only text"}),
         ('["caf\\u00e9", 1, null]', ["café", 1, None]),
         ('["line\u2028separator"]', ["line\u2028separator"]),
+        (
+            '{"content": "\\ud83d\\ude00 \U0001f600"}'.encode("utf-16"),
+            {"content": "\U0001f600 \U0001f600"},
+        ),
+        ('["\ud7ff\ue000 caf\u00e9"]'.encode(), ["\ud7ff\ue000 café"]),  # next to the surrogates
     ],
 )
 def test_everything_else_parses_as_json_loads_does(raw, value):

@@ -107,3 +107,33 @@ def test_a_path_is_opened_as_written_even_with_two_leading_slashes(tmp_path, nam
         conn.execute("CREATE TABLE notes (text TEXT)")
     assert (tmp_path / name).exists()
     assert Database(str(tmp_path / name)).read("SELECT count(*) FROM notes") == [(0,)]
+
+
+def test_a_path_through_a_linked_directory_and_up_opens_the_file_it_names(tmp_path, monkeypatch):
+    """`data/../moim.db` with `data` a link to another disk's directory: the system resolves
+    `..` from where the link leads, and the file is made there (`create_private`). Opened by
+    its path tidied first (`os.path.abspath`), it was looked for beside the link, and the
+    store could not open (or opened another file than the one made)."""
+    (tmp_path / "disk" / "data").mkdir(parents=True)
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "data").symlink_to(tmp_path / "disk" / "data")
+    monkeypatch.chdir(tmp_path / "cwd")
+    with Database("data/../moim.db").write() as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('kept')")
+    assert not (tmp_path / "cwd" / "moim.db").exists()
+    made = Database(str(tmp_path / "disk" / "moim.db"))
+    assert made.read("SELECT text FROM notes") == [("kept",)]
+
+
+def test_a_link_to_a_file_not_made_yet_is_made_private_and_opened(tmp_path):
+    """`moim.db` a link to a volume's file that does not exist yet: SQLite made the file at
+    the link's end (0644). With connections that never create (`mode=rw`) and the private
+    file made with O_EXCL, which refuses any link, the store could not be opened at all."""
+    (tmp_path / "volume").mkdir()
+    (tmp_path / "moim.db").symlink_to(tmp_path / "volume" / "moim.db")
+    with Database(str(tmp_path / "moim.db")).write() as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    made = tmp_path / "volume" / "moim.db"
+    assert made.stat().st_mode & 0o777 == 0o600
+    assert Database(str(made)).read("SELECT count(*) FROM notes") == [(0,)]
