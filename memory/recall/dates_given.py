@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from memory.recall.beside import question_words, said_beside
 from memory.records import Hit
-from memory.store.fts import fts_terms, stem
 
 # The best kept hits read, as for counts, places and names.
 DATE_HITS = 3
@@ -36,7 +36,6 @@ _COUNT = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten)"
 _DATE = re.compile(
     rf"\b(?:(?:19|20)\d\d|{_MONTH}|last\s+(?:year|month)|{_COUNT}\s+(?:years?|months?)\s+ago)\b"
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def asks_when(query: str) -> bool:
@@ -47,21 +46,10 @@ def asks_when(query: str) -> bool:
 def gives_the_date(query: str, kept: Sequence[Hit]) -> bool:
     """True when the question asks when and one of the best kept hits gives a date within
     DATE_REACH characters of a word of the question (by its stem), in the same sentence."""
-    if not asks_when(query):
+    if not asks_when(query) or (words := question_words(query, _TIME_WORDS)) is None:
         return False
-    stems = sorted({stem(w) for w in fts_terms(query)} - _TIME_WORDS)
-    if not stems:
-        return False
-    words = re.compile(rf"\b(?:{'|'.join(map(re.escape, stems))})", re.IGNORECASE)
-    for hit in kept[:DATE_HITS]:
-        if _DATE.search(hit.chunk.text) is None:  # most turns give no date: one scan
-            continue
-        for sentence in _SENTENCE_END.split(hit.chunk.text):
-            dates = [d.start() for d in _DATE.finditer(sentence)]
-            if dates and any(
-                abs(word.start() - at) <= DATE_REACH
-                for word in words.finditer(sentence)
-                for at in dates
-            ):
-                return True
-    return False
+    return said_beside(kept, words, _DATE, _dates, DATE_REACH, DATE_HITS)
+
+
+def _dates(sentence: str) -> list[int]:
+    return [d.start() for d in _DATE.finditer(sentence)]

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from memory.recall.beside import question_words, said_beside
 from memory.records import Hit
-from memory.store.fts import fts_terms, stem
 
 # The best kept hits read, as for counts and identifiers.
 PLACE_HITS = 3
@@ -34,7 +34,6 @@ _NOT_A_PLACE = frozenset(
     "january february march april may june july august september october november december"
     " monday tuesday wednesday thursday friday saturday sunday i".split()
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def asks_where(query: str) -> bool:
@@ -45,28 +44,11 @@ def asks_where(query: str) -> bool:
 def gives_the_place(query: str, kept: Sequence[Hit]) -> bool:
     """True when the question asks where and one of the best kept hits names a place within
     PLACE_REACH characters of a word of the question (by its stem), in the same sentence."""
-    if not asks_where(query):
+    if not asks_where(query) or (words := question_words(query)) is None:
         return False
-    stems = sorted({stem(w) for w in fts_terms(query)})
-    if not stems:
-        return False
-    words = re.compile(rf"\b(?:{'|'.join(map(re.escape, stems))})", re.IGNORECASE)
-    for hit in kept[:PLACE_HITS]:
-        if _PLACE.search(hit.chunk.text) is None:  # most turns name no place: one scan
-            continue
-        for sentence in _SENTENCE_END.split(hit.chunk.text):
-            if _places_near(sentence, words):
-                return True
-    return False
+    return said_beside(kept, words, _PLACE, _places, PLACE_REACH, PLACE_HITS)
 
 
-def _places_near(sentence: str, words: re.Pattern[str]) -> bool:
-    """Whether `sentence` names a place within PLACE_REACH characters of one of `words`."""
-    places = [
-        p.start(1) for p in _PLACE.finditer(sentence) if p.group(1).lower() not in _NOT_A_PLACE
-    ]
-    if not places:
-        return False
-    return any(
-        abs(word.start() - at) <= PLACE_REACH for word in words.finditer(sentence) for at in places
-    )
+def _places(sentence: str) -> list[int]:
+    """Where `sentence` names a place (a month or "I" after a preposition names none)."""
+    return [p.start(1) for p in _PLACE.finditer(sentence) if p.group(1).lower() not in _NOT_A_PLACE]
