@@ -105,12 +105,9 @@ def left_behind(
     opening, point = by_key.get(stored[0]), by_key.get(stored[place])
     if opening is None or point is None:
         return []  # the session went meanwhile (forgotten)
-    rows = [by_key[key] for key in after if key in by_key and not by_key[key].left]
-    rows = [m for m in rows if m.role not in ("system", "developer")]
-    if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
+    rows = _said(by_key, after)
+    if _stored_alongside(rows, arrived_at, said_at):
         return []
-    if said_at is not None and any(m.created_at >= said_at for m in rows):
-        return []  # a replay's siblings, stored at the time the client gave them
     prompt = bool(rows) and rows[0].created_at == point.created_at == opening.created_at
     # All that followed is the named conversation's own, but for another first reply: a
     # client that sends one session id for several conversations (an agent's, a user's id)
@@ -162,8 +159,7 @@ def _edited_in_first_request(
         ends = [stored[0], stored[point], stored[edit_at]]
         found = session_messages(store, user_id, session_id, [*ends, *gap])
         by_key = {m.key: m for m in found}
-        rows = [by_key[key] for key in gap if key in by_key and not by_key[key].left]
-        rows = [m for m in rows if m.role not in ("system", "developer")]
+        rows = _said(by_key, gap)
         if not rows:
             continue  # a system prompt changed there: no exchange skipped
         opening, anchor, edited = (by_key.get(key) for key in ends)
@@ -175,9 +171,7 @@ def _edited_in_first_request(
             return []  # not of the first request: the rule above saw it when it was edited
         if edited.created_at == opening.created_at:
             return []  # said in the first request too: a window's cut of it, not an edit
-        if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
-            return []
-        if said_at is not None and any(m.created_at >= said_at for m in rows):
+        if _stored_alongside(rows, arrived_at, said_at):
             return []
         return rows if reads_as_an_edit(rows[0].content, message_text(edit)) else []
     return []
@@ -225,6 +219,23 @@ _FIRST_READ = 64
 # How many of the session's latest messages `edited_away` reads: one exchange after the
 # message the request picks up from, with room for a few replies.
 _LATEST = 8
+
+
+def _said(by_key: Mapping[str, StoredMessage], keys: Sequence[str]) -> list[StoredMessage]:
+    """The user and assistant messages of `keys` read (`by_key`), not left already, in order."""
+    rows = [by_key[key] for key in keys if key in by_key and not by_key[key].left]
+    return [m for m in rows if m.role not in ("system", "developer")]
+
+
+def _stored_alongside(
+    rows: Sequence[StoredMessage], arrived_at: float | None, said_at: float | None
+) -> bool:
+    """Whether one of `rows` was stored after the request arrived (a request sent beside it),
+    or at the turn's own time or later (a replay's siblings, stored at the time the client
+    gave them): no branch the request left."""
+    if arrived_at is not None and any(m.created_at > arrived_at for m in rows):
+        return True
+    return said_at is not None and any(m.created_at >= said_at for m in rows)
 
 
 def _hash_of(message: StoredMessage) -> str:

@@ -131,7 +131,7 @@ def store_new_messages(store: Store, turn: Turn, maybe_stored: bool = False) -> 
                 message_key=key,
                 content_hash=key.split("#")[0],
                 role=str(message.get("role", "user")),
-                name=message.get("name") if isinstance(message.get("name"), str) else None,
+                name=_name(message.get("name")),
                 content=text,
                 payload=json.dumps(payload, ensure_ascii=False),
                 model=turn.model,
@@ -211,6 +211,7 @@ def _follow_branch(
 
 
 def _name(name: Any) -> str | None:
+    """A message's `name` as stored: a string, else none."""
     return name if isinstance(name, str) else None
 
 
