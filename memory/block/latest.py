@@ -13,12 +13,13 @@ an older conversation in the block names too, and a new value one that no such l
 all; a change is a new value after an old one, said with one of the change words the gate
 reads (`memory.recall.changed.CHANGE`: "now", "instead", "swapped", "moved" …) in its sentence
 or between the two, or as "from <old> … to <new>". The words from just after the last old
-value before the new one are shown first, as a piece of the line (marked "…") in an excerpt of
-their own, with the session and date of the line's excerpt; the line itself stays where it
-was. At most `LEADS` changes (the newest first, one per line), never one whose new value a
-user line of a newer conversation names again (that line says what holds now). Only user
-lines labelled "user" are read (a named speaker, as in an imported two-person conversation,
-is not the user's own account). docs/recall-quality.md, "Nineteenth pass".
+value before the new one, to the end of the new value's sentence, are shown first, as a piece
+of the line (marked "…") in an excerpt of their own, with the session and date of the line's
+excerpt; the line itself stays where it was. At most `LEADS` changes (the newest first, one
+per line), never one whose new value a user line of a newer conversation names again (that
+line says what holds now). Only user lines labelled "user" are read (a named speaker, as in
+an imported two-person conversation, is not the user's own account). docs/recall-quality.md,
+"Nineteenth pass".
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from memory.records import Excerpt
 from memory.store.fts import STOPWORDS
 
 # How many changes lead the block at most, and how many characters each piece shows (within
-# half an excerpt's room): a clause or two past the new value.
+# half an excerpt's room): the rest of the sentence that names the new value.
 LEADS = 2
 PIECE_CHARS = 200
 _USER = "user: "
@@ -186,15 +187,13 @@ def _sentence_end(line: str, at: int) -> int:
 
 def _piece(line: str, start: int, value_end: int, chars: int) -> str:
     """`line` from `start` (its leading punctuation dropped) to the end of the sentence holding
-    the new value, and the sentences after it while within `chars`; cut at a word past that,
-    but never before the new value."""
+    the new value, cut at a word past `chars` but never before the new value. Not the
+    sentences after it: a chatty turn goes on about other things, and a value named there
+    would lead the block too (fresh5: "… kieran's passed his first year at college" led a
+    question whose newer turn names the new apprentice)."""
     found = _LEADING.match(line, start)
     offset = found.end() if found else start
     stop = _sentence_end(line, value_end)
-    for end in _SENTENCE_END.finditer(line, stop):
-        if end.start() + 1 - offset > chars:
-            break
-        stop = end.start() + 1
     limit = max(chars, value_end - offset)
     text = line[offset:stop]
     if len(text) <= limit:

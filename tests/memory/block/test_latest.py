@@ -47,6 +47,15 @@ def test_a_change_in_the_next_sentence_starts_right_after_the_old_value():
     )
 
 
+def test_the_piece_ends_with_the_sentence_that_names_the_new_value():
+    newer = excerpt(
+        "s2",
+        9,
+        "user: We swapped Kanazawa for Hiroshima now. Kieran passed his first year at Keele.",
+    )
+    assert lead_with_the_change([newer, OLD], 600)[0].text == "user: …for Hiroshima now."
+
+
 def test_from_the_old_to_the_new_is_a_change_without_a_change_word():
     old = excerpt("s1", 1, "user: Pip is on Apoquel, 16 mg once a day.")
     newer = excerpt("s2", 9, "user: Pip's Apoquel went from 16 mg to 8 mg a day, said the vet.")
