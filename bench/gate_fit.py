@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-BLIND = {"fresh3", "fresh6", "fresh8", "fresh9"}
+BLIND = {"fresh3", "fresh6", "fresh8", "fresh9", "fresh11"}
 TUNING = {"fresh", "fresh2", "fresh4", "fresh5", "fresh7", "tune", "locomo-tune"}
 SIGNALS = ("best", "second", "median", "kept", "covered", "user_turn", "length", "expanded")
 

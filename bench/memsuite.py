@@ -53,7 +53,12 @@ personas 91-100 (bench/memsuite/fresh8.txt, split `fresh8`): an eighth, written 
 way (by someone who had read neither moim's memory code nor the other splits' misses); for
 measuring only. `--suite fresh9` is personas 101-110 (bench/memsuite/fresh9.txt, split `fresh9`):
 a ninth, written blind the same way (other lives again, user turns of mixed length, corrections
-said in passing); for measuring only.
+said in passing); for measuring only. `--suite fresh10` is personas 111-120
+(bench/memsuite/fresh10.txt, split `fresh10`) and `--suite fresh11` personas 121-130
+(bench/memsuite/fresh11.txt, split `fresh11`): two more, written together by a session that had
+not read moim's recall code, its docs or the blind splits (changes said in a reply to the
+assistant's question, two sessions late, or taken back; evidence in a brief answer to the
+assistant). fresh10 is a tuning split; fresh11 is blind, for measuring only.
 """
 
 from __future__ import annotations
@@ -91,9 +96,9 @@ MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
 SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
-SPLITS += ("fresh7h", "fresh8", "fresh9")
+SPLITS += ("fresh7h", "fresh8", "fresh9", "fresh10", "fresh11")
 SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
-SUITES += ("fresh8", "fresh9")
+SUITES += ("fresh8", "fresh9", "fresh10", "fresh11")
 
 
 @dataclass
@@ -156,7 +161,15 @@ def load(paths: list[Path]) -> list[Persona]:
 
 
 def _check(persona: Persona) -> None:
-    """Every expected phrase is said in the history; an update's two phrases in one turn each."""
+    """Every expected phrase is said in the history; an update's two phrases in one turn each.
+
+    Each session alternates user and assistant turns, user first and assistant last: the
+    replay sends each user turn with the reply after it, so an unanswered one is never stored.
+    """
+    for day, session in persona.sessions:
+        roles = [role for role, _ in session]
+        expected = ["user", "assistant"] * (len(roles) // 2)
+        assert roles and roles == expected, f"{persona.name} {day}: turns {roles} are not pairs"
     turns = [norm(text) for _, session in persona.sessions for _, text in session]
     for case in persona.cases:
         assert case.category in CATEGORIES, case
@@ -200,7 +213,7 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 
 def personas_of(suite: str) -> list[Persona]:
-    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 101-110 (fresh, 2, ... 9)."""
+    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 121-130 (fresh, 2, ... 11)."""
     if suite.startswith("fresh"):
         return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))

@@ -290,8 +290,16 @@ def database_fields(target: str, name: str = "db") -> dict[str, Any]:
     """
     if target.startswith(("postgresql://", "postgres://")):
         return {"db_url": target, "db_path": Path("moim.db")}
+    path = target.removeprefix("sqlite://")
+    if path in ("", ":memory:"):
+        # SQLite gives each connection its own empty in-memory database: the writer's thread
+        # would store into one, recall read another, and everything go at the stop
+        raise ConfigError(
+            f"{name}: {path or 'an empty path'} cannot hold moim's memory: give a SQLite file's "
+            "path (a temporary directory's for a throwaway store) or a postgresql:// URL"
+        )
     if target.startswith("sqlite://"):
-        return {"db_path": Path(target.removeprefix("sqlite://")), "db_url": None}
+        return {"db_path": Path(path), "db_url": None}
     if (scheme := _URL_SCHEME.match(target)) is not None:
         raise ConfigError(
             f"{name}: {scheme[0]} is not a store moim knows: give a SQLite file's path "

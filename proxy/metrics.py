@@ -46,6 +46,11 @@ logger = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # moim's own time is milliseconds (a recall: ~5-50 ms); a first byte waits for the model.
 OVERHEAD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+# The label values known before any request: the histograms' endpoints, the recall tiers and
+# the chat UIs whose background tasks are recognised (memory/ingest/ui_tasks.py's names).
+ENDPOINTS = ("chat", "responses")
+TIERS = ("0", "1", "2", "3")
+UI_CLIENTS = ("open-webui", "librechat", "lobechat")
 TTFB_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
@@ -138,6 +143,16 @@ class Metrics:
             ["client"],
             registry=registry,
         )
+
+        # Every series whose labels are known up front is exported at 0 from the start: a
+        # dashboard's rate() or an alert on `absent()` needs the series before its first event.
+        for endpoint in ENDPOINTS:
+            self.overhead.labels(endpoint)
+            self.ttfb.labels(endpoint)
+        for tier in TIERS:
+            self.recalls.labels(tier)
+        for client in UI_CLIENTS:
+            self.ui_tasks.labels(client)
 
     def watch(self, writer: Writer, layer: MemoryLayer) -> None:
         """Read the writer, the vector index and the store at every scrape."""

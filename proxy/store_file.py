@@ -21,7 +21,8 @@ from memory import MemoryLayer
 
 class StoreFile:
     def __init__(self, layer: MemoryLayer) -> None:
-        self._path: Path | None = None if layer.shared else layer.settings.db_path
+        # absolute, as the store's connections open it: a later chdir must not move the watch
+        self._path = None if layer.shared else Path(layer.settings.db_path).absolute()
         self._opened = _identity(self._path) if self._path is not None else None
 
     def problem(self) -> OSError | None:

@@ -8,6 +8,8 @@ import pytest
 import sqlean
 from prometheus_client.parser import text_string_to_metric_families
 
+from memory.ingest.ui_tasks import LIBRECHAT, LOBECHAT, OPEN_WEBUI
+
 MODEL = "gpt-4o-mini"
 TINY = "tiny-window-model"  # a 10-token window: any real request fills it past 0.70
 KAYAK = "I keep my red kayak at the marina in Porto, berth number 14"
@@ -109,6 +111,18 @@ def test_metrics_move_with_the_traffic_that_caused_them(metered):
         value(after, "moim_writer_restarts_total") == value(after, "moim_writer_dropped_total") == 0
     )
     assert types["moim_writer_failures"] == "counter"
+
+
+def test_series_with_known_labels_are_exported_at_zero_before_any_request(metered):
+    values, _ = scrape(metered)
+
+    for endpoint in ("chat", "responses"):
+        for histogram in ("moim_overhead_seconds_count", "moim_ttfb_seconds_count"):
+            assert values[(histogram, (("endpoint", endpoint),))] == 0
+    for tier in "0123":
+        assert values[("moim_recall_requests_total", (("tier", tier),))] == 0
+    for client in (OPEN_WEBUI, LIBRECHAT, LOBECHAT):  # the names ui_task() gives
+        assert values[("moim_ui_tasks_total", (("client", client),))] == 0
 
 
 def test_memory_errors_are_counted_by_stage_and_kind(metered):

@@ -72,6 +72,15 @@ def moim(tmp_path, yaml_text, env=None, verb="serve"):
             "Error: MOIM_DB: mysql:// is not a store moim knows: give a SQLite file's path "
             "(or sqlite:///path) or a postgresql:// URL",
         ),
+        # Each thread opened an empty database of its own: the embedder failed to load ("no
+        # such table: meta"), readiness said failing, and nothing would have been kept.
+        (
+            "",
+            {"MOIM_DB": ":memory:"},
+            "Error: MOIM_DB: :memory: cannot hold moim's memory: give a SQLite file's path",
+        ),
+        ("db: 'sqlite://:memory:'\n", {}, "Error: {file}: db: :memory: cannot hold moim's memory"),
+        ("db: ''\n", {}, "Error: {file}: db: an empty path cannot hold moim's memory"),
     ],
 )
 def test_a_config_error_is_one_clear_line_and_a_non_zero_exit(tmp_path, yaml_text, env, error):
