@@ -13,13 +13,14 @@ an older conversation in the block names too, and a new value one that no such l
 all; a change is a new value after an old one, said with one of the change words the gate
 reads (`memory.recall.changed.CHANGE`: "now", "instead", "swapped", "moved" …) in its sentence
 or between the two, or as "from <old> … to <new>". The words from just after the last old
-value before the new one, to the end of the new value's sentence, are shown first, as a piece
-of the line (marked "…") in an excerpt of their own, with the session and date of the line's
-excerpt; the line itself stays where it was. At most `LEADS` changes (the newest first, one
-per line), never one whose new value a user line of a newer conversation names again (that
-line says what holds now). Only user lines labelled "user" are read (a named speaker, as in
-an imported two-person conversation, is not the user's own account). docs/recall-quality.md,
-"Nineteenth pass".
+value before the new one, to the end of the new value's sentence, are shown first in the
+line's excerpt, as a piece of the line (marked "…"); the line itself follows. The excerpt keeps
+its place and its room: the block holds as many excerpts as the tier allows, each within its
+size, so the excerpt's last lines give the piece their room (whole lines first). At most
+`LEADS` changes (the newest first, one per line), never one whose new value a user line of a
+newer conversation names again (that line says what holds now). Only user lines labelled
+"user" are read (a named speaker, as in an imported two-person conversation, is not the user's
+own account). docs/recall-quality.md, "Nineteenth pass".
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from memory.records import Excerpt
 from memory.store.fts import STOPWORDS
 
 # How many changes lead the block at most, and how many characters each piece shows (within
-# half an excerpt's room): the rest of the sentence that names the new value.
+# a third of an excerpt's room): the rest of the sentence that names the new value.
 LEADS = 2
 PIECE_CHARS = 200
 _USER = "user: "
@@ -69,7 +70,7 @@ def lead_with_the_change(excerpts: Sequence[Excerpt], room: int) -> list[Excerpt
     say after the old value (module docstring); `room` is an excerpt's, in characters."""
     if len(excerpts) < 2:
         return list(excerpts)
-    chars = min(PIECE_CHARS, room // LEADS)
+    chars = min(PIECE_CHARS, room // (LEADS + 1))
     said = [_said(excerpt) for excerpt in excerpts]
     found: list[_Change] = []
     for one in said:
@@ -77,16 +78,28 @@ def lead_with_the_change(excerpts: Sequence[Excerpt], room: int) -> list[Excerpt
         if len(found) >= LEADS:
             break
     found = found[:LEADS]
-    leads = [
-        replace(
-            source,
-            text="\n".join(f"{_USER}…{c.piece}" for c in found if c.excerpt is source),
-            similarity=None,
-            chunk_ids=(),
-        )
-        for source in dict.fromkeys(c.excerpt for c in found)
+    return [
+        replace(e, text=_led(e.text, pieces, room))
+        if (pieces := [c.piece for c in found if c.excerpt is e])
+        else e
+        for e in excerpts
     ]
-    return [*leads, *excerpts]
+
+
+def _led(text: str, pieces: Sequence[str], room: int) -> str:
+    """An excerpt's text with `pieces` as its first lines, within the excerpt's `room`: the
+    block keeps the tier's count and size of excerpts, so the lines after them are cut from
+    the end (whole lines first, then the last one kept at a word)."""
+    lead = "\n".join(f"{_USER}…{piece}" for piece in pieces)
+    lines = text.split("\n")
+    while len(lines) > 1 and len(lead) + 1 + len("\n".join(lines)) > room:
+        lines.pop()
+    rest = "\n".join(lines)
+    left = room - len(lead) - 1
+    if len(rest) > left:
+        cut = rest.rfind(" ", 0, max(left - 1, 0))
+        rest = rest[:cut] + "…" if cut > len(rest.split(": ", 1)[0]) + 2 else ""
+    return f"{lead}\n{rest}" if rest else lead
 
 
 def _said(excerpt: Excerpt) -> _Said:
