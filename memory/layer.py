@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from memory.block.budget import select_tier
 from memory.block.excerpts import Neighbours, build_excerpts, newest_first
+from memory.block.latest import lead_with_the_change
 from memory.block.left_out import Told, left_out
 from memory.block.render import render_block
 from memory.block.shown import RequestWords
@@ -253,6 +254,8 @@ class MemoryLayer(AdminSide, FactsSide):
                 repeated,
             )
             excerpts = newest_first(excerpts)
+            if self.settings.lead_with_change:
+                excerpts = lead_with_the_change(excerpts, tier.max_chars)
         block = self._render(facts, excerpts, request, now)
         warming = request.episodic and tier.max_excerpts > 0 and embedder is None
         pool = self.settings.hit_pool

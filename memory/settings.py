@@ -133,6 +133,10 @@ class Settings:
     # turns it off). fresh5 update 0.85 → 0.88; LoCoMo unchanged (docs/recall-quality.md,
     # ninth pass).
     later_keyword_hits: int = 10
+    # A newer user line that names a word of an older conversation's user lines, then a name or
+    # a number none of them holds, has the words past the shared one shown first
+    # (memory/block/latest.py; off: False). docs/recall-quality.md, "Nineteenth pass".
+    lead_with_change: bool = True
     # A keyword match whose meaning is this far from the query is not recalled either.
     min_lexical_similarity: float = 0.15
     # Once the gate let a question through (a turn stands out, or the question asks for the

@@ -5,7 +5,7 @@ boys when I'm working?") is, by construction, about something discussed; yet its
 are often weak matches (the change is said in passing, in a long turn about other things),
 and the learned gate withholds them. What recall already holds says it changed: two of the
 three best kept hits are the user's own turns, from two conversations, both holding a word of
-the question, and the later one says something changed (`_CHANGE`: "now", "instead", "after
+the question, and the later one says something changed (`CHANGE`: "now", "instead", "after
 all", "moved", "switched", "no longer", "turns out" …). The question must ask about the user's
 present ("do I", "are we", "I'm", "me", "is our", …): a question after a past detail ("How
 much deposit did the Harringtons pay?") or about someone else's ("What's the name of our head
@@ -24,7 +24,7 @@ from memory.store.fts import fts_terms, stem
 # The kept hits read, best first: those the learned gate reads the words of.
 CHANGE_HITS = 3
 
-_CHANGE = re.compile(
+CHANGE = re.compile(
     r"\b(?:now|instead|after\s+all|no\s+longer|any\s?more|turns\s+out|moved|moving|switched"
     r"|switching|changed|swapped)\b",
     re.IGNORECASE,
@@ -55,7 +55,7 @@ def asks_after_a_change(query: str, kept: Sequence[Hit]) -> bool:
     return any(
         later.session_id != earlier.session_id
         and later.created_at > earlier.created_at
-        and _CHANGE.search(later.text) is not None
+        and CHANGE.search(later.text) is not None
         for later in said
         for earlier in said
     )

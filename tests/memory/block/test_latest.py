@@ -1,0 +1,149 @@
+"""memory/block/latest.py: a change said after the old value leads the block with the new."""
+
+from dataclasses import replace
+
+from memory.block.latest import lead_with_the_change
+from memory.records import Excerpt
+
+DAY = 86_400.0
+
+
+def excerpt(session_id, day, *lines, rank=0):
+    return Excerpt(
+        text="\n".join(lines),
+        session_id=session_id,
+        created_at=day * DAY,
+        similarity=0.5,
+        this_session=False,
+        latest_at=day * DAY + 60,
+        rank=rank,
+        chunk_ids=(day,),
+    )
+
+
+OLD = excerpt(
+    "s1", 1, "user: We're doing Tokyo, Kyoto and Kanazawa in October.", "assistant: Nice."
+)
+
+
+def lead(excerpt):
+    return lead_of_text(excerpt.text)
+
+
+def lead_of_text(text):
+    return text.split("\n")[0]
+
+
+def test_the_words_past_the_old_value_lead_the_newer_sessions_excerpt():
+    newer = excerpt(
+        "s2", 9, "user: Yes, and we swapped Kanazawa for Hiroshima since it's easier by train."
+    )
+    led = lead_with_the_change([newer, OLD], 600)
+    assert len(led) == 2 and led[1] == OLD  # no excerpt added: the tier's count holds
+    assert led[0].text == "user: …for Hiroshima since it's easier by train.\n" + newer.text
+    assert led[0] == replace(newer, text=led[0].text)  # its session, time, score and chunks
+
+
+def test_the_led_excerpt_keeps_its_room_and_its_place():
+    newer = excerpt(
+        "s2",
+        9,
+        "user: Yes, and we swapped Kanazawa for Hiroshima since it's easier by train.",
+        "assistant: " + "Hiroshima is an easy hop from Kyoto on the shinkansen. " * 3,
+    )
+    newest = excerpt("s3", 12, "user: My sister Clara teaches violin in Lisbon.")
+    led = lead_with_the_change([newest, newer, OLD], 200)
+    assert led[0] == newest and led[2] == OLD  # newest first still
+    assert lead(led[1]) == "user: …for Hiroshima since it's easier by train."
+    assert len(led[1].text) <= 200
+    assert led[1].text.split("\n")[1].startswith("user: Yes, and we swapped Kanazawa")
+
+
+def test_a_change_in_the_next_sentence_starts_right_after_the_old_value():
+    newer = excerpt(
+        "s2",
+        9,
+        "user: Change of plan, we're skipping Kanazawa, it clashed with the CQC visit. Instead "
+        "we're doing Hiroshima in November.",
+    )
+    assert lead(lead_with_the_change([newer, OLD], 600)[0]) == (
+        "user: …it clashed with the CQC visit. Instead we're doing Hiroshima in November."
+    )
+
+
+def test_the_piece_ends_with_the_sentence_that_names_the_new_value():
+    newer = excerpt(
+        "s2",
+        9,
+        "user: We swapped Kanazawa for Hiroshima now. Kieran passed his first year at Keele.",
+    )
+    assert lead(lead_with_the_change([newer, OLD], 600)[0]) == "user: …for Hiroshima now."
+
+
+def test_from_the_old_to_the_new_is_a_change_without_a_change_word():
+    old = excerpt("s1", 1, "user: Pip is on Apoquel, 16 mg once a day.")
+    newer = excerpt("s2", 9, "user: Pip's Apoquel went from 16 mg to 8 mg a day, said the vet.")
+    led = lead_with_the_change([newer, old], 600)
+    assert lead(led[0]) == "user: …mg to 8 mg a day, said the vet."
+
+
+def test_nothing_leads_without_an_old_value_a_change_word_or_a_new_value():
+    unrelated = excerpt("s2", 9, "user: We moved to Leeds last spring, it's lovely now.")
+    no_change = excerpt("s2", 9, "user: Kanazawa has a famous garden called Kenroku-en.")
+    said_before = excerpt("s2", 9, "user: We swapped Kanazawa for Kyoto, we love Kyoto.")
+    lowercase = excerpt("s2", 9, "user: We swapped Kanazawa for a beach week instead.")
+    for newer in (unrelated, no_change, said_before, lowercase):
+        assert lead_with_the_change([newer, OLD], 600) == [newer, OLD]
+
+
+def test_only_an_older_conversation_names_the_old_value():
+    same_session = excerpt("s1", 9, "user: We swapped Kanazawa for Hiroshima now.")
+    later = excerpt("s3", 20, "user: We'll be in Kanazawa in October.")
+    assert lead_with_the_change([same_session, OLD], 600) == [same_session, OLD]
+    newer = excerpt("s2", 9, "user: We swapped Kanazawa for Hiroshima now.")
+    assert lead_with_the_change([later, newer], 600) == [later, newer]  # later is not older
+
+
+def test_a_change_the_user_took_up_again_later_does_not_lead():
+    newer = excerpt("s2", 9, "user: We swapped Kanazawa for Hiroshima now.")
+    again = excerpt("s3", 20, "user: Hiroshima is off, the hotel cancelled, so it's Nara now.")
+    led = lead_with_the_change([again, newer, OLD], 600)
+    assert lead(led[0]) == "user: …is off, the hotel cancelled, so it's Nara now."
+    assert led[1:] == [newer, OLD]  # the change to Hiroshima, taken up again, does not lead
+
+
+def test_at_most_two_changes_lead_the_newest_first_one_a_line():
+    old = excerpt("s1", 1, "user: We fly on October 3 to Tokyo, Kyoto and Kanazawa.")
+    newer = excerpt(
+        "s2",
+        9,
+        "user: We fly on October 10 now, Sam's work.",
+        "user: And we swapped Kanazawa for Hiroshima, then Kyoto for Osaka.",
+    )
+    newest = excerpt("s3", 20, "user: Tokyo is two nights now, then Nikko instead.")
+    led = lead_with_the_change([newest, newer, old], 600)
+    assert [(e.session_id, lead(e)) for e in led[:2]] == [
+        ("s3", "user: …is two nights now, then Nikko instead."),
+        ("s2", "user: …10 now, Sam's work."),
+    ]
+    assert led[2] == old
+
+
+def test_a_long_piece_is_cut_at_a_word_within_a_third_of_an_excerpt():
+    newer = excerpt(
+        "s2",
+        9,
+        "user: We swapped Kanazawa for Hiroshima and Miyajima because the trains are easier and "
+        "the hotels are cheaper and the food is supposed to be wonderful there",
+    )
+    led = lead_with_the_change([newer, OLD], 120)[0].text
+    assert lead_of_text(led) == "user: …for Hiroshima and Miyajima because the…"
+    assert len(led) <= 120 and led.split("\n")[1].startswith("user: We swapped Kanazawa")
+
+
+def test_named_speakers_and_a_single_excerpt_are_left_as_they_are():
+    named = excerpt("s2", 9, "Ana: We swapped Kanazawa for Hiroshima now.")
+    old = excerpt("s1", 1, "Ana: We're doing Tokyo, Kyoto and Kanazawa in October.")
+    assert lead_with_the_change([named, old], 600) == [named, old]
+    alone = excerpt("s2", 9, "user: We swapped Kanazawa for Hiroshima now.")
+    assert lead_with_the_change([alone], 600) == [alone]
