@@ -72,16 +72,12 @@ def signals(
         else 0.0,
         "query_words": len(query.split()),
         "content_words": len(words),
-        "opens": any(
-            (
-                measured < abstention.TOPIC_SIZE,
-                abstention.names_a_stored_identifier(query, kept),
-                abstention.asks_for_the_present(query),
-                abstention.is_dated(query),
-                abstention.is_a_request(query),
-                abstention.gives_the_kind_asked_for(query, kept),
-            )
-        ),
+        "opens": abstention.stays_open(query, measured, kept),
+        # The ten best kept hits as read (best first), for signals tried offline.
+        "top": [
+            {"text": h.chunk.text, "role": h.chunk.role, "similarity": h.similarity}
+            for h in kept[: abstention.TOPIC_SIZE]
+        ],
     }
 
 
@@ -150,7 +146,9 @@ def memsuite_rows(suite: str, db: Path, recorder: Recorder) -> list[dict[str, An
                 "dropped": not seen,
                 **seen,
             }
-            if suite not in BLIND:
+            if suite in BLIND:
+                row.pop("top", None)
+            else:
                 row["question"] = case.question
             rows.append(row)
         layer.close()

@@ -111,7 +111,7 @@ class Settings:
     # `min_answerable` (0 turns it off). Both off: no gate. Calibration: docs/recall-quality.md.
     standout_margin_weight: float = 3.0
     min_standout: float = 0.0
-    min_answerable: float = 0.52
+    min_answerable: float = 0.48
     # A question's words the user never said are searched with the user's own nearest words
     # (memory/recall/vocabulary.py): the least cosine of such a neighbour (0 turns it off) and
     # how many each word gets. memsuite paraphrase +5 / +3 points (tuning / held out), LoCoMo
