@@ -3,7 +3,7 @@
 The gate's `covered` signal counts the question's words anywhere in the three best kept turns.
 A turn that answers a question tends to say several of its words in one sentence ("the MRI
 cost me £400"); a turn only on its topic says them scattered over a long reply. These read
-that from the three best kept turns' text, by stems (docs/recall-quality.md, "Nineteenth
+that from the three best kept turns' text, by stems (docs/recall-quality.md, "Twentieth
 pass").
 """
 

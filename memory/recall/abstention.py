@@ -85,7 +85,7 @@ def standout(kept: Sequence[Hit], margin_weight: float) -> float:
     return best + margin_weight * (best - statistics.median(cosines[:TOPIC_SIZE]))
 
 
-# The learned gate (docs/recall-quality.md, "Sixteenth pass", refitted in the "Nineteenth"): a
+# The learned gate (docs/recall-quality.md, "Sixteenth pass", refitted in the "Twentieth"): a
 # logistic regression over signals recall already holds at the gate, fitted by
 # bench/gate_fit.py on the tuning questions only (memsuite long, short, fresh, fresh2, fresh4,
 # fresh5, fresh7 and fresh10: the 678 answerable and 516 never-discussed questions the rules
