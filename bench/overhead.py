@@ -328,10 +328,25 @@ def profile(
                 "vector search (codes + rescoring)", index.search, user, vector, s.candidates
             )
         found_ids = {*(i for i, _ in lexical), *(i for i, _ in dense)}
+        # What recall reads (memory/recall/retrieval.py): a large user's heads from RAM and
+        # the lexical-only cosines from the index; SQLite's rows and vectors beside them.
         chunks = timed("store.chunks (rows read lately: RAM)", store.chunks, user, list(found_ids))
-        missing = [i for i in chunks if i not in dict(dense)]
-        timed("store.vectors (lexical-only)", store.vectors, user, missing)
         if not postgres:
+            large = 0 < s.chunk_heads_from <= index.count(user)
+            timed(
+                "store.chunk_heads (recall's path: heads in RAM at 20k chunks+)",
+                lambda f=list(found_ids), held=large: store.chunk_heads(user, f, (), held),
+            )
+        missing = [i for i in chunks if i not in dict(dense)]
+        timed("store.vectors (lexical-only, SQLite: not recall's)", store.vectors, user, missing)
+        if not postgres:
+            timed(
+                "index.similarities (lexical-only: recall's path)",
+                index.similarities,
+                user,
+                vector,
+                missing,
+            )
             timed(
                 "cosines in RAM instead",
                 lambda m=missing, v=vector: matrix[np.searchsorted(all_ids, m)] @ v,

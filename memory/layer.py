@@ -111,6 +111,7 @@ class MemoryLayer(AdminSide, FactsSide):
             now,
             question=question,
             vocabulary=self.vocabulary,
+            shown=self.settings.hit_pool,
         )
         return found, exclude
 
@@ -233,7 +234,7 @@ class MemoryLayer(AdminSide, FactsSide):
         excerpts: list[Excerpt] = []
         repeated: set[int] = set()  # hits left out for repeating (memory.block.shown)
         if embedder is not None:
-            hits = found.hits[: self.settings.hit_pool]
+            hits = list(found.hits[: self.settings.hit_pool])  # read: the rest is not
             replaced = replaced_replies(
                 self.store, request.user_id, request.session_id, request.messages, hits
             )
@@ -365,7 +366,7 @@ class MemoryLayer(AdminSide, FactsSide):
             gate=False,
             vocabulary=self.vocabulary,
         )
-        return found.hits[:k]
+        return list(found.hits[:k])
 
 
 def _done(compute: Callable[[], T]) -> Future[T]:

@@ -141,6 +141,8 @@ CODE_HITS = 3
 def is_a_code(token: str) -> bool:
     """Whether `token` (a run of non-space characters) reads as a code, an address or a path."""
     token = token.strip("()[]{}<>\"'“”‘’,;:!?.")
+    if token.isalpha():  # most words: no digit, '.', '/', '@' or '_' (~0.2 ms a gated recall)
+        return False
     if _CODE_LIKE.search(token):
         return True
     digits = sum(c.isdigit() for c in token)

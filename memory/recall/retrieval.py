@@ -29,6 +29,7 @@ from memory.recall.abstention import COVERED_HITS, is_a_request, nothing_stands_
 from memory.recall.candidate_rows import CandidateRows
 from memory.recall.empty_turns import says_nothing
 from memory.recall.identifiers import names_identifiers
+from memory.recall.kept_text import KeptHits, read_kept
 from memory.recall.later import later_by_keyword
 from memory.recall.query import QUERY_CHARS
 from memory.recall.scoring import Weights, rank
@@ -51,7 +52,7 @@ _LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
 class Retrieval:
     """Everything recall found, before the budget cuts it down."""
 
-    hits: list[Hit]
+    hits: Sequence[Hit]  # a large user's past the block's pool: read when read (kept_text.py)
     abstained: bool
     query: str
     # What was found but present in the request (for the inspector).
@@ -63,7 +64,7 @@ class Retrieval:
     ranked: Sequence[Hit] = ()
     dropped_for: Literal["abstained", "weak"] = "weak"
     # The ids of the hits kept but for saying nothing ('thanks!'): left out as "empty".
-    empty: frozenset[int] = frozenset()
+    empty: Collection[int] = frozenset()
 
     @property
     def left_out(self) -> tuple[LeftOut, ...]:
@@ -74,6 +75,8 @@ class Retrieval:
     def withheld(self) -> bool:
         """Whether the gate or the floors dropped a candidate (`left_out` says which): `hits`
         are some of `ranked`, each once, so the counts tell without reading the records."""
+        if isinstance(self.hits, KeptHits):  # nor, most often, the text of those past the pool
+            return self.hits.fewer_than(len(self.ranked))
         return len(self.ranked) > len(self.hits)
 
 
@@ -90,6 +93,7 @@ def retrieve(
     gate: bool = True,
     question: str | None = None,
     vocabulary: Vocabulary | None = None,
+    shown: int | None = None,
 ) -> Retrieval:
     """Fused, re-ranked hits of `user_id` for `query`, excluding messages already present.
 
@@ -102,7 +106,8 @@ def retrieve(
     fails (EmbeddingFailed: a remote embedder unreachable), the lexical side alone ranks:
     BM25 orders the hits, and the cosine floors and the gate, which need cosines, pass them.
     With a `vocabulary`, the words of the embedded text that the user never said are searched
-    as the user's nearest words too (`memory.recall.vocabulary`).
+    as the user's nearest words too (`memory.recall.vocabulary`). `shown`: how many hits the
+    caller reads now (the block's pool); a large user's past them get their text when read.
     """
     query = query[:QUERY_CHARS]  # a search's too (the memory API, the tools, MCP)
     if not query.strip():
@@ -200,10 +205,8 @@ def retrieve(
     if gate and settings.later_keyword_hits > 0:  # and the later turn found by the same words
         keyword = {i for i, _ in lexical[: settings.later_keyword_hits]}
         kept = later_by_keyword(kept, ranked, keyword)
-    whole = rows.whole(kept)
-    empty = frozenset(h.chunk.id for h in whole if says_nothing(h.chunk.text))  # 'thanks!'
-    kept = [h for h in whole if h.chunk.id not in empty]
-    return Retrieval(kept, not kept, query, present, degraded, hits, "weak", empty)
+    found_hits, empty = read_kept(kept, rows.whole, says_nothing, shown if rows.partial else None)
+    return Retrieval(found_hits, not found_hits, query, present, degraded, hits, "weak", empty)
 
 
 def _embed_query(
@@ -277,7 +280,7 @@ def _left_out(
     reason: Literal["abstained", "weak"],
     hits: Sequence[Hit],
     kept: Sequence[Hit],
-    empty: frozenset[int],
+    empty: Collection[int],
 ) -> tuple[LeftOut, ...]:
     """The hits not in `kept`, as left out for `reason`, or as "empty" when in `empty`."""
     kept_ids = {h.chunk.id for h in kept}

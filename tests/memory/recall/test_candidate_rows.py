@@ -112,3 +112,52 @@ def test_hits_made_whole_are_not_read_again(store, tmp_path):
     assert whole and all(h.chunk.text for h in whole)
     store.delete_user("ann")
     assert rows.whole(whole) == whole  # a second read would have found them gone
+
+
+SAY_NOTHING = ["Thanks!", "ok great", "haha 👍"]
+
+
+@pytest.fixture
+def chatty(store):
+    """The store, with turns on the kayak that say nothing between those that do."""
+    for n, text in enumerate(SAY_NOTHING):
+        message = {"role": "user", "content": text}
+        reply = {"role": "assistant", "content": "The kayak club meets at the marina."}
+        turn = Turn("ann", "s-9", "gpt-4o-mini", (message,), reply, NOW - 3_600 * n)
+        store_turn(store, turn)
+    index_pending(
+        store, HashEmbedder(), VectorIndex(store.user_vectors), Settings(db_path=store.path)
+    )
+    return store
+
+
+def recall_showing(store, tmp_path, query, shown):
+    settings = Settings(db_path=tmp_path / "moim.db", chunk_heads_from=1, min_standout=0.3)
+    index = VectorIndex(store.user_vectors)
+    return retrieve(
+        store, index, HashEmbedder(), settings, "ann", query, (), NOW, gate=False, shown=shown
+    )
+
+
+@pytest.mark.parametrize("shown", [1, 2, 3, 5, 40])
+@pytest.mark.parametrize("query", [*QUERIES, "thanks, and the kayak?"])
+def test_hits_past_those_shown_read_later_are_the_hits_read_at_once(chatty, tmp_path, query, shown):
+    heads_held(chatty, tmp_path)
+    now = recall_showing(chatty, tmp_path, query, None)
+    later = recall_showing(chatty, tmp_path, query, shown)
+    assert later.hits[:shown] == list(now.hits[:shown])  # read first, in the same order
+    assert (later.abstained, later.withheld) == (now.abstained, now.withheld)
+    assert list(later.hits) == list(now.hits) and len(later.hits) == len(now.hits)
+    assert later.left_out == now.left_out  # the empty turns told as before
+    assert set(later.empty) == set(now.empty)
+
+
+def test_only_the_hits_shown_are_read_before_the_rest_is_asked_for(chatty, tmp_path):
+    heads_held(chatty, tmp_path)
+    everything = recall_showing(chatty, tmp_path, "where is my kayak kept", None)
+    assert len(everything.hits) > 3 and set(everything.empty)  # some said nothing
+    found = recall_showing(chatty, tmp_path, "where is my kayak kept", 2)
+    first = found.hits[:2]
+    chatty.delete_user("ann")  # what is read from now on is gone
+    assert first == list(everything.hits[:2])  # those were read with the search
+    assert len(found.hits) == 2  # the rest, read now, are left out as deleted ones are
