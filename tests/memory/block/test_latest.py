@@ -140,6 +140,37 @@ def test_at_most_two_changes_lead_the_newest_first_one_a_line():
     assert led[2] == old
 
 
+def test_a_chunk_whose_line_gave_way_to_the_piece_is_no_longer_listed_as_shown():
+    """review27: the lines cut for the piece took their chunks out of the block, yet the
+    excerpt still listed them, and the inspector said they were shown."""
+    newer = replace(
+        excerpt(
+            "s2",
+            9,
+            "user: Yes, and we swapped Kanazawa for Hiroshima since it's easier by train.",
+            "assistant: " + "Hiroshima is an easy hop from Kyoto on the shinkansen. " * 3,
+            "user: Booking the rail pass for the 14th then.",
+        ),
+        chunk_ids=(5, 7),
+        line_chunks=(5, 0, 7),
+    )
+    led = lead_with_the_change([newer, OLD], 200)[0]
+    assert "rail pass" not in led.text and led.chunk_ids == (5,)
+    first = replace(
+        excerpt(
+            "s2",
+            9,
+            "assistant: " + "Hiroshima is an easy hop from Kyoto on the shinkansen. " * 2,
+            "user: Yes, and we swapped Kanazawa for Hiroshima since it's easier by train.",
+        ),
+        chunk_ids=(3, 5),
+        line_chunks=(3, 5),
+    )
+    led = lead_with_the_change([first, OLD], 200)[0]
+    assert "Yes, and we swapped" not in led.text  # its line gave way, its piece leads
+    assert led.chunk_ids == (3, 5)
+
+
 def test_a_long_piece_is_cut_at_a_word_within_a_third_of_an_excerpt():
     newer = excerpt(
         "s2",
@@ -185,7 +216,14 @@ def blocks(draw, room):
             used += len(lines[-1]) + 1
         day = draw(st.integers(1, 60))
         session = draw(st.sampled_from(["s1", "s2", "s3"]))
-        excerpts.append(replace(excerpt(session, day, *lines, rank=rank), chunk_ids=(rank,)))
+        chunks = tuple(draw(st.sampled_from([0, rank * 10 + n])) for n in range(len(lines)))
+        excerpts.append(
+            replace(
+                excerpt(session, day, *lines, rank=rank),
+                chunk_ids=tuple(i for i in chunks if i),
+                line_chunks=chunks,
+            )
+        )
     return sorted(excerpts, key=lambda e: -e.created_at)
 
 
@@ -197,7 +235,8 @@ def test_any_block_keeps_the_tiers_count_and_size_and_its_labels(room, data):
     led = lead_with_the_change(given_, room)
     assert len(led) == len(given_)
     for before, after in zip(given_, led, strict=True):
-        assert after == replace(before, text=after.text)  # its place, session, time, chunks
+        assert after == replace(before, text=after.text, chunk_ids=after.chunk_ids)
+        assert set(after.chunk_ids) <= set(before.chunk_ids)
         assert len(after.text) <= room
         assert all(line.startswith(SPEAKERS) for line in after.text.split("\n"))
         assert after.text == before.text or after.text.startswith("user: …")
