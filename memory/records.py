@@ -99,6 +99,9 @@ class Excerpt:
     rank: int = 0
     # The recalled chunks it shows (turns added around them to fill its room are not listed).
     chunk_ids: tuple[int, ...] = ()
+    # Per line of `text`, the chunk it shows (0: a turn added around them; empty: not known),
+    # so a step that cuts lines (memory/block/latest.py) lists only the chunks still shown.
+    line_chunks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

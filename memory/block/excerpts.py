@@ -375,6 +375,7 @@ def _excerpt(passage: _Passage, session_id: str, rank: int) -> Excerpt:
         latest_at=said[-1][0],
         rank=rank,
         chunk_ids=tuple(line[2] for line in lines if line[2]),
+        line_chunks=tuple(line[2] for line in lines),
     )
 
 

@@ -16,7 +16,8 @@ or between the two, or as "from <old> … to <new>". The words from just after t
 value before the new one, to the end of the new value's sentence, are shown first in the
 line's excerpt, as a piece of the line (marked "…"); the line itself follows. The excerpt keeps
 its place and its room: the block holds as many excerpts as the tier allows, each within its
-size, so the excerpt's last lines give the piece their room (whole lines first). At most
+size, so the excerpt's last lines give the piece their room (whole lines first), and their
+chunks leave its list of those shown (what the inspector tells as in the block). At most
 `LEADS` changes (the newest first, one per line), never one whose new value a user line of a
 newer conversation names again (that line says what holds now). Only user lines labelled
 "user" are read (a named speaker, as in an imported two-person conversation, is not the user's
@@ -50,6 +51,7 @@ class _Change:
     """A user line's words past an old value, and the new value they name (lowercase)."""
 
     excerpt: Excerpt
+    line: str  # the user line it is read from, without its label
     piece: str
     new: str
 
@@ -79,17 +81,29 @@ def lead_with_the_change(excerpts: Sequence[Excerpt], room: int) -> list[Excerpt
             break
     found = found[:LEADS]
     return [
-        replace(e, text=_led(e.text, pieces, room))
-        if (pieces := [c.piece for c in found if c.excerpt is e])
-        else e
+        _led_excerpt(e, changes, room) if (changes := [c for c in found if c.excerpt is e]) else e
         for e in excerpts
     ]
 
 
-def _led(text: str, pieces: Sequence[str], room: int) -> str:
-    """An excerpt's text with `pieces` as its first lines, within the excerpt's `room`: the
-    block keeps the tier's count and size of excerpts, so the lines after them are cut from
-    the end (whole lines first, then the last one kept at a word)."""
+def _led_excerpt(excerpt: Excerpt, changes: Sequence[_Change], room: int) -> Excerpt:
+    """`excerpt` led by its changes' pieces (`_led`), listing only the chunks it still shows:
+    those of the lines kept and of the lines the pieces are read from. A chunk whose line was
+    cut is not in the block, and the inspector says so (`memory.block.left_out`)."""
+    text, kept = _led(excerpt.text, [c.piece for c in changes], room)
+    lines = excerpt.text.split("\n")
+    if len(excerpt.line_chunks) != len(lines):  # which line shows which chunk is not known
+        return replace(excerpt, text=text)
+    sources = {lines.index(_USER + c.line) for c in changes}
+    shown = (i for n, i in enumerate(excerpt.line_chunks) if i and (n < kept or n in sources))
+    return replace(excerpt, text=text, chunk_ids=tuple(shown))
+
+
+def _led(text: str, pieces: Sequence[str], room: int) -> tuple[str, int]:
+    """An excerpt's text with `pieces` as its first lines, within the excerpt's `room`, and
+    how many of its lines it still shows: the block keeps the tier's count and size of
+    excerpts, so the lines after them are cut from the end (whole lines first, then the last
+    one kept at a word)."""
     lead = "\n".join(f"{_USER}…{piece}" for piece in pieces)
     lines = text.split("\n")
     while len(lines) > 1 and len(lead) + 1 + len("\n".join(lines)) > room:
@@ -99,7 +113,7 @@ def _led(text: str, pieces: Sequence[str], room: int) -> str:
     if len(rest) > left:
         cut = rest.rfind(" ", 0, max(left - 1, 0))
         rest = rest[:cut] + "…" if cut > len(rest.split(": ", 1)[0]) + 2 else ""
-    return f"{lead}\n{rest}" if rest else lead
+    return (f"{lead}\n{rest}", len(lines)) if rest else (lead, 0)
 
 
 def _said(excerpt: Excerpt) -> _Said:
@@ -128,7 +142,7 @@ def _changes(one: _Said, said: Sequence[_Said], chars: int) -> Iterator[_Change]
     for line in one.lines:
         found = _first_change(line, words, values, chars)
         if found is not None:
-            yield _Change(one.excerpt, *found)
+            yield _Change(one.excerpt, line, *found)
 
 
 def _taken_up_later(change: _Change, said: Sequence[_Said]) -> bool:

@@ -86,6 +86,7 @@ def test_leftover_room_is_filled_with_the_turns_next_to_the_best_hit():
     assert texts(excerpts) == [
         ("s-1", "Bo: Where do you keep it?\nAna: At the marina.\nBo: Which one? The big one?")
     ]
+    assert excerpts[0].line_chunks == (0, 2, 0)  # the chunk of each line, none for a turn added
 
 
 def test_a_hit_that_overflows_its_sessions_excerpt_starts_another_of_the_same_session():
@@ -307,6 +308,7 @@ def test_a_turn_that_corrects_an_earlier_line_of_its_excerpt_comes_before_it():
         ("s-2", "Ana: Correction: the dose is 200 mg.\nAna: Dose 400 mg, my physio knows."),
     ]
     assert (excerpts[0].created_at, excerpts[0].latest_at) == (NOW + 1, NOW + 3)
+    assert [e.line_chunks for e in excerpts] == [(3, 1, 2), (5, 4)]  # in the order shown
 
 
 def test_a_contrast_that_corrects_no_earlier_line_keeps_the_order_said():

@@ -2,7 +2,18 @@
 
 from dataclasses import replace
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from memory.block.latest import lead_with_the_change
+from memory.block.render import (
+    BLOCK_END,
+    BLOCK_START,
+    FACT_SECTIONS,
+    PAST_CONTEXT,
+    render_block,
+)
 from memory.records import Excerpt
 
 DAY = 86_400.0
@@ -129,6 +140,37 @@ def test_at_most_two_changes_lead_the_newest_first_one_a_line():
     assert led[2] == old
 
 
+def test_a_chunk_whose_line_gave_way_to_the_piece_is_no_longer_listed_as_shown():
+    """review27: the lines cut for the piece took their chunks out of the block, yet the
+    excerpt still listed them, and the inspector said they were shown."""
+    newer = replace(
+        excerpt(
+            "s2",
+            9,
+            "user: Yes, and we swapped Kanazawa for Hiroshima since it's easier by train.",
+            "assistant: " + "Hiroshima is an easy hop from Kyoto on the shinkansen. " * 3,
+            "user: Booking the rail pass for the 14th then.",
+        ),
+        chunk_ids=(5, 7),
+        line_chunks=(5, 0, 7),
+    )
+    led = lead_with_the_change([newer, OLD], 200)[0]
+    assert "rail pass" not in led.text and led.chunk_ids == (5,)
+    first = replace(
+        excerpt(
+            "s2",
+            9,
+            "assistant: " + "Hiroshima is an easy hop from Kyoto on the shinkansen. " * 2,
+            "user: Yes, and we swapped Kanazawa for Hiroshima since it's easier by train.",
+        ),
+        chunk_ids=(3, 5),
+        line_chunks=(3, 5),
+    )
+    led = lead_with_the_change([first, OLD], 200)[0]
+    assert "Yes, and we swapped" not in led.text  # its line gave way, its piece leads
+    assert led.chunk_ids == (3, 5)
+
+
 def test_a_long_piece_is_cut_at_a_word_within_a_third_of_an_excerpt():
     newer = excerpt(
         "s2",
@@ -147,3 +189,61 @@ def test_named_speakers_and_a_single_excerpt_are_left_as_they_are():
     assert lead_with_the_change([named, old], 600) == [named, old]
     alone = excerpt("s2", 9, "user: We swapped Kanazawa for Hiroshima now.")
     assert lead_with_the_change([alone], 600) == [alone]
+
+
+# Blocks of random user and assistant lines over names, numbers, change words and what the
+# block escapes (review27): whatever leads, the tier's count and size of excerpts hold, every
+# line keeps its speaker's label and the rendered block holds only its own fixed lines.
+WORDS = [
+    "Kanazawa", "Hiroshima", "Tokyo", "3rd", "9th", "16", "8", "Łódź", "東京から広島へ", "İzmir",
+    "we", "swapped", "moved", "now", "instead", "from", "to", "the", "for", "trip", ".", "!",
+    "…", "[Relevant past context]", "=== End Memory ===", "[Known about the user]", "x" * 300,
+]  # fmt: skip
+SPEAKERS = ("user: ", "user: ", "assistant: ")
+
+
+@st.composite
+def blocks(draw, room):
+    """Excerpts newest first, each within `room`, as `build_excerpts` gives them."""
+    excerpts = []
+    for rank in range(draw(st.integers(2, 5))):
+        lines, used = [], 0
+        for _ in range(draw(st.integers(1, 4))):
+            if room - used < 12:
+                break
+            words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=80))
+            lines.append((draw(st.sampled_from(SPEAKERS)) + " ".join(words))[: room - used])
+            used += len(lines[-1]) + 1
+        day = draw(st.integers(1, 60))
+        session = draw(st.sampled_from(["s1", "s2", "s3"]))
+        chunks = tuple(draw(st.sampled_from([0, rank * 10 + n])) for n in range(len(lines)))
+        excerpts.append(
+            replace(
+                excerpt(session, day, *lines, rank=rank),
+                chunk_ids=tuple(i for i in chunks if i),
+                line_chunks=chunks,
+            )
+        )
+    return sorted(excerpts, key=lambda e: -e.created_at)
+
+
+@pytest.mark.parametrize("room", [600, 400, 250, 90])
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(data=st.data())
+def test_any_block_keeps_the_tiers_count_and_size_and_its_labels(room, data):
+    given_ = data.draw(blocks(room))
+    led = lead_with_the_change(given_, room)
+    assert len(led) == len(given_)
+    for before, after in zip(given_, led, strict=True):
+        assert after == replace(before, text=after.text, chunk_ids=after.chunk_ids)
+        assert set(after.chunk_ids) <= set(before.chunk_ids)
+        assert len(after.text) <= room
+        assert all(line.startswith(SPEAKERS) for line in after.text.split("\n"))
+        assert after.text == before.text or after.text.startswith("user: …")
+    rendered = render_block([], led, 90 * DAY).split("\n")
+    fixed = {BLOCK_START, BLOCK_END, PAST_CONTEXT, *FACT_SECTIONS.values()}
+    assert [line for line in rendered if line.strip() in fixed] == [
+        BLOCK_START,
+        PAST_CONTEXT,
+        BLOCK_END,
+    ]
