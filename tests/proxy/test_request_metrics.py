@@ -79,7 +79,10 @@ def test_replies_refusals_and_streams_count_on_every_chat_path(counted):
     )
     assert not [labels for labels in by_route if "ana" in str(labels)]  # templates, not paths
     # a first byte timed for each answer below 400, none for the refusals
-    assert samples(metrics, "moim_ttfb_seconds_count") == {(("endpoint", "chat"),): 4.0}
+    assert samples(metrics, "moim_ttfb_seconds_count") == {
+        (("endpoint", "chat"),): 4.0,
+        (("endpoint", "responses"),): 0.0,  # exported at 0 from the start
+    }
 
 
 def test_other_routes_and_methods_count_by_route_but_are_not_chat_requests(counted):
