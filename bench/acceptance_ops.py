@@ -391,21 +391,33 @@ def errors(home: Path, up: Upstream) -> None:
 PARTS = {"life": life, "errors": errors}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=sorted(PARTS), action="append")
+def run_parts(doc: str, parts: dict[str, Callable[[Path, Upstream], None]], prefix: str) -> None:
+    """The probe scripts' command line: `--part` (repeatable) and `--keep DIR`; each part run
+    in a scratch directory (or DIR) beside one stand-in upstream, a part that raises counted as
+    failed; then the total, and the failures as the exit status (`finish`)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--part", choices=sorted(parts), action="append")
     parser.add_argument("--keep", type=Path, help="a directory for the stores and logs, kept")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="moim-ops-") as scratch, serve_upstream() as up:
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch, serve_upstream() as up:
         home = args.keep or Path(scratch)
-        for part in args.part or list(PARTS):
+        for part in args.part or list(parts):
             print(f"-- {part}", flush=True)
             try:
-                PARTS[part](home, up)
+                parts[part](home, up)
             except Exception as exc:
                 report(f"{part} ran", False, f"raised {type(exc).__name__}: {exc}")
+    finish()
+
+
+def finish() -> None:
+    """Print the total and exit with the number of failed checks (at most 100)."""
     print(f"total: {TALLY['counted'] - TALLY['failed']}/{TALLY['counted']} ok")
     sys.exit(min(TALLY["failed"], 100))
+
+
+def main() -> None:
+    run_parts(__doc__, PARTS, "moim-ops-")
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 from bench.acceptance_ops import (  # noqa: E402
     KAYAK,
     RIVER,
-    TALLY,
     Server,
     env_of,
+    finish,
     guarded,
     json_lines,
     moim,
@@ -409,8 +409,7 @@ def main() -> None:
                     {"copy": copy, "replicas": replicas}[part](home, up, sibling_url(pg, stamp))
             except Exception as exc:
                 report(f"{part} ran", False, f"raised {type(exc).__name__}: {exc}")
-    print(f"total: {TALLY['counted'] - TALLY['failed']}/{TALLY['counted']} ok")
-    sys.exit(min(TALLY["failed"], 100))
+    finish()
 
 
 if __name__ == "__main__":

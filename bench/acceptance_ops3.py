@@ -9,12 +9,10 @@ confirmed, stopping and `kill -9` then restarting, a database that cannot be ope
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import signal
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,16 +26,16 @@ import httpx  # noqa: E402
 from bench.acceptance_ops import (  # noqa: E402
     KAYAK,
     RIVER,
-    TALLY,
     free_port,
     guarded,
     json_lines,
     moim,
     one_line_exit_1,
     report,
+    run_parts,
     serving,
 )
-from tests.upstream import Upstream, serve_upstream  # noqa: E402
+from tests.upstream import Upstream  # noqa: E402
 
 # -- health, metrics, inspector ---------------------------------------------------------------
 
@@ -413,20 +411,7 @@ PARTS = {"health": health, "edges": edges, "pg": pg, "beside": beside}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=sorted(PARTS), action="append")
-    parser.add_argument("--keep", type=Path, help="a directory for the stores and logs, kept")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="moim-ops3-") as scratch, serve_upstream() as up:
-        home = args.keep or Path(scratch)
-        for part in args.part or list(PARTS):
-            print(f"-- {part}", flush=True)
-            try:
-                PARTS[part](home, up)
-            except Exception as exc:
-                report(f"{part} ran", False, f"raised {type(exc).__name__}: {exc}")
-    print(f"total: {TALLY['counted'] - TALLY['failed']}/{TALLY['counted']} ok")
-    sys.exit(min(TALLY["failed"], 100))
+    run_parts(__doc__, PARTS, "moim-ops3-")
 
 
 if __name__ == "__main__":
