@@ -58,7 +58,12 @@ said in passing); for measuring only. `--suite fresh10` is personas 111-120
 (bench/memsuite/fresh11.txt, split `fresh11`): two more, written together by a session that had
 not read moim's recall code, its docs or the blind splits (changes said in a reply to the
 assistant's question, two sessions late, or taken back; evidence in a brief answer to the
-assistant). fresh10 is a tuning split; fresh11 is blind, for measuring only.
+assistant). fresh10 is a tuning split; fresh11 is blind, for measuring only. `--suite fresh12`
+is personas 131-140 (bench/memsuite/fresh12.txt, split `fresh12`), a tuning split written by a
+session that had not read moim's recall code (other lives again; changes said as corrections,
+implied by an event, reverted; a longer history). `--suite fresh13` is personas 141-150
+(bench/memsuite/fresh13.txt, split `fresh13`), written after it by the same session the same
+way (two longer histories): blind, for measuring only.
 """
 
 from __future__ import annotations
@@ -96,9 +101,9 @@ MODEL, SYSTEM = "gpt-4o-mini", "You are a helpful assistant."
 PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
 SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
-SPLITS += ("fresh7h", "fresh8", "fresh9", "fresh10", "fresh11")
+SPLITS += ("fresh7h", "fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13")
 SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
-SUITES += ("fresh8", "fresh9", "fresh10", "fresh11")
+SUITES += ("fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13")
 
 
 @dataclass
@@ -213,7 +218,7 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 
 def personas_of(suite: str) -> list[Persona]:
-    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 121-130 (fresh, 2, ... 11)."""
+    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 141-150 (fresh, 2, ... 13)."""
     if suite.startswith("fresh"):
         return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))
