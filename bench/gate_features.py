@@ -150,6 +150,7 @@ def memsuite_rows(suite: str, db: Path, recorder: Recorder) -> list[dict[str, An
                 row.pop("top", None)
             else:
                 row["question"] = case.question
+                row["expected"] = case.expected
             rows.append(row)
         layer.close()
     return rows

@@ -73,6 +73,25 @@ EXTRA: dict[str, Callable[[Row], float]] = {
 }
 
 
+# Sentence-level cosines (`bench/gate_sentences.py` writes them into the rows; session 28):
+# sent_* each sentence embedded alone, clause_* each clause, tok_* the hit's own token states
+# pooled over each sentence; *_gain: the best three's best sentence over their best chunk.
+def _read(key: str, minus: str | None = None) -> Callable[[Row], float]:
+    """A row's `key` (less its `minus`); a row without hits reads its best cosine."""
+
+    def read(r: Row) -> float:
+        best = float(r["best"])
+        return float(r.get(key, best)) - (float(r.get(minus, best)) if minus else 0.0)
+
+    return read
+
+
+for _way in ("sent", "clause", "tok"):
+    for _what in ("best3", "best10", "standout", "user"):
+        EXTRA[f"{_way}_{_what}"] = _read(f"{_way}_{_what}")
+    EXTRA[f"{_way}_gain"] = _read(f"{_way}_best3", "chunk_best3")
+
+
 # The weights before the refit (session 26's main): bias, best, second, median, kept,
 # covered, user_turn, log length, expanded; its threshold 0.52.
 BEFORE = (-1.0466, 5.5242, -0.7249, -0.8844, 0.1596, 0.7758, -1.0889, -0.1599, 0.6876)
