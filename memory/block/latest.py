@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from memory.recall.changed import CHANGE
+from memory.recall.changed import CHANGE, WORD, is_a_value
 from memory.records import Excerpt
 from memory.store.fts import STOPWORDS
 
@@ -39,7 +39,6 @@ from memory.store.fts import STOPWORDS
 LEADS = 2
 PIECE_CHARS = 200
 _USER = "user: "
-_WORD = re.compile(r"[^\W_]+")  # words as the lexical index reads them (memory.store.fts)
 _LEADING = re.compile(r"(?:['’]s\b)?[\s,;:.)—–-]*")  # what a piece does not start with
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 _FROM = re.compile(r"\bfrom\s+(?:(?:the|my|our|his|her|their)\s+)?$", re.IGNORECASE)
@@ -118,9 +117,9 @@ def _led(text: str, pieces: Sequence[str], room: int) -> tuple[str, int]:
 
 def _said(excerpt: Excerpt) -> _Said:
     lines = [line[len(_USER) :] for line in excerpt.text.split("\n") if line.startswith(_USER)]
-    words = frozenset(w.lower() for line in lines for w in _WORD.findall(line))
+    words = frozenset(w.lower() for line in lines for w in WORD.findall(line))
     values = frozenset(
-        m.group().lower() for line in lines for m in _WORD.finditer(line) if _value(line, m)
+        m.group().lower() for line in lines for m in WORD.finditer(line) if is_a_value(line, m)
     )
     return _Said(excerpt, lines, words, values)
 
@@ -162,7 +161,7 @@ def _first_change(
     """The piece of `line` past the last old value before its first new value said as a
     change, and that new value (lowercase); None when the line says no change."""
     last_old: re.Match[str] | None = None
-    for match in _WORD.finditer(line):
+    for match in WORD.finditer(line):
         word = match.group().lower()
         if (len(word) < 2 and not word.isdigit()) or word in STOPWORDS:
             continue
@@ -171,23 +170,11 @@ def _first_change(
         elif (
             last_old is not None
             and word not in words
-            and _value(line, match)
+            and is_a_value(line, match)
             and _said_as_a_change(line, last_old, match)
         ):
             return _piece(line, last_old.end(), match.end(), chars), word
     return None
-
-
-def _value(line: str, match: re.Match[str]) -> bool:
-    """A name or a number: a word with a digit, or a capitalised word not at a sentence's
-    start (where any word is capitalised)."""
-    word = match.group()
-    if any(c.isdigit() for c in word):
-        return True
-    if not word[0].isupper():
-        return False
-    before = line[: match.start()].rstrip()
-    return bool(before) and before[-1] not in ".!?:"
 
 
 def _said_as_a_change(line: str, old: re.Match[str], new: re.Match[str]) -> bool:
