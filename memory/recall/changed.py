@@ -16,9 +16,11 @@ A change is not always said with a change word ("I've also started a new job as 
 engineer at the council", "it's Tomasz's mum, Halina, who looks after Biscuit"), so the gate
 also stays open when the subject has a history among the best kept hits
 (`asks_after_a_history`): of those holding a word of the question, the newest conversation's
-include the user's own turn, a turn of an older conversation holds the same word of the
-question, and the user's newer turn names a name or a number that none of those older ones
-does. Structural, with no wording of its own (docs/recall-quality.md, "Twenty-first pass").
+include the user's own turn, a turn of an older conversation is on the same subject (it holds
+the same word of the question, or a name or number the newer turn names again: "I work at a
+small practice called Brennan Lowe" before "I've left Brennan Lowe, I've joined a bigger firm,
+Feilden Marsh"), and the user's newer turn names a name or a number that none of those older
+ones does. Structural, with no wording of its own (docs/recall-quality.md, "Twenty-first pass").
 """
 
 from __future__ import annotations
@@ -98,9 +100,10 @@ def asks_after_a_change(query: str, kept: Sequence[Hit]) -> bool:
 def asks_after_a_history(query: str, kept: Sequence[Hit]) -> bool:
     """True when `query` asks about the user's present and its subject has a history among
     the three best kept hits: of those holding a word of the question (stemmed), the newest
-    conversation's include a user turn, a turn of an older conversation said before it holds
-    one of the same words, and the user turn names a name or a number no such older one does
-    (module docstring)."""
+    conversation's include a user turn, a turn of an older conversation said before it is on
+    the same subject (it holds one of the same words of the question, or names a name or a
+    number the user turn names again), and the user turn names a name or a number no such
+    older one does (module docstring)."""
     if _ABOUT_THE_USER_NOW.search(query) is None:
         return False
     words = _stems(query)
@@ -111,11 +114,14 @@ def asks_after_a_history(query: str, kept: Sequence[Hit]) -> bool:
     for turn, subject in on:
         if turn.session_id != newest or turn.role != "user":
             continue
-        older = [
-            chunk
-            for chunk, found in on
-            if chunk.session_id != newest and chunk.created_at < turn.created_at and found & subject
-        ]
-        if older and _values(turn.text) - set().union(*(_values(c.text) for c in older)):
+        named = _values(turn.text)
+        older: list[set[str]] = []  # the names and numbers of the older turns on its subject
+        for chunk, found in on:
+            if chunk.session_id == newest or chunk.created_at >= turn.created_at:
+                continue
+            said = _values(chunk.text)
+            if found & subject or named & said:
+                older.append(said)
+        if older and named - set().union(*older):
             return True
     return False

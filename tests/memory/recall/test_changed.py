@@ -74,6 +74,20 @@ def test_a_newer_turn_of_the_users_naming_something_new_on_the_questions_word_op
     )
 
 
+def test_an_older_turn_on_other_words_of_the_question_naming_the_old_value_again_opens_it():
+    old = "I'm an architect, I work at a small studio called Harbour Lane in Leeds."
+    new = "Big news, I've left Harbour Lane and joined a bigger firm, Ashdown Vale."
+    question = "Which firm do I work for?"  # "work" in the older turn, "firm" in the newer
+    kept = said((new, "s2", 2.0, "user"), (old, "s1", 1.0, "user"))
+    assert not asks_after_a_change(question, kept)  # no change word
+    assert asks_after_a_history(question, kept)
+    # without the old value named again, two words of the question are two subjects
+    elsewhere = "Big news, I've joined a bigger firm, Ashdown Vale."
+    assert not asks_after_a_history(
+        question, said((elsewhere, "s2", 2.0, "user"), (old, "s1", 1.0, "user"))
+    )
+
+
 def test_no_history_on_the_subject_does_not_open_it():
     # one conversation; the newest turn on the subject the assistant's
     assert not asks_after_a_history(
