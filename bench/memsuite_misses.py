@@ -3,9 +3,9 @@
 Re-asks every question of a replayed database in-process (as bench/memsuite_tune.py does) under
 defaults, then with the abstention gate off, then also the similarity floors off, then 40
 excerpts of 600 characters, then 40 of 5,000. A phrase miss (para, temporal, pref, update) is
-"gate", "floor", "ranked out" or "excerpt cut" after the first of these that brings the expected
-phrase into the block, else "missed by both retrievers" (or "order", when it was in the block
-but after the superseded phrase). An update-value miss (defaults) is "no excerpt, no fact", "newer
+"order" when the expected phrase is in the block but after the superseded one, else "gate",
+"floor", "ranked out" or "excerpt cut" after the first of these that brings it into the block,
+else "missed by both retrievers". An update-value miss (defaults) is "no excerpt, no fact", "newer
 turn not recalled", "old value first in the newer turn", "older turn first", or "old value named
 first elsewhere" (a reply, another turn, a fact). Measuring only: nothing here tunes recall.
 
@@ -74,11 +74,11 @@ def scores(cases: list[Case]) -> str:
 def phrase_cause(number: int, runs: dict[str, list[Case]]) -> str:
     """The first relaxation that brings a missed question's expected phrase into the block."""
     case = runs["default"][number]
+    if norm(case.expected or "") in case.result["block"]:  # there, after the superseded one
+        return "order"
     for name, _ in RELAXATIONS[1:]:
         if norm(case.expected or "") in runs[name][number].result["block"]:
             return name
-    if norm(case.expected or "") in case.result["block"]:
-        return "order"
     return "missed by both retrievers"
 
 

@@ -10,18 +10,19 @@ the current one reads the superseded one.
 Read from the block alone, with no phrasing of its own: in a user line, an old value is a name
 or a number (a capitalised word inside a sentence, or a word with a digit) that a user line of
 an older conversation in the block names too, and a new value one that no such line says at
-all; a change is a new value after an old one, said with one of the change words the gate
-reads (`memory.recall.changed.CHANGE`: "now", "instead", "swapped", "moved" …) in its sentence
-or between the two, or as "from <old> … to <new>". The words from just after the last old
-value before the new one, to the end of the new value's sentence, are shown first in the
-line's excerpt, as a piece of the line (marked "…"); the line itself follows. The excerpt keeps
-its place and its room: the block holds as many excerpts as the tier allows, each within its
-size, so the excerpt's last lines give the piece their room (whole lines first), and their
-chunks leave its list of those shown (what the inspector tells as in the block). At most
+all; a change is a new value after an old one, said with one of the change words the gate reads
+(`memory.recall.changed.CHANGE`: "now", "instead", "swapped", "moved" …) in its sentence or
+between the two, or as "from <old> … to <new>" (a value said "from" just before "to" another,
+as in "from 3 to 4", is the old one even when no older line names it). The words from just
+after the last old value before the new one, to the end of the new value's sentence, are shown
+first in the line's excerpt, as a piece of the line (marked "…"); the line itself follows. The
+excerpt keeps its place and its room: the block holds as many excerpts as the tier allows, each
+within its size, so the excerpt's last lines give the piece their room (whole lines first), and
+their chunks leave its list of those shown (what the inspector tells as in the block). At most
 `LEADS` changes (the newest first, one per line), never one whose new value a user line of a
-newer conversation names again (that line says what holds now). Only user lines labelled
-"user" are read (a named speaker, as in an imported two-person conversation, is not the user's
-own account). docs/recall-quality.md, "Nineteenth pass".
+newer conversation names again (that line says what holds now). Only user lines labelled "user"
+are read (a named speaker, as in an imported two-person conversation, is not the user's own
+account). docs/recall-quality.md, "Nineteenth pass".
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from memory.recall.changed import CHANGE
+from memory.recall.changed import CHANGE, WORD, is_a_value
 from memory.records import Excerpt
 from memory.store.fts import STOPWORDS
 
@@ -39,11 +40,15 @@ from memory.store.fts import STOPWORDS
 LEADS = 2
 PIECE_CHARS = 200
 _USER = "user: "
-_WORD = re.compile(r"[^\W_]+")  # words as the lexical index reads them (memory.store.fts)
 _LEADING = re.compile(r"(?:['’]s\b)?[\s,;:.)—–-]*")  # what a piece does not start with
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 _FROM = re.compile(r"\bfrom\s+(?:(?:the|my|our|his|her|their)\s+)?$", re.IGNORECASE)
 _TO = re.compile(r"\bto\b", re.IGNORECASE)
+# Right after a value said "from": up to two more words, then "to" (and a determiner).
+_TO_VALUE = re.compile(
+    r"(?:[ \t]+[^\W\d_]+){0,2}[ \t]+to[ \t]+(?:(?:the|my|our|his|her|their|a|an)[ \t]+)?",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +123,9 @@ def _led(text: str, pieces: Sequence[str], room: int) -> tuple[str, int]:
 
 def _said(excerpt: Excerpt) -> _Said:
     lines = [line[len(_USER) :] for line in excerpt.text.split("\n") if line.startswith(_USER)]
-    words = frozenset(w.lower() for line in lines for w in _WORD.findall(line))
+    words = frozenset(w.lower() for line in lines for w in WORD.findall(line))
     values = frozenset(
-        m.group().lower() for line in lines for m in _WORD.finditer(line) if _value(line, m)
+        m.group().lower() for line in lines for m in WORD.finditer(line) if is_a_value(line, m)
     )
     return _Said(excerpt, lines, words, values)
 
@@ -162,7 +167,7 @@ def _first_change(
     """The piece of `line` past the last old value before its first new value said as a
     change, and that new value (lowercase); None when the line says no change."""
     last_old: re.Match[str] | None = None
-    for match in _WORD.finditer(line):
+    for match in WORD.finditer(line):
         word = match.group().lower()
         if (len(word) < 2 and not word.isdigit()) or word in STOPWORDS:
             continue
@@ -171,23 +176,27 @@ def _first_change(
         elif (
             last_old is not None
             and word not in words
-            and _value(line, match)
+            and is_a_value(line, match)
             and _said_as_a_change(line, last_old, match)
         ):
+            if _from_to(line, match):
+                last_old = match  # "from 3 to 4": the value "from" names is the old one
+                continue
             return _piece(line, last_old.end(), match.end(), chars), word
     return None
 
 
-def _value(line: str, match: re.Match[str]) -> bool:
-    """A name or a number: a word with a digit, or a capitalised word not at a sentence's
-    start (where any word is capitalised)."""
-    word = match.group()
-    if any(c.isdigit() for c in word):
-        return True
-    if not word[0].isupper():
+def _from_to(line: str, value: re.Match[str]) -> bool:
+    """Whether `value` is said as "from <value> to <another value>" ("from 3 to 4 tablets",
+    "from Thursday evenings to Tuesday lunchtimes"): the old value of that change, though no
+    older line names it."""
+    if not _FROM.search(line, 0, value.start()):
         return False
-    before = line[: match.start()].rstrip()
-    return bool(before) and before[-1] not in ".!?:"
+    to = _TO_VALUE.match(line, value.end())
+    if to is None:
+        return False
+    after = WORD.search(line, to.end())
+    return after is not None and after.start() == to.end() and is_a_value(line, after)
 
 
 def _said_as_a_change(line: str, old: re.Match[str], new: re.Match[str]) -> bool:

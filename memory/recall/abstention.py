@@ -18,8 +18,9 @@ last winter?", "… in 2024?"): such a question presumes the thing was said, and
 which the turn that answers it seldom repeats, pull its cosines down. A request for advice or a
 suggestion ("Can you suggest …?", "Which … should I …?") asks for no stored detail, so there is
 nothing to abstain on; what bears on it (a diet, a fear) seldom stands out of its topic. Nor
-does it close on a question about the user's present whose kept turns say it changed
-(`memory/recall/changed.py`): something that changed was discussed; nor on one asking for an
+does it close on a question about the user's present whose kept turns say it changed, or
+whose subject has a history among them (`memory/recall/changed.py`): something that changed
+was discussed; nor on one asking for an
 identifier a kept turn gives, by its kind or beside the question's words (`identifiers.py`),
 or how many of a thing one of the best kept turns counts ("seven colonies": `counts.py`), or
 where, when one names a place beside the question's words ("on Argyle Street": `places.py`),
@@ -51,7 +52,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memory.recall.changed import asks_after_a_change
+from memory.recall.changed import asks_after_a_change, asks_after_a_history
 from memory.recall.counts import gives_the_count
 from memory.recall.dates_given import gives_the_date
 from memory.recall.identifiers import (
@@ -205,6 +206,8 @@ def stays_open(query: str, measured: int, kept: Sequence[Hit]) -> bool:
     if is_a_request(query):
         return True
     if gives_the_kind_asked_for(query, kept) or asks_after_a_change(query, kept):
+        return True
+    if asks_after_a_history(query, kept):
         return True
     if gives_a_code_on_its_words(query, kept) or gives_the_count(query, kept):
         return True

@@ -11,6 +11,16 @@ present ("do I", "are we", "I'm", "me", "is our", …): a question after a past 
 much deposit did the Harringtons pay?") or about someone else's ("What's the name of our head
 waiter?") finds changes on its topic as often as an answerable one does, and the gate decides
 it as before (docs/recall-quality.md, "Seventeenth pass").
+
+A change is not always said with a change word ("I've also started a new job as a network
+engineer at the council", "it's Tomasz's mum, Halina, who looks after Biscuit"), so the gate
+also stays open when the subject has a history among the best kept hits
+(`asks_after_a_history`): of those holding a word of the question, the newest conversation's
+include the user's own turn, a turn of an older conversation is on the same subject (it holds
+the same word of the question, or a name or number the newer turn names again: "I work at a
+small practice called Brennan Lowe" before "I've left Brennan Lowe, I've joined a bigger firm,
+Feilden Marsh"), and the user's newer turn names a name or a number that none of those older
+ones does. Structural, with no wording of its own (docs/recall-quality.md, "Twenty-first pass").
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ import re
 from collections.abc import Sequence
 
 from memory.records import Chunk, Hit
-from memory.store.fts import fts_terms, stem
+from memory.store.fts import STOPWORDS, fts_terms, stem
 
 # The kept hits read, best first: those the learned gate reads the words of.
 CHANGE_HITS = 3
@@ -35,6 +45,32 @@ _ABOUT_THE_USER_NOW = re.compile(
     r"|\b(?:is|are)\s+(?:my|our)\b",
     re.IGNORECASE,
 )
+
+
+WORD = re.compile(r"[^\W_]+")  # words as the lexical index reads them (memory.store.fts)
+
+
+def is_a_value(line: str, match: re.Match[str]) -> bool:
+    """A name or a number: a word with a digit, or a capitalised word not at a sentence's
+    start (where any word is capitalised)."""
+    word = match.group()
+    if any(c.isdigit() for c in word):
+        return True
+    if not word[0].isupper():
+        return False
+    before = line[: match.start()].rstrip()
+    return bool(before) and before[-1] not in ".!?:"
+
+
+def _values(text: str) -> set[str]:
+    """The names and numbers `text` says (lowercase), not "I" nor a capitalised stopword."""
+    return {
+        word
+        for m in WORD.finditer(text)
+        if (word := m.group().lower()) not in STOPWORDS
+        and (len(word) > 1 or word.isdigit())
+        and is_a_value(text, m)
+    }
 
 
 def _stems(text: str) -> set[str]:
@@ -59,3 +95,33 @@ def asks_after_a_change(query: str, kept: Sequence[Hit]) -> bool:
         for later in said
         for earlier in said
     )
+
+
+def asks_after_a_history(query: str, kept: Sequence[Hit]) -> bool:
+    """True when `query` asks about the user's present and its subject has a history among
+    the three best kept hits: of those holding a word of the question (stemmed), the newest
+    conversation's include a user turn, a turn of an older conversation said before it is on
+    the same subject (it holds one of the same words of the question, or names a name or a
+    number the user turn names again), and the user turn names a name or a number no such
+    older one does (module docstring)."""
+    if _ABOUT_THE_USER_NOW.search(query) is None:
+        return False
+    words = _stems(query)
+    on = [(h.chunk, found) for h in kept[:CHANGE_HITS] if (found := words & _stems(h.chunk.text))]
+    if len(on) < 2:
+        return False
+    newest = max(on, key=lambda pair: pair[0].created_at)[0].session_id
+    for turn, subject in on:
+        if turn.session_id != newest or turn.role != "user":
+            continue
+        named = _values(turn.text)
+        older: list[set[str]] = []  # the names and numbers of the older turns on its subject
+        for chunk, found in on:
+            if chunk.session_id == newest or chunk.created_at >= turn.created_at:
+                continue
+            said = _values(chunk.text)
+            if found & subject or named & said:
+                older.append(said)
+        if older and named - set().union(*older):
+            return True
+    return False

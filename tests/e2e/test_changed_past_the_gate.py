@@ -3,7 +3,8 @@
 The change is said in passing, in a turn about other things, so among a dozen turns on the
 user's work and training nothing stands out and the learned gate withheld every excerpt
 (docs/recall-quality.md, "Seventeenth pass"). Through the real proxy, the official SDK and the
-real embedder.
+real embedder. The change may be said with no change word at all: the newer turn names the
+new school on the subject of the older one ("Twenty-first pass").
 """
 
 import pytest
@@ -36,3 +37,17 @@ def test_the_later_turn_that_says_it_changed_is_recalled(proxy, upstream):
     asked = "Which school do I teach at?"
     say(proxy, [{"role": "user", "content": asked}], "mira", X_Memory_Mode="read")
     assert "Priory Park School now" in (block_in(sent_messages(upstream)) or "")
+
+
+# No change word: the newer conversation's turn of the user's names a school the older did not.
+SINCE = (
+    "Good news, my first weeks at Priory Park School went well, smaller school, nicer kids. "
+    "Training's going well, I'm up to 55 km a week."
+)
+
+
+def test_a_later_turn_naming_a_new_school_without_a_change_word_is_recalled(proxy, upstream):
+    remember_apart(proxy, "noor", *BEFORE, SINCE)
+    asked = "Which school do I teach at?"
+    say(proxy, [{"role": "user", "content": asked}], "noor", X_Memory_Mode="read")
+    assert "Priory Park School" in (block_in(sent_messages(upstream)) or "")

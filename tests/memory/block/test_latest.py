@@ -98,6 +98,19 @@ def test_from_the_old_to_the_new_is_a_change_without_a_change_word():
     assert lead(led[0]) == "user: …mg to 8 mg a day, said the vet."
 
 
+def test_from_a_value_no_older_line_names_to_another_the_new_one_is_the_second():
+    old = excerpt("s1", 1, "user: Pip is on Apoquel for the itching.")
+    newer = excerpt("s2", 9, "user: The vet moved Pip's Apoquel from 3 to 4 tablets a week.")
+    led = lead_with_the_change([newer, old], 600)
+    assert lead(led[0]) == "user: …to 4 tablets a week."  # not "…from 3 to 4"
+    # a value said "from" with no "to" after it is no old value: it is the new one
+    moved = excerpt("s2", 9, "user: Pip's Apoquel now comes from Zoetis, cheaper online.")
+    assert (
+        lead(lead_with_the_change([moved, old], 600)[0])
+        == "user: …now comes from Zoetis, cheaper online."
+    )
+
+
 def test_nothing_leads_without_an_old_value_a_change_word_or_a_new_value():
     unrelated = excerpt("s2", 9, "user: We moved to Leeds last spring, it's lovely now.")
     no_change = excerpt("s2", 9, "user: Kanazawa has a famous garden called Kenroku-en.")
