@@ -39,10 +39,11 @@ CHANGE = re.compile(
     r"|switching|changed|swapped)\b",
     re.IGNORECASE,
 )
-# The user asks about themselves as they are: a present-tense verb with "I" or "we", or "me".
+# The user asks about themselves as they are: a present-tense verb with "I" or "we", or "me",
+# or with something of theirs ("is my", "does my shift start").
 _ABOUT_THE_USER_NOW = re.compile(
     r"\b(?:do|am|are|have)\s+(?:i|we)\b|\b(?:i'm|we're|i\s+am|we\s+are|me)\b"
-    r"|\b(?:is|are)\s+(?:my|our)\b",
+    r"|\b(?:is|are|does|do)\s+(?:my|our)\b",
     re.IGNORECASE,
 )
 

@@ -113,6 +113,15 @@ def test_no_history_on_the_subject_does_not_open_it():
     )
 
 
+def test_a_question_about_something_of_the_users_asked_with_does_opens_it():
+    old = "I'm on the red panda section, shifts start at 7:30 which is fine."
+    new = "Big news, I'm on the elephant team, the elephant team starts at 6:45."
+    question = "What time does my shift start?"
+    kept = said((new, "s2", 2.0, "user"), (old, "s1", 1.0, "user"))
+    assert asks_after_a_history(question, kept)
+    assert not asks_after_a_history("What time did my shift start in May?", kept)
+
+
 def test_a_question_after_a_past_detail_or_someone_elses_history_does_not_open_it():
     kept = said((SINCE, "s2", 2.0, "user"), (OLD, "s1", 1.0, "user"))
     assert not asks_after_a_history("Which school did my sister teach at?", kept)
