@@ -82,7 +82,11 @@ def test_moim_serve_runs_with_at_most_the_arenas_it_sets(tmp_path):
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.05)
-            assert arenas(process.pid) <= runtime.MALLOC_ARENAS
+            try:
+                count = arenas(process.pid)
+            except PermissionError:  # a kernel that lets no process read another's memory
+                pytest.skip("/proc/PID/mem of a child is not readable here (ptrace scope)")
+            assert count <= runtime.MALLOC_ARENAS
         finally:
             process.terminate()
             process.wait(30)
