@@ -44,9 +44,10 @@ _LEADING = re.compile(r"(?:['’]s\b)?[\s,;:.)—–-]*")  # what a piece does n
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 _FROM = re.compile(r"\bfrom\s+(?:(?:the|my|our|his|her|their)\s+)?$", re.IGNORECASE)
 _TO = re.compile(r"\bto\b", re.IGNORECASE)
-# Right after a value said "from": up to two more words, then "to" (and a determiner).
+# Right after a value said "from": up to two more words, then "to" (and a determiner). Any
+# space, as `_FROM` reads: pasted text often spaces with U+00A0 ("from 3\u00a0to 4").
 _TO_VALUE = re.compile(
-    r"(?:[ \t]+[^\W\d_]+){0,2}[ \t]+to[ \t]+(?:(?:the|my|our|his|her|their|a|an)[ \t]+)?",
+    r"(?:\s+[^\W\d_]+){0,2}\s+to\s+(?:(?:the|my|our|his|her|their|a|an)\s+)?",
     re.IGNORECASE,
 )
 

@@ -111,6 +111,16 @@ def test_from_a_value_no_older_line_names_to_another_the_new_one_is_the_second()
     )
 
 
+def test_from_a_value_to_another_across_a_no_break_space_or_a_tab():
+    """Text pasted from a word processor or a web page spaces with U+00A0 (and French puts
+    one before a unit); "from" already reads any space before the value (`_FROM`)."""
+    old = excerpt("s1", 1, "user: Pip is on Apoquel for the itching.")
+    for space in ("\u00a0", "\t", "\u202f"):
+        said = f"user: The vet moved Pip's Apoquel from 3{space}to{space}4 tablets a week."
+        led = lead_with_the_change([excerpt("s2", 9, said), old], 600)
+        assert lead(led[0]) == f"user: …to{space}4 tablets a week.", repr(space)
+
+
 def test_nothing_leads_without_an_old_value_a_change_word_or_a_new_value():
     unrelated = excerpt("s2", 9, "user: We moved to Leeds last spring, it's lovely now.")
     no_change = excerpt("s2", 9, "user: Kanazawa has a famous garden called Kenroku-en.")
