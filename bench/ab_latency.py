@@ -32,6 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def serve(db: str, users: list[str]) -> None:
     """One side: answer each request line on stdin with a result line on stdout."""
+    try:  # glibc's arena limit before the store's threads start, as `moim serve` sets it
+        from proxy.runtime import tune_malloc  # (a checkout from before it has none)
+    except ImportError:
+        pass
+    else:
+        tune_malloc()
     import httpx
     import threadpoolctl
 

@@ -93,6 +93,9 @@ main.add_command(consolidate)
 )
 def serve(config_path: Path | None, host: str | None, port: int | None, log_level: str) -> None:
     """Start the proxy."""
+    from proxy.runtime import tune_malloc
+
+    tune_malloc()  # before the store's threads allocate (its docstring says why)
     import uvicorn
     from uvicorn.config import STARTUP_FAILURE
 

@@ -1,8 +1,9 @@
 """Process-wide tuning that only the server does, in one place.
 
 The memory package is a library and changes nothing about the process that imports it;
-`moim serve` (the app's lifespan) calls `tune_process()` once, before the worker threads
-exist. Each setting says what it changes and the measurement behind it:
+`moim serve` calls `tune_malloc()` first, before it opens the store, and the app's lifespan
+calls `tune_process()` once, before the worker threads exist. Each setting says what it
+changes and the measurement behind it:
 
 - one BLAS thread for numpy's vector scans (threadpoolctl, at run time, so it no longer
   depends on an environment variable being set before numpy loads);
@@ -59,10 +60,22 @@ MMAP_THRESHOLD = 1 << 20
 NUMPY_HUGE_PAGES = False
 
 
+def tune_malloc() -> None:
+    """glibc's arena limit and mmap threshold; call before any thread allocates.
+
+    glibc gives each thread that allocates while no limit is set an arena of its own, up to
+    eight, and a limit set later only stops new ones. `moim serve` opens the store before
+    the app starts, and the lexical index's writer (tantivy) starts its threads there: set
+    in the app's lifespan, the limit of two came after eight arenas existed, and every later
+    thread shared those eight (docs/performance.md, "Load, tenth pass").
+    """
+    limit_arenas(MALLOC_ARENAS)
+    fix_mmap_threshold(MMAP_THRESHOLD)
+
+
 def tune_process() -> None:
     """Apply the server's process-wide settings; call once, in the event loop's thread."""
-    limit_arenas(MALLOC_ARENAS)  # before the worker threads exist: it affects new threads
-    fix_mmap_threshold(MMAP_THRESHOLD)
+    tune_malloc()  # again, for an app started without `moim serve`: affects new threads
     threadpoolctl.threadpool_limits(BLAS_THREADS, user_api="blas")
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
