@@ -5,9 +5,12 @@ defaults, then with the abstention gate off, then also the similarity floors off
 excerpts of 600 characters, then 40 of 5,000. A phrase miss (para, temporal, pref, update) is
 "order" when the expected phrase is in the block but after the superseded one, else "gate",
 "floor", "ranked out" or "excerpt cut" after the first of these that brings it into the block,
-else "missed by both retrievers". An update-value miss (defaults) is "no excerpt, no fact", "newer
-turn not recalled", "old value first in the newer turn", "older turn first", or "old value named
-first elsewhere" (a reply, another turn, a fact). Measuring only: nothing here tunes recall.
+else "missed by both retrievers"; "ranked out" and "excerpt cut" say "(kept)" when the answer
+is among the hits the default block was built from (a rule on the excerpts may reach it), "(not
+kept)" when the gate or the floors dropped it under defaults. An update-value miss (defaults) is
+"no excerpt, no fact", "newer turn not recalled", "old value first in the newer turn", "older
+turn first", or "old value named first elsewhere" (a reply, another turn, a fact). Measuring
+only: nothing here tunes recall.
 
     PYTHONPATH=. /work/venv/bin/python bench/memsuite.py --suite fresh2 --db /tmp/f2.db
     PYTHONPATH=. /work/venv/bin/python bench/memsuite_misses.py --suite fresh2 --db /tmp/f2.db
@@ -76,8 +79,12 @@ def phrase_cause(number: int, runs: dict[str, list[Case]]) -> str:
     case = runs["default"][number]
     if norm(case.expected or "") in case.result["block"]:  # there, after the superseded one
         return "order"
+    expected = norm(case.expected or "")
     for name, _ in RELAXATIONS[1:]:
-        if norm(case.expected or "") in runs[name][number].result["block"]:
+        if expected in runs[name][number].result["block"]:
+            if name in ("ranked out", "excerpt cut"):
+                kept = any(expected in text for text in case.result["kept"])
+                return f"{name} ({'kept' if kept else 'not kept'})"
             return name
     return "missed by both retrievers"
 

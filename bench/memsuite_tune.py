@@ -70,7 +70,8 @@ def ask(layer: MemoryLayer, number: int, case: Case) -> None:
     if case.category == "update" and case.value:
         at, old_at = _word_at(block, case.value), _word_at(block, case.old_value)
         case.result["value_passed"] = at >= 0 and (old_at < 0 or at < old_at)
-    case.result.update(passed=passed, excerpts=excerpts, block=block)
+    kept = tuple(norm(h.chunk.text) for h in found.hits)  # what the block was built from
+    case.result.update(passed=passed, excerpts=excerpts, block=block, kept=kept)
 
 
 def table(cases: list[Case]) -> str:

@@ -33,6 +33,7 @@ from memory.ingest.identity import content_hash
 from memory.ingest.turns import RECALLED_ROLES
 from memory.layer_admin import AdminSide
 from memory.layer_facts import FactsSide
+from memory.recall.changed import about_the_present
 from memory.recall.query import QUERY_CHARS, build_query, task_query
 from memory.recall.retrieval import Retrieval, retrieve
 from memory.recall.superseded import replaced_replies
@@ -253,6 +254,7 @@ class MemoryLayer(AdminSide, FactsSide):
                 self._neighbours(request.user_id, exclude),
                 RequestWords(request.messages).shows,
                 repeated,
+                about_the_present(found.query),
             )
             excerpts = newest_first(excerpts)
             if self.settings.lead_with_change:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from memory.block.budget import cut_excerpt
+from memory.block.order import ONE_CONVERSATION, asked_before_answered, newer_turn
 from memory.block.shown import keep_said_once, said_by_another
 from memory.facts.corrections import replaced_by
 from memory.ingest.speakers import split_speaker
@@ -75,6 +76,7 @@ def build_excerpts(
     neighbours: Neighbours | None = None,
     shown: Shown | None = None,
     repeated: set[int] | None = None,
+    present: bool = False,
 ) -> list[Excerpt]:
     """Excerpts for the block, best session first, within the tier.
 
@@ -82,7 +84,9 @@ def build_excerpts(
     another excerpt of that session (its first turn may be cut) while the tier allows. A
     reply cut to fit, to a turn already shown, starts one only after every other hit
     (`_Packing._waits`); a kept user turn a better-ranked reply answers is packed just before
-    that reply (`_asked_before_answered`).
+    that reply (`memory.block.order.asked_before_answered`). For a question about the user's
+    present (`present`), a newer conversation's user turn opens an excerpt before a hit that
+    would open a second one of its conversation (`memory.block.order.newer_turn`).
 
     Room left in a passage after its hits is filled with the turns around its best hit
     (nearest first), when `neighbours` is given: an answer usually sits next to its question.
@@ -92,9 +96,11 @@ def build_excerpts(
     """
     if tier.max_excerpts <= 0 or tier.max_chars <= 0:
         return []
-    packing = _Packing(tier, terms, neighbours is not None, shown, set())
+    order = asked_before_answered(hits)
+    packing = _Packing(tier, terms, neighbours is not None, shown, set(), order if present else [])
     held: list[Hit] = []  # replies that wait for the room the other hits leave
-    for hit in _asked_before_answered(hits):
+    for at, hit in enumerate(order):
+        packing.at = at
         packing.add(hit, held)
     for hit in held:
         packing.add(hit, None)
@@ -137,6 +143,8 @@ class _Packing:
     widening: bool
     shown_already: Shown | None
     repeated: set[int]  # chunk ids of hits left out for repeating (`memory.block.shown`)
+    order: Sequence[Hit]  # the hits in packing order, for a question about the present; or []
+    at: int = 0  # the place in `order` of the hit being packed
     passages: list[_Passage] = field(default_factory=list)
     by_session: dict[str, list[_Passage]] = field(default_factory=dict)
     taken: dict[str, set[int]] = field(default_factory=dict)  # message ids, by session
@@ -162,6 +170,8 @@ class _Packing:
                 room = _room_for_reply(chunk.name or chunk.role, chunk.text, room)
             line = _line(chunk.name or chunk.role, chunk.text, room, self.terms, True)
             if line is None:
+                return
+            if held is not None and self._newer_first(chunk):
                 return
             if held is not None and self._waits(chunk, line):
                 held.append(hit)
@@ -192,6 +202,20 @@ class _Packing:
             ),
         )
 
+    def _newer_first(self, chunk: Chunk) -> bool:
+        """Pack a newer conversation's user turn before a hit that would open one more
+        excerpt of a conversation holding `ONE_CONVERSATION` (`memory.block.order`); True
+        when it took the tier's last excerpt."""
+        held = self.by_session.get(chunk.session_id, ())
+        if not self.order or len(held) < ONE_CONVERSATION:
+            return False
+        said = max(line[0] for passage in held for line in passage.lines)
+        newer = newer_turn(self.order[self.at + 1 :], self.by_session, said)
+        if newer is None:
+            return False
+        self.add(newer, [])
+        return len(self.passages) >= self.tier.max_excerpts
+
     def _waits(self, chunk: Chunk, line: str) -> bool:
         """Whether a reply that would open another excerpt of its session waits until every
         other hit had its chance: it is cut to fit, and the user's turn it answers is
@@ -208,41 +232,6 @@ class _Packing:
             and (chunk.session_id, chunk.turn - 1) in self.shown
             and line != f"{chunk.name or chunk.role}: {_flat(chunk.text)}"
         )
-
-
-def _asked_before_answered(hits: Sequence[Hit]) -> list[Hit]:
-    """`hits` in packing order: a kept user turn that a better-ranked reply answers (its
-    session's turn before the reply's, by `Chunk.turn`) is moved up to just before it.
-
-    A reply often matches a question best because it restates the user's detail in other
-    words, while the detail is in the turn it answers (long: "How often does my photography
-    club go out together?" ranks "Group walks are great for learning: …" fifth, and "I joined a
-    photo walk group that meets once a month …" twelfth, behind turns other words matched).
-    Placed first, the turn takes its room in the passage before the reply does. Only the
-    order changes: the hits are recall's kept ones, after the gate. bench/memsuite_tune.py:
-    long tuning paraphrase 0.95 → 0.99; fresh6 (blind) update 0.78 → 0.88; LoCoMo unchanged.
-    """
-    asked: dict[tuple[str, int], list[Hit]] = {}
-    for hit in hits:
-        chunk = hit.chunk
-        if chunk.role == "user" and chunk.turn is not None:
-            asked.setdefault((chunk.session_id, chunk.turn), []).append(hit)
-    if not asked:
-        return list(hits)
-    order: list[Hit] = []
-    moved: set[int] = set()
-    for hit in hits:
-        chunk = hit.chunk
-        if chunk.id in moved:
-            continue
-        if chunk.role == "assistant" and chunk.turn is not None:
-            for turn in asked.get((chunk.session_id, chunk.turn - 1), ()):
-                if turn.chunk.id not in moved:
-                    order.append(turn)
-                    moved.add(turn.chunk.id)
-        order.append(hit)
-        moved.add(chunk.id)
-    return order
 
 
 def newest_first(excerpts: Sequence[Excerpt]) -> list[Excerpt]:

@@ -78,6 +78,11 @@ def _stems(text: str) -> set[str]:
     return {stem(word) for word in fts_terms(text)}
 
 
+def about_the_present(query: str) -> bool:
+    """Whether `query` asks about the user as they are now ("do I", "is my", "me" …)."""
+    return _ABOUT_THE_USER_NOW.search(query) is not None
+
+
 def asks_after_a_change(query: str, kept: Sequence[Hit]) -> bool:
     """True when `query` asks about the user's present and two of the three best kept hits
     are the user's turns on its words from two conversations, the later saying it changed."""
