@@ -58,8 +58,8 @@ class Told(BuiltOnRead[LeftOut]):
     Nothing of a request's forward needs it: the inspector reads it, after the block is
     placed, so the request goes upstream before its ~140 records are built. A large user's
     ranked candidates come without their text (`memory.recall.candidate_rows`): `tell()`
-    lists them so, and `texts` reads the text of those read, when read. The ring keeps the
-    first 40 of ~155 and their number: at 100k chunks reading every one's took ~2 ms a request.
+    lists them so, and `texts` reads the text of those read, when read: the inspector's ring
+    keeps the first 40 of ~155 and their number (docs/performance.md, fifteenth pass).
     """
 
     __slots__ = ("_texts", "_whole")
@@ -79,6 +79,8 @@ class Told(BuiltOnRead[LeftOut]):
     @overload
     def __getitem__(self, index: slice) -> tuple[LeftOut, ...]: ...
     def __getitem__(self, index: int | slice) -> LeftOut | tuple[LeftOut, ...]:
+        if self._texts is None:  # every item came with its text
+            return self._built()[index]
         places = range(len(self._built()))
         if isinstance(index, slice):
             return self._with_text(places[index])
