@@ -264,8 +264,15 @@ class MemoryLayer(AdminSide, FactsSide):
         pool = self.settings.hit_pool
         why = Told(  # told when the inspector reads it, after the forward
             lambda: left_out(
-                [*found.left_out, *dropped], found.hits, pool, excerpts, block, facts, repeated
-            )
+                [*found.left_out_heads, *dropped],
+                found.hits,
+                pool,
+                excerpts,
+                block,
+                facts,
+                repeated,
+            ),
+            found.texts,  # the text of those read only (the ring keeps 40 of ~155)
         )
         return Recollection(
             tier,

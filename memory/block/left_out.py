@@ -10,7 +10,9 @@ hits with the excerpts built and the excerpts and facts the block holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import replace
+from typing import overload
 
 from memory.built_on_read import BuiltOnRead
 from memory.records import Excerpt, Fact, Hit, LeftOut, MemoryBlock
@@ -54,10 +56,58 @@ class Told(BuiltOnRead[LeftOut]):
     """What was left out, told when first read (`tell()` then, once, on whichever thread).
 
     Nothing of a request's forward needs it: the inspector reads it, after the block is
-    placed, so the request goes upstream before its ~140 records are built.
+    placed, so the request goes upstream before its ~140 records are built. A large user's
+    ranked candidates come without their text (`memory.recall.candidate_rows`): `tell()`
+    lists them so, and `texts` reads the text of those read, when read: the inspector's ring
+    keeps the first 40 of ~155 and their number (docs/performance.md, fifteenth pass).
     """
 
-    __slots__ = ()
+    __slots__ = ("_texts", "_whole")
 
-    def __init__(self, tell: Callable[[], tuple[LeftOut, ...]]) -> None:
+    def __init__(
+        self,
+        tell: Callable[[], Sequence[LeftOut]],
+        texts: Callable[[Sequence[Hit]], list[Hit]] | None = None,
+    ) -> None:
         super().__init__(tell)
+        # `texts` gives each hit back, in order, with its text (one that has it as it is).
+        self._texts = texts
+        self._whole: dict[int, LeftOut] = {}  # by place: the items made whole so far
+
+    @overload
+    def __getitem__(self, index: int) -> LeftOut: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[LeftOut, ...]: ...
+    def __getitem__(self, index: int | slice) -> LeftOut | tuple[LeftOut, ...]:
+        if self._texts is None:  # every item came with its text
+            return self._built()[index]
+        places = range(len(self._built()))
+        if isinstance(index, slice):
+            return self._with_text(places[index])
+        return self._with_text([places[index]])[0]
+
+    def __iter__(self) -> Iterator[LeftOut]:
+        return iter(self._with_text(range(len(self._built()))))
+
+    def __eq__(self, other: object) -> bool:
+        mine = self[:]
+        if isinstance(other, Told):
+            return mine == other[:]
+        return isinstance(other, tuple) and mine == other
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self[:]!r})"
+
+    def _with_text(self, places: Sequence[int]) -> tuple[LeftOut, ...]:
+        """The items at `places`, each with its hit's text (read once, all in one read)."""
+        items = self._built()
+        if self._texts is None:
+            return tuple(items[i] for i in places)
+        with self._lock:
+            wanted = [i for i in places if i not in self._whole and items[i].hit is not None]
+            if wanted:
+                hits = self._texts([h for i in wanted if (h := items[i].hit) is not None])
+                for i, hit in zip(wanted, hits, strict=True):
+                    item = items[i]
+                    self._whole[i] = item if hit is item.hit else replace(item, hit=hit)
+            return tuple(self._whole.get(i, items[i]) for i in places)

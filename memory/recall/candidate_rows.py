@@ -15,7 +15,6 @@ import threading
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from memory.built_on_read import BuiltOnRead
 from memory.records import Chunk, Hit
 from memory.store.backend import StoreBackend as Store
 
@@ -65,10 +64,3 @@ class CandidateRows:
             elif hit.chunk.id not in wanted or keep_gone:
                 out.append(hit)
         return out
-
-    def told(self, hits: Sequence[Hit]) -> Sequence[Hit]:
-        """`hits`, each with its text once any is read (the inspector's left-out list); its
-        length is known without a read (`Retrieval.withheld`, on every request)."""
-        if not self.partial:
-            return hits
-        return BuiltOnRead(lambda: self.whole(list(hits), keep_gone=True), len(hits))

@@ -14,14 +14,16 @@ first's, once the query's embedding run has given the words' vectors.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
+from memory.block.left_out import Told
 from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
@@ -59,16 +61,24 @@ class Retrieval:
     present: tuple[LeftOut, ...] = ()
     # Why recall went on with the lexical side alone: the embedder failed (None: it did not).
     degraded: str | None = None
-    # Every ranked candidate, and why those not in `hits` were dropped: their `LeftOut`
-    # records are built only when `left_out` is read (the inspector's), not for the forward.
+    # Every ranked candidate (a large user's without its text), and why those not in `hits`
+    # were dropped: their `LeftOut` records are built only when read (the inspector's).
     ranked: Sequence[Hit] = ()
     dropped_for: Literal["abstained", "weak"] = "weak"
     # The ids of the hits kept but for saying nothing ('thanks!'): left out as "empty".
     empty: Collection[int] = frozenset()
+    # Gives hits back with their text, in order (`CandidateRows.whole`, a chunk forgotten
+    # since kept as it came); None when every candidate came with it.
+    texts: Callable[[Sequence[Hit]], list[Hit]] | None = None
 
     @property
     def left_out(self) -> tuple[LeftOut, ...]:
         """What was found but dropped: present in the request, abstained on, weak, empty."""
+        return tuple(Told(lambda: self.left_out_heads, self.texts))
+
+    @property
+    def left_out_heads(self) -> tuple[LeftOut, ...]:
+        """`left_out`, a large user's candidates without their text (`texts` reads it)."""
         return self.present + _left_out(self.dropped_for, self.ranked, self.hits, self.empty)
 
     @property
@@ -182,7 +192,8 @@ def retrieve(
     ranked = rank(
         visible, dense, lexical, similarities, now, query, query_windows(query), _weights(settings)
     )
-    hits, kept = rows.told(ranked.hits), ranked.kept
+    hits, kept = ranked.hits, ranked.kept
+    texts = functools.partial(rows.whole, keep_gone=True) if rows.partial else None
     if names_identifiers(query):  # the gate reads the kept hits' text; a code under the floor
         kept = with_the_kind(query, ranked, rows.whole(kept), rows)
     elif rows.partial and gate and settings.min_answerable > 0:  # and so does the learned one
@@ -197,7 +208,7 @@ def retrieve(
     if dropped or nothing_stands_out(
         query, ranked.measured, said, settings.standout_margin_weight, *rules, expanded
     ):
-        return Retrieval([], True, query, present, degraded, hits, "abstained")
+        return Retrieval([], True, query, present, degraded, hits, "abstained", texts=texts)
     if gate:  # the gate let the question through: the floor for its excerpts is lower
         kept = past_the_gate(settings, ranked, kept)
     if vector is not None:  # the later turns on the kept hits' subjects
@@ -206,7 +217,9 @@ def retrieve(
         keyword = {i for i, _ in lexical[: settings.later_keyword_hits]}
         kept = later_by_keyword(kept, ranked, keyword)
     found_hits, empty = read_kept(kept, rows.whole, says_nothing, shown if rows.partial else None)
-    return Retrieval(found_hits, not found_hits, query, present, degraded, hits, "weak", empty)
+    return Retrieval(
+        found_hits, not found_hits, query, present, degraded, hits, "weak", empty, texts
+    )
 
 
 def _embed_query(

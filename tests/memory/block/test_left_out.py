@@ -172,3 +172,53 @@ def test_what_was_left_out_is_told_once_when_first_read():
         LeftOut("weak", chunk=chunk),
     )
     assert told == [1]
+
+
+def large(tmp_path):
+    """A layer whose users' candidates come without their text (`chunk_heads_from=1`): only
+    those that reach the block, and the left-out items read, get it from the store."""
+    layer = make_layer(tmp_path, chunk_heads_from=1)
+    now = time.time() - 7200
+    for n in range(12):
+        message = {"role": "user", "content": f"Note {n}: the pasta sauce number {n} needs basil"}
+        layer.remember(Turn("ann", f"n-{n}", "gpt-4o-mini", (message,), None, now + n))
+    recall(layer, QUESTION)  # the first recall asks for the user's heads
+    assert layer.store.heads.wait("ann", timeout=10)
+    return layer
+
+
+# A bare word: recall keeps nothing past the floors; every candidate is left out as "weak".
+WEAK = {"role": "user", "content": "kayak"}
+
+
+def told(items):
+    return [
+        (i.reason, i.hit.chunk.id if i.hit else None, i.hit.chunk.text if i.hit else "")
+        for i in items
+    ]
+
+
+def test_the_first_items_read_alone_are_the_first_of_the_whole_list(tmp_path):
+    layer = large(tmp_path)
+    alone, whole = recall(layer, WEAK).left_out, recall(layer, WEAK).left_out
+    everything = tuple(whole)
+
+    first = alone[:3]  # what the inspector's ring keeps: the first ones and their number
+
+    assert len(everything) > 3 and len(alone) == len(everything)
+    assert told(first) == told(everything[:3]) and all(i.hit.chunk.text for i in first)
+    assert told(alone) == told(everything)
+
+
+def test_no_text_is_read_back_for_a_user_forgotten_before_the_rest_was_read(tmp_path):
+    layer = large(tmp_path)
+    recollection = recall(layer, WEAK)
+    first = told(recollection.left_out[:2])
+    count = len(recollection.left_out)
+
+    layer.forget("ann")
+    after = tuple(recollection.left_out)
+
+    assert len(after) == count and told(after[:2]) == first  # read before the forget: as read
+    weak = [i for i in after[2:] if i.reason in ("weak", "abstained")]
+    assert weak and not any(i.hit.chunk.text for i in weak)  # nothing comes back from the store
