@@ -50,11 +50,6 @@ class Settings:
     # text held in RAM too (48 bytes a chunk; memory/store/chunk_heads.py): recall ranks its
     # candidates from them and reads from SQLite only the text of what it keeps. 0: never.
     chunk_heads_from: int = 20_000
-    # With "ram", a user of this many vectors or more has the lexical side (BM25, its rows)
-    # searched on another thread beside the question's embedding; a smaller user's runs on
-    # the recall thread after it: ~1 ms there, and beside it costs the embedding's thread
-    # GIL waits and a hand-off (docs/performance.md, "The 1k request, two steps"). 0: always.
-    lexical_beside_from: int = 5_000
     tier_rules: tuple[TierRule, ...] = DEFAULT_TIER_RULES
     # Where the block goes (memory/render.py). "before_last_user" keeps the provider's prompt
     # cache: a 12-turn chat with a 3,000-token system prompt keeps 0.93 of each request

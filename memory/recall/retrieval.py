@@ -123,12 +123,10 @@ def retrieve(
     terms = search_terms(query) if settings.retrievers != "dense" else []
     # The lexical side (BM25, its chunk rows, the name-less search again) runs on another
     # thread while this one embeds the query and scans the vectors: SQLite, onnxruntime and
-    # numpy all release the GIL, so the two sides overlap on two cores. A small user's is
-    # cheaper than the GIL waits it costs the embedding there: it runs here, after it.
-    beside = not (in_ram and vectors < settings.lexical_beside_from)
+    # numpy all release the GIL, so the two sides overlap on two cores.
     searching = (
         _LEXICAL.submit(_lexical_side, store, rows, settings, user_id, query, terms, wanted)
-        if terms and beside
+        if terms
         else None
     )
     # The user's vocabulary is read there too, while the question is embedded here.
@@ -152,8 +150,6 @@ def retrieve(
             dense = _dense(store, index, settings, user_id, vector, wanted, read)
     finally:
         side = searching.result() if searching is not None else _Lexical([], {}, set(), set())
-    if terms and not beside:
-        side = _lexical_side(store, rows, settings, user_id, query, terms, wanted)
     lexical, chunks = side.hits, side.chunks
     chunks.update(rows.read([i for i, _ in dense if i not in chunks]))
     first = side.first | {i for i, _ in dense}  # what the first searches found

@@ -105,12 +105,9 @@ def test_with_no_stored_task_the_last_thing_said_is_searched():
 # -- retrieve --------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["beside", "inline"])
-def settings(request, tmp_path):
-    """Each test twice: the lexical side on its own thread beside the question's embedding
-    (`lexical_beside_from=0`: every user), and on the recall thread after it (a small user)."""
-    beside_from = 0 if request.param == "beside" else 1_000_000
-    return Settings(db_path=tmp_path / "moim.db", lexical_beside_from=beside_from)
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(db_path=tmp_path / "moim.db")
 
 
 @pytest.fixture
