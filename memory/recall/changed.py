@@ -78,6 +78,13 @@ def _stems(text: str) -> set[str]:
     return {stem(word) for word in fts_terms(text)}
 
 
+def _on_the_question(query: str, kept: Sequence[Hit]) -> list[tuple[Chunk, set[str]]]:
+    """Of the `CHANGE_HITS` best kept hits, those holding a word of `query` (stemmed), each
+    with the words of the question it holds."""
+    words = _stems(query)
+    return [(h.chunk, found) for h in kept[:CHANGE_HITS] if (found := words & _stems(h.chunk.text))]
+
+
 def about_the_present(query: str) -> bool:
     """Whether `query` asks about the user as they are now ("do I", "is my", "me" …)."""
     return _ABOUT_THE_USER_NOW.search(query) is not None
@@ -86,14 +93,9 @@ def about_the_present(query: str) -> bool:
 def asks_after_a_change(query: str, kept: Sequence[Hit]) -> bool:
     """True when `query` asks about the user's present and two of the three best kept hits
     are the user's turns on its words from two conversations, the later saying it changed."""
-    if _ABOUT_THE_USER_NOW.search(query) is None:
+    if not about_the_present(query):
         return False
-    words = _stems(query)
-    said: list[Chunk] = [
-        h.chunk
-        for h in kept[:CHANGE_HITS]
-        if h.chunk.role == "user" and words & _stems(h.chunk.text)
-    ]
+    said = [chunk for chunk, _ in _on_the_question(query, kept) if chunk.role == "user"]
     return any(
         later.session_id != earlier.session_id
         and later.created_at > earlier.created_at
@@ -110,10 +112,9 @@ def asks_after_a_history(query: str, kept: Sequence[Hit]) -> bool:
     the same subject (it holds one of the same words of the question, or names a name or a
     number the user turn names again), and the user turn names a name or a number no such
     older one does (module docstring)."""
-    if _ABOUT_THE_USER_NOW.search(query) is None:
+    if not about_the_present(query):
         return False
-    words = _stems(query)
-    on = [(h.chunk, found) for h in kept[:CHANGE_HITS] if (found := words & _stems(h.chunk.text))]
+    on = _on_the_question(query, kept)
     if len(on) < 2:
         return False
     newest = max(on, key=lambda pair: pair[0].created_at)[0].session_id
