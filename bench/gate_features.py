@@ -7,8 +7,8 @@ recorded but not applied, and one JSON line is written per question: its split, 
 (answerable or never discussed), the current gate's verdict, whether recall dropped it before
 the gate, whether the block held an excerpt (and, for an answerable question, its answer)
 with the gate open, and the candidate signals (`signals`). A gate can only help where the
-answer was there to keep. Blind suites (fresh3, fresh6, fresh8, fresh9, fresh11, fresh13) are
-written without their questions; read them by aggregate only.
+answer was there to keep. Blind suites (fresh3, fresh6, fresh8, fresh9, fresh11, fresh13, fresh15)
+are written without their questions; read them by aggregate only.
 
     PYTHONPATH=. python bench/gate_features.py --suite long --db /work/bench-data/s22/m_long.db \\
         --out /tmp/gate5/long.jsonl
@@ -41,7 +41,7 @@ from memory.recall import abstention  # noqa: E402
 from memory.records import Hit  # noqa: E402
 from memory.store.fts import fts_terms  # noqa: E402
 
-BLIND = {"fresh3", "fresh6", "fresh8", "fresh9", "fresh11", "fresh13"}
+BLIND = {"fresh3", "fresh6", "fresh8", "fresh9", "fresh11", "fresh13", "fresh15"}
 STANDOUT = 0.5  # the standout rule's threshold before the learned gate
 
 

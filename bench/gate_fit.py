@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from memory.recall.names import asks_a_name  # noqa: E402
 
-BLIND = {"fresh3", "fresh6", "fresh8", "fresh9", "fresh11", "fresh13"}
+BLIND = {"fresh3", "fresh6", "fresh8", "fresh9", "fresh11", "fresh13", "fresh15"}
 SIGNALS = ("best", "second", "median", "kept", "covered", "user_turn", "length", "expanded")
 SIGNALS += ("asks_name",)
 

@@ -63,7 +63,13 @@ is personas 131-140 (bench/memsuite/fresh12.txt, split `fresh12`), a tuning spli
 session that had not read moim's recall code (other lives again; changes said as corrections,
 implied by an event, reverted; a longer history). `--suite fresh13` is personas 141-150
 (bench/memsuite/fresh13.txt, split `fresh13`), written after it by the same session the same
-way (two longer histories): blind, for measuring only.
+way (two longer histories): blind, for measuring only. `--suite fresh14` is personas 151-160
+(bench/memsuite/fresh14.txt, split `fresh14`), a tuning split written by a session that had not
+read moim's recall code (other lives again; changes in passing, in a brief answer to the
+assistant, two sessions late, as corrections, implied by an event, reverted; questions terse or
+long; two histories of six sessions of eight turn pairs, many topics each). `--suite fresh15` is
+personas 161-170 (bench/memsuite/fresh15.txt, split `fresh15`), written after it by the same
+session the same way (two longer histories): blind, for measuring only.
 """
 
 from __future__ import annotations
@@ -102,8 +108,10 @@ PAST_CONTEXT = "[relevant past context]"
 CATEGORIES = ("update", "abstain", "para", "temporal", "pref")
 SPLITS = ("tune", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
 SPLITS += ("fresh7h", "fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13")
+SPLITS += ("fresh14", "fresh15")
 SUITES = ("long", "short", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
-SUITES += ("fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13")
+SUITES += ("fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14")
+SUITES += ("fresh15",)
 
 
 @dataclass
@@ -218,7 +226,7 @@ def weave(personas: list[Persona], bank: list[Persona]) -> list[Persona]:
 
 
 def personas_of(suite: str) -> list[Persona]:
-    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 141-150 (fresh, 2, ... 13)."""
+    """The personas `suite` replays: 01-20 (short, long), 21-30, ... 161-170 (fresh, 2, ... 15)."""
     if suite.startswith("fresh"):
         return load([DATA / f"{suite}.txt"])
     personas = load(sorted(DATA.glob("personas_*.txt")))

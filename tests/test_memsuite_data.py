@@ -21,7 +21,9 @@ def test_every_suite_parses_with_its_evidence_in_the_history(suite: str) -> None
     assert {c.category for p in personas for c in p.cases} <= set(CATEGORIES)
 
 
-@pytest.mark.parametrize("suite", ["fresh10", "fresh11", "fresh12", "fresh13"])
+@pytest.mark.parametrize(
+    "suite", ["fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15"]
+)
 def test_the_new_splits_have_ten_personas_each_asked_every_class(suite: str) -> None:
     personas = personas_of(suite)
     assert len(personas) == 10
