@@ -9,7 +9,8 @@ when it says what the fact is about: every word of its subject ("current:car" â†
 "person:head_chef" â†’ head chef), or for a key without one ("home_city") a word of the key or
 one it is asked by ("live", "town"), not qualifying another word ("the care home fees"); and
 none of the value's words (it would ask something else about it), not someone else's ("my
-husband's job"), not an attribute "of" it ("the registration of the new van"), a name only
+husband's job"), not where the thing asked is ("the registration of the new van", "my salary
+at the new job"), a name only
 of a person or a pet. Any fact's source turn kept when it was the best candidate opened nine
 never-discussed questions for two updates (docs/recall-quality.md, "Eleventh pass"): a
 question on the same subject is not one asking what the fact holds.
@@ -36,6 +37,8 @@ _ASKED_BY = {
     "job_title": r"job|role|occupation|profession|career|for a living",
     "employer": r"employer|company|firm|work|works",
 }
+# The words before a subject that make it where the thing asked is ('the name of', 'at the').
+_PLACED = r"(?:of|at|for|in|on|from|with|about)"
 _WORD = re.compile(r"[\w'-]+")
 
 
@@ -55,8 +58,12 @@ def asks_about(query: str, fact: Fact) -> bool:
     names = "|".join(re.escape(w) for w in subject.split())
     if re.search(rf"\b(?!(?:my|our)\b)[\w-]+'s\s+(?:[\w-]+\s+)?(?:{names})\b", query, re.I):
         return False  # 'my husband's job': someone else's
-    of = re.search(rf"\bof\s+(?:(?:the|my|our)\s+)?(?:[\w-]+\s+)?(?:{names})\b", query, re.I)
-    return of is None or (named and asks_a_name(query))  # 'the registration of the new van'
+    # 'the registration of the new van', 'my salary at the new job': the subject is where the
+    # thing asked is, not what is asked (a name of a person or a pet is what it holds)
+    of = re.search(
+        rf"\b{_PLACED}\s+(?:(?:the|my|our|a|an)\s+)?(?:[\w-]+\s+)?(?:{names})\b", query, re.I
+    )
+    return of is None or (named and asks_a_name(query))
 
 
 def _says_the_key(query: str, key: str) -> bool:

@@ -41,6 +41,7 @@ def test_a_question_asking_what_the_fact_holds_asks_about_it(question, key, valu
         # someone else's, or an attribute of the subject, or the subject qualifying another word
         ("What's my husband's job?", "job_title", "architect"),
         ("What's the registration of the new van?", "current:van", "Vauxhall Vivaro-e"),
+        ("What's my salary at the new job?", "job_title", "operations manager"),
         ("How much are the care home fees?", "home_city", "Leicester"),
         # a name asked of a fact that holds none; a subject only half said
         ("Who is officiating our wedding?", "current:wedding", "21 September at Prior Park"),
