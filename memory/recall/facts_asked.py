@@ -29,9 +29,10 @@ from memory.store.fts import fts_terms, stem
 
 # Facts whose value is a name: the only ones a who- or name-question asks after.
 _NAMED = frozenset({"person", "pet"})
-# The words a question asks by for a key without a subject, beside the key's own words: the
-# phrases `memory.facts.capture` reads as the same keys ('where i live', 'what i do', 'my
-# company'). 'for a living' is the job's, not the home's.
+# The words a question asks by for a key without a subject, beside the key's own words: those
+# of the phrases `memory.facts.capture` reads as the same keys ('where i live', 'my company',
+# 'my role'), and a few more of the kind, written reading the tuning splits' misses ('town',
+# 'for a living': docs/recall-quality.md, "Twenty-fifth pass"). 'for a living' is the job's.
 _ASKED_BY = {
     "home_city": r"live|lives|(?<!for a )living|home|town|city|address",
     "job_title": r"job|role|occupation|profession|career|for a living",
