@@ -34,6 +34,7 @@ from memory.ingest.turns import RECALLED_ROLES
 from memory.layer_admin import AdminSide
 from memory.layer_facts import FactsSide
 from memory.recall.changed import about_the_present
+from memory.recall.facts_asked import with_the_fact_asked
 from memory.recall.query import QUERY_CHARS, build_query, task_query
 from memory.recall.retrieval import Retrieval, retrieve
 from memory.recall.superseded import replaced_replies
@@ -235,6 +236,7 @@ class MemoryLayer(AdminSide, FactsSide):
         excerpts: list[Excerpt] = []
         repeated: set[int] = set()  # hits left out for repeating (memory.block.shown)
         if embedder is not None:
+            found = with_the_fact_asked(found, facts)  # the source of a fact it asks about
             hits = list(found.hits[: self.settings.hit_pool])  # read: the rest is not
             replaced = replaced_replies(
                 self.store, request.user_id, request.session_id, request.messages, hits

@@ -1,0 +1,77 @@
+"""A question about a fact the block shows brings the fact's source turn, when recall found it
+and the gate or the floors dropped it (memory/recall/facts_asked.py)."""
+
+import pytest
+
+from memory.recall.facts_asked import asks_about, with_the_fact_asked
+from memory.recall.retrieval import Retrieval
+from memory.records import Chunk, Fact, Hit
+
+INTRO = "My partner and I moved last year. We live in Reading, so Heathrow is an easy drive."
+
+
+def fact(key, value, source=7):
+    return Fact(1, "u", key, value, "profile", source_message_id=source)
+
+
+def hit(text, message_id, chunk_id=None):
+    chunk = Chunk(chunk_id or message_id, message_id, "u", "s", "user", None, text, 0.0)
+    return Hit(chunk, 0.5, 0.12, 3, None)
+
+
+@pytest.mark.parametrize(
+    ("question", "key", "value"),
+    [
+        ("Which town do we call home?", "home_city", "Reading"),
+        ("Where do I live?", "home_city", "Reading"),
+        ("What do I do for a living?", "job_title", "dental hygienist"),
+        ("Where do I work?", "employer", "Stripe"),
+        ("What car do we drive?", "current:car", "Kia Sorento"),
+        ("How much is my rent?", "current:rent", "845"),
+        ("What's the name of my flatmate?", "person:flatmate", "Sam"),
+    ],
+)
+def test_a_question_asking_what_the_fact_holds_asks_about_it(question, key, value):
+    assert asks_about(question, fact(key, value))
+
+
+@pytest.mark.parametrize(
+    ("question", "key", "value"),
+    [
+        # someone else's, or an attribute of the subject, or the subject qualifying another word
+        ("What's my husband's job?", "job_title", "architect"),
+        ("What's the registration of the new van?", "current:van", "Vauxhall Vivaro-e"),
+        ("What's my salary at the new job?", "job_title", "operations manager"),
+        ("How much are the care home fees?", "home_city", "Leicester"),
+        # a name asked of a fact that holds none; a subject only half said
+        ("Who is officiating our wedding?", "current:wedding", "21 September at Prior Park"),
+        ("What's the name of our head waiter?", "person:head_chef", "Lina"),
+        # the question names the value: it asks something else about it
+        ("What's the name of my onboarding buddy at Stripe?", "employer", "Stripe"),
+        ("What do I do for a living?", "home_city", "Reading"),
+    ],
+)
+def test_a_question_about_something_else_does_not(question, key, value):
+    assert not asks_about(question, fact(key, value))
+
+
+def test_the_source_of_the_fact_asked_about_leads_a_withheld_recall():
+    other = hit("I'm cabin crew, long-haul, mostly on the 777 fleet.", 3)
+    source = hit(INTRO, 7)
+    found = Retrieval([], True, "Which town do we call home?", ranked=[other, source])
+    opened = with_the_fact_asked(
+        found, [fact("current:fleet", "A350", 3), fact("home_city", "Reading")]
+    )
+    assert [h.chunk.id for h in opened.hits] == [7]
+    assert not opened.abstained
+    assert [lo.hit.chunk.id for lo in opened.left_out if lo.hit] == [3]  # still left out
+
+
+def test_no_fact_asked_about_or_no_candidate_leaves_the_recall_as_it_was():
+    source = hit(INTRO, 7)
+    asked = Retrieval([], True, "Which town do we call home?", ranked=[hit("Other.", 3)])
+    assert with_the_fact_asked(asked, [fact("home_city", "Reading")]) is asked  # not found
+    other = Retrieval([], True, "What breed is my cat?", ranked=[source])
+    assert with_the_fact_asked(other, [fact("home_city", "Reading")]) is other
+    kept = Retrieval([source], False, "Where do we live?", ranked=[source])
+    assert with_the_fact_asked(kept, [fact("home_city", "Reading")]) is kept  # already kept
