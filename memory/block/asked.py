@@ -129,7 +129,8 @@ def _change_on(
     one (lowercase): a value of the subject after one said on it before, on one of the same
     words of the question, read first (the piece from its sentence's start); else a name no
     older line says, after one of the subject's in its sentence that does not open its clause
-    (`_opens_a_clause`)."""
+    (`_opens_a_clause`), with two words or more between (one is a name's own phrase, not a
+    change: "Brighton and Hove", "we opened Salt Road on Friday")."""
     named = [(m, w) for m in WORD.finditer(line) if _counted(w := m.group().lower())]
     values = [(m, w) for m, w in named if is_a_value(line, m) or w in subject]
     first_old: str | None = None
@@ -160,6 +161,7 @@ def _change_on(
             last_old is not None
             and word not in words
             and sentence_end(line, last_old.end()) >= match.end()
+            and len(WORD.findall(line, last_old.end(), match.start())) > 1
         ):
             return piece(line, last_old.end(), match.end(), chars), word, last_old.group().lower()
     return None

@@ -132,3 +132,11 @@ def test_a_new_value_a_newer_conversation_names_again_does_not_lead():
     excerpts = [later, SOLD, BASS]
     led = lead_with_the_change(excerpts, 600, "Which bass do I play these days?")
     assert led == excerpts
+
+
+def test_a_name_one_word_after_the_old_one_is_its_own_phrase_not_a_change():
+    older = excerpt("s1", 1, "user: I cut hair in Brighton, a cut and colour is 85 pounds.")
+    newer = excerpt("s2", 9, "user: I've set my cut and colour price, travel in Brighton and Hove.")
+    excerpts = [newer, older]
+    question = "How much do I charge for a cut and colour?"
+    assert lead_with_the_change(excerpts, 600, question) == excerpts
