@@ -260,7 +260,7 @@ class MemoryLayer(AdminSide, FactsSide):
             )
             excerpts = newest_first(excerpts)
             if self.settings.lead_with_change:
-                excerpts = lead_with_the_change(excerpts, tier.max_chars)
+                excerpts = lead_with_the_change(excerpts, tier.max_chars, found.query)
         block = self._render(facts, excerpts, request, now)
         warming = request.episodic and tier.max_excerpts > 0 and embedder is None
         pool = self.settings.hit_pool

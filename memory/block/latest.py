@@ -23,14 +23,29 @@ their chunks leave its list of those shown (what the inspector tells as in the b
 newer conversation names again (that line says what holds now). Only user lines labelled "user"
 are read (a named speaker, as in an imported two-person conversation, is not the user's own
 account). docs/recall-quality.md, "Nineteenth pass".
+
+A change on the question's subject said with no change word ("I sold the Precision and bought
+a Music Man StingRay") is read by `memory.block.asked`; it leads first, one of the `LEADS`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from memory.block.asked import asked_change
+from memory.block.said import (
+    USER,
+    Change,
+    Said,
+    older_than,
+    piece,
+    said_in,
+    sentence_end,
+    sentence_start,
+    taken_up_later,
+)
 from memory.recall.changed import CHANGE, WORD, is_a_value
 from memory.records import Excerpt
 from memory.store.fts import STOPWORDS
@@ -39,9 +54,6 @@ from memory.store.fts import STOPWORDS
 # a third of an excerpt's room): the rest of the sentence that names the new value.
 LEADS = 2
 PIECE_CHARS = 200
-_USER = "user: "
-_LEADING = re.compile(r"(?:['’]s\b)?[\s,;:.)—–-]*")  # what a piece does not start with
-_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 _FROM = re.compile(r"\bfrom\s+(?:(?:the|my|our|his|her|their)\s+)?$", re.IGNORECASE)
 _TO = re.compile(r"\bto\b", re.IGNORECASE)
 # Right after a value said "from": up to two more words, then "to" (and a determiner). Any
@@ -52,39 +64,24 @@ _TO_VALUE = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Change:
-    """A user line's words past an old value, and the new value they name (lowercase)."""
-
-    excerpt: Excerpt
-    line: str  # the user line it is read from, without its label
-    piece: str
-    new: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Said:
-    """An excerpt's user lines, and their words and their names and numbers (lowercase): read
-    once a block."""
-
-    excerpt: Excerpt
-    lines: list[str]
-    words: frozenset[str]
-    values: frozenset[str]
-
-
-def lead_with_the_change(excerpts: Sequence[Excerpt], room: int) -> list[Excerpt]:
+def lead_with_the_change(excerpts: Sequence[Excerpt], room: int, query: str = "") -> list[Excerpt]:
     """`excerpts` (in block order, newest first), led by the newest changes their user lines
-    say after the old value (module docstring); `room` is an excerpt's, in characters."""
+    say after the old value (module docstring), the change on the question's subject first
+    (`memory.block.asked`); `room` is an excerpt's, in characters."""
     if len(excerpts) < 2:
         return list(excerpts)
     chars = min(PIECE_CHARS, room // (LEADS + 1))
-    said = [_said(excerpt) for excerpt in excerpts]
-    found: list[_Change] = []
+    said = [said_in(excerpt) for excerpt in excerpts]
+    asked = _asked_or_said(said, query, chars)
+    found: list[Change] = [asked] if asked is not None else []
     for one in said:
-        found += (c for c in _changes(one, said, chars) if not _taken_up_later(c, said))
         if len(found) >= LEADS:
             break
+        found += (
+            c
+            for c in _changes(one, said, chars)
+            if not taken_up_later(c, said) and (asked is None or c.line != asked.line)
+        )
     found = found[:LEADS]
     return [
         _led_excerpt(e, changes, room) if (changes := [c for c in found if c.excerpt is e]) else e
@@ -92,7 +89,32 @@ def lead_with_the_change(excerpts: Sequence[Excerpt], room: int) -> list[Excerpt
     ]
 
 
-def _led_excerpt(excerpt: Excerpt, changes: Sequence[_Change], room: int) -> Excerpt:
+def _asked_or_said(said: Sequence[Said], query: str, chars: int) -> Change | None:
+    """The change on the question's subject (`memory.block.asked`), unless its line says a
+    change with a change word in the same words: the change word says which value is new
+    ("we're skipping Manchester, it clashed with the CQC visit. Instead I've booked … in
+    Glasgow"). One elsewhere in the line is another ("Kirsty moved in with her boyfriend in
+    July … I dropped French and I'm doing Spanish instead")."""
+    asked = asked_change(said, query, chars) if query else None
+    if asked is None:
+        return None
+    older = older_than(next(s for s in said if s.excerpt is asked.excerpt), said)
+    words = frozenset().union(*(o.words for o in older))
+    values = frozenset().union(*(o.values for o in older))
+    told = _first_change(asked.line, words, values, chars)
+    if told is not None and _overlap(asked.line, told[0], asked.piece):
+        return Change(asked.excerpt, asked.line, *told)
+    return asked
+
+
+def _overlap(line: str, piece: str, other: str) -> bool:
+    """Whether two pieces of `line` share words."""
+    one, two = piece.removesuffix("…"), other.removesuffix("…")
+    start, end = line.find(one), line.find(two)
+    return start < end + len(two) and end < start + len(one)
+
+
+def _led_excerpt(excerpt: Excerpt, changes: Sequence[Change], room: int) -> Excerpt:
     """`excerpt` led by its changes' pieces (`_led`), listing only the chunks it still shows:
     those of the lines kept and of the lines the pieces are read from. A chunk whose line was
     cut is not in the block, and the inspector says so (`memory.block.left_out`)."""
@@ -100,7 +122,7 @@ def _led_excerpt(excerpt: Excerpt, changes: Sequence[_Change], room: int) -> Exc
     lines = excerpt.text.split("\n")
     if len(excerpt.line_chunks) != len(lines):  # which line shows which chunk is not known
         return replace(excerpt, text=text)
-    sources = {lines.index(_USER + c.line) for c in changes}
+    sources = {lines.index(USER + c.line) for c in changes}
     shown = (i for n, i in enumerate(excerpt.line_chunks) if i and (n < kept or n in sources))
     return replace(excerpt, text=text, chunk_ids=tuple(shown))
 
@@ -110,7 +132,7 @@ def _led(text: str, pieces: Sequence[str], room: int) -> tuple[str, int]:
     how many of its lines it still shows: the block keeps the tier's count and size of
     excerpts, so the lines after them are cut from the end (whole lines first, then the last
     one kept at a word)."""
-    lead = "\n".join(f"{_USER}…{piece}" for piece in pieces)
+    lead = "\n".join(f"{USER}…{piece}" for piece in pieces)
     lines = text.split("\n")
     while len(lines) > 1 and len(lead) + 1 + len("\n".join(lines)) > room:
         lines.pop()
@@ -122,25 +144,10 @@ def _led(text: str, pieces: Sequence[str], room: int) -> tuple[str, int]:
     return (f"{lead}\n{rest}", len(lines)) if rest else (lead, 0)
 
 
-def _said(excerpt: Excerpt) -> _Said:
-    lines = [line[len(_USER) :] for line in excerpt.text.split("\n") if line.startswith(_USER)]
-    words = frozenset(w.lower() for line in lines for w in WORD.findall(line))
-    values = frozenset(
-        m.group().lower() for line in lines for m in WORD.finditer(line) if is_a_value(line, m)
-    )
-    return _Said(excerpt, lines, words, values)
-
-
-def _changes(one: _Said, said: Sequence[_Said], chars: int) -> Iterator[_Change]:
+def _changes(one: Said, said: Sequence[Said], chars: int) -> Iterator[Change]:
     """Each user line's first change against the user lines of older conversations: those
     of the excerpts of other conversations said before this excerpt's first line."""
-    first = one.excerpt.created_at
-    older = [
-        other
-        for other in said
-        if other.excerpt.session_id != one.excerpt.session_id
-        and (other.excerpt.latest_at or other.excerpt.created_at) < first
-    ]
+    older = older_than(one, said)
     values = frozenset().union(*(o.values for o in older))
     if not values or not one.lines:
         return
@@ -148,25 +155,14 @@ def _changes(one: _Said, said: Sequence[_Said], chars: int) -> Iterator[_Change]
     for line in one.lines:
         found = _first_change(line, words, values, chars)
         if found is not None:
-            yield _Change(one.excerpt, line, *found)
-
-
-def _taken_up_later(change: _Change, said: Sequence[_Said]) -> bool:
-    """Whether a user line of an excerpt of another conversation, said after the change's,
-    names its new value: the user came back to it, and that line is what holds now."""
-    at = change.excerpt.latest_at or change.excerpt.created_at
-    return any(
-        change.new in other.words
-        for other in said
-        if other.excerpt.session_id != change.excerpt.session_id and other.excerpt.created_at > at
-    )
+            yield Change(one.excerpt, line, *found)
 
 
 def _first_change(
     line: str, words: frozenset[str], values: frozenset[str], chars: int
-) -> tuple[str, str] | None:
+) -> tuple[str, str, str] | None:
     """The piece of `line` past the last old value before its first new value said as a
-    change, and that new value (lowercase); None when the line says no change."""
+    change, that new value and that old one (lowercase); None when the line says no change."""
     last_old: re.Match[str] | None = None
     for match in WORD.finditer(line):
         word = match.group().lower()
@@ -183,7 +179,7 @@ def _first_change(
             if _from_to(line, match):
                 last_old = match  # "from 3 to 4": the value "from" names is the old one
                 continue
-            return _piece(line, last_old.end(), match.end(), chars), word
+            return piece(line, last_old.end(), match.end(), chars), word, last_old.group().lower()
     return None
 
 
@@ -203,37 +199,10 @@ def _from_to(line: str, value: re.Match[str]) -> bool:
 def _said_as_a_change(line: str, old: re.Match[str], new: re.Match[str]) -> bool:
     """A change word in the new value's sentence or between the two values, or "from <old>
     … to <new>"."""
-    if CHANGE.search(line, _sentence_start(line, new.start()), _sentence_end(line, new.end())):
+    if CHANGE.search(line, sentence_start(line, new.start()), sentence_end(line, new.end())):
         return True
     if CHANGE.search(line, old.end(), new.start()):
         return True
     return bool(_FROM.search(line, 0, old.start())) and bool(
         _TO.search(line, old.end(), new.start())
     )
-
-
-def _sentence_start(line: str, at: int) -> int:
-    starts = [m.end() for m in _SENTENCE_END.finditer(line, 0, at)]
-    return starts[-1] if starts else 0
-
-
-def _sentence_end(line: str, at: int) -> int:
-    end = _SENTENCE_END.search(line, at)
-    return end.start() + 1 if end else len(line)
-
-
-def _piece(line: str, start: int, value_end: int, chars: int) -> str:
-    """`line` from `start` (its leading punctuation dropped) to the end of the sentence holding
-    the new value, cut at a word past `chars` but never before the new value. Not the
-    sentences after it: a chatty turn goes on about other things, and a value named there
-    would lead the block too (fresh5: "… kieran's passed his first year at college" led a
-    question whose newer turn names the new apprentice)."""
-    found = _LEADING.match(line, start)
-    offset = found.end() if found else start
-    stop = _sentence_end(line, value_end)
-    limit = max(chars, value_end - offset)
-    text = line[offset:stop]
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", value_end - offset, limit + 1)
-    return text[: cut if cut > 0 else limit] + "…"

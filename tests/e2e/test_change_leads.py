@@ -62,3 +62,19 @@ def test_at_every_tier_the_led_block_keeps_its_count_and_size(make_proxy, upstre
         assert 0 < len(shown) <= count and all(len(text) <= size for text in shown)
         assert headers["x-memory-chunks-injected"] == str(len(shown))
         assert shown[0].startswith("user: …for Hiroshima, easier by train.")
+
+
+# upd29: a change said with no change word leads when the question asks its subject
+# (memory/block/asked.py; docs/recall-quality.md, "Twenty-fourth pass").
+BASS = "I play bass in a covers band, a 1978 Fender Precision through an Ampeg amp."
+SOLD = "Gear news: I sold the Precision and bought a Music Man StingRay."
+
+
+def test_a_change_with_no_change_word_leads_when_asked_about_its_subject(proxy, upstream):
+    remember_apart(proxy, "nils", BASS, OTHER, SOLD)
+    asked = "Which bass do I play these days?"
+    say(proxy, [{"role": "user", "content": asked}], "nils", X_Memory_Mode="read")
+    block = (block_in(sent_messages(upstream)) or "").lower()
+    assert SOLD.lower() in block and "fender precision" in block
+    assert "…and bought a music man stingray." in block
+    assert -1 < block.index("stingray") < block.index("precision")
