@@ -19,7 +19,6 @@ from memory.block.tokens import (
     message_text,
     sampled,
 )
-from memory.core_fence import fence_question_runs, runs_beside
 from memory.embedding import Embedder, FastEmbedder
 from memory.errors import (
     EmbeddingFailed,
@@ -107,7 +106,6 @@ __all__ = [
     "count_message_tokens",
     "count_tokens",
     "describe",
-    "fence_question_runs",
     "fill_ratio",
     "fix_mmap_threshold",
     "gate",
@@ -119,7 +117,6 @@ __all__ = [
     "near_threshold",
     "parse_operations",
     "redact_url",
-    "runs_beside",
     "sampled",
     "select_tier",
     "strip_block",

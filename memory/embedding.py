@@ -24,7 +24,6 @@ from typing import Any, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 import numpy as np
 
 from memory.bundled_model import VARIANT, bundled_model_dir
-from memory.core_fence import question_run
 from memory.errors import EmbeddingFailed
 from memory.settings import BUNDLED_MODEL
 
@@ -165,8 +164,7 @@ class FastEmbedder:
         vector, words = self._queries.get(owner, text), self._query_words.get(owner, text)
         if vector is None or words is None:
             started = time.thread_time()
-            with question_run():
-                vector, words = self._run_with_words(text)
+            vector, words = self._run_with_words(text)
             self.cpu_seconds["query"] += time.thread_time() - started
             self.texts["query"] += 1
             self._queries.put(owner, text, vector)
@@ -232,11 +230,10 @@ class FastEmbedder:
         # writer's batch (~50-200 ms) on the request path.
         started = time.thread_time()
         try:
-            with question_run():  # the other threads off its core (memory/core_fence.py)
-                if self._bundled:
-                    row = _run_one(self._model.model, text)
-                else:  # fastembed's own way: some models prefix or pool queries their own way
-                    row = next(iter(self._model.query_embed([text])))
+            if self._bundled:
+                row = _run_one(self._model.model, text)
+            else:  # fastembed's own way: some models prefix or pool queries their own way
+                row = next(iter(self._model.query_embed([text])))
         except Exception as exc:
             raise EmbeddingFailed(str(exc)) from exc
         self.cpu_seconds["query"] += time.thread_time() - started  # a race may lose one: a gauge

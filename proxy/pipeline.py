@@ -30,7 +30,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from memory import ResponseLink, Turn, runs_beside, without_inline_data
+from memory import ResponseLink, Turn, without_inline_data
 from proxy import request_json
 from proxy.auth import authenticate, sees_account_state
 from proxy.client_gone import CLIENT_CLOSED, ClientLeft, until_client_leaves
@@ -216,7 +216,6 @@ def _settle_into(
     result, or, when the search under way will finish the recall, that recall's result, set
     by the search's thread. The event loop waits on `prepared` alone, so it is woken once a
     request, not also when this thread is done."""
-    runs_beside()  # its Python runs beside the question's model run: off that run's core
     try:
         result = measure()
     except BaseException as exc:

@@ -11,8 +11,6 @@ changes and the measurement behind it:
   (`memory.fix_mmap_threshold`);
 - a 1 ms GIL switch interval;
 - a bounded pool of anyio worker threads;
-- a question's model run keeps its core: the event loop, the worker that measures a request
-  and the lexical side stay off it while it runs (`memory.fence_question_runs`, Linux);
 - no transparent huge pages for numpy's arrays;
 - once the embedding model is loaded, the objects alive then kept out of the cyclic garbage
   collector's full passes (`freeze_startup_objects`).
@@ -33,7 +31,7 @@ import anyio.to_thread
 import threadpoolctl
 from numpy._core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]
 
-from memory import fence_question_runs, fix_mmap_threshold, limit_arenas, runs_beside
+from memory import fix_mmap_threshold, limit_arenas
 
 # Recall runs its lexical search beside the dense scan; a two-thread OpenBLAS gemv on two busy
 # cores measured 7.9 ms for a 10k x 384 scan against 0.7 ms with one thread.
@@ -82,8 +80,6 @@ def tune_process() -> None:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
     _set_madvise_hugepage(NUMPY_HUGE_PAGES)
-    fence_question_runs()
-    runs_beside()  # this thread: the event loop
 
 
 def freeze_startup_objects() -> None:

@@ -24,7 +24,6 @@ from typing import Literal
 import numpy as np
 
 from memory.block.left_out import Told
-from memory.core_fence import runs_beside
 from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
@@ -48,10 +47,7 @@ from memory.store.fts import fts_terms, search_terms
 
 logger = logging.getLogger(__name__)
 
-# Its Python runs beside the question's model run: kept off that run's core (core_fence.py).
-_LEXICAL = ThreadPoolExecutor(
-    max_workers=4, thread_name_prefix="moim-lexical", initializer=runs_beside
-)
+_LEXICAL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="moim-lexical")
 
 
 @dataclass(frozen=True, slots=True)

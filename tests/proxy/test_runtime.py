@@ -4,14 +4,11 @@ import gc
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import anyio.to_thread
-import pytest
 import threadpoolctl
 
-import memory.core_fence
 from proxy import runtime
 
 
@@ -81,27 +78,3 @@ def test_the_objects_alive_once_the_model_is_loaded_are_frozen(make_proxy):
     while gc.get_freeze_count() == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert gc.get_freeze_count() > 10_000
-
-
-@pytest.mark.skipif(
-    len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else ()) < 2,
-    reason="needs thread affinity (Linux) and two cores",
-)
-def test_tune_process_keeps_the_event_loop_off_a_question_runs_core():
-    cores = frozenset(os.sched_getaffinity(0))
-    core = min(cores)
-    seen: dict[str, frozenset[int]] = {}
-
-    def question_on_core(loop_thread: int) -> None:
-        os.sched_setaffinity(0, {core})
-        with memory.core_fence.question_run():
-            seen["during"] = frozenset(os.sched_getaffinity(loop_thread))
-
-    async def tune_and_ask():
-        runtime.tune_process()
-        loop_thread = threading.get_native_id()
-        await anyio.to_thread.run_sync(question_on_core, loop_thread)
-        seen["after"] = frozenset(os.sched_getaffinity(0))
-
-    anyio.run(tune_and_ask)
-    assert seen == {"during": cores - {core}, "after": cores}
