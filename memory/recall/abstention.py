@@ -52,6 +52,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memory.recall.amounts import no_sum_given
 from memory.recall.changed import asks_after_a_change, asks_after_a_history
 from memory.recall.counts import gives_the_count
 from memory.recall.dates_given import gives_the_date
@@ -186,13 +187,24 @@ def nothing_stands_out(
     standout under `threshold`, and the learned gate's `answerable_probability` under
     `min_answerable` (`expanded`: the vocabulary expansion gave the question words).
     """
-    if (threshold <= 0 and min_answerable <= 0) or stays_open(query, measured, kept):
+    if threshold <= 0 and min_answerable <= 0:
+        return False
+    if closes(query, measured, kept):
+        return True
+    if stays_open(query, measured, kept):
         return False
     if threshold > 0 and standout(kept, margin_weight) < threshold:
         return True
     if min_answerable <= 0:
         return False
     return answerable_probability(gate_signals(query, kept, expanded)) < min_answerable
+
+
+def closes(query: str, measured: int, kept: Sequence[Hit]) -> bool:
+    """Whether a rule closes the gate whatever the cosines or the open-rules say: the question
+    asks what something cost or earned and none of the best kept turns says a sum
+    (`amounts.py`). Not on a small store (as `stays_open`) nor on a request for advice."""
+    return measured >= TOPIC_SIZE and not is_a_request(query) and no_sum_given(query, kept)
 
 
 def stays_open(query: str, measured: int, kept: Sequence[Hit]) -> bool:

@@ -22,6 +22,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
+from memory.recall.amounts import asks_for_money, says_a_sum
 from memory.recall.names import asks_a_name
 from memory.recall.retrieval import Retrieval
 from memory.records import Fact, Hit
@@ -98,5 +99,9 @@ def with_the_fact_asked(found: Retrieval, facts: Sequence[Fact]) -> Retrieval:
     if not added:
         return found
     added = found.texts(added) if found.texts is not None else added
+    if asks_for_money(found.query):  # a turn that says no sum does not answer it (amounts.py)
+        added = [h for h in added if says_a_sum(h.chunk.text)]
+        if not added:
+            return found
     hits: list[Hit] = [*added, *found.hits]
     return dataclasses.replace(found, hits=hits, abstained=False)
