@@ -47,8 +47,9 @@ _ASKS_MONEY = re.compile(
 )
 _NUMBER_WORD = r"(?:a|one|two|three|four|five|six|seven|eight|nine|ten|twenty|fifty|hundred)"
 # A sum: a currency sign before a digit; a digit before a share, a currency word or a
-# magnitude; a digit then "a week", "per night", "each"; thousands separators; pence
-# ("4.50"); or a number word before a currency word or a magnitude ("two grand").
+# magnitude; a digit then "a week", "per night", "each"; thousands separators; a digit a few
+# words after a money word ("put the rent up to 845"); pence ("4.50"); or a number word
+# before a currency word or a magnitude ("two grand").
 _SUM = re.compile(
     r"[£$€¥]\s?\d"
     r"|\b\d[\d,.]*\s?(?:%|percent\b|per\s+cent\b)"
@@ -56,6 +57,8 @@ _SUM = re.compile(
     r"|dollars?|p|pence|bucks)\b"
     r"|\b\d[\d,.]*\s+(?:a|an|per|each)\s+\w"
     r"|\b\d{1,3}(?:,\d{3})+\b"
+    r"|\b(?:rent|price|cost|costs|paid|pay|salary|budget|fees?|charged?|sold|bought|quoted"
+    r"|spent|spend|worth|earn|earned|earns|wage)\b\W+(?:[a-z]+\W+){0,3}?\d"
     r"|\b\d+\.\d\d\b"
     rf"|\b{_NUMBER_WORD}\s+(?:grand|quid|pounds|euros|dollars|hundred|thousand|million)\b",
     re.IGNORECASE,

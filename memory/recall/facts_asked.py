@@ -99,9 +99,10 @@ def with_the_fact_asked(found: Retrieval, facts: Sequence[Fact]) -> Retrieval:
     if not added:
         return found
     added = found.texts(added) if found.texts is not None else added
-    if asks_for_money(found.query):  # a turn that says no sum does not answer it (amounts.py)
-        added = [h for h in added if says_a_sum(h.chunk.text)]
-        if not added:
+    if asks_for_money(found.query):  # a sum asked (amounts.py): a fact that holds a number
+        counted = {f.source_message_id for f in sourced if any(c.isdigit() for c in f.value)}
+        added = [h for h in added if h.chunk.message_id in counted or says_a_sum(h.chunk.text)]
+        if not added:  # ('current:rent' 845), or a source turn that says one, answers it
             return found
     hits: list[Hit] = [*added, *found.hits]
     return dataclasses.replace(found, hits=hits, abstained=False)

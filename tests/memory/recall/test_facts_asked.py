@@ -89,3 +89,10 @@ def test_a_question_after_a_sum_brings_the_source_only_when_it_says_one():
     paid = hit("Ruaridh got the council job, on 34k a year, he starts in June!", 7)
     found = Retrieval([], True, asked, ranked=[paid])
     assert [h.chunk.id for h in with_the_fact_asked(found, [job]).hits] == [7]
+
+
+def test_a_fact_that_holds_the_sum_brings_its_source_whatever_the_turn_says():
+    rent = fact("current:rent", "845")
+    told = hit("Ugh, the landlord put it up again from May, it's 845 now.", 7)
+    found = Retrieval([], True, "How much is my rent?", ranked=[told])
+    assert [h.chunk.id for h in with_the_fact_asked(found, [rent]).hits] == [7]
