@@ -96,3 +96,12 @@ def test_a_fact_that_holds_the_sum_brings_its_source_whatever_the_turn_says():
     told = hit("Ugh, the landlord put it up again from May, it's 845 now.", 7)
     found = Retrieval([], True, "How much is my rent?", ranked=[told])
     assert [h.chunk.id for h in with_the_fact_asked(found, [rent]).hits] == [7]
+
+
+def test_a_number_in_a_name_is_no_sum():
+    """'current:car' Fiat 500 holds a digit, not a price: its turn does not answer what the
+    car cost."""
+    car = fact("current:car", "Fiat 500")
+    told = hit("The old Corsa died, so we've bought a second-hand Fiat 500.", 7)
+    found = Retrieval([], True, "How much did the car cost?", ranked=[told])
+    assert with_the_fact_asked(found, [car]) is found
