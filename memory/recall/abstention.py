@@ -27,6 +27,8 @@ where, when one names a place beside the question's words ("on Argyle Street": `
 or who, when one gives the user's one by name ("my head of department, Farid": `names.py`),
 or when, when one gives a date beside the question's words ("born on 3 February last year":
 `dates_given.py`).
+Conversely it closes, whatever the rest says, on a question after money none of whose five
+best kept turns says a sum ("How much did the electric car cost?": `amounts.py`).
 A turn that says nothing ('Noted.') is not read (`memory/recall/retrieval.py`).
 
 Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4

@@ -12,8 +12,9 @@ It reads the five best kept turns, not three: an answer said in other words ("my
 budget is about 70 a week" for "How much do I spend on food shopping?") is often the fourth
 or the fifth, and on the tuning splits reading four lost seven answerable questions
 (docs/recall-quality.md, "Twenty-sixth pass"). Only a sum counts, not any number: a topic's
-turns hold numbers anyway ("32 GB", "three hives"), and a rule on any number, or on a count
-for "how many", silenced no never-discussed question for each one it kept.
+turns hold numbers anyway ("32 GB", "three hives"): a rule on any number, or on a count for
+"how many", or on a sum beside the question's words, lost more answerable questions than it
+silenced never-discussed ones.
 """
 
 from __future__ import annotations
