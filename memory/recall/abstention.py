@@ -27,6 +27,8 @@ where, when one names a place beside the question's words ("on Argyle Street": `
 or who, when one gives the user's one by name ("my head of department, Farid": `names.py`),
 or when, when one gives a date beside the question's words ("born on 3 February last year":
 `dates_given.py`).
+Conversely it closes, whatever the rest says, on a question after money none of whose five
+best kept turns says a sum ("How much did the electric car cost?": `amounts.py`).
 A turn that says nothing ('Noted.') is not read (`memory/recall/retrieval.py`).
 
 Calibrated on the tuning half of bench/memsuite.py (long suite) and LoCoMo conversations 0-4
@@ -52,6 +54,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memory.recall.amounts import no_sum_given
 from memory.recall.changed import asks_after_a_change, asks_after_a_history
 from memory.recall.counts import gives_the_count
 from memory.recall.dates_given import gives_the_date
@@ -186,13 +189,24 @@ def nothing_stands_out(
     standout under `threshold`, and the learned gate's `answerable_probability` under
     `min_answerable` (`expanded`: the vocabulary expansion gave the question words).
     """
-    if (threshold <= 0 and min_answerable <= 0) or stays_open(query, measured, kept):
+    if threshold <= 0 and min_answerable <= 0:
+        return False
+    if closes(query, measured, kept):
+        return True
+    if stays_open(query, measured, kept):
         return False
     if threshold > 0 and standout(kept, margin_weight) < threshold:
         return True
     if min_answerable <= 0:
         return False
     return answerable_probability(gate_signals(query, kept, expanded)) < min_answerable
+
+
+def closes(query: str, measured: int, kept: Sequence[Hit]) -> bool:
+    """Whether a rule closes the gate whatever the cosines or the open-rules say: the question
+    asks what something cost or earned and none of the best kept turns says a sum
+    (`amounts.py`). Not on a small store (as `stays_open`) nor on a request for advice."""
+    return measured >= TOPIC_SIZE and not is_a_request(query) and no_sum_given(query, kept)
 
 
 def stays_open(query: str, measured: int, kept: Sequence[Hit]) -> bool:

@@ -22,6 +22,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
+from memory.recall.amounts import asks_for_money, says_a_sum
 from memory.recall.names import asks_a_name
 from memory.recall.retrieval import Retrieval
 from memory.records import Fact, Hit
@@ -41,6 +42,7 @@ _ASKED_BY = {
 # The words before a subject that make it where the thing asked is ('the name of', 'at the').
 _PLACED = r"(?:of|at|for|in|on|from|with|about)"
 _WORD = re.compile(r"[\w'-]+")
+_BARE_NUMBER = re.compile(r"[£$€¥]?\s?\d[\d,.]*")
 
 
 def asks_about(query: str, fact: Fact) -> bool:
@@ -98,5 +100,15 @@ def with_the_fact_asked(found: Retrieval, facts: Sequence[Fact]) -> Retrieval:
     if not added:
         return found
     added = found.texts(added) if found.texts is not None else added
+    if asks_for_money(found.query):  # a sum asked (amounts.py): a fact that holds one
+        summed = {f.source_message_id for f in sourced if _a_sum(f.value)}
+        added = [h for h in added if h.chunk.message_id in summed or says_a_sum(h.chunk.text)]
+        if not added:  # ('current:rent' 845, not 'current:car' Fiat 500), or a turn that
+            return found  # says one, answers it
     hits: list[Hit] = [*added, *found.hits]
     return dataclasses.replace(found, hits=hits, abstained=False)
+
+
+def _a_sum(value: str) -> bool:
+    """Whether a fact's value is a sum: a bare number ('845', '£1,250') or one said as such."""
+    return _BARE_NUMBER.fullmatch(value.strip()) is not None or says_a_sum(value)

@@ -28,6 +28,7 @@ from memory.embedding import Embedder, gives_words
 from memory.errors import EmbeddingFailed
 from memory.ingest.turns import RECALLED_ROLES
 from memory.recall.abstention import COVERED_HITS, is_a_request, nothing_stands_out
+from memory.recall.amounts import AMOUNT_HITS, asks_for_money
 from memory.recall.candidate_rows import CandidateRows
 from memory.recall.empty_turns import says_nothing
 from memory.recall.identifiers import names_identifiers
@@ -197,7 +198,8 @@ def retrieve(
     if names_identifiers(query):  # the gate reads the kept hits' text; a code under the floor
         kept = with_the_kind(query, ranked, rows.whole(kept), rows)
     elif rows.partial and gate and settings.min_answerable > 0:  # and so does the learned one
-        kept = [*rows.whole(kept[:COVERED_HITS]), *kept[COVERED_HITS:]]  # its three best's
+        head = AMOUNT_HITS if asks_for_money(query) else COVERED_HITS  # (amounts.py reads 5)
+        kept = [*rows.whole(kept[:head]), *kept[head:]]  # its best few
     rules = (settings.min_standout, settings.min_answerable) if gate else (0.0, 0.0)
     # A request is not dropped whole for a weak best cosine: what bears on it ('I refuse to
     # use pesticides' for 'What should I do about slugs?') is often a turn of 0.2-0.3.

@@ -126,7 +126,7 @@ def test_a_question_asking_for_the_present_keeps_the_gate_open():
     alike = hits(0.42, *[0.40] * 11)
     for asked in (
         "Which gym do I go to now?",
-        "What is my rent these days?",
+        "What is my commute these days?",  # (a rent asked of turns with no sum closes: amounts.py)
         "Who coaches the team currently?",
         "What car do we have at the moment?",
         "Am I still on the night rota?",
@@ -149,7 +149,7 @@ def test_a_dated_question_keeps_the_gate_open():
     for asked in (
         "Which gym did I go to in 2019?",
         "What injury did I come back with in July?",
-        "How much was the rent as of October?",
+        "How many hives did I have as of October?",  # (a rent asked: amounts.py)
         "What did I plant last spring?",
         "Where did we stay since early March?",
     ):

@@ -75,3 +75,33 @@ def test_no_fact_asked_about_or_no_candidate_leaves_the_recall_as_it_was():
     assert with_the_fact_asked(other, [fact("home_city", "Reading")]) is other
     kept = Retrieval([source], False, "Where do we live?", ranked=[source])
     assert with_the_fact_asked(kept, [fact("home_city", "Reading")]) is kept  # already kept
+
+
+def test_a_question_after_a_sum_brings_the_source_only_when_it_says_one():
+    """'What's Ruaridh's salary in the new council job?' asks what "current:job" holds by its
+    words, but its source turn says no salary: the gate closed on it (amounts.py) and it stays
+    closed; a source that says the sum comes in."""
+    job = fact("current:job", "housing officer")
+    asked = "What's Ruaridh's salary in the new council job?"
+    told = hit("Ruaridh got the job at the council, he starts in June!", 7)
+    found = Retrieval([], True, asked, ranked=[told])
+    assert with_the_fact_asked(found, [job]) is found
+    paid = hit("Ruaridh got the council job, on 34k a year, he starts in June!", 7)
+    found = Retrieval([], True, asked, ranked=[paid])
+    assert [h.chunk.id for h in with_the_fact_asked(found, [job]).hits] == [7]
+
+
+def test_a_fact_that_holds_the_sum_brings_its_source_whatever_the_turn_says():
+    rent = fact("current:rent", "845")
+    told = hit("Ugh, the landlord put it up again from May, it's 845 now.", 7)
+    found = Retrieval([], True, "How much is my rent?", ranked=[told])
+    assert [h.chunk.id for h in with_the_fact_asked(found, [rent]).hits] == [7]
+
+
+def test_a_number_in_a_name_is_no_sum():
+    """'current:car' Fiat 500 holds a digit, not a price: its turn does not answer what the
+    car cost."""
+    car = fact("current:car", "Fiat 500")
+    told = hit("The old Corsa died, so we've bought a second-hand Fiat 500.", 7)
+    found = Retrieval([], True, "How much did the car cost?", ranked=[told])
+    assert with_the_fact_asked(found, [car]) is found
