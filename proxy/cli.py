@@ -48,6 +48,9 @@ from proxy.log_lines import log_to_stderr
 # The levels both logging and uvicorn know; anything else would end in a traceback from
 # logging.basicConfig once the config is read.
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+# The exit status when the app's startup failed: uvicorn.run's (3), which its modules define in
+# one place or another by version, so it is not imported.
+STARTUP_FAILURE = 3
 
 
 class _Moim(click.Group):
@@ -97,7 +100,6 @@ def serve(config_path: Path | None, host: str | None, port: int | None, log_leve
 
     tune_malloc()  # before the store's threads allocate (its docstring says why)
     import uvicorn
-    from uvicorn.config import STARTUP_FAILURE
 
     from proxy.app import build_app
     from proxy.serving import StopClock, StoppingServer, bind_problem, uvicorn_options
