@@ -38,23 +38,31 @@ _MONEY_WORDS = (
 # Not "What's the bank account I pay rent to?" (an account asked) nor "What do I use to
 # charge the car?" (no sum asked).
 _ASKS_MONEY = re.compile(
-    rf"\bhow\s+much\b.*\b{_MONEY_WORDS}\b|\b{_MONEY_WORDS}\b.*\bhow\s+much\b"
-    r"|\bwhat(?:'s|\s+is|\s+was|\s+are|\s+were)\s+(?:[\w'-]+\s+){0,3}?(?:cost|costs|price"
-    r"|prices|salary|rent|turnover|fees?|mortgage|budget|wages?)\b"
-    r"|\bwhat(?:'s|\s+is|\s+was|\s+are|\s+were|\s+do|\s+does|\s+did)\b.*\b(?:cost"
-    r"|(?:charge|pay|paid|earn)(?:\s+(?:me|us|you|him|her|them))?\s+(?:for|per|a|an|each)\b"
-    r"|(?:spend|spent)\s+on\b)",
-    re.IGNORECASE | re.DOTALL,
+    r"\bwhat(?:'s|\s+is|\s+was|\s+are|\s+were)\s+(?:[\w'-]+\s+){0,3}?(?:cost|costs|price"
+    r"|prices|salary|rent|turnover|fees?|mortgage|budget|wages?)\b",
+    re.IGNORECASE,
+)
+# The rest are a word, then another anywhere after it: read from the first word only (a
+# search from each of many "how much" to the end costs the square of a 16 kB question).
+_HOW_MUCH = re.compile(r"\bhow\s+much\b", re.IGNORECASE)
+_MONEY = re.compile(rf"\b{_MONEY_WORDS}\b", re.IGNORECASE)
+_WHAT = re.compile(r"\bwhat(?:'s|\s+is|\s+was|\s+are|\s+were|\s+do|\s+does|\s+did)\b", re.I)
+_WHAT_MONEY = re.compile(
+    r"\b(?:cost|(?:charge|pay|paid|earn)(?:\s+(?:me|us|you|him|her|them))?\s+(?:for|per|a|an"
+    r"|each)\b|(?:spend|spent)\s+on\b)",
+    re.IGNORECASE,
 )
 # A sum (read in the lower-cased text: `re.IGNORECASE` over word lists costs ten times as
 # much, and a money question reads five turns of up to 1,000 characters): a currency sign
 # before a digit; a digit before a share, a currency word or a magnitude ("40k", "12
 # percent"), before "a week", "per night", "each", with thousands separators or pence
 # ("3,200", "4.50"); a digit a few words after a money word ("put the rent up to 845"); a
-# number word before a currency word or a magnitude ("two grand").
+# number word before a currency word or a magnitude ("two grand"). A run of digits, commas and
+# dots is read 40 characters at most: read to its end from each of its digits, 16 kB of
+# "1.1.1…" took 8.8 s.
 _CURRENCY = re.compile(r"[£$€¥]\s?\d")
 _DIGIT_SUM = re.compile(
-    r"\d(?<!\w\d)[\d,.]*(?:\s?(?:%|percent\b|per\s+cent\b)"
+    r"\d(?<!\w\d)[\d,.]{0,40}(?:\s?(?:%|percent\b|per\s+cent\b)"
     r"|\s?(?:k|m|bn|grand|thousand|million|billion|hundred|quid|pounds?|euros?|dollars?|p"
     r"|pence|bucks)\b|\s+(?:a|an|per|each)\s+\w|(?:,\d{3})+\b|\.\d\d\b)"
 )
@@ -92,7 +100,12 @@ _MONEY_REACH = 48
 
 def asks_for_money(query: str) -> bool:
     """Whether the question asks what something cost, paid or earned ("How much is my rent?")."""
-    return _ASKS_MONEY.search(query) is not None
+    if _ASKS_MONEY.search(query) is not None:
+        return True
+    return any(
+        (first := word.search(query)) is not None and after.search(query, first.end()) is not None
+        for word, after in ((_HOW_MUCH, _MONEY), (_MONEY, _HOW_MUCH), (_WHAT, _WHAT_MONEY))
+    )
 
 
 def says_a_sum(text: str) -> bool:

@@ -1,6 +1,11 @@
 """memory/block/asked.py: the change on the question's subject leads, with or without a change
 word (read through `lead_with_the_change`, which the block calls)."""
 
+import subprocess
+import sys
+
+import pytest
+
 from memory.block.latest import lead_with_the_change
 from memory.records import Excerpt
 
@@ -140,3 +145,20 @@ def test_a_name_one_word_after_the_old_one_is_its_own_phrase_not_a_change():
     excerpts = [newer, older]
     question = "How much do I charge for a cut and colour?"
     assert lead_with_the_change(excerpts, 600, question) == excerpts
+
+
+def test_a_long_line_of_the_subjects_names_is_read_in_linear_time():
+    """A 300 kB user line naming the subject's old values over and over (a tier configured
+    that large): each name's clause start was searched again from the line's start, 61 s;
+    0.8 s once a line's marks are read once (review29). The deadline only catches a return
+    to quadratic time (a process of its own: a regex holds the GIL)."""
+    code = (
+        "from memory.block.latest import lead_with_the_change\n"
+        "from tests.memory.block.test_asked import BASS, excerpt\n"
+        "line = 'user: I play the ' + 'Precision and the Ampeg, ' * 12000 + 'Precision.'\n"
+        "lead_with_the_change([excerpt('s2', 9, line), BASS], 400_000, 'Which bass now?')\n"
+    )
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a 300 kB line of the subject's names took more than 15 s: quadratic again")

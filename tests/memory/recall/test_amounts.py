@@ -1,6 +1,9 @@
 """A question after money whose best kept turns say no sum (memory/recall/amounts.py): the
 abstention gate closes for it, whatever the cosines say; a sum in one of them keeps it open."""
 
+import subprocess
+import sys
+
 import pytest
 
 from memory.recall.abstention import TOPIC_SIZE, nothing_stands_out
@@ -118,3 +121,21 @@ def test_a_small_store_a_request_or_the_gate_off_are_left_alone():
     asked = "How much should I spend on a car?"  # a request for advice
     assert not nothing_stands_out(asked, TOPIC_SIZE, many, 3.0, 0.0, 0.48)
     assert not nothing_stands_out("How much did the car cost?", TOPIC_SIZE, many, 3.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "asks_for_money('how much 1,' * 12000)",  # 132 kB: 1.4 s at 16 kB before (review29)
+        "says_a_sum('1.' * 20000)",  # a run of dotted digits: 8.8 s at 16 kB before
+    ],
+)
+def test_a_long_question_or_turn_is_read_in_linear_time(call):
+    """A search from each "how much" to the question's end, and a number read again from
+    each of its digits, cost the square of the text. The deadline only catches a return to
+    quadratic time (a process of its own: a regex holds the GIL)."""
+    code = f"from memory.recall.amounts import asks_for_money, says_a_sum\n{call}\n"
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{call} took more than 15 s: quadratic again")
